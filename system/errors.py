@@ -9,6 +9,7 @@ these never prints; `csshell` and `scripts` catch `CsError` at their boundary, p
     · UnknownCommand           no such command (carries "did you mean" candidates)
     · AmbiguousCommand         an abbreviation matches several commands
   - InvalidTransition          the state machine refuses (state, command); nothing changed
+    · JobRefused               a job's target system is not ACTIVE in the job's mode (exit 69)
   - PermissionDenied           the user's role may not run this command (exit 77, sysexits NOPERM)
   - AuthenticationFailed       wrong user or password
   - StoreError                 the SQLite store is unreadable, corrupt or of a newer schema
@@ -25,6 +26,7 @@ __all__ = [
     "UnknownCommand",
     "AmbiguousCommand",
     "InvalidTransition",
+    "JobRefused",
     "PermissionDenied",
     "AuthenticationFailed",
     "StoreError",
@@ -64,6 +66,16 @@ class AmbiguousCommand(UsageError):
 
 class InvalidTransition(CsError):
     """The system's state does not allow this command; nothing was changed."""
+
+
+class JobRefused(InvalidTransition):
+    """A job cannot run on its target system now (state or execution mode); nothing started.
+
+    Exit 69 (sysexits EX_UNAVAILABLE): a script can tell "the CS-2 is not ready for this job" from
+    a bad command line (2) or a failed run (1) and wait or page an admin instead of retrying.
+    """
+
+    exit_code = 69
 
 
 class PermissionDenied(CsError):

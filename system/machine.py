@@ -31,6 +31,7 @@ from system.errors import (
     ConfigError,
     CsError,
     InvalidTransition,
+    JobRefused,
     PermissionDenied,
     ResourceError,
     UsageError,
@@ -319,6 +320,39 @@ class Machine:
         assert job is not None
         return job
 
+    def check_job(self, mode: ExecMode) -> SystemStatus:
+        """The system's status if a job in `mode` could start now; else JobRefused (one sentence
+        naming the system, its state and active mode, and the admin commands that fix it).
+
+        Launchers call this before allocating anything; `register_job` checks again atomically.
+        """
+        mode = ExecMode(mode)
+        now = self._clock()
+        with self.store.transaction() as db:
+            refusal = self._job_refusal(self._settle(db, now), mode, now)
+        if refusal is not None:
+            raise refusal
+        return self.status()
+
+    @classmethod
+    def for_target(cls, store: Store, cs_ip: str, **kwargs: Callable[[], float]) -> Machine:
+        """The system a run's `--cs_ip` names: its IP (with or without ``:9000``) or its name."""
+        target = cs_ip.strip()
+        host, sep, port = target.rpartition(":")
+        if sep and port.isdigit():
+            target = host
+        names = list_systems(store)
+        with store.read() as db:
+            by_ip = dict(db.execute("SELECT ip, name FROM systems WHERE in_cluster = 1"))
+        if target in names:
+            return cls(store, target, **kwargs)
+        if target in by_ip:
+            return cls(store, by_ip[target], **kwargs)
+        known = ", ".join(f"{n} ({ip})" for ip, n in sorted(by_ip.items(), key=lambda kv: kv[1]))
+        raise UsageError(
+            f"--cs_ip {cs_ip} names no CS-2 system of this cluster; use one of: {known}."
+        )
+
     def finish_job(self, job_id: int, state: str) -> None:
         """Mark a job ended (COMPLETED / FAILED / CANCELLED) and free its nodes; idempotent."""
         if state not in jobs.END_STATES:
@@ -408,11 +442,11 @@ class Machine:
     def _job_refusal(self, row: changes.Row, mode: ExecMode, now: float) -> CsError | None:
         if row.state is not State.ACTIVE:
             ready_in = None if row.activating_until is None else row.activating_until - now
-            return InvalidTransition(
+            return JobRefused(
                 _JOB_REFUSALS[row.state].format(name=row.name, ready=ready_text(ready_in))
             )
         if row.active_mode is not mode:
-            return InvalidTransition(
+            return JobRefused(
                 f"System {row.name} is ACTIVE in {row.active_mode} mode but this job needs "
                 f"{mode}; launch it with `{LAUNCHERS[row.active_mode]}`, or ask an admin to "
                 f"switch modes (`system standby`, `config execmode setup`, `system activate`)."
