@@ -35,8 +35,24 @@ def run(argv: list[str], timeout: float = 60, **kw: object) -> subprocess.Comple
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, **kw)  # type: ignore[call-overload]
 
 
+_started: list[subprocess.Popen[str]] = []
+
+
 def start(argv: list[str], **kw: object) -> subprocess.Popen[str]:
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)  # type: ignore[call-overload]
+    """Start a launcher in the background (stopped and its pipes closed at test teardown)."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)  # type: ignore[call-overload]
+    _started.append(proc)
+    return proc
+
+
+@pytest.fixture(autouse=True)
+def _reap_started():
+    yield
+    while _started:
+        proc = _started.pop()
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=30)
 
 
 # A task body that records its Slurm environment (and pid) to <dir>/<SLURM_PROCID>.json
