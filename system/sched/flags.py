@@ -242,7 +242,10 @@ def wse_components(launch: WseLaunch, gres: str) -> tuple[Component, ...]:
         middle = tuple(Component(1, 1) for _ in range(2, single + 1))
         return (*first, *middle, Component(nodes - single, tasks, cpus, launch.cyclic))
     if nodes > 1:
-        return (Component(1, tasks, cpus, False, gres),
+        # the real line has no --exclusive on its first part: Slurm gives it only the cpus its
+        # tasks need (SLURM_JOB_CPUS_PER_NODE shows it); the embedded scheduler still keeps the
+        # node whole
+        return (Component(1, tasks, cpus, False, gres, exclusive=False),
                 Component(nodes - 1, tasks, cpus, launch.cyclic))
     return (Component(nodes, tasks, cpus, False, gres),)
 

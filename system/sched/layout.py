@@ -1,20 +1,22 @@
 """Where each task of a job runs and the Slurm environment it sees.
 
-Numbering follows Slurm for a heterogeneous step launched by one `srun A : B : C` (REFERENCE
-§2.3, SLURM-NOTES §9, slurm.schedmd.com/heterogeneous_jobs.html):
+Measured, not assumed: the "slurm" helper recorded real Slurm 22.05's task environments for
+csrun_wse's heterogeneous srun lines (/work/notes/slurm-layout.md, 15 cases;
+tests/launch/data/slurm_layout.json is a copy, and test_launch_slurm_truth.py compares this
+module with every case). The rules:
 
-* task ids are global and do not overlap: component k's tasks follow those of components < k
-  (the docs' `srun --label -n2 : -n1 hostname` prints tasks 0, 1 on the first node, 2 on the
-  next); node ids are likewise global across the step;
-* inside a component, block distribution fills a node before the next (task i on node i // T,
-  local id i % T), cyclic deals tasks round-robin (task i on node i % N, local id i // N);
-  SLURM-NOTES §3 shows both for `-N2 --ntasks-per-node=2`;
-* a heterogeneous job (more than one component) also gets SLURM_HET_JOB_ID (the leader's id),
-  SLURM_HET_JOB_OFFSET (the component), SLURM_HET_SIZE and the per-component
-  `<VAR>_HET_GROUP_<k>` copies; a one-component job gets none of them.
-
-`ENV_RULES` below is the one place these choices live; tests/launch checks them and the Slurm
-integration tests compare them with real Slurm (/work/notes/slurm-layout.json).
+* `srun A : B : C` makes a heterogeneous JOB (component k has job id base + k) but ONE step
+  spanning all components: SLURM_JOB_ID is the base id in every task; SLURM_PROCID and
+  SLURM_NODEID are global (components in order); SLURM_LOCALID is the task's rank among the tasks
+  on its node; SLURM_NTASKS / SLURM_NNODES / SLURM_JOB_NODELIST cover the whole job;
+* inside a component, block fills a node before the next (task i on node i // T), cyclic deals
+  round-robin (task i on node i % N);
+* a heterogeneous job adds SLURM_HET_SIZE = SLURM_PACK_SIZE and, for EVERY component k, the
+  `_PACK_GROUP_<k>` copies of SLURM_JOB_ID, SLURM_JOB_NODELIST, SLURM_JOB_CPUS_PER_NODE and
+  SLURM_JOB_PARTITION; real Slurm sets NO SLURM_HET_JOB_ID / SLURM_HET_JOB_OFFSET in tasks, so
+  neither do we (runtime/roles.py finds a task's component from these variables);
+* SLURM_CPUS_PER_TASK is set (in every task) only when a component was given --cpus-per-task;
+  SLURM_CPUS_ON_NODE = tasks on the node x cpus per task; SLURM_GTIDS = the node's task ids.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from system.sched.request import Component, JobRequest
 __all__ = ["Task", "layout", "tasks_per_node_text", "CLUSTER_NAME"]
 
 CLUSTER_NAME = "cs2sim"
+PARTITION = "cs2sim"  # the embedded cluster has one partition
 
 
 @dataclass(frozen=True)
@@ -73,68 +76,87 @@ def layout(
 ) -> list[Task]:
     """The tasks of `request` on the allocated `nodes` (one list per component), in procid order."""
     comps = request.components
-    het = len(comps) > 1
+    for k, (comp, part) in enumerate(zip(comps, nodes, strict=True)):
+        if len(part) != comp.nodes:
+            raise ValueError(f"component {k} needs {comp.nodes} nodes, got {len(part)}")
     all_nodes = [n for part in nodes for n in part]
+    nodelist = compress(all_nodes)
+    given = [c.cpus_per_task for c in comps if c.cpus_per_task is not None]
+    cpus_per_task = given[-1] if given else None
+    # placement first: GTIDS and CPUS_ON_NODE need every task's node
+    placed: list[tuple[int, int, int, str, int]] = []  # (procid, component, nodeid, node, cpt)
+    task_offset = node_offset = 0
+    for k, (comp, part) in enumerate(zip(comps, nodes, strict=True)):
+        for i in range(comp.ntasks):
+            node_index, _ = _place(comp, i)
+            placed.append((task_offset + i, k, node_offset + node_index, part[node_index],
+                           comp.cpus_per_task or 1))
+        task_offset += comp.ntasks
+        node_offset += comp.nodes
+    on_node: dict[str, list[int]] = {}
+    for procid, _, _, node, _ in placed:
+        on_node.setdefault(node, []).append(procid)
+
+    comp_of = {n: c for c, part in zip(comps, nodes, strict=True) for n in part}
+
+    def cpus_text(part: list[str]) -> str:
+        """Whole nodes for an --exclusive component; only what its tasks use otherwise."""
+        return tasks_per_node_text([
+            node_cpus.get(n, 1) if comp_of[n].exclusive
+            else comp_of[n].tasks_per_node * (comp_of[n].cpus_per_task or 1)
+            for n in part
+        ])
+
+    counts = [c.tasks_per_node for c in comps for _ in range(c.nodes)]
     common = {
         "SLURM_JOB_ID": str(job_id),
         "SLURM_JOBID": str(job_id),
         "SLURM_JOB_NAME": request.job_name,
-        "SLURM_JOB_NODELIST": compress(all_nodes),
-        "SLURM_NODELIST": compress(all_nodes),
+        "SLURM_JOB_NODELIST": nodelist,
+        "SLURM_NODELIST": nodelist,
+        "SLURM_STEP_NODELIST": nodelist,
         "SLURM_JOB_NUM_NODES": str(len(all_nodes)),
         "SLURM_NNODES": str(len(all_nodes)),
+        "SLURM_STEP_NUM_NODES": str(len(all_nodes)),
         "SLURM_NTASKS": str(request.ntasks),
         "SLURM_NPROCS": str(request.ntasks),
+        "SLURM_STEP_NUM_TASKS": str(request.ntasks),
+        "SLURM_TASKS_PER_NODE": tasks_per_node_text(counts),
+        "SLURM_STEP_TASKS_PER_NODE": tasks_per_node_text(counts),
+        "SLURM_JOB_CPUS_PER_NODE": cpus_text(all_nodes),
         "SLURM_STEP_ID": "0",
         "SLURM_STEPID": "0",
-        "SLURM_STEP_NODELIST": compress(all_nodes),
-        "SLURM_STEP_NUM_NODES": str(len(all_nodes)),
-        "SLURM_STEP_NUM_TASKS": str(request.ntasks),
+        "SLURM_JOB_PARTITION": PARTITION,
         "SLURM_CLUSTER_NAME": CLUSTER_NAME,
         "SLURM_JOB_USER": user,
+        "SLURM_JOB_UID": str(os.getuid()),
+        "SLURM_JOB_GID": str(os.getgid()),
         "SLURM_SUBMIT_DIR": submit_dir or os.getcwd(),
-        "SLURM_UNBUFFEREDIO": "1",
+        "SLURM_TOPOLOGY_ADDR_PATTERN": "node",
     }
-    if het:
-        common["SLURM_HET_JOB_ID"] = str(job_id)
-        common["SLURM_HET_SIZE"] = str(len(comps))
-        for k, (comp, part) in enumerate(zip(comps, nodes, strict=True)):
-            suffix = f"_HET_GROUP_{k}"
+    if cpus_per_task is not None:
+        common["SLURM_CPUS_PER_TASK"] = str(cpus_per_task)
+    if len(comps) > 1:
+        common["SLURM_HET_SIZE"] = common["SLURM_PACK_SIZE"] = str(len(comps))
+        for k, part in enumerate(nodes):
+            suffix = f"_PACK_GROUP_{k}"
             common["SLURM_JOB_ID" + suffix] = str(job_id + k)
             common["SLURM_JOB_NODELIST" + suffix] = compress(part)
-            common["SLURM_JOB_NUM_NODES" + suffix] = str(len(part))
-            common["SLURM_NTASKS" + suffix] = str(comp.ntasks)
-            common["SLURM_TASKS_PER_NODE" + suffix] = tasks_per_node_text(
-                [comp.tasks_per_node] * comp.nodes
-            )
-            if comp.cpus_per_task is not None:
-                common["SLURM_CPUS_PER_TASK" + suffix] = str(comp.cpus_per_task)
-    counts = [c.tasks_per_node for c in comps for _ in range(c.nodes)]
-    common["SLURM_TASKS_PER_NODE"] = tasks_per_node_text(counts)
-    common["SLURM_STEP_TASKS_PER_NODE"] = common["SLURM_TASKS_PER_NODE"]
+            common["SLURM_JOB_CPUS_PER_NODE" + suffix] = cpus_text(part)
+            common["SLURM_JOB_PARTITION" + suffix] = PARTITION
     tasks: list[Task] = []
-    task_offset = node_offset = 0
-    for k, (comp, part) in enumerate(zip(comps, nodes, strict=True)):
-        if len(part) != comp.nodes:
-            raise ValueError(f"component {k} needs {comp.nodes} nodes, got {len(part)}")
-        for i in range(comp.ntasks):
-            node_index, localid = _place(comp, i)
-            node = part[node_index]
-            env = dict(common)
-            env.update(
-                SLURM_PROCID=str(task_offset + i),
-                SLURM_LOCALID=str(localid),
-                SLURM_NODEID=str(node_offset + node_index),
-                SLURMD_NODENAME=node,
-                SLURM_TOPOLOGY_ADDR=node,
-                SLURM_CPUS_ON_NODE=str(node_cpus.get(node, 1)),
-                SLURM_DISTRIBUTION="cyclic" if comp.cyclic else "block",
-            )
-            if comp.cpus_per_task is not None:  # Slurm sets it only when it was asked for
-                env["SLURM_CPUS_PER_TASK"] = str(comp.cpus_per_task)
-            if het:
-                env["SLURM_HET_JOB_OFFSET"] = str(k)
-            tasks.append(Task(task_offset + i, k, localid, node, node_offset + node_index, env))
-        task_offset += comp.ntasks
-        node_offset += comp.nodes
+    for procid, k, nodeid, node, cpt in placed:
+        mates = on_node[node]
+        env = dict(common)
+        env.update(
+            SLURM_PROCID=str(procid),
+            SLURM_LOCALID=str(mates.index(procid)),
+            SLURM_NODEID=str(nodeid),
+            SLURMD_NODENAME=node,
+            SLURM_TOPOLOGY_ADDR=node,
+            SLURM_GTIDS=",".join(map(str, sorted(mates))),
+            SLURM_CPUS_ON_NODE=str(len(mates) * cpt),
+        )
+        tasks.append(Task(procid, k, mates.index(procid), node, nodeid, env))
+    tasks.sort(key=lambda t: t.procid)
     return tasks

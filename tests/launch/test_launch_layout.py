@@ -39,19 +39,21 @@ def test_heterogeneous_numbering_is_global():
     parts = _nodes(["c0"], ["w0"], ["w1", "w2", "w3"])
     tasks = layout(_req(*comps), 40, parts, {"w1": 128})
     assert [t.procid for t in tasks] == list(range(8))
-    assert [(t.node, t.env["SLURM_HET_JOB_OFFSET"]) for t in tasks[:3]] == [
-        ("c0", "0"), ("w0", "1"), ("w1", "2")]
+    assert [t.node for t in tasks[:3]] == ["c0", "w0", "w1"]
+    assert all("SLURM_HET_JOB_OFFSET" not in t.env and "SLURM_HET_JOB_ID" not in t.env
+               for t in tasks)  # real Slurm sets neither in a het step's tasks
     # cyclic inside the last component: tasks 2..7 go w1 w2 w3 w1 w2 w3
     assert [t.node for t in tasks[2:]] == ["w1", "w2", "w3", "w1", "w2", "w3"]
     assert [t.localid for t in tasks[2:]] == [0, 0, 0, 1, 1, 1]
     assert [t.nodeid for t in tasks] == [0, 1, 2, 3, 4, 2, 3, 4]
     env = tasks[5].env
-    assert env["SLURM_HET_JOB_ID"] == "40" and env["SLURM_HET_SIZE"] == "3"
-    assert env["SLURM_JOB_ID_HET_GROUP_2"] == "42"
-    assert env["SLURM_JOB_NODELIST_HET_GROUP_2"] == "w[1-3]"
+    assert env["SLURM_JOB_ID"] == "40" and env["SLURM_HET_SIZE"] == "3"
+    assert env["SLURM_JOB_ID_PACK_GROUP_2"] == "42"
+    assert env["SLURM_JOB_NODELIST_PACK_GROUP_2"] == "w[1-3]"
     assert env["SLURM_NTASKS"] == "8" and env["SLURM_NNODES"] == "5"
-    assert env["SLURM_CPUS_PER_TASK"] == "16" and "SLURM_CPUS_PER_TASK" not in tasks[0].env
+    assert env["SLURM_CPUS_PER_TASK"] == "16" == tasks[0].env["SLURM_CPUS_PER_TASK"]
     assert env["SLURM_TASKS_PER_NODE"] == "1(x2),2(x3)"
+    assert env["SLURM_GTIDS"] == "2,5" and env["SLURM_CPUS_ON_NODE"] == "32"
 
 
 def test_hostlist_round_trip():
@@ -72,11 +74,12 @@ def test_seed_job_every_task_is_a_process_with_its_environment(tmp_path):
     assert sorted(recs) == list(range(98))
     assert len({r["pid"] for r in recs.values()}) == 98  # 98 distinct processes
     chief, coord = recs[0], recs[1]
-    assert chief["SLURMD_NODENAME"] == "chief-0" and chief["SLURM_HET_JOB_OFFSET"] == "0"
-    assert coord["SLURMD_NODENAME"] == "worker-0" and coord["SLURM_HET_JOB_OFFSET"] == "1"
+    assert chief["SLURMD_NODENAME"] == "chief-0" and coord["SLURMD_NODENAME"] == "worker-0"
     job = chief["SLURM_JOB_ID"]
     workers = [recs[i] for i in range(2, 98)]
-    assert all(w["SLURM_HET_JOB_OFFSET"] == "2" and w["SLURM_JOB_ID"] == job for w in workers)
+    assert all(w["SLURM_JOB_ID"] == job for w in workers)
+    assert chief["SLURM_JOB_ID_PACK_GROUP_2"] == str(int(job) + 2)
+    assert chief["SLURM_JOB_NODELIST_PACK_GROUP_2"] == "worker-[1-12]"
     # cyclic over worker-1..worker-12: task 2+i is on worker-(1 + i % 12), local id i // 12
     for i, w in enumerate(workers):
         assert w["SLURMD_NODENAME"] == f"worker-{1 + i % 12}"
@@ -86,7 +89,7 @@ def test_seed_job_every_task_is_a_process_with_its_environment(tmp_path):
         assert w["CS2SIM_FLOW"] == "ws"
     assert chief["SLURM_JOB_NODELIST"] == "chief-0,worker-[0-12]"
     assert chief["SLURM_NTASKS"] == "98" and chief["SLURM_NNODES"] == "14"
-    assert chief["SLURM_HET_SIZE"] == "3" and chief["SLURM_HET_JOB_ID"] == job
+    assert chief["SLURM_HET_SIZE"] == "3" and "SLURM_HET_JOB_ID" not in chief
 
 
 def test_block_layout_end_to_end(tmp_path):
