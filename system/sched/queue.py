@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 import signal
 import time
 from dataclasses import dataclass
@@ -208,14 +209,30 @@ def _never_fits_hint(why: str, request: JobRequest, nodes: list[NodeInfo]) -> st
     return hint
 
 
-def _reap(db: sqlite3.Connection, now: float, state: str, limit: int | None = None) -> int:
+class _Alive:
+    """Launcher liveness, asked at most once per (pid, start) in a pass (a /proc read each)."""
+
+    def __init__(self) -> None:
+        self.host = this_host()
+        self.seen: dict[tuple[int, str | None], bool] = {}
+
+    def __call__(self, pid: int, start: str | None, host: str) -> bool:
+        if host != self.host:
+            return True  # another host's launcher: only that host can tell
+        key = (pid, start)
+        if key not in self.seen:
+            self.seen[key] = process_alive(pid, start)
+        return self.seen[key]
+
+
+def _reap(db: sqlite3.Connection, now: float, state: str, alive: _Alive) -> int:
     """End the jobs in `state` whose launcher on this host is gone; how many."""
-    host = this_host()
-    sql = "SELECT id, pid, pid_start FROM sched_jobs WHERE state = ? AND host = ? ORDER BY id"
-    rows = db.execute(sql + (f" LIMIT {int(limit)}" if limit else ""), (state, host)).fetchall()
+    rows = db.execute(
+        "SELECT id, pid, pid_start, host FROM sched_jobs WHERE state = ? ORDER BY id", (state,)
+    ).fetchall()
     n = 0
-    for job_id, pid, start in rows:
-        if not process_alive(pid, start):
+    for job_id, pid, start, host in rows:
+        if not alive(pid, start, host):
             end = "FAILED" if state == "RUNNING" else "CANCELLED"
             db.execute(
                 "UPDATE sched_jobs SET state = ?, reason = 'LauncherDied', ended_at = ?"
@@ -226,51 +243,68 @@ def _reap(db: sqlite3.Connection, now: float, state: str, limit: int | None = No
 
 
 def schedule(db: sqlite3.Connection, nodes: list[NodeInfo], now: float | None = None) -> int:
-    """One FIFO pass inside the caller's transaction: reap dead launchers, start what fits; how
-    many jobs started."""
+    """One FIFO pass inside the caller's transaction; how many jobs started.
+
+    Cost: O(nodes) to find the free ones + O(1) per job examined. Dead launchers are reaped
+    where it matters: a pending job is checked when the pass reaches it (a dead one is dropped
+    and the pass goes on), and running jobs only when the head of the queue does not fit (their
+    nodes might be free after all); the view (`jobs()`) reaps everything.
+    """
     now = time.time() if now is None else now
-    _reap(db, now, "RUNNING")
-    used = {r[0] for r in db.execute("SELECT node FROM sched_alloc")}
+    alive = _Alive()
+    started, blocked = _pass(db, nodes, now, alive)
+    if blocked and _reap(db, now, "RUNNING", alive):
+        more, _ = _pass(db, nodes, now, alive)
+        started += more
+    return started
+
+
+def _pass(
+    db: sqlite3.Connection, nodes: list[NodeInfo], now: float, alive: _Alive
+) -> tuple[int, bool]:
+    """(jobs started, whether a pending job is left blocking the queue)."""
+    held = db.execute("SELECT group_concat(node, char(10)) FROM sched_alloc").fetchone()[0]
+    used = set(held.split("\n")) if held else set()
     free = [n for n in nodes if n.name not in used]
-    started = 0
-    while True:  # a dead launcher at the head is reaped, then the pass runs again
-        cur = db.execute(
-            "SELECT id, request, pid, pid_start, host FROM sched_jobs WHERE state = 'PENDING'"
-            " ORDER BY id")
-        host = this_host()
-        dead_head = False
+    cur = db.execute(
+        "SELECT id, request, pid, pid_start, host FROM sched_jobs WHERE state = 'PENDING'"
+        " ORDER BY id")
+    dead: list[int] = []
 
-        def pending() -> object:
-            nonlocal dead_head
-            for job_id, request, pid, start, where in cur:
-                if where == host and not process_alive(pid, start):
-                    dead_head = True
-                    db.execute(
-                        "UPDATE sched_jobs SET state = 'CANCELLED', reason = 'LauncherDied',"
-                        " ended_at = ? WHERE id = ?", (now, job_id))
-                    continue
-                comps, exclude = _decode(request)
-                yield Pending(job_id, comps, exclude)
-
-        results = list(fifo_pass(pending(), free))  # type: ignore[arg-type]
-        for job, placed in results:
-            if placed is None:
-                db.execute(
-                    "UPDATE sched_jobs SET reason = 'Resources' WHERE id = ?", (job.job_id,))
-                db.execute(
-                    "UPDATE sched_jobs SET reason = 'Priority' WHERE state = 'PENDING'"
-                    " AND id > ? AND reason != 'Priority'", (job.job_id,))
+    def pending() -> Iterator[Pending]:
+        for job_id, request, pid, start, host in cur:
+            if not alive(pid, start, host):
+                dead.append(job_id)
                 continue
+            comps, exclude = _decode(request)
+            yield Pending(job_id, comps, exclude)
+
+    results = list(fifo_pass(pending(), free))
+    cur.close()
+    for job_id in dead:
+        db.execute(
+            "UPDATE sched_jobs SET state = 'CANCELLED', reason = 'LauncherDied', ended_at = ?"
+            " WHERE id = ?", (now, job_id))
+    started = 0
+    blocked = False
+    for job, placed in results:
+        if placed is None:
+            blocked = True
             db.execute(
-                "UPDATE sched_jobs SET state = 'RUNNING', reason = 'None', started_at = ?,"
-                " nodes = ? WHERE id = ?", (now, json.dumps(placed), job.job_id))
-            db.executemany(
-                "INSERT INTO sched_alloc (node, job_id) VALUES (?, ?)",
-                [(n, job.job_id) for part in placed for n in part])
-            started += 1
-        cur.close()
-        if not dead_head:
-            return started
+                "UPDATE sched_jobs SET reason = 'Resources' WHERE id = ? AND reason != "
+                "'Resources'", (job.job_id,))
+            db.execute(
+                "UPDATE sched_jobs SET reason = 'Priority' WHERE state = 'PENDING'"
+                " AND id > ? AND reason = 'None'", (job.job_id,))
+            continue
+        db.execute(
+            "UPDATE sched_jobs SET state = 'RUNNING', reason = 'None', started_at = ?,"
+            " nodes = ? WHERE id = ?", (now, json.dumps(placed), job.job_id))
+        db.executemany(
+            "INSERT INTO sched_alloc (node, job_id) VALUES (?, ?)",
+            [(n, job.job_id) for part in placed for n in part])
+        started += 1
+    return started, blocked
 
 
 def poll(store: Store, job_id: int, nodes: list[NodeInfo]) -> QueueJob:
@@ -331,7 +365,9 @@ def jobs(store: Store, *, all_states: bool = False, limit: int = 200) -> list[Qu
     nodes = cluster_nodes(store)
     with store.transaction() as db:
         now = time.time()
-        _reap(db, now, "PENDING")
+        alive = _Alive()
+        _reap(db, now, "RUNNING", alive)
+        _reap(db, now, "PENDING", alive)
         schedule(db, nodes, now)
         where = "" if all_states else "WHERE state IN ('PENDING', 'RUNNING')"
         rows = db.execute(
