@@ -40,7 +40,7 @@ def queue_rows(jobs: list[QueueJob], now: float) -> list[tuple[str, ...]]:
     """One row per job component, squeue style."""
     from system.sched.hostlist import compress
 
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for job in jobs:
         if job.state == "RUNNING" and job.started_at is not None:
             elapsed = now - job.started_at

@@ -160,11 +160,15 @@ def _site(check: _Checker, item: dict[str, Any], nodes: list[NodeSpec]) -> SiteS
     base = SiteSpec()
     check.keys(item, "site", set(base.__dataclass_fields__))
     total = max(1, len(nodes))
-    def_nodes = check.number(item, "site", "def_nodes", int, (1, total), min(base.def_nodes, total))
+    def_nodes = check.number(
+        item, "site", "def_nodes", int, (1, total), min(base.def_nodes, total)
+    )
     tasks = check.number(
         item, "site", "def_tasks_per_node", int, (1, 100_000), base.def_tasks_per_node
     )
-    cpus = check.number(item, "site", "def_cpus_per_task", int, (1, 1_000_000), base.def_cpus_per_task)
+    cpus = check.number(
+        item, "site", "def_cpus_per_task", int, (1, 1_000_000), base.def_cpus_per_task
+    )
     texts = {
         key: check.get(item, "site", key, str, getattr(base, key))
         for key in ("mount_dirs", "singularity_image", "gres_resource", "gres_node")
@@ -173,7 +177,9 @@ def _site(check: _Checker, item: dict[str, Any], nodes: list[NodeSpec]) -> SiteS
     if not texts["gres_node"]:
         texts["gres_node"] = chiefs[0] if chiefs else ""
     elif texts["gres_node"] not in {n.name for n in nodes}:
-        check.fail("site.gres_node", f"is {texts['gres_node']!r}, which is not a node listed in `nodes`")
+        check.fail(
+            "site.gres_node", f"is {texts['gres_node']!r}, which is not a node listed in `nodes`"
+        )
     return SiteSpec(def_nodes, tasks, cpus, **texts)
 
 

@@ -1,4 +1,4 @@
-"""Slurm hostlist expressions: ``worker-[1-3,7]`` <-> ["worker-1", "worker-2", "worker-3", "worker-7"].
+"""Slurm hostlist expressions: ``w-[1-3,7]`` <-> ["w-1", "w-2", "w-3", "w-7"].
 
 SLURM_JOB_NODELIST and squeue's NODELIST use this compressed form; tasks and tests expand it.
 Names are grouped by their prefix (everything before the trailing digits) in the order given;

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 import signal
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 

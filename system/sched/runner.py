@@ -139,8 +139,9 @@ def _run_python(cmd: PyCommand, env: dict[str, str]) -> int:
         if cmd.kind == "script":
             if not os.path.exists(cmd.target):
                 path = os.path.abspath(cmd.target)
-                print(f"{sys.executable}: can't open file {path!r}: [Errno 2] No such file or "
-                      "directory", file=sys.stderr)
+                # what python itself says (the task's own stderr, not the launcher's)
+                sys.stderr.write(f"{sys.executable}: can't open file {path!r}: [Errno 2] No "
+                                 "such file or directory\n")
                 return 2
             sys.path[0] = os.path.dirname(os.path.abspath(cmd.target))
             runpy.run_path(cmd.target, run_name="__main__")
@@ -156,7 +157,7 @@ def _run_python(cmd: PyCommand, env: dict[str, str]) -> int:
             return 0
         if isinstance(e.code, int):
             return e.code & 0xFF
-        print(e.code, file=sys.stderr)
+        sys.stderr.write(f"{e.code}\n")  # sys.exit("message"), as python prints it
         return 1
     except KeyboardInterrupt:
         return 128 + signal.SIGINT
@@ -212,8 +213,8 @@ def _child(task: Task, argv: tuple[str, ...], pycmd: PyCommand | None, base_env:
 
 
 def _signal_text(sig: int) -> str:
-    names = {signal.SIGTERM: "Terminated", signal.SIGKILL: "Killed",
-             signal.SIGSEGV: "Segmentation fault", signal.SIGINT: "Interrupt"}
+    names: dict[int, str] = {signal.SIGTERM: "Terminated", signal.SIGKILL: "Killed",
+                             signal.SIGSEGV: "Segmentation fault", signal.SIGINT: "Interrupt"}
     return names.get(sig, signal.Signals(sig).name)
 
 

@@ -83,7 +83,8 @@ def test_integer_flags_need_an_integer(flag, bad):
 def test_mount_dirs_needs_a_value():
     with pytest.raises(LaunchError) as e:
         parse_wse(["--mount-dirs"], SITE, WORKERS)
-    assert str(e.value) == 'ERROR: "--mount-dirs" requires a non-empty argument (directories to mount)'
+    assert str(e.value) == (
+        'ERROR: "--mount-dirs" requires a non-empty argument (directories to mount)')
 
 
 def test_single_task_nodes_must_be_less_than_nodes():
