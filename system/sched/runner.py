@@ -180,7 +180,8 @@ def _print_user_traceback(e: BaseException) -> None:
 
 
 def _child(task: Task, argv: tuple[str, ...], pycmd: PyCommand | None, base_env: dict[str, str],
-           fds: tuple[int, int], pgid: int, prctl: object, keep_fds: set[int]) -> None:
+           fds: tuple[int, int], pgid: int, prctl: object, keep_fds: set[int],
+           go: int) -> None:
     """Body of a forked task; never returns."""
     code = 1
     try:
@@ -188,6 +189,10 @@ def _child(task: Task, argv: tuple[str, ...], pycmd: PyCommand | None, base_env:
         for fd in keep_fds:  # the other tasks' pipe ends and the launcher's files
             with contextlib.suppress(OSError):
                 os.close(fd)
+        # wait until every task is forked: a running task would take the CPU from the fork loop
+        # (2 cores, 98 tasks); all start together when the launcher closes the pipe's write end
+        os.read(go, 1)
+        os.close(go)
         env = {**base_env, **task.env, "SLURM_TASK_PID": str(os.getpid())}
         if pycmd is not None:
             if pycmd.flow:
@@ -277,16 +282,17 @@ class _Step:
         sys.stderr.flush()
         gc.collect()
         gc.freeze()  # the shared heap stays shared: children's collections skip it
+        go_r, go_w = os.pipe()
         try:
             for task, (out_r, out_w, err_r, err_w) in zip(self.tasks, pipes, strict=True):
                 # the child closes every pipe end but its own two write ends
                 others = {fd for p in pipes for fd in p if fd >= 0} - {out_w, err_w}
-                others |= set(self.logs.values())
+                others |= set(self.logs.values()) | {go_w}
                 pid = os.fork()
                 if pid == 0:
                     _child(task, self.argv, pycmd, base_env, (out_w, err_w),
                            -1 if self.pty else (0 if self.pgid < 0 else self.pgid),
-                           prctl, others)
+                           prctl, others, go_r)
                 if not self.pty:
                     if self.pgid < 0:
                         self.pgid = pid
@@ -299,6 +305,8 @@ class _Step:
                     self.sel.register(out_r, selectors.EVENT_READ, (task.procid, 1))
                     self.sel.register(err_r, selectors.EVENT_READ, (task.procid, 2))
         finally:
+            os.close(go_w)  # go: every task starts now
+            os.close(go_r)
             gc.unfreeze()
 
     # -- output -----------------------------------------------------------------------------
