@@ -19,7 +19,7 @@ class Signals:
 
     def __init__(self, ignore_int: bool = False) -> None:
         self.got: int | None = None
-        self.ignore_int = ignore_int
+        self.ignore_int = ignore_int  # set once the interactive task runs (not while queued)
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, self._handler)
 

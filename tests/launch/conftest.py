@@ -79,7 +79,8 @@ def queue_state(home: Path) -> tuple[list[dict[str, object]], list[str]]:
         "import json; from system.store import Store; from system.sched import queue; "
         "s = Store.open(); jobs = queue.jobs(s, all_states=True); "
         "nodes = [r[0] for r in s._conn.execute('SELECT node FROM sched_alloc')]; "
-        "print(json.dumps([[{'id': j.id, 'state': j.state, 'reason': j.reason} for j in jobs],"
+        "print(json.dumps([[{'id': j.id, 'state': j.state, 'reason': j.reason,"
+        " 'started_at': j.started_at} for j in jobs],"
         " nodes]))"
     )
     env = {**os.environ, "CS2_HOME": str(home)}
