@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import RECORD, records, run, script
+from launch_helpers import RECORD, records, run, script
 
 from system.sched.hostlist import compress, expand
 from system.sched.layout import layout
@@ -120,7 +120,7 @@ def test_per_task_log_files(tmp_path, cs2_home):
 
 
 def test_dry_run_shows_the_layout_and_allocates_nothing(cs2_home):
-    from conftest import queue_state
+    from launch_helpers import queue_state
 
     res = run([script("csrun_wse"), "--dry-run", "--total-nodes=4", "--single-task-nodes=2",
                "--tasks-per-node=3", "--cpus-per-task=4", "--cyclic", "python-ws", "run.py"])

@@ -7,7 +7,7 @@ import signal
 import time
 
 import pytest
-from conftest import RECORD, queue_state, records, run, script, start, wait_for
+from launch_helpers import RECORD, queue_state, records, run, script, start, wait_for
 
 from system.errors import PermissionDenied
 from system.sched import queue
