@@ -56,7 +56,8 @@ def system_show(ctx: Context, inv: Invocation) -> None:
                     "software_version": status.software_version,
                     "running_jobs": [job_dict(j) for j in status.running_jobs],
                 }
-            )
+            ),
+            wrap=False,
         )
         return
     now = time.time()
