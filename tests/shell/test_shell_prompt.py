@@ -169,7 +169,7 @@ def test_an_unusable_history_file_warns_once_and_never_breaks_the_prompt(
 
 def test_toolbar_reads_the_store_at_each_render(store: Store) -> None:
     ctx = make_context(store)
-    toolbar = Toolbar(ctx)
+    toolbar = Toolbar(ctx, columns=lambda: 160)  # a wide terminal: every word of it
 
     def text() -> str:
         return "".join(t for _, t in toolbar())
