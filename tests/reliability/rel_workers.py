@@ -9,8 +9,10 @@ import random
 import sys
 from pathlib import Path
 
-COMMAND_LINES = (
+COMMAND_LINES = (  # standby and activate twice as often: their race is the one that matters
     "system standby --yes",
+    "system standby --yes",
+    "system activate",
     "system activate",
     "config execmode setup pipelined",
     "config execmode setup weight-streaming",
