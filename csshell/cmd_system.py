@@ -161,9 +161,7 @@ def wait_active(ctx: Context, status: SystemStatus) -> SystemStatus:
 
 def _rebooting(status: SystemStatus, started: SystemStatus) -> bool:
     """Still in the reboot that `started` began (not a later one another admin started)."""
-    return (
-        status.state is State.ACTIVATING and status.activating_until == started.activating_until
-    )
+    return status.state is State.ACTIVATING and status.activating_until == started.activating_until
 
 
 def _sleep_until(until: float | None) -> None:

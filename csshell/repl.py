@@ -183,7 +183,7 @@ class ForgivingFileHistory(FileHistory):
 
     def store_string(self, string: str) -> None:
         with contextlib.suppress(OSError):
-            private_file(Path(self.filename))
+            private_file(Path(os.fsdecode(self.filename)))
             super().store_string(string)
 
 

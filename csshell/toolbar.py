@@ -9,12 +9,14 @@ change made by another shell or a launcher shows up at the next keypress or refr
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
 from csshell.terminal import visible
 from system.state import State
 
 if TYPE_CHECKING:
+    from prompt_toolkit.formatted_text import StyleAndTextTuples
+
     from csshell.context import Context
 
 __all__ = ["Toolbar", "STYLE"]
@@ -35,7 +37,7 @@ STYLE = {
     "pending": "#ffd75f",
 }
 
-Fragments = list[tuple[str, str]]
+Fragments: TypeAlias = "StyleAndTextTuples"  # [(style, text), ...] as prompt_toolkit takes them
 
 
 SHORT_MODE = {"PIPELINED": "PL", "WEIGHT_STREAMING": "WS"}
@@ -78,7 +80,7 @@ class Toolbar:
                 fragments.append(("", f" │ jobs: {jobs} │ {visible(who.name)} ({who.role}) "))
             else:
                 fragments.append(("", f" │ jobs {jobs} │ {visible(who.name)} "))
-            if sum(len(text) for _, text in fragments) <= width:
+            if sum(len(f[1]) for f in fragments) <= width:
                 break
         return fragments
 

@@ -5,8 +5,9 @@ How accounts work (our design; on a real CS-2 an administrator logs in as root o
 * Local trust. Without ``--user``, ``cs`` acts as the local OS login name (`login_name()`),
   which comes from the kernel: the process's real uid looked up in the password database.
   Never from ``LOGNAME`` / ``USER`` (which anyone can set, as ``getpass.getuser()`` trusts), so
-  ``LOGNAME=root cs ...`` run by another OS user is still that user. The OS user who creates a store is registered as ``admin`` with no password, like root on
-  the system. A local OS user with an account acts with that account's role; one without an
+  ``LOGNAME=root cs ...`` run by another OS user is still that user. The OS user who creates
+  a store is registered as ``admin`` with no password, like root on the system. A local OS user
+  with an account acts with that account's role; one without an
   account acts with role ``user`` (may look, may not change).
 * Password login. ``cs --user NAME`` logs in as account NAME with a password, asked with getpass
   on a terminal or read from the first line of ``--password-file FILE`` (refused unless the file

@@ -77,8 +77,10 @@ def checkpoint_loop(model_dir: str, seed: int) -> None:
     print("ready", flush=True)
     while True:
         step += 1
-        weights = {"fc1.weight": rng.standard_normal((256, 1024)).astype(np.float32),  # 1 MiB
-                   "fc1.bias": np.full((1024,), float(step), np.float32)}
+        weights = {
+            "fc1.weight": rng.standard_normal((256, 1024)).astype(np.float32),  # 1 MiB
+            "fc1.bias": np.full((1024,), float(step), np.float32),
+        }
         state = TrainState(
             step=step,
             model=weights,

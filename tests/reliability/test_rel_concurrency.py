@@ -25,7 +25,8 @@ def test_racing_admins_exit_codes_match_the_audit_log(home, monkeypatch) -> None
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(WORKERS) as pool:
         results = pool.starmap(
-            rel_workers.admin_commands, [(str(home), n, seed, LINES) for seed, n in enumerate(names)]
+            rel_workers.admin_commands,
+            [(str(home), n, seed, LINES) for seed, n in enumerate(names)],
         )
     with Store.open(home) as store:
         machine = Machine(store)
@@ -44,7 +45,9 @@ def test_racing_admins_exit_codes_match_the_audit_log(home, monkeypatch) -> None
     for name, lines in zip(names, results, strict=True):
         assert len(rows[name]) == len(lines) == LINES, name
         for (line, code, text), row in zip(lines, rows[name], strict=True):
-            words = " ".join(line.split()[:3]) if line.startswith("config") else line.split(" --")[0]
+            words = (
+                " ".join(line.split()[:3]) if line.startswith("config") else line.split(" --")[0]
+            )
             assert row.command == words, (line, row)
             if row.outcome != "ok":
                 assert (row.outcome, code) == ("refused", 1), (line, code, text, row)

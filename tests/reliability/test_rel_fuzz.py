@@ -32,15 +32,30 @@ VOCAB = sorted(
 )
 # What an attacker types: escape sequences, C1 CSI, bidi overrides, NUL, newlines, markup.
 NASTY = st.sampled_from(
-    ["\x1b[2J", "\x1b]0;pwned\x07", "\x9b31m", "\u202egnp.exe", "\x00", "\r", "\x08\x08",
-     "[bold red]x[/]", "\x1b[?1049h", "\x7f", "\ufeff", "\n"]
+    [
+        "\x1b[2J",
+        "\x1b]0;pwned\x07",
+        "\x9b31m",
+        "\u202egnp.exe",
+        "\x00",
+        "\r",
+        "\x08\x08",
+        "[bold red]x[/]",
+        "\x1b[?1049h",
+        "\x7f",
+        "\ufeff",
+        "\n",
+    ]
 )
 WORD = st.one_of(st.sampled_from(VOCAB), st.text(max_size=10), NASTY)
 LINE = st.one_of(
     st.text(max_size=60),
     st.lists(WORD, max_size=7).map(" ".join),
-    st.builds(lambda c, w: f"{c} {w}", st.sampled_from([c.path for c in COMMANDS.commands()]),
-              st.lists(WORD, max_size=3).map(" ".join)),
+    st.builds(
+        lambda c, w: f"{c} {w}",
+        st.sampled_from([c.path for c in COMMANDS.commands()]),
+        st.lists(WORD, max_size=3).map(" ".join),
+    ),
 )
 CONTROL = set(map(chr, range(0x20))) - {"\n"} | set(map(chr, range(0x7F, 0xA0))) | {"\u202e"}
 

@@ -50,7 +50,12 @@ def cs_as_other(home: Path, *argv: str, **env: str) -> tuple[int, str, str]:
             code = main(list(argv))
         return code, out.getvalue(), err.getvalue()
 
-    base = {"CS2_HOME": str(home), "CS2_BOOT_SECONDS": "0", "HOME": "/nonexistent", "PATH": "/usr/bin"}
+    base = {
+        "CS2_HOME": str(home),
+        "CS2_BOOT_SECONDS": "0",
+        "HOME": "/nonexistent",
+        "PATH": "/usr/bin",
+    }
     return run_as(OTHER, run, {**base, **env})  # type: ignore[no-any-return]
 
 

@@ -200,4 +200,6 @@ def test_typeahead_input_still_runs_commands(store: Store) -> None:
         create_app_session(input=typeahead_input(raw, frozenset("?")), output=DummyOutput()),
     ):
         code, ctx = run_shell(store, raw, "config execmode show\rconf exec ?\x03")
-    assert code == 0 and out(ctx).startswith("Configured Execution Mode : PIPELINED\ncs> conf exec ?")
+    assert code == 0 and out(ctx).startswith(
+        "Configured Execution Mode : PIPELINED\ncs> conf exec ?"
+    )

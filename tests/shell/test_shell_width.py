@@ -3,8 +3,6 @@ columns (help, banner, messages, error lines); pipes are never wrapped. Tested a
 
 from __future__ import annotations
 
-import io
-
 import pytest
 from shell_helpers import make_context, out, plain
 
@@ -50,10 +48,14 @@ def test_wrapped_at_spaces_within_the_width(store, width: int, line: str) -> Non
 def test_banner_and_hanging_indents(store, width: int) -> None:
     ctx = make_context(store, columns=width)
     ctx.echo(banner(ctx))
-    ctx.echo("Active Execution Mode     : WEIGHT_STREAMING (PIPELINED takes effect at the next "
-             "`system activate`, once the reboot in progress completes)")
-    ctx.error("The reboot did not complete: bob put cs2-1 in FAULT at 2026-11-23 10:00:00 "
-              "(`system fault`); run `system show` and `audit show` to see why.")
+    ctx.echo(
+        "Active Execution Mode     : WEIGHT_STREAMING (PIPELINED takes effect at the next "
+        "`system activate`, once the reboot in progress completes)"
+    )
+    ctx.error(
+        "The reboot did not complete: bob put cs2-1 in FAULT at 2026-11-23 10:00:00 "
+        "(`system fault`); run `system show` and `audit show` to see why."
+    )
     text = out(ctx)
     lines = text.splitlines()
     assert all(len(x) <= width for x in lines)

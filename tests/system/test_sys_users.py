@@ -9,7 +9,6 @@ import pytest
 from sys_helpers import dump
 
 from system import users
-
 from system.audit import entries
 from system.errors import AuthenticationFailed, PermissionDenied, UsageError
 from system.users import (
