@@ -122,8 +122,9 @@ def authenticate(store: Store, name: str, password: str) -> Identity:
             f"Login failed for {name}: wrong user name or password; try again, "
             f"or ask an admin to run `user passwd {name}`."
         )
-    with store.transaction() as db:
-        audit.record(db, user=name, command="login", outcome="denied", detail=reason)
+    with store.transaction() as db:  # who really tried: the kernel's user, not the name typed
+        detail = f"{reason} (by OS user {login_name()})"
+        audit.record(db, user=name, command="login", outcome="denied", detail=detail)
     raise AuthenticationFailed(message)
 
 

@@ -64,6 +64,7 @@ def test_authenticate(with_alice, admin):
     with pytest.raises(AuthenticationFailed, match="has no password"):
         authenticate(with_alice, admin.name, "")
     failures = [e for e in entries(with_alice) if e.command == "login"]
+    assert all(e.detail.endswith(f"(by OS user {login_name()})") for e in failures)
     assert [(e.user, e.outcome) for e in failures] == [
         ("alice", "denied"),
         ("alice", "denied"),
