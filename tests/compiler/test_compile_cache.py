@@ -8,9 +8,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+from compiler_helpers import fc_params
+
 from runtime.compiler import compile_run
 from system.state import ExecMode
-from tests.compiler.helpers import fc_params
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,9 +56,9 @@ def test_killed_compile_is_not_reused(tmp_path):
     # a compile killed (SIGKILL) after writing every file but before its rename
     script = textwrap.dedent(f"""
         import os, signal, sys
-        sys.path.insert(0, {str(ROOT)!r})
+        sys.path[:0] = [{str(ROOT)!r}, {str(ROOT / "tests" / "compiler")!r}]
         import runtime.compiler.driver as d
-        from tests.compiler.helpers import fc_params
+        from compiler_helpers import fc_params
         from system.state import ExecMode
         d.publish = lambda *a: os.kill(os.getpid(), signal.SIGKILL)
         d.compile_run("fc_mnist", fc_params(), {str(tmp_path)!r}, mode=ExecMode.PIPELINED,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from compiler_helpers import fc_params, tiny_wafer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -14,7 +15,6 @@ from runtime.compiler.estimate import estimate_pipelined
 from runtime.compiler.graph import extract_graph
 from runtime.compiler.kernels import match_kernels
 from runtime.compiler.placement import min_pes, place_pipelined
-from tests.compiler.helpers import fc_params, tiny_wafer
 
 
 def _placed(p, wafer):
@@ -95,8 +95,9 @@ def test_fc_mnist_is_io_bound_on_a_tiny_share_of_the_wafer(tmp_path):
 
 def test_replicas_used_when_a_small_model_saturates_its_kernels():
     # GPT-2 tiny: its kernels can use only a few PEs each (useful PEs capped by their work)
+    from compiler_helpers import ZOO, params
+
     from system.hardware import WSE2
-    from tests.compiler.helpers import ZOO, params
 
     p = params("gpt2", ZOO / "gpt2" / "configs" / "params_tiny.yaml")
     g = extract_graph("gpt2", p, "float32")

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import math
 
+from compiler_helpers import ZOO, params
+
 from runtime.compiler import compile_run
 from runtime.compiler.report import parse_report
 from system.state import ExecMode
-from tests.compiler.helpers import ZOO, params
 
 
 def _check_overall(parsed, e):
