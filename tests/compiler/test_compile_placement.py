@@ -50,6 +50,11 @@ def test_placement_invariants(hidden, dropout, opt, w, h, sram):
             assert r.w >= 1 and r.h >= 1 and r.pes == k.pes
             assert 0 <= r.x and r.x + r.w <= wafer.width  # inside the grid
             assert 0 <= r.y and r.y + r.h <= wafer.height
+    from runtime.compiler.estimate import shared_edge
+
+    for j in range(pl.replicas):  # data flows between neighbours: consecutive kernels touch
+        chain = [k.rects[j] for k in pl.kernels]
+        assert all(shared_edge(a, b) > 0 for a, b in zip(chain, chain[1:]))
     for i, a in enumerate(rects):  # pairwise disjoint
         for b in rects[i + 1:]:
             assert (a.x + a.w <= b.x or b.x + b.w <= a.x or a.y + a.h <= b.y
