@@ -137,7 +137,7 @@ def _verify_place(c: Compilation) -> None:
             seen.append((r.x, r.y, r.w, r.h))
     for j in range(p.replicas):  # consecutive kernels are neighbours on the fabric
         chain = [k.rects[j] for k in p.kernels]
-        if any(shared_edge(a, b) == 0 for a, b in zip(chain, chain[1:])):
+        if any(shared_edge(a, b) == 0 for a, b in zip(chain, chain[1:], strict=False)):
             raise PassVerifyError("place: two consecutive kernels do not touch")
     seen.sort()
     # disjointness: sweep by x; rectangles are few enough for the pairwise check on neighbours

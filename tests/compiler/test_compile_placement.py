@@ -54,7 +54,7 @@ def test_placement_invariants(hidden, dropout, opt, w, h, sram):
 
     for j in range(pl.replicas):  # data flows between neighbours: consecutive kernels touch
         chain = [k.rects[j] for k in pl.kernels]
-        assert all(shared_edge(a, b) > 0 for a, b in zip(chain, chain[1:]))
+        assert all(shared_edge(a, b) > 0 for a, b in zip(chain, chain[1:], strict=False))
     for i, a in enumerate(rects):  # pairwise disjoint
         for b in rects[i + 1:]:
             assert (a.x + a.w <= b.x or b.x + b.w <= a.x or a.y + a.h <= b.y
