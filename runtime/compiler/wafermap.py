@@ -36,17 +36,17 @@ def block_legend(plan: Plan) -> list[tuple[str, str, int, int, float]]:
 
 def save_png(plan: Plan, path: Path, wafer: WaferSpec) -> Path:
     """Draw the wafer map (pipelined) or the layer timeline (weight streaming) into `path`."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    # the object API with the Agg canvas: no pyplot (its import and global state are not needed)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
     from matplotlib.patches import Patch
 
     if plan.kernels:
         import numpy as np
         from matplotlib.colors import to_rgb
 
-        fig, ax = plt.subplots(figsize=(7, 8.5))
+        fig = Figure(figsize=(7, 8.5))
+        ax = fig.add_subplot()
         colour = {b: c for b, c, *_ in block_legend(plan)}
         img = np.full((wafer.height, wafer.width, 3), 0.95)  # (H, W, rgb) unused PEs light grey
         for k in plan.kernels:
@@ -66,7 +66,8 @@ def save_png(plan: Plan, path: Path, wafer: WaferSpec) -> Path:
         ax.set_title(f"{plan.model}: pipelined placement on {wafer.name} "
                      f"({plan.estimate['active_pes'] / plan.estimate['total_pes']:.1%} of PEs)")
     else:
-        fig, ax = plt.subplots(figsize=(9, min(12.0, 0.12 * len(plan.layers) + 2)))
+        fig = Figure(figsize=(9, min(12.0, 0.12 * len(plan.layers) + 2)))
+        ax = fig.add_subplot()
         names = [ly["name"] for ly in plan.layers]
         fwd = [ly["fwd_seconds"] for ly in plan.layers]
         bwd = [ly["bwd_seconds"] for ly in plan.layers]
@@ -100,8 +101,8 @@ def save_png(plan: Plan, path: Path, wafer: WaferSpec) -> Path:
         ax.set_title(f"{plan.model}: weight-streaming schedule, {plan.num_csx} CS-X")
     fig.subplots_adjust(left=0.12, right=0.72 if plan.kernels else 0.97, top=0.94, bottom=0.08)
     path = Path(path)
+    FigureCanvasAgg(fig)  # attaches the Agg canvas: savefig draws without pyplot
     fig.savefig(path, dpi=90)
-    plt.close(fig)
     return path
 
 
