@@ -72,3 +72,17 @@ def test_killed_compile_is_not_reused(tmp_path):
     assert not r.reused and (r.directory / "COMPLETE").exists()
     assert not list(tmp_path.glob(".cs_*.tmp-*"))  # the dead compile's leftovers are removed
     assert os.path.isdir(r.directory)
+
+
+def test_two_compiles_publishing_together_keep_one_directory(tmp_path):
+    from runtime.compiler.cache import complete_stage, publish
+
+    final = tmp_path / ("cs_" + "0" * 64)
+    for i in range(2):
+        tmp = tmp_path / f".{final.name}.tmp-{i}"
+        tmp.mkdir()
+        (tmp / "plan.json").write_text(str(i))
+        publish(tmp, final, "compile")
+        assert not tmp.exists()
+    assert complete_stage(final) == "compile"
+    assert (final / "plan.json").read_text() == "0"  # the first complete one is kept
