@@ -8,6 +8,7 @@ cases and compares with the recorded ground truth).
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import asdict, dataclass
 
 
@@ -51,6 +52,10 @@ class LayoutCase:
                 args += ["--nodes=1", "--tasks-per-node=1", "--exclusive", ":"]
             return args + last
         return [*head, "--nodes=1", f"--tasks-per-node={tpn}", *cpus, ":", *last]
+
+    def srun_line(self, command: str = "<task>") -> str:
+        """The whole srun line as a shell would show it, with `command` as the task."""
+        return shlex.join(["srun", *self.srun_args(), command])
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)

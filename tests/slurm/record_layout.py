@@ -8,7 +8,6 @@ This is the ground truth the embedded scheduler's layout is compared with.
 from __future__ import annotations
 
 import json
-import shlex
 import subprocess
 import sys
 import tempfile
@@ -45,7 +44,7 @@ def run_case(case: LayoutCase, timeout: float = 120.0) -> dict[str, object]:
     return {
         "case": case.as_dict(),
         "csrun_wse_flags": case.csrun_wse_flags(),
-        "srun_line": shlex.join(["srun", *case.srun_args(), "<task>"]),
+        "srun_line": case.srun_line(),
         "srun_argv": argv[: len(argv) - 3] + ["<task>"],
         "task_command": "python3 tests/slurm/task_env.py OUT_DIR",
         "rc": rc,
