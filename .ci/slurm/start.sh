@@ -13,6 +13,8 @@
 #   SLURM_CI_TIMEOUT    seconds to wait for all nodes idle       (60)
 #   SLURM_CI_CTLD_PORT  slurmctld port                           (16817)
 #   SLURM_CI_NODE_PORT  port of node1; nodeK uses PORT+K-1       (17001)
+#   SLURM_CI_SCHED      SchedulerParameters (heterogeneous jobs need a short bf_interval)
+#                                              (batch_sched_delay=0,bf_interval=1)
 # A second cluster can run beside the first with its own SLURM_CI_DIR, ports and SLURM_CI_ETC=0;
 # its clients then need SLURM_CONF=$SLURM_CI_DIR/slurm.conf.
 # Idempotent: when every daemon of this state dir is alive and the nodes answer, it does nothing.
@@ -27,6 +29,7 @@ ETC=${SLURM_CI_ETC:-1}
 TIMEOUT=${SLURM_CI_TIMEOUT:-60}
 CTLD_PORT=${SLURM_CI_CTLD_PORT:-16817}
 NODE_PORT=${SLURM_CI_NODE_PORT:-17001}
+SCHED=${SLURM_CI_SCHED:-batch_sched_delay=0,bf_interval=1}
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
@@ -38,6 +41,8 @@ case "$DIR" in /*) ;; *) die "SLURM_CI_DIR must be an absolute path (got '$DIR')
 for knob in NODES CPUS MEM TIMEOUT CTLD_PORT NODE_PORT; do
   [[ ${!knob} =~ ^[0-9]+$ && ${!knob} -gt 0 ]] || die "SLURM_CI_$knob must be a positive integer."
 done
+# Accounting (slurmdbd + MariaDB, SLURM-NOTES section 6) is left out: nothing here calls sacct.
+[ "${SLURM_CI_ACCOUNTING:-0}" = 0 ] || die "SLURM_CI_ACCOUNTING=1 is not supported by this start.sh (no slurmdbd); unset it."
 [ "$(id -u)" = 0 ] || die "start.sh must run as root (it starts munged as user munge and slurmd as root)."
 
 # --- 1. packages ------------------------------------------------------------------------------
@@ -118,7 +123,7 @@ ReturnToService=2
 # Impossible requests fail at once instead of pending forever.
 EnforcePartLimits=ALL
 # Heterogeneous jobs (csrun_wse) start only in the backfill pass: run it every second.
-SchedulerParameters=batch_sched_delay=0,bf_interval=1
+SchedulerParameters=$SCHED
 MailProg=/bin/true
 StateSaveLocation=$DIR/state
 SlurmctldPidFile=$DIR/slurmctld.pid

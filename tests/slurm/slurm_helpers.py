@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import socket
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,3 +89,21 @@ def cluster_env(state_dir: Path, **knobs: str) -> dict[str, str]:
     env = dict(os.environ)
     env.update(SLURM_CI_DIR=str(state_dir), SLURM_CONF=str(state_dir / "slurm.conf"), **knobs)
     return env
+
+
+def free_port_block(count: int) -> int:
+    """A base port such that base..base+count-1 are all free on 127.0.0.1 right now."""
+    for base in range(24000 + os.getpid() % 1000 * 7, 40000, 97):
+        socks = []
+        try:
+            for port in range(base, base + count):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no free block of ports for a second test cluster")

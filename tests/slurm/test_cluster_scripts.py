@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -17,29 +16,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from slurm_helpers import START, STOP, alive, cluster_env, probe_cluster
+from slurm_helpers import START, STOP, alive, cluster_env, free_port_block, probe_cluster
 
 pytestmark = pytest.mark.slurm
 
 NODES = 2
-
-
-def free_port_block(count: int) -> int:
-    """A base port such that base..base+count-1 are all free on 127.0.0.1 right now."""
-    for base in range(24000 + os.getpid() % 1000 * 7, 40000, 97):
-        socks = []
-        try:
-            for port in range(base, base + count):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no free block of ports for a second test cluster")
 
 
 @pytest.fixture
