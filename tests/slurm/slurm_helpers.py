@@ -34,7 +34,7 @@ def probe_cluster(env: dict[str, str] | None = None) -> Cluster | str:
         info = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True,
                               timeout=ANSWER_SECONDS, stdin=subprocess.DEVNULL, env=env)
         if info.returncode != 0:
-            return f"no Slurm cluster answers (sinfo: {last_line(info.stderr)}); " \
+            return f"no Slurm cluster answers ({last_line(info.stderr)}); " \
                    "start one with `bash .ci/slurm/start.sh`."
         ping = subprocess.run(["srun", "-N1", "true"], capture_output=True, text=True,
                               timeout=ANSWER_SECONDS, stdin=subprocess.DEVNULL, env=env)

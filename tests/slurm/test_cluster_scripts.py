@@ -162,3 +162,31 @@ def test_start_stop_twice_leaves_no_daemon(private_cluster: dict[str, str]) -> N
     assert (etc.read_bytes() if etc.exists() else None) == etc_before, "/etc/slurm was touched"
     # The shared cluster the other tests use is exactly as usable as before.
     assert type(probe_cluster()) is type(main_before)
+
+
+def test_failed_install_is_one_clear_error(tmp_path: Path) -> None:
+    """When the packages are missing and apt-get cannot install them, start.sh retries once
+    after `apt-get update` and then fails with one sentence naming its log (so .ci/run can go on
+    and report Slurm as unavailable)."""
+    if os.geteuid() != 0:
+        pytest.skip("start.sh needs root.")
+    fakebin = tmp_path / "bin"
+    fakebin.mkdir()
+    calls = tmp_path / "apt-calls"
+    # `update` works, `install` fails: as on a machine whose mirror lacks the packages.
+    (fakebin / "apt-get").write_text(
+        f'#!/bin/sh\necho "$1" >> {calls}\n[ "$1" = update ] && exit 0\nexit 100\n')
+    (fakebin / "apt-get").chmod(0o755)
+    # Debian keeps slurmctld, slurmd and munged in /usr/sbin: without it they look missing.
+    path = f"{fakebin}:/usr/bin:/bin"
+    if any(shutil.which(b, path=path) for b in ("slurmctld", "slurmd", "munged")):
+        pytest.skip("the Slurm daemons are on /usr/bin or /bin here; cannot hide them")
+    state = tmp_path / "state"
+    env = {"PATH": path, "HOME": str(tmp_path), "SLURM_CI_DIR": str(state), "SLURM_CI_ETC": "0"}
+    result = script(START, env)
+    assert result.returncode == 1
+    assert calls.read_text().split() == ["install", "update", "install"]
+    assert result.stderr.strip().splitlines()[-1] == (
+        "slurm-ci: apt-get install slurmctld slurmd slurm-client munge failed; "
+        f"see {state}/log/apt-install.log.")
+    assert not list(state.glob("*.pid")), "nothing may be started after a failed install"
