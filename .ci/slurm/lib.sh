@@ -1,7 +1,9 @@
+# shellcheck shell=bash
 # Shared by start.sh and stop.sh (sourced, not run).
 
 # First line of every config start.sh writes, followed by its state dir: stop.sh removes
 # /etc/slurm/slurm.conf only when it carries this line for its own dir.
+# shellcheck disable=SC2034  # used by start.sh and stop.sh
 MARKER='# slurm-ci: written by .ci/slurm/start.sh for'
 
 # alive PID [COMM]: the process exists, is not a zombie and (if given) is named COMM.

@@ -68,7 +68,8 @@ def bench(sched: str, repeat: int, het_repeat: int) -> None:
                                ("srun --exclusive -N4 --ntasks-per-node=2 true", PLAIN_4, repeat),
                                ("srun het 1:1:2x3 (csrun_wse --total-nodes=4 "
                                 "--single-task-nodes=2 --tasks-per-node=3) true", HET, het_repeat)]:
-            print(f"{label:<55} {fmt([timed(lambda a=argv: run(['srun', *a], env)) for _ in range(n)])}")
+            samples = [timed(lambda a=argv: run(["srun", *a], env)) for _ in range(n)]
+            print(f"{label:<55} {fmt(samples)}")
     finally:
         run(["bash", str(STOP)], env)
         shutil.rmtree(state, ignore_errors=True)
