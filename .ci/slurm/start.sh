@@ -89,7 +89,8 @@ count_nodes() {
 }
 nodes_idle() { [ "$(count_nodes idle)" = "$NODES" ]; }
 nodes_up() { [ "$(count_nodes 'idle|alloc|mix|comp')" = "$NODES" ]; }
-if all_alive && grep -qxF "$MARKER $DIR" "$CONF" && nodes_up; then
+etc_ok() { [ "$ETC" != 1 ] || cmp -s "$CONF" /etc/slurm/slurm.conf; }
+if all_alive && grep -qxF "$MARKER $DIR" "$CONF" && etc_ok && nodes_up; then
   say "already running (state in $DIR)"
   exit 0
 fi
