@@ -14,9 +14,9 @@ from collections.abc import Sequence
 
 from layout_cases import LayoutCase
 
-# Left out on purpose: run-specific values (job ids, ports, pids, directories) and the two
-# variables real Slurm sets inconsistently within one heterogeneous step (SLURM_DISTRIBUTION and
-# SLURM_NTASKS_PER_NODE differ between tasks of one job).
+# Left out on purpose: run-specific values (job ids, ports, pids, directories) and what real
+# Slurm sets inconsistently, from run to run, in the tasks of a component that was not given the
+# option (SLURM_DISTRIBUTION, SLURM_NTASKS_PER_NODE; SLURM_CPUS_PER_TASK on a single-task node).
 LAYOUT_VARS = (
     "SLURMD_NODENAME", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_GTIDS",
     "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_NNODES", "SLURM_JOB_NUM_NODES",
@@ -31,6 +31,10 @@ View = dict[str, str | int | None]
 def layout_view(env: dict[str, str]) -> View:
     """The layout part of one task's environment; component job ids relative to the base id."""
     view: View = {k: env.get(k) for k in LAYOUT_VARS}
+    if len(env["SLURM_GTIDS"].split(",")) == 1:
+        # Alone on its node (a single-task component): SLURM_CPUS_PER_TASK there is another
+        # component's value or unset, varying between runs; SLURM_CPUS_ON_NODE tells the truth.
+        view["SLURM_CPUS_PER_TASK"] = None
     base = int(env["SLURM_JOB_ID"])
     for key, value in env.items():
         if key.startswith("SLURM_JOB_ID_PACK_GROUP_"):
@@ -117,7 +121,6 @@ def predict(case: LayoutCase, nodes: Sequence[str], cpus_per_node: int) -> list[
         "SLURM_TASKS_PER_NODE": compress_counts([len(on_node[n]) for n in used]),
         "SLURM_STEP_TASKS_PER_NODE": compress_counts([len(on_node[n]) for n in used]),
         "SLURM_STEP_ID": "0",
-        # The step's value, in every task (also single-task components); only if given.
         "SLURM_CPUS_PER_TASK": str(case.cpus_per_task) if case.cpus_per_task else None,
         "SLURM_JOB_CPUS_PER_NODE": compress_counts(alloc),
         "SLURM_HET_SIZE": str(len(comps)) if hets else None,
@@ -142,5 +145,7 @@ def predict(case: LayoutCase, nodes: Sequence[str], cpus_per_node: int) -> list[
             "SLURM_GTIDS": ",".join(map(str, on_node[node])),
             "SLURM_CPUS_ON_NODE": str(len(on_node[node]) * cpus_on[node]),
         })
+        if len(on_node[node]) == 1:
+            view["SLURM_CPUS_PER_TASK"] = None      # not comparable: see layout_view
         views.append(view)
     return views
