@@ -17,15 +17,19 @@ export SLURM_CONF=$CONF
 
 # 1. Cancel every job while the controller is up, so slurmstepd and the tasks exit on their own.
 if [ -f "$CONF" ] && alive_pidfile "$DIR/slurmctld.pid" slurmctld; then
-  # %F is the heterogeneous job's base id (the job id itself for an ordinary job).
-  jobs=$(timeout 5 squeue -h -o '%F' 2>/dev/null | sort -u)
+  # A heterogeneous job shows one row per component ("57+0", "57+1"): cancel it by its base id.
+  jobs=$(timeout 5 squeue -h -o '%i' 2>/dev/null | sed 's/+.*//' | sort -u)
   if [ -n "$jobs" ]; then
     # shellcheck disable=SC2086
     timeout 10 scancel $jobs 2>/dev/null
+    left=
     for _ in $(seq 100); do
-      [ -z "$(timeout 5 squeue -h -o '%i' 2>/dev/null)" ] && break
+      left=$(timeout 5 squeue -h -o '%i' 2>/dev/null)
+      [ -z "$left" ] && break
       sleep 0.1
     done
+    say "cancelled $(wc -l <<<"$jobs") job(s): $(tr '\n' ' ' <<<"$jobs")"
+    [ -z "$left" ] || say "jobs still listed after 10 s (their daemons are stopped next): $(tr '\n' ' ' <<<"$left")"
   fi
 fi
 

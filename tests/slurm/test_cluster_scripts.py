@@ -83,11 +83,12 @@ COMM = {"slurmctld.pid": "slurmctld", "munged.pid.ours": "munged"}
 
 
 def start_running_job(env: dict[str, str], state: Path) -> tuple[subprocess.Popen[str], int]:
-    """A 2-node job that would run for 5 minutes; returns its srun and one task's pid."""
+    """A heterogeneous job (one component per node, as csrun_wse submits) that would run for
+    5 minutes; returns its srun and one task's pid."""
     pidfile = state / "task-pid.txt"
     pidfile.unlink(missing_ok=True)
     srun = subprocess.Popen(
-        ["srun", f"-N{NODES}", "bash", "-c",
+        ["srun", "--exclusive", "-N1", ":", "--exclusive", "-N1", "bash", "-c",
          f'[ "$SLURM_PROCID" = 0 ] && echo $$ > {pidfile}; exec sleep 300'],
         env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True)
@@ -147,6 +148,8 @@ def test_start_stop_twice_leaves_no_daemon(private_cluster: dict[str, str]) -> N
         assert task_pid in children, "the job's task was not found among the cluster's processes"
         stopped = script(STOP, env)
         assert stopped.returncode == 0, stopped.stderr
+        # One job, cancelled by its base id while the controller ran (not only killed with it).
+        assert "cancelled 1 job(s)" in stopped.stderr and "still listed" not in stopped.stderr
         for name, pid in pids.items():
             assert not alive(pid), f"{name} ({pid}) survived stop.sh"
         survivors = {pid for pid in children if alive(pid)}
