@@ -23,9 +23,24 @@ TASK = HERE / "task_env.py"
 DEFAULT_OUT = HERE / "ground_truth" / "layout.json"
 
 
+def wait_all_idle(timeout: float = 30.0) -> None:
+    """Wait until every node is idle. Slurm places a job on the lowest-numbered FREE nodes, and a
+    node still completing the previous job (state `comp`) is not free: the layout would shift."""
+    deadline = time.monotonic() + timeout
+    while True:
+        out = subprocess.run(["sinfo", "-h", "-N", "-o", "%t"], capture_output=True, text=True,
+                             timeout=10, stdin=subprocess.DEVNULL).stdout.split()
+        if out and set(out) == {"idle"}:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the nodes did not all become idle within {timeout:.0f} s: {out}")
+        time.sleep(0.05)
+
+
 def run_case(case: LayoutCase, timeout: float = 120.0) -> dict[str, object]:
-    """Run one case's srun line; return the line, srun's exit and stderr, and every task's record
-    sorted by (het component, PROCID)."""
+    """Run one case's srun line on an idle cluster; return the line, srun's exit and stderr, and
+    every task's record sorted by (het component, PROCID)."""
+    wait_all_idle()
     with tempfile.TemporaryDirectory(prefix="slurm-layout-") as tmp:
         argv = ["srun", *case.srun_args(), sys.executable, str(TASK), tmp]
         t0 = time.monotonic()
