@@ -2,15 +2,15 @@
 # Stop the test cluster start.sh started in SLURM_CI_DIR (/tmp/slurm-ci): cancel its jobs, then
 # end exactly the daemons named in its pid files (slurmd per node, slurmctld, and munged only if
 # start.sh started it). Nothing is killed by name. Idempotent: with nothing running it does nothing.
-#   --keep-munge   leave munged running (start.sh uses this to restart a partial cluster)
+#   --restart   leave munged and /etc/slurm/slurm.conf alone (start.sh restarting the cluster)
 set -uo pipefail
 
 DIR=${SLURM_CI_DIR:-/tmp/slurm-ci}
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
-KEEP_MUNGE=0
-[ "${1:-}" = --keep-munge ] && KEEP_MUNGE=1
+RESTART=0
+[ "${1:-}" = --restart ] && RESTART=1
 say() { echo "slurm-ci: $*" >&2; }
 CONF=$DIR/slurm.conf
 export SLURM_CONF=$CONF
@@ -40,7 +40,7 @@ for f in "$DIR"/slurmd.*.pid; do
   [ -f "$f" ] && alive_pidfile "$f" slurmd && pids+=("$(cat "$f")")
 done
 alive_pidfile "$DIR/slurmctld.pid" slurmctld && pids+=("$(cat "$DIR/slurmctld.pid")")
-if [ "$KEEP_MUNGE" = 0 ] && alive_pidfile "$DIR/munged.pid.ours" munged; then
+if [ "$RESTART" = 0 ] && alive_pidfile "$DIR/munged.pid.ours" munged; then
   pids+=("$(cat "$DIR/munged.pid.ours")")
 fi
 if [ "${#pids[@]}" -gt 0 ]; then
@@ -57,10 +57,10 @@ if [ "${#pids[@]}" -gt 0 ]; then
   fi
 fi
 rm -f "$DIR"/slurmd.*.pid "$DIR/slurmctld.pid"
-[ "$KEEP_MUNGE" = 0 ] && rm -f "$DIR/munged.pid.ours"
+[ "$RESTART" = 0 ] && rm -f "$DIR/munged.pid.ours"
 
 # 3. The /etc copy goes only if start.sh wrote it for this state dir.
-if [ "$KEEP_MUNGE" = 0 ] && [ -f /etc/slurm/slurm.conf ] \
+if [ "$RESTART" = 0 ] && [ -f /etc/slurm/slurm.conf ] \
    && [ "$(head -n1 /etc/slurm/slurm.conf)" = "$MARKER $DIR" ]; then
   rm -f /etc/slurm/slurm.conf
 fi

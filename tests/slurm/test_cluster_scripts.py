@@ -142,6 +142,18 @@ def test_start_stop_twice_leaves_no_daemon(private_cluster: dict[str, str]) -> N
             for name, pid in pids.items():
                 assert alive(pid, COMM.get(name, "slurmd")), f"{name} not restarted"
 
+            # Another configuration: start.sh restarts the cluster with it.
+            changed = dict(env, SLURM_CI_SCHED="batch_sched_delay=0,bf_interval=2")
+            reconfigured = script(START, changed)
+            assert reconfigured.returncode == 0, reconfigured.stderr
+            assert "already running" not in reconfigured.stderr
+            config = subprocess.run(["scontrol", "show", "config"], env=env, capture_output=True,
+                                    text=True, timeout=30).stdout
+            assert "bf_interval=2" in config
+            assert not set(daemons(state).values()) & set(pids.values()) - {pids.get(
+                "munged.pid.ours")}, "start.sh did not restart the daemons for the new config"
+            pids = daemons(state)
+
         srun, task_pid = start_running_job(env, state)
         daemon_pids = {pid for name, pid in pids.items() if name != "munged.pid.ours"}
         children = cluster_processes(state, daemon_pids)
