@@ -56,12 +56,12 @@ def daemons(state: Path) -> dict[str, int]:
     return {f.name: int(f.read_text()) for f in files if f.exists()}
 
 
-def cluster_processes(state: Path, daemons: set[int]) -> set[int]:
+def cluster_processes(state: Path, daemon_pids: set[int]) -> set[int]:
     """Every live process of the cluster in `state`: its daemons, the processes working in its
     state dir (slurmstepd is re-parented to PID 1 but runs in $SLURM_CI_DIR/log) and all their
     descendants (slurmctld's slurmscriptd, the job's tasks)."""
     parent: dict[int, int] = {}
-    roots = set(daemons)
+    roots = set(daemon_pids)
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
