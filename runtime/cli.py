@@ -153,7 +153,13 @@ def _overrides(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[str, ...
 def _load(model_name: str, args: argparse.Namespace) -> tuple[dict, str, list[str]]:
     """Validated effective params (YAML + CLI), the half format and the warnings."""
     from runtime.optim import check_optimizer_params
-    from runtime.params import apply_cli_overrides, load_params, resolve_precision, validate_params
+    from runtime.params import (
+        apply_cli_overrides,
+        fill_resolved,
+        load_params,
+        resolve_precision,
+        validate_params,
+    )
 
     raw = load_params(args.params)
     params, warnings = validate_params(raw, model_name, source=str(args.params))
@@ -162,6 +168,7 @@ def _load(model_name: str, args: argparse.Namespace) -> tuple[dict, str, list[st
     for k in clears:
         params["runconfig"][k] = None
     half, more = resolve_precision(params)
+    fill_resolved(params, half)
     check_optimizer_params(params["optimizer"], half)  # cross-key checks: fail now, not at step 1
     return params, half, warnings + more
 

@@ -155,11 +155,17 @@ def test_choices_are_case_insensitive_and_normalised():
 
 
 def test_required_key_and_bad_section_shape(monkeypatch):
-    assert error({"model": {}}) == ("params.yaml: train_input is required (at least "
-                                    "batch_size); add it.")
-    assert error({"train_input": {}}).startswith("params.yaml: train_input.batch_size is required")
+    assert error({"model": {}}) == ("params.yaml: section train_input is missing; it is "
+                                    "required (at least batch_size).")
+    assert error({"train_input": {}, "model": {}}).startswith(
+        "params.yaml: train_input.batch_size is required")
+    # issue 6 item 5: no silent defaults for a missing model section
+    assert error({"train_input": {"batch_size": 8}}).startswith(
+        "params.yaml: section model is missing; it is required")
+    assert error({"train_input": {"batch_size": 8}, "model": None}).startswith(
+        "params.yaml: section model has no keys; it is required")
     # a misspelt required key: its "unknown key" warning would never be seen, so the error says it
-    assert error({"train_input": {"batchsize": 8}}) == (
+    assert error({"train_input": {"batchsize": 8}, "model": {}}) == (
         "params.yaml: train_input.batch_size is required (samples per batch) and "
         "train_input.batchsize is not a key; rename batchsize to batch_size.")
     assert error({**minimal(), "model": [1, 2]}) == (
@@ -181,12 +187,13 @@ def test_source_names_the_file():
 
 # -- validate_params: warnings, defaults ----------------------------------------------------------
 
-def test_unknown_key_warns_with_suggestion_and_is_kept():
+def test_unknown_key_warns_with_suggestion_and_is_dropped():
     params, warnings = P.validate_params(minimal(model={"hiden_size": 10, "zzz": 1}), "fc_mnist")
     assert ("params.yaml: unknown key model.hiden_size ignored (did you mean hidden_size?)"
             in warnings)
     assert "params.yaml: unknown key model.zzz ignored" in warnings
-    assert params["model"]["hidden_size"] == 50 and params["model"]["hiden_size"] == 10
+    # issue 6 item 3: what is ignored is not kept (so never re-serialized into params_train.yaml)
+    assert params["model"]["hidden_size"] == 50 and "hiden_size" not in params["model"]
 
 
 def test_defaults_filled_in_every_section():
@@ -226,16 +233,42 @@ def test_tf_spellings_fill_the_canonical_keys():
     params, warnings = P.validate_params(minimal(runconfig={
         "save_summary_steps": 500, "save_checkpoints_steps": 10000, "tf_random_seed": 7}), "x")
     rc = params["runconfig"]
-    assert (rc["log_steps"], rc["checkpoint_steps"], rc["seed"]) == (500, 10000, 7)
+    # TF flow: summaries every save_summary_steps, console lines every log_step_count_steps (100)
+    assert (rc["save_summary_steps"], rc["log_steps"], rc["checkpoint_steps"], rc["seed"]) == (
+        500, 100, 10000, 7)
     assert warnings == []
 
 
-def test_log_step_count_steps_wins_over_save_summary_steps():
+def test_tf_flow_has_two_intervals():
     params, warnings = P.validate_params(minimal(runconfig={
         "save_summary_steps": 500, "log_step_count_steps": 20}), "x")
-    assert params["runconfig"]["log_steps"] == 20
+    rc = params["runconfig"]
+    assert (rc["log_steps"], rc["save_summary_steps"], rc["log_step_count_steps"]) == (20, 500, 20)
+    assert warnings == []
+    # Model Zoo's TF gpt2 set_defaults: log_step_count_steps defaults to save_summary_steps
+    params, _ = P.validate_params(minimal(runconfig={"save_summary_steps": 50}), "gpt2")
+    assert (params["runconfig"]["log_steps"], params["runconfig"]["save_summary_steps"]) == (50, 50)
+
+
+def test_pytorch_flow_one_interval_for_both():
+    params, warnings = P.validate_params(minimal(runconfig={
+        "log_steps": 7, "save_summary_steps": 500}), "x")
+    rc = params["runconfig"]
+    assert (rc["log_steps"], rc["save_summary_steps"], rc["log_step_count_steps"]) == (7, 7, None)
     assert warnings == ["params.yaml: runconfig.save_summary_steps (500) ignored because "
-                        "runconfig.log_step_count_steps (20) is also given"]
+                        "runconfig.log_steps (7) is also given"]
+    params, _ = P.validate_params(minimal(), "x")
+    assert (params["runconfig"]["log_steps"], params["runconfig"]["save_summary_steps"]) == (
+        100, 100)
+
+
+def test_cli_interval_flags_follow_the_files_flow():
+    tf, _ = P.validate_params(minimal(runconfig={"save_summary_steps": 500}), "fc_mnist")
+    rc = P.apply_cli_overrides(tf, {"save_summary_steps": 3})["runconfig"]
+    assert (rc["save_summary_steps"], rc["log_steps"]) == (3, 100)  # summaries only
+    pt, _ = P.validate_params(minimal(runconfig={"log_steps": 50}), "fc_mnist")
+    rc = P.apply_cli_overrides(pt, {"save_summary_steps": 3})["runconfig"]
+    assert (rc["save_summary_steps"], rc["log_steps"]) == (3, 3)  # one number in PyTorch
 
 
 def test_pytorch_spelling_wins_when_both_given():
@@ -295,7 +328,8 @@ def test_reference_fc_mnist_tf_config(tmp_path):
     params, warnings = P.validate_params(P.load_params(f), "fc_mnist")
     rc = params["runconfig"]
     assert (rc["log_steps"], rc["checkpoint_steps"], rc["keep_checkpoint_max"], rc["cs_ip"],
-            rc["max_steps"]) == (500, 10000, 2, None, 100000)
+            rc["max_steps"]) == (100, 10000, 2, None, 100000)
+    assert rc["save_summary_steps"] == 500  # TF: summaries every 500, console lines every 100
     assert params["model"]["hidden_sizes"] == [500, 300]
     assert params["eval_input"]["batch_size"] == 256
     # beta1/beta2 are unknown to the stand-in optimizer schema only
