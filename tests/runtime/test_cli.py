@@ -235,11 +235,13 @@ def test_train_and_eval_checks_the_eval_input_before_training(capsys, tmp_path):
 def test_a_diverging_run_reports_its_loss_not_library_warnings(capsys, tmp_path, recwarn,
                                                               caplog):
     cfg = yaml.safe_load(Path(FC_SMALL).read_text())
-    cfg["optimizer"] = {"optimizer_type": "sgd", "learning_rate": 1.0e35}
+    # the largest learning rate validation allows, on a linear model: diverges to inf then NaN
+    cfg["optimizer"] = {"optimizer_type": "sgd", "learning_rate": 10.0}
+    cfg["model"]["activation_fn"] = "linear"
     cfg["runconfig"]["check_loss_values"] = False
     (tmp_path / "p.yaml").write_text(yaml.safe_dump(cfg))
     code, out, err = run(capsys, "fc_mnist", "-m", "train", "-p", str(tmp_path / "p.yaml"),
-                         "-o", str(tmp_path / "m"), "--max_steps", "6", "--save_summary_steps",
+                         "-o", str(tmp_path / "m"), "--max_steps", "20", "--save_summary_steps",
                          "1")
     assert code == 0, err
     assert "Loss=nan" in out
