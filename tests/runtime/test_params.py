@@ -621,3 +621,118 @@ def test_reference_configs_with_real_schemas(monkeypatch, tmp_path, model_name, 
         assert params["model"]["vocab_size"] == 50257  # from train_input in the TF config
     half, _ = P.resolve_precision(params)
     assert half == ("float32" if text is FC_MNIST_TF else "float16")
+
+
+# -- issue 6 item 5: bounds known up front -------------------------------------------------------
+
+@pytest.mark.parametrize(("raw", "message"), [
+    (minimal(eval_input={"batch_size": 1e308}),
+     "params.yaml: eval_input.batch_size must be an integer, not 1e+308."),
+    (minimal(runconfig={"eval_steps": 1e308}),
+     "params.yaml: runconfig.eval_steps must be an integer, not 1e+308."),
+    (minimal(runconfig={"keep_checkpoint_max": 1e308}),
+     "params.yaml: runconfig.keep_checkpoint_max must be an integer, not 1e+308."),
+    (minimal(runconfig={"keep_checkpoint_max": 2**63}),
+     f"params.yaml: runconfig.keep_checkpoint_max must be at most 2**53 in size, not {2**63}."),
+    (minimal(runconfig={"keep_checkpoint_max": 2**40}),
+     f"params.yaml: runconfig.keep_checkpoint_max must be in [0, 100000], not {2**40}."),
+    (minimal(train_input={"batch_size": 2**30}),
+     f"params.yaml: train_input.batch_size must be at most 1048576, not {2**30}."),
+    (minimal(optimizer={"learning_rate": 1e30}),
+     "params.yaml: optimizer.learning_rate must be at most 10, not 1e+30; a step that large "
+     "diverges at once (lower it)."),
+    (minimal(optimizer={"learning_rate": [{"scheduler": "Linear", "initial_learning_rate": 0.0,
+                                           "end_learning_rate": 1e30, "steps": 10}]}),
+     "params.yaml: optimizer.learning_rate[0].end_learning_rate must be at most 10, not 1e+30; "
+     "a step that large diverges at once (lower it)."),
+    (minimal(model={"dropout": float("nan")}),
+     "params.yaml: model.dropout must be a finite number, not nan."),
+])
+def test_bounds_known_up_front_are_checked_at_validation(raw, message):
+    assert error(raw) == message
+
+
+def test_whole_floats_of_sane_size_still_pass_as_integers():
+    params, _ = P.validate_params(minimal(runconfig={"max_steps": 1e5, "eval_steps": 2.0}), "x")
+    assert params["runconfig"]["max_steps"] == 100000 and params["runconfig"]["eval_steps"] == 2
+
+
+def test_gpt2_without_model_section_is_refused_with_the_real_schema(monkeypatch):
+    monkeypatch.setattr(P, "model_schema", REAL_MODEL_SCHEMA)
+    monkeypatch.setattr(P, "optimizer_schema", REAL_OPTIMIZER_SCHEMA)
+    with pytest.raises(ConfigError, match=r"^params.yaml: section model is missing; it is "
+                                          r"required \(the model's shape"):
+        P.validate_params({"train_input": {"batch_size": 2}, "optimizer": {"learning_rate": 0.1}},
+                          "gpt2")
+
+
+def test_embedding_size_must_match_hidden_size():
+    P.validate_params(minimal(model={"embedding_size": 50}), "x")  # hidden_size default 50
+    assert error(minimal(model={"embedding_size": 64})).startswith(
+        "params.yaml: model.embedding_size (64) must equal model.hidden_size (50) here")
+
+
+def test_data_dir_is_a_string_or_a_list_of_paths():
+    params, _ = P.validate_params(minimal(train_input={"data_dir": ["a", "b"]}), "x")
+    assert params["train_input"]["data_dir"] == ["a", "b"]
+    assert params["eval_input"]["data_dir"] == ["a", "b"]
+    assert error(minimal(train_input={"data_dir": ["a", 3]})) == (
+        "params.yaml: train_input.data_dir must be a path or a list of paths; item 1 is 3, "
+        "not a path.")
+    assert error(minimal(train_input={"data_dir": []})) == (
+        "params.yaml: train_input.data_dir must name at least one directory, not a list.")
+
+
+# -- issue 6 item 3: one bounded YAML loader for params and cluster files ---------------------------
+
+def _bomb(depth: int, indent: str = "  ") -> str:
+    lines = ["runconfig:", f"{indent}a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    for i in range(1, depth + 1):
+        lines.append(f"{indent}a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]")
+    return "\n".join(lines) + "\ntrain_input: {batch_size: 1}\nmodel: {}\n"
+
+
+@pytest.mark.parametrize(("text", "limit"), [
+    (_bomb(6), "more than 200000 nodes once aliases are expanded (limit max_nodes)"),
+    (_bomb(9), "more than 200000 nodes once aliases are expanded (limit max_nodes)"),
+    ("a: &x [1]\n" + "".join(f"b{i}: *x\n" for i in range(300)),
+     "more than 256 aliases (limit max_aliases)"),
+    ("x: " + "[" * 100 + "]" * 100 + "\n", "nesting deeper than 64 levels (limit max_depth)"),
+    ("a: &a [1, *a]\n", "a recursive anchor (a collection that contains itself)"),
+])
+def test_params_file_read_with_bounded_work(tmp_path, text, limit):
+    import time
+
+    f = tmp_path / "p.yaml"
+    f.write_text(text)
+    t0 = time.perf_counter()
+    with pytest.raises(ConfigError) as e:
+        P.load_params(f)
+    assert time.perf_counter() - t0 < 5  # milliseconds in practice; 47 s before the fix
+    assert str(e.value) == (f"{f} has {limit}; a params or cluster file needs nothing like "
+                            "that: remove the anchors/nesting.")
+
+
+def test_params_file_size_limit(tmp_path):
+    f = tmp_path / "big.yaml"
+    f.write_text("description: '" + "x" * (1 << 20) + "'\n")
+    with pytest.raises(ConfigError, match=r"big.yaml is 1048592 bytes, over the 1048576-byte "
+                                          r"limit \(max_bytes\) for a params file; shorten it\."):
+        P.load_params(f)
+
+
+def test_cluster_file_uses_the_same_bounded_loader(tmp_path):
+    from system.cluster import load_cluster
+
+    f = tmp_path / "cluster.yaml"
+    f.write_text(_bomb(9).replace("runconfig:", "systems:"))
+    with pytest.raises(ConfigError, match=r"^cluster description .*cluster.yaml has more than "
+                                          r"200000 nodes .*\(limit max_nodes\)"):
+        load_cluster(f)
+
+
+def test_small_aliases_still_work(tmp_path):
+    f = tmp_path / "p.yaml"
+    f.write_text("train_input: &t {batch_size: 4}\neval_input: *t\nmodel: {}\n")
+    raw = P.load_params(f)
+    assert raw["eval_input"] == {"batch_size": 4}
