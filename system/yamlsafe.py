@@ -146,8 +146,9 @@ def load_yaml(text: str | bytes, source: str, limits: Limits = DEFAULT_LIMITS) -
         except UnicodeDecodeError:
             raise ConfigError(f"{source}: it is not UTF-8 text; save it as UTF-8.") from None
     loader_cls = type("_BoundLoader", (_Loader,), {"limits": limits})
-    loader = loader_cls(text)
+    loader = None
     try:
+        loader = loader_cls(text)  # the reader refuses control characters right here
         node = loader.get_single_node()
         if node is None:
             return None
@@ -167,4 +168,5 @@ def load_yaml(text: str | bytes, source: str, limits: Limits = DEFAULT_LIMITS) -
         raise ConfigError(f"{source} nests too deeply (limit max_depth "
                           f"{limits.max_depth}); flatten it.") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()

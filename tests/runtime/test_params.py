@@ -736,3 +736,12 @@ def test_small_aliases_still_work(tmp_path):
     f.write_text("train_input: &t {batch_size: 4}\neval_input: *t\nmodel: {}\n")
     raw = P.load_params(f)
     assert raw["eval_input"] == {"batch_size": 4}
+
+
+def test_control_character_is_one_line_error(tmp_path):
+    """Found by tests/reliability/test_params_fuzz.py: a NUL byte escaped as a ReaderError."""
+    f = tmp_path / "p.yaml"
+    f.write_text("\x00train_input: {batch_size: 1}\n")
+    with pytest.raises(ConfigError) as e:
+        P.load_params(f)
+    assert str(e.value).startswith(f"{f}: unacceptable character #x0000") and "\n" not in str(e.value)
