@@ -377,7 +377,7 @@ def test_workers_never_outlive_the_consumer(how):
     assert alive == []
 
 
-# -- data_dir lists and AUTOTUNE (issue 7) ----------------------------------------------------------
+# -- data_dir lists and AUTOTUNE (issue 7) ---------------------------------------------------------
 
 def _shard_dirs(tmp_path, count: int) -> list[str]:
     """`count` directories; every token of directory d lies in [100 d, 100 d + 80)."""
@@ -392,9 +392,9 @@ def _shard_dirs(tmp_path, count: int) -> list[str]:
 
 def test_data_dir_list_is_read_in_order_in_process(tmp_path):
     dirs = _shard_dirs(tmp_path, 3)
-    s = build_input(lm_params(dirs[0]) | {"train_input": {**lm_params(dirs[0])["train_input"],
-                                                            "data_dir": dirs}},
-                    "train", "gpt2", seed=1)
+    params = lm_params(dirs[0])
+    params["train_input"]["data_dir"] = dirs
+    s = build_input(params, "train", "gpt2", seed=1)
     assert s.samples_per_epoch == 30 and s.num_workers == 0
     firsts = [int(next(s)["input_ids"][0, 0]) // 100 for _ in range(15)]
     assert firsts == [0] * 5 + [1] * 5 + [2] * 5  # dir 0's samples, then dir 1's, then dir 2's

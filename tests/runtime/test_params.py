@@ -683,7 +683,7 @@ def test_data_dir_is_a_string_or_a_list_of_paths():
         "params.yaml: train_input.data_dir must name at least one directory, not a list.")
 
 
-# -- issue 6 item 3: one bounded YAML loader for params and cluster files ---------------------------
+# -- issue 6 item 3: one bounded YAML loader for params and cluster files --------------------------
 
 def _bomb(depth: int, indent: str = "  ") -> str:
     lines = ["runconfig:", f"{indent}a0: &a0 [x, x, x, x, x, x, x, x, x]"]
@@ -744,4 +744,5 @@ def test_control_character_is_one_line_error(tmp_path):
     f.write_text("\x00train_input: {batch_size: 1}\n")
     with pytest.raises(ConfigError) as e:
         P.load_params(f)
-    assert str(e.value).startswith(f"{f}: unacceptable character #x0000") and "\n" not in str(e.value)
+    message = str(e.value)
+    assert message.startswith(f"{f}: unacceptable character #x0000") and "\n" not in message
