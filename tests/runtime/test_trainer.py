@@ -632,3 +632,17 @@ def test_real_dls_skipped_step_leaves_weights_unchanged(tmp_path, one_blas_threa
         np.testing.assert_array_equal(s[2].model[name], s[3].model[name])  # skipped
     assert any(not np.array_equal(s[3].model[n], s[4].model[n]) for n in s[3].model)
     assert s[3].loss_scaler["loss_scale"] == s[2].loss_scaler["loss_scale"] / 2
+
+
+def test_rates_below_one_are_printed_with_two_significant_digits(tmp_path, caplog):
+    """Issue 7: Model Zoo 2.x prints a rate < 1 with `.2g` (our lines used `.2f` always)."""
+    t = iter(range(0, 10**9, 3000))  # every clock reading is 3000 s after the previous one
+    params = make_params(max_steps=5)
+    trainer = Trainer("fake", params, tmp_path, clock=lambda: float(next(t)),
+                      components=FakeComponents("fake", params, "float32"))
+    with caplog.at_level(logging.INFO, logger="cs2sim"):
+        trainer.train()
+    line = next(m for m in caplog.messages if m.startswith("| Train Device=cpu, Step=5,"))
+    import re
+    assert re.search(r", Rate=0\.0\d\d samples/sec, GlobalRate=0\.0\d\d samples/sec$",
+                     line), line
