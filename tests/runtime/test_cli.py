@@ -51,12 +51,6 @@ def run(capsys, model: str, *argv: str) -> tuple[int, str, str]:
          "Cannot run train_and_eval mode on the Cerebras System!"),
         ("gpt2", ["-m", "eval", "-p", "x.yaml", "--cs_ip", "10.0.0.1"],
          "When performing eval on the Cerebras System, eval_steps must be provided."),
-        ("fc_mnist", ["-m", "train", "--compile_only"],
-         "--compile_only needs the CS-2 compiler, which this version of cs2sim does not have "
-         "yet; run without it to train on the host CPU."),
-        ("fc_mnist", ["-m", "train", "--validate_only"],
-         "--validate_only needs the CS-2 compiler, which this version of cs2sim does not have "
-         "yet; run without it to train on the host CPU."),
         ("gpt2", ["-m", "train", "-p", "x.yaml", "--cs_ip", "10.0.0.1"],
          "--cs_ip needs the CS-2 executor, which this version of cs2sim does not have yet; "
          "run without it to train on the host CPU."),
@@ -366,9 +360,11 @@ def test_checkpoint_path_resumes_unless_is_pretrained_checkpoint(capsys, tmp_pat
     assert "Training finished with 384 samples" in out  # steps 1-6
 
 
-def test_mode_validate_only_routes_to_the_flag(capsys):
-    code, _, err = run(capsys, "fc_mnist", "-m", "validate_only")
-    assert code == 2 and err.startswith("error: --validate_only needs the CS-2 compiler"), err
+def test_mode_validate_only_says_its_params_file(capsys, tmp_path):
+    code, out, err = run(capsys, "fc_mnist", "-m", "validate_only", "-p", FC_SMALL, "-o",
+                         str(tmp_path / "m"))
+    assert code == 0, err
+    assert f"Params file: {FC_SMALL}\n" in out
 
 
 def test_run_says_which_params_file_and_model_dir(capsys, tmp_path, monkeypatch):
