@@ -3,7 +3,8 @@
 Every file in tests/modelzoo/configs/ (see PROVENANCE.md there) is loaded as published, through
 the same run.py entry point a user runs; overrides are given on the command line only. Small
 ones train a few steps; the ones sized for a CS-2 are refused on the host, before anything is
-written, with the memory message. No file may draw an "unknown key" warning: each key a
+written, with the memory message, and the CS-2 compiler validates them and compiles them for
+weight streaming (pipelined, the billion-parameter ones do not fit the wafer and say so). No file may draw an "unknown key" warning: each key a
 published config uses is implemented or accepted and documented (runtime/params.py).
 """
 
@@ -111,3 +112,32 @@ def test_small_configs_train_a_few_steps(capsys, tmp_path, name):
         assert "train_input.num_parallel_calls 0 is AUTOTUNE" in out
     else:
         assert (rc["save_summary_steps"], rc["log_steps"]) == (50, 50)
+
+
+# -- the compiler (issue 8) validates and compiles them, unchanged ---------------------------------
+
+@pytest.mark.parametrize("name", LARGE)
+def test_large_configs_validate(capsys, tmp_path, name):
+    code, out, err = run(capsys, MODEL[name], "-m", "validate_only", "-p", str(CONFIGS / name),
+                         "-o", str(tmp_path / "md"))
+    assert code == 0, err
+    assert "unknown key" not in out
+
+
+@pytest.mark.parametrize("name", LARGE)
+def test_large_configs_compile_for_weight_streaming(capsys, tmp_path, monkeypatch, name):
+    monkeypatch.setenv("CS2SIM_FLOW", "ws")  # as `python-ws run.py ...`
+    code, out, err = run(capsys, MODEL[name], "-m", "compile_only", "-p", str(CONFIGS / name),
+                         "-o", str(tmp_path / "md"))
+    assert code == 0, err
+    assert list((tmp_path / "md").glob("cs_*/plan.json"))
+
+
+@pytest.mark.parametrize("name", ["gpt3_xl_tf.yaml", "gptj_6B_pt.yaml"])
+def test_pipelined_compile_of_billion_parameter_configs_says_use_weight_streaming(
+        capsys, tmp_path, monkeypatch, name):
+    monkeypatch.delenv("CS2SIM_FLOW", raising=False)
+    code, out, err = run(capsys, MODEL[name], "-m", "compile_only", "-p", str(CONFIGS / name),
+                         "-o", str(tmp_path / "md"))
+    assert code != 0 and err.count("\n") == 1
+    assert "of on-wafer memory in pipelined mode" in err and "python-ws" in err, err
