@@ -469,6 +469,11 @@ def _learning_rates(value: Any, where: str = "optimizer.learning_rate") -> list[
     and `values` entries, recursively (scheduler lists)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return [(where, value)]
+    if isinstance(value, str):  # "1e-3": YAML 1.1 leaves it a string; the schedules parse it
+        try:
+            return [(where, float(value))]
+        except ValueError:
+            return []
     found: list[tuple[str, Any]] = []
     if isinstance(value, list):
         for i, item in enumerate(value):

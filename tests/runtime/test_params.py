@@ -746,3 +746,10 @@ def test_control_character_is_one_line_error(tmp_path):
         P.load_params(f)
     message = str(e.value)
     assert message.startswith(f"{f}: unacceptable character #x0000") and "\n" not in message
+
+
+def test_learning_rate_bound_applies_to_numeric_strings(monkeypatch):
+    monkeypatch.setattr(P, "optimizer_schema", REAL_OPTIMIZER_SCHEMA)
+    assert error(minimal(optimizer={"learning_rate": "1e30"})) == (
+        "params.yaml: optimizer.learning_rate must be at most 10, not 1e+30; a step that large "
+        "diverges at once (lower it).")
