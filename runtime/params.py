@@ -31,9 +31,9 @@ Rules (every error is ONE sentence naming the key path and what is allowed):
 from __future__ import annotations
 
 import copy
-import math
 import difflib
 import importlib
+import math
 import os
 from pathlib import Path
 from typing import Any

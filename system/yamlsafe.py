@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
+import yaml  # type: ignore[import-untyped,unused-ignore]
 
 from system.errors import ConfigError
 
@@ -46,7 +46,7 @@ class _LimitExceeded(Exception):
     """Raised inside the loader; turned into a ConfigError naming the file."""
 
 
-class _Loader(yaml.SafeLoader):
+class _Loader(yaml.SafeLoader):  # type: ignore[misc,unused-ignore]
     """SafeLoader that counts depth and aliases while composing, and refuses duplicate keys."""
 
     limits: Limits = DEFAULT_LIMITS
@@ -71,7 +71,7 @@ class _Loader(yaml.SafeLoader):
         finally:
             self._depth -= 1
 
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
@@ -83,7 +83,8 @@ class _Loader(yaml.SafeLoader):
                 raise yaml.constructor.ConstructorError(
                     None, None, f"duplicate key {key!r}", key_node.start_mark)
             seen.add(key)
-        return super().construct_mapping(node, deep=deep)
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+        return mapping
 
 
 # PyYAML follows YAML 1.1, where `1e-8` (no dot) is a string; Model Zoo files use both forms.

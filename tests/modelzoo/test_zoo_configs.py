@@ -4,8 +4,9 @@ Every file in tests/modelzoo/configs/ (see PROVENANCE.md there) is loaded as pub
 the same run.py entry point a user runs; overrides are given on the command line only. Small
 ones train a few steps; the ones sized for a CS-2 are refused on the host, before anything is
 written, with the memory message, and the CS-2 compiler validates them and compiles them for
-weight streaming (pipelined, the billion-parameter ones do not fit the wafer and say so). No file may draw an "unknown key" warning: each key a
-published config uses is implemented or accepted and documented (runtime/params.py).
+weight streaming (pipelined, the billion-parameter ones do not fit the wafer and say so).
+No file may draw an "unknown key" warning: each key a published config uses is implemented or
+accepted and documented (runtime/params.py).
 """
 
 from __future__ import annotations
