@@ -111,5 +111,8 @@ class Components:
         return build_loss_scaler(self.params["optimizer"], self.half)
 
     def stream(self, split: str, seed: int) -> Any:
-        """The input stream of `split` ("train" | "eval")."""
-        return build_input(self.params, split, self.model_name, seed)
+        """The input stream of `split` ("train" | "eval"); a launched chief's comes from its
+        streamer tasks (runtime/data/streamers.py)."""
+        from runtime.data.streamers import wrap_stream
+
+        return wrap_stream(build_input(self.params, split, self.model_name, seed), split)
