@@ -322,6 +322,8 @@ class ChiefHub:
         while True:
             try:
                 header, arrays = link.q.get(timeout=POLL_S)
+                if header.get("session") != session:
+                    continue  # queued by the reader just before the session changed
                 break
             except queue.Empty:
                 if link.dead is not None and link.q.empty():
@@ -408,6 +410,7 @@ class RemoteStream:
         self.wait_seconds = 0.0
         self.startup_seconds = 0.0
         self.batches_served = 0
+        self.last_streamer: int | None = None  # rank that delivered the last batch
         self._g = 0
         self._s0 = 0  # the session's first batch
         self._session: int | None = None
@@ -462,6 +465,7 @@ class RemoteStream:
         link = self.hub.links[(self._g - self._s0) % self.hub.num_streamers]
         batch = self.hub.get(link, self._g, self._session)  # type: ignore[arg-type]
         self.wait_seconds += time.perf_counter() - t0
+        self.last_streamer = link.rank
         self.batches_served += 1
         self._g += 1
         return batch

@@ -37,14 +37,16 @@ class Job:
     """Every task of one hand-launched job, as real processes running the same run.py."""
 
     def __init__(self, model: str, argv: list[str], sizes: tuple[int, ...], tmp: Path,
-                 extra_env: dict[str, str] | None = None, job: str = "4242") -> None:
+                 extra_env: dict[str, str] | None = None, job: str = "4242",
+                 procids: list[int] | None = None) -> None:
         self.procs: list[subprocess.Popen] = []
         self.logs: list[Path] = []
         run_py = str(model_home(model) / "run.py")
         base = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
         base.update({"PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1",
                      "OMP_NUM_THREADS": "1", **(extra_env or {})})
-        for p in range(sum(sizes)):
+        self.procids = list(range(sum(sizes))) if procids is None else procids
+        for p in self.procids:
             log = tmp / f"task-{p}.log"
             self.logs.append(log)
             env = {**base, **slurm_env(job, p, sizes, node=f"node-{p % 3}")}
@@ -57,7 +59,10 @@ class Job:
         return [p.wait(timeout) for p in self.procs]
 
     def log(self, p: int) -> str:
-        return self.logs[p].read_text()
+        return self.logs[self.procids.index(p)].read_text()
+
+    def proc(self, p: int) -> subprocess.Popen:
+        return self.procs[self.procids.index(p)]
 
     def kill(self) -> None:
         for p in self.procs:
@@ -72,3 +77,10 @@ def jobs() -> Iterator[list[Job]]:
     yield made
     for j in made:
         j.kill()
+
+
+def chief_params(model: str, argv: list[str]) -> dict:
+    """The effective params a run.py task computes from `argv` (YAML + flags)."""
+    from runtime.cli import _load, build_parser
+
+    return _load(model, build_parser(model).parse_args(argv))[0]
