@@ -12,12 +12,19 @@ the variables the launcher (embedded scheduler or real Slurm) sets, never from a
                are no single-task nodes, as in `srun --ntasks=7`: 1 chief + 6 streamers);
   STANDALONE   no Slurm variables: a plain `python run.py` (today's behaviour).
 
-Numbering (heterogeneous steps): SLURM_PROCID is the task's rank in the whole step, counted
-across components in order, as in one MPI_COMM_WORLD; SLURM_HET_JOB_OFFSET is the component;
-SLURM_NTASKS_HET_GROUP_<i> the tasks of component i. Where the per-component counts are missing,
-the components before the last are taken as single-task (csrun_wse's layout with single-task
-nodes) and SLURM_NTASKS as the step's total. Streamer ranks are 0..S-1 in SLURM_PROCID order,
-so they do not depend on block or cyclic placement (which moves tasks between nodes, not ranks).
+Numbering, as real Slurm 22.05 gives it (measured: /work/notes/slurm-layout.md, a copy of the
+data in tests/streamers/slurm_layout.json): csrun_wse's `srun A : B : C` is ONE step over every
+component; SLURM_PROCID is global, components' tasks are contiguous PROCID ranges in order, and
+SLURM_JOB_ID is the base id in every task. SLURM_HET_JOB_ID / SLURM_HET_JOB_OFFSET are NOT set
+by real Slurm, so the tasks per component come from, in order of preference:
+  1. SLURM_NTASKS_HET_GROUP_<k> for every component (a launcher may set them);
+  2. SLURM_TASKS_PER_NODE (the whole step, e.g. `1(x2),3(x2)`, in node order) and the node
+     count of each component's SLURM_JOB_NODELIST_PACK_GROUP_<k> (or _HET_GROUP_<k>);
+  3. else the components before the last are single-task (csrun_wse's shape with single-task
+     nodes) and SLURM_NTASKS is the step's total.
+SLURM_HET_JOB_OFFSET, when a launcher sets it, is only checked. Streamer ranks are 0..S-1 in
+SLURM_PROCID order, so they do not depend on block or cyclic placement (cyclic changes which
+node a PROCID runs on, not the PROCIDs of a component).
 """
 
 from __future__ import annotations
@@ -83,6 +90,18 @@ def _group_sizes(env: Mapping[str, str], het_size: int, ntasks: int | None) -> t
     sizes = [_int(env, f"SLURM_NTASKS_HET_GROUP_{i}") for i in range(het_size)]
     if all(s is not None for s in sizes):
         return tuple(int(s) for s in sizes)  # type: ignore[arg-type]
+    per_node = _expand_counts(env.get("SLURM_TASKS_PER_NODE")
+                              or env.get("SLURM_STEP_TASKS_PER_NODE") or "")
+    lists = [env.get(f"SLURM_JOB_NODELIST_PACK_GROUP_{i}")
+             or env.get(f"SLURM_JOB_NODELIST_HET_GROUP_{i}") for i in range(het_size)]
+    if per_node and all(lists):
+        counts = [count_hosts(str(nl)) for nl in lists]
+        if sum(counts) == len(per_node):
+            out, at = [], 0
+            for c in counts:
+                out.append(sum(per_node[at:at + c]))
+                at += c
+            return tuple(out)
     if ntasks is None:
         raise UsageError("a heterogeneous job task has neither SLURM_NTASKS_HET_GROUP_<i> nor "
                          "SLURM_NTASKS; the launcher must set them.")
@@ -91,6 +110,46 @@ def _group_sizes(env: Mapping[str, str], het_size: int, ntasks: int | None) -> t
         raise UsageError(f"SLURM_NTASKS={ntasks} is fewer than the {het_size} components of "
                          "the heterogeneous job; the launcher set a broken environment.")
     return (1,) * (het_size - 1) + (last,)
+
+
+def _expand_counts(text: str) -> list[int]:
+    """Slurm's compressed per-node counts, `1(x2),3(x2)` -> [1, 1, 3, 3] ([] if malformed)."""
+    out: list[int] = []
+    for part in filter(None, text.split(",")):
+        value, _, rep = part.partition("(x")
+        try:
+            out += [int(value)] * (int(rep.rstrip(")")) if rep else 1)
+        except ValueError:
+            return []
+    return out
+
+
+def _split_top(text: str) -> list[str]:
+    """Split at the commas outside brackets."""
+    items, depth, item = [], 0, ""
+    for ch in text:
+        if ch == "," and depth == 0:
+            items.append(item)
+            item = ""
+            continue
+        depth += (ch == "[") - (ch == "]")
+        item += ch
+    return [i for i in [*items, item] if i]
+
+
+def count_hosts(nodelist: str) -> int:
+    """How many hosts a Slurm hostlist names: `node[1-3,7],gpu5` -> 5."""
+    total = 0
+    for item in _split_top(nodelist):
+        n = 1
+        for group in item.split("[")[1:]:  # each bracket multiplies (a[1-2]b[1-3]: 6)
+            width = 0
+            for r in group.split("]")[0].split(","):
+                lo, _, hi = r.partition("-")
+                width += int(hi) - int(lo) + 1 if hi else 1
+            n *= width
+        total += n
+    return total
 
 
 def task_info(env: Mapping[str, str] | None = None) -> TaskInfo:
@@ -103,7 +162,7 @@ def task_info(env: Mapping[str, str] | None = None) -> TaskInfo:
     node = env.get("SLURMD_NODENAME") or env.get("HOSTNAME") or os.uname().nodename
     localid = _int(env, "SLURM_LOCALID", 0) or 0
     cpus = _int(env, "SLURM_CPUS_PER_TASK")
-    het_size = _int(env, "SLURM_HET_SIZE", 1) or 1
+    het_size = _int(env, "SLURM_HET_SIZE", None) or _int(env, "SLURM_PACK_SIZE", 1) or 1
     ntasks = _int(env, "SLURM_NTASKS")
     if het_size > 1:
         sizes = _group_sizes(env, het_size, ntasks)

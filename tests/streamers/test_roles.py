@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from runtime.roles import Role, rendezvous_dir, task_info, task_role
@@ -84,3 +87,36 @@ def test_broken_environments_are_one_sentence_usage_errors():
 
 def test_rendezvous_dir_is_under_model_dir(tmp_path):
     assert rendezvous_dir(tmp_path, "77") == tmp_path / ".cs2sim" / "rendezvous" / "77"
+
+
+# -- real Slurm 22.05's environments (recorded by the slurm helper: /work/notes/slurm-layout.md)
+LAYOUT = json.loads((Path(__file__).with_name("slurm_layout.json")).read_text())["cases"]
+
+
+def _expected_sizes(case: dict) -> list[int]:
+    n, s, t = case["total_nodes"], case["single_task_nodes"], case["tasks_per_node"]
+    if n == 1:
+        return [t]
+    if s == 0:
+        return [t, (n - 1) * t]
+    return [1] * s + [(n - s) * t]
+
+
+@pytest.mark.parametrize("case", LAYOUT, ids=[c["case"]["name"] for c in LAYOUT])
+def test_roles_from_real_slurm_environments(case):
+    sizes = _expected_sizes(case["case"])
+    envs = [t["env"] for t in case["tasks"]]
+    assert not any("SLURM_HET_JOB_OFFSET" in e for e in envs)  # real Slurm never sets it
+    infos = sorted((task_info(e) for e in envs), key=lambda i: i.procid)
+    assert [i.procid for i in infos] == list(range(sum(sizes)))
+    assert {i.group_sizes for i in infos} == {tuple(sizes)}
+    assert infos[0].role is Role.CHIEF
+    streamers = [i for i in infos if i.role is Role.STREAMER]
+    assert [i.streamer_rank for i in streamers] == list(range(len(streamers)))
+    assert len(streamers) == sum(n for n in sizes if n > 1) - (1 if sizes[0] > 1 else 0)
+    coords = [i for i in infos if i.role is Role.COORDINATOR]
+    assert len(coords) == max(0, case["case"]["single_task_nodes"] - 1)
+    assert {i.num_streamers for i in infos} == {len(streamers)}
+    assert len({i.job_id for i in infos}) == 1  # one rendezvous for the whole job
+    for i in infos:  # names carry the real node
+        assert i.node.startswith("node")
