@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.data import build_input
 from runtime.loss_scale import build_loss_scaler
 from runtime.modelzoo.registry import MODELS
 from runtime.optim import build_optimizer
@@ -113,6 +112,6 @@ class Components:
     def stream(self, split: str, seed: int) -> Any:
         """The input stream of `split` ("train" | "eval"); a launched chief's comes from its
         streamer tasks (runtime/data/streamers.py)."""
-        from runtime.data.streamers import wrap_stream
+        from runtime.data.streamers import streamed_input
 
-        return wrap_stream(build_input(self.params, split, self.model_name, seed), split)
+        return streamed_input(self.params, split, self.model_name, seed)

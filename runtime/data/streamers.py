@@ -67,7 +67,7 @@ __all__ = [
     "StreamerConnection",
     "chief_task",
     "serve_task",
-    "wrap_stream",
+    "streamed_input",
     "active_hub",
     "streamer_loop",
     "extra_work_rounds",
@@ -521,13 +521,29 @@ def active_hub() -> ChiefHub | None:
     return _ACTIVE
 
 
-def wrap_stream(stream: Any, split: str) -> Any:
-    """The trainer's input: a RemoteStream when this process is a chief with streamers."""
+def for_streamers(params: dict, split: str, n: int) -> dict:
+    """Params as the chief and its n streamers build the input: a data_dir LIST is sharded
+    across the n streamers in order (runtime/data/shards.py, as across n input workers)."""
+    from runtime.data import SECTION, input_config
+
+    cfg = input_config(params, split)
+    dirs = cfg.get("data_dir")
+    if not isinstance(dirs, (list, tuple)) or len(dirs) < 2:
+        return params
+    return {**params, SECTION[split]: {**cfg, "num_workers": n}}
+
+
+def streamed_input(params: dict, split: str, model_name: str, seed: int) -> Any:
+    """The trainer's input stream: a RemoteStream when this process is a chief with streamers,
+    else the in-process BatchStream (runtime/data)."""
+    from runtime.data import build_input
+
     hub = _ACTIVE
     if hub is None or hub.num_streamers == 0:
-        return stream
-    remote = RemoteStream(hub, stream, split)
-    stream.close()  # only its plan is used; the streamers make the batches
+        return build_input(params, split, model_name, seed)
+    local = build_input(for_streamers(params, split, hub.num_streamers), split, model_name, seed)
+    remote = RemoteStream(hub, local, split)
+    local.close()  # only its plan is used; the streamers make the batches
     return remote
 
 
@@ -571,17 +587,28 @@ class ShardProducer:
     def __init__(self, stream: Any, threads: int = 1, extra_work: int = 0) -> None:
         self.plan = stream.plan
         self.recipe = getattr(stream, "worker_recipe", None) or stream._worker_recipe
-        self.data: Any = None
+        self.data: dict[int, Any] = {}  # loaded on first use: shard -> dataset
         self.threads = max(1, min(int(threads), MAX_THREADS))
         self.extra_work = extra_work
         self.source = stream.source
+        self._lock = threading.Lock()
         stream.close()
+
+    def _part(self, g: int) -> tuple[Any, Any]:
+        """(dataset, plan) that make batch g: a data_dir list's ShardPlan names a shard."""
+        k, recipe, plan = 0, self.recipe, self.plan
+        if hasattr(plan, "shard_of"):  # runtime/data/shards.py: global batch g is in shard k
+            k = plan.shard_of(g)
+            recipe, plan = recipe[k], plan.local(k)
+        with self._lock:  # threads share one loaded copy
+            if k not in self.data:
+                self.data[k] = recipe.load()
+        return self.data[k], plan
 
     def batch(self, g: int) -> dict[str, np.ndarray]:
         """Batch g: the samples Plan.indices(g), plus the test knob's work per sample."""
-        if self.data is None:
-            self.data = self.recipe.load()
-        batch = self.data.batch(self.plan.indices(g))
+        data, plan = self._part(g)
+        batch = data.batch(plan.indices(g))
         if self.extra_work:
             first = next(iter(batch.values()))  # (B, ...)
             for row in first:
@@ -594,8 +621,6 @@ class ShardProducer:
                 ) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
         """(g, batch) for g = first, first+step, ... in order, until the plan or `stop` ends."""
         total = self.plan.total_batches
-        if self.data is None:
-            self.data = self.recipe.load()
 
         def more(g: int) -> bool:
             return (total is None or g < total) and not stop()
@@ -750,7 +775,9 @@ def serve_task(info: TaskInfo, model_name: str, params: dict, model_dir: Path) -
     work = extra_work_rounds()
 
     def producers(split: str) -> ShardProducer:
-        return ShardProducer(build_input(params, split, model_name, seed), threads, work)
+        stream = build_input(for_streamers(params, split, info.num_streamers), split,
+                             model_name, seed)
+        return ShardProducer(stream, threads, work)
 
     log.info(f"Input {info.name} of job {info.job_id}: streaming batches "
              f"{info.streamer_rank}, {info.streamer_rank}+{info.num_streamers}, ... to the chief")
