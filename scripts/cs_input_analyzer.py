@@ -434,7 +434,7 @@ def analyze(options: Options, out: TextIO, err: TextIO) -> dict[str, Any]:
                       next(m.per_worker for m in measured if m.threads == t and m.workers == 1))
            for t in options.threads]
     rec = recommend(per, need, available, single)
-    intake = max(m.samples_per_sec for m in measured)
+    top = max(measured, key=lambda m: m.samples_per_sec)
     return {
         "model": cmd.model,
         "launcher": cmd.launcher,
@@ -450,7 +450,8 @@ def analyze(options: Options, out: TextIO, err: TextIO) -> dict[str, Any]:
         "per_threads": [{"threads": p.threads, "workers_per_node": p.workers_per_node,
                          "per_worker_samples_per_sec": round(p.per_worker, 3),
                          "node_samples_per_sec": round(p.node_rate, 3)} for p in per],
-        "chief_intake_samples_per_sec": round(intake, 3),
+        "chief_intake_samples_per_sec": round(top.samples_per_sec, 3),
+        "chief_cpu_at_intake": round(top.chief_cpu, 3),
         "recommendation": {
             "nodes": rec.nodes, "tasks_per_node": rec.tasks_per_node,
             "cpus_per_task": rec.cpus_per_task, "single_task_nodes": rec.single_task_nodes,
@@ -490,8 +491,8 @@ def render(report: dict[str, Any]) -> str:
                      f"  {_rate(m['per_worker_samples_per_sec']):>12}"
                      f"  {m['startup_seconds']:>8.2f}s")
     lines += [
-        f"  chief intake: {_rate(report['chief_intake_samples_per_sec'])} samples/s at most "
-        "(one consumer on this host)",
+        f"  chief intake: {_rate(report['chief_intake_samples_per_sec'])} samples/s at most, "
+        f"its process {report['chief_cpu_at_intake']:.0%} busy (one consumer on this host)",
         "",
         f"Per worker node ({host['worker_node_cpus']} CPUs; estimate = per-worker rate x "
         "workers/node):",

@@ -47,6 +47,7 @@ class Measurement:
     seconds: float  # length of the timed window
     startup_seconds: float  # to every worker's first batch (not in the rate)
     batch_size: int
+    chief_cpu: float = 0.0  # CPU seconds of the consuming process per second (1.0 = one core)
 
     @property
     def samples_per_sec(self) -> float:
@@ -60,7 +61,8 @@ class Measurement:
 
     def to_json(self) -> dict[str, Any]:
         """JSON-able, with the rates."""
-        return {**asdict(self), "samples_per_sec": round(self.samples_per_sec, 3),
+        return {**asdict(self), "chief_cpu": round(self.chief_cpu, 3),
+                "samples_per_sec": round(self.samples_per_sec, 3),
                 "per_worker_samples_per_sec": round(self.per_worker, 3)}
 
 
@@ -106,6 +108,7 @@ def measure_delivery(model_name: str, params: dict, *, workers: int, threads: in
             local.close()
             stream.start()
             samples = 0
+            cpu0 = time.process_time()  # every thread of this process: readers + consumer
             t0 = time.perf_counter()
             end = t0 + seconds
             now = t0
@@ -118,9 +121,10 @@ def measure_delivery(model_name: str, params: dict, *, workers: int, threads: in
                 now = time.perf_counter()
                 if now >= end:
                     break
+            cpu = time.process_time() - cpu0
             stream.close()
             return Measurement(threads, workers, samples, now - t0, stream.startup_seconds,
-                               stream.batch_size)
+                               stream.batch_size, cpu / max(now - t0, 1e-9))
         finally:
             hub.end(0)
             for p in procs:
