@@ -20,7 +20,8 @@ The procedure of the real script (REFERENCE §2.5), on this simulator:
 
 Sizing (ours; the real tool's rules are unpublished): a worker node of C CPUs runs C // t
 workers of t threads; the per-worker rate is the 1-worker measurement at t threads (a worker on
-a real node has its own t cores; this host's are shared). For each t the analyzer takes the
+a real node has its own t cores; this host's are shared, and a worker here runs at most this
+host's CPU count of threads). For each t the analyzer takes the
 fewest nodes whose workers deliver the need (pipelined: the chief shares the first node with
 workers, as csrun_wse without --single-task-nodes lays it out; weight streaming: 2 single-task
 nodes first), the thread count needing the fewest nodes (then the fewest CPUs) wins, and the
@@ -483,7 +484,8 @@ def render(report: dict[str, Any]) -> str:
         f"  compile: {c['directory']} ({c['stop_after']}"
         + (", reused" if c["reused"] else "") + f", {c['compile_time']:.2f} s)",
         "",
-        f"Measured on this host ({host['cpus']} CPUs; host measurements, samples/s):",
+        f"Measured on this host ({host['cpus']} CPUs, so a worker runs at most {host['cpus']} "
+        "of its threads at once; host measurements, samples/s):",
         f"  {'threads':>7}  {'workers':>7}  {'total':>12}  {'per worker':>12}  {'start-up':>9}",
     ]
     for m in report["measurements"]:

@@ -27,6 +27,7 @@ from runtime.data.streamers import (
     ShardProducer,
     StreamerConnection,
     for_streamers,
+    producing_threads,
     streamer_loop,
 )
 from runtime.data.workers import _main_hidden
@@ -77,7 +78,7 @@ def _worker(model_dir: str, job: str, rank: int, n: int, model_name: str, params
 
     def producers(split: str) -> ShardProducer:
         stream = build_input(for_streamers(params, split, n), split, model_name, seed)
-        return ShardProducer(stream, threads, extra_work)
+        return ShardProducer(stream, producing_threads(threads), extra_work)
 
     sys.exit(streamer_loop(conn.sock, rank, producers))
 

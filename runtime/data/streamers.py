@@ -78,6 +78,7 @@ log = logging.getLogger("cs2sim.run")
 ADDR_FILE = "chief.json"
 POLL_S = 0.1  # how often a blocked side looks at liveness and stop flags
 MAX_THREADS = 32  # a streamer's producing threads: SLURM_CPUS_PER_TASK, at most this
+CHIEF_BUFFER = 64  # batches the chief holds ready over all its streamers (>= 1 per streamer)
 _LEN = struct.Struct("!I")
 
 
@@ -86,6 +87,12 @@ def _timeout(name: str, default: float) -> float:
         return float(os.environ.get(name, default))
     except ValueError:
         return default
+
+
+def producing_threads(cpus_per_task: int | None) -> int:
+    """A streamer's threads: its SLURM_CPUS_PER_TASK, but no more than this host's CPUs (more
+    threads cannot run at once; on the embedded cluster every "node" is this host)."""
+    return max(1, min(cpus_per_task or 1, os.cpu_count() or 1, MAX_THREADS))
 
 
 def streamer_timeout() -> float:
@@ -181,7 +188,8 @@ class ChiefHub:
                  host: str | None = None) -> None:
         self.info = info
         self.num_streamers = info.num_streamers
-        self.prefetch = max(1, prefetch)
+        # ready batches per streamer: a 96-streamer job must not hold 96 x 4 batches
+        self.prefetch = max(1, min(prefetch, CHIEF_BUFFER // max(1, info.num_streamers)))
         self.dir = rendezvous_dir(model_dir, info.job_id)
         self.dir.mkdir(parents=True, exist_ok=True)
         self._sock = socket.create_server(("", 0), backlog=max(128, info.num_streamers + 8))
@@ -771,7 +779,7 @@ def serve_task(info: TaskInfo, model_name: str, params: dict, model_dir: Path) -
     from runtime.runconfig import LoopConfig
 
     seed = LoopConfig.from_params(params).seed
-    threads = info.cpus_per_task or 1
+    threads = producing_threads(info.cpus_per_task)
     work = extra_work_rounds()
 
     def producers(split: str) -> ShardProducer:
