@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -139,3 +140,22 @@ def test_errors_are_one_line(tmp_path):
     assert p.stderr.startswith("ERROR: --mount-dirs names") and "Traceback" not in p.stderr
     p = _analyze(tmp_path, mode="--mode=train")
     assert p.returncode == 2 and "--mode=compile_only (best) or --mode=validate_only" in p.stderr
+
+
+def test_on_a_terminal_a_rich_progress_bar_then_the_report(tmp_path):
+    pexpect = pytest.importorskip("pexpect")
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "scripts.cs_input_analyzer", "--threads=12", "--measure-seconds=0.3",
+         "python", RUN_PY, "--mode=validate_only", "-p", FC_SMALL, "-o", str(tmp_path / "md")],
+        cwd=str(ROOT), env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "TERM": "xterm"},
+        encoding="utf-8", timeout=120, dimensions=(40, 160))
+    child.delaybeforesend = None
+    seen = io.StringIO()
+    child.logfile_read = seen
+    child.expect("Measuring input workers|12 threads x")  # rich's bar, not the '#' lines
+    child.expect("tasks_per_node: ")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    assert "#" * 30 not in seen.getvalue()  # the real script's '#' lines are for pipes only
