@@ -167,8 +167,11 @@ def main() -> int:
     a = ap.parse_args()
     seconds = 0.5 if a.quick else a.seconds
     workers = [1, 2, 4] if a.quick else [1, 2, 4, 8]
-    lines = [f"# Input streamers (host measurements, {os.cpu_count()} CPUs, "
-             f"{time.strftime('%Y-%m-%d %H:%M')})", "",
+    load = os.getloadavg()[0]
+    lines = [f"# Input streamers (host measurements, {os.cpu_count()} CPUs, load average "
+             f"{load:.1f} at the start, {time.strftime('%Y-%m-%d %H:%M')})", "",
+             "A load average above the CPU count means other processes share the CPUs: then "
+             "the host, not the chief or the workers, limits the figures below.", "",
              "## Channel: one producer process -> one consumer", "",
              "| batch | channel | MB/s | batches/s |", "|---|---|---:|---:|"]
     for model in SHAPES:
