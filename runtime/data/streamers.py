@@ -301,6 +301,7 @@ class ChiefHub:
             session = self._session
         for link in self.links.values():
             link.session = session
+            link.last = time.monotonic()  # idle between sessions is not a stall
             _drain(link.q)
             self._send(link, {"type": "open", "session": session, "split": split,
                               "start": start, "n": self.num_streamers})
@@ -327,6 +328,7 @@ class ChiefHub:
     def get(self, link: _Link, g: int, session: int) -> dict[str, np.ndarray]:
         """Batch g from `link` (blocks; names the streamer if it died or stalled)."""
         limit = streamer_timeout()
+        since = time.monotonic()  # a stall: nothing arrived for `limit` s while the chief waited
         while True:
             try:
                 header, arrays = link.q.get(timeout=POLL_S)
@@ -338,7 +340,7 @@ class ChiefHub:
                     raise RuntimeFailure(
                         f"{link.name} died: it {link.dead} before sending batch {g}; see that "
                         "task's log (the job stops).") from None
-                if time.monotonic() - link.last > limit:
+                if time.monotonic() - max(link.last, since) > limit:
                     raise RuntimeFailure(
                         f"{link.name} sent nothing for {limit:g} s while batch {g} was due; "
                         "it is stuck (see its log) or raise CS2SIM_STREAMER_TIMEOUT.") from None

@@ -107,6 +107,28 @@ def test_a_killed_streamer_fails_the_chief_with_its_name_quickly(tmp_path, jobs)
         hub.end(1)
 
 
+def test_a_stalled_streamer_is_named_after_the_timeout(tmp_path, jobs, monkeypatch):
+    monkeypatch.setenv("CS2SIM_STREAMER_TIMEOUT", "1.5")
+    argv = ["-m", "train", "-p", FC_SMALL, "-o", str(tmp_path / "md")]
+    params, hub, job = _chief(tmp_path, "fc_mnist", argv, (1, 2), jobs, job="815")
+    seed = params["runconfig"]["seed"]
+    remote = RemoteStream(hub, build_input(params, "train", "fc_mnist", seed), "train")
+    stopped = job.proc(2)  # streamer rank 1
+    try:
+        for _ in range(4):
+            next(remote)
+        stopped.send_signal(signal.SIGSTOP)  # alive, holding its socket open, sending nothing
+        t0 = time.monotonic()
+        with pytest.raises(RuntimeFailure, match=r"input streamer 1 \(task 2 on node node-2.*"
+                                                 r"sent nothing for 1.5 s"):
+            for _ in range(3000):
+                next(remote)
+        assert time.monotonic() - t0 < 10.0
+    finally:
+        stopped.send_signal(signal.SIGCONT)
+        hub.end(1)
+
+
 def test_a_streamer_that_never_connects_is_named_after_the_timeout(tmp_path, monkeypatch):
     monkeypatch.setenv("CS2SIM_STREAMER_TIMEOUT", "0.5")
     info = task_info(slurm_env("814", 0, (1, 1, 2)))
