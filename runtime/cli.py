@@ -1,9 +1,10 @@
 """The run.py command line shared by every model: `main(model_name, argv) -> exit code`.
 
 Flags are Model Zoo's (REFERENCE §3.1/3.2); CLI values override the YAML (copied into
-`runconfig`). Without `--cs_ip` a run trains on the host CPU, as in Model Zoo; `--cs_ip`,
-`--validate_only` and `--compile_only` need the CS-2 compiler/executor of a later version and
-answer so in one sentence (exit 2).
+`runconfig`). Without `--cs_ip` a run trains on the host CPU, as in Model Zoo;
+`--validate_only`, `--compile_only` and `--mode=validate_only|compile_only` compile for the CS-2
+without training (runtime/compile_run.py); `--cs_ip` for training needs the CS-2 executor of a
+later version and answers so in one sentence (exit 2).
 
 One error boundary: a `CsError` becomes ``error: <message>`` and its exit code, Ctrl-C exits 130,
 an OSError (a path, a permission, a full disk) is one line naming the file, anything else is

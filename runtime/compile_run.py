@@ -94,7 +94,7 @@ def run_compile(model_name: str, args: argparse.Namespace, runlog: RunLog,
                          "-o/--model_dir with a directory.")
     target = _target(args.cs_ip)
     mode = execution_mode()
-    tty = _isatty(runlog.out)
+    tty = _isatty(runlog.out) and _isatty(runlog.err)  # as the training progress bar
     log.info(f"Compiling {model_name} for {mode.value} ({launcher_word()})"
              + (f" on {target}" if target else "") + f" into {model_dir}")
     if tty:
@@ -133,7 +133,8 @@ def _with_progress(runlog: RunLog, run: Callable[[Callable[[str, int, int], None
         task = progress.add_task("Compiling", total=1, s="")
 
         def on_stage(name: str, i: int, n: int) -> None:
-            progress.update(task, description=name, completed=i - 1, total=n, s=f"{i}/{n}")
+            progress.update(task, description=name, completed=i - 1, total=n, s=f"{i}/{n}",
+                            refresh=True)  # drawn as each stage starts
 
         res = run(on_stage)
         progress.update(task, completed=1, total=1)

@@ -8,9 +8,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+from compiler_helpers import fc_params
+
 from runtime.compiler import compile_run
 from system.state import ExecMode
-from tests.compiler.helpers import fc_params
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,9 +56,9 @@ def test_killed_compile_is_not_reused(tmp_path):
     # a compile killed (SIGKILL) after writing every file but before its rename
     script = textwrap.dedent(f"""
         import os, signal, sys
-        sys.path.insert(0, {str(ROOT)!r})
+        sys.path[:0] = [{str(ROOT)!r}, {str(ROOT / "tests" / "compiler")!r}]
         import runtime.compiler.driver as d
-        from tests.compiler.helpers import fc_params
+        from compiler_helpers import fc_params
         from system.state import ExecMode
         d.publish = lambda *a: os.kill(os.getpid(), signal.SIGKILL)
         d.compile_run("fc_mnist", fc_params(), {str(tmp_path)!r}, mode=ExecMode.PIPELINED,
@@ -71,3 +72,17 @@ def test_killed_compile_is_not_reused(tmp_path):
     assert not r.reused and (r.directory / "COMPLETE").exists()
     assert not list(tmp_path.glob(".cs_*.tmp-*"))  # the dead compile's leftovers are removed
     assert os.path.isdir(r.directory)
+
+
+def test_two_compiles_publishing_together_keep_one_directory(tmp_path):
+    from runtime.compiler.cache import complete_stage, publish
+
+    final = tmp_path / ("cs_" + "0" * 64)
+    for i in range(2):
+        tmp = tmp_path / f".{final.name}.tmp-{i}"
+        tmp.mkdir()
+        (tmp / "plan.json").write_text(str(i))
+        publish(tmp, final, "compile")
+        assert not tmp.exists()
+    assert complete_stage(final) == "compile"
+    assert (final / "plan.json").read_text() == "0"  # the first complete one is kept

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from compiler_helpers import WS_CONFIGS, ZOO, configs, params
 
 from runtime.compiler import PlacementError, compile_run
 from system.state import ExecMode
-from tests.compiler.helpers import WS_CONFIGS, ZOO, configs, params
 
 CONFIGS = configs()
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from compiler_helpers import fc_params
 
 from runtime.compiler import KernelMatchError, compile_run
 from runtime.compiler.graph import build_meta_model
 from runtime.nn.module import Module
 from runtime.nn.spec import make_spec
 from system.state import ExecMode
-from tests.compiler.helpers import fc_params
 
 
 class Conv(Module):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from compiler_helpers import fc_params, tiny_wafer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -14,7 +15,6 @@ from runtime.compiler.estimate import estimate_pipelined
 from runtime.compiler.graph import extract_graph
 from runtime.compiler.kernels import match_kernels
 from runtime.compiler.placement import min_pes, place_pipelined
-from tests.compiler.helpers import fc_params, tiny_wafer
 
 
 def _placed(p, wafer):
@@ -50,6 +50,11 @@ def test_placement_invariants(hidden, dropout, opt, w, h, sram):
             assert r.w >= 1 and r.h >= 1 and r.pes == k.pes
             assert 0 <= r.x and r.x + r.w <= wafer.width  # inside the grid
             assert 0 <= r.y and r.y + r.h <= wafer.height
+    from runtime.compiler.estimate import shared_edge
+
+    for j in range(pl.replicas):  # data flows between neighbours: consecutive kernels touch
+        chain = [k.rects[j] for k in pl.kernels]
+        assert all(shared_edge(a, b) > 0 for a, b in zip(chain, chain[1:], strict=False))
     for i, a in enumerate(rects):  # pairwise disjoint
         for b in rects[i + 1:]:
             assert (a.x + a.w <= b.x or b.x + b.w <= a.x or a.y + a.h <= b.y
@@ -95,8 +100,9 @@ def test_fc_mnist_is_io_bound_on_a_tiny_share_of_the_wafer(tmp_path):
 
 def test_replicas_used_when_a_small_model_saturates_its_kernels():
     # GPT-2 tiny: its kernels can use only a few PEs each (useful PEs capped by their work)
+    from compiler_helpers import ZOO, params
+
     from system.hardware import WSE2
-    from tests.compiler.helpers import ZOO, params
 
     p = params("gpt2", ZOO / "gpt2" / "configs" / "params_tiny.yaml")
     g = extract_graph("gpt2", p, "float32")

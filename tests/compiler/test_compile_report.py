@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import math
 
+from compiler_helpers import ZOO, params
+
 from runtime.compiler import compile_run
 from runtime.compiler.report import parse_report
 from system.state import ExecMode
-from tests.compiler.helpers import ZOO, params
 
 
 def _check_overall(parsed, e):
@@ -52,3 +53,28 @@ def test_weight_streaming_report_has_the_layer_table(tmp_path):
     assert [ly["retained"] for ly in r.plan.layers].count(True) == 1
     assert r.plan.layers[-1]["retained"]  # the output layer's weights stay from fwd to bwd
     assert r.active_pes == r.total_pes
+
+
+def test_weight_streaming_splits_the_batch_and_refuses_what_the_wafer_cannot_hold(tmp_path):
+    from runtime.compiler import PlacementError
+
+    cfg = ZOO / "gptj" / "configs" / "params_gptj_6b.yaml"
+    one = compile_run("gptj", params("gptj", cfg), tmp_path, mode=ExecMode.WEIGHT_STREAMING,
+                      draw_map=False)
+    two = compile_run("gptj", params("gptj", cfg, runconfig__num_csx=2), tmp_path,
+                      mode=ExecMode.WEIGHT_STREAMING, draw_map=False)
+    assert one.plan.num_csx == 1 and two.plan.num_csx == 2 and one.checksum != two.checksum
+    # the same per-layer mapping, half the batch per system: compute halves, streaming does not
+    for a, b in zip(one.plan.layers, two.plan.layers, strict=True):
+        assert b["fwd_stream_seconds"] == a["fwd_stream_seconds"]
+        assert b["fwd_compute_seconds"] < a["fwd_compute_seconds"]
+    big = params("gptj", cfg, train_input__batch_size=1024)
+    try:
+        compile_run("gptj", big, tmp_path, mode=ExecMode.WEIGHT_STREAMING)
+    except PlacementError as e:
+        assert "num_csx" in str(e) and "batch_size" in str(e)
+    else:
+        raise AssertionError("a 1024-sequence GPT-J batch cannot stay on one wafer")
+    ok = params("gptj", cfg, train_input__batch_size=1024, runconfig__num_csx=64)
+    assert compile_run("gptj", ok, tmp_path, mode=ExecMode.WEIGHT_STREAMING,
+                       draw_map=False).plan.num_csx == 64
