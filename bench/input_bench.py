@@ -13,8 +13,9 @@
    ChiefHub and RemoteStream) for fc_mnist (configs/params.yaml) and gpt2
    (configs/params_gpt2_small.yaml), at 1, 2, 4, 8 workers: total and per-worker samples/s and the
    speed-up over 1 worker, with the plain input (cheap per sample: the chief's intake decides)
-   and with CS2SIM_INPUT_EXTRA_WORK (per-sample CPU work: the workers decide). The chief is
-   the bottleneck from the first worker count whose doubling gains less than 15%.
+   and with CS2SIM_INPUT_EXTRA_WORK (per-sample CPU work: the workers decide), with the share
+   of a core the chief's process used: the peak, and (estimate) the rate at which receiving
+   alone would saturate the chief, i.e. from how many workers the chief is the bottleneck.
 Every figure is a host measurement (wall clock on this machine; other processes share its CPUs).
 Results are also written to bench/results/input.md.
 """
@@ -147,15 +148,27 @@ def delivery(model: str, workers: list[int], seconds: float, work: int
     return out
 
 
-def bottleneck(rows: list[tuple[int, float, float]]) -> str:
-    for (w0, r0, c0), (w1, r1, _) in zip(rows, rows[1:]):
-        if r1 < 1.15 * r0:
-            who = ("the chief (its process is busy {:.0%} of a core receiving)".format(c0)
-                   if c0 > 0.6 else f"this host's {os.cpu_count()} CPUs (the chief is busy "
-                   f"only {c0:.0%} of a core)")
-            return (f"{who} from {w0} worker(s): {w0} -> {w1} workers gains "
-                    f"{r1 / r0 - 1:+.0%}")
-    return f"still scaling at {rows[-1][0]} workers"
+def bottleneck(rows: list[tuple[int, float, float]]) -> list[str]:
+    """Where the delivery peaks, and the worker count at which the chief would be saturated.
+
+    The chief's ceiling is an estimate: samples/s divided by the share of a core the chief's
+    process used for them (taken at the busiest measurement), i.e. the rate at which receiving
+    alone would keep it 100% busy. Workers needed to reach it = ceiling / 1-worker rate.
+    """
+    w_peak, r_peak, c_peak = max(rows, key=lambda r: r[1])
+    w_busy, r_busy, c_busy = max(rows, key=lambda r: r[2])
+    one = rows[0][1]
+    lines = [f"Peak: {r_peak:,.0f} samples/s at {w_peak} worker(s) ({r_peak / one:.2f}x 1 "
+             f"worker); the chief's process was {c_peak:.0%} busy there, so at this load it is "
+             f"{'the chief' if c_peak > 0.8 else 'this host (CPUs shared), not the chief,'} "
+             "that stops the growth."]
+    if c_busy > 0:
+        ceiling = r_busy / c_busy
+        lines.append(f"Chief ceiling (estimate: {r_busy:,.0f} samples/s / {c_busy:.0%} of a "
+                     f"core): about {ceiling:,.0f} samples/s, i.e. the chief becomes the "
+                     f"bottleneck from about {max(1.0, ceiling / one):.0f} worker(s) of "
+                     f"{one:,.0f} samples/s each, given free cores for them.")
+    return lines
 
 
 def main() -> int:
@@ -189,8 +202,8 @@ def main() -> int:
             for w, r, c in rows:
                 lines.append(f"| {w} | {r:,.0f} | {r / w:,.0f} | {r / base:.2f}x | {c:.0%} |")
             lines.append("")
-            lines.append(f"Bottleneck: {bottleneck(rows)}.")
-            print("\n".join(lines[-len(rows) - 6:]), flush=True)
+            lines += bottleneck(rows)
+            print("\n".join(lines[-len(rows) - 7:]), flush=True)
     out = ROOT / "bench" / "results" / "input.md"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines) + "\n")
