@@ -224,12 +224,6 @@ PARAMS_FILES = {  # mode -> effective params written (REFERENCE §5.4, <mode>/pa
 
 
 def _run(model_name: str, args: argparse.Namespace, runlog: RunLog) -> int:
-    import logging
-
-    from runtime.params import write_params
-    from runtime.trainer import Trainer
-
-    log = logging.getLogger("cs2sim.run")
     check_flags(model_name, args)
     given = "" if args.params_given else " (the default; choose another with -p)"
     log.info(f"Params file: {Path(args.params).resolve()}{given}")  # a compile says it too
@@ -250,6 +244,25 @@ def _run(model_name: str, args: argparse.Namespace, runlog: RunLog) -> int:
         raise UsageError(f"model_dir {model_dir} is a file, not a directory; pass "
                          "-o/--model_dir with a directory.")
     rc["model_dir"] = str(model_dir)
+    # Under csrun_wse every task runs this command; Slurm's environment says which part it is.
+    from runtime.data.streamers import chief_task, serve_task
+    from runtime.roles import Role, task_info
+
+    task = task_info()
+    if task.role in (Role.STREAMER, Role.COORDINATOR):
+        return serve_task(task, model_name, params, model_dir)  # they never train
+    with chief_task(task, model_dir):  # its streamers feed the input; all hear its outcome
+        return _run_mode(model_name, args, runlog, params, half, warnings, model_dir)
+
+
+def _run_mode(model_name: str, args: argparse.Namespace, runlog: RunLog, params: dict,
+              half: str, warnings: list[str], model_dir: Path) -> int:
+    import logging
+
+    from runtime.params import write_params
+    from runtime.trainer import Trainer
+
+    log = logging.getLogger("cs2sim.run")
     trainer = Trainer(model_name, params, model_dir, half=half)
     try:
         trainer.check_host_memory(args.mode)  # a refused run leaves nothing in model_dir

@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.data import build_input
 from runtime.loss_scale import build_loss_scaler
 from runtime.modelzoo.registry import MODELS
 from runtime.optim import build_optimizer
@@ -118,5 +117,8 @@ class Components:
         return build_loss_scaler(self.params["optimizer"], self.half)
 
     def stream(self, split: str, seed: int) -> Any:
-        """The input stream of `split` ("train" | "eval")."""
-        return build_input(self.params, split, self.model_name, seed)
+        """The input stream of `split` ("train" | "eval"); a launched chief's comes from its
+        streamer tasks (runtime/data/streamers.py)."""
+        from runtime.data.streamers import streamed_input
+
+        return streamed_input(self.params, split, self.model_name, seed)
