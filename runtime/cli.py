@@ -224,6 +224,9 @@ PARAMS_FILES = {  # mode -> effective params written (REFERENCE §5.4, <mode>/pa
 
 
 def _run(model_name: str, args: argparse.Namespace, runlog: RunLog) -> int:
+    import logging
+
+    log = logging.getLogger("cs2sim.run")
     check_flags(model_name, args)
     given = "" if args.params_given else " (the default; choose another with -p)"
     log.info(f"Params file: {Path(args.params).resolve()}{given}")  # a compile says it too
