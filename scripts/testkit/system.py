@@ -55,6 +55,7 @@ class ThrowawaySystem:
         self.boot_seconds = boot_seconds
         self._processes: list[subprocess.Popen[Any]] = []
         self._consoles: list[Any] = []
+        self._held: dict[int, subprocess.Popen[Any]] = {}
         self._closed = False
         base = dict(os.environ if env is None else env)
         for leaked in ("CS2_CLUSTER", "CS2SIM_FLOW"):  # never inherit the caller's setup
@@ -182,6 +183,33 @@ class ThrowawaySystem:
                 at=now,
             )
         return machine.status()
+
+    def hold_job(
+        self, mode: str | None = None, *, user: str = "someone", command: str = "held by testkit",
+        name: str | None = None,
+    ) -> Any:
+        """A RUNNING job on the system, as if another user's run were going on.
+
+        A real process (a sleeper started by the kit) is registered as the job, so the store's
+        liveness rule holds: stop it with `release_job(job)` (the job then reads FAILED, as
+        after a kill) or let `close` do it. mode: default the system's active mode. Returns the
+        system.jobs.Job. The system must be ACTIVE in that mode, as for any job.
+        """
+        from system.state import ExecMode
+        from system.users import Identity, Role
+
+        machine = self.machine(name)
+        run_mode = ExecMode(_mode(mode)) if mode else machine.status().active_mode
+        proc = self.start([sys.executable, "-c", "import time; time.sleep(86400)"])
+        job = machine.register_job(Identity(user, Role.USER, "testkit"), run_mode, command,
+                                   proc.pid)
+        self._held[job.id] = proc
+        return job
+
+    def release_job(self, job: Any) -> None:
+        """End a job from `hold_job`: its process is killed, so the store sees it FAILED."""
+        proc = self._held.pop(job.id)
+        _kill_group(proc)
 
     def audit(self, last: int | None = None) -> list[Any]:
         """The audit log, oldest first (system.audit.AuditEntry rows)."""

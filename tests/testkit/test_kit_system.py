@@ -150,3 +150,23 @@ def test_two_test_processes_in_parallel_keep_their_stores_apart(tmp_path):
         assert p.returncode == 0, out
         assert "6 passed" in out
     assert not list(tmp_path.glob("**/cs2home"))  # nothing left behind
+
+
+def test_hold_job_shows_as_running_and_release_ends_it(cs2_system):
+    job = cs2_system.hold_job(user="alice", command="python-ws run.py --mode train")
+    shown = cs2_system.cs("system show --output-format=json").json()["running_jobs"]
+    assert [j["id"] for j in shown] == [job.id]
+    assert cs2_system.status().running_jobs[0].user == "alice"
+    cs2_system.release_job(job)
+    deadline = time.time() + 5
+    while cs2_system.status().running_jobs and time.time() < deadline:
+        time.sleep(0.05)
+    assert cs2_system.status().running_jobs == ()
+
+
+def test_hold_job_is_refused_like_any_job_when_the_system_cannot_run_it(cs2_system):
+    from system.errors import JobRefused
+
+    cs2_system.put_in("STANDBY")
+    with pytest.raises(JobRefused):
+        cs2_system.hold_job()
