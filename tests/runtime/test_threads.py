@@ -1,0 +1,131 @@
+"""runtime/threads.py: the wait settings are in force from start-up, the BLAS thread count is
+recorded (and set when asked), and small-work blocks run on one thread, restoring the count."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+from threadpoolctl import threadpool_info, threadpool_limits
+
+from runtime import threads
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def child(code: str, **env: str) -> dict:
+    """Run `code` in a fresh interpreter (the user's environment minus our variables, plus
+    `env`); it prints one JSON line, returned parsed."""
+    base = {k: v for k, v in os.environ.items()
+            if k not in threads.SPIN_ENV and k not in threads.USER_COUNT_ENV}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**base, **env}, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def blas_count() -> int:
+    return max(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas")
+
+
+def test_importing_the_runtime_sets_the_wait_settings_before_numpy_loads() -> None:
+    # what a run.py does: `from runtime.cli import main` imports runtime before numpy
+    out = child(
+        "import json, os, sys\n"
+        "import runtime\n"
+        "loaded = 'numpy' in sys.modules\n"
+        "from runtime.modelzoo.registry import MODELS\n"
+        "from runtime.precision import Policy\n"
+        "from runtime import threads\n"
+        "assert threads.settings() is None\n"
+        "MODELS['fc_mnist'].cls({'hidden_sizes': [4]}, Policy('float32'), seed=1)\n"
+        "s = threads.settings()\n"
+        "print(json.dumps({'numpy_before': loaded, 'env': {k: os.environ.get(k) for k in "
+        "threads.SPIN_ENV}, 'in_time': s.wait_in_time, 'threads': s.blas_threads, "
+        "'libs': s.libraries, 'line': s.describe()}))"
+    )
+    assert out["numpy_before"] is False
+    assert out["env"] == threads.SPIN_ENV  # all three, as documented
+    assert out["in_time"] is True  # building the model recorded them as in force
+    assert out["threads"] >= 1 and any("openblas" in lib for lib in out["libs"])
+    assert "OPENBLAS_THREAD_TIMEOUT=4" in out["line"]
+
+
+def test_the_users_own_values_win() -> None:
+    out = child(
+        "import json, os\n"
+        "import runtime\n"
+        "print(json.dumps({k: os.environ.get(k) for k in ('OMP_WAIT_POLICY', "
+        "'OPENBLAS_THREAD_TIMEOUT')}))",
+        OMP_WAIT_POLICY="ACTIVE",
+    )
+    assert out == {"OMP_WAIT_POLICY": "ACTIVE", "OPENBLAS_THREAD_TIMEOUT": "4"}
+
+
+def test_cs2sim_blas_threads_sets_the_count_at_start_up() -> None:
+    out = child(
+        "import json\n"
+        "import runtime\n"
+        "from runtime import threads\n"
+        "from threadpoolctl import threadpool_info\n"
+        "s = threads.configure()\n"
+        "n = [i['num_threads'] for i in threadpool_info() if i['user_api'] == 'blas']\n"
+        "print(json.dumps({'recorded': s.blas_threads, 'lib': n, 'who': s.user_count}))",
+        CS2SIM_BLAS_THREADS="1",
+    )
+    assert out == {"recorded": 1, "lib": [1], "who": "CS2SIM_BLAS_THREADS"}
+
+
+def test_idle_blas_workers_sleep_instead_of_spinning() -> None:
+    """Between matmuls a spinning OpenBLAS worker burns CPU for up to ~0.1 s; with the runtime's
+    OPENBLAS_THREAD_TIMEOUT it sleeps at once. CPU time is measured only across the pauses."""
+    code = (
+        "import json, time\n"
+        "import runtime\n"
+        "import numpy as np\n"
+        "from threadpoolctl import threadpool_limits\n"
+        "a = np.ones((512, 512), np.float32)\n"
+        "spent = 0.0\n"
+        "with threadpool_limits(2):\n"
+        "    for _ in range(10):\n"
+        "        a @ a\n"
+        "        c0 = time.process_time(); time.sleep(0.03); spent += time.process_time() - c0\n"
+        "print(json.dumps({'cpu_in_pauses': spent}))"
+    )
+    out = child(code)
+    # 10 pauses of 0.03 s: a spinning worker would use ~0.3 s of CPU in them; a sleeping one ~0
+    assert out["cpu_in_pauses"] < 0.1, out
+
+
+def test_blas_threads_switches_for_the_block_and_restores() -> None:
+    with threadpool_limits(2):
+        before = blas_count()
+        with threads.blas_threads(1):
+            assert blas_count() == 1
+        assert blas_count() == before
+        with threads.blas_threads(None):  # None: as set
+            assert blas_count() == before
+
+
+def test_blas_threads_keeps_an_enclosing_limit() -> None:
+    with threadpool_limits(1):
+        with threads.blas_threads(2):  # never raises the count above a caller's limit
+            assert blas_count() == 1
+        assert blas_count() == 1
+
+
+def test_threads_for_the_works_size() -> None:
+    assert threads.threads_for(300 * 256 * 10) == 1  # fc_mnist's last layer: too small for two
+    assert threads.threads_for(1024 * 256 * 768) is None  # gpt's qkv projection: as set
+
+
+def test_set_env_defaults_on_a_given_mapping() -> None:
+    env = {"KMP_BLOCKTIME": "200"}
+    done = threads.set_env_defaults(env)
+    assert env["KMP_BLOCKTIME"] == "200" and "KMP_BLOCKTIME" not in done
+    assert done == {k: v for k, v in threads.SPIN_ENV.items() if k != "KMP_BLOCKTIME"}
+    assert np.float32  # numpy imported in this process: the mapping form touches nothing else
