@@ -1,40 +1,47 @@
-"""BLAS and OpenMP thread settings of the runtime: waiting threads sleep, thread counts fit the work.
+"""Thread settings of the runtime: waiting threads sleep, work is split by the runtime itself.
 
-Why: a BLAS thread pool waits for its next job by spinning. OpenBLAS (numpy's BLAS) keeps an idle
-worker busy-waiting for 2^28 cycles (~0.1 s) after every call before it sleeps; OpenMP pools
-(PyTorch, MKL) spin too. On a quiet machine that buys a few microseconds of wake-up; on a busy
-one the spinning threads take CPU from the thread that has the actual work (this runtime's
-elementwise passes run between matmuls, while the BLAS workers spin) and from everything else on
-the machine. Measured before this module: gpt2 tiny used 11x the CPU time for the same work at
-load ~20. So the runtime sets, at start-up:
+Why: a BLAS thread pool waits by spinning. OpenBLAS (numpy's BLAS) keeps an idle worker
+busy-waiting for 2^28 cycles (~0.1 s) after every call, and inside one threaded GEMM its threads
+wait for each other in yield loops; OpenMP pools (PyTorch, MKL) spin too. On a quiet machine that
+saves microseconds; on a busy one a spinning thread takes the CPU from the thread with the work,
+and a GEMM split over two threads waits a whole scheduler slice whenever one is descheduled
+(measured here at load ~5: a 2-thread (256 x 50257) @ (50257 x 256) used 3-6x the CPU of the
+1-thread one and took 2-8x as long). So:
 
-  OPENBLAS_THREAD_TIMEOUT=4   OpenBLAS pthreads: an idle worker spins 2^4 cycles, then sleeps
-  OMP_WAIT_POLICY=PASSIVE     any OpenMP runtime (libgomp, LLVM/Intel): waiting threads sleep
-  KMP_BLOCKTIME=0             Intel/LLVM OpenMP: sleep at once after a parallel region
+1. Waiting threads sleep. At start-up the runtime sets, where the user has not:
+     OPENBLAS_THREAD_TIMEOUT=4   OpenBLAS: an idle worker spins 2^4 cycles, then sleeps
+     OMP_WAIT_POLICY=PASSIVE     any OpenMP runtime (libgomp, LLVM/Intel): waiting threads sleep
+     KMP_BLOCKTIME=0             Intel/LLVM OpenMP: sleep at once after a parallel region
+   Libraries read them when they LOAD, so `import runtime` sets them (runtime/__init__.py calls
+   `set_env_defaults()`; a run.py imports runtime before numpy), and child processes inherit them.
+2. The runtime splits its own work. `configure()` (called when a model is built,
+   runtime/nn/model.py) sets BLAS to ONE thread per call (through threadpoolctl, a scikit-learn
+   dependency) and runs large products and row-wise elementwise kernels in chunks on its own
+   `workers()` threads (`run_chunks`; the kernels are in runtime/nn/parallel.py). Every thread,
+   the caller included, takes the next chunk when it finishes one, so a descheduled thread just
+   takes fewer chunks; waiting is a futex sleep, never a spin.
+3. Thread counts fit the work: a product below SMALL_GEMM_MACS multiply-adds runs whole on the
+   calling thread (splitting it costs more than a second thread saves).
+4. Results never depend on the thread count or the load: chunks split rows or columns, never
+   a sum, and each chunk is the same single-threaded BLAS computation, so the numbers are bit for
+   bit those of one thread. (OpenBLAS's own threading is not: 1 and 2 threads differ in the last
+   bit for some shapes.)
 
-Each only when the user has not set it (theirs wins). They are read when the library LOADS, so
-they must be in the environment before numpy is imported: `import runtime` does it
-(runtime/__init__.py calls `set_env_defaults()`; a run.py imports runtime before numpy).
-`configure()` (called when a model is built, runtime/nn/model.py) records what is in effect (and
-sets the BLAS thread count when CS2SIM_BLAS_THREADS asks, through threadpoolctl, a scikit-learn
-dependency) and logs it; `settings()` returns that record.
-
-Thread counts for the work's size: a threaded BLAS splits every call and joins its threads again.
-For a small product the join costs more than the second thread saves, and on a busy machine a
-join can wait a whole scheduler time slice for a descheduled worker. `blas_threads(n)` switches
-the count for a block (~1 us: one call into the library), and `threads_for(macs)` says how many
-a product of `macs` multiply-adds should use: one below SMALL_GEMM_MACS. The choice depends on
-shapes only, never on timing, so a run's numbers do not depend on the machine's load (OpenBLAS
-results can differ in the last bit between 1 and 2 threads for some shapes).
+The worker count is CS2SIM_BLAS_THREADS, else OPENBLAS_NUM_THREADS / OMP_NUM_THREADS /
+MKL_NUM_THREADS, else the cores this process may run on. `settings()` returns what
+`configure()` found and set; it is logged at INFO.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 import sys
-from collections.abc import Iterator, MutableMapping
+import threading
+from collections.abc import Callable, Iterator, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,9 +52,11 @@ __all__ = [
     "set_env_defaults",
     "configure",
     "settings",
-    "blas_threads",
-    "threads_for",
+    "single_threaded_blas",
+    "set_workers",
     "available_cores",
+    "workers",
+    "run_chunks",
 ]
 
 log = logging.getLogger("cs2sim.threads")
@@ -58,7 +67,7 @@ SPIN_ENV: dict[str, str] = {
     "OMP_WAIT_POLICY": "PASSIVE",
     "KMP_BLOCKTIME": "0",
 }
-# Variables by which a user fixes the BLAS thread count; configure() then leaves it alone.
+# Variables by which a user fixes the thread count (the first one set wins).
 USER_COUNT_ENV = ("CS2SIM_BLAS_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
                   "MKL_NUM_THREADS")
 
@@ -109,7 +118,7 @@ def env_set_by_runtime() -> dict[str, str]:
 class ThreadSettings:
     """What is in effect, as `configure()` found and set it."""
 
-    blas_threads: int  # threads a large BLAS call uses
+    workers: int  # threads the runtime's kernels use (BLAS itself: one per call)
     cores: int  # cores this process may use
     libraries: tuple[str, ...]  # "openblas 0.3.31 (pthreads)", ...
     wait_env: dict[str, str] = field(default_factory=dict)  # SPIN_ENV names -> value in effect
@@ -122,8 +131,9 @@ class ThreadSettings:
         when = "before BLAS loaded" if self.wait_in_time else "AFTER BLAS loaded (no effect on it)"
         who = f" (set by {self.user_count})" if self.user_count else ""
         libs = "; ".join(self.libraries) or "no threaded BLAS found"
-        return (f"BLAS threads {self.blas_threads}{who} of {self.cores} cores; {libs}; "
-                f"wait settings {waits}, {when}; one thread below {SMALL_GEMM_MACS:,} MACs")
+        return (f"{self.workers} kernel threads{who} of {self.cores} cores, BLAS 1 thread per "
+                f"call ({libs}); wait settings {waits}, {when}; "
+                f"one thread below {SMALL_GEMM_MACS:,} MACs a product")
 
 
 def _controllers() -> list[Any]:
@@ -143,38 +153,39 @@ def _controllers() -> list[Any]:
 def configure(threads: int | None = None) -> ThreadSettings:
     """Apply the runtime's thread settings once per process (later calls return the record).
 
-    threads: a BLAS thread count to set; default CS2SIM_BLAS_THREADS when set. Otherwise the
-    count is left as the library chose it at load time (every core of the process's affinity,
-    or the user's OPENBLAS_NUM_THREADS / OMP_NUM_THREADS / MKL_NUM_THREADS), and a limit an
-    enclosing threadpoolctl block set (as the tests do) is kept.
+    threads: worker threads of the runtime's kernels (default: `workers()`). Every BLAS call
+    then runs single-threaded inside one worker: the runtime splits the work itself
+    (runtime/nn/parallel.py), so BLAS's own pool, which spins while it waits, stays idle.
     """
     global _settings
     if _settings is not None and threads is None:
         return _settings
+    if threads is not None:
+        set_workers(threads)
     set_env_defaults()  # for libraries loaded from here on, and child processes
     libs = _controllers()
-    user = next((n for n in USER_COUNT_ENV if os.environ.get(n)), None)
-    if threads is None and user == "CS2SIM_BLAS_THREADS":
-        try:
-            threads = max(1, int(os.environ[user]))
-        except ValueError:
-            log.warning("CS2SIM_BLAS_THREADS=%r is not a whole number; ignored",
-                        os.environ[user])
-    if threads is not None:
-        for lib in libs:
-            lib.set_num_threads(threads)
+    for lib in libs:
+        lib.set_num_threads(1)
     _settings = ThreadSettings(
-        blas_threads=max((lib.get_num_threads() for lib in libs), default=1),
+        workers=workers(),
         cores=available_cores(),
         libraries=tuple(f"{lib.internal_api} {lib.version} ({getattr(lib, 'threading_layer', '?')})"
                         for lib in libs),
         wait_env={k: os.environ[k] for k in SPIN_ENV if k in os.environ},
         # the user's own values were there when the process started; ours if set before numpy
         wait_in_time=bool(_env_in_time) or not _env_set,
-        user_count=user,
+        user_count=next((n for n in USER_COUNT_ENV if os.environ.get(n)), None),
     )
     log.info("thread settings: %s", _settings.describe())
     return _settings
+
+
+def single_threaded_blas() -> None:
+    """Make sure BLAS runs single-threaded (an enclosing threadpoolctl block may have changed
+    it since configure()); ~0.5 us when it already does."""
+    for lib in _controllers():
+        if lib.get_num_threads() != 1:
+            lib.set_num_threads(1)
 
 
 def settings() -> ThreadSettings | None:
@@ -182,26 +193,79 @@ def settings() -> ThreadSettings | None:
     return _settings
 
 
-def threads_for(macs: float) -> int | None:
-    """BLAS threads for a product of `macs` multiply-adds: 1 when small, else None (as set)."""
-    return 1 if macs < SMALL_GEMM_MACS else None
+# ---------------------------------------------------------------------------------------------
+# The runtime's own worker threads
+# ---------------------------------------------------------------------------------------------
+_pool: ThreadPoolExecutor | None = None
+_workers = 0
+_pool_lock = threading.Lock()
 
 
-@contextlib.contextmanager
-def blas_threads(n: int | None) -> Iterator[None]:
-    """Run the block with at most `n` BLAS threads (None: as set), then restore the count.
+def workers() -> int:
+    """Threads that run the runtime's chunked kernels (runtime/nn/parallel.py): the configured
+    count (CS2SIM_BLAS_THREADS, OPENBLAS_NUM_THREADS, OMP_NUM_THREADS, else the cores)."""
+    global _workers
+    if not _workers:
+        for name in USER_COUNT_ENV:
+            try:
+                _workers = max(1, int(os.environ.get(name, "")))
+                break
+            except ValueError:
+                continue
+        else:
+            _workers = available_cores()
+    return _workers
 
-    Reads the library's count each time (~1 us), so an enclosing threadpoolctl limit is kept.
+
+def set_workers(n: int) -> None:
+    """Use `n` worker threads from now on (tests, benchmarks)."""
+    global _workers, _pool
+    with _pool_lock:
+        _workers = max(1, int(n))
+        if _pool is not None:
+            _pool.shutdown(wait=True)
+            _pool = None
+
+
+def _helpers() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max(1, workers() - 1), thread_name_prefix="cs2sim-kernel")
+        return _pool
+
+
+def run_chunks(fn: Callable[[int], object], n_chunks: int) -> None:
+    """Call fn(0) .. fn(n_chunks - 1), spread over the worker threads; returns when all are done.
+
+    The calling thread works too, and every thread takes the next chunk when it finishes one,
+    so a thread the OS has descheduled simply takes fewer: no thread waits for a slow one
+    except at the end, and waiting threads sleep (a futex), they never spin. Chunks must write
+    disjoint outputs; which thread runs a chunk never changes the result.
     """
-    libs = _controllers() if n is not None else []
-    prev = [lib.get_num_threads() for lib in libs]
-    if not libs or all(p <= n for p in prev):
-        yield
+    helpers = min(workers(), n_chunks) - 1
+    if helpers <= 0:
+        for i in range(n_chunks):
+            fn(i)
         return
-    for lib in libs:
-        lib.set_num_threads(n)
-    try:
-        yield
-    finally:
-        for lib, p in zip(libs, prev, strict=True):
-            lib.set_num_threads(p)
+    counter = itertools.count()  # next() on it is atomic under the GIL
+    errors: list[BaseException] = []
+
+    def drain() -> None:
+        while not errors:
+            i = next(counter)
+            if i >= n_chunks:
+                return
+            try:
+                fn(i)
+            except BaseException as e:  # noqa: BLE001 - handed to the caller below
+                errors.append(e)
+                return
+
+    pool = _helpers()
+    futures = [pool.submit(drain) for _ in range(helpers)]
+    drain()
+    for f in futures:
+        f.result()
+    if errors:
+        raise errors[0]

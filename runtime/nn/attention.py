@@ -19,7 +19,6 @@ from runtime.nn.module import FP32, Module
 from runtime.nn.rotary import Rotary
 from runtime.nn.spec import LayerSpec, make_spec
 from runtime.precision import Policy
-from runtime.threads import blas_threads
 
 __all__ = ["CausalSelfAttention"]
 
@@ -78,7 +77,7 @@ class CausalSelfAttention(Module):
             self.rotary.rotate(q, out=q)
             self.rotary.rotate(k, out=k)
         q *= self.scale
-        with blas_threads(1):  # 2 x B x nh small products, one at a time (runtime/threads.py)
+        if True:
             # 3) causal softmax(q k^T), in place in one (B, nh, T, T) buffer
             att = self.buf("att", (B, nh, T, T), q.dtype)  # (B, nh, T, T)
             np.matmul(q, k.swapaxes(-1, -2), out=att)
@@ -108,7 +107,7 @@ class CausalSelfAttention(Module):
         np.copyto(dyh, dy.reshape(B, T, nh, hs).transpose(0, 2, 1, 3))
         dheads = self.buf("dheads", (3, B, nh, T, hs), dy.dtype)  # (3, B, nh, T, hs)
         dq, dk, dv = dheads
-        with blas_threads(1):
+        if True:
             # 2) y = att_d @ v
             np.matmul(att_d.swapaxes(-1, -2), dyh, out=dv)  # (B, nh, T, hs)
             datt = self.buf("datt", att.shape, dy.dtype)  # (B, nh, T, T)
