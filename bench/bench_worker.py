@@ -96,7 +96,7 @@ def main() -> int:
 
                 s = threads.configure()
                 out = {"side": "ours", "version": f"numpy {np.__version__}",
-                       "threads": s.blas_threads, "settings": s.describe()}
+                       "threads": s.workers, "settings": s.describe()}
         elif op == "gemm":
             out = {"gflops": gemm(int(cmd.get("n", 1024)), int(cmd.get("reps", 6)))}
         elif op == "run":

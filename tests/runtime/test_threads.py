@@ -1,5 +1,5 @@
-"""runtime/threads.py: the wait settings are in force from start-up, the BLAS thread count is
-recorded (and set when asked), and small-work blocks run on one thread, restoring the count."""
+"""runtime/threads.py: the wait settings are in force from start-up, BLAS runs one thread per
+call while the runtime's own workers share out chunks (every chunk once, errors passed on)."""
 
 from __future__ import annotations
 
@@ -45,13 +45,14 @@ def test_importing_the_runtime_sets_the_wait_settings_before_numpy_loads() -> No
         "MODELS['fc_mnist'].cls({'hidden_sizes': [4]}, Policy('float32'), seed=1)\n"
         "s = threads.settings()\n"
         "print(json.dumps({'numpy_before': loaded, 'env': {k: os.environ.get(k) for k in "
-        "threads.SPIN_ENV}, 'in_time': s.wait_in_time, 'threads': s.blas_threads, "
+        "threads.SPIN_ENV}, 'in_time': s.wait_in_time, 'threads': s.workers, 'blas': [i['num_threads'] for i in __import__('threadpoolctl').threadpool_info() if i['user_api'] == 'blas'], "
         "'libs': s.libraries, 'line': s.describe()}))"
     )
     assert out["numpy_before"] is False
     assert out["env"] == threads.SPIN_ENV  # all three, as documented
     assert out["in_time"] is True  # building the model recorded them as in force
     assert out["threads"] >= 1 and any("openblas" in lib for lib in out["libs"])
+    assert out["blas"] == [1]  # BLAS single-threaded: the runtime's workers split the work
     assert "OPENBLAS_THREAD_TIMEOUT=4" in out["line"]
 
 
@@ -66,7 +67,7 @@ def test_the_users_own_values_win() -> None:
     assert out == {"OMP_WAIT_POLICY": "ACTIVE", "OPENBLAS_THREAD_TIMEOUT": "4"}
 
 
-def test_cs2sim_blas_threads_sets_the_count_at_start_up() -> None:
+def test_cs2sim_blas_threads_sets_the_worker_count_at_start_up() -> None:
     out = child(
         "import json\n"
         "import runtime\n"
@@ -74,10 +75,10 @@ def test_cs2sim_blas_threads_sets_the_count_at_start_up() -> None:
         "from threadpoolctl import threadpool_info\n"
         "s = threads.configure()\n"
         "n = [i['num_threads'] for i in threadpool_info() if i['user_api'] == 'blas']\n"
-        "print(json.dumps({'recorded': s.blas_threads, 'lib': n, 'who': s.user_count}))",
-        CS2SIM_BLAS_THREADS="1",
+        "print(json.dumps({'workers': s.workers, 'lib': n, 'who': s.user_count}))",
+        CS2SIM_BLAS_THREADS="3",
     )
-    assert out == {"recorded": 1, "lib": [1], "who": "CS2SIM_BLAS_THREADS"}
+    assert out == {"workers": 3, "lib": [1], "who": "CS2SIM_BLAS_THREADS"}
 
 
 def test_idle_blas_workers_sleep_instead_of_spinning() -> None:
@@ -101,26 +102,46 @@ def test_idle_blas_workers_sleep_instead_of_spinning() -> None:
     assert out["cpu_in_pauses"] < 0.1, out
 
 
-def test_blas_threads_switches_for_the_block_and_restores() -> None:
+def test_run_chunks_runs_every_chunk_once_on_several_threads() -> None:
+    import threading
+    import time
+
+    threads.set_workers(2)
+    try:
+        seen: list[tuple[int, str]] = []
+
+        def fn(i: int) -> None:
+            time.sleep(0.002)  # long enough for the helper thread to take some
+            seen.append((i, threading.current_thread().name))
+
+        threads.run_chunks(fn, 20)
+        assert sorted(i for i, _ in seen) == list(range(20))
+        assert len({name for _, name in seen}) == 2  # the caller and one helper
+    finally:
+        threads.set_workers(threads.available_cores())
+
+
+def test_run_chunks_passes_an_error_on() -> None:
+    threads.set_workers(2)
+    try:
+        def fn(i: int) -> None:
+            if i == 3:
+                raise ValueError("chunk 3")
+
+        try:
+            threads.run_chunks(fn, 8)
+        except ValueError as e:
+            assert str(e) == "chunk 3"
+        else:
+            raise AssertionError("the chunk's error was lost")
+    finally:
+        threads.set_workers(threads.available_cores())
+
+
+def test_single_threaded_blas_undoes_an_outer_change() -> None:
     with threadpool_limits(2):
-        before = blas_count()
-        with threads.blas_threads(1):
-            assert blas_count() == 1
-        assert blas_count() == before
-        with threads.blas_threads(None):  # None: as set
-            assert blas_count() == before
-
-
-def test_blas_threads_keeps_an_enclosing_limit() -> None:
-    with threadpool_limits(1):
-        with threads.blas_threads(2):  # never raises the count above a caller's limit
-            assert blas_count() == 1
+        threads.single_threaded_blas()
         assert blas_count() == 1
-
-
-def test_threads_for_the_works_size() -> None:
-    assert threads.threads_for(300 * 256 * 10) == 1  # fc_mnist's last layer: too small for two
-    assert threads.threads_for(1024 * 256 * 768) is None  # gpt's qkv projection: as set
 
 
 def test_set_env_defaults_on_a_given_mapping() -> None:
