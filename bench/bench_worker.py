@@ -11,6 +11,7 @@ Commands:
   {"op": "run", "case": key, "steps": n, "executor": name|null}
         -> {"sec": [seconds of each step], "cpu": process CPU seconds / step}
   {"op": "gemm", "n": 1024, "reps": 6} -> {"gflops": best float32 n x n x n matmul rate}
+        (ours: runtime.nn.parallel.gemm, the path our layers use; PyTorch: torch.mm)
   {"op": "profile", "case": key, "steps": n} -> {category: seconds per step}   (ours only)
   {"op": "loop", "steps": n} -> {"rate": fc_mnist GlobalRate through the Trainer} (ours only)
   {"op": "info"} -> versions and thread counts;  {"op": "quit"}
@@ -72,8 +73,14 @@ def main() -> int:
                 a, b = torch.from_numpy(a), torch.from_numpy(b)
             mats[n] = (a, b, a @ b)
         a, b, c = mats[n]
-        mm = (lambda: torch.mm(a, b, out=c)) if torch is not None else (
-            lambda: np.matmul(a, b, out=c))
+        if torch is not None:
+            mm = lambda: torch.mm(a, b, out=c)  # noqa: E731
+        else:  # our GEMM path: BLAS one thread per call, blocks over the runtime's workers
+            from runtime import threads
+            from runtime.nn.parallel import gemm as pgemm
+
+            threads.configure()
+            mm = lambda: pgemm(a, b, c)  # noqa: E731
         mm()
         best = 0.0
         for _ in range(reps):
