@@ -35,10 +35,19 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("side", choices=("ours", "torch"))
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--blas-threading", action="store_true",
+                    help="ours as before runtime/threads.py: OpenBLAS's own threads, no wait "
+                         "settings (give the worker the user's environment)")
     args = ap.parse_args()
     if args.side == "ours":
         os.environ["CS2SIM_BLAS_THREADS"] = str(args.threads)
         import runtime  # noqa: F401 - first: the BLAS wait settings, before numpy loads
+
+        if args.blas_threading:
+            from runtime import threads
+
+            threads.configure()
+            threads.use_blas_threading(args.threads)
     # (the PyTorch side runs in the environment the driver gives it: the user's, by default)
     import numpy as np
 
@@ -102,8 +111,12 @@ def main() -> int:
                 from runtime import threads
 
                 s = threads.configure()
+                desc = s.describe() if not args.blas_threading else (
+                    f"OpenBLAS's own {args.threads} threads, spin settings: "
+                    + (", ".join(f"{k}={os.environ[k]}" for k in threads.SPIN_ENV
+                                 if k in os.environ) or "library defaults"))
                 out = {"side": "ours", "version": f"numpy {np.__version__}",
-                       "threads": s.workers, "settings": s.describe()}
+                       "threads": s.workers, "settings": desc}
         elif op == "gemm":
             out = {"gflops": gemm(int(cmd.get("n", 1024)), int(cmd.get("reps", 6)))}
         elif op == "run":

@@ -59,10 +59,11 @@ class WorkerError(RuntimeError):
 class Worker:
     """One side's worker process; `ask(op=...)` sends a command and returns its JSON answer."""
 
-    def __init__(self, side: str, threads: int, env: dict[str, str] | None = None) -> None:
+    def __init__(self, side: str, threads: int, env: dict[str, str] | None = None,
+                 extra: tuple[str, ...] = ()) -> None:
         self.side = side
         self.proc = subprocess.Popen(
-            [sys.executable, str(WORKER), side, "--threads", str(threads)],
+            [sys.executable, str(WORKER), side, "--threads", str(threads), *extra],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env=env, cwd=ROOT)
 

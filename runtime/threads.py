@@ -54,6 +54,7 @@ __all__ = [
     "settings",
     "single_threaded_blas",
     "set_workers",
+    "use_blas_threading",
     "available_cores",
     "workers",
     "run_chunks",
@@ -180,9 +181,24 @@ def configure(threads: int | None = None) -> ThreadSettings:
     return _settings
 
 
+_blas_threading = 0  # > 0: BLAS's own pool does the threading (the old way; benchmarks only)
+
+
+def use_blas_threading(n: int) -> None:
+    """Benchmarks only: go back to BLAS's own `n` threads and one runtime worker (the runtime
+    as it was before this module), to measure the difference."""
+    global _blas_threading
+    _blas_threading = n
+    set_workers(1)
+    for lib in _controllers():
+        lib.set_num_threads(n)
+
+
 def single_threaded_blas() -> None:
     """Make sure BLAS runs single-threaded (an enclosing threadpoolctl block may have changed
     it since configure()); ~0.5 us when it already does."""
+    if _blas_threading:
+        return
     for lib in _controllers():
         if lib.get_num_threads() != 1:
             lib.set_num_threads(1)
