@@ -45,7 +45,9 @@ def test_importing_the_runtime_sets_the_wait_settings_before_numpy_loads() -> No
         "MODELS['fc_mnist'].cls({'hidden_sizes': [4]}, Policy('float32'), seed=1)\n"
         "s = threads.settings()\n"
         "print(json.dumps({'numpy_before': loaded, 'env': {k: os.environ.get(k) for k in "
-        "threads.SPIN_ENV}, 'in_time': s.wait_in_time, 'threads': s.workers, 'blas': [i['num_threads'] for i in __import__('threadpoolctl').threadpool_info() if i['user_api'] == 'blas'], "
+        "threads.SPIN_ENV}, 'in_time': s.wait_in_time, 'threads': s.workers, 'blas': "
+        "[i['num_threads'] for i in __import__('threadpoolctl').threadpool_info() "
+        "if i['user_api'] == 'blas'], "
         "'libs': s.libraries, 'line': s.describe()}))"
     )
     assert out["numpy_before"] is False
