@@ -7,6 +7,8 @@ optimizer update), plus our model (for its FLOP count and the per-layer profile)
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,8 +70,9 @@ class Case:
         return lm_batch(rng, self.vocab, self.batch, self.seq)
 
     # ------------------------------------------------------------ ours
-    def ours(self) -> tuple[Callable[[], object], Any, Any]:
-        """(step closure, model, optimizer) of our runtime's real training step (CpuExecutor)."""
+    def ours(self, executor: Any = None) -> tuple[Callable[[], object], Any, Any]:
+        """(step closure, model, optimizer) of our runtime's real training step, run by
+        `executor` (default: a new CpuExecutor)."""
         from runtime.executors.cpu import CpuExecutor
         from runtime.loss_scale import build_loss_scaler
         from runtime.modelzoo.registry import MODELS
@@ -80,8 +83,10 @@ class Case:
         model.train()
         opt = build_optimizer(self.optimizer, model.parameters(), half=self.half)
         scaler = build_loss_scaler(self.optimizer, self.half)
-        ex = CpuExecutor()
+        ex = executor if executor is not None else CpuExecutor()
         ex.load(model, opt, scaler, {"optimizer": self.optimizer})
+        if hasattr(ex, "keep_trace"):
+            ex.keep_trace = False  # a benchmark keeps no per-step trace
         batch = self.data()
         counter = iter(range(1, 10**9))
         return (lambda: ex.execute_step(batch, next(counter))), model, opt
@@ -191,10 +196,31 @@ CASES: dict[str, Case] = {
 }
 
 # HOOK for the CS-2 executors (issue 9): name -> factory(case) returning (step closure, model,
-# optimizer), run through runtime.executors.pipelined / weight_streaming with the case's model.
-# The bench runs every registered factory in the same interleaving as the other rows (against
-# PyTorch on the same case). Nothing is registered until those executors exist: no row is faked.
+# optimizer) of the case's model trained through that executor. The bench runs every registered
+# factory in the same interleaving as the other rows (against PyTorch on the same case). An
+# executor is registered only when its module exists (runtime.executors.pipelined /
+# weight_streaming, with the QueuedExecutor load / execute_step interface): no row is faked.
 EXECUTOR_FACTORIES: dict[str, Callable[[Case], tuple[Callable[[], object], Any, Any]]] = {}
+_EXECUTORS = (  # row name, module, class, constructor arguments
+    ("pipelined", "runtime.executors.pipelined", "PipelinedExecutor", ()),
+    ("weight_streaming", "runtime.executors.weight_streaming", "WeightStreamingExecutor", (1,)),
+)
+
+
+def _executor_factory(module: str, cls_name: str, args: tuple) -> Callable[[Case], Any]:
+    def make(case: Case) -> tuple[Callable[[], object], Any, Any]:
+        cls = getattr(importlib.import_module(module), cls_name)
+        return case.ours(cls(*args))
+    return make
+
+
+for _name, _module, _cls, _args in _EXECUTORS:
+    try:
+        _found = importlib.util.find_spec(_module) is not None
+    except ImportError:
+        _found = False
+    if _found:
+        EXECUTOR_FACTORIES[_name] = _executor_factory(_module, _cls, _args)
 
 
 def executor_note() -> str:
@@ -202,4 +228,5 @@ def executor_note() -> str:
     if EXECUTOR_FACTORIES:
         return f"executor rows: {', '.join(EXECUTOR_FACTORIES)}"
     return ("pipelined / weight-streaming rows: not measured (no executor registered in "
-            "bench/cases.py EXECUTOR_FACTORIES yet; issue 9)")
+            "bench/cases.py EXECUTOR_FACTORIES: runtime.executors.pipelined / weight_streaming "
+            "are not in this tree yet; issue 9)")

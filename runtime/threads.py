@@ -215,6 +215,7 @@ def settings() -> ThreadSettings | None:
 _pool: ThreadPoolExecutor | None = None
 _workers = 0
 _pool_lock = threading.Lock()
+_in_chunk = threading.local()  # .active inside a chunk: a nested run_chunks runs serially
 
 
 def workers() -> int:
@@ -260,7 +261,7 @@ def run_chunks(fn: Callable[[int], object], n_chunks: int) -> None:
     disjoint outputs; which thread runs a chunk never changes the result.
     """
     helpers = min(workers(), n_chunks) - 1
-    if helpers <= 0:
+    if helpers <= 0 or getattr(_in_chunk, "active", False):  # nested: run here (no deadlock)
         for i in range(n_chunks):
             fn(i)
         return
@@ -268,15 +269,19 @@ def run_chunks(fn: Callable[[int], object], n_chunks: int) -> None:
     errors: list[BaseException] = []
 
     def drain() -> None:
-        while not errors:
-            i = next(counter)
-            if i >= n_chunks:
-                return
-            try:
-                fn(i)
-            except BaseException as e:  # noqa: BLE001 - handed to the caller below
-                errors.append(e)
-                return
+        _in_chunk.active = True
+        try:
+            while not errors:
+                i = next(counter)
+                if i >= n_chunks:
+                    return
+                try:
+                    fn(i)
+                except BaseException as e:  # noqa: BLE001 - handed to the caller below
+                    errors.append(e)
+                    return
+        finally:
+            _in_chunk.active = False
 
     pool = _helpers()
     futures = [pool.submit(drain) for _ in range(helpers)]

@@ -152,3 +152,17 @@ def test_set_env_defaults_on_a_given_mapping() -> None:
     assert env["KMP_BLOCKTIME"] == "200" and "KMP_BLOCKTIME" not in done
     assert done == {k: v for k, v in threads.SPIN_ENV.items() if k != "KMP_BLOCKTIME"}
     assert np.float32  # numpy imported in this process: the mapping form touches nothing else
+
+
+def test_a_chunk_may_split_its_own_work_without_deadlock() -> None:
+    threads.set_workers(2)
+    try:
+        done: list[tuple[int, int]] = []
+
+        def inner(i: int) -> None:
+            threads.run_chunks(lambda j: done.append((i, j)), 3)
+
+        threads.run_chunks(inner, 4)
+        assert sorted(done) == [(i, j) for i in range(4) for j in range(3)]
+    finally:
+        threads.set_workers(threads.available_cores())
