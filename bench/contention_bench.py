@@ -5,7 +5,8 @@
 For each case (fc_mnist, the 4-layer GPT) three workers stay alive (bench_worker.py): ours as it
 runs now (runtime/threads.py: waits sleep, the runtime's own workers, BLAS one thread a call),
 ours as it ran before (OpenBLAS's own threads with its default spin, OPENBLAS_THREAD_TIMEOUT=28),
-and PyTorch as a user runs it (its OpenMP defaults). Each repeat runs every worker for one
+and PyTorch as a user runs it (its OpenMP defaults; with --ref-passive also PyTorch given the
+same wait settings as ours). Each repeat runs every worker for one
 window on the machine as it is, then starts --busy processes that each spin a core in pure
 Python (the competing load), runs every worker again, and stops them. The order of the workers
 rotates from repeat to repeat.
@@ -37,6 +38,7 @@ from bench.cases import CASES  # noqa: E402
 from bench.runtime_bench import SETTLE, Worker, WorkerError, reference_env  # noqa: E402
 from bench.runtime_bench import calibrate, start_reference  # noqa: E402
 from runtime.atomic import atomic_write  # noqa: E402
+from runtime.threads import SPIN_ENV  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "runtime_contention.md"
 BUSY_CODE = "while True:\n    pass\n"
@@ -69,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--window", type=float, default=0.5, help="seconds of steps per window")
     ap.add_argument("--threads", type=int, default=2, help="threads for each side")
     ap.add_argument("--cases", default="fc,gpt", help="comma-separated case keys")
+    ap.add_argument("--ref-passive", action="store_true",
+                    help="also run PyTorch with OMP_WAIT_POLICY=PASSIVE / KMP_BLOCKTIME=0")
     ap.add_argument("--quick", action="store_true", help="a smoke run, not a measurement")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
@@ -83,6 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     ref = start_reference(args.threads)
     if ref is not None:
         sides["PyTorch"] = ref
+        if args.ref_passive:  # PyTorch given the same wait settings as ours, for comparison
+            sides["PyTorch, passive waits"] = Worker(
+                "torch", args.threads, {**reference_env(), **SPIN_ENV})
     lines: list[str] = []
     table: list[str] = []
     try:
