@@ -244,6 +244,16 @@ def set_workers(n: int) -> None:
             _pool = None
 
 
+def _forget_pool_in_child() -> None:
+    """A forked child has none of the parent's threads: it starts its own pool when needed."""
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool_in_child)
+
+
 def _helpers() -> ThreadPoolExecutor:
     global _pool
     with _pool_lock:
