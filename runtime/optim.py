@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import math
 import re
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -47,7 +46,7 @@ from runtime.clipping import check_clipping
 from runtime.loss_scale import build_loss_scaler
 from runtime.schedules import Schedule, build_schedule, check_learning_rate
 from runtime.schema import REQUIRED, Key, Schema, non_negative, positive, unit_interval
-from runtime.threads import run_chunks
+from runtime.threads import run_chunks, workers
 from system.errors import ConfigError, RuntimeFailure
 
 __all__ = [
@@ -113,7 +112,7 @@ class Optimizer:
         self.state = {s: {n: np.zeros_like(p) for n, p in self.params.items()} for s in self.SLOTS}
         largest = max((p.size for p in self.params.values()), default=0)
         self._scratch = np.empty(min(largest, _BLOCK), np.float32)
-        self._local = threading.local()  # a scratch per worker thread (see step)
+        self._scratches = [self._scratch]  # one per worker thread, by slot (see step)
 
     def lr_at(self, step: int) -> float:
         """The learning rate used for the update at global step `step`."""
@@ -134,18 +133,14 @@ class Optimizer:
             flat = [a.reshape(-1) for a in arrays]  # (n,) views
             blocks += [(name, [a[i : i + _BLOCK] for a in flat]) for i in range(0, p.size, _BLOCK)]
 
-        def update(i: int) -> None:  # blocks are disjoint: any thread may take any of them
+        while len(self._scratches) < workers():  # one scratch per worker thread
+            self._scratches.append(np.empty_like(self._scratch))
+
+        def update(i: int, slot: int) -> None:  # blocks are disjoint: any thread takes any
             name, views = blocks[i]
-            self._update(name, lr, self._thread_scratch()[: views[0].size], *views)
+            self._update(name, lr, self._scratches[slot][: views[0].size], *views)
 
-        run_chunks(update, len(blocks))  # spread over the runtime's worker threads
-
-    def _thread_scratch(self) -> np.ndarray:
-        """This thread's block-sized scratch buffer (one per worker thread)."""
-        s = getattr(self._local, "scratch", None)
-        if s is None:
-            s = self._local.scratch = np.empty_like(self._scratch)
-        return s
+        run_chunks(update, len(blocks), slots=True)  # spread over the runtime's worker threads
 
     def _update(
         self, name: str, lr: float, s: np.ndarray, p: np.ndarray, g: np.ndarray, *slots: np.ndarray

@@ -262,8 +262,11 @@ def _helpers() -> ThreadPoolExecutor:
         return _pool
 
 
-def run_chunks(fn: Callable[[int], object], n_chunks: int) -> None:
+def run_chunks(fn: Callable[..., object], n_chunks: int, slots: bool = False) -> None:
     """Call fn(0) .. fn(n_chunks - 1), spread over the worker threads; returns when all are done.
+
+    slots=True calls fn(i, slot) instead, slot in 0 .. workers() - 1 naming the thread running
+    it (0: the caller): per-thread scratch can be an array indexed by slot.
 
     The calling thread works too, and every thread takes the next chunk when it finishes one,
     so a thread the OS has descheduled simply takes fewer: no thread waits for a slow one
@@ -273,12 +276,12 @@ def run_chunks(fn: Callable[[int], object], n_chunks: int) -> None:
     helpers = min(workers(), n_chunks) - 1
     if helpers <= 0 or getattr(_in_chunk, "active", False):  # nested: run here (no deadlock)
         for i in range(n_chunks):
-            fn(i)
+            fn(i, 0) if slots else fn(i)
         return
     counter = itertools.count()  # next() on it is atomic under the GIL
     errors: list[BaseException] = []
 
-    def drain() -> None:
+    def drain(slot: int) -> None:
         _in_chunk.active = True
         try:
             while not errors:
@@ -286,7 +289,7 @@ def run_chunks(fn: Callable[[int], object], n_chunks: int) -> None:
                 if i >= n_chunks:
                     return
                 try:
-                    fn(i)
+                    fn(i, slot) if slots else fn(i)
                 except BaseException as e:  # noqa: BLE001 - handed to the caller below
                     errors.append(e)
                     return
@@ -294,8 +297,8 @@ def run_chunks(fn: Callable[[int], object], n_chunks: int) -> None:
             _in_chunk.active = False
 
     pool = _helpers()
-    futures = [pool.submit(drain) for _ in range(helpers)]
-    drain()
+    futures = [pool.submit(drain, k + 1) for k in range(helpers)]
+    drain(0)
     for f in futures:
         f.result()
     if errors:

@@ -166,3 +166,23 @@ def test_a_chunk_may_split_its_own_work_without_deadlock() -> None:
         assert sorted(done) == [(i, j) for i in range(4) for j in range(3)]
     finally:
         threads.set_workers(threads.available_cores())
+
+
+def test_run_chunks_names_each_thread_by_one_slot() -> None:
+    import threading
+    import time
+
+    threads.set_workers(2)
+    try:
+        slot_of: dict[str, set[int]] = {}
+
+        def fn(i: int, slot: int) -> None:
+            time.sleep(0.002)
+            slot_of.setdefault(threading.current_thread().name, set()).add(slot)
+
+        threads.run_chunks(fn, 12, slots=True)
+        assert all(len(s) == 1 for s in slot_of.values())  # a thread keeps its slot
+        assert set().union(*slot_of.values()) <= {0, 1}
+        assert len({min(s) for s in slot_of.values()}) == len(slot_of)  # no slot shared
+    finally:
+        threads.set_workers(threads.available_cores())
