@@ -45,15 +45,17 @@ def gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
     single_threaded_blas()
     # blocks: two per worker (a descheduled worker's share is taken by the others), at least
     # MIN_BLOCK rows: each block packs the other operand again (~5% of CPU at 128 rows, measured)
-    n = min(MAX_CHUNKS, macs // CHUNK_MACS, 2 * workers())
-    if n < 2 or workers() == 1 or macs < SMALL_GEMM_MACS or max(M, N) < 2 * MIN_BLOCK:
+    w = workers()
+    n = min(MAX_CHUNKS, macs // CHUNK_MACS, 2 * w, max(M, N) // MIN_BLOCK)
+    n -= n % w if n >= w else 0  # a multiple of the workers: 3 blocks on 2 threads take 2 rounds
+    if n < 2 or w == 1 or macs < SMALL_GEMM_MACS:
         return np.matmul(a, b, out=out)
     if M >= N:  # row blocks: out[r0:r1] = a[r0:r1] @ b
-        rb = row_bounds(M, min(n, M // MIN_BLOCK))
+        rb = row_bounds(M, n)
         run_chunks(lambda i: np.matmul(a[rb[i]:rb[i + 1]], b, out=out[rb[i]:rb[i + 1]]),
                    len(rb) - 1)
     else:  # column blocks: out[:, c0:c1] = a @ b[:, c0:c1]
-        cb = row_bounds(N, min(n, N // MIN_BLOCK), align=16)
+        cb = row_bounds(N, n, align=16)
         run_chunks(lambda i: np.matmul(a, b[:, cb[i]:cb[i + 1]], out=out[:, cb[i]:cb[i + 1]]),
                    len(cb) - 1)
     return out
@@ -68,6 +70,7 @@ def for_rows(fn: Callable[[int, int], object], n_rows: int, row_bytes: int) -> N
     w = workers()
     by_size = -(-n_rows * max(1, row_bytes) // CHUNK_BYTES)
     n = min(MAX_CHUNKS * 2, n_rows, max(by_size, 2 * w if w > 1 else 1))
+    n -= n % w if n >= w else 0  # a multiple of the workers, so the last round is full
     if n <= 1:
         fn(0, n_rows)
         return
