@@ -232,8 +232,9 @@ def main(argv: list[str] | None = None) -> int:
             if ref is not None:
                 interleave(ours, ref, row, key, key, repeats, window)
                 print("  " + row.summary())
-            else:
+            else:  # no reference: our windows only (the second series is discarded)
                 interleave(ours, ours, row, key, key, repeats, window, log=False)
+                row.ref_label = "none"
             rows.append(row)
         for name in EXECUTOR_FACTORIES:  # issue 9's executors, same interleaving (hook)
             for key in ("gpt", "gpt_v50k"):

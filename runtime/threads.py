@@ -300,6 +300,8 @@ def run_chunks(fn: Callable[..., object], n_chunks: int, slots: bool = False) ->
     futures = [pool.submit(drain, k + 1) for k in range(helpers)]
     drain(0)
     for f in futures:
-        f.result()
+        # a helper still queued (busy with another thread's chunks) has nothing left to do
+        if not f.cancel():
+            f.result()
     if errors:
         raise errors[0]

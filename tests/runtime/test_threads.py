@@ -186,3 +186,26 @@ def test_run_chunks_names_each_thread_by_one_slot() -> None:
         assert len({min(s) for s in slot_of.values()}) == len(slot_of)  # no slot shared
     finally:
         threads.set_workers(threads.available_cores())
+
+
+def test_two_threads_may_split_work_at_once() -> None:
+    """Executors may run layers from several threads: each caller's chunks all run, and a caller
+    never waits for the other's work."""
+    import threading
+
+    threads.set_workers(2)
+    try:
+        results: dict[str, list[int]] = {"a": [], "b": []}
+
+        def caller(name: str) -> None:
+            for _ in range(20):
+                threads.run_chunks(lambda i: results[name].append(i), 4)
+
+        ts = [threading.Thread(target=caller, args=(n,)) for n in results]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(timeout=60)
+        assert sorted(results["a"]) == sorted(results["b"]) == sorted(list(range(4)) * 20)
+    finally:
+        threads.set_workers(threads.available_cores())
