@@ -158,12 +158,13 @@ def configure(threads: int | None = None) -> ThreadSettings:
     then runs single-threaded inside one worker: the runtime splits the work itself
     (runtime/nn/parallel.py), so BLAS's own pool, which spins while it waits, stays idle.
     """
-    global _settings
+    global _settings, _libs
     if _settings is not None and threads is None:
         return _settings
     if threads is not None:
         set_workers(threads)
     set_env_defaults()  # for libraries loaded from here on, and child processes
+    _libs = None  # scan again: every BLAS loaded by now (numpy's, scipy's...) goes to 1 thread
     libs = _controllers()
     for lib in libs:
         lib.set_num_threads(1)
@@ -281,20 +282,28 @@ def run_chunks(fn: Callable[..., object], n_chunks: int, slots: bool = False) ->
     counter = itertools.count()  # next() on it is atomic under the GIL
     errors: list[BaseException] = []
 
+    import numpy as np  # loaded by now (the kernels use it); not at import: see set_env_defaults
+
+    err = np.geterr()  # the caller's floating-point error handling (thread-local in numpy)
+
     def drain(slot: int) -> None:
         _in_chunk.active = True
         try:
-            while not errors:
-                i = next(counter)
-                if i >= n_chunks:
-                    return
-                try:
-                    fn(i, slot) if slots else fn(i)
-                except BaseException as e:  # noqa: BLE001 - handed to the caller below
-                    errors.append(e)
-                    return
+            with np.errstate(**err):  # a helper handles overflow etc. as its caller does
+                drain_chunks(slot)
         finally:
             _in_chunk.active = False
+
+    def drain_chunks(slot: int) -> None:
+        while not errors:
+            i = next(counter)
+            if i >= n_chunks:
+                return
+            try:
+                fn(i, slot) if slots else fn(i)
+            except BaseException as e:  # noqa: BLE001 - handed to the caller below
+                errors.append(e)
+                return
 
     pool = _helpers()
     futures = [pool.submit(drain, k + 1) for k in range(helpers)]
