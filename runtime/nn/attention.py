@@ -5,7 +5,8 @@ batch or heads. The B * nh independent (sample, head) problems are split into gr
 runtime's worker threads take in turn (parallel.for_rows), each group's scores, softmax and
 products done while its (g, T, T) block is in cache. numpy only hands a stacked matmul to BLAS
 when each matrix is contiguous, so the heads are copied once into a (3, B, nh, T, hs) buffer
-rather than used as strided views (about 15x slower here). The 1/sqrt(hs) scale is folded into q (T*hs multiplies instead of T*T).
+rather than used as strided views (about 15x slower here). The 1/sqrt(hs) scale is folded into
+q (T*hs multiplies instead of T*T).
 """
 
 from __future__ import annotations
