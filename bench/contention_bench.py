@@ -35,8 +35,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.cases import CASES  # noqa: E402
-from bench.runtime_bench import SETTLE, Worker, WorkerError, reference_env  # noqa: E402
-from bench.runtime_bench import calibrate, start_reference  # noqa: E402
+from bench.runtime_bench import (  # noqa: E402
+    SETTLE,
+    Worker,
+    WorkerError,
+    calibrate,
+    reference_env,
+    start_reference,
+)
 from runtime.atomic import atomic_write  # noqa: E402
 from runtime.threads import SPIN_ENV  # noqa: E402
 

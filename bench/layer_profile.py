@@ -84,7 +84,7 @@ def profile_step(model: Module, optimizer: Any, step: Callable[[], object],
         for meth in ("forward", "backward"):
             setattr(m, meth, clock.wrap(label, getattr(m, meth)))
             patched.append((m, meth))
-    setattr(optimizer, "step", clock.wrap("optimizer", optimizer.step))
+    optimizer.step = clock.wrap("optimizer", optimizer.step)
     patched.append((optimizer, "step"))
     try:
         t0 = time.perf_counter()

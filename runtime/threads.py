@@ -34,13 +34,12 @@ MKL_NUM_THREADS, else the cores this process may run on. `settings()` returns wh
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import logging
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Callable, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any

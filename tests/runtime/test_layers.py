@@ -447,7 +447,7 @@ def test_row_bounds_cover_the_rows_once() -> None:
 
     for n, chunks, align in [(1024, 8, 8), (1000, 7, 8), (3, 5, 1), (50257, 13, 16)]:
         b = row_bounds(n, chunks, align)
-        assert b[0] == 0 and b[-1] == n and all(x < y for x, y in zip(b, b[1:]))
+        assert b[0] == 0 and b[-1] == n and all(x < y for x, y in zip(b, b[1:], strict=False))
         assert all(x % align == 0 for x in b[:-1])
 
 
