@@ -1,9 +1,9 @@
 """The run.py command line shared by every model: `main(model_name, argv) -> exit code`.
 
 Flags are Model Zoo's (REFERENCE §3.1/3.2); CLI values override the YAML (copied into
-`runconfig`). Without `--cs_ip` a run trains on the host CPU, as in Model Zoo; `--cs_ip`,
-`--validate_only` and `--compile_only` need the CS-2 compiler/executor of a later version and
-answer so in one sentence (exit 2).
+`runconfig`). Without `--cs_ip` a run trains on the host CPU, as in Model Zoo; with `--cs_ip` it
+runs on the simulated CS-2 that names (runtime/cs_run.py: gated by the system's state and mode).
+`--validate_only` and `--compile_only` answer in one sentence until their dispatch lands (exit 2).
 
 One error boundary: a `CsError` becomes ``error: <message>`` and its exit code, Ctrl-C exits 130,
 an OSError (a path, a permission, a full disk) is one line naming the file, anything else is
@@ -125,8 +125,7 @@ def check_flags(model_name: str, args: argparse.Namespace) -> None:
             raise UsageError(MSG_CS_MODE.format(args.mode))
         if args.mode == "eval" and not args.eval_steps:
             raise UsageError(MSG_CS_EVAL_STEPS)
-    for flag, what in (("validate_only", "compiler"), ("compile_only", "compiler"),
-                       ("cs_ip", "executor")):
+    for flag, what in (("validate_only", "compiler"), ("compile_only", "compiler")):
         if getattr(args, flag):
             raise UsageError(MSG_NOT_YET.format(flag=f"--{flag}", what=what))
     if args.device is not None and args.device.lower() not in HOST_DEVICES:
@@ -190,6 +189,12 @@ def _run(model_name: str, args: argparse.Namespace, runlog: RunLog) -> int:
         raise UsageError(f"model_dir {model_dir} is a file, not a directory; pass "
                          "-o/--model_dir with a directory.")
     rc["model_dir"] = str(model_dir)
+    cs = None
+    if args.cs_ip is not None:  # a CS-2 run: refused here, before anything is written
+        from runtime.cs_run import CsRun
+
+        cs = CsRun(model_name, params, model_dir, args.cs_ip)
+        cs.gate()
     trainer = Trainer(model_name, params, model_dir, half=half)
     try:
         trainer.check_host_memory(args.mode)  # a refused run leaves nothing in model_dir
@@ -205,6 +210,8 @@ def _run(model_name: str, args: argparse.Namespace, runlog: RunLog) -> int:
     log.info(f"Checkpoints and summaries will be saved in: {model_dir}")
     runlog.attach(trainer)
     t0 = time.perf_counter()
+    if cs is not None:
+        return cs.run(trainer, args.mode)
     getattr(trainer, args.mode)()
     log.debug(f"{args.mode} took {time.perf_counter() - t0:.3f} s")
     return 0

@@ -210,7 +210,8 @@ class Trainer:
         _start(stream)
         perf = RunPerf(ex.device, 0, 0.0, start, stop, compile_time=report.compile_time,
                        programming_time=report.programming_time,
-                       est_samples_per_sec=report.est_samples_per_sec)
+                       est_samples_per_sec=report.est_samples_per_sec,
+                       run_info=getattr(ex, "run_info", None))
         self._nonfinite_warned = False
         ckpt_time = 0.0
         with Summaries(self.model_dir, purge_step=start + 1 if start else None) as tb:

@@ -41,7 +41,7 @@ class MemoryX:
     @property
     def nbytes(self) -> int:
         """Bytes of weights plus optimizer state held."""
-        state = self.optimizer.state_dict(copy=False)
+        state = self.optimizer.state_dict(copy=False) if self.optimizer is not None else {}
         return int(sum(w.nbytes for w in self.weights.values())
                    + sum(v.nbytes for v in state.values() if isinstance(v, np.ndarray)))
 

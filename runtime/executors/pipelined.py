@@ -146,7 +146,7 @@ class PipelinedExecutor(QueuedExecutor):
         self.wafer = make_replica(model, None, None, share_rng=False)
         wafer_params = self.wafer.parameters()
         wafer_grads = self.wafer.grads()
-        host_state = optimizer.state_dict()
+        host_state = optimizer.state_dict() if optimizer is not None else None  # None: eval
         owner: dict[int, int] = {}  # id(array) -> stage owning it (a tied weight: its first user)
         for st in self.stages:
             for b in st.blocks:
@@ -156,8 +156,9 @@ class PipelinedExecutor(QueuedExecutor):
         for st in self.stages:
             st.params = {n: a for n, a in wafer_params.items() if owner[id(a)] == st.index}
             st.grads = {n: wafer_grads[n] for n in st.params}
-            st.optimizer = build_optimizer(params["optimizer"], st.params, half)
-            st.optimizer.load_state_dict(_subset_state(host_state, st.params))
+            if host_state is not None:
+                st.optimizer = build_optimizer(params["optimizer"], st.params, half)
+                st.optimizer.load_state_dict(_subset_state(host_state, st.params))
         self.bank = MaskBank()
         self.shards = [Shard() for _ in range(self.microbatches)]
         shared_p = {id(a): a for a in _all_arrays(self.wafer, "p")}
@@ -182,6 +183,9 @@ class PipelinedExecutor(QueuedExecutor):
     def run(self, stream: Any, start_step: int, stop_step: int,
             checkpoint_steps: Collection[int]) -> Generator[StepOutput, None, None]:
         """The base run; afterwards the host model and optimizer get the wafer's final state."""
+        # the input workers (streamers) of a launcher, else this process's own input pipeline
+        streamers = int(getattr(stream, "num_streamers", 0) or 1)
+        log.info(f"Waiting for {streamers} streamer(s) to prime the data pipeline")
         try:
             yield from super().run(stream, start_step, stop_step, checkpoint_steps)
         finally:
@@ -193,13 +197,29 @@ class PipelinedExecutor(QueuedExecutor):
         if not self._streamers_ready:
             self._streamers_ready = True
             log.info("Streamers are ready")
+        scale = float(self.scaler.scale)
+        loss = self.compute_gradients(batch, step, scale)
+        # the global checks, then each stage's update in place
+        grads = self.wafer.grads()
+        isfinite, norm = self.scaler.unscale_(grads)
+        if isfinite:
+            if self.clip.enabled:
+                self.clip(grads, norm)
+            for st in self.stages:
+                st.optimizer.step(st.grads, step - 1)
+        self.scaler.update(bool(isfinite))
+        return StepResult(loss, float(self.optimizer.lr_at(step - 1)), scale, bool(isfinite),
+                          float(norm))
+
+    def compute_gradients(self, batch: dict[str, np.ndarray], step: int, scale: float) -> float:
+        """The pipeline's forward and backward of one global batch: the stages' gradients of
+        scale * loss (in `self.wafer.grads()`); returns the batch's loss."""
         parts, shards = shard_batch(batch, self.microbatches)
         M, S = len(parts), len(self.stages)
         for holder, s in zip(self.shards, shards, strict=False):
             holder.lo, holder.hi, holder.total = s.lo, s.hi, s.total
         self.bank.reset(shards[0].total)
         self.wafer.zero_grad()
-        scale = float(self.scaler.scale)
         acts: list[Any] = [self.replicas[m].inputs(parts[m])[0] for m in range(M)]
         labels = [self.replicas[m].inputs(parts[m])[1] for m in range(M)]
         losses = [0.0] * M
@@ -237,18 +257,7 @@ class PipelinedExecutor(QueuedExecutor):
                 acts[m] = d
                 busy.append((st.index, m))
             self._record(step, t, busy, "B", debug)
-        loss = float(np.float32(sum(lo * s.weight for lo, s in zip(losses, shards, strict=True))))
-        # the global checks, then each stage's update in place
-        grads = self.wafer.grads()
-        isfinite, norm = self.scaler.unscale_(grads)
-        if isfinite:
-            if self.clip.enabled:
-                self.clip(grads, norm)
-            for st in self.stages:
-                st.optimizer.step(st.grads, step - 1)
-        self.scaler.update(bool(isfinite))
-        return StepResult(loss, float(self.optimizer.lr_at(step - 1)), scale, bool(isfinite),
-                          float(norm))
+        return float(np.float32(sum(lo * s.weight for lo, s in zip(losses, shards, strict=True))))
 
     def _record(self, step: int, tick: int, busy: list[tuple[int, int]], phase: str,
                 debug: bool) -> None:
@@ -280,7 +289,7 @@ class PipelinedExecutor(QueuedExecutor):
 
     def download_to_host(self) -> None:
         """Copy the wafer's weights, optimizer state and dropout generator into the host objects."""
-        if not self.stages:
+        if not self.stages or self.optimizer is None:
             return
         host = self.model.parameters()
         for n, a in self.wafer.parameters().items():

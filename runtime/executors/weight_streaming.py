@@ -95,6 +95,14 @@ class WeightStreamingExecutor(QueuedExecutor):
 
     def execute_step(self, batch: dict[str, np.ndarray], step: int) -> StepResult:
         """Layer by layer on every system forward and back, then MemoryX's update."""
+        assert self.memoryx is not None, "load() first"
+        loss = self.compute_gradients(batch, float(self.scaler.scale))
+        isfinite, norm, lr, used = self.memoryx.apply_update(step)
+        return StepResult(loss, lr, used, isfinite, norm)
+
+    def compute_gradients(self, batch: dict[str, np.ndarray], scale: float) -> float:
+        """Forward and backward of one global batch over the N systems: MemoryX's gradient
+        accumulators end up holding the gradient of scale * loss; returns the batch's loss."""
         mx, sx = self.memoryx, self.swarmx
         assert mx is not None and sx is not None, "load() first"
         parts, shards = shard_batch(batch, self.num_csx)
@@ -103,7 +111,6 @@ class WeightStreamingExecutor(QueuedExecutor):
             holder.lo, holder.hi, holder.total = s.lo, s.hi, s.total
         self.bank.reset(shards[0].total)
         mx.zero_grads()
-        scale = float(self.scaler.scale)
         systems = self.systems[:n]
         inputs = [sys_.inputs(part) for sys_, part in zip(systems, parts, strict=True)]
         acts: list[Any] = [x for x, _ in inputs]
@@ -125,9 +132,7 @@ class WeightStreamingExecutor(QueuedExecutor):
                 else:
                     acts[i] = sys_.blocks[k].backward(acts[i])
                 sx.reduce(k)
-        loss = float(np.float32(sum(lo * s.weight for lo, s in zip(losses, shards, strict=True))))
-        isfinite, norm, lr, used = mx.apply_update(step)
-        return StepResult(loss, lr, used, isfinite, norm)
+        return float(np.float32(sum(lo * s.weight for lo, s in zip(losses, shards, strict=True))))
 
     def snapshot(self, step: int, stream: Any) -> TrainState:
         """A checkpoint read from MemoryX."""

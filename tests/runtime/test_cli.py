@@ -57,9 +57,6 @@ def run(capsys, model: str, *argv: str) -> tuple[int, str, str]:
         ("fc_mnist", ["-m", "train", "--validate_only"],
          "--validate_only needs the CS-2 compiler, which this version of cs2sim does not have "
          "yet; run without it to train on the host CPU."),
-        ("gpt2", ["-m", "train", "-p", "x.yaml", "--cs_ip", "10.0.0.1"],
-         "--cs_ip needs the CS-2 executor, which this version of cs2sim does not have yet; "
-         "run without it to train on the host CPU."),
     ],
 )
 def test_flag_messages_verbatim_exit_2(capsys, model, argv, message):
