@@ -16,3 +16,12 @@ def cs2_home(tmp_path, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")
     return home
+
+
+@pytest.fixture(autouse=True)
+def _one_blas_thread():
+    """One BLAS thread: on a shared, loaded machine OpenBLAS's spinning threads cost ~10x."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):
+        yield
