@@ -13,6 +13,7 @@ from runtime.trainer import Trainer
 CONFIGS = {
     "fc_mnist": "params_small.yaml",
     "gpt2": "params_tiny.yaml",
+    "gptj": "params_tiny.yaml",
 }
 
 

@@ -67,3 +67,11 @@ def test_tolerance_is_far_below_another_seed(tmp_path):
     a = _losses("fc_mnist", tmp_path, "a", None, FC)
     b = _losses("fc_mnist", tmp_path, "b", None, dict(FC, runconfig__seed=2))
     assert max(abs(x - y) / abs(x) for x, y in zip(a, b, strict=True)) > 100 * FP32_RTOL
+
+
+def test_gptj_weight_streaming_on_4_csx_matches_cpu(tmp_path):
+    """The seed's story model (GPT-J, its tiny config: rotary, parallel attention + MLP)."""
+    ov = dict(runconfig__max_steps=3, runconfig__log_steps=1, runconfig__checkpoint_steps=0,
+              train_input__batch_size=8)
+    cpu = _losses("gptj", tmp_path, "cpu", None, ov)
+    _close(cpu, _losses("gptj", tmp_path, "ws4", EXECUTORS["ws4"](), ov), FP32_RTOL)
