@@ -33,6 +33,18 @@ class SwarmX:
         self.grads = {n: np.zeros_like(w) for n, w in memoryx.weights.items()}
         self.broadcasts = 0
         self.reductions = 0
+        self._fresh: set[str] = set()  # weights with no contribution yet this step
+
+    def begin_step(self) -> None:
+        """A new step: the first contribution to each weight replaces MemoryX's accumulator (no
+        separate zeroing pass), later ones add to it."""
+        self._fresh = set(self.memoryx.grads)
+
+    def end_step(self) -> None:
+        """Zero the accumulator of any weight no layer contributed to this step."""
+        for name in self._fresh:
+            self.memoryx.grads[name].fill(0)
+        self._fresh.clear()
 
     def broadcast(self, layer: int) -> int:
         """Send layer `layer`'s weights from MemoryX to every system; returns the bytes sent."""
@@ -49,7 +61,11 @@ class SwarmX:
         acc = self.memoryx.grads
         for name in self.layers[layer]:
             g = self.grads[name]
-            acc[name] += g
+            if name in self._fresh:
+                np.copyto(acc[name], g)
+                self._fresh.discard(name)
+            else:
+                acc[name] += g
             g.fill(0)
             self.memoryx.bytes_received += g.nbytes
         self.reductions += 1

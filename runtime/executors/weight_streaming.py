@@ -110,7 +110,7 @@ class WeightStreamingExecutor(QueuedExecutor):
         for holder, s in zip(self.shards, shards, strict=False):
             holder.lo, holder.hi, holder.total = s.lo, s.hi, s.total
         self.bank.reset(shards[0].total)
-        mx.zero_grads()
+        sx.begin_step()  # MemoryX's accumulators are overwritten by the first contributions
         systems = self.systems[:n]
         inputs = [sys_.inputs(part) for sys_, part in zip(systems, parts, strict=True)]
         acts: list[Any] = [x for x, _ in inputs]
@@ -132,6 +132,7 @@ class WeightStreamingExecutor(QueuedExecutor):
                 else:
                     acts[i] = sys_.blocks[k].backward(acts[i])
                 sx.reduce(k)
+        sx.end_step()
         return float(np.float32(sum(lo * s.weight for lo, s in zip(losses, shards, strict=True))))
 
     def snapshot(self, step: int, stream: Any) -> TrainState:
