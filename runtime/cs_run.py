@@ -5,7 +5,9 @@
               streaming: runtime/flow.py); otherwise JobRefused (exit 69) before any work, naming
               the system, its state and mode and the admin commands that fix it. num_csx must fit.
     register  the job is recorded RUNNING in the store (`system show` in cs> lists it, the toolbar
-              counts it); a kill -9 leaves a dead pid that the next reader marks FAILED.
+              counts it); a kill -9 leaves a dead pid that the next reader marks FAILED. Under a
+              launcher that registered the job itself ($CS2SIM_JOB_ID), that job is used and the
+              launcher records its end.
     compile   runtime/compiler (reused when nothing changed), with REFERENCE §4.2b's lines.
     train     on PipelinedExecutor or WeightStreamingExecutor; before every step the executor
               asks `watch` whether the system is still ACTIVE in this mode (a store read at most
@@ -39,6 +41,7 @@ __all__ = ["CsRun", "SystemStopped", "WATCH_S"]
 log = logging.getLogger("cs2sim.run")
 
 WATCH_S = 0.05  # at most this often a step boundary re-reads the system's state
+JOB_ENV = "CS2SIM_JOB_ID"  # set by a launcher that registered the job itself (it finishes it)
 
 
 class SystemStopped(RuntimeFailure):
@@ -103,10 +106,23 @@ class CsRun:
         """Register the job, compile, run `trainer.<mode_name>()` on the CS-2, record the end."""
         from system.users import local_identity
 
-        who = local_identity(self.store)
-        self.job = self.machine.register_job(who, self.mode, self.command, os.getpid())
+        owned = True
+        launcher_job = os.environ.get(JOB_ENV, "").strip()
+        if launcher_job.isdigit():  # a launcher (csrun_wse) registered the job and finishes it
+            from system import jobs
+
+            with self.store.read() as db:
+                self.job = jobs.get(db, int(launcher_job))
+            owned = self.job is None
+        if self.job is None:
+            who = local_identity(self.store)
+            self.job = self.machine.register_job(who, self.mode, self.command, os.getpid())
         log.info(f"Job {self.job.id} is running on {self.machine.name} "
                  f"({self.machine.ip}) in {self.mode} mode.")
+        if not owned:
+            trainer.executor = self.prepare()
+            getattr(trainer, mode_name)()
+            return 0
         outcome = "FAILED"
         try:
             trainer.executor = self.prepare()

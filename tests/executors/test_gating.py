@@ -165,3 +165,15 @@ def test_failed_run_is_recorded_failed(capsys, tmp_path, monkeypatch):
     assert [e for e in m.audit() if e.command == "job end"][-1].detail.endswith("FAILED")
     assert Action.STANDBY  # the system is untouched by a failed job
     assert m.status().state is State.ACTIVE
+
+
+def test_under_a_launcher_the_run_uses_the_launchers_job(capsys, tmp_path, monkeypatch):
+    import os
+
+    m, admin = _machine()
+    job = m.register_job(admin, ExecMode.PIPELINED, "csrun_wse python run.py", os.getpid())
+    monkeypatch.setenv("CS2SIM_JOB_ID", str(job.id))
+    code, out, err = _run(capsys, tmp_path, "--cs_ip", "cs2-1")
+    assert code == 0, err
+    assert f"Job {job.id} is running on cs2-1" in out
+    assert [j.id for j in m.status().running_jobs] == [job.id]  # the launcher ends it
