@@ -13,7 +13,9 @@ the same model from the same seed on the same global batch:
 
 Step time: the bare training step (executor.execute_step: forward, backward, update), measured
 INTERLEAVED (round robin: K steps of each executor, then the next, for N rounds) so that the
-load of a shared machine hits all of them alike; the figure is the median of the rounds.
+load of a shared machine hits all of them alike. The targets are checked on the median CPU time
+of the stepping thread (one BLAS thread: all of a step's work is in that thread), which the other
+processes of a shared machine do not inflate; best and median wall times are shown too.
 Targets: pipelined and ws1 within 1.15x of cpu, ws4 within 1.3x.
 
 Peak memory: each executor in a fresh child process (load + 3 steps); the peak of numpy's
@@ -98,8 +100,11 @@ def _executor(name: str) -> Any:
             "ws4": lambda: WeightStreamingExecutor(4)}[name]()
 
 
-def step_times(model_name: str, rounds: int, steps: int) -> dict[str, float]:
-    """Median seconds per step of each executor, interleaved round robin."""
+def step_times(model_name: str, rounds: int, steps: int) -> dict[str, tuple[float, float, float]]:
+    """Seconds per step of each executor, interleaved round robin: (median CPU time of this
+    thread, best wall time, median wall time). With one BLAS thread every step runs in this
+    thread, so its CPU time is the step's work without the time other processes took the core:
+    the figure the targets are checked on (wall times are shown too)."""
     runs: dict[str, tuple[Any, dict]] = {}
     for name in EXECUTORS:
         model, opt, scaler, batch, params = _parts(model_name)
@@ -114,15 +119,18 @@ def step_times(model_name: str, rounds: int, steps: int) -> dict[str, float]:
         for _ in range(2):
             ex.execute_step(batch, step[name])
             step[name] += 1
-    times: dict[str, list[float]] = {name: [] for name in EXECUTORS}
+    wall: dict[str, list[float]] = {name: [] for name in EXECUTORS}
+    cpu: dict[str, list[float]] = {name: [] for name in EXECUTORS}
     for _ in range(rounds):
         for name, (ex, batch) in runs.items():
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             for _ in range(steps):
                 ex.execute_step(batch, step[name])
                 step[name] += 1
-            times[name].append((time.perf_counter() - t0) / steps)
-    return {name: statistics.median(t) for name, t in times.items()}
+            cpu[name].append((time.thread_time() - c0) / steps)
+            wall[name].append((time.perf_counter() - t0) / steps)
+    return {name: (statistics.median(cpu[name]), min(wall[name]), statistics.median(wall[name]))
+            for name in EXECUTORS}
 
 
 def _memory_child(model_name: str, name: str) -> None:
@@ -165,10 +173,13 @@ def main() -> int:
     ap.add_argument("--memory-child", nargs=2, metavar=("MODEL", "EXECUTOR"),
                     help=argparse.SUPPRESS)
     args = ap.parse_args()
+    import numpy  # noqa: F401 - BLAS must be loaded before threadpoolctl can limit it
+
     try:
-        from threadpoolctl import threadpool_limits
+        from threadpoolctl import threadpool_info, threadpool_limits
 
         threadpool_limits(1)  # one BLAS thread: a shared machine's spinning threads cost ~10x
+        assert all(i["num_threads"] == 1 for i in threadpool_info() if i["user_api"] == "blas")
     except ImportError:
         pass
     if args.memory_child:
@@ -184,10 +195,12 @@ def main() -> int:
         t = step_times(model_name, rounds, steps)
         mem = peak_memory(model_name)
         lines += [f"## {model_name}", "",
-                  "| executor | ms/step | x cpu | target | numpy peak MB | x cpu | RSS peak MB |",
-                  "|---|---|---|---|---|---|---|"]
+                  "| executor | CPU ms/step | x cpu | target | wall ms best / median | x cpu "
+                  "(best wall) | numpy peak MB | x cpu | RSS peak MB |",
+                  "|---|---|---|---|---|---|---|---|---|"]
         for name in EXECUTORS:
-            ratio = t[name] / t["cpu"]
+            ratio = t[name][0] / t["cpu"][0]
+            wratio = t[name][1] / t["cpu"][1]
             mratio = mem[name]["traced_peak"] / mem["cpu"]["traced_peak"]
             target = TARGETS.get(name)
             good = target is None or ratio <= target
@@ -195,9 +208,10 @@ def main() -> int:
                 good = good and mratio <= MEMORY_TARGET
             ok = ok and good
             lines.append(
-                f"| {name} | {t[name] * 1e3:.2f} | {ratio:.3f} | "
+                f"| {name} | {t[name][0] * 1e3:.2f} | {ratio:.3f} | "
                 f"{'<= ' + str(target) if target else '-'}"
                 f"{' + mem <= 1.5' if name == 'ws4' else ''} {'ok' if good else 'MISSED'} | "
+                f"{t[name][1] * 1e3:.2f} / {t[name][2] * 1e3:.2f} | {wratio:.3f} | "
                 f"{mem[name]['traced_peak'] / 2**20:.1f} | {mratio:.3f} | "
                 f"{mem[name]['rss_peak'] / 2**20:.1f} |")
         lines.append("")
