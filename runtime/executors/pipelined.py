@@ -164,8 +164,9 @@ class PipelinedExecutor(QueuedExecutor):
         shared_p = {id(a): a for a in _all_arrays(self.wafer, "p")}
         shared_g = {id(a): g for a, g in zip(_all_arrays(self.wafer, "p"),
                                               _all_arrays(self.wafer, "g"), strict=True)}
-        self.replicas = [make_replica(self.wafer, shared_p, shared_g, bank=self.bank, shard=s)
-                         for s in self.shards]
+        scratch: dict[str, dict] = {}  # micro-batches run one after another: share scratch
+        self.replicas = [make_replica(self.wafer, shared_p, shared_g, bank=self.bank, shard=s,
+                                      scratch=scratch) for s in self.shards]
         for r in self.replicas:
             r.train()
         programming = time.perf_counter() - t0

@@ -96,6 +96,35 @@ def _install_masks(replica: Any, bank: MaskBank, shard: Shard) -> None:
         m.forward = forward  # type: ignore[method-assign]
 
 
+# Scratch buffers a layer writes and consumes inside ONE backward call (the weight-gradient
+# products before they are added into the gradient): replicas that run one after another can
+# share them, which saves one weight-sized array per layer and replica.
+WEIGHT_SCRATCH = frozenset({"dw", "de"})
+
+
+class _SharedScratch(dict):
+    """A layer's scratch buffers where the WEIGHT_SCRATCH ones live in a dict shared by all
+    replicas of that layer (Module.buf only uses get and item assignment)."""
+
+    def __init__(self, shared: dict) -> None:
+        super().__init__()
+        self.shared = shared
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return self.shared.get(key, default) if key in WEIGHT_SCRATCH else super().get(key,
+                                                                                        default)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        if key in WEIGHT_SCRATCH:
+            self.shared[key] = value
+        else:
+            super().__setitem__(key, value)
+
+    def clear(self) -> None:
+        super().clear()
+        self.shared.clear()
+
+
 def make_replica(
     model: Any,
     params: dict[int, np.ndarray] | None,
@@ -104,16 +133,19 @@ def make_replica(
     bank: MaskBank | None = None,
     shard: Shard | None = None,
     share_rng: bool = True,
+    scratch: dict[str, dict] | None = None,
 ) -> Any:
     """A copy of `model`'s module tree for one shard.
 
     params / grads map id(original array) -> the array the replica uses instead (None: copy
-    them, i.e. a separate memory holding the same values). Scratch buffers start empty; the
-    dropout generator is shared with `model` unless share_rng is False.
+    them, i.e. a separate memory holding the same values). Scratch buffers start empty; with
+    `scratch` (one dict for all replicas that run one after another, never concurrently) their
+    WEIGHT_SCRATCH buffers are shared. The dropout generator is shared with `model` unless
+    share_rng is False.
     """
     memo: dict[int, Any] = {}
-    for _, m in model.named_modules():
-        memo[id(m._bufs)] = {}
+    for path, m in model.named_modules():
+        memo[id(m._bufs)] = {} if scratch is None else _SharedScratch(scratch.setdefault(path, {}))
         for k, v in m.p.items():
             if params is not None:
                 memo[id(v)] = params[id(v)]

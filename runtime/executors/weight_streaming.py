@@ -78,8 +78,9 @@ class WeightStreamingExecutor(QueuedExecutor):
         grads = {i: self.swarmx.grads[n] for i, n in by_id.items()}
         self.bank = MaskBank()
         self.shards = [Shard() for _ in range(self.num_csx)]
-        self.systems = [make_replica(model, weights, grads, bank=self.bank, shard=s)
-                        for s in self.shards]
+        scratch: dict[str, dict] = {}  # the systems run one after another: share scratch
+        self.systems = [make_replica(model, weights, grads, bank=self.bank, shard=s,
+                                     scratch=scratch) for s in self.shards]
         for system in self.systems:
             system.train()
         took = time.perf_counter() - t0
