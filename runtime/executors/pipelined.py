@@ -57,7 +57,7 @@ DEFAULT_MICROBATCHES = 4  # micro-batches in flight per global step (fewer if th
 
 @dataclass
 class Stage:
-    """One resident region of the wafer: consecutive model blocks, their weights, their optimizer."""
+    """One resident region of the wafer: consecutive blocks, their weights and optimizer."""
 
     index: int
     blocks: list[int]  # indices into model.blocks

@@ -11,7 +11,7 @@ from exec_helpers import CONFIGS
 
 from runtime.cli import main, model_home
 from system.machine import Machine
-from system.state import Action, ExecMode, State
+from system.state import ExecMode, State
 from system.store import Store
 from system.users import local_identity
 
@@ -49,10 +49,6 @@ def _run(capsys, tmp_path, *extra: str, num_csx: int = 1) -> tuple[int, str, str
                              "--max_steps", "3", *extra])
     out, err = capsys.readouterr()
     return code, out, err
-
-
-def _standby(m, admin):
-    m.standby(admin)
 
 
 def _activating(m, admin, monkeypatch):
@@ -163,8 +159,7 @@ def test_failed_run_is_recorded_failed(capsys, tmp_path, monkeypatch):
     m, _ = _machine()
     assert m.status().running_jobs == ()
     assert [e for e in m.audit() if e.command == "job end"][-1].detail.endswith("FAILED")
-    assert Action.STANDBY  # the system is untouched by a failed job
-    assert m.status().state is State.ACTIVE
+    assert m.status().state is State.ACTIVE  # the system is untouched by a failed job
 
 
 def test_under_a_launcher_the_run_uses_the_launchers_job(capsys, tmp_path, monkeypatch):
