@@ -145,13 +145,20 @@ class CsRun:
         log.info("Compiling the model and programming onto fabric. This may take a few minutes.")
         log.info("=============== Starting Cerebras Compilation ===============")
         t0 = time.perf_counter()
+        seen: list[int] = [0]
+
+        def on_stage(name: str, i: int, n: int) -> None:
+            seen[0] = n
+            log.debug(f"compile stage {i}/{n}: {name}")
+
         res = compile_run(self.model_name, self.params, self.model_dir, mode=self.mode,
-                          target=self.machine.name)
+                          target=self.machine.name, on_stage=on_stage)
         if res.reused:
             log.info(f"Reusing existing compilation in {res.directory}")
-        stages = len(res.plan.blocks_in_order()) if res.plan is not None else 0
-        log.info(f"Cerebras compilation completed: {stages} stages in "
-                 f"{time.perf_counter() - t0:.2f}s")
+        n, took = seen[0], time.perf_counter() - t0
+        # REFERENCE §4.2b: "Cerebras compilation completed: ... 19/? [00:25s,  1.35s/stages]"
+        log.info(f"Cerebras compilation completed: {n}/{n} [{int(took) // 60:02d}:"
+                 f"{int(took) % 60:02d}s, {took / max(n, 1):5.2f}s/stages]")
         log.info("=============== Cerebras Compilation Completed ===============")
         if res.est_samples_per_sec:
             log.info(f"Compiler estimate for {self.machine.name}: {res.est_samples_per_sec:.1f} "

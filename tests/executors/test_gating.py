@@ -145,6 +145,11 @@ def test_a_run_registers_its_job_and_finishes_it(capsys, tmp_path, monkeypatch, 
                  "Training finished with 192 samples in ", "Loss for final step: "]
     at = [out.find(mark) for mark in marks]
     assert -1 not in at and at == sorted(at), out
+    import re
+
+    line = r"Cerebras compilation completed: (\d+)/(\d+) \[\d\d:\d\ds, +[\d.]+s/stages\]"
+    stages = re.search(line, out)
+    assert stages and stages[1] == stages[2] and int(stages[1]) > 2
 
 
 def test_failed_run_is_recorded_failed(capsys, tmp_path, monkeypatch):
