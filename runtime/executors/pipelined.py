@@ -13,9 +13,10 @@ Here:
     with its own optimizer state (the host optimizer's state, split by weight), and M micro-batch
     replicas of the stages are made (per-micro-batch activation memory; runtime/executors/
     replicas.py). The time this takes is the measured programming_time.
-  * one global step: the batch is split into M micro-batches that flow through the S stages on
-    a clock: at tick t stage s runs the forward of micro-batch t - s (fill: tick 0 only stage 0
-    works, the pipeline is full from tick S-1 while micro-batches remain, then it drains), then
+  * one global step: the batch is split into M micro-batches (2 to 4, `microbatches_for`) that
+    flow through the S stages on a clock: at tick t stage s runs the forward of micro-batch
+    t - s (fill: tick 0 only stage 0 works, the pipeline is full from tick S-1 while
+    micro-batches remain, then it drains), then
     the backward flows the other way (stage S-1 first). Every (tick, stage, micro-batch, F|B) is
     recorded in `trace` and logged at DEBUG on `cs2sim.run.pipeline` (seed 003's Fig. 15).
     Each stage accumulates its micro-batches' gradients; the dynamic loss scaling check and the
@@ -52,7 +53,14 @@ log = logging.getLogger("cs2sim.run")
 trace_log = logging.getLogger("cs2sim.run.pipeline")
 
 TRACE_EVENTS = 100_000
-DEFAULT_MICROBATCHES = 4  # micro-batches in flight per global step (fewer if the batch is smaller)
+# Micro-batches in flight per global step. The CS-2 streams samples one by one; here a
+# micro-batch is a host GEMM's worth of rows, since numpy's kernels lose efficiency below ~128
+# rows (measured: fc_mnist at batch 256 costs 1.09x the host step with 2 micro-batches, 1.19x
+# with 4). Unless the executor is given a number, a step uses as many micro-batches of at least
+# MIN_MICROBATCH_ROWS rows as fit, between 2 (a pipeline still fills and drains) and
+# DEFAULT_MICROBATCHES, never more than the batch has samples.
+DEFAULT_MICROBATCHES = 4
+MIN_MICROBATCH_ROWS = 128
 
 
 @dataclass
@@ -118,13 +126,14 @@ class PipelinedExecutor(QueuedExecutor):
 
     device = "CSX"
 
-    def __init__(self, plan: Any = None, *, microbatches: int = DEFAULT_MICROBATCHES,
+    def __init__(self, plan: Any = None, *, microbatches: int | None = None,
                  compile_time: float | None = None, est_samples_per_sec: float | None = None,
                  active_pes: int | None = None, total_pes: int | None = None,
                  queue_depth: int = 16, **kw: Any) -> None:
         super().__init__(queue_depth, **kw)
         self.plan = plan
-        self.microbatches = max(1, int(microbatches))
+        self.fixed_microbatches = None if microbatches is None else max(1, int(microbatches))
+        self.microbatches = self.fixed_microbatches or DEFAULT_MICROBATCHES  # replicas made
         self.compile_time, self.est_samples_per_sec = compile_time, est_samples_per_sec
         self.active_pes, self.total_pes = active_pes, total_pes
         self.stages: list[Stage] = []
@@ -215,7 +224,7 @@ class PipelinedExecutor(QueuedExecutor):
     def compute_gradients(self, batch: dict[str, np.ndarray], step: int, scale: float) -> float:
         """The pipeline's forward and backward of one global batch: the stages' gradients of
         scale * loss (in `self.wafer.grads()`); returns the batch's loss."""
-        parts, shards = shard_batch(batch, self.microbatches)
+        parts, shards = shard_batch(batch, self.microbatches_for(batch))
         M, S = len(parts), len(self.stages)
         for holder, s in zip(self.shards, shards, strict=False):
             holder.lo, holder.hi, holder.total = s.lo, s.hi, s.total
@@ -259,6 +268,17 @@ class PipelinedExecutor(QueuedExecutor):
                 busy.append((st.index, m))
             self._record(step, t, busy, "B", debug)
         return float(np.float32(sum(lo * s.weight for lo, s in zip(losses, shards, strict=True))))
+
+    def microbatches_for(self, batch: dict[str, np.ndarray]) -> int:
+        """How many micro-batches this batch is split into (see MIN_MICROBATCH_ROWS)."""
+        if self.fixed_microbatches is not None:
+            return self.fixed_microbatches
+        x = self.wafer.inputs(batch)[0]
+        B = len(x)
+        # GEMM rows per sample: the positions of a token sequence, 1 for a feature vector
+        per = int(np.prod(x.shape[1:] if x.dtype.kind in "iu" else x.shape[1:-1], dtype=np.int64))
+        m = max(2, min(DEFAULT_MICROBATCHES, B * max(per, 1) // MIN_MICROBATCH_ROWS))
+        return min(m, B)
 
     def _record(self, step: int, tick: int, busy: list[tuple[int, int]], phase: str,
                 debug: bool) -> None:

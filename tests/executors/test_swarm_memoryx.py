@@ -142,3 +142,17 @@ def test_pipeline_ticks_are_in_the_debug_log(caplog):
     assert lines[0] == f"step 1 F tick 0: 1/{S} stages busy [s0:mb0]"
     assert lines[1] == f"step 1 F tick 1: 2/{S} stages busy [s0:mb1 s1:mb0]"
     assert lines[S + 1] == f"step 1 B tick 0: 1/{S} stages busy [s{S - 1}:mb0]"
+
+
+def test_micro_batches_are_sized_for_the_host_gemms():
+    params, comp, m, batch = _parts(model="fc_mnist")  # batch 64 of 784 features
+    ex = PipelinedExecutor()
+    ex.load(m, comp.optimizer(m), comp.scaler(), params)
+    assert ex.microbatches_for(batch) == 2  # 64 rows: the minimum of 2 (still a pipeline)
+    big = {k: v.repeat(8, axis=0) for k, v in batch.items()}  # 512 samples
+    assert ex.microbatches_for(big) == 4
+    params, comp, m, batch = _parts(model="gpt2")  # 16 sequences of 64 tokens: 1024 rows
+    ex = PipelinedExecutor()
+    ex.load(m, comp.optimizer(m), comp.scaler(), params)
+    assert ex.microbatches_for(batch) == 4
+    assert PipelinedExecutor(microbatches=3).fixed_microbatches == 3
