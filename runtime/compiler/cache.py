@@ -67,13 +67,29 @@ def staging_dir(model_dir: Path, name: str) -> Path:
 
 
 def publish(tmp: Path, final: Path, stage: str) -> None:
-    """Mark `tmp` complete and rename it to `final` (replacing a lesser compile there)."""
+    """Mark `tmp` complete and rename it to `final` (replacing a lesser compile there).
+
+    Two compiles of the same checksum may finish together (two run.py started at once): the
+    rename is atomic, so one wins and the other, finding an equal or better complete directory
+    in place, discards its own copy.
+    """
     (tmp / COMPLETE).write_text(stage + "\n")
-    if final.exists():
-        old = final.with_name(f".{final.name}.old-{os.getpid()}")
-        shutil.rmtree(old, ignore_errors=True)
-        os.replace(final, old)
-        os.replace(tmp, final)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(tmp, final)
+    rank = {"validate": 1, "compile": 2}
+    for _ in range(3):
+        done = complete_stage(final)
+        if done is not None and rank.get(done, 0) >= rank[stage]:
+            shutil.rmtree(tmp, ignore_errors=True)  # someone else already published it
+            return
+        try:
+            if final.exists():
+                old = final.with_name(f".{final.name}.old-{os.getpid()}")
+                shutil.rmtree(old, ignore_errors=True)
+                os.replace(final, old)
+                os.replace(tmp, final)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.replace(tmp, final)
+            return
+        except OSError:
+            continue  # lost a race with another compile: look again
+    raise OSError(f"could not publish the compile directory {final}")

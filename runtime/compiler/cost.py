@@ -3,32 +3,28 @@
 Every number here is derived from the public WSE-2 facts in system/hardware.py (REFERENCE §7) and
 the kernel table (kernels.py); nothing is fitted to a measured throughput.
 
-| figure                    | how it is computed                                   | WSE-2 value      |
-|---------------------------|------------------------------------------------------|------------------|
-| FLOP per PE-cycle         | peak fp16 FLOP/s / (cores x clock)                   | 8.02             |
-| SIMD width (multiply-add) | FLOP per PE-cycle / 2                                | 4                |
-| SRAM bytes per PE-cycle   | memory bandwidth / cores / clock                     | 21.4             |
-| fabric bytes/s per PE     | fabric bandwidth / cores / 8                         | 32.4 GB/s        |
-| system I/O bytes/s        | 1.2 Tb/s / 8, shared by every replica                | 150 GB/s         |
-| op cycles on one PE       | max(FLOPs / FLOP-per-cycle, bytes / bytes-per-cycle) | (a roofline)     |
-|   matrix kernels          | bytes = multiply-adds x 3 values (weight, partial    |                  |
-|                           | sum in and out) x value size                         |                  |
-|   elementwise kernels     | bytes = elements x values read+written x value size  |                  |
-| backward FLOPs            | forward x the kernel's `bwd` (dense 2, first dense 1)|                  |
-| useful PEs of an op       | its per-sample work / SIMD width ("parallel")        |                  |
-| compute samples/s         | min(PEs, useful PEs) x clock / cycles per sample     |                  |
-| transmission samples/s    | edge PEs x fabric bytes/s / bytes crossing the edge  |                  |
-|                           | (values forward + gradients backward); the input     |                  |
-|                           | kernel also shares the system I/O                    |                  |
-| kernel samples/s          | min(compute, transmission)                           |                  |
-| overall samples/s         | min over kernels (the slowest stage sets the pace)   |                  |
-| pipelined memory per op   | params x (4 master + 2 half copy + 4 gradient +      |                  |
-|                           | optimizer state) + in-flight samples x its input     |                  |
-|                           | (+ attention probabilities heads x T x T)            |                  |
-| in-flight samples at op i | 1 + ceil(2 x ops-to-the-loss / positions per sample) |                  |
-| weight streaming          | per layer: max(compute on the whole wafer, weights   |                  |
-|                           | in [+ gradients out] at system I/O); forward, then   |                  |
-|                           | backward (which recomputes the layer's forward)      |                  |
+| figure                    | how it is computed (WSE-2 value)                                   |
+|---------------------------|--------------------------------------------------------------------|
+| FLOP per PE-cycle         | peak fp16 FLOP/s / (cores x clock)                      (8.02)     |
+| SIMD width (multiply-add) | FLOP per PE-cycle / 2                                   (4)        |
+| SRAM bytes per PE-cycle   | memory bandwidth / cores / clock                        (21.4)     |
+| fabric bytes/s per PE     | fabric bandwidth / cores / 8                            (32.4 GB/s)|
+| system I/O bytes/s        | 1.2 Tb/s / 8, shared by every replica                   (150 GB/s) |
+| op cycles on one PE       | roofline: max(FLOPs / FLOP-per-cycle, bytes / bytes-per-cycle)     |
+|   matrix kernels          | bytes = multiply-adds x 3 values (weight, partial sum in and out)  |
+|   elementwise kernels     | bytes = elements x values read + written (kernels.py)              |
+| backward FLOPs            | forward x the kernel's `bwd` (dense 2, a first dense layer 1)      |
+| useful PEs of an op       | its per-sample work / SIMD width (weights, outputs or scores)      |
+| compute samples/s         | min(PEs, useful PEs) x clock / PE-cycles per sample                |
+| transmission samples/s    | edge PEs x fabric bytes/s / bytes over the edge per sample (values |
+|                           | forward + gradients backward); the input kernel: the system I/O    |
+| kernel samples/s          | min(compute, transmission)                                         |
+| overall samples/s         | min over kernels (the slowest stage sets the pace)                 |
+| pipelined memory of an op | params x (4 master + 2 half copy + 4 gradient + optimizer state)   |
+|                           | + in-flight samples x its input (+ attention probabilities)        |
+| in-flight samples at op i | 1 + ceil(2 x ops from i to the loss / positions per sample)        |
+| weight streaming          | per layer: max(compute on the whole wafer, weights in [+ gradients |
+|                           | out] at the system I/O); the backward recomputes the forward       |
 
 What it ignores (honest limits): routing congestion and the exact wavelet protocol, kernel
 program size and FIFO buffers in PE memory, pipeline fill/drain at start-up, the input workers

@@ -96,7 +96,7 @@ def _notes(c: Compilation, seconds: float) -> list[str]:
              f"{' on ' + c.target if c.target else ''} ({c.wafer.name}, "
              f"{c.wafer.width} x {c.wafer.height} PEs), checksum {c.checksum}",
              f"{g.num_params:,} parameters, batch size {g.batch_size}, {g.dtype}; "
-             f"compile time {seconds:.3f} s (host measurement)",
+             f"passes ran in {seconds:.3f} s (host measurement)",
              f"These are CS-2 estimates from the cost model (runtime/compiler/cost.py), not "
              f"measurements; bound by {e.bound}."]
     if c.placement is not None:

@@ -118,7 +118,7 @@ def extract_graph(model_name: str, params: dict[str, Any], half: str,
     batch = int(ti.get("batch_size") or 1)
     seq_len = None
     if getattr(model, "family", "") == "lm":
-        cfg_T = int(getattr(model, "cfg").max_positions)
+        cfg_T = int(model.cfg.max_positions)
         seq_len = int(ti.get("max_sequence_length") or cfg_T)
         specs = model.layer_graph(batch, seq_len)
         input_shape: tuple[int, ...] = (batch, seq_len)

@@ -21,7 +21,7 @@ from typing import Any
 
 from runtime.compiler.cost import OpCost, op_costs
 from runtime.compiler.errors import PassVerifyError
-from runtime.compiler.estimate import Estimate, estimate_pipelined
+from runtime.compiler.estimate import Estimate, estimate_pipelined, shared_edge
 from runtime.compiler.graph import Graph, extract_graph
 from runtime.compiler.kernels import KERNELS, Match, match_kernels
 from runtime.compiler.placement import Placement, fmt_bytes, place_pipelined
@@ -113,7 +113,16 @@ def _place(c: Compilation) -> list[str]:
 
 def _verify_place(c: Compilation) -> None:
     if c.mode == ExecMode.WEIGHT_STREAMING:
-        assert c.stream is not None
+        s = c.stream
+        assert s is not None and c.graph is not None
+        if [lp.block for lp in s.layers] != [b for b in c.graph.blocks
+                                             if any(o.block == b for o in c.graph.ops)]:
+            raise PassVerifyError("place: the layer schedule is not the model's block order")
+        for lp in s.layers:
+            if min(lp.fwd_compute, lp.bwd_compute, lp.fwd_stream, lp.bwd_stream) < 0:
+                raise PassVerifyError(f"place: layer {lp.name} has a negative time")
+        if sum(lp.retained for lp in s.layers) > 1:
+            raise PassVerifyError("place: more than one layer keeps its weights on the wafer")
         return
     p = c.placement
     assert p is not None
@@ -126,6 +135,10 @@ def _verify_place(c: Compilation) -> None:
             if r.x < 0 or r.y < 0 or r.x + r.w > w.width or r.y + r.h > w.height or r.pes < 1:
                 raise PassVerifyError(f"place: {k.name} lies outside the wafer")
             seen.append((r.x, r.y, r.w, r.h))
+    for j in range(p.replicas):  # consecutive kernels are neighbours on the fabric
+        chain = [k.rects[j] for k in p.kernels]
+        if any(shared_edge(a, b) == 0 for a, b in zip(chain, chain[1:], strict=False)):
+            raise PassVerifyError("place: two consecutive kernels do not touch")
     seen.sort()
     # disjointness: sweep by x; rectangles are few enough for the pairwise check on neighbours
     for i, a in enumerate(seen):

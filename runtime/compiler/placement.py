@@ -8,7 +8,8 @@
    R is the largest rate whose PEs fit the budget (bisection), and never above the system I/O
    rate (more PEs cannot beat the input stream).
 3. The rectangles are laid out in serpentine bands: left to right along band 0, right to left
-   along band 1, ..., so consecutive kernels touch and activations flow between neighbours.
+   along band 1, ..., so consecutive kernels always touch and activations flow between
+   neighbours (the last kernel of a band spans its height to reach the next band).
    If the bands waste too much to fit, the budget shrinks a little and 2-3 repeat.
 4. Replicas: when the model fills a small part of the wafer, the wafer is cut into 2, 4, 8 ...
    horizontal slabs, one copy of the model each (data parallel); the count with the best
@@ -112,25 +113,31 @@ def _sizes(m: np.ndarray, cap: np.ndarray, sec: np.ndarray, budget: int,
 
 
 def _pack(p: np.ndarray, W: int, H: int, y0: int) -> list[Rect] | None:
-    """Serpentine bands: the fewest bands (tallest) that hold every kernel, or None."""
+    """Serpentine bands: the fewest bands (tallest) that hold every kernel, or None.
+
+    Kernels sit top-aligned along a band; the last kernel of a band spans the band's height, so
+    it touches the first kernel of the next band, which starts at the same end (the band broke
+    because that kernel did not fit beside it, so the two overlap in x).
+    """
     for k in range(1, H + 1):
         hb = H // k
         w = -(-p // hb)  # ceil
         if int(w.max()) > W or int(w.sum()) > k * W:
             continue
-        rects: list[Rect] = []
+        placed: list[tuple[int, int, int, int]] = []  # (band, x, w, h)
         band, used = 0, 0
         for pi, wi in zip(p.tolist(), w.tolist(), strict=True):
             if used + wi > W:
                 band, used = band + 1, 0
                 if band >= k:
                     break
-            hi = -(-pi // wi)
+                b0, x0, w0, _ = placed[-1]
+                placed[-1] = (b0, x0, w0, hb)  # turn the corner: full band height
             x = used if band % 2 == 0 else W - used - wi
-            rects.append(Rect(x, y0 + band * hb, wi, hi))
+            placed.append((band, x, wi, -(-pi // wi)))
             used += wi
-        if len(rects) == len(p):
-            return rects
+        if len(placed) == len(p):
+            return [Rect(x, y0 + b * hb, wi, hi) for b, x, wi, hi in placed]
     return None
 
 

@@ -12,7 +12,7 @@ Both: `estimate` (the overall block of compile_report.txt) and what was compiled
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +49,7 @@ class Plan:
 
     def to_json(self) -> dict[str, Any]:
         """The plan.json document."""
-        return asdict(self)
+        return {f.name: getattr(self, f.name) for f in fields(self)}  # values are plain already
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> Plan:

@@ -36,24 +36,26 @@ def block_legend(plan: Plan) -> list[tuple[str, str, int, int, float]]:
 
 def save_png(plan: Plan, path: Path, wafer: WaferSpec) -> Path:
     """Draw the wafer map (pipelined) or the layer timeline (weight streaming) into `path`."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.patches import Patch, Rectangle
+    # the object API with the Agg canvas: no pyplot (its import and global state are not needed)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
 
     if plan.kernels:
-        fig, ax = plt.subplots(figsize=(7, 8.5))
+        import numpy as np
+        from matplotlib.colors import to_rgb
+
+        fig = Figure(figsize=(7, 8.5))
+        ax = fig.add_subplot()
         colour = {b: c for b, c, *_ in block_legend(plan)}
-        ax.add_patch(Rectangle((0, 0), wafer.width, wafer.height, facecolor="#f2f2f2",
-                               edgecolor="black", linewidth=0.8))
+        img = np.full((wafer.height, wafer.width, 3), 0.95)  # (H, W, rgb) unused PEs light grey
         for k in plan.kernels:
+            rgb = to_rgb(colour[k["block"]])
             for x, y, w, h in k["rects"]:
-                ax.add_patch(Rectangle((x, y), w, h, facecolor=colour[k["block"]],
-                                       edgecolor="white", linewidth=0.2))
+                img[y:y + h, x:x + w] = rgb
+        ax.imshow(img, interpolation="nearest", extent=(0, wafer.width, wafer.height, 0))
         ax.set_xlim(0, wafer.width)
         ax.set_ylim(wafer.height, 0)
-        ax.set_aspect("equal")
         ax.set_xlabel("x (PE)")
         ax.set_ylabel("y (PE)")
         legend = block_legend(plan)
@@ -64,21 +66,31 @@ def save_png(plan: Plan, path: Path, wafer: WaferSpec) -> Path:
         ax.set_title(f"{plan.model}: pipelined placement on {wafer.name} "
                      f"({plan.estimate['active_pes'] / plan.estimate['total_pes']:.1%} of PEs)")
     else:
-        fig, ax = plt.subplots(figsize=(9, 0.25 * len(plan.layers) + 2))
-        t = 0.0
-        names = []
-        for i, ly in enumerate(plan.layers):
-            names.append(ly["name"])
-            ax.barh(i, ly["fwd_compute_seconds"] * 1e3, left=t * 1e3, color="#1f77b4", height=0.4)
-            ax.barh(i + 0.4, ly["fwd_stream_seconds"] * 1e3, left=t * 1e3, color="#ff7f0e",
-                    height=0.4)
-            t += ly["fwd_seconds"]
-        for i, ly in reversed(list(enumerate(plan.layers))):
-            ax.barh(i, ly["bwd_compute_seconds"] * 1e3, left=t * 1e3, color="#2ca02c", height=0.4)
-            ax.barh(i + 0.4, ly["bwd_stream_seconds"] * 1e3, left=t * 1e3, color="#d62728",
-                    height=0.4)
-            t += ly["bwd_seconds"]
-        ax.set_yticks(range(len(names)), names, fontsize=6)
+        fig = Figure(figsize=(9, min(12.0, 0.12 * len(plan.layers) + 2)))
+        ax = fig.add_subplot()
+        names = [ly["name"] for ly in plan.layers]
+        fwd = [ly["fwd_seconds"] for ly in plan.layers]
+        bwd = [ly["bwd_seconds"] for ly in plan.layers]
+        # forward in order, then backward in reverse order: start times in ms
+        starts_f, starts_b, t = [], [0.0] * len(bwd), 0.0
+        for f in fwd:
+            starts_f.append(t * 1e3)
+            t += f
+        for i in reversed(range(len(bwd))):
+            starts_b[i] = t * 1e3
+            t += bwd[i]
+        # one LineCollection per series (hlines): fast for a hundred layers
+        ms = lambda key: [1e3 * ly[key] for ly in plan.layers]  # noqa: E731
+        y = list(range(len(names)))
+        y2 = [v + 0.4 for v in y]
+        for ys, starts, key, col in ((y, starts_f, "fwd_compute_seconds", "#1f77b4"),
+                                     (y2, starts_f, "fwd_stream_seconds", "#ff7f0e"),
+                                     (y, starts_b, "bwd_compute_seconds", "#2ca02c"),
+                                     (y2, starts_b, "bwd_stream_seconds", "#d62728")):
+            ends = [s0 + d for s0, d in zip(starts, ms(key), strict=True)]
+            ax.hlines(ys, starts, ends, colors=col, linewidth=3)
+        step = max(1, len(names) // 30)  # at most ~30 labels
+        ax.set_yticks(y[::step], names[::step], fontsize=6)
         ax.invert_yaxis()
         ax.set_xlabel("time in one step (ms, CS-2 estimate)")
         ax.legend(handles=[Patch(color="#1f77b4", label="forward compute"),
@@ -87,10 +99,10 @@ def save_png(plan: Plan, path: Path, wafer: WaferSpec) -> Path:
                            Patch(color="#d62728", label="backward weights + gradients")],
                   fontsize=7, loc="lower right")
         ax.set_title(f"{plan.model}: weight-streaming schedule, {plan.num_csx} CS-X")
-    fig.tight_layout()
+    fig.subplots_adjust(left=0.12, right=0.72 if plan.kernels else 0.97, top=0.94, bottom=0.08)
     path = Path(path)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    FigureCanvasAgg(fig)  # attaches the Agg canvas: savefig draws without pyplot
+    fig.savefig(path, dpi=90)
     return path
 
 
