@@ -25,13 +25,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Collection, Generator
 from typing import Any
 
 import numpy as np
 
 from runtime.checkpoint import TrainState
-from runtime.executors.base import LoadReport, QueuedExecutor, StepOutput, StepResult
+from runtime.executors.base import LoadReport, QueuedExecutor, StepResult
 from runtime.executors.memoryx import MemoryX
 from runtime.executors.replicas import (
     MaskBank,
@@ -88,11 +87,6 @@ class WeightStreamingExecutor(QueuedExecutor):
         log.debug(f"MemoryX holds {self.memoryx.nbytes} bytes; {self.num_csx} CS-X system(s), "
                   f"{len(model.blocks)} layers streamed per step")
         return LoadReport(self.compile_time, took, self.est_samples_per_sec)
-
-    def run(self, stream: Any, start_step: int, stop_step: int,
-            checkpoint_steps: Collection[int]) -> Generator[StepOutput, None, None]:
-        """The base run (outputs stream to the user node as each step ends)."""
-        yield from super().run(stream, start_step, stop_step, checkpoint_steps)
 
     def execute_step(self, batch: dict[str, np.ndarray], step: int) -> StepResult:
         """Layer by layer on every system forward and back, then MemoryX's update."""
