@@ -92,7 +92,7 @@ class CsRun:
         if n > limit:
             raise ConfigError(
                 f"runconfig.num_csx is {n}, but this cluster's SwarmX serves at most {limit} "
-                f"CS-X systems; set --num_csx to {limit} or fewer."
+                f"CS-X systems; set runconfig.num_csx (--num_csx) to {limit} or fewer."
             )
         batch = int(self.params["train_input"]["batch_size"])
         if batch < n:
