@@ -187,15 +187,16 @@ class PipelinedExecutor(QueuedExecutor):
             share = 100.0 * self.active_pes / self.total_pes
             log.info(f"Coordinator fully up. Waiting for Streaming (using {share:.2f}% out of "
                      f"{self.total_pes} cores on the fabric)")
-        self._streamers_ready = False
         return LoadReport(self.compile_time, programming, self.est_samples_per_sec)
 
     def run(self, stream: Any, start_step: int, stop_step: int,
             checkpoint_steps: Collection[int]) -> Generator[StepOutput, None, None]:
         """The base run; afterwards the host model and optimizer get the wafer's final state."""
-        # the input workers (streamers) of a launcher, else this process's own input pipeline
-        streamers = int(getattr(stream, "num_streamers", 0) or 1)
-        log.info(f"Waiting for {streamers} streamer(s) to prime the data pipeline")
+        # A launcher's input workers (runtime/data/streamers.py) announce themselves when the
+        # stream starts; this process's own input pipeline is announced here as 1 streamer.
+        self._streamers_ready = hasattr(stream, "hub")
+        if not self._streamers_ready:
+            log.info("Waiting for 1 streamer(s) to prime the data pipeline")
         try:
             yield from super().run(stream, start_step, stop_step, checkpoint_steps)
         finally:
