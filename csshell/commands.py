@@ -19,6 +19,7 @@ from csshell.cmd_admin import (
     user_remove,
 )
 from csshell.cmd_execmode import execmode_setup, execmode_show
+from csshell.cmd_jobs import jobs_cancel, jobs_show
 from csshell.cmd_shell import exit_cmd, help_cmd
 from csshell.cmd_system import system_activate, system_fault, system_show, system_standby
 from csshell.table import Arg, Command, CommandTable, Option
@@ -50,6 +51,7 @@ GROUPS: dict[str, str] = {
     "software": "Show the installed software.",
     "audit": "Show who did what, when.",
     "user": "Manage accounts and passwords.",
+    "jobs": "Show or cancel launches on the support cluster.",
 }
 
 ROWS: tuple[Command, ...] = (
@@ -125,6 +127,18 @@ ROWS: tuple[Command, ...] = (
         options=(PASSWORD_FILE,),
     ),
     Command("user remove", "Delete an account (admin).", user_remove, args=(NAME,)),
+    Command(
+        "jobs show",
+        "Show the launch queue, squeue-style (--all: ended jobs too).",
+        jobs_show,
+        options=(Option("--all", "Also show jobs that have ended."), FORMAT),
+    ),
+    Command(
+        "jobs cancel",
+        "Cancel a queued or running launch (its owner or an admin).",
+        jobs_cancel,
+        args=(Arg("id", "The job id from `jobs show` (12 or 12+0).", required=True),),
+    ),
     Command(
         "help",
         "Show the commands, or help for the given words.",

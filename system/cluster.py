@@ -25,6 +25,7 @@ __all__ = [
     "SystemSpec",
     "NodeSpec",
     "MemoryXSpec",
+    "SiteSpec",
     "SwarmXSpec",
     "Cluster",
     "cluster_source",
@@ -74,6 +75,24 @@ class SwarmXSpec:
 
 
 @dataclass(frozen=True)
+class SiteSpec:
+    """The site variables a sys-admin sets at the top of the real `csrun_cpu` (REFERENCE §2.1).
+
+    `csrun_cpu --def_nodes` (etc.) prints them; `csrun_wse` uses them when a flag is not given.
+    `gres_node` is the CPU node wired to the CS-2 (Slurm GRES `gres_resource`): the chief's
+    component asks for the GRES, `csrun_cpu` excludes that node.
+    """
+
+    def_nodes: int = 5  # ALCF: "By default it reserves five entire worker nodes"
+    def_tasks_per_node: int = 8
+    def_cpus_per_task: int = 16
+    mount_dirs: str = ""  # comma-separated; the current directory is always mounted
+    singularity_image: str = "/opt/cerebras/cbcore_latest.sif"  # a name only: nothing is read
+    gres_resource: str = "cs:cerebras:1"  # PSC Neocortex's GRES string
+    gres_node: str = ""  # "" -> the first node of role chief
+
+
+@dataclass(frozen=True)
 class Cluster:
     """The whole installation."""
 
@@ -82,6 +101,7 @@ class Cluster:
     memoryx: MemoryXSpec
     swarmx: SwarmXSpec
     source: Path = DEFAULT_PATH
+    site: SiteSpec = SiteSpec()
 
 
 def cluster_source(home: Path | None = None) -> Path:
@@ -107,7 +127,7 @@ def load_cluster(path: Path | None = None) -> Cluster:
     path = Path(path) if path is not None else cluster_source()
     data = _read_yaml(path)
     check = _Checker(path)
-    check.keys(data, "", {"systems", "nodes", "memoryx", "swarmx"})
+    check.keys(data, "", {"systems", "nodes", "memoryx", "swarmx", "site"})
     systems = [
         _system(check, item, f"systems[{i}]")
         for i, item in enumerate(check.get(data, "", "systems", list))
@@ -131,33 +151,51 @@ def load_cluster(path: Path | None = None) -> Cluster:
     sx = check.get(data, "", "swarmx", dict, {"max_systems": MAX_SYSTEMS})
     check.keys(sx, "swarmx", {"max_systems"})
     max_systems = check.number(sx, "swarmx", "max_systems", int, (1, MAX_SYSTEMS))
-    return Cluster(systems, nodes, MemoryXSpec(capacity), SwarmXSpec(max_systems), path)
+    site = _site(check, check.get(data, "", "site", dict, {}), nodes)
+    return Cluster(systems, nodes, MemoryXSpec(capacity), SwarmXSpec(max_systems), path, site)
+
+
+def _site(check: _Checker, item: dict[str, Any], nodes: list[NodeSpec]) -> SiteSpec:
+    """The `site:` section (csrun_cpu's site variables); defaults where a key is absent."""
+    base = SiteSpec()
+    check.keys(item, "site", set(base.__dataclass_fields__))
+    total = max(1, len(nodes))
+    def_nodes = check.number(
+        item, "site", "def_nodes", int, (1, total), min(base.def_nodes, total)
+    )
+    tasks = check.number(
+        item, "site", "def_tasks_per_node", int, (1, 100_000), base.def_tasks_per_node
+    )
+    cpus = check.number(
+        item, "site", "def_cpus_per_task", int, (1, 1_000_000), base.def_cpus_per_task
+    )
+    texts = {
+        key: check.get(item, "site", key, str, getattr(base, key))
+        for key in ("mount_dirs", "singularity_image", "gres_resource", "gres_node")
+    }
+    chiefs = [n.name for n in nodes if n.role == "chief"]
+    if not texts["gres_node"]:
+        texts["gres_node"] = chiefs[0] if chiefs else ""
+    elif texts["gres_node"] not in {n.name for n in nodes}:
+        check.fail(
+            "site.gres_node", f"is {texts['gres_node']!r}, which is not a node listed in `nodes`"
+        )
+    return SiteSpec(def_nodes, tasks, cpus, **texts)
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
-    """Parse the file; ConfigError with the line on a syntax error."""
-    import yaml  # type: ignore[import-untyped,unused-ignore]  # lazy: only when (re)read
+    """Parse the file with the bounded loader (system/yamlsafe.py); ConfigError on a problem."""
+    from system.yamlsafe import DEFAULT_LIMITS, load_yaml  # lazy: yaml only when (re)read
 
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        with open(path, encoding="utf-8") as f:
-            data = yaml.load(f, Loader=loader)  # noqa: S506 - a safe loader
+        with open(path, "rb") as f:  # never more than the limit into memory
+            text = f.read(DEFAULT_LIMITS.max_bytes + 1)
     except OSError as e:
         raise ConfigError(
             f"cannot read cluster description {path}: {e.strerror}; "
             "fix the path or its permissions."
         ) from e
-    except UnicodeDecodeError as e:
-        raise ConfigError(
-            f"cannot read cluster description {path}: it is not UTF-8 text; save it as UTF-8."
-        ) from e
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        problem = getattr(e, "problem", None) or "invalid YAML"
-        raise ConfigError(
-            f"cannot parse cluster description {path}{where}: {problem}; fix the YAML syntax."
-        ) from e
+    data = load_yaml(text, f"cluster description {path}")
     if not isinstance(data, dict):
         raise ConfigError(
             f"cluster description {path} must be a mapping with a `systems` list; "

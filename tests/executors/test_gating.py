@@ -51,6 +51,14 @@ def _run(capsys, tmp_path, *extra: str, num_csx: int = 1) -> tuple[int, str, str
     return code, out, err
 
 
+def _run_flag(capsys, tmp_path, *extra: str) -> tuple[int, str, str]:
+    """With the --num_csx flag instead of the YAML key."""
+    code = main("fc_mnist", ["-m", "train", "-p", FC, "-o", str(tmp_path / "run"),
+                             "--max_steps", "3", *extra])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
 def _activating(m, admin, monkeypatch):
     m.standby(admin)
     monkeypatch.setenv("CS2_BOOT_SECONDS", "600")
@@ -102,6 +110,8 @@ def test_num_csx_beyond_swarmx_or_on_pipelined_is_refused(capsys, tmp_path, monk
     _to_mode(ExecMode.WEIGHT_STREAMING)
     monkeypatch.setenv("CS2SIM_FLOW", "ws")
     code, _, err = _run(capsys, tmp_path, "--cs_ip", "cs2-1", num_csx=500)
+    assert code == 1 and "SwarmX serves at most 192" in err
+    code, _, err = _run_flag(capsys, tmp_path, "--cs_ip", "cs2-1", "--num_csx", "193")
     assert code == 1 and "SwarmX serves at most 192" in err
 
 

@@ -1,0 +1,114 @@
+"""`jobs show` and `jobs cancel`: the embedded scheduler's queue, as `squeue` and `scancel` show it.
+
+Columns are squeue's default ones without PARTITION (one partition here): JOBID, NAME, USER,
+ST, TIME, NODES, NODELIST(REASON). A heterogeneous job shows one row per component (`57+0`,
+`57+1`, ...; REFERENCE §2.3, ALCF's squeue); it is cancelled by its base id, like scancel.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from system.errors import UsageError
+
+if TYPE_CHECKING:
+    from csshell.context import Context
+    from csshell.table import Invocation
+    from system.sched.queue import QueueJob
+
+__all__ = ["jobs_show", "jobs_cancel", "JOBS_COLUMNS", "squeue_time", "queue_rows"]
+
+JOBS_COLUMNS = ("JOBID", "NAME", "USER", "ST", "TIME", "NODES", "NODELIST(REASON)")
+ST = {"PENDING": "PD", "RUNNING": "R", "COMPLETED": "CD", "FAILED": "F", "CANCELLED": "CA"}
+
+
+def squeue_time(seconds: float) -> str:
+    """squeue's TIME: M:SS, H:MM:SS, or D-HH:MM:SS."""
+    s = max(0, int(seconds))
+    days, s = divmod(s, 86400)
+    hours, s = divmod(s, 3600)
+    minutes, s = divmod(s, 60)
+    if days:
+        return f"{days}-{hours:02d}:{minutes:02d}:{s:02d}"
+    if hours:
+        return f"{hours}:{minutes:02d}:{s:02d}"
+    return f"{minutes}:{s:02d}"
+
+
+def queue_rows(jobs: list[QueueJob], now: float) -> list[tuple[str, ...]]:
+    """One row per job component, squeue style."""
+    from system.sched.hostlist import compress
+
+    rows: list[tuple[str, ...]] = []
+    for job in jobs:
+        if job.state == "RUNNING" and job.started_at is not None:
+            elapsed = now - job.started_at
+        elif job.started_at is not None and job.ended_at is not None:
+            elapsed = job.ended_at - job.started_at
+        else:
+            elapsed = 0.0
+        for k, comp in enumerate(job.components):
+            jobid = f"{job.id}+{k}" if job.het_size > 1 else str(job.id)
+            if job.state == "PENDING":
+                where = f"({job.reason or 'None'})"
+            elif job.nodes and k < len(job.nodes):
+                where = compress(list(job.nodes[k]))
+            else:
+                where = f"({job.reason})" if job.reason else ""
+            rows.append((jobid, job.name, job.user, ST.get(job.state, job.state),
+                         squeue_time(elapsed), str(comp.nodes), where))
+    return rows
+
+
+def _job_dict(job: QueueJob) -> dict[str, Any]:
+    return {
+        "id": job.id,
+        "components": job.het_size,
+        "name": job.name,
+        "user": job.user,
+        "state": job.state,
+        "reason": job.reason,
+        "nodes": [list(p) for p in job.nodes],
+        "node_count": job.node_count,
+        "command": job.command,
+        "submitted_at": job.submitted_at,
+        "started_at": job.started_at,
+        "ended_at": job.ended_at,
+        "exit_code": job.exit_code,
+        "launcher_pid": job.pid,
+        "host": job.host,
+    }
+
+
+def jobs_show(ctx: Context, inv: Invocation) -> None:
+    """The queue: pending and running launches (with --all, ended ones too)."""
+    from system.sched.queue import jobs
+
+    rows = jobs(ctx.store, all_states=bool(inv.option("all")))
+    if inv.option("output_format") == "json":
+        import json
+
+        ctx.echo(json.dumps([_job_dict(j) for j in rows]))
+        return
+    if not rows:
+        ctx.echo("No jobs in the queue." if not inv.option("all") else "No jobs yet.")
+        return
+    ctx.table_out(JOBS_COLUMNS, queue_rows(rows, time.time()))
+
+
+def jobs_cancel(ctx: Context, inv: Invocation) -> None:
+    """Cancel a queued or running launch by its id (the base id of a heterogeneous job)."""
+    from system.sched.queue import cancel
+    from system.users import Role
+
+    raw = inv.args["id"]
+    base = raw.split("+", 1)[0]
+    if not (base.isascii() and base.isdigit()):
+        raise UsageError(f"`{raw}` is not a job id; take one from `jobs show` (e.g. 12 or 12+0).")
+    if int(base) >= 2**63:  # beyond SQLite's integers: no such job can exist
+        raise UsageError(f"No job {base}; see the queue with `jobs show`.")
+    job = cancel(ctx.store, int(base), user=ctx.identity.name,
+                 admin=ctx.identity.role == Role.ADMIN)
+    was = "queued" if job.state == "PENDING" else "running"
+    ctx.echo(f"Cancelled job {job.id} ({was}, {job.name}, {job.user}); its nodes are free.")

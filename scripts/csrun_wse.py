@@ -1,0 +1,147 @@
+"""`csrun_wse`: run a command on the CS-2 through a heterogeneous job on the support cluster.
+
+Thin: the flags, texts and the srun line are system/sched/flags.py's; allocation and the tasks
+are the backend's (system/sched/backend.py). This file prints, in the real script's order: the
+WARN / INFO lines, `Launching: <srun line>`, srun's queue lines, then the tasks' output.
+
+Exit codes: the worst task's (128 + signal for a task killed by one), 130 after Ctrl-C, 1 for a
+command-line error or a job that can never fit, 69 when the target CS-2 refuses the job (not
+ACTIVE or in the other execution mode; nothing is allocated then).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from scripts.launch_common import Signals, fail, preload_for, write_err, write_out
+from system.errors import CsError, UsageError
+
+__all__ = ["main"]
+
+
+def _print(messages: list[tuple[str, str]]) -> None:
+    for stream, line in messages:
+        (write_out if stream == "out" else write_err)(line + "\n")
+
+
+def _dry_run(launch: object, nodes: list[object]) -> None:
+    """Where every task would go on an idle cluster (nothing is allocated)."""
+    from system.sched.fit import NodeInfo, place
+    from system.sched.layout import layout
+
+    request = launch.request  # type: ignore[attr-defined]
+    infos = [n for n in nodes if isinstance(n, NodeInfo)]
+    placed = place(request.components, infos, frozenset(request.exclude))
+    if placed is None:
+        write_out("csrun_wse: dry run: this job does not fit the cluster even when idle.\n")
+        return
+    tasks = layout(request, 0, placed, {n.name: n.cpus for n in infos})
+    write_out(f"csrun_wse: dry run: {len(tasks)} task(s) on {request.nodes} node(s) of an idle "
+              "cluster; nothing was allocated.\n")
+    by_node: dict[str, list[int]] = {}
+    for t in tasks:
+        by_node.setdefault(t.node, []).append(t.procid)
+    for t_node, ids in by_node.items():
+        comp = next(t.component for t in tasks if t.node == t_node)
+        write_out(f"  component {comp}  {t_node:<12} tasks {','.join(map(str, ids))}\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The csrun_wse command line."""
+    from system.cluster import cluster_source, load_cluster
+    from system.sched.flags import LaunchError, cs_ip_of, parse_wse, wse_help
+    from system.sched.pycmd import flow_of
+    from system.store import Store
+
+    argv = sys.argv[1:] if argv is None else argv
+    messages: list[tuple[str, str]] = []
+    try:
+        cluster = load_cluster(cluster_source())
+        site = cluster.site
+        worker_cpus = [n.cpus for n in cluster.nodes if n.name != site.gres_node]
+        launch = parse_wse(argv, site, worker_cpus, messages)
+    except LaunchError as e:
+        _print(messages)
+        write_err(f"{e}\n")
+        return e.exit_code
+    except CsError as e:
+        _print(messages)
+        return fail(e)
+    if launch.help:
+        write_out(wse_help(site) + "\n")
+        return 0
+    _print(launch.messages)
+    assert launch.srun is not None and launch.request is not None
+    try:
+        store = Store.open()
+        cs_ip = cs_ip_of(launch.run_args)
+        if cs_ip is not None and not launch.dry_run:
+            from system.machine import Machine
+            from system.state import ExecMode
+
+            mode = (ExecMode.WEIGHT_STREAMING if flow_of(launch.run_args[0]) == "ws"
+                    else ExecMode.PIPELINED)
+            Machine.for_target(store, cs_ip).check_job(mode)  # JobRefused: nothing allocated
+    except CsError as e:
+        return fail(e)
+    write_out(f"Launching: {launch.srun.text}\n")
+    from system.sched.backend import EmbeddedBackend
+
+    backend = EmbeddedBackend(store)
+    if launch.dry_run:
+        _dry_run(launch, list(backend.nodes))
+        return 0
+    return run_job(backend, launch.request)
+
+
+def run_job(backend: object, request: object, *, ignore_int: bool = False) -> int:
+    """Allocate, run and release one job on `backend`; the launcher's exit code."""
+    from system.sched.backend import EmbeddedBackend
+    from system.sched.queue import NeverFits
+    from system.sched.request import JobRequest
+    from system.sched.runner import preload
+    from system.users import login_name
+
+    assert isinstance(backend, EmbeddedBackend) and isinstance(request, JobRequest)
+    signals = Signals()  # Ctrl-C while queued cancels the wait, even for csrun_cpu
+    t0 = time.perf_counter()
+    try:
+        alloc = backend.allocate(request, user=login_name(),
+                                 events=lambda line: write_err(line + "\n"),
+                                 stop_requested=signals)
+    except NeverFits as e:
+        write_err(f"srun: error: Unable to allocate resources: {e.reason}\n")
+        write_err(f"csrun: {e.hint[0].upper()}{e.hint[1:]}\n")
+        return 1
+    except CsError as e:
+        return fail(e, "srun: error: ")
+    if alloc is None:
+        return 128 + signals.got if signals.got else 1
+    result = None
+    signals.ignore_int = ignore_int  # srun --pty: from now on Ctrl-C belongs to the task
+    try:
+        preload(preload_for(request.command))
+
+        def started(seconds: float) -> None:
+            if os.environ.get("CS2SIM_LAUNCH_TIMING"):
+                write_err(f"csrun: {request.ntasks} task(s) started {time.perf_counter() - t0:.3f}"
+                          f" s after submission (host measurement; fork loop {seconds:.3f} s)\n")
+
+        result = backend.run(alloc, out=write_out, err=write_err, stop_requested=signals,
+                             on_started=started)
+    except UsageError as e:
+        return fail(e)
+    finally:
+        backend.release(alloc, result)
+    return result.exit_code
+
+
+def entry() -> None:
+    """Console-script entry point."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()

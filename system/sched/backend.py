@@ -1,0 +1,168 @@
+"""The launcher's view of a scheduler: one small interface, two implementations.
+
+`EmbeddedBackend` (here) allocates nodes of the cluster description in the store and runs every
+task as a local process. The Slurm backend (the "slurm" helper's, later) runs the same request
+through real `srun` using `request.srun_command`'s argv. csrun_wse / csrun_cpu only ever talk
+to a Backend; /work/notes/launch-api.md documents the contract.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from system.sched import queue
+from system.sched.fit import NodeInfo
+from system.sched.layout import Task, layout
+from system.sched.request import JobRequest
+from system.sched.runner import StepResult, run_step
+
+__all__ = ["Allocation", "Backend", "EmbeddedBackend", "Events"]
+
+POLL_S = 0.05  # how often a queued launcher re-reads the queue
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """Nodes granted to a job: one list per heterogeneous component."""
+
+    job_id: int
+    nodes: tuple[tuple[str, ...], ...]
+    request: JobRequest
+
+
+class Events(Protocol):
+    """Where a backend reports what srun would print on stderr (one line each, no newline)."""
+
+    def __call__(self, line: str) -> None: ...
+
+
+class Backend(Protocol):
+    """What a launcher needs from a scheduler."""
+
+    name: str
+
+    def allocate(self, request: JobRequest, *, user: str, events: Events,
+                 stop_requested: Callable[[], int | None]) -> Allocation | None:
+        """Queue the request and block until it holds nodes. Prints (via `events`) Slurm's
+        `srun: job N queued and waiting for resources` / `... has been allocated resources`.
+        None if stopped while waiting (Ctrl-C, cancelled); NeverFits if it can never run."""
+
+    def run(self, alloc: Allocation, *, out: Callable[[str], None], err: Callable[[str], None],
+            stop_requested: Callable[[], int | None],
+            on_started: Callable[[float], None] | None = None) -> StepResult:
+        """Run the request's command as every task of the allocation; wait for all of them."""
+
+    def release(self, alloc: Allocation, result: StepResult | None) -> None:
+        """Free the nodes and record how the job ended (idempotent)."""
+
+    def cancel(self, job_id: int, *, user: str, admin: bool) -> None:
+        """Cancel a job (owner or admin)."""
+
+    def queue(self, *, all_states: bool = False) -> list[queue.QueueJob]:
+        """The queue's rows (squeue)."""
+
+
+class EmbeddedBackend:
+    """Nodes are rows of the store; tasks are processes on this machine."""
+
+    name = "embedded"
+
+    def __init__(self, store: object, *, log_root: Path | None = None,
+                 base_env: dict[str, str] | None = None) -> None:
+        from system.store import Store
+
+        assert isinstance(store, Store)
+        self.store = store
+        self.log_root = log_root if log_root is not None else store.home / "slurm"
+        self.base_env = base_env
+        self._nodes: list[NodeInfo] | None = None
+
+    @property
+    def nodes(self) -> list[NodeInfo]:
+        if self._nodes is None:
+            self._nodes = queue.cluster_nodes(self.store)
+        return self._nodes
+
+    def allocate(self, request: JobRequest, *, user: str, events: Events,
+                 stop_requested: Callable[[], int | None]) -> Allocation | None:
+        job_id = queue.submit(self.store, request, user=user, nodes=self.nodes)
+        queued = False
+        while True:
+            job = queue.poll(self.store, job_id, self.nodes)
+            if job.state == "RUNNING":
+                if queued:
+                    events(f"srun: job {job_id} has been allocated resources")
+                return Allocation(job_id, job.nodes, request)
+            if job.state != "PENDING":  # cancelled while waiting
+                events(f"srun: Job allocation {job_id} has been revoked.")
+                events("srun: error: Unable to allocate resources: Job/step already completing "
+                       "or completed")
+                return None
+            if not queued:
+                events(f"srun: job {job_id} queued and waiting for resources")
+                queued = True
+            if stop_requested() is not None:
+                queue.finish(self.store, job_id, "CANCELLED", None, self.nodes)
+                events(f"srun: Job allocation {job_id} has been revoked.")
+                return None
+            time.sleep(POLL_S)
+
+    def tasks(self, alloc: Allocation, *, user: str = "") -> list[Task]:
+        cpus = {n.name: n.cpus for n in self.nodes}
+        return layout(alloc.request, alloc.job_id, [list(p) for p in alloc.nodes], cpus,
+                      user=user or os.environ.get("USER", ""))
+
+    def run(self, alloc: Allocation, *, out: Callable[[str], None], err: Callable[[str], None],
+            stop_requested: Callable[[], int | None],
+            on_started: Callable[[float], None] | None = None) -> StepResult:
+        from system.users import login_name
+
+        tasks = self.tasks(alloc, user=login_name())
+        env = dict(os.environ if self.base_env is None else self.base_env)
+        env.update(alloc.request.env)
+        log_dir = None if alloc.request.pty else self.log_root / str(alloc.job_id)
+
+        def stop() -> int | None:
+            sig = stop_requested()
+            if sig is None and self._cancelled(alloc.job_id):
+                sig = signal.SIGTERM
+            return sig
+
+        return run_step(tasks, alloc.request.command, job_id=alloc.job_id, out=out, err=err,
+                        log_dir=log_dir, base_env=env,
+                        kill_on_bad_exit=alloc.request.kill_on_bad_exit, pty=alloc.request.pty,
+                        stop_requested=stop, on_started=on_started)
+
+    _last_check = 0.0
+
+    def _cancelled(self, job_id: int) -> bool:
+        """Whether `jobs cancel` ended this job (checked at most every 0.5 s)."""
+        now = time.monotonic()
+        if now - self._last_check < 0.5:
+            return False
+        self._last_check = now
+        with self.store.read() as db:
+            row = db.execute("SELECT state FROM sched_jobs WHERE id = ?", (job_id,)).fetchone()
+        return row is not None and row[0] == "CANCELLED"
+
+    def release(self, alloc: Allocation, result: StepResult | None) -> None:
+        if result is None:
+            state, code = "CANCELLED", None
+        elif result.interrupted is not None:
+            state, code = "CANCELLED", result.exit_code
+        else:
+            state = "COMPLETED" if result.exit_code == 0 else "FAILED"
+            code = result.exit_code
+        queue.finish(self.store, alloc.job_id, state, code, self.nodes)
+
+    def cancel(self, job_id: int, *, user: str, admin: bool) -> None:
+        queue.cancel(self.store, job_id, user=user, admin=admin)
+
+    def queue(self, *, all_states: bool = False) -> list[queue.QueueJob]:
+        return queue.jobs(self.store, all_states=all_states)
