@@ -1,10 +1,10 @@
 """The run.py command line shared by every model: `main(model_name, argv) -> exit code`.
 
 Flags are Model Zoo's (REFERENCE §3.1/3.2); CLI values override the YAML (copied into
-`runconfig`). Without `--cs_ip` a run trains on the host CPU, as in Model Zoo;
+`runconfig`). Without `--cs_ip` a run trains on the host CPU, as in Model Zoo; with `--cs_ip` it
+trains on the simulated CS-2 that names (runtime/cs_run.py: gated by the system's state and mode).
 `--validate_only`, `--compile_only` and `--mode=validate_only|compile_only` compile for the CS-2
-without training (runtime/compile_run.py); `--cs_ip` for training needs the CS-2 executor of a
-later version and answers so in one sentence (exit 2).
+without training (runtime/compile_run.py).
 
 One error boundary: a `CsError` becomes ``error: <message>`` and its exit code, Ctrl-C exits 130,
 an OSError (a path, a permission, a full disk) is one line naming the file, anything else is
@@ -34,7 +34,7 @@ EXECUTION_STRATEGIES = ("pipeline", "weight_streaming")
 # runconfig under the same name, and answered with one note. A later version that implements
 # one removes its entry here.
 NO_EFFECT_YET = {
-    "num_csx": "weight streaming over several CS-X systems needs the CS-2 executor",
+    "num_csx": "it sets the CS-X systems of a weight-streaming run with --cs_ip (python-ws)",
     "num_wgt_servers": "MemoryX weight servers belong to the weight-streaming executor",
     "mount_dirs": "there are no appliance containers to mount into; runs see the host's files",
     "python_paths": "there are no appliance containers; runs use this interpreter's sys.path",
@@ -52,9 +52,6 @@ MSG_FC_MNIST_CS = "For FC_MNIST model, only training is supported on the Cerebra
 MSG_MULTIREPLICA = "Multi-replica training is only possible on the Cerebras System."
 MSG_CS_MODE = "Cannot run {} mode on the Cerebras System!"
 MSG_CS_EVAL_STEPS = "When performing eval on the Cerebras System, eval_steps must be provided."
-# ours, until the CS-2 compiler and executors land
-MSG_NOT_YET = ("{flag} needs the CS-2 {what}, which this version of cs2sim does not have yet; "
-               "run without it to train on the host CPU.")
 HOST_DEVICES = ("cpu", "/cpu:0", "/device:cpu:0")
 
 
@@ -168,9 +165,6 @@ def check_flags(model_name: str, args: argparse.Namespace) -> None:
             raise UsageError(MSG_CS_MODE.format(args.mode))
         if args.mode == "eval" and not args.eval_steps:
             raise UsageError(MSG_CS_EVAL_STEPS)
-    for flag, what in (("cs_ip", "executor"),):
-        if getattr(args, flag) and not compile_stop(args):
-            raise UsageError(MSG_NOT_YET.format(flag=f"--{flag}", what=what))
     if args.device is not None and args.device.lower() not in HOST_DEVICES:
         raise UsageError(f"--device {args.device} is not available: this version of cs2sim "
                          "runs on the host CPU only (--device cpu).")
@@ -240,13 +234,19 @@ def _run(model_name: str, args: argparse.Namespace, runlog: RunLog) -> int:
     log.info(f"Model directory: {model_dir.resolve()}{where}")
     for flag, why in NO_EFFECT_YET.items():
         value = getattr(args, flag, None)
-        if value is not None:
+        if value is not None and not (flag == "num_csx" and args.cs_ip is not None):
             shown = " ".join(map(str, value)) if isinstance(value, list) else value
             log.info(MSG_NO_EFFECT.format(flag=flag, value=shown, why=why))
     if model_dir.exists() and not model_dir.is_dir():
         raise UsageError(f"model_dir {model_dir} is a file, not a directory; pass "
                          "-o/--model_dir with a directory.")
     rc["model_dir"] = str(model_dir)
+    cs = None
+    if args.cs_ip is not None:  # a CS-2 run: refused here by every task, before anything is written
+        from runtime.cs_run import CsRun
+
+        cs = CsRun(model_name, params, model_dir, args.cs_ip)
+        cs.gate()
     # Under csrun_wse every task runs this command; Slurm's environment says which part it is.
     from runtime.data.streamers import chief_task, serve_task
     from runtime.roles import Role, task_info
@@ -255,11 +255,11 @@ def _run(model_name: str, args: argparse.Namespace, runlog: RunLog) -> int:
     if task.role in (Role.STREAMER, Role.COORDINATOR):
         return serve_task(task, model_name, params, model_dir)  # they never train
     with chief_task(task, model_dir):  # its streamers feed the input; all hear its outcome
-        return _run_mode(model_name, args, runlog, params, half, warnings, model_dir)
+        return _run_mode(model_name, args, runlog, params, half, warnings, model_dir, cs)
 
 
 def _run_mode(model_name: str, args: argparse.Namespace, runlog: RunLog, params: dict,
-              half: str, warnings: list[str], model_dir: Path) -> int:
+              half: str, warnings: list[str], model_dir: Path, cs: Any = None) -> int:
     import logging
 
     from runtime.params import write_params
@@ -281,6 +281,8 @@ def _run_mode(model_name: str, args: argparse.Namespace, runlog: RunLog, params:
     log.info(f"Checkpoints and summaries will be saved in: {model_dir}")
     runlog.attach(trainer)
     t0 = time.perf_counter()
+    if cs is not None:
+        return cs.run(trainer, args.mode)
     getattr(trainer, args.mode)()
     log.debug(f"{args.mode} took {time.perf_counter() - t0:.3f} s")
     return 0

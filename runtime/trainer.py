@@ -177,7 +177,11 @@ class Trainer:
         cfg, comp = self.config, self.components
         self.check_host_memory("train")
         self.model_dir.mkdir(parents=True, exist_ok=True)
+        t0 = time.perf_counter()
         model = comp.model(cfg.seed)
+        if getattr(self.executor, "announce_weight_init", False):  # weight streaming (seed 002)
+            log.info("Completed weight initialization on CPU in: "
+                     f"{time.perf_counter() - t0:.3f} seconds")
         opt, scaler = comp.optimizer(model), comp.scaler()
         stream = comp.stream("train", cfg.seed)
         try:
@@ -202,15 +206,22 @@ class Trainer:
         source = str(getattr(stream, "source", ""))
         if source:
             log.info(f"Training data: {source}.")
+        # pipelined CS-2 (REFERENCE §4.2b) saves checkpoint 0, then programs the fabric; weight
+        # streaming (seed 002) loads the weights into MemoryX first
+        before = getattr(ex, "checkpoint_before_load", True)
+        if not before:
+            report = ex.load(model, opt, scaler, self.params)
         if start == 0 and cfg.save_initial_checkpoint:
             initial = capture_state(0, model, opt, scaler, stream)
             result.checkpoints.append(self._checkpoint(initial))
         # 2) load, input pipeline, event file: all before GlobalRate's clock starts
-        report = ex.load(model, opt, scaler, self.params)
+        if before:
+            report = ex.load(model, opt, scaler, self.params)
         _start(stream)
         perf = RunPerf(ex.device, 0, 0.0, start, stop, compile_time=report.compile_time,
                        programming_time=report.programming_time,
-                       est_samples_per_sec=report.est_samples_per_sec)
+                       est_samples_per_sec=report.est_samples_per_sec,
+                       run_info=getattr(ex, "run_info", None))
         self._nonfinite_warned = False
         ckpt_time = 0.0
         with Summaries(self.model_dir, purge_step=start + 1 if start else None) as tb:

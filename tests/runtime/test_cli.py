@@ -51,9 +51,6 @@ def run(capsys, model: str, *argv: str) -> tuple[int, str, str]:
          "Cannot run train_and_eval mode on the Cerebras System!"),
         ("gpt2", ["-m", "eval", "-p", "x.yaml", "--cs_ip", "10.0.0.1"],
          "When performing eval on the Cerebras System, eval_steps must be provided."),
-        ("gpt2", ["-m", "train", "-p", "x.yaml", "--cs_ip", "10.0.0.1"],
-         "--cs_ip needs the CS-2 executor, which this version of cs2sim does not have yet; "
-         "run without it to train on the host CPU."),
     ],
 )
 def test_flag_messages_verbatim_exit_2(capsys, model, argv, message):
@@ -336,8 +333,8 @@ def test_real_model_zoo_flags_are_accepted_and_stored(capsys, tmp_path):
     assert code == 0, err
     notes = [line.split("INFO:   ")[1] for line in out.splitlines() if "note: --" in line]
     assert notes == [
-        "note: --num_csx 2 is stored in runconfig.num_csx and has no effect here yet (weight "
-        "streaming over several CS-X systems needs the CS-2 executor).",
+        "note: --num_csx 2 is stored in runconfig.num_csx and has no effect here yet (it sets "
+        "the CS-X systems of a weight-streaming run with --cs_ip (python-ws)).",
         "note: --mount_dirs /data is stored in runconfig.mount_dirs and has no effect here yet "
         "(there are no appliance containers to mount into; runs see the host's files)."]
 
