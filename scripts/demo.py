@@ -1,15 +1,23 @@
-"""The README's main job: the seed's execution-mode change and real training runs.
+"""The README's main job: a CS-2 installation's workflow, end to end, on a throwaway system.
 
-    python -m scripts.demo [--boot-seconds 2]
+    python -m scripts.demo [--boot-seconds 2] [--keep]
 
-Part 1 (seed 002, Section 1): each step runs a real `cs` process (non-interactively, so
-confirmations are answered with --yes) against a throwaway $CS2_HOME, echoed as
-`cs> <command>` followed by what cs printed. The store is kept, so the interactive shell can
-continue from where the demo ended.
+Every step runs the real command (a `cs`, `csrun_cpu`, `csrun_wse` or `run.py` process) against
+a throwaway $CS2_HOME, echoed as the user or admin would type it, followed by what it printed:
 
-Part 2: the Model Zoo's `run.py` trains for real on this host's CPU (no --cs_ip, as in Model
-Zoo): FC-MNIST on handwritten digits (train, then eval), then GPT-J's continuous-pretraining
-command line of seed 002, and lists the artifacts each run left in its model_dir.
+1. A user compiles FC-MNIST on a CPU node first (seed 001: `csrun_cpu python run.py
+   --mode=compile_only`) and reads the estimate in compile_report.txt.
+2. The user trains it on the CS-2 in pipelined mode with `csrun_wse` (the compile is reused),
+   then evaluates the checkpoint on the host.
+3. The user tries seed 002's weight-streaming command: the system is PIPELINED, so it is refused
+   before anything is allocated, naming the fix.
+4. The admin changes the execution mode in `cs>` (seed 002, Section 1).
+5. The user runs seed 002's `csrun_wse ... --cyclic python-ws run.py ...` line unchanged but for
+   a small --max_steps and the system's address; the queue view is shown while it runs.
+6. What the runs left in their model_dirs.
+
+All throughput figures are labelled: `Rate`/`GlobalRate` and samples_per_sec are measured on
+this host; est_samples_per_sec is the compiler's CS-2 estimate.
 """
 
 from __future__ import annotations
@@ -17,115 +25,200 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import runtime.modelzoo
 
 MODELZOO = Path(runtime.modelzoo.__file__).parent
+BIN = Path(sys.executable).parent  # the console scripts installed next to this interpreter
+IP = "127.0.1.1"  # the built-in cluster's CS-2 (an identifier; nothing is contacted)
 
-# (what the seed's step says, the command, why the command differs from the seed's, if it does)
-STEPS: list[tuple[str, str, str]] = [
+# Seed 002's command, unchanged but for <CS IP> and <num_train_steps>
+SEED_002 = ("csrun_wse --total-nodes 14 --tasks-per-node 8 --cpus-per-task 16 --single-task-nodes"
+            " 2 --cyclic python-ws run.py --model_dir model_dir --cs_ip {ip} --params"
+            " configs/params_continuous_pretraining.yaml --mode train --max_steps {steps}")
+
+# Seed 002, Section 1: (caption, cs command, why it differs from what the admin types)
+ADMIN_STEPS: list[tuple[str, str, str]] = [
     ("Step 2: check the current execution mode", "config execmode show", ""),
-    (
-        "Step 3: put the system in STANDBY",
-        "system standby --yes",
-        "the interactive shell asks: This puts the system in standby. Do you want to proceed?",
-    ),
-    (
-        "Step 4: change the execution mode to Weight Streaming",
-        "config execmode setup weight-streaming",
-        "the interactive shell shows a menu instead",
-    ),
+    ("Step 3: put the system in STANDBY", "system standby --yes",
+     "the interactive shell asks: This puts the system in standby. Do you want to proceed?"),
+    ("Step 4: change the execution mode to Weight Streaming",
+     "config execmode setup weight-streaming", "the interactive shell shows a menu instead"),
     ("The change is pending until the next activation", "config execmode show", ""),
     ("Step 5: activate: the system reboots into the configured mode", "system activate", ""),
     ("The mode is now active", "config execmode show", ""),
-    ("The system and its audit log", "system show; audit show --last 6", ""),
 ]
 
 
-def cs(command: str, env: dict[str, str]) -> int:
-    """Run `cs -c COMMAND`, echo it as typed at the prompt, then its output."""
-    print(f"cs> {command}", flush=True)
-    proc = subprocess.run(
-        [sys.executable, "-m", "csshell", "-c", command], env=env, capture_output=True, text=True
-    )
-    sys.stdout.write(proc.stdout)
-    sys.stdout.write(proc.stderr)
-    sys.stdout.flush()
-    return proc.returncode
+class Demo:
+    """Runs and echoes the steps; stops at the first unexpected exit code."""
+
+    def __init__(self, home: Path, boot_seconds: float) -> None:
+        self.home = home
+        self.env = dict(os.environ, CS2_HOME=str(home), CS2_BOOT_SECONDS=f"{boot_seconds:g}")
+        self.env.pop("CS2_CLUSTER", None)
+        self.env.pop("CS2SIM_FLOW", None)
+
+    def tool(self, word: str) -> str:
+        """An installed console script by path (works without activating the venv)."""
+        path = BIN / word
+        return str(path) if path.exists() else word
+
+    def run(self, argv: list[str], *, cwd: Path | None = None, expect: int = 0,
+            shown: str | None = None, prompt: str = "$") -> subprocess.CompletedProcess[str]:
+        """Echo the command as typed, run it, stream its output, check its exit code."""
+        print(f"{prompt} {shown or shlex.join(argv)}", flush=True)
+        words = [self.tool(argv[0]), *argv[1:]]
+        proc = subprocess.run(words, cwd=cwd, env=self.env, text=True, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT)
+        sys.stdout.write(proc.stdout)
+        sys.stdout.flush()
+        if proc.returncode != expect:
+            raise DemoStopped(f"`{shown or shlex.join(argv)}` exited {proc.returncode} "
+                              f"(expected {expect}).")
+        return proc
+
+    def cs(self, command: str, expect: int = 0) -> None:
+        self.run(["cs", "-c", command], expect=expect, shown=command, prompt="cs>")
+
+    def model_copy(self, model: str) -> Path:
+        """A user's working copy of a Model Zoo model directory (its run.py and configs)."""
+        work = self.home.parent / model
+        work.mkdir(exist_ok=True)
+        shutil.copy(MODELZOO / model / "run.py", work / "run.py")
+        shutil.copytree(MODELZOO / model / "configs", work / "configs", dirs_exist_ok=True)
+        return work
 
 
-# (caption, model directory, run.py arguments; MODEL_DIR is replaced by the demo's model_dir)
-RUNS: list[tuple[str, str, list[str]]] = [
-    (
-        "FC-MNIST: train 300 steps, then evaluate (REFERENCE §4.2 log lines)",
-        "fc_mnist",
-        ["--mode", "train_and_eval", "-p", "configs/params_small.yaml", "-o", "MODEL_DIR"],
-    ),
-    (
-        "GPT-J continuous pretraining: seed 002's command line (tiny config; see its header)",
-        "gptj",
-        ["--model_dir", "MODEL_DIR", "--params", "configs/params_continuous_pretraining.yaml",
-         "--mode", "train", "--max_steps", "20"],
-    ),
-]
+class DemoStopped(Exception):
+    pass
 
 
-def train(caption: str, model: str, args: list[str], model_dir: Path, env: dict[str, str]) -> int:
-    """Run one model's run.py from its directory, then show what it left in model_dir."""
-    args = [str(model_dir) if a == "MODEL_DIR" else a for a in args]
-    print(f"# {caption}")
-    print(f"$ cd {MODELZOO / model} && python run.py {' '.join(args)}", flush=True)
-    proc = subprocess.run([sys.executable, "run.py", *args], cwd=MODELZOO / model, env=env)
-    if proc.returncode:
-        return proc.returncode
-    print(f"\n$ ls {model_dir}")
+def show_artifacts(model_dir: Path) -> None:
+    """List model_dir (compile directories summarised) and the labelled performance figures."""
+    print(f"\n$ ls -R {model_dir.name}")
     for path in sorted(model_dir.rglob("*")):
-        if path.is_file():
-            print(f"    {path.relative_to(model_dir)}  ({path.stat().st_size:,} bytes)")
-    perf = json.loads((model_dir / "performance" / "performance.json").read_text())
-    shown = {k: perf.get(k) for k in ("samples_per_sec", "total_samples", "total_time",
-                                     "suspected_input_bottleneck")}
-    print(f"    performance.json (host measurement): {json.dumps(shown)}\n")
-    return 0
+        rel = path.relative_to(model_dir)
+        if path.is_file() and not rel.parts[0].startswith("."):
+            print(f"    {rel}  ({path.stat().st_size:,} bytes)")
+    perf_files = sorted(model_dir.glob("**/performance.json"))
+    if perf_files:
+        perf = json.loads(perf_files[-1].read_text())
+        host = {k: perf.get(k) for k in ("samples_per_sec", "total_samples", "total_time")}
+        print(f"    performance.json, host measurement: {json.dumps(host)}")
+        print(f"    performance.json, CS-2 estimate: est_samples_per_sec = "
+              f"{perf.get('est_samples_per_sec')}")
+    print()
+
+
+def show_report(model_dir: Path, lines: int = 7) -> None:
+    """The head of the compile report (the Estimated Overall Performance block)."""
+    reports = sorted(model_dir.glob("cs_*/compile_report.txt"))
+    if reports:
+        rel = reports[-1].relative_to(model_dir.parent)
+        print(f"$ head -n {lines} {rel}")
+        print("".join(reports[-1].read_text().splitlines(keepends=True)[:lines]))
+
+
+def queue_while_running(demo: Demo, proc: subprocess.Popen[str], timeout: float = 120) -> None:
+    """Show `jobs show` once the launched job is RUNNING (the queue view, as squeue)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        out = subprocess.run([demo.tool("cs"), "-c", "jobs show"], env=demo.env, text=True,
+                             capture_output=True).stdout
+        if " R " in out:
+            print("\n# In another terminal, while the job runs: the queue")
+            print("cs> jobs show")
+            print(out, flush=True)
+            return
+        time.sleep(0.2)
+
+
+def story(demo: Demo, steps: int) -> None:
+    fc = demo.model_copy("fc_mnist")
+    gptj = demo.model_copy("gptj")
+
+    print("# 1. Compile on a CPU node first (seed 001): validate and compile, read the estimate")
+    demo.run(["csrun_cpu", "python", "run.py", "--mode=compile_only", "-p",
+              "configs/params_small.yaml", "-o", "model_dir", "--cs_ip", IP], cwd=fc)
+    show_report(fc / "model_dir")
+
+    print("# 2. Train FC-MNIST on the CS-2 (pipelined): the compile above is reused")
+    demo.run(["csrun_wse", "--total-nodes", "3", "--tasks-per-node", "2", "--cpus-per-task", "16",
+              "python", "run.py", "--mode", "train", "-p", "configs/params_small.yaml",
+              "-o", "model_dir", "--cs_ip", IP], cwd=fc)
+    print("\n# ... and evaluate its checkpoint on the host (eval_all and eval run on CPU nodes)")
+    demo.run(["python", "run.py", "--mode", "eval", "-p", "configs/params_small.yaml",
+              "-o", "model_dir"], cwd=fc, shown="python run.py --mode eval -p "
+              "configs/params_small.yaml -o model_dir")
+    show_artifacts(fc / "model_dir")
+
+    seed = SEED_002.format(ip=IP, steps=steps)
+    print("# 3. Seed 002's weight-streaming job on a PIPELINED system: refused, nothing allocated")
+    demo.run(shlex.split(seed), cwd=gptj, expect=69, shown=seed)
+    print()
+
+    print("# 4. The administrator changes the execution mode (seed 002, Section 1)\n")
+    for caption, command, note in ADMIN_STEPS:
+        print(f"# {caption}" + (f" ({note})" if note else ""))
+        demo.cs(command)
+        print()
+
+    print("# 5. Seed 002's command: 98 tasks (chief, coordinator, 96 input streamers) train GPT-J")
+    print(f"$ {seed}", flush=True)
+    argv = [demo.tool("csrun_wse"), *shlex.split(seed)[1:]]
+    proc = subprocess.Popen(argv, cwd=gptj, env=demo.env, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+    lines: list[str] = []
+    import threading
+
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout or []), daemon=True)
+    reader.start()
+    queue_while_running(demo, proc)
+    proc.wait()
+    reader.join()
+    # the launcher's merged output, without the 96 streamers' start-up lines
+    noisy = ("Input streamer", "streaming batches")
+    kept = [ln for ln in lines if not any(n in ln for n in noisy)]
+    sys.stdout.write("".join(kept))
+    if len(kept) < len(lines):
+        print(f"    ({len(lines) - len(kept)} input-streamer lines not shown; every task's log "
+              f"is in $CS2_HOME/slurm/<job>/)")
+    if proc.returncode:
+        raise DemoStopped(f"the seed's csrun_wse line exited {proc.returncode}.")
+    show_artifacts(gptj / "model_dir")
+
+    print("# 6. The system and its audit log")
+    demo.cs("system show; jobs show --all; audit show --last 6")
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Walk through the seed's Section 1; 0 if every step succeeded."""
+    """Run the story; 0 if every step did what it should."""
     p = argparse.ArgumentParser(prog="python -m scripts.demo", description=__doc__.splitlines()[0])
-    p.add_argument(
-        "--boot-seconds",
-        type=float,
-        default=2.0,
-        help="how long the simulated reboot takes (default 2)",
-    )
+    p.add_argument("--boot-seconds", type=float, default=2.0,
+                   help="how long the simulated reboot takes (default 2)")
+    p.add_argument("--max-steps", type=int, default=20,
+                   help="<num_train_steps> of seed 002's command (default 20)")
     args = p.parse_args(argv)
-    home = tempfile.mkdtemp(prefix="cs2demo-")
-    env = dict(os.environ, CS2_HOME=home, CS2_BOOT_SECONDS=f"{args.boot_seconds:g}")
-    print(f"cs2sim demo: changing the execution mode of a simulated CS-2 (store: {home})\n")
-    for caption, command, note in STEPS:
-        print(f"# {caption}" + (f" ({note})" if note else ""))
-        code = cs(command, env)
-        print()
-        if code:
-            print(f"The demo stopped: `{command}` exited with {code}.", file=sys.stderr)
-            return code
-    print("# Part 2: training with the embedded runtime, on this host's CPU\n")
-    for caption, model, run_args in RUNS:
-        code = train(caption, model, run_args, Path(home) / f"{model}_model_dir", env)
-        if code:
-            print(f"The demo stopped: {model}'s run.py exited with {code}.", file=sys.stderr)
-            return code
-    print("Now try it yourself in the interactive shell (Tab completes, `?` helps, Ctrl-D leaves):")
-    # the `cs` script installed next to this interpreter (e.g. .venv/bin/cs), as a path that
-    # works without activating the virtual environment
-    cs_script = Path(sys.executable).parent / "cs"
-    cs_cmd = os.path.relpath(cs_script) if cs_script.exists() else "cs"
-    if cs_cmd.startswith(".."):
-        cs_cmd = str(cs_script)
+    root = Path(tempfile.mkdtemp(prefix="cs2demo-"))
+    home = root / "cs2home"
+    demo = Demo(home, args.boot_seconds)
+    print(f"cs2sim demo: a CS-2 installation's workflow on a throwaway system ({root})\n")
+    try:
+        story(demo, args.max_steps)
+    except DemoStopped as e:
+        print(f"The demo stopped: {e}", file=sys.stderr)
+        return 1
+    print("\nNow try it yourself in the interactive shell (Tab completes, `?` helps, Ctrl-D "
+          "leaves):")
+    cs_cmd = demo.tool("cs")
     print(f"    CS2_HOME={home} {cs_cmd}      # continue on the demo's system")
     print(f"    {cs_cmd}    # your own system, kept in ~/.cs2sim")
     return 0
