@@ -220,10 +220,16 @@ PARAMS_FILES = {  # mode -> effective params written (REFERENCE §5.4, <mode>/pa
 def _run(model_name: str, args: argparse.Namespace, runlog: RunLog) -> int:
     import logging
 
+    from runtime.roles import Role, task_info
+
     log = logging.getLogger("cs2sim.run")
     check_flags(model_name, args)
+    # Under csrun_wse every task runs this command; Slurm's environment says which part it is.
+    task = task_info()
+    # What the run uses is said once, by the task that trains (not by each of 96 streamers).
+    say = log.info if task.role in (Role.CHIEF, Role.STANDALONE) else log.debug
     given = "" if args.params_given else " (the default; choose another with -p)"
-    log.info(f"Params file: {Path(args.params).resolve()}{given}")  # a compile says it too
+    say(f"Params file: {Path(args.params).resolve()}{given}")  # a compile says it too
     if stop := compile_stop(args):  # --validate_only / --compile_only / --mode=...: no training
         return run_compile(model_name, args, runlog, _load, stop)
     params, half, warnings = _load(model_name, args)
@@ -231,12 +237,12 @@ def _run(model_name: str, args: argparse.Namespace, runlog: RunLog) -> int:
     runlog.logger.setLevel(rc["logging"])
     model_dir = Path(args.model_dir or rc["model_dir"])  # the YAML's default: ./model_dir
     where = "" if args.model_dir else " (runconfig.model_dir; choose another with -o)"
-    log.info(f"Model directory: {model_dir.resolve()}{where}")
+    say(f"Model directory: {model_dir.resolve()}{where}")
     for flag, why in NO_EFFECT_YET.items():
         value = getattr(args, flag, None)
         if value is not None and not (flag == "num_csx" and args.cs_ip is not None):
             shown = " ".join(map(str, value)) if isinstance(value, list) else value
-            log.info(MSG_NO_EFFECT.format(flag=flag, value=shown, why=why))
+            say(MSG_NO_EFFECT.format(flag=flag, value=shown, why=why))
     if model_dir.exists() and not model_dir.is_dir():
         raise UsageError(f"model_dir {model_dir} is a file, not a directory; pass "
                          "-o/--model_dir with a directory.")
@@ -247,11 +253,8 @@ def _run(model_name: str, args: argparse.Namespace, runlog: RunLog) -> int:
 
         cs = CsRun(model_name, params, model_dir, args.cs_ip)
         cs.gate()
-    # Under csrun_wse every task runs this command; Slurm's environment says which part it is.
     from runtime.data.streamers import chief_task, serve_task
-    from runtime.roles import Role, task_info
 
-    task = task_info()
     if task.role in (Role.STREAMER, Role.COORDINATOR):
         return serve_task(task, model_name, params, model_dir)  # they never train
     with chief_task(task, model_dir):  # its streamers feed the input; all hear its outcome

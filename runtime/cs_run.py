@@ -117,7 +117,11 @@ class CsRun:
         if self.job is None:
             who = local_identity(self.store)
             self.job = self.machine.register_job(who, self.mode, self.command, os.getpid())
-        log.info(f"Job {self.job.id} is running on {self.machine.name} "
+        # The system's job id (`system show`) differs from the launcher's Slurm job id
+        # (`jobs show`): name both, so the two views can be matched.
+        slurm = os.environ.get("SLURM_JOB_ID", "").strip()
+        under = f" (Slurm job {slurm})" if slurm else ""
+        log.info(f"System job {self.job.id}{under} is running on {self.machine.name} "
                  f"({self.machine.ip}) in {self.mode} mode.")
         if not owned:
             trainer.executor = self.prepare()

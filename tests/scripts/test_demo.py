@@ -36,9 +36,9 @@ def test_demo_tells_the_whole_story(tmp_path):
         " --cyclic python-ws run.py --model_dir model_dir --cs_ip 127.0.1.1 --params"
         " configs/params_continuous_pretraining.yaml --mode train --max_steps 4",
         "cs> jobs show",
+        "Saving checkpoint at global step 0",
         "Waiting for 96 streamer(s) to prime the data pipeline",
         "Streamers are ready",
-        "Saving checkpoint at global step 0",
         "Loss for final step:",
     ]
     at = 0
