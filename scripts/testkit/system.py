@@ -282,6 +282,133 @@ class ThrowawaySystem:
         self._processes.append(proc)
         return proc
 
+    # -- launchers ------------------------------------------------------------------------------
+    def model_copy(self, model: str) -> Path:
+        """A working copy of a Model Zoo model (run.py + configs/) in this system's directory."""
+        from scripts.testkit.launch import model_copy
+
+        return model_copy(self.root, model)
+
+    def csrun_wse(self, *argv: str, cwd: str | os.PathLike[str] | None = None,
+                  timeout: float = 600) -> Any:
+        """Run `csrun_wse ARGV...` on this system's cluster; a LaunchResult (output, exit code,
+        the job as `jobs show` records it, every task's log, the model_dir the command names)."""
+        return self._launch("csrun_wse", argv, cwd, timeout)
+
+    def csrun_cpu(self, *argv: str, cwd: str | os.PathLike[str] | None = None,
+                  timeout: float = 600) -> Any:
+        """Run `csrun_cpu ARGV...` (one CPU node; never the CS-2); a LaunchResult."""
+        return self._launch("csrun_cpu", argv, cwd, timeout)
+
+    def start_launch(self, word: str, *argv: str,
+                     cwd: str | os.PathLike[str] | None = None) -> subprocess.Popen[str]:
+        """Start `csrun_wse`/`csrun_cpu` in the background (for faults and queue views)."""
+        from scripts.testkit.launch import launcher
+
+        return self.start([launcher(word), *argv], cwd=cwd)
+
+    def finish_launch(self, proc: subprocess.Popen[str], argv: Sequence[str] = (),
+                      cwd: str | os.PathLike[str] | None = None, timeout: float = 600) -> Any:
+        """Wait for a launcher from `start_launch`; its LaunchResult."""
+        from scripts.testkit.launch import LaunchResult, find_job, named_model_dir, task_logs
+
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            out, err = proc.communicate()
+            raise AssertionError(f"the launcher did not finish in {timeout:g} s; it was killed."
+                                 f"\n--- output ---\n{out[-3000:]}--- errors ---\n{err[-3000:]}"
+                                 ) from None
+        job = find_job(self.store, proc.pid)
+        where = Path(cwd) if cwd is not None else Path.cwd()
+        return LaunchResult(
+            " ".join(str(a) for a in proc.args), out, err, proc.returncode, job=job,
+            tasks=task_logs(self.home, job.id) if job is not None else {},
+            model_dir=named_model_dir(list(argv), where),
+        )
+
+    def _launch(self, word: str, argv: Sequence[str], cwd: Any, timeout: float) -> Any:
+        proc = self.start_launch(word, *argv, cwd=cwd)
+        return self.finish_launch(proc, argv, cwd, timeout)
+
+    def jobs(self, all_states: bool = True) -> list[Any]:
+        """The scheduler's queue (`jobs show --all`): system.sched.queue.QueueJob rows."""
+        from system.sched import queue
+
+        return list(queue.jobs(self.store, all_states=all_states))
+
+    def running_job(self, timeout: float = 60) -> Any:
+        """Wait until a launched job is RUNNING on the cluster; that job (QueueJob)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            running = [j for j in self.jobs(all_states=False) if j.state == "RUNNING"]
+            if running:
+                return running[-1]
+            time.sleep(0.05)
+        raise AssertionError(f"no job was RUNNING within {timeout:g} s")
+
+    # -- faults (scripts/testkit/faults.py says what a real CS-2 shows for each) -----------------
+    def fault_when_running(self, delay: float = 0.5, reason: str = "injected fault: fabric "
+                           "link down", timeout: float = 120, when: Any = None) -> Any:
+        """Once a job runs on the system (and `when()` is true, if given: e.g. a checkpoint
+        exists), after `delay` s put the system in FAULT. Returns a FaultTimer."""
+        from scripts.testkit.faults import FaultTimer
+
+        def ready() -> bool:
+            return bool(self.status().running_jobs) and (when is None or bool(when()))
+
+        return FaultTimer(ready, lambda: self.put_in("FAULT", reason=reason), delay, timeout,
+                          "a system fault")
+
+    def lose_node(self, node: str, delay: float = 0.5, timeout: float = 120) -> Any:
+        """Once a job has tasks on `node`, after `delay` s kill them all (SIGKILL): the node is
+        lost. A FaultTimer; the launcher's kill-on-bad-exit then names the node's task."""
+        from scripts.testkit.faults import FaultTimer, job_processes, kill_all
+
+        state: dict[str, Any] = {}
+
+        def ready() -> bool:
+            running = [j for j in self.jobs(all_states=False) if j.state == "RUNNING"]
+            for job in running:
+                if job_processes(self.home, job, node=node):
+                    state["job"] = job
+                    return True
+            return False
+
+        def act() -> None:
+            if not kill_all(job_processes(self.home, state["job"], node=node)):
+                raise RuntimeError(f"no task was left on {node} to kill")
+
+        return FaultTimer(ready, act, delay, timeout, f"the loss of node {node}")
+
+    def stall_streamer(self, delay: float = 0.5, timeout_s: float = 5.0,
+                       wait: float = 120) -> Any:
+        """Once a job's input streamers run, after `delay` s stop one (SIGSTOP): a hung input
+        worker. Sets the chief's streamer timeout to `timeout_s` for runs started after this."""
+        from scripts.testkit.faults import FaultTimer, job_processes, kill_all
+
+        self.env["CS2SIM_STREAMER_TIMEOUT"] = f"{timeout_s:g}"
+        state: dict[str, Any] = {}
+
+        def ready() -> bool:
+            for job in self.jobs(all_states=False):
+                found = job_processes(self.home, job, streamers=True) if job.state == "RUNNING" else []
+                if found:
+                    state["pid"] = found[0]
+                    return True
+            return False
+
+        def act() -> None:
+            kill_all([state["pid"]], signal.SIGSTOP)
+
+        return FaultTimer(ready, act, delay, wait, "a hung input streamer")
+
+    def slow_input(self, rounds: int = 2000) -> None:
+        """Make every input sample cost real CPU work (`rounds` of SHA-256) for runs started
+        after this: an input pipeline slower than the wafer (suspected_input_bottleneck)."""
+        self.env["CS2SIM_INPUT_EXTRA_WORK"] = str(int(rounds))
+
     def console(self, *args: str, width: int = 160, timeout: float = 15) -> Any:
         """The interactive `cs>` (a ConsoleSession) at its first prompt."""
         from scripts.testkit.console import ConsoleSession

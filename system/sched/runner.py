@@ -304,10 +304,24 @@ class _Step:
                     os.close(err_w)
                     self.sel.register(out_r, selectors.EVENT_READ, (task.procid, 1))
                     self.sel.register(err_r, selectors.EVENT_READ, (task.procid, 2))
+            self._write_pids()
         finally:
             os.close(go_w)  # go: every task starts now
             os.close(go_r)
             gc.unfreeze()
+
+    def _write_pids(self) -> None:
+        """The step's processes, as `scontrol listpids` lists them (plus the node): tools and
+        the testing kit find a job's tasks here (a forked task's /proc environ is its parent's)."""
+        if self.log_dir is None:
+            return
+        rows = ["PID JOBID STEPID LOCALID GLOBALID NODE"] + [
+            f"{pid} {task.env.get('SLURM_JOB_ID', '-')} 0 {task.localid} {task.procid} {task.node}"
+            for pid, task in self.pids.items()
+        ]
+        tmp = self.log_dir / ".pids.tmp"
+        tmp.write_text("\n".join(rows) + "\n")
+        os.replace(tmp, self.log_dir / "pids")
 
     # -- output -----------------------------------------------------------------------------
     def pump(self, timeout: float) -> None:

@@ -1,0 +1,104 @@
+"""Fault injection for tests of a user's error handling, and what a real CS-2 would show.
+
+| fault | how it is made here | what the job sees (as on a CS-2 installation) |
+|---|---|---|
+| the system faults mid-job (`fault_when_running`) | once a job RUNS on the system, after `delay` seconds, the system is put in FAULT (one store transaction, audited as `testkit`) | the run stops before its next step with exit 75: `error: System cs2-1 went to FAULT while job N ran ...`; its checkpoints are kept and the same command resumes once an admin has run `system standby` and `system activate` |
+| a node is lost (`lose_node`) | every task process of the job on that node is killed with SIGKILL | the launcher's kill-on-bad-exit stops the other tasks and names it: `srun: error: worker-3: task 5: Killed`; the launcher exits 137 |
+| a slow input worker (`slow_input`) | real CPU work is added to every sample the input streamers make (CS2SIM_INPUT_EXTRA_WORK) | training runs, slower; performance.json says `"suspected_input_bottleneck": true` |
+| a hung input worker (`stall_streamer`) | one streamer process is stopped (SIGSTOP) | after the streamer timeout the chief fails naming the worker's rank, task and node; the launcher reports the job FAILED |
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["FaultTimer", "job_processes", "kill_all"]
+
+
+class FaultTimer:
+    """A background thread: when `ready()` is true, wait `delay` seconds, then `act()` once."""
+
+    def __init__(self, ready: Any, act: Any, delay: float, timeout: float, what: str) -> None:
+        self.what = what
+        self.fired_at: float | None = None
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(ready, act, delay, timeout),
+                                        name=f"testkit-{what}", daemon=True)
+        self._thread.start()
+
+    def _run(self, ready: Any, act: Any, delay: float, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        try:
+            while not self._stop.is_set():
+                if ready():
+                    if self._stop.wait(delay):
+                        return
+                    act()
+                    self.fired_at = time.time()
+                    return
+                if time.monotonic() > deadline:
+                    return
+                self._stop.wait(0.05)
+        except BaseException as e:  # noqa: BLE001 - reported by wait()
+            self.error = e
+
+    @property
+    def fired(self) -> bool:
+        """True once the fault was injected."""
+        return self.fired_at is not None
+
+    def wait(self, timeout: float = 60) -> bool:
+        """Wait for the thread to end; True if the fault was injected."""
+        self._thread.join(timeout)
+        if self.error is not None:
+            raise AssertionError(f"injecting {self.what} failed: {self.error}") from self.error
+        return self.fired
+
+    def cancel(self) -> None:
+        """Do not inject it (if it has not happened yet)."""
+        self._stop.set()
+        self._thread.join(5)
+
+
+def job_processes(home: Path, job: Any, *, node: str | None = None,
+                  streamers: bool = False) -> list[int]:
+    """Pids of a running job's task processes, from the launcher's `pids` list (as Slurm's
+    `scontrol listpids`). node: only tasks on that node; streamers: only input workers (task ids
+    above 0 in a component that runs several tasks per node, as runtime/roles.py decides)."""
+    path = home / "slurm" / str(job.id) / "pids"
+    if not path.is_file():
+        return []
+    multi: set[int] = set()  # global task ids in components with several tasks per node
+    first = 0
+    for comp in job.components:
+        count = comp.nodes * comp.tasks_per_node
+        if comp.tasks_per_node > 1:
+            multi.update(range(first, first + count))
+        first += count
+    pids = []
+    for line in path.read_text().splitlines()[1:]:
+        pid, _job, _step, _local, procid, where = line.split()
+        if node is not None and where != node:
+            continue
+        if streamers and not (int(procid) > 0 and int(procid) in multi):
+            continue
+        pids.append(int(pid))
+    return pids
+
+
+def kill_all(pids: list[int], sig: int = signal.SIGKILL) -> int:
+    """Send `sig` to each pid still there; how many were signalled."""
+    sent = 0
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+            sent += 1
+        except ProcessLookupError:
+            continue
+    return sent
