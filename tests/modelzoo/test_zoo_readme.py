@@ -1,7 +1,7 @@
 """The README's training commands work exactly as written, with a plain `python` (issue 7).
 
 The commands are `cd runtime/modelzoo/<model> && python run.py ...`. They are read from the
-README's "Training" section and run as written by bash, in a copy of the checkout (so a relative
+README's "Training on the host" section and run as written by bash, in a copy of the checkout (so a relative
 `--model_dir model_dir` lands in the copy, not in the source tree) whose `.venv` is the venv
 these tests run in, with a PATH that has no venv on it and no VIRTUAL_ENV / PYTHONPATH: the
 `python` found is the system one, which cannot import the project, and run.py must find its way
@@ -26,7 +26,7 @@ IN_VENV = sys.prefix != sys.base_prefix
 def readme_training_commands() -> list[str]:
     """The `cd runtime/modelzoo/... && python run.py ...` lines of the README's Training part."""
     text = (ROOT / "README.md").read_text()
-    section = text[text.index("## Training"):]
+    section = text[text.index("## Training on the host"):]
     section = section[:section.index("\n## ", 1)]
     return [line.strip() for line in section.splitlines()
             if line.strip().startswith("cd runtime/modelzoo/")]
