@@ -29,7 +29,7 @@ import numpy as np
 
 from runtime.data.workers import WorkerPool
 
-__all__ = ["SPLIT_SALT", "Plan", "Dataset", "Recipe", "BatchStream"]
+__all__ = ["SPLIT_SALT", "Plan", "Dataset", "Recipe", "DataPosition", "BatchStream"]
 
 SPLIT_SALT = {"train": 0, "eval": 1}
 
@@ -95,7 +95,37 @@ class Plan:
         return order[i * self.batch_size:(i + 1) * self.batch_size]
 
 
-class BatchStream:
+class DataPosition:
+    """The data position every stream shares: global batch index `_g` over `batches_per_epoch`.
+
+    BatchStream and the chief's RemoteStream (runtime/data/streamers.py) both keep it, and both
+    write the same checkpoint keys, so a run resumes with or without input streamers.
+    """
+
+    _g: int
+    batches_per_epoch: int
+    batch_size: int
+
+    @property
+    def position(self) -> tuple[int, int]:
+        """(epoch, index within the epoch) of the next batch."""
+        return divmod(self._g, self.batches_per_epoch)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The data position, for the checkpoint."""
+        epoch, index = self.position
+        return {"epoch": epoch, "index": index, "batches_per_epoch": self.batches_per_epoch,
+                "batch_size": self.batch_size}
+
+    def index_of(self, d: dict[str, Any]) -> int:
+        """The global batch index a saved position continues at."""
+        epoch, index = int(d["epoch"]), int(d["index"])
+        if index >= self.batches_per_epoch:  # saved with another batch size or data size
+            epoch, index = epoch + 1, 0
+        return epoch * self.batches_per_epoch + index
+
+
+class BatchStream(DataPosition):
     """Iterator of batch dicts, deterministic for a seed; `state_dict` is the data position."""
 
     def __init__(self, recipe: Recipe, plan: Plan, *, source: str, data: Dataset | None = None,
@@ -169,23 +199,9 @@ class BatchStream:
         return batch
 
     # -- position -------------------------------------------------------------------------------
-    @property
-    def position(self) -> tuple[int, int]:
-        """(epoch, index within the epoch) of the next batch."""
-        return divmod(self._g, self.batches_per_epoch)
-
-    def state_dict(self) -> dict[str, Any]:
-        """The data position, for the checkpoint."""
-        epoch, index = self.position
-        return {"epoch": epoch, "index": index, "batches_per_epoch": self.batches_per_epoch,
-                "batch_size": self.batch_size}
-
     def load_state_dict(self, d: dict[str, Any]) -> None:
         """Continue from a saved position (an index past a smaller epoch starts the next one)."""
-        epoch, index = int(d["epoch"]), int(d["index"])
-        if index >= self.batches_per_epoch:  # saved with another batch size or data size
-            epoch, index = epoch + 1, 0
-        g = epoch * self.batches_per_epoch + index
+        g = self.index_of(d)
         if g != self._g:
             self._pending = None  # fetched for the old position
             if self._pool is not None:

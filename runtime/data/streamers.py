@@ -58,6 +58,7 @@ from typing import Any
 import numpy as np
 
 from runtime.atomic import atomic_write
+from runtime.data.stream import DataPosition
 from runtime.roles import Role, TaskInfo, rendezvous_dir, task_info
 from system.errors import CsError, RuntimeFailure
 
@@ -401,7 +402,7 @@ def _host_address() -> str | None:
         return None
 
 
-class RemoteStream:
+class RemoteStream(DataPosition):
     """The chief's input stream: the same interface as BatchStream, fed by the streamers.
 
     It takes the local BatchStream's plan (so it knows the batch count and the data position),
@@ -481,23 +482,9 @@ class RemoteStream:
         self._g += 1
         return batch
 
-    @property
-    def position(self) -> tuple[int, int]:
-        """(epoch, index within the epoch) of the next batch."""
-        return divmod(self._g, self.batches_per_epoch)
-
-    def state_dict(self) -> dict[str, Any]:
-        """The data position, for the checkpoint (same keys as BatchStream's)."""
-        epoch, index = self.position
-        return {"epoch": epoch, "index": index, "batches_per_epoch": self.batches_per_epoch,
-                "batch_size": self.batch_size}
-
     def load_state_dict(self, d: dict[str, Any]) -> None:
         """Continue from a saved position; an open session restarts there."""
-        epoch, index = int(d["epoch"]), int(d["index"])
-        if index >= self.batches_per_epoch:
-            epoch, index = epoch + 1, 0
-        g = epoch * self.batches_per_epoch + index
+        g = self.index_of(d)
         if g != self._g and self._session is not None:
             self.hub.close_session()
             self._session = None
