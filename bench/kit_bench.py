@@ -1,4 +1,4 @@
-"""Testing-kit speed: fixture set-up/tear-down, and 100 tests driving a console through a mode change.
+"""Testing-kit speed: fixture set-up/tear-down; 100 tests driving a console through a mode change.
 
     python bench/kit_bench.py [--tests 100]
 

@@ -179,7 +179,7 @@ def task_info(env: Mapping[str, str] | None = None) -> TaskInfo:
                          f"(component {component} of tasks per component {list(sizes)}).")
 
     # streamers: every task of a multi-task component, except the chief (task 0)
-    streamer_ids = [p for i, (s, n) in enumerate(zip(starts, sizes)) if n > 1
+    streamer_ids = [p for i, (s, n) in enumerate(zip(starts, sizes, strict=True)) if n > 1
                     for p in range(s, s + n) if p != 0]
     coordinators = sum(1 for i, n in enumerate(sizes) if n == 1 and i > 0)
     if procid == 0:

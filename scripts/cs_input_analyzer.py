@@ -362,8 +362,13 @@ class RichProgress:
 
     def __init__(self, out: TextIO, total: int) -> None:
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-        from rich.progress import TimeElapsedColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
 
         self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
                                  MofNCompleteColumn(), TimeElapsedColumn(),
@@ -505,8 +510,10 @@ def render(report: dict[str, Any]) -> str:
                      f"{_rate(p['node_samples_per_sec'])} samples/s per node")
     lines.append("")
     if need["samples_per_sec"]:
+        estimate = need["source"] == "compile estimate"
+        source = "CS-2 estimate from the compile" if estimate else need["source"]
         lines.append(f"The model needs: {_rate(need['samples_per_sec'])} samples/s "
-                     f"({'CS-2 estimate from the compile' if need['source'] == 'compile estimate' else need['source']})")
+                     f"({source})")
     else:
         lines.append("The model needs: unknown (validate-only gives no estimate; run with "
                      "--mode=compile_only or give --target-samples-per-sec)")

@@ -180,7 +180,8 @@ class _Link:
 
     @property
     def name(self) -> str:
-        return f"input streamer {self.rank} (task {self.procid} on node {self.node}, pid {self.pid})"
+        return (f"input streamer {self.rank} (task {self.procid} on node {self.node}, "
+                f"pid {self.pid})")
 
 
 class ChiefHub:
@@ -737,7 +738,7 @@ def streamer_loop(conn: socket.socket, rank: int, producers: Callable[[str], Sha
                 cache[split] = producers(split)
             prod = cache[split]
             for g, batch in prod.batches(int(req["start"]) + rank, int(req["n"]),
-                                         lambda: control.request is not req):
+                                         lambda req=req: control.request is not req):
                 send_frame(conn, {"type": "batch", "session": session, "g": g}, batch)
         except OSError:
             control.thread.join(5.0)  # the chief hung up: did it say goodbye first?

@@ -1,11 +1,18 @@
 """Fault injection for tests of a user's error handling, and what a real CS-2 would show.
 
-| fault | how it is made here | what the job sees (as on a CS-2 installation) |
-|---|---|---|
-| the system faults mid-job (`fault_when_running`) | once a job RUNS on the system, after `delay` seconds, the system is put in FAULT (one store transaction, audited as `testkit`) | the run stops before its next step with exit 75: `error: System cs2-1 went to FAULT while job N ran ...`; its checkpoints are kept and the same command resumes once an admin has run `system standby` and `system activate` |
-| a node is lost (`lose_node`) | every task process of the job on that node is killed with SIGKILL | the launcher's kill-on-bad-exit stops the other tasks and names it: `srun: error: worker-3: task 5: Killed`; the launcher exits 137 |
-| a slow input worker (`slow_input`) | real CPU work is added to every sample the input streamers make (CS2SIM_INPUT_EXTRA_WORK) | training runs, slower; performance.json says `"suspected_input_bottleneck": true` |
-| a hung input worker (`stall_streamer`) | one streamer process is stopped (SIGSTOP) | after the streamer timeout the chief fails naming the worker's rank, task and node; the launcher reports the job FAILED |
+* the system faults mid-job (`fault_when_running`): once a job RUNS on the system (and an
+  optional `when()` holds), after `delay` seconds the system is put in FAULT (one store
+  transaction, audited as `testkit`). The run stops before its next step with exit 75 (`error:
+  System cs2-1 went to FAULT while job N ran ...`); its checkpoints are kept, and the same
+  command resumes once an admin has run `system standby` and `system activate`.
+* a node is lost (`lose_node`): every task process of the job on that node is killed (SIGKILL).
+  The launcher's kill-on-bad-exit stops the other tasks and names it (`srun: error: worker-3:
+  task 5: Killed`); the launcher exits 137 and the job is FAILED.
+* a slow input worker (`slow_input`): real CPU work is added to every sample the input
+  streamers make (CS2SIM_INPUT_EXTRA_WORK). Training runs, slower; performance.json says
+  `"suspected_input_bottleneck": true`.
+* a hung input worker (`stall_streamer`): one streamer process is stopped (SIGSTOP). After the
+  streamer timeout the chief fails naming the worker's rank, task and node; the job FAILS.
 """
 
 from __future__ import annotations

@@ -3,11 +3,11 @@
     cs2_system     a ThrowawaySystem for this test (its own store; removed afterwards)
     cs2_console    the interactive `cs>` on that system, at its prompt (a ConsoleSession)
     cs2_cs         run `cs -c ...` on that system: cs2_cs("system standby --yes") -> CsResult
-    cs2_systems    a factory for more systems in one test: cs2_systems(cluster=..., boot_seconds=...)
+    cs2_systems    more systems in one test: cs2_systems(cluster=..., boot_seconds=...)
 
 Override these two in your conftest.py to change what `cs2_system` builds:
 
-    cs2_cluster        None (cs2sim's built-in cluster), a dict in the cluster.yaml schema, or a path
+    cs2_cluster        None (the built-in cluster), a dict in the cluster.yaml schema, or a path
     cs2_boot_seconds   how long `system activate` reboots (default 0)
 
 Each fixture is per test and keeps nothing in the process (no os.environ changes), so tests run
@@ -43,7 +43,9 @@ def cs2_boot_seconds() -> float:
 
 
 @pytest.fixture
-def cs2_systems(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., ThrowawaySystem]]:
+def cs2_systems(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Callable[..., ThrowawaySystem]]:
     """make(**ThrowawaySystem options) -> a new system; all are closed at teardown."""
     made: list[ThrowawaySystem] = []
     root = tmp_path_factory.mktemp("cs2kit")

@@ -393,7 +393,8 @@ class ThrowawaySystem:
 
         def ready() -> bool:
             for job in self.jobs(all_states=False):
-                found = job_processes(self.home, job, streamers=True) if job.state == "RUNNING" else []
+                running = job.state == "RUNNING"
+                found = job_processes(self.home, job, streamers=True) if running else []
                 if found:
                     state["pid"] = found[0]
                     return True

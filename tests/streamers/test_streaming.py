@@ -65,7 +65,7 @@ def test_every_batch_exactly_once_in_round_robin_order_and_resume(tmp_path, jobs
         got_all = list(ev)
         want_all = list(ev_local)
         assert len(got_all) == len(want_all) == ev_local.batches_per_epoch
-        assert all(_same(a, b) for a, b in zip(want_all, got_all))
+        assert all(_same(a, b) for a, b in zip(want_all, got_all, strict=True))
         ev.close()
     finally:
         hub.end(0)

@@ -63,7 +63,8 @@ def test_cluster_override_names_the_systems(cs2_systems):
     system = cs2_systems(cluster=cluster)
     assert (system.name, system.ip) == ("lab-a", "10.0.0.5")
     assert system.status("lab-b").state.value == "ACTIVE"
-    assert "lab-b (10.0.0.6)" in system.cs(None, "--system", "lab-b", "system", "show").check().output
+    shown = system.cs(None, "--system", "lab-b", "system", "show").check().output
+    assert "lab-b (10.0.0.6)" in shown
 
 
 def test_boot_seconds_compress_the_reboot(cs2_systems):
@@ -90,7 +91,8 @@ def test_close_stops_processes_and_their_children_and_removes_files():
     # a process that starts a child of its own, both sleeping
     proc = system.start([sys.executable, "-c",
                          "import subprocess, sys, time; "
-                         "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+                         "c = subprocess.Popen([sys.executable, '-c', "
+                         "'import time; time.sleep(60)']); "
                          "print(c.pid, flush=True); time.sleep(60)"])
     child_pid = int(proc.stdout.readline())
     console = system.console()
