@@ -24,7 +24,7 @@ def software_show(ctx: Context, inv: Invocation) -> None:
     if inv.option("output_format") == "json":
         import json
 
-        ctx.echo(json.dumps(versions))
+        ctx.echo(json.dumps(versions), wrap=False)
         return
     for line in kv_lines(list(versions.items())):
         ctx.echo(line)
@@ -43,7 +43,7 @@ def audit_show(ctx: Context, inv: Invocation) -> None:
         import dataclasses
         import json
 
-        ctx.echo(json.dumps([dataclasses.asdict(e) for e in entries]))
+        ctx.echo(json.dumps([dataclasses.asdict(e) for e in entries]), wrap=False)
         return
     if not entries:
         ctx.echo("The audit log is empty.")

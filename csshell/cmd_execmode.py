@@ -47,7 +47,8 @@ def execmode_show(ctx: Context, inv: Invocation) -> None:
                     "system": status.name,
                     "state": str(status.state),
                 }
-            )
+            ),
+            wrap=False,
         )
         return
     for line in mode_lines(status):

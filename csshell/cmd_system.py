@@ -9,7 +9,7 @@ from csshell.cmd_execmode import LABEL_WIDTH, mode_lines
 from csshell.context import Cancelled
 from csshell.render import ago, clock, job_dict, seconds, show_jobs
 from system.errors import RuntimeFailure
-from system.state import Action, State
+from system.state import Action, ExecMode, State
 
 if TYPE_CHECKING:
     from csshell.context import Context
@@ -56,7 +56,8 @@ def system_show(ctx: Context, inv: Invocation) -> None:
                     "software_version": status.software_version,
                     "running_jobs": [job_dict(j) for j in status.running_jobs],
                 }
-            )
+            ),
+            wrap=False,
         )
         return
     now = time.time()
@@ -94,11 +95,41 @@ def system_standby(ctx: Context, inv: Invocation) -> None:
 
 
 def system_activate(ctx: Context, inv: Invocation) -> None:
-    """Reboot into the configured mode (admin) and wait until the system is ACTIVE."""
+    """Reboot into the configured mode (admin) and wait until the system is ACTIVE.
+
+    What is reported comes from the audit log, so the exit code agrees with it: the reboot
+    completed (exit 0), even if another admin changed the state before this shell looked again
+    (said, with who and when), or it did not (exit 1, naming what stopped it).
+    """
     machine = ctx.machine
     machine.check(ctx.identity, Action.ACTIVATE)
-    status = wait_active(ctx, machine.activate(ctx.identity))
-    ctx.echo(f"System activated in {status.active_mode.label} mode.")
+    started = machine.activate(ctx.identity)
+    status = wait_active(ctx, started)
+    if started.audit_id is None:  # unreachable: an allowed activation always writes its row
+        raise RuntimeFailure("The activation left no audit row; run `audit show` to check.")
+    outcome = machine.boot_outcome(started.audit_id)
+    if outcome.booted is None:
+        stopped = outcome.since[0] if outcome.since else None
+        why = (
+            f"{stopped.user} put {machine.name} in {stopped.to_state} at {clock(stopped.at)}"
+            f" (`{stopped.command}`)"
+            if stopped
+            else f"{machine.name} is {status.state} now"
+        )
+        raise RuntimeFailure(
+            f"The reboot did not complete: {why}; run `system show` and `audit show` to see why."
+        )
+    mode = ExecMode(started.configured_mode)  # what it booted into (setup needs STANDBY)
+    if not outcome.since:
+        ctx.echo(f"System activated in {mode.label} mode.")
+        return
+    then = outcome.since[0]
+    more = len(outcome.since) - 1
+    ctx.echo(
+        f"System {machine.name} booted into {mode.label} mode at {clock(outcome.booted.at)}; "
+        f"then {then.user} put it in {then.to_state} at {clock(then.at)} (`{then.command}`)"
+        + (f", and it changed {more} more time(s) since (see `audit show`)." if more else ".")
+    )
 
 
 def system_fault(ctx: Context, inv: Invocation) -> None:
@@ -111,10 +142,13 @@ def system_fault(ctx: Context, inv: Invocation) -> None:
 
 
 def wait_active(ctx: Context, status: SystemStatus) -> SystemStatus:
-    """Poll the store until the reboot is over (a progress bar on a terminal); Ctrl-C stops."""
+    """Poll the store until this reboot is over (a progress bar on a terminal); Ctrl-C stops.
+
+    Returns the first status after it: normally ACTIVE, but another admin may have changed the
+    state meanwhile (the caller asks the audit log what happened)."""
     machine = ctx.machine
     try:
-        if status.state is State.ACTIVATING:
+        if _rebooting(status, status):
             status = _wait_with_progress(ctx, status) if ctx.is_terminal else _wait(ctx, status)
     except KeyboardInterrupt:
         left = status.ready_in() or 0.0
@@ -122,12 +156,12 @@ def wait_active(ctx: Context, status: SystemStatus) -> SystemStatus:
             f"Stopped waiting; {machine.name} keeps rebooting (the reboot does not need this "
             f"shell) and will be ACTIVE in about {seconds(left)}; run `system show` to check."
         ) from None
-    if status.state is not State.ACTIVE:
-        raise RuntimeFailure(
-            f"The reboot did not complete: {status.name} is {status.state} now; "
-            "run `system show` and `audit show` to see why."
-        )
     return status
+
+
+def _rebooting(status: SystemStatus, started: SystemStatus) -> bool:
+    """Still in the reboot that `started` began (not a later one another admin started)."""
+    return status.state is State.ACTIVATING and status.activating_until == started.activating_until
 
 
 def _sleep_until(until: float | None) -> None:
@@ -136,7 +170,8 @@ def _sleep_until(until: float | None) -> None:
 
 
 def _wait(ctx: Context, status: SystemStatus) -> SystemStatus:
-    while status.state is State.ACTIVATING:
+    started = status
+    while _rebooting(status, started):
         _sleep_until(status.activating_until)
         status = ctx.machine.status()
     return status
@@ -159,7 +194,8 @@ def _wait_with_progress(ctx: Context, status: SystemStatus) -> SystemStatus:
             total=total,
             left="",
         )
-        while status.state is State.ACTIVATING:
+        started = status
+        while _rebooting(status, started):
             now = time.time()
             left = status.ready_in(now) or 0.0
             progress.update(task, completed=min(total, now - start), left=f"ready in {left:.1f} s")

@@ -32,6 +32,7 @@ PASSWORD_FILE = Option(
     "--password-file",
     "Read the password from the first line of FILE (mode 0600).",
     metavar="FILE",
+    exact=True,  # `--password x` must not be taken as `--password-file x`
 )
 MODE = Arg(
     "mode",

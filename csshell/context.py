@@ -3,13 +3,17 @@
 The context holds no system state: the machine is read through `system/` on every use, so a
 second shell (or a launcher) changing the store is seen at the next command. Output goes to
 `out` (plain lines) or to a rich `Console` over the same file, created on first use so that
-commands which draw no table never import rich.
+commands which draw no table never import rich. Every line and table cell passes through
+csshell/terminal.py (control characters made visible; wrapped at spaces on a terminal).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING, Any, Protocol, TypeVar
+
+from csshell.terminal import fit, visible
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -66,6 +70,7 @@ class Context:
         interactive: bool = False,
         assume_yes: bool = False,
         traceback: bool = False,
+        columns: int | None = None,
     ) -> None:
         self.store = store
         self.where = ""  # "<script> line N: " while a script runs, so an error says where
@@ -83,6 +88,7 @@ class Context:
         self.assume_yes = assume_yes
         self.traceback = traceback
         self._console = console
+        self._columns = columns  # a fixed width (tests); else the terminal's, read per line
         self._machine: Machine | None = None
 
     @property
@@ -111,15 +117,25 @@ class Context:
             self._console = Console(file=self.out, highlight=False, width=width)
         return self._console
 
-    def echo(self, text: str = "") -> None:
-        """Write one line of plain text (no markup, no colour, no wrapping)."""
-        self.out.write(text + "\n")
+    def width(self, stream: IO[str] | None = None) -> int | None:
+        """Columns to wrap `stream` (default `out`) at: the terminal's, or None (not a terminal:
+        never wrapped, scripts read one line per fact)."""
+        if self._columns is not None:
+            return self._columns
+        return terminal_columns(self.out if stream is None else stream)
+
+    def echo(self, text: object = "", wrap: bool = True) -> None:
+        """Write one line of plain text (no markup, no colour): control characters made visible,
+        wrapped at spaces on a terminal (`wrap=False` for JSON, which must stay one line)."""
+        lines = fit(text, self.width() if wrap else None)
+        self.out.write("\n".join(lines) + "\n")
         self.out.flush()
 
     def error(self, message: str) -> None:
         """The one display point for errors: `error: <one sentence>`."""
         self.flush()
-        self.err.write(f"error: {self.where}{message}\n")
+        lines = fit(f"error: {self.where}{message}", self.width(self.err))
+        self.err.write("\n".join(lines) + "\n")
         self.err.flush()
 
     def flush(self) -> None:
@@ -130,8 +146,9 @@ class Context:
         terminal too narrow for the table, one `column : value` block per row instead."""
         from rich import box
         from rich.table import Table
+        from rich.text import Text
 
-        cells = [[str(cell) for cell in row] for row in rows]
+        cells = [[visible(cell) for cell in row] for row in rows]
         if self.is_terminal and self.console.width < _table_width(columns, cells):
             self._records_out(columns, cells)  # rich would shrink whole columns to nothing
             return
@@ -140,7 +157,7 @@ class Context:
             last = i == len(columns) - 1
             table.add_column(column, no_wrap=not last, overflow="fold" if last else "ellipsis")
         for row in cells:
-            table.add_row(*row)
+            table.add_row(*(Text(cell) for cell in row))  # Text: "[x]" in a detail is not markup
         if self.is_terminal:
             self.console.print(table)
             return
@@ -164,6 +181,17 @@ class Context:
         if yes or self.assume_yes:
             return True
         return self.prompter.confirm(question, command)
+
+
+def terminal_columns(stream: IO[str]) -> int | None:
+    """The width of the terminal `stream` writes to, or None if it is not a terminal."""
+    isatty = getattr(stream, "isatty", None)
+    if not (isatty and isatty()):
+        return None
+    try:
+        return os.get_terminal_size(stream.fileno()).columns or None
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def _table_width(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> int:

@@ -44,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     """The `cs` command line."""
     p = _Parser(
         prog="cs",
+        # no abbreviations: `--password` must not silently mean `--password-file`, and a flag
+        # that takes a path or a secret is spelled in full (issue 6)
+        allow_abbrev=False,
         description="The cs> admin console of a simulated Cerebras CS-2 (cs2sim).",
         epilog="Without COMMAND, -c or -f: an interactive shell on a terminal, or commands "
         "read from stdin. State lives in $CS2_HOME (default ~/.cs2sim).",
@@ -223,6 +226,10 @@ def _print_traceback() -> None:
 
 
 def _error(message: str) -> None:
+    """An error before (or outside) a Context: made visible and wrapped like Context.error."""
+    from csshell.context import terminal_columns
+    from csshell.terminal import fit
+
     sys.stdout.flush()
-    sys.stderr.write(f"error: {message}\n")
+    sys.stderr.write("\n".join(fit(f"error: {message}", terminal_columns(sys.stderr))) + "\n")
     sys.stderr.flush()

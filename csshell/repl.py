@@ -11,6 +11,7 @@ bottom toolbar; the layout then takes its preferred height, as it would on any t
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -43,6 +44,8 @@ __all__ = [
     "NoCprOutput",
     "ForgivingFileHistory",
     "history_problem",
+    "private_file",
+    "banner",
     "terminal_output",
     "coalesce_typeahead",
     "typeahead_input",
@@ -140,21 +143,37 @@ def _key_bindings(ctx: Context) -> KeyBindings:
         text = event.app.current_buffer.document.text_before_cursor
 
         def show() -> None:
-            print(f"{PROMPT}{text}?")
+            ctx.echo(f"{PROMPT}{text}?")  # the typed text may hold control characters
             try:
                 lines = question_help(ctx.table, text)
             except CsError as e:
                 lines = [f"error: {one_line(str(e))}"]
-            print("\n".join(lines), flush=True)
+            for line in lines:
+                ctx.echo(line)
 
         run_in_terminal(show)
 
     return kb
 
 
+HISTORY_MODE = 0o600  # typed commands can hold secrets, account names: as private as the store
+
+
+def private_file(path: Path) -> None:
+    """Create `path` 0600 if missing, and take group/other access away if we own it."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, HISTORY_MODE)
+    try:
+        st = os.fstat(fd)
+        if st.st_uid == os.getuid() and st.st_mode & 0o077:
+            os.fchmod(fd, HISTORY_MODE)
+    finally:
+        os.close(fd)
+
+
 class ForgivingFileHistory(FileHistory):
     """FileHistory that never breaks the prompt: a file that cannot be read or written (a
-    directory, another user's file in a shared $CS2_HOME) just means no saved history."""
+    directory, another user's file in a shared $CS2_HOME) just means no saved history.
+    The file is kept mode 0600, like the store (prompt_toolkit would create it 0644)."""
 
     def load_history_strings(self) -> Iterable[str]:
         try:
@@ -164,14 +183,15 @@ class ForgivingFileHistory(FileHistory):
 
     def store_string(self, string: str) -> None:
         with contextlib.suppress(OSError):
+            private_file(Path(os.fsdecode(self.filename)))
             super().store_string(string)
 
 
 def history_problem(path: Path) -> str | None:
     """Why commands cannot be saved to `path` (one sentence), or None if they can."""
     try:
-        with open(path, "ab"):
-            return None
+        private_file(path)
+        return None
     except OSError as e:
         return (
             f"warning: command history is off: cannot write {path} ({e.strerror}); "
@@ -209,18 +229,22 @@ def prompt_loop(ctx: Context, session: PromptSession[str]) -> int:
             return 0
 
 
+def banner(ctx: Context) -> str:
+    """The first line of an interactive session."""
+    who = ctx.identity
+    return (
+        f"cs2sim console on {ctx.machine.name}, logged in as {who.name} ({who.role}). "
+        "Type `help`, `?` or Tab; Ctrl-D leaves."
+    )
+
+
 def run_interactive(ctx: Context, history: Path | None) -> int:
     """The interactive shell on the real terminal."""
     bound = bound_characters(_key_bindings(ctx))
     # The session is made inside the app session: prompt_toolkit binds input/output at creation.
     with create_app_session(input=typeahead_input(create_input(), bound), output=terminal_output()):
-        who = ctx.identity
-        print(
-            f"cs2sim console on {ctx.machine.name}, logged in as {who.name} ({who.role}). "
-            "Type `help`, `?` or Tab; Ctrl-D leaves.",
-            flush=True,
-        )
+        ctx.echo(banner(ctx))
         problem = history_problem(history) if history is not None else None
         if problem is not None:
-            print(problem, flush=True)
+            ctx.echo(problem)
         return prompt_loop(ctx, make_session(ctx, history))

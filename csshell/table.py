@@ -42,6 +42,7 @@ class Option:
     summary: str
     choices: tuple[str, ...] = ()
     metavar: str = ""
+    exact: bool = False  # only the full name: a flag taking a secret or a path is never guessed
 
     @property
     def takes_value(self) -> bool:
@@ -274,7 +275,7 @@ class CommandTable:
     def _option(self, command: Command, token: str) -> tuple[Option, str | None]:
         name, eq, value = token.partition("=")
         by_name = {o.name: o for o in command.options}
-        found = [o for o in by_name if o.startswith(name.lower())]
+        found = [o for o in by_name if o.startswith(name.lower()) and not by_name[o].exact]
         if name.lower() in by_name:
             found = [name.lower()]
         if len(found) == 1:

@@ -1,9 +1,10 @@
 """The run.py command line shared by every model: `main(model_name, argv) -> exit code`.
 
 Flags are Model Zoo's (REFERENCE §3.1/3.2); CLI values override the YAML (copied into
-`runconfig`). Without `--cs_ip` a run trains on the host CPU, as in Model Zoo; `--cs_ip`,
-`--validate_only` and `--compile_only` need the CS-2 compiler/executor of a later version and
-answer so in one sentence (exit 2).
+`runconfig`). Without `--cs_ip` a run trains on the host CPU, as in Model Zoo;
+`--validate_only`, `--compile_only` and `--mode=validate_only|compile_only` compile for the CS-2
+without training (runtime/compile_run.py); `--cs_ip` for training needs the CS-2 executor of a
+later version and answers so in one sentence (exit 2).
 
 One error boundary: a `CsError` becomes ``error: <message>`` and its exit code, Ctrl-C exits 130,
 an OSError (a path, a permission, a full disk) is one line naming the file, anything else is
@@ -18,6 +19,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from runtime.compile_run import COMPILE_MODES, run_compile
+from runtime.compile_run import add_flags as add_compile_flags
+from runtime.compile_run import stop_after as compile_stop
 from runtime.runlog import RunLog
 from system.errors import CsError, UsageError
 
@@ -72,8 +76,9 @@ def build_parser(model_name: str, writer: Callable[[str], None] = lambda t: None
     p = _Parser(prog="run.py", description=f"Train or evaluate {model_name} (cs2sim Model Zoo).")
     p.writer = writer
     default_params = DEFAULT_PARAMS.get(model_name)
-    p.add_argument("-m", "--mode", required=True, choices=MODES,
-                   help="What to run: train, eval, eval_all or train_and_eval.")
+    p.add_argument("-m", "--mode", required=True, choices=MODES + COMPILE_MODES,
+                   help="What to run: train, eval, eval_all or train_and_eval; validate_only or "
+                        "compile_only to compile for the CS-2 without training.")
     p.add_argument("-p", "--params", required=default_params is None,
                    default=str(model_home(model_name) / default_params) if default_params else None,
                    help="Path to the params YAML"
@@ -106,6 +111,7 @@ def build_parser(model_name: str, writer: Callable[[str], None] = lambda t: None
                    help="Compile model completely, generating compiled executables.")
     p.add_argument("--device", default=None,
                    help="Force model to run on a specific device (here: cpu).")
+    add_compile_flags(p)
     p.add_argument("--traceback", action="store_true",
                    help="Show the Python traceback of an error (for bug reports).")
     return p
@@ -115,8 +121,8 @@ def check_flags(model_name: str, args: argparse.Namespace) -> None:
     """The flag combinations REFERENCE §3.1 refuses, then the CS-2-only flags (UsageError)."""
     if args.validate_only and args.compile_only:
         raise UsageError(MSG_ONE_OF)
-    on_cs = args.cs_ip is not None
-    if args.multireplica and not (on_cs or args.validate_only or args.compile_only):
+    on_cs = args.cs_ip is not None and not compile_stop(args)  # a compile runs on the host
+    if args.multireplica and not (on_cs or compile_stop(args)):
         raise UsageError(MSG_MULTIREPLICA)
     if on_cs:
         if model_name == "fc_mnist" and args.mode != "train":
@@ -125,9 +131,8 @@ def check_flags(model_name: str, args: argparse.Namespace) -> None:
             raise UsageError(MSG_CS_MODE.format(args.mode))
         if args.mode == "eval" and not args.eval_steps:
             raise UsageError(MSG_CS_EVAL_STEPS)
-    for flag, what in (("validate_only", "compiler"), ("compile_only", "compiler"),
-                       ("cs_ip", "executor")):
-        if getattr(args, flag):
+    for flag, what in (("cs_ip", "executor"),):
+        if getattr(args, flag) and not compile_stop(args):
             raise UsageError(MSG_NOT_YET.format(flag=f"--{flag}", what=what))
     if args.device is not None and args.device.lower() not in HOST_DEVICES:
         raise UsageError(f"--device {args.device} is not available: this version of cs2sim "
@@ -182,6 +187,8 @@ def _run(model_name: str, args: argparse.Namespace, runlog: RunLog) -> int:
 
     log = logging.getLogger("cs2sim.run")
     check_flags(model_name, args)
+    if stop := compile_stop(args):  # --validate_only / --compile_only / --mode=...: no training
+        return run_compile(model_name, args, runlog, _load, stop)
     params, half, warnings = _load(model_name, args)
     rc = params["runconfig"]
     runlog.logger.setLevel(rc["logging"])

@@ -91,3 +91,28 @@ def write_performance(model_dir: Path, perf: RunPerf) -> Path:
     path = Path(model_dir) / PERF_PATH
     atomic_write(path, json.dumps(perf.to_json(), sort_keys=True, indent=4) + "\n")
     return path
+
+
+def write_compile_perf(model_dir: Path, result: Any) -> Path:
+    """Record a compile's compile_time (host measurement) and est_samples_per_sec (CS-2
+    estimate) in performance.json: merged into the run's figures when the file exists, else a
+    document whose run figures are null until a run fills them."""
+    path = Path(model_dir) / PERF_PATH
+    try:
+        doc = json.loads(path.read_text())
+        if not isinstance(doc, dict):
+            doc = {}
+    except (OSError, ValueError):
+        doc = {}
+    if not doc:
+        doc = {"device": None, "programming_time": None, "samples_per_sec": None,
+               "suspected_input_bottleneck": None, "total_samples": None, "total_time": None}
+    doc["compile_time"] = round(float(result.compile_time), 6)
+    doc["est_samples_per_sec"] = result.est_samples_per_sec
+    doc["compile_dir"] = str(result.directory)
+    doc["compile_measurement"] = (
+        "compile_time: host measurement of this machine's compile (small when a compile was "
+        "reused); est_samples_per_sec: the compiler's CS-2 estimate from its cost model, "
+        "not a measurement")
+    atomic_write(path, json.dumps(doc, sort_keys=True, indent=4) + "\n")
+    return path

@@ -49,11 +49,11 @@ def record(
     outcome: str = "ok",
     detail: str = "",
     at: float | None = None,
-) -> None:
-    """Append one row inside the caller's transaction."""
+) -> int:
+    """Append one row inside the caller's transaction; its id."""
     if outcome not in OUTCOMES:
         raise ValueError(f"audit outcome {outcome!r} is not one of {OUTCOMES}")
-    db.execute(
+    cursor = db.execute(
         "INSERT INTO audit (at, user, system, command, from_state, to_state, outcome, detail)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         (
@@ -67,6 +67,7 @@ def record(
             detail,
         ),
     )
+    return int(cursor.lastrowid or 0)
 
 
 def entries(store: Store, last: int | None = None, system: str | None = None) -> list[AuditEntry]:

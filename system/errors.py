@@ -13,6 +13,7 @@ these never prints; `csshell` and `scripts` catch `CsError` at their boundary, p
   - PermissionDenied           the user's role may not run this command (exit 77, sysexits NOPERM)
   - AuthenticationFailed       wrong user or password
   - StoreError                 the SQLite store is unreadable, corrupt or of a newer schema
+    · StoreAccessDenied        the OS refuses this user the store (file or directory modes; 77)
   - ConfigError                a YAML file (cluster.yaml, params.yaml) is invalid; names the key
   - ResourceError              the host cannot do it (memory, nodes); names need and alternatives
   - RuntimeFailure             a training/compile run failed in a way the user can act on
@@ -30,6 +31,7 @@ __all__ = [
     "PermissionDenied",
     "AuthenticationFailed",
     "StoreError",
+    "StoreAccessDenied",
     "ConfigError",
     "ResourceError",
     "RuntimeFailure",
@@ -92,6 +94,12 @@ class AuthenticationFailed(CsError):
 
 class StoreError(CsError):
     """The system store cannot be read or written."""
+
+
+class StoreAccessDenied(StoreError):
+    """The OS does not let this user read or write the store (exit 77, like PermissionDenied)."""
+
+    exit_code = 77
 
 
 class ConfigError(CsError):

@@ -16,6 +16,7 @@ Rules this file keeps (the contract in DESIGN.md):
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SystemStatus",
+    "BootOutcome",
     "Machine",
     "boot_seconds",
     "list_systems",
@@ -144,6 +146,7 @@ class SystemStatus:
     software_version: str
     running_jobs: tuple[Job, ...]
     fault_reason: str = ""
+    audit_id: int | None = None  # the audit row of the change that returned this (else None)
 
     @property
     def pending_mode_change(self) -> bool:
@@ -177,14 +180,13 @@ class Machine:
     # 1. reading --------------------------------------------------------------------------
     def status(self) -> SystemStatus:
         """The system now (a finished reboot reads as ACTIVE, a dead job as FAILED; committed)."""
-        now = self._clock()
         with self.store.read() as db:
             row = self._row(db)
             running = jobs.running(db, self.name)
-            stale = self._boot_due(row, now) or bool(jobs.dead(db, running))
+            stale = self._boot_due(row, self._clock()) or bool(jobs.dead(db, running))
         if stale:
             with self.store.transaction() as db:
-                row = self._settle(db, now)
+                row = self._settle(db, self._clock())
                 running = jobs.running(db, self.name)
         return SystemStatus(
             name=row.name,
@@ -284,9 +286,9 @@ class Machine:
     ) -> Job:
         """Record a RUNNING job; refused unless ACTIVE in `mode` and its nodes are free."""
         mode = ExecMode(mode)
-        now = self._clock()
         job: Job | None = None
         with self.store.transaction() as db:
+            now = self._clock()  # under the write lock: see _attempt
             row = self._settle(db, now)
             refusal = self._job_refusal(row, mode, now)
             if refusal is None:
@@ -327,8 +329,8 @@ class Machine:
         Launchers call this before allocating anything; `register_job` checks again atomically.
         """
         mode = ExecMode(mode)
-        now = self._clock()
         with self.store.transaction() as db:
+            now = self._clock()  # under the write lock: see _attempt
             refusal = self._job_refusal(self._settle(db, now), mode, now)
         if refusal is not None:
             raise refusal
@@ -357,8 +359,8 @@ class Machine:
         """Mark a job ended (COMPLETED / FAILED / CANCELLED) and free its nodes; idempotent."""
         if state not in jobs.END_STATES:
             raise UsageError(f"Job state {state!r} is not one of {', '.join(jobs.END_STATES)}.")
-        now = self._clock()
         with self.store.transaction() as db:
+            now = self._clock()
             job = jobs.get(db, job_id)
             if job is None:
                 raise UsageError(f"No job {job_id}; see the running jobs with `system show`.")
@@ -458,11 +460,16 @@ class Machine:
     ) -> SystemStatus:
         """One attempt: settle, decide, then either change + audit "ok" or audit the refusal
         (`change` None only checks: an allowed check writes nothing)."""
-        now = self._clock()
+        now = self._clock()  # for the "error" row if the transaction cannot even begin
         command = COMMAND_WORDS[action]
         refusal: CsError | None = None
+        audit_id: int | None = None
         try:
             with self.store.transaction() as db:
+                # The time is read once the write lock is held: a clock read before waiting for
+                # the lock is older than what the lock's previous holder committed, and would
+                # see a reboot that is already due (CS2_BOOT_SECONDS=0) as "ready in 1 s".
+                now = self._clock()
                 row = self._settle(db, now)
                 refusal = self._refusal(who, action, row, now)
                 outcome: str | None = None  # stays None for a check that passed: no row
@@ -475,7 +482,7 @@ class Machine:
                     updates, detail = change(db, row, to, now)
                     changes.write_row(db, self.name, updates)
                 if outcome is not None:
-                    auditlog.record(
+                    audit_id = auditlog.record(
                         db,
                         user=who.name,
                         system=self.name,
@@ -505,7 +512,33 @@ class Machine:
             raise
         if refusal is not None:
             raise refusal
-        return self.status()
+        return dataclasses.replace(self.status(), audit_id=audit_id)
+
+    # 4. what became of a reboot -------------------------------------------------------------
+    def boot_outcome(self, activation_id: int) -> BootOutcome:
+        """What happened to this system after the activation audited as row `activation_id`:
+        whether its reboot completed (the ``booted`` row) and the state changes since (who,
+        when), read from the audit log so a report agrees with it row for row."""
+        with self.store.read() as db:
+            rows = db.execute(
+                "SELECT * FROM audit WHERE id > ? AND system = ? AND outcome = 'ok'"
+                " AND (from_state != to_state OR command = 'booted') ORDER BY id",
+                (activation_id, self.name),
+            ).fetchall()
+        changed = [auditlog.AuditEntry(*r) for r in rows]
+        if changed and changed[0].command == "booted":
+            return BootOutcome(booted=changed[0], since=tuple(changed[1:]))
+        return BootOutcome(booted=None, since=tuple(changed))
+
+
+@dataclass(frozen=True)
+class BootOutcome:
+    """A reboot's fate: `booted` is the audit row of its completion (None: it did not
+    complete); `since` the state changes after it (or, if it did not complete, the one that
+    stopped it first), oldest first."""
+
+    booted: AuditEntry | None
+    since: tuple[AuditEntry, ...]
 
 
 # -- the systems, from the cluster description --------------------------------------------------

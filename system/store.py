@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from system.errors import StoreError
+from system.errors import StoreAccessDenied, StoreError
 
 __all__ = ["SCHEMA_VERSION", "DB_NAME", "MIGRATIONS", "default_home", "Store"]
 
@@ -118,7 +118,7 @@ class Store:
                 path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
             )
         except (OSError, sqlite3.Error) as e:
-            raise _unreadable(path, e) from e
+            raise _access_problem(home, path) or _unreadable(path, e) from e
         store = cls(home, path, conn)
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
@@ -240,6 +240,9 @@ class Store:
                 f"The system store at {self.path} is busy (another cs2sim process held it for "
                 f"more than {BUSY_TIMEOUT_S:g} s); try again."
             )
+        problem = _access_problem(self.home, self.path)  # the OS's refusal, named exactly
+        if problem is not None:
+            return problem
         if "readonly" in text:  # readable but not writable: moving it aside is not the fix
             return StoreError(
                 f"cannot write the system store at {self.path}: {text}; give your user write "
@@ -252,12 +255,78 @@ def _make_home(home: Path) -> None:
     """Create $CS2_HOME (0700: the store holds password hashes); StoreError if it cannot be."""
     try:
         home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except PermissionError as e:
+        raise StoreAccessDenied(
+            f"cannot create the cs2sim home directory {home}: permission denied; "
+            "set CS2_HOME to a directory you can write."
+        ) from e
     except OSError as e:
         reason = "it is not a directory" if isinstance(e, FileExistsError) else e.strerror
         raise StoreError(
             f"cannot create the cs2sim home directory {home}: {reason}; "
             "set CS2_HOME to a directory you can write."
         ) from e
+
+
+def _owner(p: Path) -> str:
+    """`owned by NAME, mode 0700`, for a message about access (best effort)."""
+    import pwd
+
+    try:
+        st = p.stat()
+    except OSError:
+        return "owner unknown"
+    try:
+        owner = pwd.getpwuid(st.st_uid).pw_name
+    except KeyError:
+        owner = f"uid {st.st_uid}"
+    return f"owned by {owner}, mode {st.st_mode & 0o7777:04o}"
+
+
+def _read_only_fs(p: Path) -> bool:
+    try:
+        return bool(os.statvfs(p).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def _access_problem(home: Path, path: Path) -> StoreError | None:
+    """What the OS refuses this (real) user about the store, as one sentence, or None when
+    file modes are not the problem. Checked with os.access, i.e. for the real uid (who runs
+    cs), after a failure, so the common path costs nothing. Exit 77 for a permission refusal;
+    a read-only file system is not one (exit 1) but is named as what it is."""
+    if _read_only_fs(home):
+        return StoreError(
+            f"cannot write the system store at {path}: {home} is on a read-only file system; "
+            "set CS2_HOME to a directory on a writable file system."
+        )
+    if not os.access(home, os.X_OK):
+        return StoreAccessDenied(
+            f"permission denied: cannot open the system store in {home} ({_owner(home)}); "
+            "run cs as that user, ask them for access, or set CS2_HOME to a directory of your own."
+        )
+    exists = path.exists()
+    if exists and not os.access(path, os.R_OK):
+        return StoreAccessDenied(
+            f"permission denied: cannot read the system store at {path} ({_owner(path)}); "
+            "run cs as that user, ask them for access, or set CS2_HOME to a directory of your own."
+        )
+    # A store is written in place and beside itself (WAL: cs2sim.db-wal, -shm), so both the
+    # file and its directory must be writable; creating one needs the directory.
+    if not os.access(home, os.W_OK):
+        verb = "write" if exists else "create"
+        return StoreAccessDenied(
+            f"cannot {verb} the system store at {path}: its directory {home} is read-only "
+            f"for you ({_owner(home)}); give your user write access to {home}, "
+            "or set CS2_HOME to a directory you can write."
+        )
+    if exists and not os.access(path, os.W_OK):
+        return StoreAccessDenied(
+            f"cannot write the system store at {path}: the file is read-only for you "
+            f"({_owner(path)}); give your user write access to it, "
+            "or set CS2_HOME to a directory you can write."
+        )
+    return None
 
 
 def _unreadable(path: Path, reason: object) -> StoreError:

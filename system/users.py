@@ -2,9 +2,12 @@
 
 How accounts work (our design; on a real CS-2 an administrator logs in as root over ssh):
 
-* Local trust. Without ``--user``, ``cs`` acts as the local OS login name (`login_name()`).
-  The OS user who creates a store is registered as ``admin`` with no password, like root on
-  the system. A local OS user with an account acts with that account's role; one without an
+* Local trust. Without ``--user``, ``cs`` acts as the local OS login name (`login_name()`),
+  which comes from the kernel: the process's real uid looked up in the password database.
+  Never from ``LOGNAME`` / ``USER`` (which anyone can set, as ``getpass.getuser()`` trusts), so
+  ``LOGNAME=root cs ...`` run by another OS user is still that user. The OS user who creates
+  a store is registered as ``admin`` with no password, like root on the system. A local OS user
+  with an account acts with that account's role; one without an
   account acts with role ``user`` (may look, may not change).
 * Password login. ``cs --user NAME`` logs in as account NAME with a password, asked with getpass
   on a terminal or read from the first line of ``--password-file FILE`` (refused unless the file
@@ -19,9 +22,9 @@ How accounts work (our design; on a real CS-2 an administrator logs in as root o
 from __future__ import annotations
 
 import enum
-import getpass
 import hmac
 import os
+import pwd
 import re
 import time
 from dataclasses import dataclass
@@ -40,6 +43,7 @@ __all__ = [
     "Identity",
     "SYSTEM",
     "login_name",
+    "real_uid",
     "local_identity",
     "authenticate",
     "require_admin",
@@ -76,12 +80,20 @@ class Identity:
 SYSTEM = Identity("system", Role.ADMIN, "internal")  # time-based events (a reboot finishing)
 
 
+def real_uid() -> int:
+    """The kernel's real uid of this process (who started it; not a setuid program's owner)."""
+    return os.getuid()
+
+
 def login_name() -> str:
-    """The local OS login name (getpass.getuser), or uid<N> where no name is known."""
+    """THE identity function: the OS login of the real uid (password database), or uid<N> when
+    the uid has no entry (some containers). The environment is never read: LOGNAME and USER are
+    set by whoever starts the process, so trusting them would let anyone claim any account."""
+    uid = real_uid()
     try:
-        return getpass.getuser()
-    except (KeyError, OSError):  # no $USER and no passwd entry (some containers)
-        return f"uid{os.getuid()}"
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid{uid}"
 
 
 def local_identity(store: Store) -> Identity:
@@ -110,8 +122,9 @@ def authenticate(store: Store, name: str, password: str) -> Identity:
             f"Login failed for {name}: wrong user name or password; try again, "
             f"or ask an admin to run `user passwd {name}`."
         )
-    with store.transaction() as db:
-        audit.record(db, user=name, command="login", outcome="denied", detail=reason)
+    with store.transaction() as db:  # who really tried: the kernel's user, not the name typed
+        detail = f"{reason} (by OS user {login_name()})"
+        audit.record(db, user=name, command="login", outcome="denied", detail=detail)
     raise AuthenticationFailed(message)
 
 

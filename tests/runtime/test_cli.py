@@ -51,12 +51,6 @@ def run(capsys, model: str, *argv: str) -> tuple[int, str, str]:
          "Cannot run train_and_eval mode on the Cerebras System!"),
         ("gpt2", ["-m", "eval", "-p", "x.yaml", "--cs_ip", "10.0.0.1"],
          "When performing eval on the Cerebras System, eval_steps must be provided."),
-        ("fc_mnist", ["-m", "train", "--compile_only"],
-         "--compile_only needs the CS-2 compiler, which this version of cs2sim does not have "
-         "yet; run without it to train on the host CPU."),
-        ("fc_mnist", ["-m", "train", "--validate_only"],
-         "--validate_only needs the CS-2 compiler, which this version of cs2sim does not have "
-         "yet; run without it to train on the host CPU."),
         ("gpt2", ["-m", "train", "-p", "x.yaml", "--cs_ip", "10.0.0.1"],
          "--cs_ip needs the CS-2 executor, which this version of cs2sim does not have yet; "
          "run without it to train on the host CPU."),

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import pwd
+
 import pytest
 from sys_helpers import dump
 
+from system import users
 from system.audit import entries
 from system.errors import AuthenticationFailed, PermissionDenied, UsageError
 from system.users import (
@@ -14,6 +18,7 @@ from system.users import (
     authenticate,
     list_users,
     local_identity,
+    login_name,
     remove_user,
     set_password,
 )
@@ -29,8 +34,26 @@ def with_alice(store, admin):
 
 def test_creator_is_admin_others_are_users(store, admin, monkeypatch):
     assert (admin.role, admin.via) == (Role.ADMIN, "local")
-    monkeypatch.setenv("LOGNAME", "mallory")  # getpass.getuser reads LOGNAME first
-    assert local_identity(store) == Identity("mallory", Role.USER, "local")
+    other = next(p for p in pwd.getpwall() if p.pw_uid != os.getuid())
+    monkeypatch.setattr(users, "real_uid", lambda: other.pw_uid)  # another OS user's process
+    assert local_identity(store) == Identity(other.pw_name, Role.USER, "local")
+
+
+def test_the_environment_cannot_claim_an_identity(store, admin, monkeypatch):
+    """Issue 6.1: LOGNAME / USER are the caller's to set; the login comes from the real uid."""
+    other = next(p for p in pwd.getpwall() if p.pw_uid != os.getuid())
+    monkeypatch.setattr(users, "real_uid", lambda: other.pw_uid)
+    for var in ("LOGNAME", "USER", "LNAME", "USERNAME"):
+        monkeypatch.setenv(var, admin.name)  # claim to be the store's administrator
+    who = local_identity(store)
+    assert who == Identity(other.pw_name, Role.USER, "local")
+    assert login_name() == pwd.getpwuid(other.pw_uid).pw_name
+
+
+def test_a_uid_without_a_passwd_entry_is_named_by_number(monkeypatch):
+    monkeypatch.setattr(users, "real_uid", lambda: 4_000_000_000)
+    monkeypatch.setenv("LOGNAME", "root")
+    assert login_name() == "uid4000000000"
 
 
 def test_authenticate(with_alice, admin):
@@ -41,6 +64,7 @@ def test_authenticate(with_alice, admin):
     with pytest.raises(AuthenticationFailed, match="has no password"):
         authenticate(with_alice, admin.name, "")
     failures = [e for e in entries(with_alice) if e.command == "login"]
+    assert all(e.detail.endswith(f"(by OS user {login_name()})") for e in failures)
     assert [(e.user, e.outcome) for e in failures] == [
         ("alice", "denied"),
         ("alice", "denied"),

@@ -1,0 +1,176 @@
+"""`compile_run`: run the PASSES for one model and mode, into a reusable compile directory.
+
+1. extract the graph (pass 1) and hash what forces a recompile (cache.py);
+2. a complete `cs_<sum>/` that reached the asked stage is reused ("Reusing existing compilation
+   in ...") and nothing else runs;
+3. otherwise the passes run in order (stopping after kernel matching for validate), each one
+   verified, each one's lines in the compile log; the report, plan.json and wafer map are
+   written into a temp directory that is renamed into place.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runtime.compiler.cache import (
+    COMPILER_VERSION,
+    checksum,
+    complete_stage,
+    publish,
+    staging_dir,
+)
+from runtime.compiler.passes import PASSES, VALIDATE_LAST, Compilation
+from runtime.compiler.plan import PLAN_FILE, Plan
+from runtime.compiler.report import REPORT_FILE, render_report
+from system.hardware import WSE2, WaferSpec
+from system.state import ExecMode
+
+__all__ = ["CompileResult", "compile_run", "LOG_FILE", "STOPS", "stages"]
+
+LOG_FILE = "compile.log"
+WAFER_MAP_FILE = "wafer_map.png"
+STOPS = ("validate", "compile")
+log = logging.getLogger("cs2sim.compiler")
+
+
+@dataclass(frozen=True)
+class CompileResult:
+    """What a compile produced (see CONTRACTS.md)."""
+
+    directory: Path
+    checksum: str
+    reused: bool
+    compile_time: float
+    mode: ExecMode
+    stop_after: str
+    est_samples_per_sec: float | None
+    active_pes: int | None
+    total_pes: int
+    plan: Plan | None
+    log_lines: tuple[str, ...] = ()
+
+
+def stages(stop_after: str) -> list[str]:
+    """The stage names a compile that stops after `stop_after` shows, in order."""
+    out = []
+    for p in PASSES:
+        out.append(p.stage)
+        if stop_after == "validate" and p.name == VALIDATE_LAST:
+            break
+    return out + ["Writing the compile directory"]
+
+
+def _half(params: dict[str, Any]) -> str:
+    from runtime.params import resolve_precision
+
+    half, _ = resolve_precision(copy.deepcopy(params))
+    return half
+
+
+def _num_csx(params: dict[str, Any]) -> int:
+    return int((params.get("runconfig") or {}).get("num_csx") or 1)
+
+
+def _result(c: Compilation, directory: Path, reused: bool, t0: float, stop: str,
+            plan: Plan | None) -> CompileResult:
+    est = plan.estimate if plan else None
+    return CompileResult(
+        directory=directory, checksum=c.checksum, reused=reused,
+        compile_time=time.perf_counter() - t0, mode=c.mode, stop_after=stop,
+        est_samples_per_sec=float(est["samples_per_sec"]) if est else None,
+        active_pes=int(est["active_pes"]) if est else None, total_pes=c.wafer.pes,
+        plan=plan, log_lines=tuple(c.log))
+
+
+def _notes(c: Compilation, seconds: float) -> list[str]:
+    e, g = c.estimate, c.graph
+    assert e is not None and g is not None
+    lines = [f"cs2sim compile of {c.model_name} for {c.mode.value}"
+             f"{' on ' + c.target if c.target else ''} ({c.wafer.name}, "
+             f"{c.wafer.width} x {c.wafer.height} PEs), checksum {c.checksum}",
+             f"{g.num_params:,} parameters, batch size {g.batch_size}, {g.dtype}; "
+             f"passes ran in {seconds:.3f} s (host measurement)",
+             f"These are CS-2 estimates from the cost model (runtime/compiler/cost.py), not "
+             f"measurements; bound by {e.bound}."]
+    if c.placement is not None:
+        lines.append(f"Replicas: {c.placement.replicas} (copies of the model, data parallel; "
+                     "chosen where they raise the estimate)")
+    if c.stream is not None:
+        lines.append(f"Weight streaming over {c.stream.num_csx} CS-X, "
+                     f"{c.stream.batch_per_system} samples each; output layer weights retained "
+                     "from forward to backward.")
+    return lines
+
+
+def compile_run(model_name: str, params: dict[str, Any], model_dir: Path, *, mode: ExecMode,
+                stop_after: str = "compile", target: str | None = None,
+                on_stage: Callable[[str, int, int], None] | None = None,
+                wafer: WaferSpec = WSE2, model: Any = None,
+                draw_map: bool = True) -> CompileResult:
+    """Compile `model_name` for `mode` into model_dir/cs_<checksum>/ (or reuse it)."""
+    if stop_after not in STOPS:
+        raise ValueError(f"stop_after must be one of {STOPS}, not {stop_after!r}")
+    t0 = time.perf_counter()
+    names = stages(stop_after)
+    n = len(names)
+    c = Compilation(model_name, params, _half(params), ExecMode(mode), target,
+                    _num_csx(params) if mode == ExecMode.WEIGHT_STREAMING else 1, wafer, model)
+
+    def run(i: int) -> None:
+        p = PASSES[i]
+        if on_stage:
+            on_stage(p.stage, i + 1, n)
+        t = time.perf_counter()
+        lines = p.run(c)
+        p.verify(c)
+        c.log.extend(f"[{p.name}] {line}" for line in lines)
+        c.log.append(f"[{p.name}] done in {time.perf_counter() - t:.3f} s, verified")
+        log.debug("%s: %s", p.name, "; ".join(lines))
+
+    run(0)
+    assert c.graph is not None
+    c.checksum = checksum({"compiler": COMPILER_VERSION, "graph": c.graph.fingerprint(),
+                           "mode": c.mode.value, "num_csx": c.num_csx, "target": c.target,
+                           "wafer": [wafer.name, wafer.width, wafer.height,
+                                     wafer.sram_per_pe_bytes]})
+    model_dir = Path(model_dir)
+    final = model_dir / f"cs_{c.checksum}"
+    done = complete_stage(final)
+    if done == "compile" or (done == "validate" and stop_after == "validate"):
+        plan = Plan.load(final) if stop_after == "compile" else None
+        c.log.append(f"Reusing existing compilation in {final}")
+        if on_stage:
+            on_stage("Reusing existing compilation", n, n)
+        return _result(c, final, True, t0, stop_after, plan)
+    for i in range(1, len(PASSES)):
+        run(i)
+        if stop_after == "validate" and PASSES[i].name == VALIDATE_LAST:
+            break
+    if on_stage:
+        on_stage(names[-1], n, n)
+    tmp = staging_dir(model_dir, final.name)
+    seconds = time.perf_counter() - t0
+    if stop_after == "compile":
+        assert c.plan is not None
+        (tmp / PLAN_FILE).write_text(json.dumps(c.plan.to_json(), indent=2) + "\n")
+        (tmp / REPORT_FILE).write_text(render_report(c.plan, _notes(c, seconds)))
+        if draw_map:
+            from runtime.compiler.wafermap import save_png
+
+            save_png(c.plan, tmp / WAFER_MAP_FILE, wafer)
+            c.log.append(f"[emit] wafer map written to {WAFER_MAP_FILE}")
+    else:
+        kernels = [{"op": m.op.name, "kind": m.op.kind, "kernel": m.kernel.name}
+                   for m in c.matches]
+        (tmp / "kernel_matching.json").write_text(json.dumps(kernels, indent=1) + "\n")
+    c.log.append(f"compile time {time.perf_counter() - t0:.3f} s (host measurement)")
+    (tmp / LOG_FILE).write_text("\n".join(c.log) + "\n")
+    publish(tmp, final, stop_after)
+    return _result(c, final, False, t0, stop_after, c.plan)

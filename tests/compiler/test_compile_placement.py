@@ -1,0 +1,115 @@
+"""Pipelined placement: invariants over random layer stacks (hypothesis) and the fit limit."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from compiler_helpers import fc_params, tiny_wafer
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from runtime.compiler import PlacementError
+from runtime.compiler.cost import op_costs
+from runtime.compiler.estimate import estimate_pipelined
+from runtime.compiler.graph import extract_graph
+from runtime.compiler.kernels import match_kernels
+from runtime.compiler.placement import min_pes, place_pipelined
+
+
+def _placed(p, wafer):
+    g = extract_graph("fc_mnist", p, "float32")
+    costs = op_costs(g, match_kernels(g), wafer)
+    return g, costs, place_pipelined(g, costs, wafer)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(hidden=st.lists(st.integers(1, 300), min_size=1, max_size=8),
+       dropout=st.sampled_from([0.0, 0.1]),
+       opt=st.sampled_from(["sgd", "adam"]),
+       w=st.integers(8, 120), h=st.integers(8, 120), sram=st.sampled_from([4096, 48 * 1024]))
+def test_placement_invariants(hidden, dropout, opt, w, h, sram):
+    p = fc_params(model__hidden_sizes=hidden, model__dropout=dropout,
+                  optimizer__optimizer_type=opt, train_input__batch_size=32)
+    wafer = tiny_wafer(w, h, sram)
+    try:
+        g, costs, pl = _placed(p, wafer)
+    except PlacementError as e:
+        assert "python-ws" in str(e) and "config execmode setup" in str(e)
+        g = extract_graph("fc_mnist", p, "float32")
+        m = min_pes(op_costs(g, match_kernels(g), wafer), wafer)
+        # refused only when the memory minimum exceeds the wafer or cannot be laid out
+        assert int(m.sum()) > wafer.pes or "cannot be laid out" in str(e)
+        return
+    assert [k.name for k in pl.kernels] == [o.name for o in g.ops]  # every layer placed, in order
+    rects = [r for k in pl.kernels for r in k.rects]
+    for k, c in zip(pl.kernels, costs, strict=True):
+        assert len(k.rects) == pl.replicas
+        assert k.pes * wafer.sram_per_pe_bytes >= c.min_bytes  # per-PE memory respected
+        for r in k.rects:
+            assert r.w >= 1 and r.h >= 1 and r.pes == k.pes
+            assert 0 <= r.x and r.x + r.w <= wafer.width  # inside the grid
+            assert 0 <= r.y and r.y + r.h <= wafer.height
+    from runtime.compiler.estimate import shared_edge
+
+    for j in range(pl.replicas):  # data flows between neighbours: consecutive kernels touch
+        chain = [k.rects[j] for k in pl.kernels]
+        assert all(shared_edge(a, b) > 0 for a, b in zip(chain, chain[1:], strict=False))
+    for i, a in enumerate(rects):  # pairwise disjoint
+        for b in rects[i + 1:]:
+            assert (a.x + a.w <= b.x or b.x + b.w <= a.x or a.y + a.h <= b.y
+                    or b.y + b.h <= a.y), (a, b)
+    e = estimate_pipelined(g, costs, pl, wafer)
+    assert math.isclose(e.samples_per_sec, min(k.samples_per_sec for k in e.kernels))
+    assert math.isclose(e.samples_per_sec,
+                        min(e.compute_samples_per_sec, e.transmission_samples_per_sec))
+    for k in e.kernels:
+        assert k.samples_per_sec == min(k.compute_samples_per_sec, k.transmission_samples_per_sec)
+    assert e.active_pes == sum(k.pes * pl.replicas for k in pl.kernels) <= wafer.pes
+
+
+def test_fit_limit_just_under_places_just_over_is_refused():
+    p = fc_params(model__hidden_sizes=[200, 100])
+    probe = tiny_wafer(10, 10)
+    g = extract_graph("fc_mnist", p, "float32")
+    need = int(min_pes(op_costs(g, match_kernels(g), probe), probe).sum())
+    # one row of exactly the PEs the kernels need: it fits
+    g2, costs, pl = _placed(p, tiny_wafer(need, 1))
+    assert sum(k.pes for k in pl.kernels) == need
+    # one PE fewer: refused, naming bytes, capacity and the fix
+    with pytest.raises(PlacementError) as e:
+        _placed(p, tiny_wafer(need - 1, 1))
+    msg = str(e.value)
+    assert "needs" in msg and ("KB" in msg or "MB" in msg) and "tiny" in msg
+    assert "python-ws" in msg and "config execmode setup" in msg
+
+
+def test_fc_mnist_is_io_bound_on_a_tiny_share_of_the_wafer(tmp_path):
+    from runtime.compiler import compile_run
+    from system.state import ExecMode
+
+    r = compile_run("fc_mnist", fc_params(), tmp_path, mode=ExecMode.PIPELINED, draw_map=False)
+    e = r.plan.estimate
+    assert e["bound"] == "transmission"
+    assert e["samples_per_sec"] == e["transmission_samples_per_sec"]
+    assert e["compute_samples_per_sec"] >= e["transmission_samples_per_sec"]
+    assert r.active_pes / r.total_pes < 0.10
+    # the input kernel is the one held back by the system I/O
+    assert r.plan.kernels[0]["transmission_samples_per_sec"] == e["samples_per_sec"]
+
+
+def test_replicas_used_when_a_small_model_saturates_its_kernels():
+    # GPT-2 tiny: its kernels can use only a few PEs each (useful PEs capped by their work)
+    from compiler_helpers import ZOO, params
+
+    from system.hardware import WSE2
+
+    p = params("gpt2", ZOO / "gpt2" / "configs" / "params_tiny.yaml")
+    g = extract_graph("gpt2", p, "float32")
+    costs = op_costs(g, match_kernels(g), WSE2)
+    pl = place_pipelined(g, costs, WSE2)
+    one = place_pipelined(g, costs, WSE2, replicas=1)
+    e, e1 = (estimate_pipelined(g, costs, x, WSE2) for x in (pl, one))
+    assert pl.replicas > 1 and one.replicas == 1
+    assert e.samples_per_sec > 1.5 * e1.samples_per_sec
+    assert e.active_pes > e1.active_pes

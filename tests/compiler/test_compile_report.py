@@ -1,0 +1,80 @@
+"""compile_report.txt parsed back matches the plan (pipelined kernels, weight-streaming layers)."""
+
+from __future__ import annotations
+
+import math
+
+from compiler_helpers import ZOO, params
+
+from runtime.compiler import compile_run
+from runtime.compiler.report import parse_report
+from system.state import ExecMode
+
+
+def _check_overall(parsed, e):
+    o = parsed["overall"]
+    assert math.isclose(o["Samples/s"], e["samples_per_sec"], abs_tol=0.051)
+    assert math.isclose(o["Compute Samples/s"], e["compute_samples_per_sec"], abs_tol=0.051)
+    assert math.isclose(o["Transmission Samples/s"], e["transmission_samples_per_sec"],
+                        abs_tol=0.051)
+    assert o["Active PEs"] == round(100 * e["active_pes"] / e["total_pes"]) / 100
+    assert o["Compute Utilization"] == round(100 * e["compute_utilization"]) / 100
+
+
+def test_pipelined_report_matches_plan(tmp_path):
+    p = params("gpt2", ZOO / "gpt2" / "configs" / "params_gpt2_small.yaml")
+    r = compile_run("gpt2", p, tmp_path, mode=ExecMode.PIPELINED, draw_map=False)
+    text = (r.directory / "compile_report.txt").read_text()
+    assert text.startswith("Estimated Overall Performance\n-------------------------------\n"
+                           "Samples/s:                    ")
+    parsed = parse_report(text)
+    _check_overall(parsed, r.plan.estimate)
+    assert [k["name"] for k in parsed["kernels"]] == [k["name"] for k in r.plan.kernels]
+    for got, k in zip(parsed["kernels"], r.plan.kernels, strict=True):
+        assert got["active_pes"] == k["pes"] * k["replicas"]  # an absolute count
+        assert math.isclose(got["samples_per_sec"], k["samples_per_sec"], abs_tol=0.051)
+        assert math.isclose(got["compute_samples_per_sec"], k["compute_samples_per_sec"],
+                            abs_tol=0.051)
+    # overall = min over kernels, also as printed
+    assert parsed["overall"]["Samples/s"] == min(k["samples_per_sec"] for k in parsed["kernels"])
+
+
+def test_weight_streaming_report_has_the_layer_table(tmp_path):
+    p = params("gpt2", ZOO / "gpt2" / "configs" / "params_gpt3_xl.yaml")
+    r = compile_run("gpt2", p, tmp_path, mode=ExecMode.WEIGHT_STREAMING, draw_map=False)
+    parsed = parse_report((r.directory / "compile_report.txt").read_text())
+    _check_overall(parsed, r.plan.estimate)
+    assert [ly["name"] for ly in parsed["layers"]] == [ly["name"] for ly in r.plan.layers]
+    for got, ly in zip(parsed["layers"], r.plan.layers, strict=True):
+        assert math.isclose(got["fwd_ms"], 1e3 * ly["fwd_seconds"], abs_tol=0.0006)
+        assert math.isclose(got["bwd_ms"], 1e3 * ly["bwd_seconds"], abs_tol=0.0006)
+        assert got["bound"] == ly["bound"]
+    assert r.plan.blocks_in_order() == ["embed", *[f"h{i}" for i in range(24)], "head"]
+    assert [ly["retained"] for ly in r.plan.layers].count(True) == 1
+    assert r.plan.layers[-1]["retained"]  # the output layer's weights stay from fwd to bwd
+    assert r.active_pes == r.total_pes
+
+
+def test_weight_streaming_splits_the_batch_and_refuses_what_the_wafer_cannot_hold(tmp_path):
+    from runtime.compiler import PlacementError
+
+    cfg = ZOO / "gptj" / "configs" / "params_gptj_6b.yaml"
+    one = compile_run("gptj", params("gptj", cfg), tmp_path, mode=ExecMode.WEIGHT_STREAMING,
+                      draw_map=False)
+    two = compile_run("gptj", params("gptj", cfg, runconfig__num_csx=2), tmp_path,
+                      mode=ExecMode.WEIGHT_STREAMING, draw_map=False)
+    assert one.plan.num_csx == 1 and two.plan.num_csx == 2 and one.checksum != two.checksum
+    # the same per-layer mapping, half the batch per system: compute halves, streaming does not
+    for a, b in zip(one.plan.layers, two.plan.layers, strict=True):
+        assert b["fwd_stream_seconds"] == a["fwd_stream_seconds"]
+        assert b["fwd_compute_seconds"] < a["fwd_compute_seconds"]
+    big = params("gptj", cfg, train_input__batch_size=1024)
+    try:
+        compile_run("gptj", big, tmp_path, mode=ExecMode.WEIGHT_STREAMING)
+    except PlacementError as e:
+        assert "num_csx" in str(e) and "batch_size" in str(e)
+    else:
+        raise AssertionError("a 1024-sequence GPT-J batch cannot stay on one wafer")
+    ok = params("gptj", cfg, train_input__batch_size=1024, runconfig__num_csx=64)
+    assert compile_run("gptj", ok, tmp_path, mode=ExecMode.WEIGHT_STREAMING,
+                       draw_map=False).plan.num_csx == 64
