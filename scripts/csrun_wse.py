@@ -16,7 +16,7 @@ import sys
 import time
 
 from scripts.launch_common import Signals, fail, preload_for, write_err, write_out
-from system.errors import CsError, UsageError
+from system.errors import CsError
 
 __all__ = ["main"]
 
@@ -86,25 +86,28 @@ def main(argv: list[str] | None = None) -> int:
             Machine.for_target(store, cs_ip).check_job(mode)  # JobRefused: nothing allocated
     except CsError as e:
         return fail(e)
-    write_out(f"Launching: {launch.srun.text}\n")
-    from system.sched.backend import EmbeddedBackend
+    from system.sched.backend import select_backend
+    from system.sched.slurm import slurm_argv
 
-    backend = EmbeddedBackend(store)
-    if launch.dry_run:
-        _dry_run(launch, list(backend.nodes))
-        return 0
+    try:
+        backend = select_backend(store, site, slurm_argv(launch.srun, launch.run_args))
+        write_out(f"Launching: {launch.srun.text}\n")
+        if launch.dry_run:
+            _dry_run(launch, list(backend.nodes))  # type: ignore[attr-defined]
+            return 0
+    except CsError as e:
+        return fail(e)
     return run_job(backend, launch.request)
 
 
 def run_job(backend: object, request: object, *, ignore_int: bool = False) -> int:
     """Allocate, run and release one job on `backend`; the launcher's exit code."""
-    from system.sched.backend import EmbeddedBackend
     from system.sched.queue import NeverFits
     from system.sched.request import JobRequest
     from system.sched.runner import preload
     from system.users import login_name
 
-    assert isinstance(backend, EmbeddedBackend) and isinstance(request, JobRequest)
+    assert hasattr(backend, "allocate") and isinstance(request, JobRequest)  # a Backend
     signals = Signals(ignore_int=ignore_int)
     t0 = time.perf_counter()
     try:
@@ -121,7 +124,8 @@ def run_job(backend: object, request: object, *, ignore_int: bool = False) -> in
         return 128 + signals.got if signals.got else 1
     result = None
     try:
-        preload(preload_for(request.command))
+        if getattr(backend, "name", "") == "embedded":  # forked tasks share it; srun's do not
+            preload(preload_for(request.command))
 
         def started(seconds: float) -> None:
             if os.environ.get("CS2SIM_LAUNCH_TIMING"):
@@ -130,7 +134,7 @@ def run_job(backend: object, request: object, *, ignore_int: bool = False) -> in
 
         result = backend.run(alloc, out=write_out, err=write_err, stop_requested=signals,
                              on_started=started)
-    except UsageError as e:
+    except CsError as e:
         return fail(e)
     finally:
         backend.release(alloc, result)
