@@ -36,7 +36,7 @@ RUN = ["python-ws", "run.py", "--model_dir", "model_dir", "--cs_ip", "127.0.1.1"
        "configs/params_continuous_pretraining.yaml", "--mode", "train", "--max_steps", "2"]
 # What differs between two runs by nature: TensorBoard file names carry time and host; the
 # rendezvous directory is named by the job id; logs carry times.
-VOLATILE = re.compile(r"events\.out\.tfevents\.[^/]*$|^\.cs2sim/rendezvous/[^/]+")
+VOLATILE = re.compile(r"events\.out\.tfevents\.[^/]*$|^\.cs2sim/rendezvous/[^/]+|run_\d{8}_\d{6}\.log$")
 
 
 def artifacts(model_dir: Path) -> set[str]:
@@ -81,3 +81,5 @@ def test_seed_002_line_on_slurm_leaves_the_same_model_dir(site, tmp_path):  # no
         assert list(model_dir.glob("model-ckpt-2*")), sorted(artifacts(model_dir))
         found[scheduler] = artifacts(model_dir)
     assert found["slurm"] == found["embedded"]
+    assert {"performance.json", "params.yaml"} <= {Path(n).name for n in found["slurm"]} or \
+        len(found["slurm"]) > 5, sorted(found["slurm"])
