@@ -59,6 +59,10 @@ SIGNALS = {"Terminated": signal.SIGTERM, "Killed": signal.SIGKILL, "Interrupt": 
            "Aborted": signal.SIGABRT, "Segmentation fault": signal.SIGSEGV}
 STOP_MARKERS = ("Terminating StepId", "CANCELLED AT", "Job step aborted", "Force Terminated")
 
+# squeue -O: fixed-width fields (wide enough never to cut a value we show)
+SQUEUE_FORMAT = ("JobID:20,HetJobID:20,HetJobOffset:8,Name:200,UserName:64,State:20,Reason:64,"
+                 "NumNodes:8,NodeList:400,SubmitTime:24,StartTime:24,EndTime:24,Command:400,"
+                 "AllocSID:12")
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS slurm_jobs (
         id INTEGER PRIMARY KEY,  -- Slurm's base job id (component 0)
@@ -372,8 +376,7 @@ class SlurmBackend:
 
     def queue(self, *, all_states: bool = False) -> list[queue.QueueJob]:
         """squeue's jobs, one QueueJob per job (a het job's components folded together)."""
-        fmt = "JobID:20,HetJobID:20,HetJobOffset:8,Name:200,UserName:64,State:20,Reason:64," \
-              "NumNodes:8,NodeList:400,SubmitTime:24,StartTime:24,EndTime:24,Command:400,AllocSID:12"
+        fmt = SQUEUE_FORMAT
         args = ["squeue", "-h", "-O", fmt]
         if all_states:
             args += ["-t", "all"]
@@ -387,7 +390,8 @@ class SlurmBackend:
     @staticmethod
     def _job_of_session(sid: int) -> int | None:
         """The job whose allocating process has session id `sid` (srun's own session)."""
-        proc = _client(["squeue", "-h", "-O", "JobID:20,HetJobID:20,AllocSID:12"])
+        # -t all: a 1-node job may have ended before we asked (Slurm keeps it for MinJobAge)
+        proc = _client(["squeue", "-h", "-t", "all", "-O", "JobID:20,HetJobID:20,AllocSID:12"])
         best: int | None = None
         for line in proc.stdout.splitlines():
             parts = line.split()

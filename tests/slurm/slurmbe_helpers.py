@@ -1,4 +1,4 @@
-"""Helpers for the tests that run csrun_wse / csrun_cpu with the Slurm backend on the test cluster."""
+"""Helpers for the tests that run csrun_wse / csrun_cpu with the Slurm backend (test cluster)."""
 
 from __future__ import annotations
 

@@ -36,7 +36,8 @@ RUN = ["python-ws", "run.py", "--model_dir", "model_dir", "--cs_ip", "127.0.1.1"
        "configs/params_continuous_pretraining.yaml", "--mode", "train", "--max_steps", "2"]
 # What differs between two runs by nature: TensorBoard file names carry time and host; the
 # rendezvous directory is named by the job id; logs carry times.
-VOLATILE = re.compile(r"events\.out\.tfevents\.[^/]*$|^\.cs2sim/rendezvous/[^/]+|run_\d{8}_\d{6}\.log$")
+VOLATILE = re.compile(
+    r"events\.out\.tfevents\.[^/]*$|^\.cs2sim/rendezvous/[^/]+|run_\d{8}_\d{6}\.log$")
 
 
 def artifacts(model_dir: Path) -> set[str]:

@@ -14,7 +14,8 @@ from system.cluster import SiteSpec, load_cluster
 from system.errors import ConfigError
 from system.sched.backend import EmbeddedBackend, scheduler_name, select_backend
 from system.sched.flags import parse_wse
-from system.sched.slurm import SlurmBackend, parse_error_line, slurm_argv, squeue_jobs
+from system.sched.slurm import (SQUEUE_FORMAT, SlurmBackend, parse_error_line, slurm_argv,
+                                squeue_jobs)
 from system.store import Store
 
 SITE = SiteSpec(def_nodes=4, def_tasks_per_node=1, def_cpus_per_task=17, gres_resource="",
@@ -85,9 +86,7 @@ def test_srun_error_lines_are_read():
 
 
 def test_squeue_rows_fold_het_components():
-    fmt = ("JobID:20,HetJobID:20,HetJobOffset:8,Name:200,UserName:64,State:20,Reason:64,"
-           "NumNodes:8,NodeList:400,SubmitTime:24,StartTime:24,EndTime:24,Command:400,"
-           "AllocSID:12")
+    fmt = SQUEUE_FORMAT  # what SlurmBackend.queue asks squeue for
     widths = [int(f.split(":")[1]) for f in fmt.split(",")]
 
     def row(*vals: str) -> str:
