@@ -53,12 +53,11 @@ def main(argv: list[str] | None = None) -> int:
         return _run_here(launch.request.command)
     from scripts.csrun_wse import run_job
     from system.sched.backend import select_backend
-    from system.sched.slurm import slurm_argv
     from system.store import Store
 
     try:
         store = Store.open()
-        backend = select_backend(store, site, slurm_argv(launch.srun, launch.run_args))
+        backend = select_backend(store, site, launch.srun, launch.run_args)
     except CsError as e:
         return fail(e)
     return run_job(backend, launch.request, ignore_int=True)

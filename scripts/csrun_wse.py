@@ -87,10 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     except CsError as e:
         return fail(e)
     from system.sched.backend import select_backend
-    from system.sched.slurm import slurm_argv
 
     try:
-        backend = select_backend(store, site, slurm_argv(launch.srun, launch.run_args))
+        backend = select_backend(store, site, launch.srun, launch.run_args)
         write_out(f"Launching: {launch.srun.text}\n")
         if launch.dry_run:
             _dry_run(launch, list(backend.nodes))  # type: ignore[attr-defined]

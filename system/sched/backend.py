@@ -186,11 +186,14 @@ def scheduler_name(site: object) -> str:
     return str(getattr(site, "scheduler", "embedded"))
 
 
-def select_backend(store: object, site: object, argv: tuple[str, ...] = ()) -> Backend:
-    """The backend the site (or $CS2_SCHEDULER) chose; `argv` is the srun line the Slurm backend
-    runs (request.srun_command's, with the container replaced by the command: slurm.slurm_argv)."""
+def select_backend(store: object, site: object, srun: object = None,
+                   run_args: tuple[str, ...] = ()) -> Backend:
+    """The backend the site (or $CS2_SCHEDULER) chose. `srun` is the launcher's SrunCommand
+    (request.srun_command / cpu_command): the Slurm backend runs its argv with the container
+    replaced by `run_args` (slurm.slurm_argv). The embedded path imports nothing of Slurm's."""
     if scheduler_name(site) == "slurm":
-        from system.sched.slurm import SlurmBackend
+        from system.sched.slurm import SlurmBackend, slurm_argv
 
+        argv = slurm_argv(srun, run_args) if srun is not None else ()  # type: ignore[arg-type]
         return SlurmBackend(store, argv)  # type: ignore[arg-type]
     return EmbeddedBackend(store)

@@ -38,7 +38,7 @@ def test_default_is_embedded_and_env_overrides_site(monkeypatch, tmp_path):
     monkeypatch.setenv("CS2_HOME", str(tmp_path / "home"))
     store = Store.open()
     monkeypatch.setenv("CS2_SCHEDULER", "slurm")
-    assert isinstance(select_backend(store, SiteSpec(), ("srun", "true")), SlurmBackend)
+    assert isinstance(select_backend(store, SiteSpec()), SlurmBackend)
     monkeypatch.setenv("CS2_SCHEDULER", "embedded")
     assert isinstance(select_backend(store, SiteSpec(scheduler="slurm")), EmbeddedBackend)
 
