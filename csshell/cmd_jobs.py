@@ -126,6 +126,8 @@ def jobs_cancel(ctx: Context, inv: Invocation) -> None:
     base = raw.split("+", 1)[0]
     if not (base.isascii() and base.isdigit()):
         raise UsageError(f"`{raw}` is not a job id; take one from `jobs show` (e.g. 12 or 12+0).")
+    if int(base) >= 2**63:  # beyond SQLite's integers: no such job can exist
+        raise UsageError(f"No job {base}; see the queue with `jobs show`.")
     slurm = _slurm(ctx)
     if slurm is not None:
         slurm.cancel(int(base), user=ctx.identity.name, admin=ctx.identity.role == Role.ADMIN)

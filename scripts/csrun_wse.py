@@ -107,7 +107,7 @@ def run_job(backend: object, request: object, *, ignore_int: bool = False) -> in
     from system.users import login_name
 
     assert hasattr(backend, "allocate") and isinstance(request, JobRequest)  # a Backend
-    signals = Signals(ignore_int=ignore_int)
+    signals = Signals()  # Ctrl-C while queued cancels the wait, even for csrun_cpu
     t0 = time.perf_counter()
     try:
         alloc = backend.allocate(request, user=login_name(),
@@ -122,6 +122,7 @@ def run_job(backend: object, request: object, *, ignore_int: bool = False) -> in
     if alloc is None:
         return 128 + signals.got if signals.got else 1
     result = None
+    signals.ignore_int = ignore_int  # srun --pty: from now on Ctrl-C belongs to the task
     try:
         if getattr(backend, "name", "") == "embedded":  # forked tasks share it; srun's do not
             preload(preload_for(request.command))

@@ -19,7 +19,7 @@ class Signals:
 
     def __init__(self, ignore_int: bool = False) -> None:
         self.got: int | None = None
-        self.ignore_int = ignore_int
+        self.ignore_int = ignore_int  # set once the interactive task runs (not while queued)
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, self._handler)
 
@@ -55,13 +55,13 @@ def preload_for(argv: tuple[str, ...]) -> tuple[str, ...]:
     cmd = classify(argv)
     if cmd is None:
         return ()
-    mods: tuple[str, ...] = ("numpy",)
+    mods: tuple[str, ...] = ()  # a generic script or -c imports what it needs itself
     if cmd.kind == "script" and os.path.basename(cmd.target) == "run.py":
         # what every task of a Model Zoo run imports (chief and streamers alike): imported once
         # here and shared copy-on-write, instead of 98 times over on 2 cores (measured on the
         # seed's job: 48 s -> 12 s end to end). Modules a checkout lacks are skipped.
-        mods += ("yaml", "runtime.cli", "runtime.params", "runtime.trainer", "runtime.roles",
-                 "runtime.data.streamers", "runtime.cs_run")
+        mods += ("numpy", "yaml", "runtime.cli", "runtime.params", "runtime.trainer",
+                 "runtime.roles", "runtime.data.streamers", "runtime.cs_run")
     extra = os.environ.get("CS2SIM_PRELOAD", "")
     return mods + tuple(m for m in extra.split(",") if m)
 

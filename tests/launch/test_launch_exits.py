@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import signal
 
-from conftest import RECORD, queue_state, records, run, script, start, wait_for
+from launch_helpers import RECORD, queue_state, records, run, script, start, wait_for
 
 from system.machine import Machine
 from system.state import Action, ExecMode

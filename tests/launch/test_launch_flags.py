@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import run, script
+from launch_helpers import run, script
 
 from system.cluster import SiteSpec
 from system.sched.flags import (

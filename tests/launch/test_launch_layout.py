@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import RECORD, records, run, script
+from launch_helpers import RECORD, records, run, script
 
 from system.sched.hostlist import compress, expand
 from system.sched.layout import layout
@@ -117,3 +117,17 @@ def test_per_task_log_files(tmp_path, cs2_home):
     assert len(logs) == 4
     assert logs[0].read_text().splitlines() == ["out 0", "err 0"] or sorted(
         logs[0].read_text().splitlines()) == ["err 0", "out 0"]
+
+
+def test_dry_run_shows_the_layout_and_allocates_nothing(cs2_home):
+    from launch_helpers import queue_state
+
+    res = run([script("csrun_wse"), "--dry-run", "--total-nodes=4", "--single-task-nodes=2",
+               "--tasks-per-node=3", "--cpus-per-task=4", "--cyclic", "python-ws", "run.py"])
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0].startswith("Launching: srun --unbuffered --kill-on-bad-exit --exclusive")
+    assert "8 task(s) on 4 node(s)" in lines[1] and "nothing was allocated" in lines[1]
+    assert lines[2].split() == ["component", "0", "chief-0", "tasks", "0"]
+    assert lines[4].split() == ["component", "2", "worker-1", "tasks", "2,4,6"]
+    assert queue_state(cs2_home) == ([], [])

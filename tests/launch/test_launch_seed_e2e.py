@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import queue_state, run, script
+from launch_helpers import queue_state, run, script
 
 NEEDED = ("runtime.cs_run", "runtime.roles", "runtime.data.streamers")
 missing = [m for m in NEEDED if importlib.util.find_spec(m) is None]
@@ -48,3 +48,25 @@ def test_seed_002_command_line_trains_on_the_embedded_cluster(tmp_path, cs2_home
     assert list(model_dir.glob("model-ckpt-2*"))
     jobs, nodes = queue_state(cs2_home)
     assert nodes == [] and [j["state"] for j in jobs] == ["COMPLETED"]
+
+
+def test_csrun_cpu_compile_is_reused_by_csrun_wse(tmp_path, cs2_home):
+    work = tmp_path / "gptj"
+    work.mkdir()
+    shutil.copy(GPTJ / "run.py", work / "run.py")
+    shutil.copytree(GPTJ / "configs", work / "configs")
+    cs = script("cs")
+    for command in ("system standby --yes", "config execmode setup weight-streaming",
+                    "system activate"):
+        assert run([cs, "-c", command], cwd=work).returncode == 0
+    common = ["python-ws", "run.py", "--model_dir", "model_dir", "--cs_ip", "127.0.1.1",
+              "--params", "configs/params_continuous_pretraining.yaml"]
+    res = run([script("csrun_cpu"), *common, "--mode=compile_only"], cwd=work, timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    compiled = list((work / "model_dir").glob("cs_*"))
+    assert len(compiled) == 1
+    res = run([script("csrun_wse"), "--total-nodes", "4", "--tasks-per-node", "2",
+               "--cpus-per-task", "16", "--single-task-nodes", "2", "--cyclic", *common,
+               "--mode", "train", "--max_steps", "2"], cwd=work, timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert f"Reusing existing compilation in model_dir/{compiled[0].name}" in res.stdout
