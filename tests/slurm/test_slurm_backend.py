@@ -204,3 +204,18 @@ def test_a_job_larger_than_the_cluster_is_refused_not_left_pending(site, tmp_pat
            "available" in res.stderr
     assert "this Slurm cluster has 4" in res.stderr
     assert squeue_ids() == [] or all("true" not in i for i in squeue_ids())
+
+
+def test_csrun_cpu_on_slurm_gets_a_terminal(site, tmp_path):
+    """Under a terminal, srun --pty gives the task a pseudo-terminal of its own (pexpect)."""
+    import pexpect
+
+    child = pexpect.spawn(script("csrun_cpu"), ["bash", "-c", "tty; exit 4"], env=site,
+                          encoding="utf-8", timeout=60)
+    child.delaybeforesend = None
+    child.expect(r"Running: srun --pty --nodes=1 --exclude=node1 --exclusive")
+    child.expect(r"/dev/pts/\d+")
+    child.expect(r"srun: error: node\d: task 0: Exited with exit code 4")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 4
