@@ -48,6 +48,7 @@ __all__ = ["SlurmBackend", "slurm_argv", "SlurmJobRecord", "srun_missing", "pars
 
 CLIENT_TIMEOUT_S = 10.0  # sinfo / squeue / scontrol / scancel answer well within this
 ID_POLL_S = 0.1  # how often squeue is asked for a 1-node job's id (srun prints none)
+FIRST_ID_POLL_S = 0.3  # ... starting this late: srun prints a het job's id within ~50 ms
 STOP_GRACE_S = 35.0  # srun waits up to 32 s (KillWait) for a cancelled step; then we kill srun
 
 QUEUED = re.compile(r"^srun: job (\d+) queued and waiting for resources")
@@ -197,6 +198,17 @@ def _exit_of(text: str) -> tuple[int | None, int | None]:
     return 1, None
 
 
+def _ranges(ids: list[int]) -> str:
+    """[2, 3, 4, 7] -> '2-4,7'."""
+    parts: list[str] = []
+    for i in ids:
+        if parts and parts[-1].split("-")[-1] == str(i - 1):
+            parts[-1] = f"{parts[-1].split('-')[0]}-{i}"
+        else:
+            parts.append(str(i))
+    return ",".join(parts)
+
+
 class SlurmBackend:
     """Runs a launcher's request as one real srun (which allocates the job and starts every task).
 
@@ -289,7 +301,8 @@ class SlurmBackend:
         result = StepResult([], 0)
         job_id: int | None = None
         started = False
-        next_id_poll = 0.0
+        at_start: SlurmJobRecord | None = None
+        next_id_poll = t0 + FIRST_ID_POLL_S  # a het job's id comes on srun's first line
         kill_at: float | None = None
         try:
             while True:
@@ -309,6 +322,9 @@ class SlurmBackend:
                 if job_id is not None and not started and (
                         watch.allocated_at is not None or watch.job_id is None):
                     started = True
+                    # the components' nodes as allocated (after a node failure Slurm may already
+                    # have taken the failed node out of the job's record)
+                    at_start = show_job(job_id)
                     self._mark_started(job_id)
                     if on_started is not None:
                         on_started(now - t0)
@@ -339,6 +355,9 @@ class SlurmBackend:
             result.exit_code = 128 + result.interrupted
         result.started_s = time.perf_counter() - t0
         record = show_job(job_id) if job_id is not None else None
+        if record is not None and at_start is not None and at_start.nodes and (
+                [len(n) for n in record.nodes] != [len(n) for n in at_start.nodes]):
+            record = SlurmJobRecord(record.states, at_start.nodes)
         self.last_record = record
         result.exits = self._exits(request, record, watch)
         self._job_id = job_id
@@ -434,11 +453,17 @@ class SlurmBackend:
         component; this says it with the global task id the task saw as SLURM_PROCID)."""
         jid = f"job {job_id}" if job_id is not None else "the job"
         if watch.failed_nodes:
-            return (f"csrun: {jid} failed: node {', '.join(watch.failed_nodes)} failed (Slurm: "
-                    "Node failure); the other tasks were stopped. Rerun when `sinfo` shows the "
-                    "node up, or exclude it.")
+            failed = list(dict.fromkeys(watch.failed_nodes))  # srun repeats it per component
+            ids = sorted(e.procid for e in result.exits if e.node in failed)
+            on = f" under task(s) {_ranges(ids)} (SLURM_PROCID)" if ids else ""
+            return (f"csrun: {jid} failed: node {', '.join(failed)} failed{on} (Slurm: Node "
+                    "failure); the other tasks were stopped. Rerun when `sinfo` shows the node "
+                    "up.")
         bad = [e for e in result.exits if e.failed]
-        if result.interrupted is not None or not bad:
+        if result.interrupted is not None:
+            return (f"csrun: {jid} was cancelled (the launcher was interrupted and scancelled "
+                    "it); every task was stopped.")
+        if not bad:
             if record is not None and "CANCELLED" in record.states and result.exit_code:
                 return f"csrun: {jid} was cancelled (scancel); every task was stopped."
             return ""

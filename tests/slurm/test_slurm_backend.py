@@ -140,6 +140,8 @@ def test_ctrl_c_cancels_the_job_on_slurm(site, tmp_path):
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode in (130, 143), err
+    assert (f"csrun: job {job} was cancelled (the launcher was interrupted and scancelled it); "
+            "every task was stopped.") in err
     row = store_row(Path(site["CS2_HOME"]), job)
     assert row is not None and row["state"] == "CANCELLED"
     assert not [i for i in squeue_ids() if i.split("+")[0] == str(job)]
@@ -219,3 +221,33 @@ def test_csrun_cpu_on_slurm_gets_a_terminal(site, tmp_path):
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 4
+
+
+def test_a_node_failure_fails_the_job_naming_node_and_tasks(site, tmp_path):
+    """Slurm marks node3 DOWN under a running job (as when its slurmd stops answering): srun's
+    `Node failure on node3` lines pass through and our line names the node and the global task
+    ids that ran there (srun's `tasks 2-3` of component 1 = SLURM_PROCID 3-4)."""
+    proc = subprocess.Popen(
+        [script("csrun_wse"), "--total-nodes=3", "--single-task-nodes=1", "--tasks-per-node=2",
+         "sleep", "120"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=site,
+        stdin=subprocess.DEVNULL)
+    try:
+        job = _job_id(proc.stderr.readline() if proc.stderr else "")
+        assert "has been allocated" in (proc.stderr.readline() if proc.stderr else "")
+        time.sleep(0.5)
+        subprocess.run(["scontrol", "update", "nodename=node3", "state=down",
+                        "reason=cs2sim-node-failure-test"], check=True, timeout=10)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            subprocess.run(["scancel", str(job)], timeout=10)
+        subprocess.run(["scontrol", "update", "nodename=node3", "state=resume"], timeout=10,
+                       capture_output=True)  # refused when Slurm already returned it to service
+        wait_all_idle()
+    assert proc.returncode == 143, err
+    assert "srun: error: Node failure on node3" in err
+    assert (f"csrun: job {job} failed: node node3 failed under task(s) 3-4 (SLURM_PROCID) "
+            "(Slurm: Node failure)") in err
+    row = store_row(Path(site["CS2_HOME"]), job)
+    assert row is not None and row["state"] == "NODE_FAIL", row
