@@ -198,6 +198,20 @@ def _exit_of(text: str) -> tuple[int | None, int | None]:
     return 1, None
 
 
+def _tasks_on(nodes: list[str], request: JobRequest, record: SlurmJobRecord | None,
+              job_id: int) -> list[int]:
+    """The SLURM_PROCIDs that ran on `nodes`: srun does not always report the tasks of a node it
+    lost, so they come from the allocation and Slurm's numbering rules (layout.py, the same rules
+    the embedded scheduler follows, checked against real Slurm)."""
+    from system.sched.layout import layout
+
+    if record is None or [len(n) for n in record.nodes] != [c.nodes for c in request.components]:
+        return []
+    every = {n for part in record.nodes for n in part}
+    tasks = layout(request, job_id, [list(p) for p in record.nodes], dict.fromkeys(every, 1 << 20))
+    return sorted(t.procid for t in tasks if t.node in nodes)
+
+
 def _ranges(ids: list[int]) -> str:
     """[2, 3, 4, 7] -> '2-4,7'."""
     parts: list[str] = []
@@ -454,7 +468,7 @@ class SlurmBackend:
         jid = f"job {job_id}" if job_id is not None else "the job"
         if watch.failed_nodes:
             failed = list(dict.fromkeys(watch.failed_nodes))  # srun repeats it per component
-            ids = sorted(e.procid for e in result.exits if e.node in failed)
+            ids = _tasks_on(failed, request, record, job_id or 0)
             on = f" under task(s) {_ranges(ids)} (SLURM_PROCID)" if ids else ""
             return (f"csrun: {jid} failed: node {', '.join(failed)} failed{on} (Slurm: Node "
                     "failure); the other tasks were stopped. Rerun when `sinfo` shows the node "

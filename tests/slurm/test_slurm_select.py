@@ -124,3 +124,17 @@ def test_without_srun_the_launcher_says_so_in_one_sentence(tmp_path):
     assert errs == ["srun: error: The scheduler is slurm but `srun` is not on PATH; install the "
                     "Slurm client (slurm-client) or set CS2_SCHEDULER=embedded."]
     assert "Traceback" not in res.stderr
+
+
+def test_tasks_of_a_lost_node_follow_slurms_numbering():
+    """srun may not report the tasks of a node it lost: they come from the allocation, block or
+    cyclic as Slurm numbers them (component 0 first, then cyclic rounds over the last one)."""
+    from system.sched.slurm import SlurmJobRecord, _tasks_on
+
+    nodes = (("node1",), ("node2", "node3"))
+    for cyclic, want in ((False, [3, 4]), (True, [2, 4])):
+        flags = ["--total-nodes=3", "--single-task-nodes=1", "--tasks-per-node=2"]
+        launch = parse_wse([*flags, *(["--cyclic"] if cyclic else []), "true"], SITE, [16] * 4)
+        assert launch.request is not None
+        record = SlurmJobRecord(("NODE_FAIL", "NODE_FAIL"), nodes)
+        assert _tasks_on(["node3"], launch.request, record, 7) == want
