@@ -1,21 +1,31 @@
-"""Training-runtime throughput on this host, side by side with PyTorch on the CPU.
+"""Training-runtime throughput on this host against PyTorch on the CPU, interleaved.
 
-    python bench/runtime_bench.py [--steps N] [--quick]
+    python bench/runtime_bench.py [--repeats 7] [--window 0.5] [--threads 2] [--quick]
 
-Runs, in one process on the same machine, the same model, batch and step count:
-  1. fc_mnist 784-500-300-10, fp32, batch 256, Adam         samples/s   target >= 1.0x PyTorch
-  2. small gpt2 (4 layers, d=256, 4 heads, seq 128), fp32   tokens/s    target >= 0.7x PyTorch
-  3. fc_mnist with cbfloat16 + dynamic loss scaling vs fp32  cost        target <= 50% over fp32
-plus the float32 GEMM peak of this machine (numpy matmul) and the GFLOP/s each run achieves.
-
-Our side runs the real training step (runtime.executors.cpu.CpuExecutor.execute_step: forward,
-backward, unscale/check, clip, optimizer update). Case 1 is also run through the whole training
-loop (runtime.trainer.Trainer: input stream, producer thread, bounded queue, logging, summaries,
-final checkpoint) and reported as the GlobalRate a user sees, next to the bare step's rate.
-PyTorch is optional (`pip install torch`); the bench says so and reports our figures alone when
-it is missing. Every figure is a host
-measurement (wall clock on this machine), the median over repeats after warm-up steps.
-Results are also written to bench/results/runtime.md.
+Method (it must survive a machine that other work shares):
+  * Both sides stay alive for the whole run, each in its own worker process (bench_worker.py):
+    our runtime (numpy) and the PyTorch reference (eager, fp32, CPU), with the same model,
+    batch, optimizer and thread count (--threads, default 2 each).
+  * They take turns: for each repeat the driver has one side run a short window of steps
+    (~--window seconds), then the other, alternating which goes first; the side not running
+    blocks on its pipe (asleep). A change of load hits both sides within a second of each other
+    instead of one whole phase.
+  * Each repeat gives a ratio (PyTorch's median step time / ours); the row reports the median
+    ratio over the repeats and its range (min-max), with each side's median rate.
+  * Each repeat also measures both sides' float32 GEMM peak (1024^3 products, best of 4) in the
+    same interleaving, so "% of peak" divides by a peak taken next to the step it is compared
+    with, never one sampled once at the start.
+  * Every row states its shapes (vocabulary included); the machine's load average (1 min) is
+    recorded at the start and the end, and per repeat.
+Rows: fc_mnist (target >= 1.4x PyTorch samples/s), the 4-layer d=256 GPT at V=256 T=128
+(>= 1.2x tokens/s), the same GPT at GPT-2's vocabulary V=50,257 with T=32, where the output
+projection and the loss dominate (>= 1.0x); ours only: cbfloat16 + dynamic loss scaling against
+fp32, and fc_mnist's GlobalRate through the whole Trainer against the bare step. Then a per-layer
+profile of our GPT steps (exclusive time by kind of layer). The pipelined and weight-streaming
+executors get rows through the hook in bench/cases.py (EXECUTOR_FACTORIES) once they exist.
+Every figure is a host measurement (wall clock on this machine). Results go to
+bench/results/runtime.md. PyTorch is optional (`pip install -e '.[bench]'`): without it the bench
+reports our figures alone and says so.
 """
 
 from __future__ import annotations
@@ -27,289 +37,316 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
+from bench.cases import CASES, EXECUTOR_FACTORIES, executor_note  # noqa: E402
 from runtime.atomic import atomic_write  # noqa: E402
-from runtime.executors.cpu import CpuExecutor  # noqa: E402
-from runtime.loss_scale import build_loss_scaler  # noqa: E402
-from runtime.modelzoo.registry import MODELS  # noqa: E402
-from runtime.optim import build_optimizer  # noqa: E402
-from runtime.precision import Policy  # noqa: E402
+from runtime.threads import env_set_by_runtime  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results" / "runtime.md"
-
-FC_MODEL = {"hidden_sizes": [500, 300], "dropout": 0.0, "activation_fn": "relu"}
-FC_BATCH = 256
-GPT_MODEL = {
-    "vocab_size": 256, "hidden_size": 256, "num_hidden_layers": 4, "num_heads": 4,
-    "filter_size": 1024, "max_position_embeddings": 128, "dropout_rate": 0.0,
-    "attention_dropout_rate": 0.0, "share_embedding_weights": True, "nonlinearity": "gelu",
-}
-GPT_BATCH, GPT_SEQ = 8, 128
+RESULTS = ROOT / "bench" / "results" / "runtime.md"
+WORKER = ROOT / "bench" / "bench_worker.py"
+SETTLE = 0.05  # s between windows: a spinning OpenMP pool of the previous side goes to sleep
 
 
-def timed(step: Callable[[], object], warmup: int, steps: int, repeats: int) -> float:
-    """Median seconds per step over `repeats` runs of `steps` steps, after `warmup` steps."""
-    for _ in range(warmup):
-        step()
-    runs = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            step()
-        runs.append((time.perf_counter() - t0) / steps)
-    return statistics.median(runs)
+class WorkerError(RuntimeError):
+    """A worker process failed or is missing (PyTorch not installed)."""
 
 
-def gemm_peak() -> float:
-    """Best float32 GEMM rate of numpy here, in GFLOP/s: the fastest of many square matmuls
-    (n = 1024 and 2048), since a peak is a best case, not a typical one."""
-    best = 0.0
-    for n in (1024, 2048):
-        a = np.random.default_rng(0).standard_normal((n, n), dtype=np.float32)
-        b = np.random.default_rng(1).standard_normal((n, n), dtype=np.float32)
-        c = np.empty_like(a)
-        np.matmul(a, b, out=c)  # warm-up: threads spun up, pages touched
-        for _ in range(12 if n == 1024 else 4):
-            t0 = time.perf_counter()
-            np.matmul(a, b, out=c)
-            best = max(best, 2 * n**3 / (time.perf_counter() - t0) / 1e9)
-    return best
+class Worker:
+    """One side's worker process; `ask(op=...)` sends a command and returns its JSON answer."""
+
+    def __init__(self, side: str, threads: int, env: dict[str, str] | None = None,
+                 extra: tuple[str, ...] = ()) -> None:
+        self.side = side
+        self.proc = subprocess.Popen(
+            [sys.executable, str(WORKER), side, "--threads", str(threads), *extra],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=env, cwd=ROOT)
+
+    def ask(self, **cmd: object) -> dict:
+        assert self.proc.stdin and self.proc.stdout
+        try:
+            self.proc.stdin.write(json.dumps(cmd) + "\n")
+            self.proc.stdin.flush()
+            line = self.proc.stdout.readline()
+        except BrokenPipeError:
+            line = ""
+        if not line:
+            err = self.proc.stderr.read() if self.proc.stderr else ""
+            raise WorkerError(f"the {self.side} worker stopped: {err.strip()[-400:]}")
+        out = json.loads(line)
+        if "error" in out:
+            raise WorkerError(out["error"])
+        return out
+
+    def close(self) -> None:
+        try:
+            self.ask(op="quit")
+        except (WorkerError, ValueError, OSError):
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
 
 
-# ---------------------------------------------------------------- ours
-def our_step(
-    name: str, model_params: dict, batch: dict, opt: dict, half: str = "float32"
-) -> tuple[Callable, object]:
-    """A closure running one real training step of our runtime, and the model."""
-    entry = MODELS[name]
-    model = entry.cls(model_params, Policy(half), seed=1)
-    model.train()
-    optimizer = build_optimizer(opt, model.parameters(), half=half)
-    scaler = build_loss_scaler(opt, half)
-    ex = CpuExecutor()
-    ex.load(model, optimizer, scaler, {"optimizer": opt})
-    counter = iter(range(1, 10**9))
-    return (lambda: ex.execute_step(batch, next(counter))), model
+def reference_env() -> dict[str, str]:
+    """The user's environment for PyTorch: without the wait settings our runtime added to
+    os.environ when the bench imported it (PyTorch runs as a user runs it)."""
+    added = env_set_by_runtime()
+    return {k: v for k, v in os.environ.items() if k not in added or os.environ[k] != added[k]}
 
 
-def batch_rows(batch: dict) -> int:
-    """Samples in a batch (its first dimension)."""
-    return len(next(iter(batch.values())))
-
-
-def fc_batch(rng: np.random.Generator) -> dict:
-    return {"x": rng.random((FC_BATCH, 784), dtype=np.float32),
-            "y": rng.integers(0, 10, FC_BATCH).astype(np.int32)}
-
-
-def gpt_batch(rng: np.random.Generator) -> dict:
-    tok = rng.integers(0, GPT_MODEL["vocab_size"], (GPT_BATCH, GPT_SEQ + 1)).astype(np.int32)
-    return {"input_ids": tok[:, :-1].copy(), "labels": tok[:, 1:].copy()}
-
-
-def loop_global_rate(steps: int) -> float:
-    """GlobalRate of fc_mnist (case 1's model, batch and optimizer) trained by the Trainer on the
-    digits for `steps` steps: what a run.py user sees, loop overheads included."""
-    import logging
-    import tempfile
-
-    from runtime.params import resolve_precision, validate_params
-    from runtime.trainer import Trainer
-
-    raw = {"train_input": {"batch_size": FC_BATCH}, "model": dict(FC_MODEL),
-           "optimizer": {"optimizer_type": "adam", "learning_rate": 1e-3},
-           "runconfig": {"max_steps": steps, "log_steps": max(1, steps // 4)}}
-    params, _ = validate_params(raw, "fc_mnist")
-    half, _ = resolve_precision(params)
-    logging.getLogger("cs2sim").setLevel(logging.WARNING)  # the bench prints its own lines
-    with tempfile.TemporaryDirectory() as model_dir:
-        return Trainer("fc_mnist", params, Path(model_dir), half=half).train().samples_per_sec
-
-
-# ---------------------------------------------------------------- PyTorch
-def torch_steps() -> dict[str, Callable[[], Callable]] | None:
-    """Factories of PyTorch reference steps, or None when torch is not installed."""
+def start_reference(threads: int) -> Worker | None:
+    """The PyTorch worker, or None when torch is not importable here."""
     try:
-        import torch
-        import torch.nn as tnn
-        import torch.nn.functional as F
-    except ImportError:
+        import importlib.util
+
+        if importlib.util.find_spec("torch") is None:
+            return None
+    except (ImportError, ValueError):
         return None
-    torch.manual_seed(1)
-
-    def fc() -> Callable:
-        net = tnn.Sequential(tnn.Linear(784, 500), tnn.ReLU(), tnn.Linear(500, 300), tnn.ReLU(),
-                             tnn.Linear(300, 10))
-        opt = torch.optim.Adam(net.parameters(), lr=1e-3)
-        b = fc_batch(np.random.default_rng(0))
-        x, y = torch.from_numpy(b["x"]), torch.from_numpy(b["y"]).long()
-
-        def step() -> None:
-            opt.zero_grad(set_to_none=True)
-            F.cross_entropy(net(x), y).backward()
-            opt.step()
-        return step
-
-    class Block(tnn.Module):
-        def __init__(self, d: int, nh: int, f: int) -> None:
-            super().__init__()
-            self.ln1, self.ln2 = tnn.LayerNorm(d), tnn.LayerNorm(d)
-            self.qkv, self.proj = tnn.Linear(d, 3 * d), tnn.Linear(d, d)
-            self.fc, self.out = tnn.Linear(d, f), tnn.Linear(f, d)
-            self.nh = nh
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            B, T, C = x.shape
-            q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
-            q, k, v = (t.view(B, T, self.nh, C // self.nh).transpose(1, 2) for t in (q, k, v))
-            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, nh, T, hs)
-            x = x + self.proj(a.transpose(1, 2).reshape(B, T, C))
-            return x + self.out(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
-
-    class GPT(tnn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            m = GPT_MODEL
-            d = m["hidden_size"]
-            self.wte = tnn.Embedding(m["vocab_size"], d)
-            self.wpe = tnn.Embedding(GPT_SEQ, d)
-            self.blocks = tnn.ModuleList(Block(d, m["num_heads"], m["filter_size"])
-                                         for _ in range(m["num_hidden_layers"]))
-            self.ln_f = tnn.LayerNorm(d)
-
-        def forward(self, idx: torch.Tensor) -> torch.Tensor:
-            x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
-            for blk in self.blocks:
-                x = blk(x)
-            return self.ln_f(x) @ self.wte.weight.T  # tied output, as ours
-
-    def gpt() -> Callable:
-        net = GPT()
-        opt = torch.optim.AdamW(net.parameters(), lr=2.8e-4, weight_decay=0.01)
-        b = gpt_batch(np.random.default_rng(0))
-        x, y = torch.from_numpy(b["input_ids"]).long(), torch.from_numpy(b["labels"]).long()
-
-        def step() -> None:
-            opt.zero_grad(set_to_none=True)
-            logits = net(x)
-            F.cross_entropy(logits.view(-1, logits.shape[-1]), y.view(-1)).backward()
-            opt.step()
-        return step
-
-    return {"fc": fc, "gpt": gpt, "version": lambda: torch.__version__,
-            "threads": lambda: torch.get_num_threads()}
+    return Worker("torch", threads, reference_env())
 
 
-def case_steps(key: str, steps: int) -> int:
-    """Timed steps per repeat: the GPT steps are ~20x longer, so half as many."""
-    return steps if key == "fc" else max(2, steps // 2)
+@dataclass
+class Row:
+    """One interleaved comparison: per-repeat step times and peaks of the two sides."""
+
+    label: str
+    unit: str
+    units: int
+    target: float | None
+    ours: list[float] = field(default_factory=list)  # median step seconds per repeat
+    ref: list[float] = field(default_factory=list)
+    ours_cpu: list[float] = field(default_factory=list)
+    ref_cpu: list[float] = field(default_factory=list)
+    ours_peak: list[float] = field(default_factory=list)  # GFLOP/s per repeat
+    ref_peak: list[float] = field(default_factory=list)
+    load: list[float] = field(default_factory=list)
+    flops: float = 0.0  # per step (ours' count; the same model on both sides)
+    ref_label: str = "PyTorch"
+
+    @property
+    def ratios(self) -> list[float]:
+        return [r / o for o, r in zip(self.ours, self.ref, strict=True)]
+
+    def rate(self, side: list[float]) -> float:
+        return self.units / statistics.median(side)
+
+    def pct_peak(self, times: list[float], peaks: list[float]) -> float | None:
+        if not self.flops or not peaks:
+            return None
+        return statistics.median(self.flops / t / 1e9 / p for t, p in zip(times, peaks,
+                                                                          strict=True))
+
+    def summary(self) -> str:
+        rs = self.ratios
+        ratio = f"{statistics.median(rs):.2f}x [{min(rs):.2f}-{max(rs):.2f}]"
+        target = f" (target >= {self.target}x)" if self.target else ""
+        return (f"{self.label}: ours {self.rate(self.ours):,.0f} {self.unit}/s, "
+                f"{self.ref_label} {self.rate(self.ref):,.0f}; ours/{self.ref_label} = "
+                f"{ratio} over {len(rs)} repeats{target}")
 
 
-def reference_child(warm: int, steps: int, repeats: int) -> int:
-    """In the child: time the PyTorch steps and print them as JSON."""
-    factories = torch_steps()
-    if factories is None:
-        print("null")
-        return 0
-    out = {key: timed(factories[key](), warm, case_steps(key, steps), repeats)
-           for key in ("fc", "gpt")}
-    out.update(version=factories["version"](), threads=factories["threads"]())
-    print(json.dumps(out))
-    return 0
+def calibrate(worker: Worker, case: str, window: float, executor: str | None = None) -> int:
+    """Steps per window: warm the case up (3 steps), then fit ~`window` seconds."""
+    secs = worker.ask(op="run", case=case, steps=3, executor=executor)["sec"]
+    return max(1, round(window / max(min(secs[1:]), 1e-6)))
 
 
-def reference_times(warm: int, steps: int, repeats: int) -> dict | None:
-    """Seconds per PyTorch step by case (a child process), or None without PyTorch."""
-    argv = [sys.executable, __file__, "--reference", "--steps", str(steps),
-            "--repeats", str(repeats)] + (["--quick"] if warm == 1 else [])
-    proc = subprocess.run(argv, capture_output=True, text=True, check=True)
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+def interleave(a: Worker, b: Worker, row: Row, case_a: str, case_b: str, repeats: int,
+               window: float, peak: bool = True, executor: str | None = None,
+               log: bool = True) -> Row:
+    """Alternate windows of case_a on worker a and case_b on worker b, `repeats` times."""
+    steps_a = calibrate(a, case_a, window, executor)
+    steps_b = calibrate(b, case_b, window)
+    for r in range(repeats):
+        row.load.append(os.getloadavg()[0])
+        first = r % 2 == 0  # alternate who goes first: a drift in load hits both sides alike
+        order = [(True, a, case_a, steps_a, executor), (False, b, case_b, steps_b, None)]
+        for is_a, w, case, steps, ex in (order if first else order[::-1]):
+            if peak:
+                g = w.ask(op="gemm", n=1024, reps=4)["gflops"]
+                (row.ours_peak if is_a else row.ref_peak).append(g)
+            out = w.ask(op="run", case=case, steps=steps, executor=ex)
+            (row.ours if is_a else row.ref).append(statistics.median(out["sec"]))
+            (row.ours_cpu if is_a else row.ref_cpu).append(out["cpu"])
+            time.sleep(SETTLE)
+        if log:
+            print(f"  repeat {r + 1}/{repeats}: ratio {row.ratios[-1]:.2f} "
+                  f"(load {row.load[-1]:.1f})", flush=True)
+    return row
 
 
-# ---------------------------------------------------------------- main
+def fmt_pct(p: float | None) -> str:
+    return "-" if p is None else f"{p:.0%}"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=20, help="timed steps per repeat")
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=7, help="interleaved repeats per row")
+    ap.add_argument("--window", type=float, default=0.5, help="seconds of steps per window")
+    ap.add_argument("--threads", type=int, default=2, help="threads for each side")
     ap.add_argument("--quick", action="store_true", help="a smoke run, not a measurement")
-    ap.add_argument("--reference", action="store_true", help=argparse.SUPPRESS)  # the child
+    ap.add_argument("--no-profile", action="store_true", help="skip the per-layer profile")
+    ap.add_argument("--out", type=Path, default=RESULTS, help="results file (markdown)")
     args = ap.parse_args(argv)
-    steps, repeats, warm = (3, 1, 1) if args.quick else (args.steps, args.repeats, 5)
-    if args.reference:
-        return reference_child(warm, steps, repeats)
-    rng = np.random.default_rng(0)
-    rows: list[tuple[str, str, str, str]] = []  # (what, figure, reference, ratio)
+    repeats, window = (2, 0.1) if args.quick else (args.repeats, args.window)
+    load_start = os.getloadavg()
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
 
-    peak = gemm_peak()
-    print(f"float32 GEMM peak (best numpy matmul): {peak:.1f} GFLOP/s [host measurement]")
-    # PyTorch runs in a child process: its OpenMP threads keep spinning after each step and
-    # would slow the numpy steps measured next to them (and numpy's threads would slow it).
-    ref = reference_times(warm, steps, repeats)
-    if ref is None:
-        print("PyTorch is not installed: our figures only (pip install torch to compare).")
-    else:
-        print(f"PyTorch {ref['version']} on the CPU, {ref['threads']} threads (child process)")
+    ours = Worker("ours", args.threads)
+    ref = start_reference(args.threads)
+    try:
+        info = ours.ask(op="info")
+        print(f"ours: {info['settings']}")
+        ref_info = None
+        if ref is not None:
+            try:
+                ref_info = ref.ask(op="info")
+            except WorkerError as e:
+                print(f"PyTorch worker failed ({e}); our figures only.")
+                ref.close()
+                ref = None
+        if ref_info:
+            print(f"reference: PyTorch {ref_info['version']}, {ref_info['threads']} threads "
+                  f"(the user's environment: no wait settings added)")
+        else:
+            print("PyTorch is not installed: our figures only (pip install -e '.[bench]').")
+        print(f"load average at start: {load_start[0]:.2f} {load_start[1]:.2f} "
+              f"{load_start[2]:.2f}; cores {os.cpu_count()}; {repeats} repeats, "
+              f"windows ~{window}s")
 
-    # 1) fc_mnist fp32 and 2) the small gpt2 fp32, each against PyTorch
-    adam = {"optimizer_type": "adam", "learning_rate": 1e-3}
-    adamw = {"optimizer_type": "adamw", "learning_rate": 2.8e-4, "weight_decay_rate": 0.01}
-    cases = [  # (label, model, params, batch, optimizer, units/step, unit, torch key, target)
-        (f"fc_mnist fp32 b{FC_BATCH}", "fc_mnist", FC_MODEL, fc_batch(rng), adam, FC_BATCH,
-         "samples", "fc", 1.0),
-        (f"gpt2 4x256 seq{GPT_SEQ} b{GPT_BATCH}", "gpt2", GPT_MODEL, gpt_batch(rng), adamw,
-         GPT_BATCH * GPT_SEQ, "tokens", "gpt", 0.7),
-    ]
-    for label, name, mp, batch, opt, units, unit, key, target in cases:
-        step, model = our_step(name, mp, batch, opt)
-        t_ours = timed(step, warm, case_steps(key, steps), repeats)
-        gflops = model.flops_per_sample() * batch_rows(batch) / t_ours / 1e9
-        line = (f"{label}: {units / t_ours:,.0f} {unit}/s, {gflops:.1f} GFLOP/s "
-                f"({gflops / peak:.0%} of peak)")
-        ref_figure, ratio = "n/a", "-"
-        if ref:
-            t_ref = ref[key]
-            ref_figure, ratio = f"{units / t_ref:,.0f}", f"{t_ref / t_ours:.2f}x"
-            line += f"; PyTorch {ref_figure} {unit}/s; ours/PyTorch = {ratio} (target >= {target}x)"
-        rows.append((f"{label} {unit}/s", f"{units / t_ours:,.0f}", ref_figure, ratio))
-        print(line)
+        rows: list[Row] = []
+        for key in ("fc", "gpt", "gpt_v50k"):
+            case = CASES[key]
+            row = Row(case.label, case.unit, case.units_per_step, case.target)
+            row.flops = ours.ask(op="flops", case=key)["flops_per_step"]
+            print(f"{case.label}:", flush=True)
+            if ref is not None:
+                interleave(ours, ref, row, key, key, repeats, window)
+                print("  " + row.summary())
+            else:  # no reference: our windows only (the second series is discarded)
+                interleave(ours, ours, row, key, key, repeats, window, log=False)
+                row.ref_label = "none"
+            rows.append(row)
+        for name in EXECUTOR_FACTORIES:  # issue 9's executors, same interleaving (hook)
+            for key in ("gpt", "gpt_v50k"):
+                case = CASES[key]
+                row = Row(f"{case.label} [{name}]", case.unit, case.units_per_step, case.target)
+                if ref is not None:
+                    interleave(ours, ref, row, key, key, repeats, window, executor=name)
+                    print("  " + row.summary())
+                    rows.append(row)
+        print(executor_note())
 
-    # 1b) case 1 through the training loop: GlobalRate, as a run.py user sees it
-    bare = FC_BATCH / timed(our_step("fc_mnist", FC_MODEL, fc_batch(rng), adam)[0], warm,
-                            steps, repeats)
-    loop = statistics.median(loop_global_rate(max(steps * 10, 20)) for _ in range(repeats))
-    print(f"fc_mnist fp32 b{FC_BATCH} through the training loop: GlobalRate {loop:,.0f} "
-          f"samples/s vs the bare step's {bare:,.0f} ({loop / bare - 1:+.0%})")
-    rows.append((f"fc_mnist fp32 b{FC_BATCH} GlobalRate through the Trainer", f"{loop:,.0f}",
-                 f"{bare:,.0f} (bare step)", f"{loop / bare - 1:+.0%}"))
+        # ours only: the cost of cbfloat16 + DLS, interleaved with fp32 in the same worker
+        cb = CASES["fc_cb16"]
+        cb_row = Row(cb.label, cb.unit, cb.units_per_step, None, ref_label="ours fp32")
+        interleave(ours, ours, cb_row, "fc_cb16", "fc", repeats, window, peak=False, log=False)
+        cost = [o / r - 1 for o, r in zip(cb_row.ours, cb_row.ref, strict=True)]
+        cb_line = (f"{cb.label}: {cb_row.rate(cb_row.ours):,.0f} samples/s vs fp32 "
+                   f"{cb_row.rate(cb_row.ref):,.0f}: costs {statistics.median(cost):+.0%} "
+                   f"[{min(cost):+.0%} to {max(cost):+.0%}] (target <= +50%)")
+        print(cb_line)
 
-    # 3) mixed-precision emulation cost on fc_mnist
-    step32, _ = our_step("fc_mnist", FC_MODEL, fc_batch(rng), adam)
-    dls = {**adam, "loss_scaling_factor": "dynamic"}
-    cb16 = {**FC_MODEL, "mixed_precision": True, "fp16_type": "cbfloat16"}
-    step16, _ = our_step("fc_mnist", cb16, fc_batch(rng), dls, half="cbfloat16")
-    t32 = timed(step32, warm, steps, repeats)
-    t16 = timed(step16, warm, steps, repeats)
-    cost = t16 / t32 - 1
-    print(f"fc_mnist cbfloat16+DLS: {FC_BATCH / t16:,.0f} samples/s vs fp32 {FC_BATCH / t32:,.0f}: "
-          f"costs {cost:+.0%} (target <= +50%)")
-    rows.append(("fc_mnist cbfloat16+DLS samples/s", f"{FC_BATCH / t16:,.0f}",
-                 f"{FC_BATCH / t32:,.0f} (ours fp32)", f"{cost:+.0%} cost"))
+        # ours only: fc_mnist through the whole Trainer vs the bare step, alternating
+        loop_line = ""
+        if not args.quick:
+            loops, bares = [], []
+            steps = 200
+            for _ in range(3):
+                loops.append(ours.ask(op="loop", steps=steps)["rate"])
+                out = ours.ask(op="run", case="fc", steps=steps)
+                bares.append(CASES["fc"].batch / statistics.median(out["sec"]))
+            loop, bare = statistics.median(loops), statistics.median(bares)
+            loop_line = (f"{CASES['fc'].label} through the Trainer ({steps} steps): GlobalRate "
+                         f"{loop:,.0f} samples/s vs the bare step's {bare:,.0f} "
+                         f"({loop / bare - 1:+.0%})")
+            print(loop_line)
 
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    text = ["# bench/runtime_bench.py results (host measurements)", "",
-            f"- GEMM peak float32: {peak:.1f} GFLOP/s; cores: {os.cpu_count()}; "
-            f"{'PyTorch ' + ref['version'] if ref else 'PyTorch not installed'}", "",
-            "| what | ours | reference | ratio |", "|---|---:|---:|---:|"]
-    text += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows]
-    atomic_write(RESULTS, "\n".join(text) + "\n")
-    print(f"written {RESULTS}")
+        profiles: dict[str, dict[str, float]] = {}
+        if not args.no_profile:
+            for key in ("gpt", "gpt_v50k"):
+                profiles[key] = ours.ask(op="profile", case=key, steps=2 if args.quick else 5)
+            for key, prof in profiles.items():
+                print(f"per-layer profile, ours, {CASES[key].label}:")
+                for line in profile_lines(prof):
+                    print("  " + line)
+    finally:
+        ours.close()
+        if ref is not None:
+            ref.close()
+
+    load_end = os.getloadavg()
+    print(f"load average at end: {load_end[0]:.2f} {load_end[1]:.2f} {load_end[2]:.2f}")
+    write_results(args.out, started, load_start, load_end, info, ref_info, rows, cb_line,
+                  loop_line, profiles, repeats, window, args.quick)
+    print(f"written {args.out}")
     return 0
+
+
+def profile_lines(prof: dict[str, float]) -> list[str]:
+    wall = prof["step (wall)"]
+    items = sorted(((k, v) for k, v in prof.items() if k != "step (wall)"), key=lambda kv: -kv[1])
+    return [f"{k:42s} {v * 1e3:8.2f} ms {v / wall:6.1%}" for k, v in items] + [
+        f"{'step (wall)':42s} {wall * 1e3:8.2f} ms"]
+
+
+def write_results(path: Path, started: str, load_start: tuple, load_end: tuple, info: dict,
+                  ref_info: dict | None, rows: list[Row], cb_line: str, loop_line: str,
+                  profiles: dict[str, dict[str, float]], repeats: int, window: float,
+                  quick: bool) -> None:
+    ref_name = f"PyTorch {ref_info['version']} ({ref_info['threads']} threads)" if ref_info \
+        else "PyTorch not installed"
+    text = [
+        "# bench/runtime_bench.py results (host measurements)", "",
+        f"- run {started}{' (--quick: a smoke run, not a measurement)' if quick else ''}; "
+        f"{os.cpu_count()} cores; load average (1/5/15 min) at start "
+        f"{load_start[0]:.2f}/{load_start[1]:.2f}/{load_start[2]:.2f}, at end "
+        f"{load_end[0]:.2f}/{load_end[1]:.2f}/{load_end[2]:.2f}",
+        f"- ours: {info['settings']}",
+        f"- reference: {ref_name}; interleaved: {repeats} repeats of alternating windows "
+        f"(~{window}s each), both processes alive throughout",
+        "- ratio = PyTorch step time / ours, per repeat: median [min-max]; % of peak divides by "
+        "that side's float32 GEMM peak measured in the same repeat", "",
+        "| row (shapes) | ours | PyTorch | ours/PyTorch | target | ours % of peak "
+        "| PyTorch % of peak | load (1 min) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        if r.ref and r.ref_label == "PyTorch":
+            rs = r.ratios
+            ratio = f"{statistics.median(rs):.2f}x [{min(rs):.2f}-{max(rs):.2f}]"
+            ref_rate = f"{r.rate(r.ref):,.0f}"
+        else:
+            ratio, ref_rate = "-", "n/a"
+        text.append(
+            f"| {r.label} | {r.rate(r.ours):,.0f} {r.unit}/s | {ref_rate} | {ratio} | "
+            f">= {r.target}x | {fmt_pct(r.pct_peak(r.ours, r.ours_peak))} | "
+            f"{fmt_pct(r.pct_peak(r.ref, r.ref_peak)) if ref_info else '-'} | "
+            f"{min(r.load):.1f}-{max(r.load):.1f} |")
+    peaks_o = [p for r in rows for p in r.ours_peak]
+    peaks_r = [p for r in rows for p in r.ref_peak]
+    text += ["", f"- float32 GEMM peak in the interleaving (GFLOP/s, median [range]): ours "
+             f"{statistics.median(peaks_o):.0f} [{min(peaks_o):.0f}-{max(peaks_o):.0f}]"
+             + (f", PyTorch {statistics.median(peaks_r):.0f} [{min(peaks_r):.0f}-"
+                f"{max(peaks_r):.0f}]" if peaks_r and ref_info else ""),
+             f"- {cb_line}"]
+    if loop_line:
+        text.append(f"- {loop_line}")
+    text.append(f"- {executor_note()}")
+    for key, prof in profiles.items():
+        text += ["", f"Per-layer profile, ours, {CASES[key].label} (exclusive time per step):",
+                 "", "```", *profile_lines(prof), "```"]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, "\n".join(text) + "\n")
 
 
 if __name__ == "__main__":

@@ -79,18 +79,19 @@ def system_show(ctx: Context, inv: Invocation) -> None:
 def system_standby(ctx: Context, inv: Invocation) -> None:
     """Ask, then put the system in STANDBY (admin)."""
     machine = ctx.machine
-    machine.check(ctx.identity, Action.STANDBY)  # refuse before asking
+    force = bool(inv.option("force"))
+    machine.check(ctx.identity, Action.STANDBY, force=force)  # refuse before asking
     jobs = machine.running_jobs()
     if jobs:
         ctx.echo(
-            f"{len(jobs)} job(s) running on {machine.name}; standby takes the system "
-            "away from under them:"
+            f"{len(jobs)} job(s) running on {machine.name}; forced standby stops them at their "
+            "next step (each keeps its last checkpoint):"
         )
         show_jobs(ctx, jobs)
     if not ctx.confirm(STANDBY_QUESTION, "system standby", bool(inv.option("yes"))):
         ctx.echo(f"Cancelled; {machine.name} stays {machine.status().state}.")
         return
-    status = machine.standby(ctx.identity)
+    status = machine.standby(ctx.identity, force=force)
     ctx.echo(f"System {status.name} is in {status.state}.")
 
 

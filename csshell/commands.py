@@ -28,6 +28,7 @@ __all__ = ["COMMANDS", "GROUPS", "ROWS"]
 
 FORMAT = Option("--output-format", "Print as text (default) or JSON.", choices=("json", "text"))
 YES = Option("--yes", "Answer yes to the confirmation (for scripts).")
+FORCE = Option("--force", "Also with jobs running: they stop at their next step, checkpoints kept.")
 PASSWORD_FILE = Option(
     "--password-file",
     "Read the password from the first line of FILE (mode 0600).",
@@ -82,7 +83,7 @@ ROWS: tuple[Command, ...] = (
         "system standby",
         "Put the system in STANDBY, after asking (admin).",
         system_standby,
-        options=(YES,),
+        options=(YES, FORCE),
     ),
     Command(
         "system activate",

@@ -1,10 +1,10 @@
 """The run.py command line shared by every model: `main(model_name, argv) -> exit code`.
 
 Flags are Model Zoo's (REFERENCE §3.1/3.2); CLI values override the YAML (copied into
-`runconfig`). Without `--cs_ip` a run trains on the host CPU, as in Model Zoo;
+`runconfig`). Without `--cs_ip` a run trains on the host CPU, as in Model Zoo; with `--cs_ip` it
+trains on the simulated CS-2 that names (runtime/cs_run.py: gated by the system's state and mode).
 `--validate_only`, `--compile_only` and `--mode=validate_only|compile_only` compile for the CS-2
-without training (runtime/compile_run.py); `--cs_ip` for training needs the CS-2 executor of a
-later version and answers so in one sentence (exit 2).
+without training (runtime/compile_run.py).
 
 One error boundary: a `CsError` becomes ``error: <message>`` and its exit code, Ctrl-C exits 130,
 an OSError (a path, a permission, a full disk) is one line naming the file, anything else is
@@ -28,6 +28,21 @@ from system.errors import CsError, UsageError
 __all__ = ["MODES", "build_parser", "main", "check_flags", "model_home"]
 
 MODES = ("train", "eval", "eval_all", "train_and_eval")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+EXECUTION_STRATEGIES = ("pipeline", "weight_streaming")
+# Real run.py flags (REFERENCE §3.2) whose feature is not in this version: accepted, stored in
+# runconfig under the same name, and answered with one note. A later version that implements
+# one removes its entry here.
+NO_EFFECT_YET = {
+    "num_csx": "it sets the CS-X systems of a weight-streaming run with --cs_ip (python-ws)",
+    "num_wgt_servers": "MemoryX weight servers belong to the weight-streaming executor",
+    "mount_dirs": "there are no appliance containers to mount into; runs see the host's files",
+    "python_paths": "there are no appliance containers; runs use this interpreter's sys.path",
+    "execution_strategy": "the execution mode comes from the launcher (python, python-ws, "
+                          "python-pt)",
+}
+MSG_NO_EFFECT = ("note: --{flag} {value} is stored in runconfig.{flag} and has no effect here "
+                 "yet ({why}).")
 DEFAULT_PARAMS = {"fc_mnist": "configs/params.yaml"}  # other models require -p
 EXIT_INTERRUPTED = 130
 
@@ -37,9 +52,6 @@ MSG_FC_MNIST_CS = "For FC_MNIST model, only training is supported on the Cerebra
 MSG_MULTIREPLICA = "Multi-replica training is only possible on the Cerebras System."
 MSG_CS_MODE = "Cannot run {} mode on the Cerebras System!"
 MSG_CS_EVAL_STEPS = "When performing eval on the Cerebras System, eval_steps must be provided."
-# ours, until the CS-2 compiler and executors land
-MSG_NOT_YET = ("{flag} needs the CS-2 {what}, which this version of cs2sim does not have yet; "
-               "run without it to train on the host CPU.")
 HOST_DEVICES = ("cpu", "/cpu:0", "/device:cpu:0")
 
 
@@ -73,14 +85,14 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser(model_name: str, writer: Callable[[str], None] = lambda t: None) -> _Parser:
     """The run.py parser (REFERENCE §3.1); store_true flags default to None so the YAML stays."""
-    p = _Parser(prog="run.py", description=f"Train or evaluate {model_name} (cs2sim Model Zoo).")
+    p = _Parser(prog="run.py", description=f"Train or evaluate {model_name} (cs2sim Model Zoo).",
+                allow_abbrev=False)  # `--param x` must not pass for --params
     p.writer = writer
     default_params = DEFAULT_PARAMS.get(model_name)
     p.add_argument("-m", "--mode", required=True, choices=MODES + COMPILE_MODES,
                    help="What to run: train, eval, eval_all or train_and_eval; validate_only or "
                         "compile_only to compile for the CS-2 without training.")
-    p.add_argument("-p", "--params", required=default_params is None,
-                   default=str(model_home(model_name) / default_params) if default_params else None,
+    p.add_argument("-p", "--params", required=default_params is None, default=None,
                    help="Path to the params YAML"
                         + (f" (default: {default_params})." if default_params else "."))
     p.add_argument("-o", "--model_dir", default=None,
@@ -101,7 +113,29 @@ def build_parser(model_name: str, writer: Callable[[str], None] = lambda t: None
     p.add_argument("--save_checkpoints_steps", type=int, default=None,
                    help="Steps between checkpoints.")
     p.add_argument("--checkpoint_path", default=None,
-                   help="Checkpoint to initialize weights from (training starts at step 0).")
+                   help="Checkpoint to resume from (weights, optimizer, data position and "
+                        "step), as Model Zoo's PyTorch run.py; with --is_pretrained_checkpoint "
+                        "only its weights are loaded and training starts at step 0 (what the TF "
+                        "run.py's --checkpoint_path always does).")
+    p.add_argument("--is_pretrained_checkpoint", action="store_true", default=None,
+                   help="--checkpoint_path is a pretrained model: load its weights only and "
+                        "start at step 0.")
+    p.add_argument("--eval_random_weights", action="store_true", default=None,
+                   help="Let --mode eval run without any checkpoint (random weights); without "
+                        "it that is an error.")
+    p.add_argument("--logging", default=None, type=str.upper, choices=LOG_LEVELS,
+                   help="Log level: DEBUG, INFO, WARNING or ERROR (default: runconfig.logging, "
+                        "INFO).")
+    p.add_argument("--num_csx", type=int, default=None,
+                   help="Number of CS-X systems (weight streaming); default 1.")
+    p.add_argument("--num_wgt_servers", type=int, default=None,
+                   help="Number of MemoryX weight servers (weight streaming); default 12.")
+    p.add_argument("--execution_strategy", default=None, choices=EXECUTION_STRATEGIES,
+                   help="pipeline or weight_streaming.")
+    p.add_argument("--mount_dirs", nargs="*", default=None,
+                   help="Directories to mount in the appliance's containers.")
+    p.add_argument("--python_paths", nargs="*", default=None,
+                   help="Paths to add to PYTHONPATH in the appliance's containers.")
     p.add_argument("--multireplica", action="store_true", default=None,
                    help="Run multiple copies of the model data-parallel on the wafer at the "
                         "same time.")
@@ -131,9 +165,6 @@ def check_flags(model_name: str, args: argparse.Namespace) -> None:
             raise UsageError(MSG_CS_MODE.format(args.mode))
         if args.mode == "eval" and not args.eval_steps:
             raise UsageError(MSG_CS_EVAL_STEPS)
-    for flag, what in (("cs_ip", "executor"),):
-        if getattr(args, flag) and not compile_stop(args):
-            raise UsageError(MSG_NOT_YET.format(flag=f"--{flag}", what=what))
     if args.device is not None and args.device.lower() not in HOST_DEVICES:
         raise UsageError(f"--device {args.device} is not available: this version of cs2sim "
                          "runs on the host CPU only (--device cpu).")
@@ -146,7 +177,7 @@ def _overrides(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[str, ...
     YAML's max_steps, `--max_steps` its steps (and both clear num_steps / num_epochs).
     """
     values = {k: v for k, v in vars(args).items()
-              if k not in ("params", "traceback") and v is not None}
+              if k not in ("params", "params_given", "traceback") and v is not None}
     clears: tuple[str, ...] = ()
     if args.steps is not None:
         clears = ("max_steps", "num_steps", "num_epochs")
@@ -158,7 +189,13 @@ def _overrides(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[str, ...
 def _load(model_name: str, args: argparse.Namespace) -> tuple[dict, str, list[str]]:
     """Validated effective params (YAML + CLI), the half format and the warnings."""
     from runtime.optim import check_optimizer_params
-    from runtime.params import apply_cli_overrides, load_params, resolve_precision, validate_params
+    from runtime.params import (
+        apply_cli_overrides,
+        fill_resolved,
+        load_params,
+        resolve_precision,
+        validate_params,
+    )
 
     raw = load_params(args.params)
     params, warnings = validate_params(raw, model_name, source=str(args.params))
@@ -167,6 +204,7 @@ def _load(model_name: str, args: argparse.Namespace) -> tuple[dict, str, list[st
     for k in clears:
         params["runconfig"][k] = None
     half, more = resolve_precision(params)
+    fill_resolved(params, half)
     check_optimizer_params(params["optimizer"], half)  # cross-key checks: fail now, not at step 1
     return params, half, warnings + more
 
@@ -182,21 +220,52 @@ PARAMS_FILES = {  # mode -> effective params written (REFERENCE §5.4, <mode>/pa
 def _run(model_name: str, args: argparse.Namespace, runlog: RunLog) -> int:
     import logging
 
-    from runtime.params import write_params
-    from runtime.trainer import Trainer
-
     log = logging.getLogger("cs2sim.run")
     check_flags(model_name, args)
+    given = "" if args.params_given else " (the default; choose another with -p)"
+    log.info(f"Params file: {Path(args.params).resolve()}{given}")  # a compile says it too
     if stop := compile_stop(args):  # --validate_only / --compile_only / --mode=...: no training
         return run_compile(model_name, args, runlog, _load, stop)
     params, half, warnings = _load(model_name, args)
     rc = params["runconfig"]
     runlog.logger.setLevel(rc["logging"])
     model_dir = Path(args.model_dir or rc["model_dir"])  # the YAML's default: ./model_dir
+    where = "" if args.model_dir else " (runconfig.model_dir; choose another with -o)"
+    log.info(f"Model directory: {model_dir.resolve()}{where}")
+    for flag, why in NO_EFFECT_YET.items():
+        value = getattr(args, flag, None)
+        if value is not None and not (flag == "num_csx" and args.cs_ip is not None):
+            shown = " ".join(map(str, value)) if isinstance(value, list) else value
+            log.info(MSG_NO_EFFECT.format(flag=flag, value=shown, why=why))
     if model_dir.exists() and not model_dir.is_dir():
         raise UsageError(f"model_dir {model_dir} is a file, not a directory; pass "
                          "-o/--model_dir with a directory.")
     rc["model_dir"] = str(model_dir)
+    cs = None
+    if args.cs_ip is not None:  # a CS-2 run: refused here by every task, before anything is written
+        from runtime.cs_run import CsRun
+
+        cs = CsRun(model_name, params, model_dir, args.cs_ip)
+        cs.gate()
+    # Under csrun_wse every task runs this command; Slurm's environment says which part it is.
+    from runtime.data.streamers import chief_task, serve_task
+    from runtime.roles import Role, task_info
+
+    task = task_info()
+    if task.role in (Role.STREAMER, Role.COORDINATOR):
+        return serve_task(task, model_name, params, model_dir)  # they never train
+    with chief_task(task, model_dir):  # its streamers feed the input; all hear its outcome
+        return _run_mode(model_name, args, runlog, params, half, warnings, model_dir, cs)
+
+
+def _run_mode(model_name: str, args: argparse.Namespace, runlog: RunLog, params: dict,
+              half: str, warnings: list[str], model_dir: Path, cs: Any = None) -> int:
+    import logging
+
+    from runtime.params import write_params
+    from runtime.trainer import Trainer
+
+    log = logging.getLogger("cs2sim.run")
     trainer = Trainer(model_name, params, model_dir, half=half)
     try:
         trainer.check_host_memory(args.mode)  # a refused run leaves nothing in model_dir
@@ -212,6 +281,8 @@ def _run(model_name: str, args: argparse.Namespace, runlog: RunLog) -> int:
     log.info(f"Checkpoints and summaries will be saved in: {model_dir}")
     runlog.attach(trainer)
     t0 = time.perf_counter()
+    if cs is not None:
+        return cs.run(trainer, args.mode)
     getattr(trainer, args.mode)()
     log.debug(f"{args.mode} took {time.perf_counter() - t0:.3f} s")
     return 0
@@ -226,6 +297,9 @@ def main(model_name: str, argv: Sequence[str] | None = None) -> int:
         show_traceback = "--traceback" in argv
         try:
             args = build_parser(model_name, runlog.write).parse_args(argv)
+            args.params_given = args.params is not None
+            if args.params is None:  # fc_mnist only: -p is required for the others
+                args.params = str(model_home(model_name) / DEFAULT_PARAMS[model_name])
             return _run(model_name, args, runlog)
         except _Exit as e:
             return e.status

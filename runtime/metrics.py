@@ -5,8 +5,11 @@ This is the torch_xla / cerebras.pytorch `RateTracker` algorithm (REFERENCE §4.
 * `add(count)` accumulates samples (the batch size of every step whose output arrived);
 * `rate()` is the smoothed local rate, updated ONLY when queried (i.e. at log steps):
   ``current = count_since_last_query / (now - last_query_time)``, the first value is taken as is,
-  later ones are ``(1 - 0.4) * current + 0.4 * previous``; a query with no samples since the
-  last one (or no time elapsed) reports 0 and changes nothing;
+  later ones are ``(1 - 0.4) * current + 0.4 * previous``, and every query then folds the count
+  into the total and starts a new interval. A query with no samples since the last one is no
+  exception: current is 0, so it reports 0.4 x the previous rate and starts a new interval,
+  exactly as torch_xla's and cerebras.pytorch's trackers do; only a query at the very instant
+  of the last one (no time elapsed, which would divide by zero) reports 0 and changes nothing;
 * `global_rate()` is ``total_count / (now - start_time)``, not smoothed.
 
 `reset()` is called when the executable has been loaded (after compile and programming), so
@@ -22,7 +25,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-__all__ = ["RateTracker"]
+__all__ = ["RateTracker", "format_rate"]
+
+
+def format_rate(rate: float) -> str:
+    """A rate as Model Zoo 2.x prints it: 2 significant digits below 1, else 2 decimals."""
+    return f"{rate:.2g} samples/sec" if rate < 1.0 else f"{rate:.2f} samples/sec"
 
 
 class RateTracker:
@@ -55,19 +63,19 @@ class RateTracker:
         """The 0.4-smoothed rate over the intervals between queries (updates the state)."""
         now = self.clock() if now is None else now
         delta = now - self._partial_time
-        report_rate = 0.0
-        if self._count > 0 and delta > 0:  # nothing new, or no time: 0, state kept (torch_xla)
-            current = self._count / delta
-            if self._partial_rate is None:
-                report_rate = current
-            else:
-                f = self.smooth_factor
-                report_rate = (1 - f) * current + f * self._partial_rate
-            # fold this interval's count into the total and start a new interval
-            self._partial_count += self._count
-            self._count = 0.0
-            self._partial_time = now
-            self._partial_rate = report_rate
+        if delta <= 0:  # no time since the last query: 0, state kept (torch_xla: `if delta > 0`)
+            return 0.0
+        current = self._count / delta  # 0 when nothing arrived: smoothed in like any value
+        if self._partial_rate is None:
+            report_rate = current
+        else:
+            f = self.smooth_factor
+            report_rate = (1 - f) * current + f * self._partial_rate
+        # fold this interval's count into the total and start a new interval
+        self._partial_count += self._count
+        self._count = 0.0
+        self._partial_time = now
+        self._partial_rate = report_rate
         return report_rate
 
     def global_rate(self, now: float | None = None) -> float:

@@ -1,8 +1,10 @@
 """Optimizers, sorted in order of increasing complexity: SGD (momentum), Adam, AdamW.
 
 They update the model's float32 master arrays in place. State is allocated once (np.zeros_like)
-and the update runs block by block (64K elements) with one preallocated block-sized scratch
-buffer, so a step on ~100M floats allocates nothing and its passes stay in cache.
+and the update runs block by block (64K elements) with a preallocated block-sized scratch buffer
+per thread, so a step on ~100M floats allocates nothing and its passes stay in cache. The blocks
+are independent, so the runtime's worker threads (runtime/threads.py) share them out; every
+element gets the same arithmetic whichever thread updates it.
 `step(grads, step)` takes the global step counted BEFORE this update (0 for the first), as TF's
 global_step and PyTorch's scheduler do; the learning rate is the schedule's value there.
 
@@ -44,6 +46,7 @@ from runtime.clipping import check_clipping
 from runtime.loss_scale import build_loss_scaler
 from runtime.schedules import Schedule, build_schedule, check_learning_rate
 from runtime.schema import REQUIRED, Key, Schema, non_negative, positive, unit_interval
+from runtime.threads import run_chunks, workers
 from system.errors import ConfigError, RuntimeFailure
 
 __all__ = [
@@ -109,6 +112,7 @@ class Optimizer:
         self.state = {s: {n: np.zeros_like(p) for n, p in self.params.items()} for s in self.SLOTS}
         largest = max((p.size for p in self.params.values()), default=0)
         self._scratch = np.empty(min(largest, _BLOCK), np.float32)
+        self._scratches = [self._scratch]  # one per worker thread, by slot (see step)
 
     def lr_at(self, step: int) -> float:
         """The learning rate used for the update at global step `step`."""
@@ -118,6 +122,7 @@ class Optimizer:
         """Update every parameter in place from `grads` (same names) at global step `step`."""
         lr = self.lr_at(step)
         self.num_updates += 1
+        blocks: list[tuple[str, list[np.ndarray]]] = []  # (name, [p, g, *state] block views)
         for name, p in self.params.items():
             arrays = (p, grads[name], *(self.state[slot][name] for slot in self.SLOTS))
             if not all(a.flags.c_contiguous for a in arrays):  # rare: strided views
@@ -126,9 +131,16 @@ class Optimizer:
             # Block by block: the update's ~12 passes then run on cache-resident data (2x faster
             # than whole-array passes on large parameters) with a block-sized scratch.
             flat = [a.reshape(-1) for a in arrays]  # (n,) views
-            for i in range(0, p.size, _BLOCK):
-                block = [a[i : i + _BLOCK] for a in flat]  # (<= _BLOCK,) views
-                self._update(name, lr, self._scratch[: block[0].size], *block)
+            blocks += [(name, [a[i : i + _BLOCK] for a in flat]) for i in range(0, p.size, _BLOCK)]
+
+        while len(self._scratches) < workers():  # one scratch per worker thread
+            self._scratches.append(np.empty_like(self._scratch))
+
+        def update(i: int, slot: int) -> None:  # blocks are disjoint: any thread takes any
+            name, views = blocks[i]
+            self._update(name, lr, self._scratches[slot][: views[0].size], *views)
+
+        run_chunks(update, len(blocks), slots=True)  # spread over the runtime's worker threads
 
     def _update(
         self, name: str, lr: float, s: np.ndarray, p: np.ndarray, g: np.ndarray, *slots: np.ndarray

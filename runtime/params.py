@@ -8,19 +8,24 @@ lazily so this module never imports a model or an optimizer.
 
 Rules (every error is ONE sentence naming the key path and what is allowed):
 1. an unknown top-level section is fatal; an unknown key inside a known section is a warning
-   ("did you mean ...?") and is kept, unused, in the effective params;
+   ("did you mean ...?") and is dropped (never copied or written to params_<mode>.yaml); keys
+   that published Model Zoo configs use are all known (ACCEPTED_NO_EFFECT says why some change
+   nothing here); train_input and model are required sections;
 2. wrong type, impossible value (a `check` of the schema) or bad choice are fatal; string choices
    match case-insensitively and are normalised to the schema's spelling ("AdamW" -> "adamw");
 3. a missing `eval_input` is derived from `train_input` (shuffle and repeat off) and vice versa;
    a model whose schema has `vocab_size` takes the input's when the model section has none
    (TF GPT-2 configs give it only in train_input/eval_input);
+   bounds known up front (MAX_* below, finite numbers, learning rate <= MAX_LEARNING_RATE) are
+   checked here, not discovered as a NaN at step 2;
 4. runconfig accepts the TF and the PyTorch spellings. The trainer reads only the canonical
    (PyTorch) key; it is filled from the first spelling given in `RUNCONFIG_ALIASES` order, so
    **the PyTorch spelling wins** when both are given (a warning says which value was ignored):
-       log_steps        <- log_steps, log_step_count_steps, save_summary_steps   (default 100)
        checkpoint_steps <- checkpoint_steps, save_checkpoints_steps              (default 0 = none)
        seed             <- seed, tf_random_seed                                  (default 1)
    `eval_steps: 0` means "the whole eval set" (TF: <= 0 -> None) and is stored as null.
+5. two logging intervals, resolved into log_steps (console) and save_summary_steps (summaries):
+   see TF_LOG_DEFAULTS_TO_SUMMARY.
 """
 
 from __future__ import annotations
@@ -28,8 +33,8 @@ from __future__ import annotations
 import copy
 import difflib
 import importlib
+import math
 import os
-import re
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +43,7 @@ import yaml
 from runtime.atomic import atomic_write
 from runtime.schema import REQUIRED, Key, Schema, non_negative, positive
 from system.errors import ConfigError
+from system.yamlsafe import DEFAULT_LIMITS, load_yaml
 
 __all__ = [
     "INPUT_SCHEMA",
@@ -51,33 +57,78 @@ __all__ = [
     "validate_params",
     "apply_cli_overrides",
     "write_params",
+    "fill_resolved",
+    "ACCEPTED_NO_EFFECT",
     "resolve_precision",
     "model_schema",
     "optimizer_schema",
 ]
 
 
-def _at_least_minus_one(v: Any) -> str | None:
-    return None if v >= -1 else "must be >= -1 (-1 is TF's AUTOTUNE)"
+# Bounds known up front (issue 6 item 5): a value past them cannot be meant and would only
+# fail late (a NaN at step 2, a MemoryError, an overflow), so validation refuses it.
+MAX_INT = 2**53  # largest integer a float holds exactly; bigger counts are typos or attacks
+MAX_BATCH_SIZE = 2**20
+MAX_WORKERS = 1024
+MAX_KEEP_CHECKPOINTS = 100_000
+MAX_LEARNING_RATE = 10.0  # an SGD/Adam step of more than 10x the gradient diverges at once
+AUTOTUNE = -1  # tf.data.experimental.AUTOTUNE
+
+
+def _parallel_calls(v: Any) -> str | None:
+    return None if -1 <= v <= MAX_WORKERS else f"must be in [-1, {MAX_WORKERS}] (0/-1: AUTOTUNE)"
+
+
+def between(lo: int, hi: int) -> Any:
+    """Schema check: lo <= v <= hi."""
+    def check(v: Any) -> str | None:
+        return None if lo <= v <= hi else f"must be in [{lo}, {hi}]"
+    return check
+
+
+def at_most(hi: int) -> Any:
+    """Schema check: 0 < v <= hi."""
+    def check(v: Any) -> str | None:
+        return "must be > 0" if v <= 0 else None if v <= hi else f"must be at most {hi}"
+    return check
+
+
+def _data_dirs(v: Any) -> str | None:
+    """data_dir: a non-empty string, or a non-empty list of non-empty strings."""
+    items = v if isinstance(v, list) else [v]
+    if not items:
+        return "must name at least one directory"
+    for i, item in enumerate(items):
+        if not isinstance(item, str) or not item.strip():
+            return f"must be a path or a list of paths; item {i} is {_a(item)}, not a path"
+    return None
 
 
 INPUT_SCHEMA: Schema = {
-    "data_dir": Key(str, None, "directory (or token file) with the data; absent -> built-in data"),
+    "data_dir": Key((str, list), None, "directory or token file, or a list of them (shards, "
+                    "in order); absent -> built-in data", check=_data_dirs),
     "data_processor": Key(str, None, "Model Zoo processor name; informational here"),
-    "batch_size": Key(int, REQUIRED, "samples per batch", check=positive),
+    "batch_size": Key(int, REQUIRED, "samples per batch", check=at_most(MAX_BATCH_SIZE)),
     "shuffle": Key(bool, True, "shuffle every epoch with a permutation from (seed, epoch)"),
     "shuffle_seed": Key(int, None, "seed of the shuffle; null -> runconfig.seed"),
     "shuffle_buffer": Key(int, None, "accepted for TF configs; we always permute the whole epoch"),
     "repeat": Key(bool, True, "start a new epoch after the last batch; false -> one pass"),
     "drop_last_batch": Key(bool, True, "drop a last partial batch (a CS-2 needs fixed shapes)"),
-    "num_workers": Key(int, 0, "input worker processes; 0 -> in-process", check=non_negative),
-    "num_parallel_calls": Key(int, 0, "TF spelling of num_workers; 0/-1 -> in-process",
-                              check=_at_least_minus_one),
-    "prefetch_factor": Key(int, 2, "batches each worker may have ready", check=positive),
+    "num_workers": Key(int, 0, "input worker processes; 0 -> in-process",
+                       check=between(0, MAX_WORKERS)),
+    "num_parallel_calls": Key(int, None, "TF spelling of num_workers; 0 or -1 -> AUTOTUNE "
+                              "(runtime/data decides), null -> num_workers",
+                              check=_parallel_calls),
+    "prefetch_factor": Key(int, 2, "batches each worker may have ready",
+                           check=between(1, MAX_WORKERS)),
     "persistent_workers": Key(bool, False, "accepted; our workers always live across epochs"),
     "to_float16": Key(bool, False, "round input pixels to float16 values (stay float32 arrays)"),
     "vocab_size": Key(int, None, "token ids must be < vocab_size", check=positive),
     "max_sequence_length": Key(int, None, "tokens per sample", check=positive),
+    # in published configs; see ACCEPTED_NO_EFFECT for why they change nothing here
+    "add_special_tokens": Key(bool, None, "TF GPT processors: add BOS/EOS; no effect here"),
+    "use_multiple_workers": Key(bool, False, "TF: shard input files across input workers; "
+                                "here a data_dir list is always sharded across the workers"),
 }
 # eval_input: same keys, no shuffling and a single pass unless asked.
 EVAL_INPUT_SCHEMA: Schema = {
@@ -98,18 +149,24 @@ RUNCONFIG_SCHEMA: Schema = {
     "eval_steps": Key(int, None, "eval batches; null or 0 -> the whole eval set",
                       check=non_negative),
     # logging and checkpoints (canonical keys; see RUNCONFIG_ALIASES)
-    "log_steps": Key(int, 100, "steps between console logs and TensorBoard summaries",
+    "log_steps": Key(int, 100, "steps between console lines (PyTorch: and summaries)",
                      check=positive),
-    "save_summary_steps": Key(int, None, "TF spelling of log_steps", check=positive),
-    "log_step_count_steps": Key(int, None, "TF spelling of log_steps", check=positive),
+    "save_summary_steps": Key(int, None, "TF: steps between TensorBoard summaries (default 100)",
+                              check=positive),
+    "log_step_count_steps": Key(int, None, "TF: steps between console lines (default 100; "
+                                "gpt2/gptj: save_summary_steps)", check=positive),
     "checkpoint_steps": Key(int, 0, "steps between checkpoints; 0 -> none", check=non_negative),
     "save_checkpoints_steps": Key(int, None, "TF spelling of checkpoint_steps",
                                   check=non_negative),
-    "keep_checkpoint_max": Key(int, 5, "checkpoints kept; 0 -> all", check=non_negative),
+    "keep_checkpoint_max": Key(int, 5, "checkpoints kept; 0 -> all",
+                               check=between(0, MAX_KEEP_CHECKPOINTS)),
     "save_initial_checkpoint": Key(bool, False, "save a checkpoint at step 0"),
     "autoload_last_checkpoint": Key(bool, True, "resume from the latest checkpoint in model_dir"),
     "checkpoint_path": Key(str, None, "checkpoint to initialise from"),
-    "is_pretrained_checkpoint": Key(bool, False, "load weights only from checkpoint_path"),
+    "is_pretrained_checkpoint": Key(bool, False, "checkpoint_path is a warm start: weights "
+                                    "only, from step 0 (else checkpoint_path resumes)"),
+    "eval_random_weights": Key(bool, False, "let eval run without a checkpoint (random "
+                               "weights); otherwise that is an error"),
     "model_dir": Key(str, "./model_dir", "where checkpoints, events and logs go"),
     "save_losses": Key(bool, True, "keep the loss of every step"),
     "check_loss_values": Key(bool, True, "stop on a NaN/inf loss"),
@@ -128,6 +185,13 @@ RUNCONFIG_SCHEMA: Schema = {
                                check=non_negative),
     "num_wgt_servers": Key(int, 12, "MemoryX weight servers", check=positive),
     "num_act_servers": Key(int, 1, "activation servers", check=positive),
+    "execution_strategy": Key(str, None, "pipeline or weight_streaming (PyTorch flag)",
+                              choices=("pipeline", "weight_streaming")),
+    "mount_dirs": Key(list, None, "directories to mount in the appliance's containers"),
+    "python_paths": Key(list, None, "paths added to PYTHONPATH in the appliance's containers"),
+    # in a published config (GPT-3 XL PyTorch); see ACCEPTED_NO_EFFECT
+    "save_checkpoint_steps": Key(int, None, "not a Model Zoo key; no effect (checkpoint_steps "
+                                 "is)", check=non_negative),
     "precision_opt_level": Key(int, 1, "0 = fp32 reductions, 1/2 = faster", choices=(0, 1, 2)),
     # numerics and seeds
     "seed": Key(int, 1, "seed of weights, dropout and shuffling"),
@@ -140,10 +204,34 @@ RUNCONFIG_SCHEMA: Schema = {
 
 # canonical key -> the other spellings it is filled from, in priority order after itself.
 RUNCONFIG_ALIASES: dict[str, tuple[str, ...]] = {
-    "log_steps": ("log_step_count_steps", "save_summary_steps"),
     "checkpoint_steps": ("save_checkpoints_steps",),
     "seed": ("tf_random_seed",),
 }
+
+# The two logging intervals (REFERENCE §4.4). PyTorch: runconfig.log_steps sets console lines AND
+# summaries. TF (a file that spells save_summary_steps / log_step_count_steps and not log_steps):
+# summaries every save_summary_steps (default 100), console lines every log_step_count_steps
+# (tf.estimator's default 100; Model Zoo's TF gpt2/gptj set_defaults use save_summary_steps).
+TF_LOG_DEFAULTS_TO_SUMMARY = ("gpt2", "gptj")
+INTERVAL_DEFAULT = 100
+
+# Keys of the model and optimizer sections that published Model Zoo configs use and that the
+# model/optimizer schemas do not have. Each is accepted (type-checked, kept in the effective
+# params) with the reason it changes nothing here, or what reads it.
+ACCEPTED_NO_EFFECT: dict[str, Schema] = {
+    "model": {
+        "allow_multireplica": Key(bool, True, "whether the compiler may replicate the model "
+                                  "with --multireplica; read by the CS-2 compiler, no effect "
+                                  "on a host run"),
+        "embedding_size": Key(int, None, "width of the token embedding; our GPT models tie it "
+                              "to hidden_size, so it must equal hidden_size", check=positive),
+    },
+    "optimizer": {
+        "ws_summary": Key(bool, False, "weight-streaming optimizer summaries on the appliance; "
+                          "no effect: optimizer.log_summaries writes ours"),
+    },
+}
+
 
 CSCONFIG_SCHEMA: Schema = {
     "use_cbfloat16": Key(bool, False, "legacy: half format cbfloat16 (prefer model.fp16_type)"),
@@ -190,29 +278,10 @@ def optimizer_schema() -> Schema:
     return OPTIMIZER_SCHEMA
 
 
+# A params file is read with bounded work and memory (system/yamlsafe.py).
+YAML_LIMITS = DEFAULT_LIMITS
+
 # -- loading -----------------------------------------------------------------------------------
-
-class _Loader(yaml.SafeLoader):
-    """SafeLoader that reads `1e-8` as a float (YAML 1.2) and refuses duplicate keys."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r}", key_node.start_mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
-# PyYAML follows YAML 1.1, where `1e-8` (no dot) is a string; Model Zoo files use both forms.
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
-    list("-+0123456789."),
-)
-
 
 def load_params(path: str | os.PathLike[str]) -> dict:
     """Read a params YAML file into a dict (not yet validated)."""
@@ -221,17 +290,16 @@ def load_params(path: str | os.PathLike[str]) -> dict:
         what = "is a directory" if p.is_dir() else "not found"
         raise ConfigError(f"params file {path} {what}; pass -p/--params with an existing file.")
     try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"cannot read params file {path} ({e}); check the file.") from None
-    try:
-        raw = yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(f"{path}{where}: {e.problem or e.context}; fix the YAML there.") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: {e}; fix the YAML.") from None
+        size = p.stat().st_size
+        if size > YAML_LIMITS.max_bytes:
+            raise ConfigError(f"{path} is {size} bytes, over the {YAML_LIMITS.max_bytes}-byte "
+                              f"limit (max_bytes) for a params file; shorten it.")
+        with open(p, "rb") as f:  # never more than the limit into memory
+            data = f.read(YAML_LIMITS.max_bytes + 1)
+    except OSError as e:
+        raise ConfigError(f"cannot read params file {path} ({e.strerror or e}); "
+                          f"check the file.") from None
+    raw = load_yaml(data, str(path), YAML_LIMITS)
     if raw is None:
         raise ConfigError(f"params file {path} is empty; it needs at least train_input and model.")
     if not isinstance(raw, dict):
@@ -273,7 +341,8 @@ def _coerce(value: Any, types: tuple[type, ...]) -> tuple[bool, Any]:
         return False, value
     if float in types and isinstance(value, int):  # 2) loose numbers
         return True, float(value)
-    if int in types and isinstance(value, float) and value.is_integer():
+    if int in types and isinstance(value, float) and value.is_integer() \
+            and abs(value) <= MAX_INT:  # 1e5 -> 100000; 1e308 is no count anyone means
         return True, int(value)
     if list in types and isinstance(value, tuple):
         return True, list(value)
@@ -289,6 +358,10 @@ def _check_value(path: str, key: Key, value: Any, source: str) -> Any:
         raise ConfigError(f"{source}: {path} needs a value ({value_types}); "
                           f"give one or remove the key.")
     ok, value = _coerce(value, _types(key))
+    if ok and isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT:
+        raise ConfigError(f"{source}: {path} must be at most 2**53 in size, not {_a(value)}.")
+    if ok and isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{source}: {path} must be a finite number, not {_a(value)}.")
     if not ok:
         names = [_TYPE_NAMES.get(t, t.__name__) for t in _types(key)]
         allowed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
@@ -320,7 +393,7 @@ def _validate_section(name: str, given: dict, schema: Schema, source: str,
         close = difflib.get_close_matches(str(k), list(schema), n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""
         warnings.append(f"{source}: unknown key {prefix}{k} ignored{hint}")
-        out[k] = v
+        # not kept: an ignored value is never expanded, copied or written to params_<mode>.yaml
     for k, key in schema.items():
         if k in out:
             continue
@@ -334,6 +407,30 @@ def _validate_section(name: str, given: dict, schema: Schema, source: str,
             raise ConfigError(f"{source}: {prefix}{k} is required{doc}; add it to the file.")
         out[k] = copy.deepcopy(key.default)
     return out
+
+
+def _resolve_intervals(rc: dict, given: dict, model_name: str, source: str,
+                       warnings: list[str]) -> None:
+    """log_steps (console) and save_summary_steps (summaries) as the file's flow means them.
+
+    After this, log_step_count_steps is set only in the TF flow, which is how
+    `apply_cli_overrides` tells the flows apart.
+    """
+    tf_keys = [k for k in ("save_summary_steps", "log_step_count_steps")
+               if given.get(k) is not None]
+    if given.get("log_steps") is not None or not tf_keys:  # PyTorch flow: one number
+        for k in tf_keys:
+            if rc[k] != rc["log_steps"]:
+                warnings.append(f"{source}: runconfig.{k} ({rc[k]}) ignored because "
+                                f"runconfig.log_steps ({rc['log_steps']}) is also given")
+        rc["save_summary_steps"] = rc["log_steps"]
+        rc["log_step_count_steps"] = None
+        return
+    summary = rc.get("save_summary_steps") or INTERVAL_DEFAULT
+    console = rc.get("log_step_count_steps") or (
+        summary if model_name in TF_LOG_DEFAULTS_TO_SUMMARY else INTERVAL_DEFAULT)
+    rc["save_summary_steps"], rc["log_step_count_steps"], rc["log_steps"] = \
+        summary, console, console
 
 
 def _normalise_runconfig(rc: dict, given: dict, source: str, warnings: list[str]) -> None:
@@ -353,15 +450,57 @@ def _normalise_runconfig(rc: dict, given: dict, source: str, warnings: list[str]
 
 
 def _derived_input(raw: dict) -> dict:
-    """train_input/eval_input with the missing one derived from the other."""
+    """eval_input derived from train_input when the file has none."""
     train, ev = raw.get("train_input"), raw.get("eval_input")
-    if train is None and ev is None:
-        return {}
     if ev is None and isinstance(train, dict):
-        ev = {**train, "shuffle": False, "repeat": False}
-    if train is None and isinstance(ev, dict):
-        train = {**ev, "shuffle": True, "repeat": True}
-    return {"train_input": train, "eval_input": ev}
+        return {"eval_input": {**train, "shuffle": False, "repeat": False}}
+    return {}
+
+
+REQUIRED_SECTIONS = {
+    "train_input": "at least batch_size",
+    "model": "the model's shape; nothing is assumed, or a missing section would silently "
+             "train the default (e.g. GPT-2 small) shapes",
+}
+
+
+def _learning_rates(value: Any, where: str = "optimizer.learning_rate") -> list[tuple[str, Any]]:
+    """Every number a learning-rate setting can reach: the value, a schedule's *learning_rate*
+    and `values` entries, recursively (scheduler lists)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return [(where, value)]
+    if isinstance(value, str):  # "1e-3": YAML 1.1 leaves it a string; the schedules parse it
+        try:
+            return [(where, float(value))]
+        except ValueError:
+            return []
+    found: list[tuple[str, Any]] = []
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            found += _learning_rates(item, f"{where}[{i}]")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            if "learning_rate" in str(k) or k == "values":
+                found += _learning_rates(v, f"{where}.{k}")
+            elif isinstance(v, (list, dict)):
+                found += _learning_rates(v, f"{where}.{k}")
+    return found
+
+
+def _check_bounds(params: dict, source: str) -> None:
+    """Cross-key bounds known before step 1 (issue 6 item 5)."""
+    for where, lr in _learning_rates(params["optimizer"].get("learning_rate")):
+        if isinstance(lr, float) and not math.isfinite(lr):
+            raise ConfigError(f"{source}: {where} must be a finite number, not {_a(lr)}.")
+        if abs(lr) > MAX_LEARNING_RATE:
+            raise ConfigError(f"{source}: {where} must be at most {MAX_LEARNING_RATE:g}, not "
+                              f"{_a(lr)}; a step that large diverges at once (lower it).")
+    model = params["model"]
+    size = model.get("embedding_size")
+    if size is not None and "hidden_size" in model and size != model["hidden_size"]:
+        raise ConfigError(f"{source}: model.embedding_size ({size}) must equal "
+                          f"model.hidden_size ({model['hidden_size']}) here; the token embedding "
+                          "is as wide as the residual stream.")
 
 
 def _share_vocab_size(params: dict, schema: Schema) -> None:
@@ -384,14 +523,16 @@ def validate_params(raw: dict, model_name: str, *,
             hint = f" (did you mean {close[0]}?)" if close else ""
             raise ConfigError(f"{source}: unknown section {name!r}{hint}; "
                               f"allowed: {', '.join(allowed)}.")
+    for name, needs in REQUIRED_SECTIONS.items():
+        if raw.get(name) is None:  # absent, or every key commented out; `{}` asks for defaults
+            state = "has no keys" if name in raw else "is missing"
+            raise ConfigError(f"{source}: section {name} {state}; it is required ({needs}).")
     raw = {**raw, **_derived_input(raw)}
-    if "train_input" not in raw:
-        raise ConfigError(f"{source}: train_input is required (at least batch_size); add it.")
     schemas: dict[str, Schema] = {
         "train_input": INPUT_SCHEMA,
         "eval_input": EVAL_INPUT_SCHEMA,
-        "model": model_schema(model_name),
-        "optimizer": optimizer_schema(),
+        "model": {**ACCEPTED_NO_EFFECT["model"], **model_schema(model_name)},
+        "optimizer": {**ACCEPTED_NO_EFFECT["optimizer"], **optimizer_schema()},
         "runconfig": RUNCONFIG_SCHEMA,
         "csconfig": CSCONFIG_SCHEMA,
     }
@@ -407,7 +548,9 @@ def validate_params(raw: dict, model_name: str, *,
         params[name] = _validate_section(name, given, schema, source, warnings)
         if name == "runconfig":
             _normalise_runconfig(params[name], given, source, warnings)
+            _resolve_intervals(params[name], given, model_name, source, warnings)
     _share_vocab_size(params, schemas["model"])
+    _check_bounds(params, source)
     return params, warnings
 
 
@@ -433,7 +576,31 @@ def apply_cli_overrides(params: dict, args: dict[str, Any]) -> dict:
         for canonical, aliases in RUNCONFIG_ALIASES.items():
             if k in aliases:
                 rc[canonical] = v
+    tf_flow = rc.get("log_step_count_steps") is not None
+    if args.get("log_steps") is not None:  # PyTorch: one number for both
+        rc["save_summary_steps"] = rc["log_steps"]
+        if tf_flow:
+            rc["log_step_count_steps"] = rc["log_steps"]
+    elif args.get("log_step_count_steps") is not None:
+        rc["log_steps"] = rc["log_step_count_steps"]
+    elif args.get("save_summary_steps") is not None and not tf_flow:
+        rc["log_steps"] = rc["save_summary_steps"]  # PyTorch file: one number for both
     return out
+
+
+def fill_resolved(params: dict, half: str) -> dict:
+    """Write into `params` the values the run will use where the file left them null, so
+    params_<mode>.yaml shows them: the loss-scale bounds (runtime/loss_scale.py defaults for
+    the half format; used only when loss_scaling_factor is dynamic) and steps_per_increase."""
+    from runtime.loss_scale import loss_scale_defaults
+
+    opt = params.setdefault("optimizer", {})
+    for k, v in loss_scale_defaults(half).items():
+        if opt.get(k) is None:
+            opt[k] = v
+    if opt.get("steps_per_increase") is None:
+        opt["steps_per_increase"] = 2000
+    return params
 
 
 # -- writing -------------------------------------------------------------------------------------

@@ -14,7 +14,8 @@ and, ours: device, checkpoint_time (seconds the user node spent writing checkpoi
 checkpoint comes after the last output and is outside total_time, intermediate ones overlap the
 executor, which keeps computing into its bounded queue, as on a CS-2), eval_time (evaluation in
 train_and_eval, never in the rate), input_wait_fraction, start_step, end_step and `measurement`,
-a note saying these are host measurements.
+a note saying these are host measurements; on a CS-2 run (runtime/cs_run.py) also `system`,
+`execution_mode`, `num_csx` and `job_id`.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ class RunPerf:
     compile_time: float | None = None
     programming_time: float | None = None
     est_samples_per_sec: float | None = None
+    # CS-2 runs (runtime/cs_run.py): system, execution_mode, num_csx, job_id
+    run_info: dict[str, Any] | None = None
 
     @property
     def samples_per_sec(self) -> float:
@@ -62,7 +65,7 @@ class RunPerf:
     def to_json(self) -> dict[str, Any]:
         """The performance.json document."""
         host = self.device == "cpu"
-        return {
+        doc = {
             "compile_time": self.compile_time,
             "device": self.device,
             "est_samples_per_sec": self.est_samples_per_sec,
@@ -81,9 +84,14 @@ class RunPerf:
                 "CPU by the user-node loop; compile_time, programming_time and "
                 "est_samples_per_sec exist only for CS-2 runs and are null here"
                 if host
-                else f"measured by the user-node loop on {self.device}"
+                else "host measurements: samples_per_sec and total_time measured on this "
+                "machine's CPU, which runs the simulated CS-2 (Rate/GlobalRate are these "
+                "figures, not paced); compile_time and programming_time measured here too; "
+                "est_samples_per_sec is the compiler's estimate for a real CS-2"
             ),
         }
+        doc.update(self.run_info or {})
+        return doc
 
 
 def write_performance(model_dir: Path, perf: RunPerf) -> Path:

@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.data import build_input
 from runtime.loss_scale import build_loss_scaler
 from runtime.modelzoo.registry import MODELS
 from runtime.optim import build_optimizer
@@ -31,13 +30,16 @@ class LoopConfig:
     max_steps: int | None = None  # run until this global step
     steps: int | None = None  # run this many more steps
     num_steps: int | None = None  # PyTorch spelling of steps
-    log_steps: int = 100
+    log_steps: int = 100  # console lines
+    summary_steps: int = 100  # TensorBoard summaries (TF: save_summary_steps; PyTorch: log_steps)
     checkpoint_steps: int = 0  # 0: only at the end
     keep_checkpoint_max: int | None = 5  # 0 or None: keep all
     eval_steps: int | None = None  # None: one pass over the eval data
     check_loss_values: bool = True
     autoload_last_checkpoint: bool = True
     checkpoint_path: str | None = None
+    is_pretrained_checkpoint: bool = False  # checkpoint_path: weights only from step 0
+    eval_random_weights: bool = False  # eval may run without any checkpoint
     save_initial_checkpoint: bool = False
     seed: int = 1
     num_epochs: int | None = None
@@ -54,12 +56,16 @@ class LoopConfig:
             steps=rc.get("steps"),
             num_steps=rc.get("num_steps"),
             log_steps=int(rc.get("log_steps", cls.log_steps)),
+            summary_steps=int(rc.get("save_summary_steps") or rc.get("log_steps")
+                              or cls.summary_steps),
             checkpoint_steps=int(rc.get("checkpoint_steps", cls.checkpoint_steps)),
             keep_checkpoint_max=rc.get("keep_checkpoint_max", cls.keep_checkpoint_max),
             eval_steps=eval_steps if eval_steps and eval_steps > 0 else None,
             check_loss_values=bool(rc.get("check_loss_values", True)),
             autoload_last_checkpoint=bool(rc.get("autoload_last_checkpoint", True)),
             checkpoint_path=rc.get("checkpoint_path"),
+            is_pretrained_checkpoint=bool(rc.get("is_pretrained_checkpoint", False)),
+            eval_random_weights=bool(rc.get("eval_random_weights", False)),
             save_initial_checkpoint=bool(rc.get("save_initial_checkpoint", False)),
             seed=int(rc.get("seed", cls.seed)),
             num_epochs=rc.get("num_epochs"),
@@ -111,5 +117,8 @@ class Components:
         return build_loss_scaler(self.params["optimizer"], self.half)
 
     def stream(self, split: str, seed: int) -> Any:
-        """The input stream of `split` ("train" | "eval")."""
-        return build_input(self.params, split, self.model_name, seed)
+        """The input stream of `split` ("train" | "eval"); a launched chief's comes from its
+        streamer tasks (runtime/data/streamers.py)."""
+        from runtime.data.streamers import streamed_input
+
+        return streamed_input(self.params, split, self.model_name, seed)

@@ -7,10 +7,13 @@ summaries, checkpoints, the NaN guard, performance.json. It never prints; it log
 `cs2sim.run` and fires callbacks (runtime/callbacks.py).
 
 One training run:
-  1. restore: `--checkpoint_path` is a WARM START, as Model Zoo's "Checkpoint to initialize
-     weights from" (weights only; global step 0, fresh optimizer, loss scale and data order);
-     otherwise, unless `runconfig.autoload_last_checkpoint` is False, the latest VALID checkpoint
-     in model_dir is restored in full (a damaged one is skipped for the previous);
+  1. restore, as Model Zoo's PyTorch flow: `--checkpoint_path` RESUMES from that checkpoint
+     (weights, optimizer, loss scale, data position, global step); with
+     `--is_pretrained_checkpoint` it is a WARM START instead (weights only; global step 0, fresh
+     optimizer, loss scale and data order) -- what the TF run.py's "Checkpoint to initialize
+     weights from" always means. Otherwise, unless `runconfig.autoload_last_checkpoint` is
+     False, the latest VALID checkpoint in model_dir is restored in full (a damaged one is
+     skipped for the previous);
   2. load the executable, start the input pipeline, open the event file: none of it counts in
      GlobalRate, which starts now (REFERENCE §4.1: compile and load are excluded);
   3. consume one output per step: NaN guard, log steps (Rate, GlobalRate, TensorBoard),
@@ -38,7 +41,7 @@ from runtime.callbacks import EVENTS, Callbacks, EvalResult, LoadInfo, StepLog, 
 from runtime.executors.base import Executor, StepOutput, capture_state, restore_state
 from runtime.executors.cpu import CpuExecutor
 from runtime.host_memory import check_host_memory, host_memory_bytes
-from runtime.metrics import RateTracker
+from runtime.metrics import RateTracker, format_rate
 from runtime.perf import RunPerf, write_performance
 from runtime.runconfig import Components, LoopConfig
 from runtime.summaries import EVAL_DIR, Summaries
@@ -138,13 +141,20 @@ class Trainer:
         """Warm start or resume; returns the global step training starts from."""
         cfg = self.config
         if cfg.checkpoint_path:
-            warm = ckpt.load_checkpoint(ckpt.resolve_checkpoint_path(cfg.checkpoint_path))
-            restore_state(warm, model, None, None, None)
-            log.info(
-                f'Initialized weights from checkpoint "{warm.path}" (its global step '
-                f"{warm.step}); training starts at global step 0."
-            )
-            return 0
+            given = ckpt.load_checkpoint(ckpt.resolve_checkpoint_path(cfg.checkpoint_path))
+            if cfg.is_pretrained_checkpoint:
+                restore_state(given, model, None, None, None)
+                log.info(
+                    f'Initialized weights from checkpoint "{given.path}" (its global step '
+                    f"{given.step}; --is_pretrained_checkpoint); training starts at global "
+                    "step 0."
+                )
+                return 0
+            restore_state(given, model, opt, scaler, stream)
+            log.info(f'Resuming from checkpoint "{given.path}" at global step {given.step} '
+                     "(--checkpoint_path; add --is_pretrained_checkpoint to load only its "
+                     "weights and start at step 0).")
+            return given.step
         if not cfg.autoload_last_checkpoint:
             return 0
         state = self._latest()
@@ -167,7 +177,11 @@ class Trainer:
         cfg, comp = self.config, self.components
         self.check_host_memory("train")
         self.model_dir.mkdir(parents=True, exist_ok=True)
+        t0 = time.perf_counter()
         model = comp.model(cfg.seed)
+        if getattr(self.executor, "announce_weight_init", False):  # weight streaming (seed 002)
+            log.info("Completed weight initialization on CPU in: "
+                     f"{time.perf_counter() - t0:.3f} seconds")
         opt, scaler = comp.optimizer(model), comp.scaler()
         stream = comp.stream("train", cfg.seed)
         try:
@@ -192,15 +206,22 @@ class Trainer:
         source = str(getattr(stream, "source", ""))
         if source:
             log.info(f"Training data: {source}.")
+        # pipelined CS-2 (REFERENCE §4.2b) saves checkpoint 0, then programs the fabric; weight
+        # streaming (seed 002) loads the weights into MemoryX first
+        before = getattr(ex, "checkpoint_before_load", True)
+        if not before:
+            report = ex.load(model, opt, scaler, self.params)
         if start == 0 and cfg.save_initial_checkpoint:
             initial = capture_state(0, model, opt, scaler, stream)
             result.checkpoints.append(self._checkpoint(initial))
         # 2) load, input pipeline, event file: all before GlobalRate's clock starts
-        report = ex.load(model, opt, scaler, self.params)
+        if before:
+            report = ex.load(model, opt, scaler, self.params)
         _start(stream)
         perf = RunPerf(ex.device, 0, 0.0, start, stop, compile_time=report.compile_time,
                        programming_time=report.programming_time,
-                       est_samples_per_sec=report.est_samples_per_sec)
+                       est_samples_per_sec=report.est_samples_per_sec,
+                       run_info=getattr(ex, "run_info", None))
         self._nonfinite_warned = False
         ckpt_time = 0.0
         with Summaries(self.model_dir, purge_step=start + 1 if start else None) as tb:
@@ -217,9 +238,11 @@ class Trainer:
                     result.losses[out.step] = out.loss
                     self._check_loss(out)
                     self._fire("on_step", out)
-                    if out.step % cfg.log_steps == 0 or out.step == stop:
+                    console = out.step % cfg.log_steps == 0 or out.step == stop
+                    summary = out.step % cfg.summary_steps == 0 or out.step == stop
+                    if console or summary:
                         now = self.clock()
-                        self._log_step(tb, out, tracker, now)
+                        self._log_step(tb, out, tracker, now, console, summary)
                         if out.step == stop:
                             perf.total_time = tracker.elapsed(now)
                     if out.snapshot is not None:
@@ -256,8 +279,25 @@ class Trainer:
             log.warning(f"The loss at global step {out.step} is {out.loss}; training continues "
                         "because runconfig.check_loss_values is false.")
 
-    def _log_step(self, tb: Summaries, out: StepOutput, tracker: RateTracker, now: float) -> None:
+    def _log_step(self, tb: Summaries, out: StepOutput, tracker: RateTracker, now: float,
+                  console: bool = True, summary: bool = True) -> None:
+        """A log step: console lines every log_steps, summaries every summary_steps (TF flow:
+        two intervals; PyTorch: one). Rate is queried once for either, so both see one EMA."""
         rate, global_rate = tracker.rate(now), tracker.global_rate(now)
+        if summary:
+            self._summaries(tb, out, rate, global_rate, now)
+        if not console:
+            return
+        device = self.executor.device
+        if self.config.standard_logs:
+            log.info(f"| Train Device={device}, Step={out.step}, Loss={out.loss:.5f}, "
+                     f"Rate={format_rate(rate)}, GlobalRate={format_rate(global_rate)}")
+            log.info(f"global_step = {out.step}, loss = {np.float32(out.loss)!s}")
+        self._fire("on_step_logged", StepLog(device, out.step, out.loss, rate, global_rate,
+                                             out.lr, out.loss_scale, now))
+
+    def _summaries(self, tb: Summaries, out: StepOutput, rate: float, global_rate: float,
+                   now: float) -> None:
         tb.scalars(out.step, {
             "loss": out.loss,
             "local_samples_per_sec": rate,
@@ -266,13 +306,6 @@ class Trainer:
             "lr": out.lr,
             "loss_scale": out.loss_scale,
         }, walltime=now)
-        device = self.executor.device
-        if self.config.standard_logs:
-            log.info(f"| Train Device={device}, Step={out.step}, Loss={out.loss:.5f}, "
-                     f"Rate={rate:.2f} samples/sec, GlobalRate={global_rate:.2f} samples/sec")
-            log.info(f"global_step = {out.step}, loss = {np.float32(out.loss)!s}")
-        self._fire("on_step_logged", StepLog(device, out.step, out.loss, rate, global_rate,
-                                             out.lr, out.loss_scale, now))
 
     # -- eval --------------------------------------------------------------------------------------
     def eval(self, checkpoint_path: str | Path | None = None) -> EvalResult:
@@ -285,7 +318,14 @@ class Trainer:
         else:
             state = self._latest()
             if state is None:
-                log.warning("No checkpoint to evaluate; using randomly initialized weights.")
+                if not self.config.eval_random_weights:
+                    raise RuntimeFailure(
+                        f'No checkpoint to evaluate in "{self.model_dir}"; train first, pass '
+                        "--checkpoint_path, or add --eval_random_weights to evaluate randomly "
+                        "initialized weights on purpose."
+                    )
+                log.warning("No checkpoint to evaluate; evaluating randomly initialized weights "
+                            "(--eval_random_weights).")
         with Summaries(self.model_dir / EVAL_DIR) as tb:
             return self._evaluate(model, state, tb)
 
@@ -352,8 +392,8 @@ class Trainer:
                     loss = out.sums.get("loss_sum", 0.0) / max(out.sums.get("count", 1.0), 1.0)
                     log.info(
                         f"| Eval Device={ex.device}, Step={out.batch}, Loss={loss:.5f}, "
-                        f"Rate={tracker.rate(now):.2f} samples/sec, "
-                        f"GlobalRate={tracker.global_rate(now):.2f} samples/sec"
+                        f"Rate={format_rate(tracker.rate(now))}, "
+                        f"GlobalRate={format_rate(tracker.global_rate(now))}"
                     )
         finally:
             stream.close()

@@ -191,29 +191,18 @@ def _site(check: _Checker, item: dict[str, Any], nodes: list[NodeSpec]) -> SiteS
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
-    """Parse the file; ConfigError with the line on a syntax error."""
-    import yaml  # type: ignore[import-untyped,unused-ignore]  # lazy: only when (re)read
+    """Parse the file with the bounded loader (system/yamlsafe.py); ConfigError on a problem."""
+    from system.yamlsafe import DEFAULT_LIMITS, load_yaml  # lazy: yaml only when (re)read
 
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        with open(path, encoding="utf-8") as f:
-            data = yaml.load(f, Loader=loader)  # noqa: S506 - a safe loader
+        with open(path, "rb") as f:  # never more than the limit into memory
+            text = f.read(DEFAULT_LIMITS.max_bytes + 1)
     except OSError as e:
         raise ConfigError(
             f"cannot read cluster description {path}: {e.strerror}; "
             "fix the path or its permissions."
         ) from e
-    except UnicodeDecodeError as e:
-        raise ConfigError(
-            f"cannot read cluster description {path}: it is not UTF-8 text; save it as UTF-8."
-        ) from e
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        problem = getattr(e, "problem", None) or "invalid YAML"
-        raise ConfigError(
-            f"cannot parse cluster description {path}{where}: {problem}; fix the YAML syntax."
-        ) from e
+    data = load_yaml(text, f"cluster description {path}")
     if not isinstance(data, dict):
         raise ConfigError(
             f"cluster description {path} must be a mapping with a `systems` list; "

@@ -234,17 +234,18 @@ class Machine:
         return load_cluster(cluster_source(self.store.home))
 
     # 2. changing ---------------------------------------------------------------------------
-    def check(self, who: Identity, action: Action) -> None:
+    def check(self, who: Identity, action: Action, *, force: bool = False) -> None:
         """Raise PermissionDenied / InvalidTransition if `who` cannot do `action` now.
 
         Changes no state, so the shell can refuse BEFORE asking for confirmation. A refusal is
-        audited: it is the user's attempt.
+        audited: it is the user's attempt. `force`: as for `standby`.
         """
-        self._attempt(who, Action(action), None)
+        self._attempt(who, Action(action), None, force=force)
 
-    def standby(self, who: Identity) -> SystemStatus:
-        """Put the system in STANDBY (allowed with jobs running: the audit counts them)."""
-        return self._attempt(who, Action.STANDBY, changes.standby)
+    def standby(self, who: Identity, *, force: bool = False) -> SystemStatus:
+        """Put the system in STANDBY; refused while jobs run unless `force` (the jobs then stop
+        at their next step, keeping their last checkpoint; the audit counts them)."""
+        return self._attempt(who, Action.STANDBY, changes.standby, force=force)
 
     def activate(self, who: Identity) -> SystemStatus:
         """Reboot into the configured mode: ACTIVATING for boot_seconds(), then ACTIVE."""
@@ -441,6 +442,18 @@ class Machine:
             )
         return None
 
+    def _busy_refusal(self, db: sqlite3.Connection) -> CsError | None:
+        """An unforced standby with live jobs running (dead ones were settled as FAILED)."""
+        running = jobs.running(db, self.name)
+        if not running:
+            return None
+        ids = ", ".join(str(j.id) for j in running)
+        return InvalidTransition(
+            f"System {self.name} has {len(running)} job(s) running ({ids}); wait for them to "
+            "finish, or run `system standby --force` to stop them at their next step (each "
+            "keeps its last checkpoint)."
+        )
+
     def _job_refusal(self, row: changes.Row, mode: ExecMode, now: float) -> CsError | None:
         if row.state is not State.ACTIVE:
             ready_in = None if row.activating_until is None else row.activating_until - now
@@ -456,7 +469,7 @@ class Machine:
         return None
 
     def _attempt(
-        self, who: Identity, action: Action, change: changes.Change | None
+        self, who: Identity, action: Action, change: changes.Change | None, *, force: bool = False
     ) -> SystemStatus:
         """One attempt: settle, decide, then either change + audit "ok" or audit the refusal
         (`change` None only checks: an allowed check writes nothing)."""
@@ -472,6 +485,8 @@ class Machine:
                 now = self._clock()
                 row = self._settle(db, now)
                 refusal = self._refusal(who, action, row, now)
+                if refusal is None and action is Action.STANDBY and not force:
+                    refusal = self._busy_refusal(db)
                 outcome: str | None = None  # stays None for a check that passed: no row
                 to, detail = row.state, ""
                 if refusal is not None:

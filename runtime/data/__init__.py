@@ -8,7 +8,9 @@ Per model family (the registry's `family`, or FAMILIES):
          Batches {"input_ids": int32 (B, T), "labels": int32 (B, T)}.
 The split's section is `train_input` or `eval_input` (validated params; missing keys take the
 INPUT_SCHEMA defaults). Its `shuffle_seed` overrides `seed` for shuffling. `num_workers` > 0, or
-else `num_parallel_calls` > 0, starts that many input worker processes (runtime/data/workers.py).
+else `num_parallel_calls` (0 and -1: AUTOTUNE), starts input worker processes
+(runtime/data/workers.py). `data_dir` may be a list: read in order, and sharded across the input
+workers in order when there are any (runtime/data/shards.py).
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ from typing import Any
 from runtime.data.corpus import stdlib_corpus
 from runtime.data.digits import DIGITS_TOTAL, EVAL_SIZE, DigitsArrays, digits_cache
 from runtime.data.mnist import MnistFiles, find_idx_files
+from runtime.data.shards import ConcatRecipe, ShardPlan, data_dirs, shard
 from runtime.data.stream import SPLIT_SALT, BatchStream, Plan
 from runtime.data.tokens import TokenFiles, find_token_files
-from runtime.params import EVAL_INPUT_SCHEMA, INPUT_SCHEMA
+from runtime.params import AUTOTUNE, EVAL_INPUT_SCHEMA, INPUT_SCHEMA
 from system.errors import ConfigError
 
 __all__ = ["FAMILIES", "BatchStream", "Plan", "build_input", "input_config", "model_family"]
@@ -64,18 +67,37 @@ def input_config(params: dict, split: str) -> dict[str, Any]:
     return cfg
 
 
-def _mnist(cfg: dict, params: dict, split: str) -> tuple[Any, str]:
-    data_dir = cfg.get("data_dir")
-    found = find_idx_files(data_dir, split)
-    if found is not None:
-        images, labels = found
-        recipe: Any = MnistFiles(str(images), str(labels), bool(cfg["to_float16"]))
-        return recipe, f"MNIST IDX files {images.name}, {labels.name} in {images.parent}"
+def _per_dir(found: list[Any], dirs: list[str], section: str, what: str) -> list[Any]:
+    """The directories' finds when every one has data; [] when none has (built-in data)."""
+    empty = [i for i, f in enumerate(found) if not f]
+    if len(empty) == len(found):
+        return []
+    if empty:
+        i = empty[0]
+        raise ConfigError(f"{section}.data_dir[{i}] ({dirs[i]}) has no {what} while other "
+                          f"entries do; add the files or remove it from the list.")
+    return found
+
+
+def _where(dirs: list[str]) -> str:
+    return dirs[0] if len(dirs) == 1 else f"{len(dirs)} data_dir entries ({dirs[0]}, ...)"
+
+
+def _mnist(cfg: dict, params: dict, split: str) -> tuple[list[Any], str]:
+    dirs = data_dirs(cfg.get("data_dir"))
+    found = _per_dir([find_idx_files(d, split) for d in dirs], dirs, SECTION[split],
+                     "MNIST IDX files")
+    if found:
+        recipes = [MnistFiles(str(i), str(lb), bool(cfg["to_float16"])) for i, lb in found]
+        images, labels = found[0]
+        if len(found) == 1:
+            return recipes, f"MNIST IDX files {images.name}, {labels.name} in {images.parent}"
+        return recipes, f"MNIST IDX files in {_where(dirs)}, in list order"
     recipe = DigitsArrays(str(digits_cache()), split, bool(cfg["to_float16"]))
-    why = f"no MNIST IDX files in {data_dir}" if data_dir else "no data_dir"
+    why = f"no MNIST IDX files in {_where(dirs)}" if dirs else "no data_dir"
     n = EVAL_SIZE if split == "eval" else DIGITS_TOTAL - EVAL_SIZE
-    return recipe, (f"scikit-learn digits ({n} of 1797 real 8x8 images, bilinear-upscaled to "
-                    f"20x20 and padded to 28x28 like MNIST; {why})")
+    return [recipe], (f"scikit-learn digits ({n} of 1797 real 8x8 images, bilinear-upscaled to "
+                      f"20x20 and padded to 28x28 like MNIST; {why})")
 
 
 def _lm(cfg: dict, params: dict, split: str) -> tuple[Any, str]:
@@ -94,19 +116,22 @@ def _lm(cfg: dict, params: dict, split: str) -> tuple[Any, str]:
     if model.get("vocab_size") and vocab > model["vocab_size"]:
         raise ConfigError(f"{section}.vocab_size ({vocab}) exceeds model.vocab_size "
                           f"({model['vocab_size']}); make them equal.")
-    data_dir = cfg.get("data_dir")
-    files = find_token_files(data_dir, split)
-    if files:
-        names = ", ".join(p.name for p in files)
-        where = files[0].parent
-        return TokenFiles(tuple(str(p) for p in files), seq_len, vocab), \
-            f"token files {names} in {where}"
+    dirs = data_dirs(cfg.get("data_dir"))
+    found = _per_dir([find_token_files(d, split) for d in dirs], dirs, section, "token files")
+    if found:
+        recipes = [TokenFiles(tuple(str(p) for p in files), seq_len, vocab) for files in found]
+        if len(found) == 1:
+            files = found[0]
+            names = ", ".join(p.name for p in files)
+            return recipes, f"token files {names} in {files[0].parent}"
+        count = sum(len(f) for f in found)
+        return recipes, f"{count} token files in {_where(dirs)}, in list order"
     entry, meta = stdlib_corpus(vocab)
     name = "train.bin" if split == "train" else "val.bin"
-    why = f"no token files in {data_dir}" if data_dir else "no data_dir"
+    why = f"no token files in {_where(dirs)}" if dirs else "no data_dir"
     part = "first 90%" if split == "train" else "last 10%"
     eot = ", id 256 ends each file" if meta["eot"] else ""
-    return TokenFiles((str(entry / name),), seq_len, vocab), (
+    return [TokenFiles((str(entry / name),), seq_len, vocab)], (
         f"byte-level corpus of the Python {meta['python']} standard library ({part} of "
         f"{meta['tokens']} tokens from {meta['files']} files{eot}; {why})")
 
@@ -114,26 +139,85 @@ def _lm(cfg: dict, params: dict, split: str) -> tuple[Any, str]:
 BUILDERS = {"mnist": _mnist, "lm": _lm}
 
 
+def _combine(recipes: list[Any]) -> Any:
+    """One recipe reading `recipes` one after another."""
+    if len(recipes) == 1:
+        return recipes[0]
+    if all(isinstance(r, TokenFiles) for r in recipes):
+        first = recipes[0]
+        return TokenFiles(tuple(p for r in recipes for p in r.paths), first.seq_len,
+                          first.vocab_size)
+    return ConcatRecipe(tuple(recipes))
+
+
+def _for_worker(recipe: Any) -> Any:
+    """A worker's copy: token files were already checked by the consumer."""
+    return dataclasses.replace(recipe, verify=False) if isinstance(recipe, TokenFiles) else recipe
+
+
+def autotune_workers() -> int:
+    """Input workers for num_parallel_calls AUTOTUNE (0 or -1): half the host's CPUs (the
+    other half trains), at least 1 and at most 4 (more only compete for memory bandwidth)."""
+    return max(1, min(4, (os.cpu_count() or 1) // 2))
+
+
+def input_workers(cfg: dict, section: str) -> int:
+    """Worker processes for an input section: num_workers, else num_parallel_calls (TF; 0 and
+    -1 are AUTOTUNE, as the TF configs' own comments say), else 0 (in-process)."""
+    if cfg.get("num_workers"):
+        return int(cfg["num_workers"])
+    calls = cfg.get("num_parallel_calls")
+    if calls is None:
+        return 0
+    if calls in (0, AUTOTUNE):
+        n = autotune_workers()
+        log.info("%s.num_parallel_calls %d is AUTOTUNE: %d input worker%s (half of this "
+                 "host's %d CPUs, 1 to 4).", section, calls, n, "" if n == 1 else "s",
+                 os.cpu_count() or 1)
+        return n
+    return int(calls)
+
+
 def build_input(params: dict, split: str, model_name: str, seed: int) -> BatchStream:
     """The batch stream of `split` ("train" | "eval") for `model_name`, shuffled from `seed`."""
     cfg = input_config(params, split)
-    recipe, source = BUILDERS[model_family(model_name)](cfg, params, split)
-    data = recipe.load()  # in the consumer too: checks the files now and counts the samples
-    shuffle_seed = cfg.get("shuffle_seed")
-    plan = Plan(num_samples=len(data), batch_size=cfg["batch_size"], shuffle=bool(cfg["shuffle"]),
-                seed=int(seed if shuffle_seed is None else shuffle_seed), salt=SPLIT_SALT[split],
-                drop_last=bool(cfg["drop_last_batch"]), repeat=bool(cfg["repeat"]))
-    if plan.batches_per_epoch < 1:
-        raise ConfigError(f"{SECTION[split]}.batch_size {plan.batch_size} is larger than the "
-                          f"{len(data)} samples of {source}; lower it or set "
-                          f"drop_last_batch: false.")
-    workers = cfg.get("num_workers") or max(cfg.get("num_parallel_calls") or 0, 0)
+    section = SECTION[split]
+    recipes, source = BUILDERS[model_family(model_name)](cfg, params, split)
+    workers = input_workers(cfg, section)
     cpus = os.cpu_count() or 1
     if workers > cpus:  # as PyTorch's DataLoader warns: they will only compete for the cores
         log.warning("%s.num_workers is %d but this host has %d CPUs; input workers beyond that "
-                    "compete for the same cores.", SECTION[split], workers, cpus)
-    worker_recipe = (dataclasses.replace(recipe, verify=False)
-                     if isinstance(recipe, TokenFiles) else recipe)
+                    "compete for the same cores.", section, workers, cpus)
+    shuffle_seed = cfg.get("shuffle_seed")
+
+    def plan_for(num_samples: int, salt: int) -> Plan:
+        return Plan(num_samples=num_samples, batch_size=cfg["batch_size"],
+                    shuffle=bool(cfg["shuffle"]),
+                    seed=int(seed if shuffle_seed is None else shuffle_seed), salt=salt,
+                    drop_last=bool(cfg["drop_last_batch"]), repeat=bool(cfg["repeat"]))
+
+    def too_small(plan: Plan, n: int, what: str) -> None:
+        if plan.batches_per_epoch < 1:
+            raise ConfigError(f"{section}.batch_size {plan.batch_size} is larger than the "
+                              f"{n} samples of {what}; lower it or set drop_last_batch: false.")
+
+    if workers and len(recipes) >= 2:  # a data_dir list: sharded across the workers in order
+        n = min(workers, len(recipes))
+        shard_recipes = [_combine(part) for part in shard(recipes, n)]
+        plans = []
+        for k, r in enumerate(shard_recipes):
+            count = len(r.load())  # checks the files now and counts the samples
+            plans.append(plan_for(count, SPLIT_SALT[split] + 16 * (k + 1)))
+            too_small(plans[-1], count, f"shard {k} of {source}")
+        log.info("%s.data_dir: %d entries sharded across %d input workers in order "
+                 "(worker k reads entries k, k+%d, ...).", section, len(recipes), n, n)
+        return BatchStream(shard_recipes, ShardPlan(tuple(plans)), source=source, data=None,
+                           num_workers=n, prefetch_factor=int(cfg["prefetch_factor"]),
+                           worker_recipe=tuple(_for_worker(r) for r in shard_recipes))
+    recipe = _combine(recipes)
+    data = recipe.load()  # in the consumer too: checks the files now and counts the samples
+    plan = plan_for(len(data), SPLIT_SALT[split])
+    too_small(plan, len(data), source)
     return BatchStream(recipe, plan, source=source, data=None if workers else data,
                        num_workers=workers, prefetch_factor=int(cfg["prefetch_factor"]),
-                       worker_recipe=worker_recipe)
+                       worker_recipe=_for_worker(recipe))

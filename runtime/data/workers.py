@@ -129,6 +129,16 @@ def _shutdown(stop: Any, procs: list[Any], queues: list[Any]) -> None:
         p.close()
 
 
+def _work_of(recipe: Any, plan: Any, first: int) -> tuple[Any, Any]:
+    """(recipe, plan) of the worker whose first batch is `first`: the same for every worker,
+    or with a sharded plan (runtime/data/shards.py: `recipe` is one recipe per shard) the
+    recipe and local plan of the shard that makes batch `first` (and every n-th after it)."""
+    if hasattr(plan, "shard_of"):
+        k = plan.shard_of(first)
+        return recipe[k], plan.local(k)
+    return recipe, plan
+
+
 class WorkerPool:
     """n spawned input workers producing batches start, start+1, ... in shards."""
 
@@ -141,7 +151,8 @@ class WorkerPool:
         self._queues = [_CTX.Queue(maxsize=prefetch_factor) for _ in range(num_workers)]
         self._procs = [
             _CTX.Process(target=_worker_main, name=f"cs2sim-input-worker-{k}", daemon=True,
-                         args=(recipe, plan, k, num_workers, start, q, self._stop, os.getpid()))
+                         args=(*_work_of(recipe, plan, start + k), k, num_workers, start, q,
+                               self._stop, os.getpid()))
             for k, q in enumerate(self._queues)
         ]
         self._finalizer = weakref.finalize(self, _shutdown, self._stop, self._procs,

@@ -2,7 +2,9 @@
 
 `base.py` holds the protocol (`Executor`, `LoadReport`, `StepOutput`) and `QueuedExecutor`, the
 producer thread + bounded output queue every executor reuses; `cpu.py` runs the steps on the
-host. The CS-2 executors (pipelined, weight streaming) of the next issue join `EXECUTORS`.
+host; `pipelined.py` and `weight_streaming.py` (with `memoryx.py`, `swarmx.py` and the shard
+replicas of `replicas.py`) run them on the simulated CS-2; runtime/cs_run.py picks one by the
+system's execution mode.
 """
 
 from __future__ import annotations
@@ -16,10 +18,14 @@ from runtime.executors.base import (
     StepResult,
 )
 from runtime.executors.cpu import CpuExecutor
+from runtime.executors.pipelined import PipelinedExecutor
+from runtime.executors.weight_streaming import WeightStreamingExecutor
 
 __all__ = [
     "EXECUTORS",
     "CpuExecutor",
+    "PipelinedExecutor",
+    "WeightStreamingExecutor",
     "EvalOutput",
     "Executor",
     "LoadReport",
@@ -28,5 +34,10 @@ __all__ = [
     "StepResult",
 ]
 
-# device name -> executor class (the name is what `| Train Device=...` prints)
-EXECUTORS: dict[str, type[QueuedExecutor]] = {"cpu": CpuExecutor}
+# name -> executor class ("cpu" is what `| Train Device=...` prints on the host; both CS-2
+# executors print "CSX")
+EXECUTORS: dict[str, type[QueuedExecutor]] = {
+    "cpu": CpuExecutor,
+    "pipelined": PipelinedExecutor,
+    "weight_streaming": WeightStreamingExecutor,
+}

@@ -188,6 +188,9 @@ class QueuedExecutor:
         self.optimizer: Any = None
         self.scaler: Any = None
         self.params: dict = {}
+        # Called with the global step before each step runs (the CS-2 path checks the system is
+        # still ACTIVE); raising stops the run after the outputs already queued.
+        self.before_step: Callable[[int], None] | None = None
 
     def load(self, model: Any, optimizer: Any, scaler: Any, params: dict) -> LoadReport:
         """Keep references to the objects the steps use."""
@@ -222,6 +225,8 @@ class QueuedExecutor:
                 for step in range(start_step + 1, stop_step + 1):
                     if stop.is_set():
                         return
+                    if self.before_step is not None:
+                        self.before_step(step)
                     t0 = self.clock()
                     try:
                         batch = next(stream)
@@ -234,7 +239,7 @@ class QueuedExecutor:
                     r = self.execute_step(batch, step)
                     snap = None
                     if step in checkpoint_steps:
-                        snap = capture_state(step, self.model, self.optimizer, self.scaler, stream)
+                        snap = self.snapshot(step, stream)
                     samples = len(next(iter(batch.values())))
                     put(StepOutput(step, r.loss, r.lr, r.loss_scale, r.isfinite, samples,
                                    r.grad_norm, t1 - t0, self.clock() - t0, snap))
@@ -255,6 +260,11 @@ class QueuedExecutor:
         finally:
             stop.set()
             worker.join()
+
+    def snapshot(self, step: int, stream: Any) -> TrainState:
+        """A consistent copy of the training state after `step` (a CS-2 executor downloads it
+        from where it lives: the wafer's stages, MemoryX)."""
+        return capture_state(step, self.model, self.optimizer, self.scaler, stream)
 
     def evaluate(self, stream: Any, num_batches: int) -> Iterator[EvalOutput]:
         """Evaluate synchronously (no updates, so nothing to overlap)."""

@@ -4,7 +4,8 @@ One concept per file: module.py (the `Module` base), dense.py, activations.py, d
 embedding.py (+ position tables, tied output projection), layernorm.py, rotary.py, attention.py,
 loss.py (softmax cross-entropy), transformer.py (decoder blocks), model.py (`Model`, the base of
 the models in runtime/modelzoo), decoder.py (`DecoderLM`: GPT-2 / GPT-J), spec.py (`LayerSpec`,
-the compiler's view), init.py (initializers), malloc.py and threads.py (host performance knobs).
+the compiler's view), init.py (initializers), malloc.py (a host performance knob), parallel.py
+(kernels split over the runtime's worker threads, runtime/threads.py).
 """
 
 from runtime.nn.activations import ACTIVATIONS, Activation

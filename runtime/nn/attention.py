@@ -1,9 +1,12 @@
 """Causal multi-head self-attention: fused qkv, optional rotary, causal softmax, output projection.
 
 All heads and samples go through batched matmuls on (B, nh, T, hs) arrays: no Python loop over
-batch or heads. numpy only hands a stacked matmul to BLAS when each matrix is contiguous, so the
-heads are copied once into a (3, B, nh, T, hs) buffer rather than used as strided views (about
-15x slower here). The 1/sqrt(hs) scale is folded into q (T*hs multiplies instead of T*T).
+batch or heads. The B * nh independent (sample, head) problems are split into groups that the
+runtime's worker threads take in turn (parallel.for_rows), each group's scores, softmax and
+products done while its (g, T, T) block is in cache. numpy only hands a stacked matmul to BLAS
+when each matrix is contiguous, so the heads are copied once into a (3, B, nh, T, hs) buffer
+rather than used as strided views (about 15x slower here). The 1/sqrt(hs) scale is folded into
+q (T*hs multiplies instead of T*T).
 """
 
 from __future__ import annotations
@@ -16,9 +19,9 @@ from runtime.nn.dense import Dense
 from runtime.nn.dropout import Dropout
 from runtime.nn.init import GPT_INIT, Init
 from runtime.nn.module import FP32, Module
+from runtime.nn.parallel import for_rows
 from runtime.nn.rotary import Rotary
 from runtime.nn.spec import LayerSpec, make_spec
-from runtime.nn.threads import single_blas_thread
 from runtime.precision import Policy
 
 __all__ = ["CausalSelfAttention"]
@@ -68,6 +71,7 @@ class CausalSelfAttention(Module):
         """x (B, T, C) -> (B, T, C)."""
         B, T, C = x.shape  # batch, sequence length, embedding dimensionality
         nh, hs = self.nh, self.hs
+        G = B * nh  # independent (sample, head) attention problems
         # 1) project to q, k, v for all heads and move the heads next to the batch dim
         qkv = self.qkv.forward(x)  # (B, T, 3C)
         heads = self.buf("heads", (3, B, nh, T, hs), qkv.dtype)  # (3, B, nh, T, hs)
@@ -78,18 +82,37 @@ class CausalSelfAttention(Module):
             self.rotary.rotate(q, out=q)
             self.rotary.rotate(k, out=k)
         q *= self.scale
-        with single_blas_thread():  # 2 x B x nh small products (see threads.py)
-            # 3) causal softmax(q k^T), in place in one (B, nh, T, T) buffer
-            att = self.buf("att", (B, nh, T, T), q.dtype)  # (B, nh, T, T)
-            np.matmul(q, k.swapaxes(-1, -2), out=att)
-            att += self.mask(T)  # future positions -> -inf
-            att -= att.max(axis=-1, keepdims=True)  # the row max is finite: the diagonal
-            np.exp(att, out=att)
-            att *= 1.0 / att.sum(axis=-1, keepdims=True)  # (B, nh, T, T) rows sum to 1 (fp32 sums)
-            self.policy.cast(att, out=att)
+        att = self.buf("att", (B, nh, T, T), q.dtype)  # (B, nh, T, T)
+        yh = self.buf("yh", (B, nh, T, hs), v.dtype)  # (B, nh, T, hs)
+        qg, kg, vg = (a.reshape(G, T, hs) for a in (q, k, v))  # (G, T, hs) views
+        attg, yhg = att.reshape(G, T, T), yh.reshape(G, T, hs)
+        mask = self.mask(T)
+        fused = not self.drop.active  # dropout draws from one generator: it runs unsplit
+
+        def scores(g0: int, g1: int) -> None:
+            # 3) causal softmax(q k^T) of problems g0..g1, in place in their rows of att
+            a = attg[g0:g1]  # (g, T, T)
+            np.matmul(qg[g0:g1], kg[g0:g1].swapaxes(-1, -2), out=a)
+            a += mask  # future positions -> -inf
+            a -= a.max(axis=-1, keepdims=True)  # the row max is finite: the diagonal
+            np.exp(a, out=a)
+            a *= 1.0 / a.sum(axis=-1, keepdims=True)  # rows sum to 1 (fp32 sums)
+            self.policy.cast(a, out=a)
+            if fused:
+                values(g0, g1)
+
+        def values(g0: int, g1: int) -> None:
+            # 4) weighted sum of the values
+            np.matmul(attg_d[g0:g1], vg[g0:g1], out=yhg[g0:g1])  # (g, T, hs)
+
+        attg_d = attg
+        for_rows(scores, G, T * T * att.itemsize)
+        att_d = att
+        if not fused:
             att_d = self.drop.forward(att)  # (B, nh, T, T) attention dropout
-            # 4) weighted sum of the values, heads back side by side, output projection
-            yh = np.matmul(att_d, v, out=self.buf("yh", (B, nh, T, hs), v.dtype))  # (B, nh, T, hs)
+            attg_d = att_d.reshape(G, T, T)
+            for_rows(values, G, T * T * att.itemsize)
+        # 5) heads back side by side, output projection
         y = self.buf("y", (B, T, nh, hs), v.dtype)  # (B, T, nh, hs)
         np.copyto(y, yh.transpose(0, 2, 1, 3))
         self.policy.cast(y, out=y)
@@ -100,6 +123,7 @@ class CausalSelfAttention(Module):
         """dout (B, T, C) -> dx (B, T, C)."""
         B, T, C = dout.shape
         nh, hs = self.nh, self.hs
+        G = B * nh
         q, k, v = self.heads  # q rotated and scaled, k rotated
         att, att_d = self.att, self.att_d
         # 1) through the output projection, heads to the batch dims again
@@ -107,25 +131,40 @@ class CausalSelfAttention(Module):
         dyh = self.buf("dyh", (B, nh, T, hs), dy.dtype)  # (B, nh, T, hs)
         np.copyto(dyh, dy.reshape(B, T, nh, hs).transpose(0, 2, 1, 3))
         dheads = self.buf("dheads", (3, B, nh, T, hs), dy.dtype)  # (3, B, nh, T, hs)
-        dq, dk, dv = dheads
-        with single_blas_thread():
+        datt = self.buf("datt", att.shape, dy.dtype)  # (B, nh, T, T)
+        qg, kg, vg, dyg = (a.reshape(G, T, hs) for a in (q, k, v, dyh))  # (G, T, hs)
+        dqg, dkg, dvg = (a.reshape(G, T, hs) for a in dheads)  # (G, T, hs)
+        attg, attg_d, dattg = (a.reshape(G, T, T) for a in (att, att_d, datt))  # (G, T, T)
+        fused = self.drop.keep is None  # no dropout mask: one split pass
+        scale = self.scale
+
+        def values(g0: int, g1: int) -> None:
             # 2) y = att_d @ v
-            np.matmul(att_d.swapaxes(-1, -2), dyh, out=dv)  # (B, nh, T, hs)
-            datt = self.buf("datt", att.shape, dy.dtype)  # (B, nh, T, T)
-            np.matmul(dyh, v.swapaxes(-1, -2), out=datt)
-            datt = self.drop.backward(datt)  # (B, nh, T, T)
-            # 3) softmax: ds = att * (datt - rowsum(datt * att)); masked att = 0 -> ds = 0
-            rowdot = np.einsum("bhij,bhij->bhi", datt, att)  # (B, nh, T)
-            datt -= rowdot[..., None]
-            datt *= att
-            self.policy.cast(datt, out=datt)
+            np.matmul(attg_d[g0:g1].swapaxes(-1, -2), dyg[g0:g1], out=dvg[g0:g1])  # (g, T, hs)
+            np.matmul(dyg[g0:g1], vg[g0:g1].swapaxes(-1, -2), out=dattg[g0:g1])  # (g, T, T)
+            if fused:
+                softmax(g0, g1)
+
+        def softmax(g0: int, g1: int) -> None:
+            # 3) ds = att * (datt - rowsum(datt * att)); masked att = 0 -> ds = 0
+            d, a = dattg[g0:g1], attg[g0:g1]  # (g, T, T)
+            rowdot = np.einsum("gij,gij->gi", d, a)  # (g, T)
+            d -= rowdot[..., None]
+            d *= a
+            self.policy.cast(d, out=d)
             # 4) scores = q k^T with q already scaled
-            np.matmul(datt, k, out=dq)  # (B, nh, T, hs) gradient of the scaled q
-            np.matmul(datt.swapaxes(-1, -2), q, out=dk)  # (B, nh, T, hs)
-            dq *= self.scale
-            if self.rotary is not None:  # the inverse rotation carries the gradient back
-                self.rotary.rotate(dq, out=dq, inverse=True)
-                self.rotary.rotate(dk, out=dk, inverse=True)
+            np.matmul(d, kg[g0:g1], out=dqg[g0:g1])  # (g, T, hs) gradient of the scaled q
+            np.matmul(d.swapaxes(-1, -2), qg[g0:g1], out=dkg[g0:g1])  # (g, T, hs)
+            dqg[g0:g1] *= scale
+
+        for_rows(values, G, T * T * att.itemsize)
+        if not fused:
+            np.copyto(datt, self.drop.backward(datt))  # (B, nh, T, T) through the dropout mask
+            for_rows(softmax, G, T * T * att.itemsize)
+        dq, dk, _ = dheads
+        if self.rotary is not None:  # the inverse rotation carries the gradient back
+            self.rotary.rotate(dq, out=dq, inverse=True)
+            self.rotary.rotate(dk, out=dk, inverse=True)
         # 5) back to the fused (B, T, 3C) layout and through the qkv projection
         dqkv = self.buf("dqkv", (B, T, 3, nh, hs), dy.dtype)  # (B, T, 3, nh, hs)
         np.copyto(dqkv, dheads.transpose(1, 3, 0, 2, 4))

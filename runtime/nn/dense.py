@@ -1,4 +1,7 @@
-"""Dense (fully connected) layer: y = x @ W + b, over the last axis of x."""
+"""Dense (fully connected) layer: y = x @ W + b, over the last axis of x.
+
+The three products go through parallel.gemm (split over the runtime's worker threads).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ import numpy as np
 
 from runtime.nn.init import Init, glorot_uniform, zeros
 from runtime.nn.module import FP32, Module
+from runtime.nn.parallel import gemm
 from runtime.nn.spec import LayerSpec, make_spec
 from runtime.precision import Policy
 
@@ -38,7 +42,7 @@ class Dense(Module):
         lead = x.shape[:-1]
         x2 = x.reshape(-1, self.n_in)  # (N, n_in)  N = all leading positions
         w = self.half(self.p["weight"], "w")  # (n_in, n_out) the weights as the kernel uses them
-        y = np.matmul(x2, w, out=self.buf("y", (x2.shape[0], self.n_out), x2.dtype))  # (N, n_out)
+        y = gemm(x2, w, self.buf("y", (x2.shape[0], self.n_out), x2.dtype))  # (N, n_out)
         if "bias" in self.p:
             y += self.half(self.p["bias"], "b")  # (N, n_out) + (n_out,)
         self.policy.cast(y, out=y)  # activations leave the layer in 16 bits
@@ -49,13 +53,13 @@ class Dense(Module):
         """dy (..., n_out) -> dx (..., n_in); accumulates dW, db."""
         dy2 = dy.reshape(-1, self.n_out)  # (N, n_out)
         dw = self.buf("dw", self.p["weight"].shape, dy2.dtype)  # (n_in, n_out)
-        np.matmul(self.x2.T, dy2, out=dw)
+        gemm(self.x2.T, dy2, dw)
         self.accumulate("weight", dw)
         if "bias" in self.p:
             self.accumulate("bias", dy2.sum(axis=0))  # (n_out,)
         if not self.needs_dx:
             return None
-        dx = np.matmul(dy2, self.w.T, out=self.buf("dx", self.x2.shape, dy2.dtype))  # (N, n_in)
+        dx = gemm(dy2, self.w.T, self.buf("dx", self.x2.shape, dy2.dtype))  # (N, n_in)
         self.policy.cast(dx, out=dx)
         return dx.reshape(*dy.shape[:-1], self.n_in)
 

@@ -6,6 +6,7 @@ import numpy as np
 
 from runtime.nn.init import GPT_INIT, Init
 from runtime.nn.module import FP32, Module
+from runtime.nn.parallel import gemm
 from runtime.nn.spec import LayerSpec, make_spec
 from runtime.precision import Policy
 
@@ -128,7 +129,7 @@ class TiedProjection(Module):
         V, C = self.emb.p["weight"].shape
         h2 = h.reshape(-1, C)  # (N, C)
         e = self.emb.half(self.emb.p["weight"], "w_out")  # (V, C) as the kernel uses it
-        y = np.matmul(h2, e.T, out=self.buf("y", (h2.shape[0], V), h2.dtype))  # (N, V)
+        y = gemm(h2, e.T, self.buf("y", (h2.shape[0], V), h2.dtype))  # (N, V)
         if "bias" in self.p:
             y += self.half(self.p["bias"], "b")  # (N, V) + (V,)
         self.policy.cast(y, out=y)
@@ -139,11 +140,11 @@ class TiedProjection(Module):
         """dy (..., V) -> dh (..., C); accumulates into the embedding's own gradient."""
         V, C = self.e.shape
         dy2 = dy.reshape(-1, V)  # (N, V)
-        de = np.matmul(dy2.T, self.h2, out=self.buf("de", (V, C), dy2.dtype))  # (V, C)
+        de = gemm(dy2.T, self.h2, self.buf("de", (V, C), dy2.dtype))  # (V, C)
         self.emb.accumulate("weight", de)  # the same array the embedding's backward adds into
         if "bias" in self.p:
             self.accumulate("bias", dy2.sum(axis=0))  # (V,)
-        dh = np.matmul(dy2, self.e, out=self.buf("dh", self.h2.shape, dy2.dtype))  # (N, C)
+        dh = gemm(dy2, self.e, self.buf("dh", self.h2.shape, dy2.dtype))  # (N, C)
         self.policy.cast(dh, out=dh)
         return dh.reshape(*dy.shape[:-1], C)
 

@@ -1,10 +1,14 @@
-"""Layer normalisation over the last axis: y = (x - mean) / sqrt(var + eps) * gamma + beta."""
+"""Layer normalisation over the last axis: y = (x - mean) / sqrt(var + eps) * gamma + beta.
+
+Rows are independent: they run in blocks over the worker threads (parallel.for_rows).
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
 from runtime.nn.module import FP32, Module
+from runtime.nn.parallel import for_rows
 from runtime.nn.spec import LayerSpec, make_spec
 from runtime.precision import Policy
 
@@ -24,17 +28,27 @@ class LayerNorm(Module):
         """x (..., C) -> y (..., C)."""
         C = self.dim
         x2 = x.reshape(-1, C)  # (N, C)
-        # 1) centre and scale: xhat = (x - mu) * rstd
-        xhat = x2 - x2.mean(axis=1, keepdims=True)  # (N, C)
-        var = np.einsum("ij,ij->i", xhat, xhat)  # (N,) sum of squares, no (N, C) temporary
-        var /= C
-        rstd = 1.0 / np.sqrt(var + self.eps)  # (N,)
-        xhat *= rstd[:, None]  # (N, C)
-        # 2) affine: y = xhat * gamma + beta
+        N = x2.shape[0]
+        xhat = self.buf("xhat", x2.shape, x2.dtype)  # (N, C)
+        rstd = self.buf("rstd", (N,), x2.dtype)  # (N,)
+        y = self.buf("y", x2.shape, x2.dtype)  # (N, C)
         gamma = self.half(self.p["weight"], "w")  # (C,)
-        y = np.multiply(xhat, gamma, out=self.buf("y", xhat.shape, xhat.dtype))  # (N, C)
-        y += self.half(self.p["bias"], "b")
-        self.policy.cast(y, out=y)
+        beta = self.half(self.p["bias"], "b")  # (C,)
+
+        def rows(r0: int, r1: int) -> None:
+            xs, xh, rs, ys = x2[r0:r1], xhat[r0:r1], rstd[r0:r1], y[r0:r1]
+            # 1) centre and scale: xhat = (x - mu) * rstd
+            np.subtract(xs, xs.mean(axis=1, keepdims=True), out=xh)  # (r, C)
+            var = np.einsum("ij,ij->i", xh, xh)  # (r,) sum of squares, no (r, C) temporary
+            var /= C
+            np.divide(1.0, np.sqrt(var + self.eps), out=rs)  # (r,)
+            xh *= rs[:, None]
+            # 2) affine: y = xhat * gamma + beta
+            np.multiply(xh, gamma, out=ys)
+            ys += beta
+            self.policy.cast(ys, out=ys)
+
+        for_rows(rows, N, 3 * C * x2.itemsize)  # row blocks over the worker threads
         self.xhat, self.rstd, self.gamma = xhat, rstd, gamma
         return y.reshape(x.shape)
 
@@ -42,20 +56,26 @@ class LayerNorm(Module):
         """dy (..., C) -> dx (..., C); accumulates dgamma, dbeta."""
         C = self.dim
         dy2 = dy.reshape(-1, C)  # (N, C)
-        xhat, rstd = self.xhat, self.rstd
-        # 1) parameter gradients
+        xhat, rstd, gamma = self.xhat, self.rstd, self.gamma
+        # 1) parameter gradients: sums over the rows, so over the whole array (not split)
         self.accumulate("weight", np.einsum("ij,ij->j", dy2, xhat))  # (C,) sum of dy * xhat
         self.accumulate("bias", dy2.sum(axis=0))  # (C,)
-        # 2) dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma
-        g = dy2 * self.gamma  # (N, C)
-        m1 = g.mean(axis=1, keepdims=True)  # (N, 1)
-        m2 = np.einsum("ij,ij->i", g, xhat)  # (N,)
-        m2 /= C
-        dx = np.multiply(xhat, m2[:, None], out=self.buf("dx", xhat.shape, xhat.dtype))  # (N, C)
-        np.subtract(g, dx, out=dx)
-        dx -= m1
-        dx *= rstd[:, None]
-        self.policy.cast(dx, out=dx)
+        dx = self.buf("dx", xhat.shape, xhat.dtype)  # (N, C)
+
+        def rows(r0: int, r1: int) -> None:
+            # 2) dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma
+            xh, d = xhat[r0:r1], dx[r0:r1]  # (r, C)
+            g = dy2[r0:r1] * gamma  # (r, C) one block: stays in cache
+            m1 = g.mean(axis=1, keepdims=True)  # (r, 1)
+            m2 = np.einsum("ij,ij->i", g, xh)  # (r,)
+            m2 /= C
+            np.multiply(xh, m2[:, None], out=d)  # (r, C)
+            np.subtract(g, d, out=d)
+            d -= m1
+            d *= rstd[r0:r1, None]
+            self.policy.cast(d, out=d)
+
+        for_rows(rows, dy2.shape[0], 3 * C * dy2.itemsize)
         return dx.reshape(dy.shape)
 
     def specs(self, name: str, in_shape: tuple[int, ...], names: dict[int, str]) -> list[LayerSpec]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from runtime.nn.module import FP32, Module
+from runtime.nn.parallel import for_rows
 from runtime.nn.spec import LayerSpec
 from runtime.precision import Policy
 
@@ -28,16 +29,21 @@ class SoftmaxCrossEntropy(Module):
         z = logits.reshape(-1, V)  # (N, V)
         y = labels.reshape(-1)  # (N,)
         N = z.shape[0]
-        rows = np.arange(N)
-        # 1) shift by the row max so exp never overflows, then log-sum-exp
         probs = self.buf("probs", z.shape, z.dtype)  # (N, V)
-        np.subtract(z, z.max(axis=1, keepdims=True), out=probs)
-        picked = probs[rows, y]  # (N,) shifted logit of the right class
-        np.exp(probs, out=probs)
-        sums = probs.sum(axis=1)  # (N,)
-        ce = np.log(sums)  # (N,) log-sum-exp of the shifted logits
-        ce -= picked  # (N,) -log p(label)
-        probs *= (1.0 / sums)[:, None]  # (N, V) softmax, in place
+        ce = self.buf("ce", (N,), z.dtype)  # (N,)
+
+        def rows(r0: int, r1: int) -> None:
+            # 1) shift by the row max so exp never overflows, then log-sum-exp
+            p = probs[r0:r1]  # (r, V)
+            np.subtract(z[r0:r1], z[r0:r1].max(axis=1, keepdims=True), out=p)
+            picked = p[np.arange(r1 - r0), y[r0:r1]]  # (r,) shifted logit of the right class
+            np.exp(p, out=p)
+            sums = p.sum(axis=1)  # (r,)
+            c = np.log(sums, out=ce[r0:r1])  # (r,) log-sum-exp of the shifted logits
+            c -= picked  # (r,) -log p(label)
+            p *= (1.0 / sums)[:, None]  # (r, V) softmax, in place
+
+        for_rows(rows, N, V * z.itemsize)  # row blocks over the worker threads
         # 2) the scaled sum
         self.scale = 1.0 / N if scale is None else scale
         self.ce_sum, self.count = float(ce.sum()), N
@@ -55,8 +61,13 @@ class SoftmaxCrossEntropy(Module):
         assert self.probs is not None, "backward needs a forward first (and runs once per forward)"
         d = self.probs  # (N, V) reused in place
         d[np.arange(d.shape[0]), self.labels] -= 1.0
-        d *= self.scale * loss_scale
-        self.policy.cast(d, out=d)
+        factor = self.scale * loss_scale
+
+        def rows(r0: int, r1: int) -> None:
+            d[r0:r1] *= factor
+            self.policy.cast(d[r0:r1], out=d[r0:r1])
+
+        for_rows(rows, d.shape[0], d.shape[1] * d.itemsize)
         self.probs = None
         return d.reshape(self.shape)
 

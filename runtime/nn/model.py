@@ -23,6 +23,7 @@ from runtime.nn.malloc import tune_allocator
 from runtime.nn.module import Module
 from runtime.nn.spec import LayerSpec
 from runtime.precision import Policy
+from runtime.threads import configure as configure_threads
 
 __all__ = ["Model", "training_bytes"]
 
@@ -60,6 +61,7 @@ class Model(Module):
     ) -> None:
         super().__init__(policy)
         tune_allocator()  # big per-step temporaries stay in the heap (see malloc.py)
+        configure_threads()  # BLAS 1 thread a call, our workers split the work (threads.py)
         self.seed = seed
         self.init_rng = _generator(seed if init_seed is None else init_seed, stream=0)
         self.drop_rng = _generator(seed if dropout_seed is None else dropout_seed, stream=1)

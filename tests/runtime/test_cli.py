@@ -51,9 +51,6 @@ def run(capsys, model: str, *argv: str) -> tuple[int, str, str]:
          "Cannot run train_and_eval mode on the Cerebras System!"),
         ("gpt2", ["-m", "eval", "-p", "x.yaml", "--cs_ip", "10.0.0.1"],
          "When performing eval on the Cerebras System, eval_steps must be provided."),
-        ("gpt2", ["-m", "train", "-p", "x.yaml", "--cs_ip", "10.0.0.1"],
-         "--cs_ip needs the CS-2 executor, which this version of cs2sim does not have yet; "
-         "run without it to train on the host CPU."),
     ],
 )
 def test_flag_messages_verbatim_exit_2(capsys, model, argv, message):
@@ -229,11 +226,13 @@ def test_train_and_eval_checks_the_eval_input_before_training(capsys, tmp_path):
 def test_a_diverging_run_reports_its_loss_not_library_warnings(capsys, tmp_path, recwarn,
                                                               caplog):
     cfg = yaml.safe_load(Path(FC_SMALL).read_text())
-    cfg["optimizer"] = {"optimizer_type": "sgd", "learning_rate": 1.0e35}
+    # the largest learning rate validation allows, on a linear model: diverges to inf then NaN
+    cfg["optimizer"] = {"optimizer_type": "sgd", "learning_rate": 10.0}
+    cfg["model"]["activation_fn"] = "linear"
     cfg["runconfig"]["check_loss_values"] = False
     (tmp_path / "p.yaml").write_text(yaml.safe_dump(cfg))
     code, out, err = run(capsys, "fc_mnist", "-m", "train", "-p", str(tmp_path / "p.yaml"),
-                         "-o", str(tmp_path / "m"), "--max_steps", "6", "--save_summary_steps",
+                         "-o", str(tmp_path / "m"), "--max_steps", "20", "--save_summary_steps",
                          "1")
     assert code == 0, err
     assert "Loss=nan" in out
@@ -313,3 +312,127 @@ def test_progress_bar_only_when_stdout_and_stderr_are_both_terminals():
             trainer = Recorder()
             runlog.attach(trainer)
             assert ("on_load" in trainer.events) is bar
+
+
+# -- issue 7: the real run.py flags, which params/model_dir, eval without checkpoint ---------------
+
+def test_real_model_zoo_flags_are_accepted_and_stored(capsys, tmp_path):
+    md = tmp_path / "m"
+    code, out, err = run(capsys, "fc_mnist", "-m", "train", "-p", FC_SMALL, "-o", str(md),
+                         "--max_steps", "2", "--logging", "warning", "--num_csx", "2",
+                         "--num_wgt_servers", "4", "--execution_strategy", "weight_streaming",
+                         "--mount_dirs", "/data", "/models", "--python_paths", "/src")
+    assert code == 0, err
+    rc = yaml.safe_load((md / "train" / "params_train.yaml").read_text())["runconfig"]
+    assert (rc["num_csx"], rc["num_wgt_servers"], rc["execution_strategy"], rc["mount_dirs"],
+            rc["python_paths"], rc["logging"]) == (2, 4, "weight_streaming",
+                                                   ["/data", "/models"], ["/src"], "WARNING")
+    assert "| Train Device" not in out  # --logging WARNING: no INFO lines
+    code, out, err = run(capsys, "fc_mnist", "-m", "train", "-p", FC_SMALL, "-o", str(md),
+                         "--max_steps", "3", "--num_csx", "2", "--mount_dirs", "/data")
+    assert code == 0, err
+    notes = [line.split("INFO:   ")[1] for line in out.splitlines() if "note: --" in line]
+    assert notes == [
+        "note: --num_csx 2 is stored in runconfig.num_csx and has no effect here yet (it sets "
+        "the CS-X systems of a weight-streaming run with --cs_ip (python-ws)).",
+        "note: --mount_dirs /data is stored in runconfig.mount_dirs and has no effect here yet "
+        "(there are no appliance containers to mount into; runs see the host's files)."]
+
+
+def test_checkpoint_path_resumes_unless_is_pretrained_checkpoint(capsys, tmp_path):
+    code, _, err = run(capsys, "fc_mnist", "-m", "train", "-p", FC_SMALL, "-o",
+                       str(tmp_path / "a"), "--max_steps", "4")
+    assert code == 0, err
+    source = str(tmp_path / "a" / "model-ckpt-4.npz")
+    code, out, err = run(capsys, "fc_mnist", "-m", "train", "-p", FC_SMALL, "-o",
+                         str(tmp_path / "b"), "--max_steps", "6", "--checkpoint_path", source)
+    assert code == 0, err
+    assert f'Resuming from checkpoint "{source}" at global step 4' in out
+    assert "Training finished with 128 samples" in out  # steps 5 and 6 only
+    code, out, err = run(capsys, "fc_mnist", "-m", "train", "-p", FC_SMALL, "-o",
+                         str(tmp_path / "c"), "--max_steps", "6", "--checkpoint_path", source,
+                         "--is_pretrained_checkpoint")
+    assert code == 0, err
+    assert "training starts at global step 0" in out
+    assert "Training finished with 384 samples" in out  # steps 1-6
+
+
+def test_mode_validate_only_says_its_params_file(capsys, tmp_path):
+    code, out, err = run(capsys, "fc_mnist", "-m", "validate_only", "-p", FC_SMALL, "-o",
+                         str(tmp_path / "m"))
+    assert code == 0, err
+    assert f"Params file: {FC_SMALL}\n" in out
+
+
+def test_run_says_which_params_file_and_model_dir(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "fc_mnist", "-m", "eval", "--eval_steps", "1",
+                         "--eval_random_weights")
+    assert code == 0, err
+    default = model_home("fc_mnist") / "configs" / "params.yaml"
+    assert f"Params file: {default} (the default; choose another with -p)" in out
+    assert (f"Model directory: {tmp_path / 'model_dir'} (runconfig.model_dir; choose another "
+            "with -o)") in out
+    code, out, err = run(capsys, "fc_mnist", "-m", "eval", "-p", FC_SMALL, "-o", "m",
+                         "--eval_steps", "1", "--eval_random_weights")
+    assert f"Params file: {FC_SMALL}\n" in out and f"Model directory: {tmp_path / 'm'}\n" in out
+
+
+def test_eval_without_a_checkpoint_is_an_error_unless_asked(capsys, tmp_path):
+    md = tmp_path / "empty"
+    code, out, err = run(capsys, "fc_mnist", "-m", "eval", "-p", FC_SMALL, "-o", str(md))
+    assert code == 1
+    assert err == (f'error: No checkpoint to evaluate in "{md}"; train first, pass '
+                   "--checkpoint_path, or add --eval_random_weights to evaluate randomly "
+                   "initialized weights on purpose.\n")
+    assert "Evaluation completed successfully!" not in out
+    code, out, err = run(capsys, "fc_mnist", "-m", "eval", "-p", FC_SMALL, "-o", str(md),
+                         "--eval_random_weights")
+    assert code == 0 and "evaluating randomly initialized weights" in out
+
+
+def test_params_train_yaml_holds_resolved_values(capsys, tmp_path):
+    cfg = yaml.safe_load(Path(FC_SMALL).read_text())
+    cfg["model"]["mixed_precision"] = True
+    cfg["optimizer"]["loss_scaling_factor"] = "dynamic"
+    cfg["runconfig"].pop("log_steps")
+    cfg["runconfig"]["save_summary_steps"] = 10  # TF flow: console every 100 (default)
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(cfg))
+    code, _, err = run(capsys, "fc_mnist", "-m", "train", "-p", str(tmp_path / "p.yaml"),
+                       "-o", str(tmp_path / "m"), "--max_steps", "1")
+    assert code == 0, err
+    written = yaml.safe_load((tmp_path / "m" / "train" / "params_train.yaml").read_text())
+    opt, rc = written["optimizer"], written["runconfig"]
+    assert (opt["initial_loss_scale"], opt["max_loss_scale"], opt["min_loss_scale"],
+            opt["overflow_tolerance"], opt["steps_per_increase"]) == (
+        2.0**15, 2.0**15, 2.0**-14, 0.05, 2000)
+    assert (rc["save_summary_steps"], rc["log_step_count_steps"], rc["log_steps"]) == (10, 100, 100)
+
+
+def test_unknown_keys_are_not_written_back(capsys, tmp_path):
+    """Issue 6 item 3: an ignored key (here aliases within the limits) is not re-serialized."""
+    text = Path(FC_SMALL).read_text().replace(
+        "runconfig:\n", "runconfig:\n    junk: &a [1, 2, 3]\n    junk2: [*a, *a, *a]\n")
+    (tmp_path / "p.yaml").write_text(text)
+    code, out, err = run(capsys, "fc_mnist", "-m", "train", "-p", str(tmp_path / "p.yaml"),
+                         "-o", str(tmp_path / "m"), "--max_steps", "1")
+    assert code == 0, err
+    assert "unknown key runconfig.junk ignored" in out
+    written = (tmp_path / "m" / "train" / "params_train.yaml").read_text()
+    assert "junk" not in written
+
+
+def test_yaml_alias_bomb_is_refused_in_one_line_fast(capsys, tmp_path):
+    import time
+
+    lines = ["runconfig:", "    a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    for i in range(1, 10):  # 9**10 nodes once expanded
+        lines.append(f"    a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]")
+    (tmp_path / "bomb.yaml").write_text(Path(FC_SMALL).read_text().replace(
+        "runconfig:", "\n".join(lines)))
+    t0 = time.perf_counter()
+    code, out, err = run(capsys, "fc_mnist", "-m", "train", "-p", str(tmp_path / "bomb.yaml"),
+                         "-o", str(tmp_path / "m"))
+    assert time.perf_counter() - t0 < 10  # generous for a loaded CI host; it takes ~ms
+    assert code == 1 and err.count("\n") == 1
+    assert "(limit max_nodes)" in err and not (tmp_path / "m").exists()

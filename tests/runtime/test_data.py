@@ -375,3 +375,68 @@ def test_workers_never_outlive_the_consumer(how):
     alive = [p for p in pids if Path(f"/proc/{p}").exists()
              and "Z" not in Path(f"/proc/{p}/stat").read_text().split()[2]]
     assert alive == []
+
+
+# -- data_dir lists and AUTOTUNE (issue 7) ---------------------------------------------------------
+
+def _shard_dirs(tmp_path, count: int) -> list[str]:
+    """`count` directories; every token of directory d lies in [100 d, 100 d + 80)."""
+    dirs = []
+    for d in range(count):
+        p = tmp_path / f"shard{d}"
+        p.mkdir()
+        np.arange(100 * d, 100 * d + 81, dtype=np.uint16).tofile(p / "train.bin")  # 10 windows
+        dirs.append(str(p))
+    return dirs
+
+
+def test_data_dir_list_is_read_in_order_in_process(tmp_path):
+    dirs = _shard_dirs(tmp_path, 3)
+    params = lm_params(dirs[0])
+    params["train_input"]["data_dir"] = dirs
+    s = build_input(params, "train", "gpt2", seed=1)
+    assert s.samples_per_epoch == 30 and s.num_workers == 0
+    firsts = [int(next(s)["input_ids"][0, 0]) // 100 for _ in range(15)]
+    assert firsts == [0] * 5 + [1] * 5 + [2] * 5  # dir 0's samples, then dir 1's, then dir 2's
+
+
+def test_data_dir_list_is_sharded_across_workers_in_order(tmp_path):
+    dirs = _shard_dirs(tmp_path, 3)
+    params = lm_params(dirs[0])
+    params["train_input"].update(data_dir=dirs, num_workers=2, shuffle=True)
+    with build_input(params, "train", "gpt2", seed=1) as s:
+        assert s.num_workers == 2
+        got = [sorted({int(t) // 100 for t in next(s)["input_ids"].ravel()}) for _ in range(8)]
+    # worker 0 reads entries 0 and 2, worker 1 entry 1; batches alternate between the workers
+    for g, dirs_seen in enumerate(got):
+        assert set(dirs_seen) <= ({0, 2} if g % 2 == 0 else {1}), (g, got)
+    assert {d for seen in got[0::2] for d in seen} == {0, 2}
+
+
+def test_shard_deals_in_order():
+    from runtime.data.shards import data_dirs, shard
+
+    assert shard(["a", "b", "c", "d", "e"], 2) == [["a", "c", "e"], ["b", "d"]]
+    assert data_dirs("x") == ["x"] and data_dirs(None) == [] and data_dirs(["x", "y"]) == ["x", "y"]
+
+
+def test_missing_entry_of_a_data_dir_list_is_named(tmp_path):
+    dirs = _shard_dirs(tmp_path, 2) + [str(tmp_path / "empty")]
+    (tmp_path / "empty").mkdir()
+    params = lm_params(dirs[0])
+    params["train_input"]["data_dir"] = dirs
+    with pytest.raises(ConfigError, match=r"train_input.data_dir\[2\] \(.*empty\) has no token"):
+        build_input(params, "train", "gpt2", 1)
+
+
+def test_num_parallel_calls_zero_is_autotune_not_in_process(tmp_path):
+    from runtime.data import autotune_workers
+
+    np.arange(0, 81, dtype=np.uint16).tofile(tmp_path / "train.bin")
+    params = lm_params(tmp_path, num_parallel_calls=0)
+    with build_input(params, "train", "gpt2", 1) as s:
+        assert s.num_workers == autotune_workers() >= 1
+        assert next(s)["input_ids"].shape == (2, 8)
+    params["train_input"]["num_parallel_calls"] = None
+    with build_input(params, "train", "gpt2", 1) as s:
+        assert s.num_workers == 0

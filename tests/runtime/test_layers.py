@@ -410,3 +410,77 @@ def test_module_names_modes_and_zero_grad() -> None:
     assert any(np.abs(g).sum() > 0 for g in b.grads().values())
     b.zero_grad()
     assert all(np.abs(g).sum() == 0 for g in b.grads().values())
+
+
+# ---------------------------------------------------------------------------------------------
+# kernels split over the worker threads: the same bits whatever the thread count
+# ---------------------------------------------------------------------------------------------
+@pytest.fixture
+def workers_of():
+    """Set the runtime's worker count inside a test; restored afterwards."""
+    from runtime import threads
+
+    yield threads.set_workers
+    threads.set_workers(threads.available_cores())
+
+
+@pytest.mark.parametrize(
+    "shape", [(1024, 256, 768), (256, 1024, 256), (256, 64, 3000), (300, 256, 10), (5, 7, 3)]
+)
+def test_parallel_gemm_is_one_threads_matmul_bit_for_bit(shape, workers_of) -> None:
+    from runtime.nn.parallel import gemm
+
+    M, K, N = shape
+    a = rng(1).standard_normal((M, K), dtype=np.float32)
+    b = rng(2).standard_normal((K, N), dtype=np.float32)
+    ref = np.matmul(a, b)  # one BLAS thread (the module's fixture)
+    for n in (1, 2, 3):
+        workers_of(n)
+        out = np.full((M, N), np.nan, np.float32)
+        assert np.array_equal(gemm(a, b, out), ref)
+        out_t = np.full((N, M), np.nan, np.float32)  # transposed operands, as backward uses
+        assert np.array_equal(gemm(b.T, a.T, out_t), np.matmul(b.T, a.T))
+
+
+def test_row_bounds_cover_the_rows_once() -> None:
+    from runtime.nn.parallel import row_bounds
+
+    for n, chunks, align in [(1024, 8, 8), (1000, 7, 8), (3, 5, 1), (50257, 13, 16)]:
+        b = row_bounds(n, chunks, align)
+        assert b[0] == 0 and b[-1] == n and all(x < y for x, y in zip(b, b[1:], strict=False))
+        assert all(x % align == 0 for x in b[:-1])
+
+
+def _step_outputs(make, xs, workers_of, n):
+    workers_of(n)
+    layer = make()
+    y = np.array(layer.forward(*xs), copy=True)
+    w = rng(9).standard_normal(y.shape).astype(np.float32) if y.ndim else 1.0
+    dx = layer.backward(w) if y.ndim else layer.backward(1.0)
+    grads = {k: v.copy() for k, v in layer.grads().items()}
+    return y, np.array(dx, copy=True), grads
+
+
+@pytest.mark.parametrize("kind", ["gelu", "layernorm", "attention", "attention_dropout", "ce"])
+def test_split_kernels_give_the_same_bits_on_one_or_several_threads(kind, workers_of) -> None:
+    x = rng(3).standard_normal((8, 128, 96), dtype=np.float32)  # 32 (T, T) problems: 8 blocks
+    xs = [x]
+    if kind == "gelu":
+        make = lambda: Activation("gelu")  # noqa: E731
+        xs = [rng(3).standard_normal((512, 1024), dtype=np.float32)]  # several row blocks
+    elif kind == "layernorm":
+        make = lambda: LayerNorm(96)  # noqa: E731
+        xs = [rng(3).standard_normal((4096, 96), dtype=np.float32)]
+    elif kind.startswith("attention"):
+        rate = 0.2 if kind.endswith("dropout") else 0.0
+        make = lambda: CausalSelfAttention(96, 4, rng(4), rng(5), dropout=rate)  # noqa: E731
+    else:
+        make = SoftmaxCrossEntropy
+        xs = [rng(3).standard_normal((64, 3000), dtype=np.float32),
+              rng(4).integers(0, 3000, 64)]
+    one = _step_outputs(make, xs, workers_of, 1)
+    for n in (2, 3):
+        many = _step_outputs(make, xs, workers_of, n)
+        assert np.array_equal(one[0], many[0]) and np.array_equal(one[1], many[1])
+        assert one[2].keys() == many[2].keys()
+        assert all(np.array_equal(one[2][k], many[2][k]) for k in one[2])

@@ -67,10 +67,24 @@ def test_zero_interval_reports_zero_and_keeps_state():
     clock.t += 1
     assert rt.rate() == pytest.approx(5.0)
     clock.t += 1
-    assert rt.rate() == 0.0  # no samples since the last query: 0, and the interval goes on
+    # issue 7: a query with no new samples smooths the zero in (0.4 x the previous rate) and
+    # starts a new interval, as torch_xla's / cerebras.pytorch's RateTracker
+    assert rt.rate() == pytest.approx(0.4 * 5.0)
+    assert rt.total_count == 5
     rt.add(10)
     clock.t += 3
-    assert rt.rate() == pytest.approx(0.6 * 10 / 4 + 0.4 * 5.0)  # over both seconds, from 5.0
+    # the new interval is the last 3 s only, smoothed from 2.0
+    assert rt.rate() == pytest.approx(0.6 * 10 / 3 + 0.4 * 2.0)
+
+
+def test_format_rate_as_model_zoo_2x():
+    from runtime.metrics import format_rate
+
+    assert format_rate(0.123456) == "0.12 samples/sec"
+    assert format_rate(0.0004567) == "0.00046 samples/sec"
+    assert format_rate(0.0) == "0 samples/sec"
+    assert format_rate(1.0) == "1.00 samples/sec"
+    assert format_rate(7657.516) == "7657.52 samples/sec"
 
 
 def test_now_argument_uses_one_clock_reading():

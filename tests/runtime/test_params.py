@@ -155,11 +155,17 @@ def test_choices_are_case_insensitive_and_normalised():
 
 
 def test_required_key_and_bad_section_shape(monkeypatch):
-    assert error({"model": {}}) == ("params.yaml: train_input is required (at least "
-                                    "batch_size); add it.")
-    assert error({"train_input": {}}).startswith("params.yaml: train_input.batch_size is required")
+    assert error({"model": {}}) == ("params.yaml: section train_input is missing; it is "
+                                    "required (at least batch_size).")
+    assert error({"train_input": {}, "model": {}}).startswith(
+        "params.yaml: train_input.batch_size is required")
+    # issue 6 item 5: no silent defaults for a missing model section
+    assert error({"train_input": {"batch_size": 8}}).startswith(
+        "params.yaml: section model is missing; it is required")
+    assert error({"train_input": {"batch_size": 8}, "model": None}).startswith(
+        "params.yaml: section model has no keys; it is required")
     # a misspelt required key: its "unknown key" warning would never be seen, so the error says it
-    assert error({"train_input": {"batchsize": 8}}) == (
+    assert error({"train_input": {"batchsize": 8}, "model": {}}) == (
         "params.yaml: train_input.batch_size is required (samples per batch) and "
         "train_input.batchsize is not a key; rename batchsize to batch_size.")
     assert error({**minimal(), "model": [1, 2]}) == (
@@ -181,12 +187,13 @@ def test_source_names_the_file():
 
 # -- validate_params: warnings, defaults ----------------------------------------------------------
 
-def test_unknown_key_warns_with_suggestion_and_is_kept():
+def test_unknown_key_warns_with_suggestion_and_is_dropped():
     params, warnings = P.validate_params(minimal(model={"hiden_size": 10, "zzz": 1}), "fc_mnist")
     assert ("params.yaml: unknown key model.hiden_size ignored (did you mean hidden_size?)"
             in warnings)
     assert "params.yaml: unknown key model.zzz ignored" in warnings
-    assert params["model"]["hidden_size"] == 50 and params["model"]["hiden_size"] == 10
+    # issue 6 item 3: what is ignored is not kept (so never re-serialized into params_train.yaml)
+    assert params["model"]["hidden_size"] == 50 and "hiden_size" not in params["model"]
 
 
 def test_defaults_filled_in_every_section():
@@ -226,16 +233,42 @@ def test_tf_spellings_fill_the_canonical_keys():
     params, warnings = P.validate_params(minimal(runconfig={
         "save_summary_steps": 500, "save_checkpoints_steps": 10000, "tf_random_seed": 7}), "x")
     rc = params["runconfig"]
-    assert (rc["log_steps"], rc["checkpoint_steps"], rc["seed"]) == (500, 10000, 7)
+    # TF flow: summaries every save_summary_steps, console lines every log_step_count_steps (100)
+    assert (rc["save_summary_steps"], rc["log_steps"], rc["checkpoint_steps"], rc["seed"]) == (
+        500, 100, 10000, 7)
     assert warnings == []
 
 
-def test_log_step_count_steps_wins_over_save_summary_steps():
+def test_tf_flow_has_two_intervals():
     params, warnings = P.validate_params(minimal(runconfig={
         "save_summary_steps": 500, "log_step_count_steps": 20}), "x")
-    assert params["runconfig"]["log_steps"] == 20
+    rc = params["runconfig"]
+    assert (rc["log_steps"], rc["save_summary_steps"], rc["log_step_count_steps"]) == (20, 500, 20)
+    assert warnings == []
+    # Model Zoo's TF gpt2 set_defaults: log_step_count_steps defaults to save_summary_steps
+    params, _ = P.validate_params(minimal(runconfig={"save_summary_steps": 50}), "gpt2")
+    assert (params["runconfig"]["log_steps"], params["runconfig"]["save_summary_steps"]) == (50, 50)
+
+
+def test_pytorch_flow_one_interval_for_both():
+    params, warnings = P.validate_params(minimal(runconfig={
+        "log_steps": 7, "save_summary_steps": 500}), "x")
+    rc = params["runconfig"]
+    assert (rc["log_steps"], rc["save_summary_steps"], rc["log_step_count_steps"]) == (7, 7, None)
     assert warnings == ["params.yaml: runconfig.save_summary_steps (500) ignored because "
-                        "runconfig.log_step_count_steps (20) is also given"]
+                        "runconfig.log_steps (7) is also given"]
+    params, _ = P.validate_params(minimal(), "x")
+    assert (params["runconfig"]["log_steps"], params["runconfig"]["save_summary_steps"]) == (
+        100, 100)
+
+
+def test_cli_interval_flags_follow_the_files_flow():
+    tf, _ = P.validate_params(minimal(runconfig={"save_summary_steps": 500}), "fc_mnist")
+    rc = P.apply_cli_overrides(tf, {"save_summary_steps": 3})["runconfig"]
+    assert (rc["save_summary_steps"], rc["log_steps"]) == (3, 100)  # summaries only
+    pt, _ = P.validate_params(minimal(runconfig={"log_steps": 50}), "fc_mnist")
+    rc = P.apply_cli_overrides(pt, {"save_summary_steps": 3})["runconfig"]
+    assert (rc["save_summary_steps"], rc["log_steps"]) == (3, 3)  # one number in PyTorch
 
 
 def test_pytorch_spelling_wins_when_both_given():
@@ -295,7 +328,8 @@ def test_reference_fc_mnist_tf_config(tmp_path):
     params, warnings = P.validate_params(P.load_params(f), "fc_mnist")
     rc = params["runconfig"]
     assert (rc["log_steps"], rc["checkpoint_steps"], rc["keep_checkpoint_max"], rc["cs_ip"],
-            rc["max_steps"]) == (500, 10000, 2, None, 100000)
+            rc["max_steps"]) == (100, 10000, 2, None, 100000)
+    assert rc["save_summary_steps"] == 500  # TF: summaries every 500, console lines every 100
     assert params["model"]["hidden_sizes"] == [500, 300]
     assert params["eval_input"]["batch_size"] == 256
     # beta1/beta2 are unknown to the stand-in optimizer schema only
@@ -587,3 +621,135 @@ def test_reference_configs_with_real_schemas(monkeypatch, tmp_path, model_name, 
         assert params["model"]["vocab_size"] == 50257  # from train_input in the TF config
     half, _ = P.resolve_precision(params)
     assert half == ("float32" if text is FC_MNIST_TF else "float16")
+
+
+# -- issue 6 item 5: bounds known up front -------------------------------------------------------
+
+@pytest.mark.parametrize(("raw", "message"), [
+    (minimal(eval_input={"batch_size": 1e308}),
+     "params.yaml: eval_input.batch_size must be an integer, not 1e+308."),
+    (minimal(runconfig={"eval_steps": 1e308}),
+     "params.yaml: runconfig.eval_steps must be an integer, not 1e+308."),
+    (minimal(runconfig={"keep_checkpoint_max": 1e308}),
+     "params.yaml: runconfig.keep_checkpoint_max must be an integer, not 1e+308."),
+    (minimal(runconfig={"keep_checkpoint_max": 2**63}),
+     f"params.yaml: runconfig.keep_checkpoint_max must be at most 2**53 in size, not {2**63}."),
+    (minimal(runconfig={"keep_checkpoint_max": 2**40}),
+     f"params.yaml: runconfig.keep_checkpoint_max must be in [0, 100000], not {2**40}."),
+    (minimal(train_input={"batch_size": 2**30}),
+     f"params.yaml: train_input.batch_size must be at most 1048576, not {2**30}."),
+    (minimal(optimizer={"learning_rate": 1e30}),
+     "params.yaml: optimizer.learning_rate must be at most 10, not 1e+30; a step that large "
+     "diverges at once (lower it)."),
+    (minimal(optimizer={"learning_rate": [{"scheduler": "Linear", "initial_learning_rate": 0.0,
+                                           "end_learning_rate": 1e30, "steps": 10}]}),
+     "params.yaml: optimizer.learning_rate[0].end_learning_rate must be at most 10, not 1e+30; "
+     "a step that large diverges at once (lower it)."),
+    (minimal(model={"dropout": float("nan")}),
+     "params.yaml: model.dropout must be a finite number, not nan."),
+])
+def test_bounds_known_up_front_are_checked_at_validation(raw, message):
+    assert error(raw) == message
+
+
+def test_whole_floats_of_sane_size_still_pass_as_integers():
+    params, _ = P.validate_params(minimal(runconfig={"max_steps": 1e5, "eval_steps": 2.0}), "x")
+    assert params["runconfig"]["max_steps"] == 100000 and params["runconfig"]["eval_steps"] == 2
+
+
+def test_gpt2_without_model_section_is_refused_with_the_real_schema(monkeypatch):
+    monkeypatch.setattr(P, "model_schema", REAL_MODEL_SCHEMA)
+    monkeypatch.setattr(P, "optimizer_schema", REAL_OPTIMIZER_SCHEMA)
+    with pytest.raises(ConfigError, match=r"^params.yaml: section model is missing; it is "
+                                          r"required \(the model's shape"):
+        P.validate_params({"train_input": {"batch_size": 2}, "optimizer": {"learning_rate": 0.1}},
+                          "gpt2")
+
+
+def test_embedding_size_must_match_hidden_size():
+    P.validate_params(minimal(model={"embedding_size": 50}), "x")  # hidden_size default 50
+    assert error(minimal(model={"embedding_size": 64})).startswith(
+        "params.yaml: model.embedding_size (64) must equal model.hidden_size (50) here")
+
+
+def test_data_dir_is_a_string_or_a_list_of_paths():
+    params, _ = P.validate_params(minimal(train_input={"data_dir": ["a", "b"]}), "x")
+    assert params["train_input"]["data_dir"] == ["a", "b"]
+    assert params["eval_input"]["data_dir"] == ["a", "b"]
+    assert error(minimal(train_input={"data_dir": ["a", 3]})) == (
+        "params.yaml: train_input.data_dir must be a path or a list of paths; item 1 is 3, "
+        "not a path.")
+    assert error(minimal(train_input={"data_dir": []})) == (
+        "params.yaml: train_input.data_dir must name at least one directory, not a list.")
+
+
+# -- issue 6 item 3: one bounded YAML loader for params and cluster files --------------------------
+
+def _bomb(depth: int, indent: str = "  ") -> str:
+    lines = ["runconfig:", f"{indent}a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    for i in range(1, depth + 1):
+        lines.append(f"{indent}a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]")
+    return "\n".join(lines) + "\ntrain_input: {batch_size: 1}\nmodel: {}\n"
+
+
+@pytest.mark.parametrize(("text", "limit"), [
+    (_bomb(6), "more than 200000 nodes once aliases are expanded (limit max_nodes)"),
+    (_bomb(9), "more than 200000 nodes once aliases are expanded (limit max_nodes)"),
+    ("a: &x [1]\n" + "".join(f"b{i}: *x\n" for i in range(300)),
+     "more than 256 aliases (limit max_aliases)"),
+    ("x: " + "[" * 100 + "]" * 100 + "\n", "nesting deeper than 64 levels (limit max_depth)"),
+    ("a: &a [1, *a]\n", "a recursive anchor (a collection that contains itself)"),
+])
+def test_params_file_read_with_bounded_work(tmp_path, text, limit):
+    import time
+
+    f = tmp_path / "p.yaml"
+    f.write_text(text)
+    t0 = time.perf_counter()
+    with pytest.raises(ConfigError) as e:
+        P.load_params(f)
+    assert time.perf_counter() - t0 < 5  # milliseconds in practice; 47 s before the fix
+    assert str(e.value) == (f"{f} has {limit}; a params or cluster file needs nothing like "
+                            "that: remove the anchors/nesting.")
+
+
+def test_params_file_size_limit(tmp_path):
+    f = tmp_path / "big.yaml"
+    f.write_text("description: '" + "x" * (1 << 20) + "'\n")
+    with pytest.raises(ConfigError, match=r"big.yaml is 1048592 bytes, over the 1048576-byte "
+                                          r"limit \(max_bytes\) for a params file; shorten it\."):
+        P.load_params(f)
+
+
+def test_cluster_file_uses_the_same_bounded_loader(tmp_path):
+    from system.cluster import load_cluster
+
+    f = tmp_path / "cluster.yaml"
+    f.write_text(_bomb(9).replace("runconfig:", "systems:"))
+    with pytest.raises(ConfigError, match=r"^cluster description .*cluster.yaml has more than "
+                                          r"200000 nodes .*\(limit max_nodes\)"):
+        load_cluster(f)
+
+
+def test_small_aliases_still_work(tmp_path):
+    f = tmp_path / "p.yaml"
+    f.write_text("train_input: &t {batch_size: 4}\neval_input: *t\nmodel: {}\n")
+    raw = P.load_params(f)
+    assert raw["eval_input"] == {"batch_size": 4}
+
+
+def test_control_character_is_one_line_error(tmp_path):
+    """Found by tests/reliability/test_params_fuzz.py: a NUL byte escaped as a ReaderError."""
+    f = tmp_path / "p.yaml"
+    f.write_text("\x00train_input: {batch_size: 1}\n")
+    with pytest.raises(ConfigError) as e:
+        P.load_params(f)
+    message = str(e.value)
+    assert message.startswith(f"{f}: unacceptable character #x0000") and "\n" not in message
+
+
+def test_learning_rate_bound_applies_to_numeric_strings(monkeypatch):
+    monkeypatch.setattr(P, "optimizer_schema", REAL_OPTIMIZER_SCHEMA)
+    assert error(minimal(optimizer={"learning_rate": "1e30"})) == (
+        "params.yaml: optimizer.learning_rate must be at most 10, not 1e+30; a step that large "
+        "diverges at once (lower it).")

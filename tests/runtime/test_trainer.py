@@ -246,16 +246,51 @@ def test_autoload_off_starts_from_zero(tmp_path):
     assert (again.start_step, again.end_step) == (0, 3)
 
 
-def test_checkpoint_path_is_a_warm_start_of_the_weights(tmp_path):
+def test_pretrained_checkpoint_path_is_a_warm_start_of_the_weights(tmp_path):
     source = make_trainer(tmp_path / "pre", max_steps=10).train().checkpoints[-1]
     warm = make_trainer(tmp_path / "cont", steps=1, checkpoint_path=str(source),
-                        log_steps=1).train()
+                        is_pretrained_checkpoint=True, log_steps=1).train()
     assert (warm.start_step, warm.end_step) == (0, 1)
     # the first step's loss is that of the trained weights, not of a fresh init
     fresh = make_trainer(tmp_path / "fresh", steps=1, log_steps=1).train()
     trained = make_trainer(tmp_path / "pre", steps=1, log_steps=1).train()
     assert warm.losses[1] < fresh.losses[1]
     assert warm.losses[1] != trained.losses[11]  # data order restarts: a warm start
+
+
+def test_checkpoint_path_resumes_as_in_the_pytorch_flow(tmp_path, caplog):
+    """Issue 7: without --is_pretrained_checkpoint a checkpoint path resumes (PyTorch flow)."""
+    full = make_trainer(tmp_path / "full", max_steps=14).train()
+    source = make_trainer(tmp_path / "pre", max_steps=10).train().checkpoints[-1]
+    with caplog.at_level(logging.INFO, logger="cs2sim"):
+        resumed = make_trainer(tmp_path / "other", max_steps=14,
+                               checkpoint_path=str(source)).train()
+    assert (resumed.start_step, resumed.end_step) == (10, 14)
+    assert {s: resumed.losses[s] for s in range(11, 15)} == {
+        s: full.losses[s] for s in range(11, 15)}  # weights, optimizer and data position
+    assert any(m.startswith(f'Resuming from checkpoint "{source}" at global step 10')
+               for m in caplog.messages)
+
+
+def test_eval_without_checkpoint_is_an_error_unless_asked(tmp_path, caplog):
+    with pytest.raises(RuntimeFailure, match=r"No checkpoint to evaluate in .*--eval_random_"):
+        make_trainer(tmp_path / "none", eval_steps=1).eval()
+    with caplog.at_level(logging.INFO, logger="cs2sim"):
+        res = make_trainer(tmp_path / "none", eval_steps=1, eval_random_weights=True).eval()
+    assert res.checkpoint is None and "Evaluation completed successfully!" in caplog.messages
+
+
+def test_tf_flow_logs_console_and_summaries_at_their_own_intervals(tmp_path, caplog):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    with caplog.at_level(logging.INFO, logger="cs2sim"):
+        make_trainer(tmp_path, max_steps=12, log_steps=3, save_summary_steps=4).train()
+    steps = [int(m.split("Step=")[1].split(",")[0]) for m in caplog.messages
+             if m.startswith("| Train Device=")]
+    assert steps == [3, 6, 9, 12]
+    acc = EventAccumulator(str(tmp_path))
+    acc.Reload()
+    assert [e.step for e in acc.Scalars("loss")] == [4, 8, 12]
 
 
 def test_damaged_latest_checkpoint_resumes_from_previous(tmp_path):
@@ -597,3 +632,17 @@ def test_real_dls_skipped_step_leaves_weights_unchanged(tmp_path, one_blas_threa
         np.testing.assert_array_equal(s[2].model[name], s[3].model[name])  # skipped
     assert any(not np.array_equal(s[3].model[n], s[4].model[n]) for n in s[3].model)
     assert s[3].loss_scaler["loss_scale"] == s[2].loss_scaler["loss_scale"] / 2
+
+
+def test_rates_below_one_are_printed_with_two_significant_digits(tmp_path, caplog):
+    """Issue 7: Model Zoo 2.x prints a rate < 1 with `.2g` (our lines used `.2f` always)."""
+    t = iter(range(0, 10**9, 3000))  # every clock reading is 3000 s after the previous one
+    params = make_params(max_steps=5)
+    trainer = Trainer("fake", params, tmp_path, clock=lambda: float(next(t)),
+                      components=FakeComponents("fake", params, "float32"))
+    with caplog.at_level(logging.INFO, logger="cs2sim"):
+        trainer.train()
+    line = next(m for m in caplog.messages if m.startswith("| Train Device=cpu, Step=5,"))
+    import re
+    assert re.search(r", Rate=0\.0\d\d samples/sec, GlobalRate=0\.0\d\d samples/sec$",
+                     line), line

@@ -111,10 +111,13 @@ def test_standby_lists_running_jobs_first(store: Store) -> None:
     Machine(store).register_job(admin, ExecMode.PIPELINED, "python run.py", os.getpid())
     prompter = Scripted(False)
     ctx = make_context(store, prompter=prompter)
-    run_line(ctx, "system standby")
+    assert run_line(ctx, "system standby") != 0  # refused while a job runs, before asking
+    assert "system standby --force" in err(ctx) and prompter.asked == []
+    run_line(ctx, "system standby --force")
     text = out(ctx)
     assert "1 job(s) running on cs2-1" in text and "python run.py" in text
     assert prompter.asked == [STANDBY_QUESTION]
+    assert status(store).state is State.ACTIVE  # answered no
 
 
 def test_non_interactive_confirmation_needs_yes(store: Store) -> None:

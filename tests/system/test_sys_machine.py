@@ -205,7 +205,11 @@ def test_standby_with_running_jobs_records_them(machine, admin):
     import os
 
     job = machine.register_job(admin, ExecMode.PIPELINED, "python run.py", os.getpid())
-    machine.standby(admin)
+    with pytest.raises(InvalidTransition, match=r"1 job\(s\) running .*system standby --force"):
+        machine.standby(admin)  # unforced: refused while a job runs, nothing changes
+    assert machine.status().state is State.ACTIVE
+    assert machine.audit()[-1].outcome == "refused"
+    machine.standby(admin, force=True)
     assert machine.audit()[-1].detail == f"1 job(s) running: {job.id}"
 
 

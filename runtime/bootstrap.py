@@ -1,0 +1,78 @@
+"""Let `python run.py` work from a model directory without activating anything.
+
+The README's commands are `cd runtime/modelzoo/<model> && python run.py ...`, with whatever
+`python` the shell finds. That interpreter may not see the project (it is not on sys.path from a
+model directory) or its dependencies (they are installed in the project's venv). Each run.py
+calls `ensure_environment(__file__)` before importing anything else:
+
+1. the project root (three directories above run.py) goes first on sys.path, so `runtime` and
+   `system` import from the checkout the run.py belongs to;
+2. if a dependency is still missing, and the project has a venv (`.venv/` or `venv/`, or the
+   one named by $CS2SIM_VENV), the process re-executes itself with that venv's interpreter, same
+   arguments, same working directory, same environment (+ CS2SIM_REEXEC, so it happens at most
+   once: a venv that lacks the package too gets the error below, not a loop);
+3. otherwise it returns one sentence saying what is missing and the command that installs it.
+
+Standard library only: this runs before numpy or yaml can be imported.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+__all__ = ["DEPENDENCIES", "GUARD", "project_root", "missing_dependency", "venv_python",
+           "ensure_environment"]
+
+DEPENDENCIES = ("numpy", "yaml", "rich", "tensorboardX")  # what a run imports (pyproject.toml)
+GUARD = "CS2SIM_REEXEC"  # set on the re-executed process: never re-exec twice
+VENV_DIRS = (".venv", "venv")
+
+
+def project_root(run_py: str | os.PathLike[str]) -> Path:
+    """The checkout a model's run.py belongs to: runtime/modelzoo/<model>/run.py -> root."""
+    return Path(run_py).resolve().parents[3]
+
+
+def missing_dependency() -> str | None:
+    """The first dependency this interpreter cannot import, or None."""
+    for name in DEPENDENCIES:
+        if importlib.util.find_spec(name) is None:
+            return name
+    return None
+
+
+def venv_python(root: Path) -> Path | None:
+    """The project venv's interpreter ($CS2SIM_VENV, else root/.venv or root/venv), or None."""
+    candidates = [Path(os.environ["CS2SIM_VENV"])] if os.environ.get("CS2SIM_VENV") else []
+    candidates += [root / d for d in VENV_DIRS]
+    for venv in candidates:
+        for name in ("python", "python3"):
+            exe = venv / "bin" / name
+            if exe.is_file() and os.access(exe, os.X_OK):
+                return exe
+    return None
+
+
+def ensure_environment(run_py: str) -> str | None:
+    """Make the project importable (maybe by re-executing in its venv); else an error line."""
+    root = project_root(run_py)
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    missing = missing_dependency()
+    if missing is None:
+        return None
+    exe = venv_python(root)
+    if exe is not None and os.environ.get(GUARD) is None:
+        env = {**os.environ, GUARD: str(exe)}
+        argv = [str(exe), str(Path(run_py).resolve()), *sys.argv[1:]]
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execve(exe, argv, env)  # does not return
+    where = (f"the venv's interpreter {exe} lacks it too" if exe is not None
+             else f"no venv was found in {root}")
+    return (f"error: run.py needs the Python package {missing!r}, which {sys.executable} cannot "
+            f"import and {where}; install the project once with: cd {root} && "
+            f"python3 -m venv .venv && .venv/bin/pip install -e .")

@@ -1,0 +1,206 @@
+"""The `--cs_ip` path of run.py: a run on the simulated CS-2 system the flag names.
+
+    gate      the system must exist (IP with or without :9000, or its name), be ACTIVE and be in
+              the job's execution mode (`python` / `python-pt` = pipelined, `python-ws` = weight
+              streaming: runtime/flow.py); otherwise JobRefused (exit 69) before any work, naming
+              the system, its state and mode and the admin commands that fix it. num_csx must fit.
+    register  the job is recorded RUNNING in the store (`system show` in cs> lists it, the toolbar
+              counts it); a kill -9 leaves a dead pid that the next reader marks FAILED. Under a
+              launcher that registered the job itself ($CS2SIM_JOB_ID), that job is used and the
+              launcher records its end.
+    compile   runtime/compiler (reused when nothing changed), with REFERENCE §4.2b's lines.
+    train     on PipelinedExecutor or WeightStreamingExecutor; before every step the executor
+              asks `watch` whether the system is still ACTIVE in this mode (a store read at most
+              every WATCH_S seconds); after a forced `system standby` the run stops before its next
+              step with SystemStopped: the checkpoints already written stay, and the same command
+              resumes from the last one once the system is active again.
+    finish    COMPLETED, CANCELLED (standby, Ctrl-C) or FAILED, with the outcome in the audit log.
+
+Rate and GlobalRate on the console are host measurements (the simulated systems run on this
+host's CPU); they are not paced to the compiler's estimate, which is printed once and written to
+performance.json as est_samples_per_sec next to the measured samples_per_sec.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from runtime.executors.base import QueuedExecutor
+from runtime.flow import execution_mode, launcher_word
+from system.errors import ConfigError, JobRefused, RuntimeFailure
+from system.state import ExecMode, State
+
+__all__ = ["CsRun", "SystemStopped", "WATCH_S"]
+
+log = logging.getLogger("cs2sim.run")
+
+WATCH_S = 0.05  # at most this often a step boundary re-reads the system's state
+JOB_ENV = "CS2SIM_JOB_ID"  # set by a launcher that registered the job itself (it finishes it)
+
+
+class SystemStopped(RuntimeFailure):
+    """The system left ACTIVE (a forced standby, a fault) while the job ran: exit 75 (EX_TEMPFAIL,
+    "try again later": the same command resumes from the last checkpoint)."""
+
+    exit_code = 75
+
+
+class CsRun:
+    """One run.py invocation with --cs_ip, from the gate to the job's outcome."""
+
+    def __init__(self, model_name: str, params: dict, model_dir: Path, cs_ip: str, *,
+                 command: str | None = None) -> None:
+        self.model_name, self.params, self.model_dir = model_name, params, Path(model_dir)
+        self.cs_ip = cs_ip
+        self.mode = execution_mode()
+        self.num_csx = int(params["runconfig"].get("num_csx") or 1)
+        self.command = command or " ".join(
+            [launcher_word(), *(shlex.quote(a) for a in sys.argv)])
+        self.machine: Any = None
+        self.job: Any = None
+        self.executor: QueuedExecutor | None = None
+        self._next_watch = 0.0
+
+    # 1. the gate -------------------------------------------------------------------------------
+    def gate(self) -> None:
+        """Refuse now (JobRefused, ConfigError) if the job cannot run on the named system."""
+        from system.machine import Machine
+        from system.store import Store
+
+        self.store = Store.open()
+        self.machine = Machine.for_target(self.store, self.cs_ip)
+        self.machine.check_job(self.mode)
+        self._check_num_csx()
+
+    def _check_num_csx(self) -> None:
+        n = self.num_csx
+        if self.mode is ExecMode.PIPELINED:
+            if n != 1:
+                raise ConfigError(
+                    f"runconfig.num_csx is {n}, but a pipelined run uses one CS-2 (pipelined "
+                    "execution does not train across several systems); set num_csx to 1, or "
+                    "start the run with python-ws for weight streaming."
+                )
+            return
+        limit = self.machine.cluster.swarmx.max_systems
+        if n > limit:
+            raise ConfigError(
+                f"runconfig.num_csx is {n}, but this cluster's SwarmX serves at most {limit} "
+                f"CS-X systems; set runconfig.num_csx (--num_csx) to {limit} or fewer."
+            )
+        batch = int(self.params["train_input"]["batch_size"])
+        if batch < n:
+            raise ConfigError(
+                f"train_input.batch_size {batch} is smaller than num_csx {n}: every CS-X needs "
+                "at least one sample of the global batch; raise the batch size or lower num_csx."
+            )
+
+    # 2. the job --------------------------------------------------------------------------------
+    def run(self, trainer: Any, mode_name: str) -> int:
+        """Register the job, compile, run `trainer.<mode_name>()` on the CS-2, record the end."""
+        from system.users import local_identity
+
+        owned = True
+        launcher_job = os.environ.get(JOB_ENV, "").strip()
+        if launcher_job.isdigit():  # a launcher (csrun_wse) registered the job and finishes it
+            from system import jobs
+
+            with self.store.read() as db:
+                self.job = jobs.get(db, int(launcher_job))
+            owned = self.job is None
+        if self.job is None:
+            who = local_identity(self.store)
+            self.job = self.machine.register_job(who, self.mode, self.command, os.getpid())
+        log.info(f"Job {self.job.id} is running on {self.machine.name} "
+                 f"({self.machine.ip}) in {self.mode} mode.")
+        if not owned:
+            trainer.executor = self.prepare()
+            getattr(trainer, mode_name)()
+            return 0
+        outcome = "FAILED"
+        try:
+            trainer.executor = self.prepare()
+            getattr(trainer, mode_name)()
+            outcome = "COMPLETED"
+            return 0
+        except (SystemStopped, KeyboardInterrupt):
+            outcome = "CANCELLED"
+            raise
+        finally:
+            try:
+                self.machine.finish_job(self.job.id, outcome)
+            except Exception as e:  # noqa: BLE001 - the run's own error matters more
+                log.warning(f"Could not record job {self.job.id} as {outcome}: {e}")
+
+    def prepare(self) -> QueuedExecutor:
+        """Compile for the system and build the executor of its mode."""
+        from runtime.compiler import compile_run
+
+        log.info("Compiling the model and programming onto fabric. This may take a few minutes.")
+        log.info("=============== Starting Cerebras Compilation ===============")
+        t0 = time.perf_counter()
+        seen: list[int] = [0]
+
+        def on_stage(name: str, i: int, n: int) -> None:
+            seen[0] = n
+            log.debug(f"compile stage {i}/{n}: {name}")
+
+        res = compile_run(self.model_name, self.params, self.model_dir, mode=self.mode,
+                          target=self.machine.name, on_stage=on_stage)
+        if res.reused:
+            log.info(f"Reusing existing compilation in {res.directory}")
+        n, took = seen[0], time.perf_counter() - t0
+        # REFERENCE §4.2b: "Cerebras compilation completed: ... 19/? [00:25s,  1.35s/stages]"
+        log.info(f"Cerebras compilation completed: {n}/{n} [{int(took) // 60:02d}:"
+                 f"{int(took) % 60:02d}s, {took / max(n, 1):5.2f}s/stages]")
+        log.info("=============== Cerebras Compilation Completed ===============")
+        if res.est_samples_per_sec:
+            log.info(f"Compiler estimate for {self.machine.name}: {res.est_samples_per_sec:.1f} "
+                     "samples/sec on a CS-2 (est_samples_per_sec in performance.json); Rate and "
+                     "GlobalRate below are measured on this host.")
+        if self.mode is ExecMode.PIPELINED:
+            from runtime.executors.pipelined import PipelinedExecutor
+
+            ex: QueuedExecutor = PipelinedExecutor(
+                res.plan, compile_time=res.compile_time,
+                est_samples_per_sec=res.est_samples_per_sec, active_pes=res.active_pes,
+                total_pes=res.total_pes)
+        else:
+            from runtime.executors.weight_streaming import WeightStreamingExecutor
+
+            ex = WeightStreamingExecutor(
+                self.num_csx, res.plan, compile_time=res.compile_time,
+                est_samples_per_sec=res.est_samples_per_sec)
+        ex.run_info = {"system": self.machine.name, "execution_mode": str(self.mode),
+                       "num_csx": self.num_csx, "job_id": self.job.id if self.job else None}
+        ex.before_step = self.watch
+        self.executor = ex
+        return ex
+
+    # 3. the watch ------------------------------------------------------------------------------
+    def watch(self, step: int) -> None:
+        """Before global step `step`: stop if the system is no longer ACTIVE in this mode."""
+        now = time.monotonic()
+        if now < self._next_watch:
+            return
+        self._next_watch = now + WATCH_S
+        status = self.machine.status()
+        if status.state is State.ACTIVE and status.active_mode is self.mode:
+            return
+        raise SystemStopped(
+            f"System {status.name} went to {status.state} while job {self.job.id} ran, so "
+            f"training stopped before global step {step}; its checkpoints are kept: run the same "
+            "command again once an admin has run `system activate`, and it resumes from the "
+            "last one."
+        )
+
+
+def refused_exit_code() -> int:
+    """The exit code of a refused job (JobRefused), documented in the README."""
+    return JobRefused.exit_code

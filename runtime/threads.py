@@ -1,0 +1,315 @@
+"""Thread settings of the runtime: waiting threads sleep, work is split by the runtime itself.
+
+Why: a BLAS thread pool waits by spinning. OpenBLAS (numpy's BLAS) keeps an idle worker
+busy-waiting for 2^28 cycles (~0.1 s) after every call, and inside one threaded GEMM its threads
+wait for each other in yield loops; OpenMP pools (PyTorch, MKL) spin too. On a quiet machine that
+saves microseconds; on a busy one a spinning thread takes the CPU from the thread with the work,
+and a GEMM split over two threads waits a whole scheduler slice whenever one is descheduled
+(measured here at load ~5: a 2-thread (256 x 50257) @ (50257 x 256) used 3-6x the CPU of the
+1-thread one and took 2-8x as long). So:
+
+1. Waiting threads sleep. At start-up the runtime sets, where the user has not:
+     OPENBLAS_THREAD_TIMEOUT=4   OpenBLAS: an idle worker spins 2^4 cycles, then sleeps
+     OMP_WAIT_POLICY=PASSIVE     any OpenMP runtime (libgomp, LLVM/Intel): waiting threads sleep
+     KMP_BLOCKTIME=0             Intel/LLVM OpenMP: sleep at once after a parallel region
+   Libraries read them when they LOAD, so `import runtime` sets them (runtime/__init__.py calls
+   `set_env_defaults()`; a run.py imports runtime before numpy), and child processes inherit them.
+2. The runtime splits its own work. `configure()` (called when a model is built,
+   runtime/nn/model.py) sets BLAS to ONE thread per call (through threadpoolctl, a scikit-learn
+   dependency) and runs large products and row-wise elementwise kernels in chunks on its own
+   `workers()` threads (`run_chunks`; the kernels are in runtime/nn/parallel.py). Every thread,
+   the caller included, takes the next chunk when it finishes one, so a descheduled thread just
+   takes fewer chunks; waiting is a futex sleep, never a spin.
+3. Thread counts fit the work: a product below SMALL_GEMM_MACS multiply-adds runs whole on the
+   calling thread (splitting it costs more than a second thread saves).
+4. Results never depend on the thread count or the load: chunks split rows or columns, never
+   a sum, and each chunk is the same single-threaded BLAS computation, so the numbers are bit for
+   bit those of one thread. (OpenBLAS's own threading is not: 1 and 2 threads differ in the last
+   bit for some shapes.)
+
+The worker count is CS2SIM_BLAS_THREADS, else OPENBLAS_NUM_THREADS / OMP_NUM_THREADS /
+MKL_NUM_THREADS, else the cores this process may run on. `settings()` returns what
+`configure()` found and set; it is logged at INFO.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import sys
+import threading
+from collections.abc import Callable, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "SPIN_ENV",
+    "SMALL_GEMM_MACS",
+    "ThreadSettings",
+    "set_env_defaults",
+    "configure",
+    "settings",
+    "single_threaded_blas",
+    "set_workers",
+    "use_blas_threading",
+    "available_cores",
+    "workers",
+    "run_chunks",
+]
+
+log = logging.getLogger("cs2sim.threads")
+
+# name -> value the runtime sets when the user has not (see the module docstring)
+SPIN_ENV: dict[str, str] = {
+    "OPENBLAS_THREAD_TIMEOUT": "4",
+    "OMP_WAIT_POLICY": "PASSIVE",
+    "KMP_BLOCKTIME": "0",
+}
+# Variables by which a user fixes the thread count (the first one set wins).
+USER_COUNT_ENV = ("CS2SIM_BLAS_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
+                  "MKL_NUM_THREADS")
+
+# Below this many multiply-adds a product runs on one thread: ~40 us on one core of this host
+# (100 GFLOP/s), the order of one wake-up and join of a sleeping worker.
+SMALL_GEMM_MACS = 2_000_000
+
+_env_set: dict[str, str] = {}  # what set_env_defaults() set (not the user's own values)
+_env_in_time: bool | None = None  # whether it ran before numpy (and so BLAS) was loaded
+_settings: ThreadSettings | None = None
+_libs: list[Any] | None = None  # threadpoolctl controllers of the loaded BLAS libraries
+
+
+def available_cores() -> int:
+    """Cores this process may run on (its CPU affinity), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def set_env_defaults(environ: MutableMapping[str, str] | None = None) -> dict[str, str]:
+    """Put SPIN_ENV into the environment where the user has not set a value; -> what was set.
+
+    Effective for BLAS / OpenMP libraries loaded AFTER this call (and for child processes).
+    """
+    global _env_in_time
+    env = os.environ if environ is None else environ
+    done: dict[str, str] = {}
+    for name, value in SPIN_ENV.items():
+        if name not in env:
+            env[name] = value
+            done[name] = value
+    if environ is None:
+        _env_set.update(done)
+        if _env_in_time is None:
+            _env_in_time = "numpy" not in sys.modules
+    return done
+
+
+def env_set_by_runtime() -> dict[str, str]:
+    """The variables `set_env_defaults()` put into os.environ (a child can be given the user's
+    environment by removing them, as the benchmark does for its PyTorch reference)."""
+    return dict(_env_set)
+
+
+@dataclass(frozen=True)
+class ThreadSettings:
+    """What is in effect, as `configure()` found and set it."""
+
+    workers: int  # threads the runtime's kernels use (BLAS itself: one per call)
+    cores: int  # cores this process may use
+    libraries: tuple[str, ...]  # "openblas 0.3.31 (pthreads)", ...
+    wait_env: dict[str, str] = field(default_factory=dict)  # SPIN_ENV names -> value in effect
+    wait_in_time: bool = False  # the wait settings were in the environment before BLAS loaded
+    user_count: str | None = None  # the variable by which the user fixed the count, if any
+
+    def describe(self) -> str:
+        """One line for the log."""
+        waits = ", ".join(f"{k}={v}" for k, v in self.wait_env.items()) or "none"
+        when = "before BLAS loaded" if self.wait_in_time else "AFTER BLAS loaded (no effect on it)"
+        who = f" (set by {self.user_count})" if self.user_count else ""
+        libs = "; ".join(self.libraries) or "no threaded BLAS found"
+        return (f"{self.workers} kernel threads{who} of {self.cores} cores, BLAS 1 thread per "
+                f"call ({libs}); wait settings {waits}, {when}; "
+                f"one thread below {SMALL_GEMM_MACS:,} MACs a product")
+
+
+def _controllers() -> list[Any]:
+    """threadpoolctl's controllers of the BLAS libraries loaded now ([] without threadpoolctl)."""
+    global _libs
+    if _libs is None:
+        try:
+            import numpy  # noqa: F401 - loads numpy's BLAS so threadpoolctl can find it
+            from threadpoolctl import ThreadpoolController
+
+            _libs = list(ThreadpoolController().select(user_api="blas").lib_controllers)
+        except Exception:  # noqa: BLE001 - threadpoolctl missing or unable to inspect: run as is
+            _libs = []
+    return _libs
+
+
+def configure(threads: int | None = None) -> ThreadSettings:
+    """Apply the runtime's thread settings once per process (later calls return the record).
+
+    threads: worker threads of the runtime's kernels (default: `workers()`). Every BLAS call
+    then runs single-threaded inside one worker: the runtime splits the work itself
+    (runtime/nn/parallel.py), so BLAS's own pool, which spins while it waits, stays idle.
+    """
+    global _settings, _libs
+    if _settings is not None and threads is None:
+        return _settings
+    if threads is not None:
+        set_workers(threads)
+    set_env_defaults()  # for libraries loaded from here on, and child processes
+    _libs = None  # scan again: every BLAS loaded by now (numpy's, scipy's...) goes to 1 thread
+    libs = _controllers()
+    for lib in libs:
+        lib.set_num_threads(1)
+    _settings = ThreadSettings(
+        workers=workers(),
+        cores=available_cores(),
+        libraries=tuple(f"{lib.internal_api} {lib.version} ({getattr(lib, 'threading_layer', '?')})"
+                        for lib in libs),
+        wait_env={k: os.environ[k] for k in SPIN_ENV if k in os.environ},
+        # the user's own values were there when the process started; ours if set before numpy
+        wait_in_time=bool(_env_in_time) or not _env_set,
+        user_count=next((n for n in USER_COUNT_ENV if os.environ.get(n)), None),
+    )
+    log.info("thread settings: %s", _settings.describe())
+    return _settings
+
+
+_blas_threading = 0  # > 0: BLAS's own pool does the threading (the old way; benchmarks only)
+
+
+def use_blas_threading(n: int) -> None:
+    """Benchmarks only: go back to BLAS's own `n` threads and one runtime worker (the runtime
+    as it was before this module), to measure the difference."""
+    global _blas_threading
+    _blas_threading = n
+    set_workers(1)
+    for lib in _controllers():
+        lib.set_num_threads(n)
+
+
+def single_threaded_blas() -> None:
+    """Make sure BLAS runs single-threaded (an enclosing threadpoolctl block may have changed
+    it since configure()); ~0.5 us when it already does."""
+    if _blas_threading:
+        return
+    for lib in _controllers():
+        if lib.get_num_threads() != 1:
+            lib.set_num_threads(1)
+
+
+def settings() -> ThreadSettings | None:
+    """The record of `configure()`, or None before it ran."""
+    return _settings
+
+
+# ---------------------------------------------------------------------------------------------
+# The runtime's own worker threads
+# ---------------------------------------------------------------------------------------------
+_pool: ThreadPoolExecutor | None = None
+_workers = 0
+_pool_lock = threading.Lock()
+_in_chunk = threading.local()  # .active inside a chunk: a nested run_chunks runs serially
+
+
+def workers() -> int:
+    """Threads that run the runtime's chunked kernels (runtime/nn/parallel.py): the configured
+    count (CS2SIM_BLAS_THREADS, OPENBLAS_NUM_THREADS, OMP_NUM_THREADS, else the cores)."""
+    global _workers
+    if not _workers:
+        for name in USER_COUNT_ENV:
+            try:
+                _workers = max(1, int(os.environ.get(name, "")))
+                break
+            except ValueError:
+                continue
+        else:
+            _workers = available_cores()
+    return _workers
+
+
+def set_workers(n: int) -> None:
+    """Use `n` worker threads from now on (tests, benchmarks)."""
+    global _workers, _pool
+    with _pool_lock:
+        _workers = max(1, int(n))
+        if _pool is not None:
+            _pool.shutdown(wait=True)
+            _pool = None
+
+
+def _forget_pool_in_child() -> None:
+    """A forked child has none of the parent's threads: it starts its own pool when needed."""
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool_in_child)
+
+
+def _helpers() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max(1, workers() - 1), thread_name_prefix="cs2sim-kernel")
+        return _pool
+
+
+def run_chunks(fn: Callable[..., object], n_chunks: int, slots: bool = False) -> None:
+    """Call fn(0) .. fn(n_chunks - 1), spread over the worker threads; returns when all are done.
+
+    slots=True calls fn(i, slot) instead, slot in 0 .. workers() - 1 naming the thread running
+    it (0: the caller): per-thread scratch can be an array indexed by slot.
+
+    The calling thread works too, and every thread takes the next chunk when it finishes one,
+    so a thread the OS has descheduled simply takes fewer: no thread waits for a slow one
+    except at the end, and waiting threads sleep (a futex), they never spin. Chunks must write
+    disjoint outputs; which thread runs a chunk never changes the result.
+    """
+    helpers = min(workers(), n_chunks) - 1
+    if helpers <= 0 or getattr(_in_chunk, "active", False):  # nested: run here (no deadlock)
+        for i in range(n_chunks):
+            fn(i, 0) if slots else fn(i)
+        return
+    counter = itertools.count()  # next() on it is atomic under the GIL
+    errors: list[BaseException] = []
+
+    import numpy as np  # loaded by now (the kernels use it); not at import: see set_env_defaults
+
+    err = np.geterr()  # the caller's floating-point error handling (thread-local in numpy)
+
+    def drain(slot: int) -> None:
+        _in_chunk.active = True
+        try:
+            with np.errstate(**err):  # a helper handles overflow etc. as its caller does
+                drain_chunks(slot)
+        finally:
+            _in_chunk.active = False
+
+    def drain_chunks(slot: int) -> None:
+        while not errors:
+            i = next(counter)
+            if i >= n_chunks:
+                return
+            try:
+                fn(i, slot) if slots else fn(i)
+            except BaseException as e:  # noqa: BLE001 - handed to the caller below
+                errors.append(e)
+                return
+
+    pool = _helpers()
+    futures = [pool.submit(drain, k + 1) for k in range(helpers)]
+    drain(0)
+    for f in futures:
+        # a helper still queued (busy with another thread's chunks) has nothing left to do
+        if not f.cancel():
+            f.result()
+    if errors:
+        raise errors[0]

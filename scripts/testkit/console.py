@@ -1,0 +1,165 @@
+"""`ConsoleSession`: the interactive `cs>` under pexpect, as a test script drives it.
+
+How it knows where a command's output starts and ends: prompt_toolkit switches the terminal's
+bracketed-paste mode on while it reads a line (ESC[?2004h) and off when the line is accepted
+(ESC[?2004l). So after a line is sent, everything between "off" and the next "on" is what the
+command printed, and what the next render draws is either the `cs>` prompt or a question (a
+confirmation, the execution-mode menu, a password prompt). The toolbar and the prompt are part
+of the render, never of the output; escape codes and carriage returns are removed.
+
+Two things about driving prompt_toolkit with pexpect that the session takes care of: it sends
+without pexpect's 50 ms pause (`delaybeforesend=None`), and `cs` never asks the terminal for
+the cursor position (a pexpect terminal never answers, which would cost a second per prompt).
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+from collections.abc import Mapping
+
+import pexpect
+
+from scripts.testkit.result import plain
+
+__all__ = ["ConsoleSession", "ConsoleError"]
+
+_INPUT_ON = "\x1b[?2004h"  # prompt_toolkit starts reading a line
+_INPUT_OFF = "\x1b[?2004l"  # ... and has accepted it
+_RENDERED = "\x1b[?25h"  # the cursor is shown again: one render pass is complete
+
+
+class ConsoleError(AssertionError):
+    """The console did not do what the test expected; the message holds the session's log."""
+
+
+class ConsoleSession:
+    """One `cs` process on a pseudo-terminal, at its prompt between calls.
+
+    send(line)      type a line; returns what it printed (or, if it asks something, what it
+                    printed before the question; the question is then in `question`)
+    answer(text)    answer the pending question (yes/no, a menu choice, a password)
+    exit()          leave with `exit`; returns the exit status
+    """
+
+    def __init__(
+        self, env: Mapping[str, str], *args: str, width: int = 160, timeout: float = 15
+    ) -> None:
+        self.timeout = timeout
+        self.log = io.StringIO()
+        self.question: str | None = None  # the pending question's text, None at the prompt
+        self.child = pexpect.spawn(
+            sys.executable, ["-m", "csshell", *args], env=dict(env), encoding="utf-8",
+            timeout=timeout, dimensions=(40, width),
+        )
+        self.child.delaybeforesend = None
+        self.child.logfile_read = self.log
+        self._await_input()
+        if self.question is not None:
+            raise ConsoleError(f"cs asked {self.question!r} instead of showing its prompt"
+                               + self._log_tail())
+
+    # -- driving ---------------------------------------------------------------------------------
+    def send(self, line: str) -> str:
+        """Type `line` and Enter at the prompt; the output it printed before the next input."""
+        if self.question is not None:
+            raise ConsoleError(f"cs is asking {self.question!r}; use answer() first")
+        return self._submit(line)
+
+    def answer(self, text: str) -> str:
+        """Answer the pending question with `text` and Enter; the output that followed."""
+        if self.question is None:
+            raise ConsoleError("cs is at its prompt, not asking anything; use send()")
+        return self._submit(text)
+
+    def run(self, line: str, *answers: str) -> str:
+        """send(line), then answer each question in turn; all the output, back at the prompt."""
+        out = self.send(line)
+        for text in answers:
+            out += self.answer(text)
+        if self.question is not None:
+            raise ConsoleError(f"`{line}` still asks {self.question!r} after the answers given"
+                               + self._log_tail())
+        return out
+
+    def interrupt(self) -> str:
+        """Press Ctrl-C (cancels the line or the running command); the output that followed."""
+        self.child.sendcontrol("c")
+        return self._collect()
+
+    def exit(self, line: str = "exit") -> int:
+        """Leave the console with `line` (exit/quit); its exit status."""
+        self.child.sendline(line)
+        return self.wait()
+
+    def eof(self) -> int:
+        """Press Ctrl-D at the prompt (leaves the console); its exit status."""
+        self.child.sendcontrol("d")
+        return self.wait()
+
+    def wait(self) -> int:
+        """Wait for the process to end; its exit status (128+N for a signal N)."""
+        try:
+            self.child.expect(pexpect.EOF, timeout=self.timeout)
+        except pexpect.TIMEOUT:
+            raise ConsoleError("cs did not exit" + self._log_tail()) from None
+        self.child.close()
+        if self.child.signalstatus is not None:
+            return 128 + int(self.child.signalstatus)
+        return int(self.child.exitstatus or 0)
+
+    @property
+    def transcript(self) -> str:
+        """Everything the session showed so far, without escape codes."""
+        return plain(self.log.getvalue())
+
+    def close(self) -> None:
+        """Kill the process if it still runs (tests need not call this with the fixtures)."""
+        if self.child.isalive():
+            self.child.terminate(force=True)
+        self.child.close()
+
+    # -- the protocol ----------------------------------------------------------------------------
+    def _submit(self, text: str) -> str:
+        self.child.sendline(text)
+        self._expect(_INPUT_OFF, f"cs to accept {text!r}")
+        return self._collect()
+
+    def _collect(self) -> str:
+        """Output up to the next input request; then read what that request shows."""
+        self._expect([_INPUT_ON, pexpect.EOF], "the next prompt")
+        output = plain(str(self.child.before))
+        if self.child.after is pexpect.EOF:
+            self.question = None
+            return output
+        self._read_request()
+        return output
+
+    def _await_input(self) -> None:
+        self._expect(_INPUT_ON, "the first prompt")
+        self._read_request()
+
+    def _read_request(self) -> None:
+        """After ESC[?2004h: the first complete render says prompt or question."""
+        self._expect(_RENDERED, "the prompt to be drawn")
+        screen = plain(str(self.child.before))
+        if "cs>" in screen:
+            self.question = None
+        else:
+            lines = [ln.strip() for ln in screen.splitlines() if ln.strip()]
+            self.question = "\n".join(lines)
+
+    def _expect(self, pattern: object, what: str) -> None:
+        try:
+            if isinstance(pattern, str):
+                self.child.expect_exact(pattern, timeout=self.timeout)
+            else:
+                self.child.expect_exact(pattern, timeout=self.timeout)  # type: ignore[arg-type]
+        except pexpect.TIMEOUT:
+            raise ConsoleError(f"timed out after {self.timeout:g} s waiting for {what}"
+                               + self._log_tail()) from None
+        except pexpect.EOF:
+            raise ConsoleError(f"cs exited while waiting for {what}" + self._log_tail()) from None
+
+    def _log_tail(self, chars: int = 2000) -> str:
+        return f"\n--- console (last {chars} characters) ---\n{self.transcript[-chars:]}"

@@ -1,0 +1,338 @@
+"""`ThrowawaySystem`: a simulated CS-2 that lives for one test.
+
+Everything cs2sim knows about a system lives under $CS2_HOME (the SQLite store with the state,
+modes, audit log, accounts and jobs; the console's history) plus the cluster description. A
+throwaway system is a fresh $CS2_HOME in its own temporary directory, handed to every process
+it starts through `env`, so two tests (or two pytest-xdist workers) never share anything and
+nothing of the user's own ~/.cs2sim is touched. It never changes os.environ.
+
+Setting up a test's starting point goes through the store directly (`put_in`), one transaction
+with an audit row by the user "testkit", so a test does not wait for reboots and the audit log
+still explains every state the system was in.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from scripts.testkit.result import CsResult
+
+__all__ = ["ThrowawaySystem", "KIT_USER"]
+
+KIT_USER = "testkit"  # who the audit log names for a state set up by the kit
+
+
+class ThrowawaySystem:
+    """A CS-2 (and its cluster) of its own, in a temporary directory; `close()` removes it.
+
+    cluster: None for cs2sim's built-in cluster (system ``cs2-1`` at 127.0.1.1, 16 CPU nodes),
+             a mapping in the cluster.yaml schema, or a path to such a file.
+    boot_seconds: how long `system activate` reboots (default 0: instant).
+    root: where to make the directory (default: the system's temporary directory).
+    """
+
+    def __init__(
+        self,
+        *,
+        cluster: Mapping[str, Any] | str | os.PathLike[str] | None = None,
+        boot_seconds: float = 0.0,
+        root: str | os.PathLike[str] | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="cs2kit-", dir=root))
+        self.home = self.root / "cs2home"
+        self.boot_seconds = boot_seconds
+        self._processes: list[subprocess.Popen[Any]] = []
+        self._consoles: list[Any] = []
+        self._held: dict[int, subprocess.Popen[Any]] = {}
+        self._closed = False
+        base = dict(os.environ if env is None else env)
+        for leaked in ("CS2_CLUSTER", "CS2SIM_FLOW"):  # never inherit the caller's setup
+            base.pop(leaked, None)
+        self.env: dict[str, str] = {
+            **base,
+            "CS2_HOME": str(self.home),
+            "CS2_BOOT_SECONDS": f"{boot_seconds:g}",
+        }
+        self.home.mkdir(mode=0o700)
+        if cluster is not None:  # $CS2_HOME/cluster.yaml: found by cs, launchers and runs alike
+            self._cluster_file(cluster)
+        self._store: Any = None
+
+    # -- the system -----------------------------------------------------------------------------
+    def _cluster_file(self, cluster: Mapping[str, Any] | str | os.PathLike[str]) -> Path:
+        path = self.home / "cluster.yaml"
+        if isinstance(cluster, Mapping):
+            path.write_text(yaml.safe_dump(dict(cluster), sort_keys=False))
+        else:
+            shutil.copyfile(cluster, path)
+        return path
+
+    @property
+    def store(self) -> Any:
+        """The system's store (system.store.Store), opened on first use."""
+        if self._store is None:
+            from system.store import Store
+
+            self._store = Store.open(self.home)
+        return self._store
+
+    def machine(self, name: str | None = None) -> Any:
+        """A system.machine.Machine for system `name` (default: the cluster's first)."""
+        from system.machine import Machine
+
+        # A $CS2_CLUSTER of the caller's would win over ours (system/cluster.py): hide it.
+        old = os.environ.pop("CS2_CLUSTER", None)
+        try:
+            return Machine(self.store, name)
+        finally:
+            if old is not None:
+                os.environ["CS2_CLUSTER"] = old
+
+    @property
+    def name(self) -> str:
+        """The (first) system's name, e.g. cs2-1."""
+        return str(self.machine().name)
+
+    @property
+    def ip(self) -> str:
+        """The (first) system's IP, as a user passes it to `--cs_ip`."""
+        return str(self.machine().ip)
+
+    def status(self, name: str | None = None) -> Any:
+        """The system's SystemStatus now (state, configured/active mode, running jobs)."""
+        return self.machine(name).status()
+
+    @property
+    def state(self) -> str:
+        """The system's state now: ACTIVE, STANDBY, ACTIVATING or FAULT."""
+        return str(self.status().state)
+
+    @property
+    def active_mode(self) -> str:
+        """The mode the system last booted into: PIPELINED or WEIGHT_STREAMING."""
+        return str(self.status().active_mode)
+
+    @property
+    def configured_mode(self) -> str:
+        """The mode `config execmode setup` chose (active after the next activation)."""
+        return str(self.status().configured_mode)
+
+    def put_in(
+        self,
+        state: str,
+        mode: str | None = None,
+        *,
+        configured: str | None = None,
+        reason: str = "injected by the test kit",
+        name: str | None = None,
+        ready_in: float | None = None,
+    ) -> Any:
+        """Put the system straight into `state` (ACTIVE, STANDBY, ACTIVATING or FAULT).
+
+        mode: the active mode (PIPELINED or WEIGHT_STREAMING; default: unchanged).
+        configured: the configured mode (default: the same as the active mode).
+        ready_in: for ACTIVATING, seconds until the reboot completes (default boot_seconds).
+        One transaction, audited as the user "testkit"; returns the new SystemStatus.
+        """
+        from system import audit, changes
+        from system.state import ExecMode, State
+
+        target = State(state.upper())
+        machine = self.machine(name)
+        now = time.time()
+        with self.store.transaction() as db:
+            row = changes.read_row(db, machine.name)
+            active = ExecMode(_mode(mode)) if mode else row.active_mode
+            chosen = ExecMode(_mode(configured)) if configured else active
+            updates: dict[str, Any] = {
+                "state": target,
+                "state_since": now,
+                "active_mode": active,
+                "configured_mode": chosen,
+                "activating_until": None,
+                "fault_reason": None,
+            }
+            if target is State.ACTIVATING:
+                updates["activating_until"] = now + (
+                    self.boot_seconds if ready_in is None else ready_in
+                )
+            if target is State.FAULT:
+                updates["fault_reason"] = reason
+            changes.write_row(db, machine.name, updates)
+            audit.record(
+                db,
+                user=KIT_USER,
+                system=machine.name,
+                command="testkit put_in",
+                from_state=row.state,
+                to_state=target,
+                detail=f"active {active}, configured {chosen}"
+                + (f"; {reason}" if target is State.FAULT else ""),
+                at=now,
+            )
+        return machine.status()
+
+    def hold_job(
+        self, mode: str | None = None, *, user: str = "someone", command: str = "held by testkit",
+        name: str | None = None,
+    ) -> Any:
+        """A RUNNING job on the system, as if another user's run were going on.
+
+        A real process (a sleeper started by the kit) is registered as the job, so the store's
+        liveness rule holds: stop it with `release_job(job)` (the job then reads FAILED, as
+        after a kill) or let `close` do it. mode: default the system's active mode. Returns the
+        system.jobs.Job. The system must be ACTIVE in that mode, as for any job.
+        """
+        from system.state import ExecMode
+        from system.users import Identity, Role
+
+        machine = self.machine(name)
+        run_mode = ExecMode(_mode(mode)) if mode else machine.status().active_mode
+        proc = self.start([sys.executable, "-c", "import time; time.sleep(86400)"])
+        job = machine.register_job(Identity(user, Role.USER, "testkit"), run_mode, command,
+                                   proc.pid)
+        self._held[job.id] = proc
+        return job
+
+    def release_job(self, job: Any) -> None:
+        """End a job from `hold_job`: its process is killed, so the store sees it FAILED."""
+        proc = self._held.pop(job.id)
+        _kill_group(proc)
+
+    def audit(self, last: int | None = None) -> list[Any]:
+        """The audit log, oldest first (system.audit.AuditEntry rows)."""
+        return list(self.machine().audit(last))
+
+    # -- processes ------------------------------------------------------------------------------
+    def cs(
+        self,
+        command: str | None = None,
+        *args: str,
+        input: str | None = None,
+        user: str | None = None,
+        password: str | None = None,
+        timeout: float = 60,
+    ) -> CsResult:
+        """Run `cs -c COMMAND` (or `cs ARGS...` when command is None) against this system.
+
+        user/password: log in as an account (the password goes through a 0600 file, as a
+        script would pass it). input: text on stdin (e.g. commands, one per line, with no -c).
+        """
+        argv: list[str] = []
+        if user is not None:
+            argv += ["--user", user]
+            if password is not None:
+                pw = self.root / f".pw-{user}"
+                pw.write_text(password + "\n")
+                pw.chmod(0o600)
+                argv += ["--password-file", str(pw)]
+        if command is not None:
+            argv += ["-c", command]
+        argv += list(args)
+        return self.run([sys.executable, "-m", "csshell", *argv], input=input, timeout=timeout,
+                        label=f"cs {' '.join(argv)}")
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        input: str | None = None,
+        timeout: float = 300,
+        cwd: str | os.PathLike[str] | None = None,
+        label: str | None = None,
+    ) -> CsResult:
+        """Run any command (a launcher, your own script) with this system's environment."""
+        proc = subprocess.Popen(
+            list(argv), env=self.env, cwd=cwd, text=True, start_new_session=True,
+            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        self._processes.append(proc)
+        try:
+            out, err = proc.communicate(input, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            out, err = proc.communicate()
+            raise AssertionError(
+                f"`{label or ' '.join(argv)}` did not finish in {timeout:g} s; it was killed.\n"
+                f"--- output ---\n{out}--- errors ---\n{err}"
+            ) from None
+        return CsResult(label or " ".join(argv), out, err, proc.returncode)
+
+    def start(
+        self, argv: Sequence[str], *, cwd: str | os.PathLike[str] | None = None
+    ) -> subprocess.Popen[str]:
+        """Start a command in the background (stopped, with its children, by `close`)."""
+        proc = subprocess.Popen(
+            list(argv), env=self.env, cwd=cwd, text=True, start_new_session=True,
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        self._processes.append(proc)
+        return proc
+
+    def console(self, *args: str, width: int = 160, timeout: float = 15) -> Any:
+        """The interactive `cs>` (a ConsoleSession) at its first prompt."""
+        from scripts.testkit.console import ConsoleSession
+
+        session = ConsoleSession(self.env, *args, width=width, timeout=timeout)
+        self._consoles.append(session)
+        return session
+
+    # -- cleanup --------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Stop every process this system started (and their children), remove its files."""
+        if self._closed:
+            return
+        self._closed = True
+        for session in self._consoles:
+            session.close()
+        for proc in self._processes:
+            if proc.poll() is None:
+                _kill_group(proc)
+            for stream in (proc.stdout, proc.stderr, proc.stdin):
+                if stream is not None:
+                    stream.close()
+        if self._store is not None:
+            self._store.close()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> ThrowawaySystem:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"ThrowawaySystem(home={str(self.home)!r})"
+
+
+def _mode(text: str) -> str:
+    """PIPELINED / WEIGHT_STREAMING from the spellings people use (weight-streaming, ws, ...)."""
+    key = text.strip().upper().replace("-", "_").replace(" ", "_")
+    return {"WS": "WEIGHT_STREAMING", "PIPELINE": "PIPELINED"}.get(key, key)
+
+
+def _kill_group(proc: subprocess.Popen[Any]) -> None:
+    """SIGTERM the process group, then SIGKILL what is left after 3 s."""
+    for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue

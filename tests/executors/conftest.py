@@ -1,0 +1,27 @@
+"""Fixtures for the executor tests: a CS2_HOME of their own, instant reboots, one BLAS thread."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def cs2_home(tmp_path, monkeypatch):
+    """$CS2_HOME in tmp_path (a fresh store: cs2-1 ACTIVE in PIPELINED), instant reboots."""
+    home = tmp_path / "cs2home"
+    monkeypatch.setenv("CS2_HOME", str(home))
+    monkeypatch.setenv("CS2_BOOT_SECONDS", "0")
+    monkeypatch.delenv("CS2_CLUSTER", raising=False)
+    monkeypatch.delenv("CS2SIM_FLOW", raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")
+    return home
+
+
+@pytest.fixture(autouse=True)
+def _one_blas_thread():
+    """One BLAS thread: on a shared, loaded machine OpenBLAS's spinning threads cost ~10x."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):
+        yield

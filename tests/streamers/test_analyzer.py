@@ -1,0 +1,161 @@
+"""cs_input_analyzer: flags, the sizing rule, the report and JSON, slower input -> bigger job."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from scripts.cs_input_analyzer import (
+    FINISH,
+    START,
+    AnalyzerError,
+    PerThreads,
+    parse_args,
+    parse_command,
+    recommend,
+)
+from tests.streamers.conftest import FC_SMALL, ROOT
+
+RUN_PY = str(ROOT / "runtime" / "modelzoo" / "fc_mnist" / "run.py")
+
+
+def test_flags_both_spellings_and_the_command_starts_at_python():
+    a = parse_args(["--available-nodes", "3", "--mount-dirs=/a,/b", "--output-format=json",
+                    "python", "run.py", "--mode=validate_only", "--available-nodes", "9"])
+    assert a is not None
+    assert (a.available_nodes, a.mount_dirs, a.output) == (3, ["/a", "/b"], "json")
+    assert a.command == ["python", "run.py", "--mode=validate_only", "--available-nodes", "9"]
+    assert a.threads == (12, 16, 20)  # the real script's THREADS
+    assert parse_args(["--help"]) is None
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--available-nodes", "x", "python", "run.py"],
+     '"--available-nodes" requires a positive integer argument'),
+    (["--available-nodes"], '"--available-nodes" requires a non-empty argument'),
+    (["--output-format=xml", "python", "run.py"], "is text or json"),
+    (["--bogus", "python", "run.py"], "unknown option --bogus"),
+    ([], "no command to analyze"),
+    (["--threads", "a,b", "python", "run.py"], "comma-separated list of positive integers"),
+])
+def test_flag_errors(argv, message):
+    with pytest.raises(AnalyzerError, match=message):
+        parse_args(argv)
+
+
+def test_command_names_the_model_and_the_flow(tmp_path):
+    cmd = parse_command(["python-ws", RUN_PY, "--mode=compile_only"])
+    assert cmd.model == "fc_mnist" and cmd.weight_streaming
+    with pytest.raises(AnalyzerError, match="must be python, python-ws or python-pt"):
+        parse_command(["bash", RUN_PY])
+    other = tmp_path / "run.py"
+    other.write_text("print('hi')\n")
+    with pytest.raises(AnalyzerError, match="not a cs2sim Model Zoo run.py"):
+        parse_command(["python", str(other)])
+
+
+OPTS = [PerThreads(12, 10, 1000.0), PerThreads(16, 8, 1300.0), PerThreads(20, 6, 1500.0)]
+
+
+def test_recommend_fewest_nodes_that_meet_the_need():
+    r = recommend(OPTS, 25_000.0, available=10, single=0)
+    # 12 threads: 25 tasks + the chief -> 3 nodes of 9 (324 CPUs); 16: 20 + 1 -> 3 of 7 (336);
+    # 20: 17 + 1 -> 3 of 6 (360): a tie on nodes goes to the fewest CPUs
+    assert (r.nodes, r.tasks_per_node, r.cpus_per_task) == (3, 9, 12)
+    assert r.meets_need is True and r.streamers == 3 * 9 - 1
+    assert r.expected == r.streamers * 1000.0 >= 25_000
+
+
+def test_recommend_grows_with_a_slower_input_and_caps_at_available():
+    fast = recommend(OPTS, 25_000.0, available=10, single=0)
+    slow = recommend([PerThreads(p.threads, p.workers_per_node, p.per_worker / 4) for p in OPTS],
+                     25_000.0, available=10, single=0)
+    assert slow.nodes > fast.nodes
+    short = recommend(OPTS, 1e9, available=4, single=2)
+    assert short.nodes == 4 and short.meets_need is False and short.nodes_needed > 4
+    assert short.single_task_nodes == 2 and short.streamers == 2 * short.tasks_per_node
+    none = recommend(OPTS, None, available=5, single=0)
+    assert none.nodes == 5 and none.meets_need is None
+
+
+def _analyze(tmp_path, *flags, env=None, mode="--mode=validate_only"):
+    e = {**os.environ, "OPENBLAS_NUM_THREADS": "1", **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "scripts.cs_input_analyzer", *flags, "python", RUN_PY, mode,
+         "-p", FC_SMALL, "-o", str(tmp_path / "md")],
+        capture_output=True, text=True, env=e, cwd=ROOT, timeout=300)
+
+
+def test_text_report_has_the_progress_lines_measurements_and_three_values(tmp_path):
+    p = _analyze(tmp_path, "--threads", "12,20", "--measure-seconds", "0.3",
+                 "--available-nodes", "4", mode="--mode=compile_only")
+    assert p.returncode == 0, p.stderr
+    out = p.stdout
+    assert START in out and FINISH in out
+    bars = [line for line in out.splitlines() if line.endswith("%)")]
+    assert bars[-1] == "#" * 67 + " (100%)" and len(bars) == 4  # 2 thread counts x (1, 2)
+    assert "host measurements" in out and "CS-2 estimate from the compile" in out
+    for key in ("nodes:", "tasks_per_node:", "cpus_per_task:"):
+        assert f"\n  {key} " in out
+    assert "csrun_wse --total-nodes=" in out and "--mode=train" in out
+    assert (tmp_path / "md").is_dir()  # the compile directory a later run reuses
+    assert any(d.name.startswith("cs_") for d in (tmp_path / "md").iterdir())
+
+
+def test_json_report_and_slower_input_changes_the_recommendation(tmp_path):
+    flags = ("--output-format=json", "--threads=12", "--measure-seconds=0.4",
+             "--available-nodes=64", "--target-samples-per-sec=100000")
+    fast = _analyze(tmp_path, *flags)
+    assert fast.returncode == 0, fast.stderr
+    a = json.loads(fast.stdout)  # stdout is only the JSON (progress went to stderr)
+    assert START in fast.stderr
+    assert a["model"] == "fc_mnist" and a["flow"] == "PIPELINED"
+    assert a["compile"]["stop_after"] == "validate" and a["compile"]["est_samples_per_sec"] is None
+    assert a["need"] == {"samples_per_sec": 100000.0, "source": "--target-samples-per-sec"}
+    assert [m["workers"] for m in a["measurements"]] == [1, 2]
+    assert all(m["samples_per_sec"] > 0 and m["samples"] > 0 for m in a["measurements"])
+    rec = a["recommendation"]
+    assert {"nodes", "tasks_per_node", "cpus_per_task", "csrun_wse"} <= rec.keys()
+    assert rec["cpus_per_task"] == 12 and rec["meets_need"] is True
+    slow = _analyze(tmp_path, *flags, env={"CS2SIM_INPUT_EXTRA_WORK": "150"})
+    assert slow.returncode == 0, slow.stderr
+    b = json.loads(slow.stdout)
+    assert b["host"]["extra_work_rounds"] == 150
+    per_fast = a["per_threads"][0]["per_worker_samples_per_sec"]
+    per_slow = b["per_threads"][0]["per_worker_samples_per_sec"]
+    assert per_slow < per_fast / 3  # the knob is real work
+    assert b["recommendation"]["streamers"] > rec["streamers"]
+    assert (b["recommendation"]["nodes"], b["recommendation"]["tasks_per_node"]) != \
+        (rec["nodes"], rec["tasks_per_node"])
+
+
+def test_errors_are_one_line(tmp_path):
+    p = _analyze(tmp_path, "--mount-dirs", str(tmp_path / "nope"))
+    assert p.returncode == 2 and p.stderr.count("\n") == 1
+    assert p.stderr.startswith("ERROR: --mount-dirs names") and "Traceback" not in p.stderr
+    p = _analyze(tmp_path, mode="--mode=train")
+    assert p.returncode == 2 and "--mode=compile_only (best) or --mode=validate_only" in p.stderr
+
+
+def test_on_a_terminal_a_rich_progress_bar_then_the_report(tmp_path):
+    pexpect = pytest.importorskip("pexpect")
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "scripts.cs_input_analyzer", "--threads=12", "--measure-seconds=0.3",
+         "python", RUN_PY, "--mode=validate_only", "-p", FC_SMALL, "-o", str(tmp_path / "md")],
+        cwd=str(ROOT), env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "TERM": "xterm"},
+        encoding="utf-8", timeout=120, dimensions=(40, 160))
+    child.delaybeforesend = None
+    seen = io.StringIO()
+    child.logfile_read = seen
+    child.expect("Measuring input workers|12 threads x")  # rich's bar, not the '#' lines
+    child.expect("tasks_per_node: ")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    assert "#" * 30 not in seen.getvalue()  # the real script's '#' lines are for pipes only

@@ -1,0 +1,172 @@
+"""The testing kit's throwaway systems: isolated, set up directly, cleaned up completely."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from scripts.testkit import ThrowawaySystem
+
+
+def test_fixture_system_is_fresh_active_and_pipelined(cs2_system):
+    assert cs2_system.state == "ACTIVE"
+    assert cs2_system.active_mode == "PIPELINED"
+    assert cs2_system.home.is_dir()
+    assert cs2_system.env["CS2_HOME"] == str(cs2_system.home)
+    assert "CS2_HOME" not in os.environ or os.environ["CS2_HOME"] != str(cs2_system.home)
+
+
+@pytest.mark.parametrize(
+    ("state", "mode", "shown"),
+    [
+        ("STANDBY", "weight-streaming", "WEIGHT_STREAMING"),
+        ("ACTIVE", "WEIGHT_STREAMING", "WEIGHT_STREAMING"),
+        ("FAULT", None, "PIPELINED"),
+        ("ACTIVATING", "ws", "WEIGHT_STREAMING"),
+    ],
+)
+def test_put_in_any_state_is_what_cs_then_sees(cs2_system, state, mode, shown):
+    cs2_system.put_in(state, mode, ready_in=60)
+    result = cs2_system.cs("config execmode show --output-format=json").check()
+    assert result.json()["state"] == state
+    assert result.json()["active_execmode"] == shown
+    last = cs2_system.audit()[-1]
+    assert (last.user, last.command, last.to_state) == ("testkit", "testkit put_in", state)
+
+
+def test_put_in_configured_mode_is_pending_until_activate(cs2_system):
+    cs2_system.put_in("STANDBY", "PIPELINED", configured="WEIGHT_STREAMING")
+    shown = cs2_system.cs("config execmode show --output-format=json").json()
+    assert shown["execmode"] == "WEIGHT_STREAMING" and shown["pending_mode_change"] is True
+    cs2_system.cs("system activate").check()
+    assert cs2_system.active_mode == "WEIGHT_STREAMING"
+
+
+def test_cs_reports_refusals_with_their_exit_code(cs2_cs, cs2_system):
+    cs2_system.put_in("FAULT")
+    result = cs2_cs("config execmode setup weight-streaming")
+    assert result.exit_code == 1
+    assert result.errors.startswith("error: ") and "STANDBY" in result.errors
+    with pytest.raises(AssertionError, match="exited 1"):
+        result.check()
+
+
+def test_cluster_override_names_the_systems(cs2_systems):
+    cluster = {
+        "systems": [{"name": "lab-a", "ip": "10.0.0.5"}, {"name": "lab-b", "ip": "10.0.0.6"}],
+        "nodes": [{"name": "n", "count": 2, "cpus": 8, "memory_gb": 32, "role": "worker"}],
+    }
+    system = cs2_systems(cluster=cluster)
+    assert (system.name, system.ip) == ("lab-a", "10.0.0.5")
+    assert system.status("lab-b").state.value == "ACTIVE"
+    assert "lab-b (10.0.0.6)" in system.cs(None, "--system", "lab-b", "system", "show").check().output
+
+
+def test_boot_seconds_compress_the_reboot(cs2_systems):
+    slow = cs2_systems(boot_seconds=30)
+    slow.put_in("STANDBY")
+    slow.put_in("ACTIVATING")
+    assert slow.state == "ACTIVATING"
+    fast = cs2_systems(boot_seconds=0)
+    fast.put_in("STANDBY")
+    fast.cs("system activate").check()
+    assert fast.state == "ACTIVE"
+
+
+def test_systems_do_not_share_anything(cs2_systems):
+    a, b = cs2_systems(), cs2_systems()
+    a.put_in("STANDBY")
+    assert (a.state, b.state) == ("STANDBY", "ACTIVE")
+    assert a.home != b.home
+    assert [e.command for e in b.audit()] == []
+
+
+def test_close_stops_processes_and_their_children_and_removes_files():
+    system = ThrowawaySystem()
+    # a process that starts a child of its own, both sleeping
+    proc = system.start([sys.executable, "-c",
+                         "import subprocess, sys, time; "
+                         "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+                         "print(c.pid, flush=True); time.sleep(60)"])
+    child_pid = int(proc.stdout.readline())
+    console = system.console()
+    root = system.root
+    system.close()
+    assert not root.exists()
+    assert proc.poll() is not None
+    assert not console.child.isalive()
+    deadline = time.time() + 5
+    while time.time() < deadline and _alive(child_pid):
+        time.sleep(0.05)
+    assert not _alive(child_pid)
+    system.close()  # idempotent
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_kit_never_changes_the_callers_environment(monkeypatch):
+    monkeypatch.setenv("CS2_CLUSTER", "/nonexistent/cluster.yaml")
+    before = dict(os.environ)
+    with ThrowawaySystem() as system:
+        assert system.state == "ACTIVE"  # the caller's CS2_CLUSTER is not used ...
+        assert "CS2_CLUSTER" not in system.env  # ... nor passed on
+    assert dict(os.environ) == before
+
+
+def test_runs_a_timeout_as_a_failure_with_the_output(cs2_system):
+    with pytest.raises(AssertionError, match="did not finish in 0.5 s"):
+        cs2_system.run([sys.executable, "-c", "print('started', flush=True); import time; "
+                        "time.sleep(30)"], timeout=0.5)
+
+
+def test_two_test_processes_in_parallel_keep_their_stores_apart(tmp_path):
+    """pytest-xdist style: two pytest runs at once, each switching its own system's mode."""
+    test = tmp_path / "test_parallel_mode.py"
+    test.write_text(
+        "import pytest\n"
+        "@pytest.mark.parametrize('i', range(6))\n"
+        "def test_switch(cs2_system, i):\n"
+        "    mode = 'weight-streaming' if i % 2 else 'pipelined'\n"
+        "    cs2_system.cs(f'system standby --yes; config execmode setup {mode}; "
+        "system activate').check()\n"
+        "    assert cs2_system.active_mode == ('WEIGHT_STREAMING' if i % 2 else 'PIPELINED')\n"
+        "    assert len([e for e in cs2_system.audit() if e.command != 'booted']) == 3\n"
+    )
+    procs = [subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                               "-n", "2", str(test)], cwd=tmp_path, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=180)[0] for p in procs]
+    for p, out in zip(procs, outs, strict=True):
+        assert p.returncode == 0, out
+        assert "6 passed" in out
+    assert not list(tmp_path.glob("**/cs2home"))  # nothing left behind
+
+
+def test_hold_job_shows_as_running_and_release_ends_it(cs2_system):
+    job = cs2_system.hold_job(user="alice", command="python-ws run.py --mode train")
+    shown = cs2_system.cs("system show --output-format=json").json()["running_jobs"]
+    assert [j["id"] for j in shown] == [job.id]
+    assert cs2_system.status().running_jobs[0].user == "alice"
+    cs2_system.release_job(job)
+    deadline = time.time() + 5
+    while cs2_system.status().running_jobs and time.time() < deadline:
+        time.sleep(0.05)
+    assert cs2_system.status().running_jobs == ()
+
+
+def test_hold_job_is_refused_like_any_job_when_the_system_cannot_run_it(cs2_system):
+    from system.errors import JobRefused
+
+    cs2_system.put_in("STANDBY")
+    with pytest.raises(JobRefused):
+        cs2_system.hold_job()
