@@ -14,9 +14,14 @@ from __future__ import annotations
 import os
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from scripts.launch_common import Signals, fail, preload_for, write_err, write_out
 from system.errors import CsError
+
+if TYPE_CHECKING:
+    from system.sched.backend import Backend
+    from system.sched.request import JobRequest
 
 __all__ = ["main"]
 
@@ -99,14 +104,14 @@ def main(argv: list[str] | None = None) -> int:
     return run_job(backend, launch.request)
 
 
-def run_job(backend: object, request: object, *, ignore_int: bool = False) -> int:
+def run_job(backend: Backend, request: JobRequest, *, ignore_int: bool = False) -> int:
     """Allocate, run and release one job on `backend`; the launcher's exit code."""
     from system.sched.queue import NeverFits
     from system.sched.request import JobRequest
     from system.sched.runner import preload
     from system.users import login_name
 
-    assert hasattr(backend, "allocate") and isinstance(request, JobRequest)  # a Backend
+    assert isinstance(request, JobRequest)
     signals = Signals()  # Ctrl-C while queued cancels the wait, even for csrun_cpu
     t0 = time.perf_counter()
     try:

@@ -91,7 +91,7 @@ def srun_missing() -> str | None:
     return None
 
 
-def _client(args: list[str], timeout: float = CLIENT_TIMEOUT_S) -> subprocess.CompletedProcess:
+def _client(args: list[str], timeout: float = CLIENT_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
     """Run a Slurm client command; ConfigError (one sentence) when it cannot answer."""
     try:
         proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout,
@@ -434,7 +434,7 @@ class SlurmBackend:
         return best
 
     @staticmethod
-    def _stop(proc: subprocess.Popen, job_id: int | None) -> None:
+    def _stop(proc: subprocess.Popen[bytes], job_id: int | None) -> None:
         """Cancel the whole job (every component); before its id is known, stop srun."""
         if job_id is not None:
             _client(["scancel", str(job_id)])

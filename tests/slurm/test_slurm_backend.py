@@ -15,8 +15,15 @@ import pytest
 from layout_cases import CASES, LayoutCase
 from layout_model import layout_view, predict
 from slurm_helpers import Cluster
-from slurmbe_helpers import (CLUSTER_YAML, HERE, launcher_env, script, squeue_ids, store_row,
-                             wait_all_idle)
+from slurmbe_helpers import (
+    CLUSTER_YAML,
+    HERE,
+    launcher_env,
+    script,
+    squeue_ids,
+    store_row,
+    wait_all_idle,
+)
 
 pytestmark = pytest.mark.slurm
 

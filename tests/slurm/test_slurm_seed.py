@@ -17,9 +17,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_slurm_backend import site  # noqa: F401 - the fixture
-
 from slurmbe_helpers import script, store_row
+from test_slurm_backend import site  # noqa: F401 - the fixture
 
 NEEDED = ("runtime.cs_run", "runtime.roles", "runtime.data.streamers")
 missing = [m for m in NEEDED if importlib.util.find_spec(m) is None]

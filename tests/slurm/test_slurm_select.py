@@ -14,8 +14,13 @@ from system.cluster import SiteSpec, load_cluster
 from system.errors import ConfigError
 from system.sched.backend import EmbeddedBackend, scheduler_name, select_backend
 from system.sched.flags import parse_wse
-from system.sched.slurm import (SQUEUE_FORMAT, SlurmBackend, parse_error_line, slurm_argv,
-                                squeue_jobs)
+from system.sched.slurm import (
+    SQUEUE_FORMAT,
+    SlurmBackend,
+    parse_error_line,
+    slurm_argv,
+    squeue_jobs,
+)
 from system.store import Store
 
 SITE = SiteSpec(def_nodes=4, def_tasks_per_node=1, def_cpus_per_task=17, gres_resource="",
