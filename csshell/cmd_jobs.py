@@ -1,5 +1,8 @@
 """`jobs show` and `jobs cancel`: the embedded scheduler's queue, as `squeue` and `scancel` show it.
 
+With the Slurm backend (cluster.yaml `site: scheduler: slurm`, or CS2_SCHEDULER=slurm) the rows
+are real squeue's and cancelling runs real scancel: the same columns either way.
+
 Columns are squeue's default ones without PARTITION (one partition here): JOBID, NAME, USER,
 ST, TIME, NODES, NODELIST(REASON). A heterogeneous job shows one row per component (`57+0`,
 `57+1`, ...; REFERENCE §2.3, ALCF's squeue); it is cancelled by its base id, like scancel.
@@ -81,11 +84,28 @@ def _job_dict(job: QueueJob) -> dict[str, Any]:
     }
 
 
+def _slurm(ctx: Context) -> Any:
+    """The Slurm backend when the site (or $CS2_SCHEDULER) runs launches on Slurm, else None:
+    then the queue is squeue's and cancelling is scancel's, shown with the same columns."""
+    from system.cluster import cluster_source, load_cluster
+    from system.sched.backend import scheduler_name
+
+    if scheduler_name(load_cluster(cluster_source(ctx.store.home)).site) != "slurm":
+        return None
+    from system.sched.slurm import SlurmBackend
+
+    return SlurmBackend(ctx.store)
+
+
 def jobs_show(ctx: Context, inv: Invocation) -> None:
     """The queue: pending and running launches (with --all, ended ones too)."""
     from system.sched.queue import jobs
 
-    rows = jobs(ctx.store, all_states=bool(inv.option("all")))
+    slurm = _slurm(ctx)
+    if slurm is not None:
+        rows = slurm.queue(all_states=bool(inv.option("all")))
+    else:
+        rows = jobs(ctx.store, all_states=bool(inv.option("all")))
     if inv.option("output_format") == "json":
         import json
 
@@ -108,6 +128,11 @@ def jobs_cancel(ctx: Context, inv: Invocation) -> None:
         raise UsageError(f"`{raw}` is not a job id; take one from `jobs show` (e.g. 12 or 12+0).")
     if int(base) >= 2**63:  # beyond SQLite's integers: no such job can exist
         raise UsageError(f"No job {base}; see the queue with `jobs show`.")
+    slurm = _slurm(ctx)
+    if slurm is not None:
+        slurm.cancel(int(base), user=ctx.identity.name, admin=ctx.identity.role == Role.ADMIN)
+        ctx.echo(f"Cancelled Slurm job {base} (scancel {base}: every component).")
+        return
     job = cancel(ctx.store, int(base), user=ctx.identity.name,
                  admin=ctx.identity.role == Role.ADMIN)
     was = "queued" if job.state == "PENDING" else "running"

@@ -52,14 +52,15 @@ def main(argv: list[str] | None = None) -> int:
     if not launch.alloc_node:
         return _run_here(launch.request.command)
     from scripts.csrun_wse import run_job
-    from system.sched.backend import EmbeddedBackend
+    from system.sched.backend import select_backend
     from system.store import Store
 
     try:
         store = Store.open()
+        backend = select_backend(store, site, launch.srun, launch.run_args)
     except CsError as e:
         return fail(e)
-    return run_job(EmbeddedBackend(store), launch.request, ignore_int=True)
+    return run_job(backend, launch.request, ignore_int=True)
 
 
 def _run_here(command: tuple[str, ...]) -> int:

@@ -14,9 +14,14 @@ from __future__ import annotations
 import os
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from scripts.launch_common import Signals, fail, preload_for, write_err, write_out
-from system.errors import CsError, UsageError
+from system.errors import CsError
+
+if TYPE_CHECKING:
+    from system.sched.backend import Backend
+    from system.sched.request import JobRequest
 
 __all__ = ["main"]
 
@@ -86,25 +91,27 @@ def main(argv: list[str] | None = None) -> int:
             Machine.for_target(store, cs_ip).check_job(mode)  # JobRefused: nothing allocated
     except CsError as e:
         return fail(e)
-    write_out(f"Launching: {launch.srun.text}\n")
-    from system.sched.backend import EmbeddedBackend
+    from system.sched.backend import select_backend
 
-    backend = EmbeddedBackend(store)
-    if launch.dry_run:
-        _dry_run(launch, list(backend.nodes))
-        return 0
+    try:
+        backend = select_backend(store, site, launch.srun, launch.run_args)
+        write_out(f"Launching: {launch.srun.text}\n")
+        if launch.dry_run:
+            _dry_run(launch, list(backend.nodes))  # type: ignore[attr-defined]
+            return 0
+    except CsError as e:
+        return fail(e)
     return run_job(backend, launch.request)
 
 
-def run_job(backend: object, request: object, *, ignore_int: bool = False) -> int:
+def run_job(backend: Backend, request: JobRequest, *, ignore_int: bool = False) -> int:
     """Allocate, run and release one job on `backend`; the launcher's exit code."""
-    from system.sched.backend import EmbeddedBackend
     from system.sched.queue import NeverFits
     from system.sched.request import JobRequest
     from system.sched.runner import preload
     from system.users import login_name
 
-    assert isinstance(backend, EmbeddedBackend) and isinstance(request, JobRequest)
+    assert isinstance(request, JobRequest)
     signals = Signals()  # Ctrl-C while queued cancels the wait, even for csrun_cpu
     t0 = time.perf_counter()
     try:
@@ -122,7 +129,8 @@ def run_job(backend: object, request: object, *, ignore_int: bool = False) -> in
     result = None
     signals.ignore_int = ignore_int  # srun --pty: from now on Ctrl-C belongs to the task
     try:
-        preload(preload_for(request.command))
+        if getattr(backend, "name", "") == "embedded":  # forked tasks share it; srun's do not
+            preload(preload_for(request.command))
 
         def started(seconds: float) -> None:
             if os.environ.get("CS2SIM_LAUNCH_TIMING"):
@@ -131,7 +139,7 @@ def run_job(backend: object, request: object, *, ignore_int: bool = False) -> in
 
         result = backend.run(alloc, out=write_out, err=write_err, stop_requested=signals,
                              on_started=started)
-    except UsageError as e:
+    except CsError as e:
         return fail(e)
     finally:
         backend.release(alloc, result)

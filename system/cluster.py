@@ -74,6 +74,9 @@ class SwarmXSpec:
     max_systems: int
 
 
+SCHEDULERS = ("embedded", "slurm")  # who runs csrun_wse / csrun_cpu jobs (site.scheduler)
+
+
 @dataclass(frozen=True)
 class SiteSpec:
     """The site variables a sys-admin sets at the top of the real `csrun_cpu` (REFERENCE §2.1).
@@ -90,6 +93,7 @@ class SiteSpec:
     singularity_image: str = "/opt/cerebras/cbcore_latest.sif"  # a name only: nothing is read
     gres_resource: str = "cs:cerebras:1"  # PSC Neocortex's GRES string
     gres_node: str = ""  # "" -> the first node of role chief
+    scheduler: str = "embedded"  # "embedded" | "slurm" (CS2_SCHEDULER overrides it for one run)
 
 
 @dataclass(frozen=True)
@@ -171,8 +175,11 @@ def _site(check: _Checker, item: dict[str, Any], nodes: list[NodeSpec]) -> SiteS
     )
     texts = {
         key: check.get(item, "site", key, str, getattr(base, key))
-        for key in ("mount_dirs", "singularity_image", "gres_resource", "gres_node")
+        for key in ("mount_dirs", "singularity_image", "gres_resource", "gres_node", "scheduler")
     }
+    if texts["scheduler"] not in SCHEDULERS:
+        check.fail("site.scheduler", f"is {texts['scheduler']!r}; use one of: "
+                   + ", ".join(SCHEDULERS))
     chiefs = [n.name for n in nodes if n.role == "chief"]
     if not texts["gres_node"]:
         texts["gres_node"] = chiefs[0] if chiefs else ""

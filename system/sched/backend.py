@@ -22,7 +22,8 @@ from system.sched.layout import Task, layout
 from system.sched.request import JobRequest
 from system.sched.runner import StepResult, run_step
 
-__all__ = ["Allocation", "Backend", "EmbeddedBackend", "Events"]
+__all__ = ["Allocation", "Backend", "EmbeddedBackend", "Events", "SCHEDULER_ENV", "scheduler_name",
+           "select_backend"]
 
 POLL_S = 0.05  # how often a queued launcher re-reads the queue
 
@@ -166,3 +167,33 @@ class EmbeddedBackend:
 
     def queue(self, *, all_states: bool = False) -> list[queue.QueueJob]:
         return queue.jobs(self.store, all_states=all_states)
+
+
+SCHEDULER_ENV = "CS2_SCHEDULER"  # embedded | slurm, for one run (overrides cluster.yaml's site)
+
+
+def scheduler_name(site: object) -> str:
+    """Which scheduler runs launches: $CS2_SCHEDULER, else the cluster's `site.scheduler`."""
+    from system.cluster import SCHEDULERS
+    from system.errors import ConfigError
+
+    env = os.environ.get(SCHEDULER_ENV, "").strip().lower()
+    if env:
+        if env not in SCHEDULERS:
+            raise ConfigError(f"{SCHEDULER_ENV}={env} is not a scheduler; use one of: "
+                              f"{', '.join(SCHEDULERS)} (or unset it).")
+        return env
+    return str(getattr(site, "scheduler", "embedded"))
+
+
+def select_backend(store: object, site: object, srun: object = None,
+                   run_args: tuple[str, ...] = ()) -> Backend:
+    """The backend the site (or $CS2_SCHEDULER) chose. `srun` is the launcher's SrunCommand
+    (request.srun_command / cpu_command): the Slurm backend runs its argv with the container
+    replaced by `run_args` (slurm.slurm_argv). The embedded path imports nothing of Slurm's."""
+    if scheduler_name(site) == "slurm":
+        from system.sched.slurm import SlurmBackend, slurm_argv
+
+        argv = slurm_argv(srun, run_args) if srun is not None else ()  # type: ignore[arg-type]
+        return SlurmBackend(store, argv)  # type: ignore[arg-type]
+    return EmbeddedBackend(store)

@@ -1,0 +1,582 @@
+"""The Slurm backend: the launchers' job runs through a real `srun` on a real Slurm cluster.
+
+csrun_wse / csrun_cpu build their srun line ONCE (system/sched/request.py); this backend runs that
+line's argv with `singularity exec -B ... <image>` replaced by the command itself (no container
+here), passes srun's own lines through (queue/allocation lines, `srun: error: node3: task 2: ...`),
+and records the run in the store under Slurm's job id (table `slurm_jobs`; the store is SQLite on
+the login host, so only the launcher process writes it, never a task on a compute node).
+
+What real Slurm does that we rely on (measured on Slurm 22.05, /work/notes/slurm-layout.md):
+* srun allocates the job itself; a heterogeneous job prints `srun: job N queued and waiting for
+  resources` with its base id N; a 1-node job prints nothing, so its id comes from squeue's
+  AllocSID (srun runs in its own session, so its pid is that session id);
+* srun's error lines number tasks PER COMPONENT; we map them to the global SLURM_PROCID with the
+  components' node lists (`scontrol show job`) and name task and node in our one-line report;
+* a request larger than the cluster pends forever (EnforcePartLimits does not reject a het job),
+  so the node count is checked against `sinfo` before srun starts;
+* `scancel <base id>` ends every component; `scontrol show job` then says CANCELLED.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from system.errors import ConfigError, UsageError
+from system.sched import queue
+from system.sched.fit import NodeInfo
+from system.sched.hostlist import expand
+from system.sched.request import Component, JobRequest, SrunCommand
+from system.sched.runner import StepResult, TaskExit
+
+if TYPE_CHECKING:
+    from system.sched.backend import Allocation, Events
+    from system.store import Store
+
+__all__ = ["SlurmBackend", "slurm_argv", "SlurmJobRecord", "srun_missing", "parse_error_line"]
+
+CLIENT_TIMEOUT_S = 10.0  # sinfo / squeue / scontrol / scancel answer well within this
+ID_POLL_S = 0.1  # how often squeue is asked for a 1-node job's id (srun prints none)
+FIRST_ID_POLL_S = 0.3  # ... starting this late: srun prints a het job's id within ~50 ms
+STOP_GRACE_S = 35.0  # srun waits up to 32 s (KillWait) for a cancelled step; then we kill srun
+
+QUEUED = re.compile(r"^srun: job (\d+) queued and waiting for resources")
+ALLOCATED = re.compile(r"^srun: job (\d+) has been allocated resources")
+TASK_ERROR = re.compile(r"^srun: error: (\S+): tasks? ([\d,\-]+): (.+)$")
+NODE_FAIL = re.compile(r"^srun: error: Node failure on (\S+)")
+EXIT_CODE = re.compile(r"Exited with exit code (\d+)")
+SIGNALS = {"Terminated": signal.SIGTERM, "Killed": signal.SIGKILL, "Interrupt": signal.SIGINT,
+           "Aborted": signal.SIGABRT, "Segmentation fault": signal.SIGSEGV}
+STOP_MARKERS = ("Terminating StepId", "CANCELLED AT", "Job step aborted", "Force Terminated")
+
+# squeue -O: fixed-width fields (wide enough never to cut a value we show)
+SQUEUE_FORMAT = ("JobID:20,HetJobID:20,HetJobOffset:8,Name:200,UserName:64,State:20,Reason:64,"
+                 "NumNodes:8,NodeList:400,SubmitTime:24,StartTime:24,EndTime:24,Command:400,"
+                 "AllocSID:12")
+SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS slurm_jobs (
+        id INTEGER PRIMARY KEY,  -- Slurm's base job id (component 0)
+        het_size INTEGER NOT NULL, name TEXT NOT NULL, user TEXT NOT NULL, command TEXT NOT NULL,
+        host TEXT NOT NULL, launcher_pid INTEGER NOT NULL, state TEXT NOT NULL,
+        exit_code INTEGER, nodes TEXT NOT NULL DEFAULT '[]',
+        submitted_at REAL NOT NULL, started_at REAL, ended_at REAL)""",
+)
+
+
+def slurm_argv(srun: SrunCommand, run_args: tuple[str, ...]) -> tuple[str, ...]:
+    """The srun line's argv with `singularity exec [-B ...] <image>` replaced by the command:
+    the same words the launcher printed up to the container, then the command itself."""
+    words = list(srun.argv)
+    cut = words.index("singularity") if "singularity" in words else len(words)
+    return (*words[:cut], *run_args)
+
+
+def srun_missing() -> str | None:
+    """Why the Slurm backend cannot run here (one sentence), or None."""
+    for tool in ("srun", "sinfo", "squeue", "scancel", "scontrol"):
+        if shutil.which(tool) is None:
+            return (f"the scheduler is slurm but `{tool}` is not on PATH; install the Slurm "
+                    "client (slurm-client) or set CS2_SCHEDULER=embedded.")
+    return None
+
+
+def _client(args: list[str], timeout: float = CLIENT_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+    """Run a Slurm client command; ConfigError (one sentence) when it cannot answer."""
+    try:
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL, check=False)
+    except FileNotFoundError as e:
+        raise ConfigError(f"`{args[0]}` is not installed; install the Slurm client or set "
+                          "CS2_SCHEDULER=embedded.") from e
+    except subprocess.TimeoutExpired as e:
+        raise ConfigError(f"Slurm did not answer `{' '.join(args)}` within {timeout:.0f} s; "
+                          "check that slurmctld is running (sinfo).") from e
+    return proc
+
+
+@dataclass(frozen=True)
+class SlurmJobRecord:
+    """What `scontrol show job <base>` says about each component, in component order."""
+
+    states: tuple[str, ...]
+    nodes: tuple[tuple[str, ...], ...]
+
+    @property
+    def state(self) -> str:
+        """The whole job's state: CANCELLED if any component was, else FAILED if any, else the
+        first component's."""
+        for s in ("CANCELLED", "FAILED", "NODE_FAIL", "TIMEOUT", "OUT_OF_MEMORY"):
+            if s in self.states:
+                return s
+        return self.states[0] if self.states else "UNKNOWN"
+
+
+def show_job(job_id: int) -> SlurmJobRecord | None:
+    """`scontrol show job`: every component's state and nodes (None once Slurm forgot it)."""
+    proc = _client(["scontrol", "-o", "show", "job", str(job_id)])
+    if proc.returncode != 0:
+        return None
+    comps: list[tuple[int, str, tuple[str, ...]]] = []
+    for line in proc.stdout.splitlines():
+        fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+        if "JobId" not in fields:
+            continue
+        offset = int(fields.get("HetJobOffset", "0"))
+        nodes = fields.get("NodeList", "(null)")
+        comps.append((offset, fields.get("JobState", "UNKNOWN"),
+                      tuple(expand(nodes)) if nodes and nodes != "(null)" else ()))
+    comps.sort()
+    return SlurmJobRecord(tuple(c[1] for c in comps), tuple(c[2] for c in comps))
+
+
+def parse_error_line(line: str) -> tuple[str, list[int], str] | None:
+    """`srun: error: node3: tasks 0-1: Terminated` -> ("node3", [0, 1], "Terminated")."""
+    m = TASK_ERROR.match(line)
+    if m is None:
+        return None
+    ids: list[int] = []
+    for part in m.group(2).split(","):
+        lo, _, hi = part.partition("-")
+        if lo.isdigit():
+            ids.extend(range(int(lo), int(hi or lo) + 1))
+    return m.group(1), ids, m.group(3).strip()
+
+
+class _Watch:
+    """srun's stderr as it passes through: the job id, and the task/node error lines."""
+
+    def __init__(self) -> None:
+        self.job_id: int | None = None
+        self.allocated_at: float | None = None
+        self.errors: list[tuple[str, list[int], str, bool]] = []  # node, ids, text, after stop
+        self.failed_nodes: list[str] = []
+        self.stopping = False
+        self.lock = threading.Lock()
+
+    def feed(self, line: str) -> None:
+        with self.lock:
+            if (m := QUEUED.match(line)) is not None:
+                self.job_id = int(m.group(1))
+            elif (m := ALLOCATED.match(line)) is not None:
+                self.job_id = int(m.group(1))
+                self.allocated_at = time.perf_counter()
+            elif (m := NODE_FAIL.match(line)) is not None:
+                self.failed_nodes.append(m.group(1))
+            elif (parsed := parse_error_line(line)) is not None:
+                self.errors.append((*parsed, self.stopping))
+            if any(marker in line for marker in STOP_MARKERS):
+                self.stopping = True
+
+
+def _pump(stream: object, sink: Callable[[str], None], watch: _Watch | None) -> None:
+    """Copy complete lines from a pipe to `sink` (and to the watcher) until EOF."""
+    for raw in iter(stream.readline, b""):  # type: ignore[attr-defined]
+        line = raw.decode("utf-8", "replace")
+        if watch is not None:
+            watch.feed(line.rstrip("\n"))
+        sink(line if line.endswith("\n") else line + "\n")
+
+
+def _exit_of(text: str) -> tuple[int | None, int | None]:
+    """("Exited with exit code 3") -> (3, None); ("Terminated") -> (None, 15)."""
+    if (m := EXIT_CODE.search(text)) is not None:
+        return int(m.group(1)), None
+    for word, sig in SIGNALS.items():
+        if text.startswith(word):
+            return None, int(sig)
+    return 1, None
+
+
+def _tasks_on(nodes: list[str], request: JobRequest, record: SlurmJobRecord | None,
+              job_id: int) -> list[int]:
+    """The SLURM_PROCIDs that ran on `nodes`: srun does not always report the tasks of a node it
+    lost, so they come from the allocation and Slurm's numbering rules (layout.py, the same rules
+    the embedded scheduler follows, checked against real Slurm)."""
+    from system.sched.layout import layout
+
+    if record is None or [len(n) for n in record.nodes] != [c.nodes for c in request.components]:
+        return []
+    every = {n for part in record.nodes for n in part}
+    tasks = layout(request, job_id, [list(p) for p in record.nodes], dict.fromkeys(every, 1 << 20))
+    return sorted(t.procid for t in tasks if t.node in nodes)
+
+
+def _ranges(ids: list[int]) -> str:
+    """[2, 3, 4, 7] -> '2-4,7'."""
+    parts: list[str] = []
+    for i in ids:
+        if parts and parts[-1].split("-")[-1] == str(i - 1):
+            parts[-1] = f"{parts[-1].split('-')[0]}-{i}"
+        else:
+            parts.append(str(i))
+    return ",".join(parts)
+
+
+class SlurmBackend:
+    """Runs a launcher's request as one real srun (which allocates the job and starts every task).
+
+    `argv` is the launcher's srun line (`slurm_argv`): the request itself only describes the job
+    for the store and the report; the line is built by request.py alone.
+    """
+
+    name = "slurm"
+
+    def __init__(self, store: Store, argv: tuple[str, ...] = (), *,
+                 base_env: dict[str, str] | None = None) -> None:
+        self.store = store
+        self.argv = argv
+        self.base_env = base_env
+        self._nodes: list[NodeInfo] | None = None
+        self._recorded: set[int] = set()
+        self.last_record: SlurmJobRecord | None = None
+
+    # -- the cluster ---------------------------------------------------------------------------
+    @property
+    def nodes(self) -> list[NodeInfo]:
+        """Slurm's nodes (sinfo), in Slurm's order, with their CPUs."""
+        if self._nodes is None:
+            proc = _client(["sinfo", "-h", "-N", "-o", "%N %c"])
+            if proc.returncode != 0:
+                raise ConfigError("sinfo failed (" + (proc.stderr.strip() or "no output")
+                                  + "); check that slurmctld is running.")
+            seen: dict[str, int] = {}
+            for line in proc.stdout.splitlines():
+                name, _, cpus = line.partition(" ")
+                if name and name not in seen:
+                    seen[name] = int(cpus) if cpus.strip().isdigit() else 0
+            self._nodes = [NodeInfo(n, c) for n, c in seen.items()]
+        return self._nodes
+
+    # -- Backend -------------------------------------------------------------------------------
+    def allocate(self, request: JobRequest, *, user: str, events: Events,
+                 stop_requested: Callable[[], int | None]) -> Allocation | None:
+        """srun allocates the job itself: only refuse what Slurm would leave pending forever."""
+        from system.sched.backend import Allocation
+
+        why = srun_missing()
+        if why is not None:
+            raise ConfigError(why[0].upper() + why[1:])
+        have = len(self.nodes)
+        if request.nodes > have:
+            raise queue.NeverFits(
+                "Requested node configuration is not available",
+                f"the job asks for {request.nodes} nodes and this Slurm cluster has {have}; "
+                f"lower --total-nodes to {have} or less.")
+        if stop_requested() is not None:
+            return None
+        return Allocation(0, (), request)
+
+    def run(self, alloc: Allocation, *, out: Callable[[str], None], err: Callable[[str], None],
+            stop_requested: Callable[[], int | None],
+            on_started: Callable[[float], None] | None = None) -> StepResult:
+        """Run srun; pass its output through; the step's result as srun reports it."""
+        request = alloc.request
+        if not self.argv:
+            raise UsageError("The Slurm backend was given no srun line; build it with "
+                             "request.srun_command (csrun_wse does).")
+        env = dict(os.environ if self.base_env is None else self.base_env)
+        env.update(request.env)
+        # the task runs the same command words on every node: `python-ws` etc. must resolve to
+        # this installation (same path on every node, see the README)
+        bindir = os.path.dirname(sys.executable)
+        if bindir not in env.get("PATH", "").split(os.pathsep):
+            env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
+        t0 = time.perf_counter()
+        watch = _Watch()
+        pty = request.pty
+        try:
+            proc = subprocess.Popen(
+                list(self.argv), env=env,
+                stdin=None if pty else subprocess.DEVNULL,
+                stdout=None if pty else subprocess.PIPE,
+                stderr=None if pty else subprocess.PIPE,
+                start_new_session=not pty,  # Ctrl-C reaches the launcher, which cancels the job
+            )
+        except OSError as e:
+            raise ConfigError(f"cannot run srun: {e.strerror}; install the Slurm client or set "
+                              "CS2_SCHEDULER=embedded.") from e
+        pumps = []
+        if not pty:
+            pumps = [threading.Thread(target=_pump, args=(proc.stdout, out, None), daemon=True),
+                     threading.Thread(target=_pump, args=(proc.stderr, err, watch), daemon=True)]
+            for p in pumps:
+                p.start()
+        result = StepResult([], 0)
+        job_id: int | None = None
+        started = False
+        at_start: SlurmJobRecord | None = None
+        next_id_poll = t0 + FIRST_ID_POLL_S  # a het job's id comes on srun's first line
+        kill_at: float | None = None
+        try:
+            while True:
+                try:
+                    rc = proc.wait(timeout=0.05)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+                now = time.perf_counter()
+                if job_id is None and watch.job_id is not None:
+                    job_id = watch.job_id
+                if job_id is None and now >= next_id_poll:
+                    job_id = self._job_of_session(proc.pid if not pty else os.getsid(0))
+                    next_id_poll = now + ID_POLL_S
+                if job_id is not None and job_id not in self._recorded:
+                    self._register(job_id, request)
+                if job_id is not None and not started and (
+                        watch.allocated_at is not None or watch.job_id is None):
+                    started = True
+                    # the components' nodes as allocated (after a node failure Slurm may already
+                    # have taken the failed node out of the job's record)
+                    at_start = show_job(job_id)
+                    self._mark_started(job_id)
+                    if on_started is not None:
+                        on_started(now - t0)
+                sig = stop_requested() if result.interrupted is None else None
+                if sig is not None:
+                    result.interrupted = sig
+                    self._stop(proc, job_id)
+                    kill_at = time.monotonic() + STOP_GRACE_S
+                if kill_at is not None and time.monotonic() > kill_at:
+                    proc.kill()
+                    kill_at = None
+        finally:
+            if proc.poll() is None:  # an exception in the launcher: srun must not outlive it
+                self._stop(proc, job_id)
+                try:
+                    proc.wait(timeout=STOP_GRACE_S)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            for p in pumps:
+                p.join(timeout=5)
+        if job_id is None:
+            job_id = watch.job_id
+        if job_id is not None and job_id not in self._recorded:
+            self._register(job_id, request)
+        result.exit_code = rc if rc >= 0 else 128 - rc
+        if result.interrupted is not None and result.exit_code == 0:
+            result.exit_code = 128 + result.interrupted
+        result.started_s = time.perf_counter() - t0
+        record = show_job(job_id) if job_id is not None else None
+        if record is not None and at_start is not None and at_start.nodes and (
+                [len(n) for n in record.nodes] != [len(n) for n in at_start.nodes]):
+            record = SlurmJobRecord(record.states, at_start.nodes)
+        self.last_record = record
+        result.exits = self._exits(request, record, watch)
+        self._job_id = job_id
+        report = self._report(job_id, request, record, watch, result)
+        if report:
+            err(report + "\n")
+            result.messages.append(report)
+        return result
+
+    _job_id: int | None = None
+
+    def release(self, alloc: Allocation, result: StepResult | None) -> None:
+        """Record how the job ended (Slurm already freed its nodes); idempotent."""
+        job_id = self._job_id
+        if job_id is None:
+            return
+        record = self.last_record
+        if result is None:
+            state, code = "CANCELLED", None
+        elif record is not None and record.state in ("CANCELLED", "FAILED", "NODE_FAIL"):
+            state, code = record.state, result.exit_code
+        elif result.interrupted is not None:
+            state, code = "CANCELLED", result.exit_code
+        else:
+            state = "COMPLETED" if result.exit_code == 0 else "FAILED"
+            code = result.exit_code
+        self._finish(job_id, state, code, record)
+
+    def cancel(self, job_id: int, *, user: str, admin: bool) -> None:
+        """scancel the base id (every component); Slurm decides who may."""
+        proc = _client(["scancel", str(job_id)])
+        if proc.returncode != 0:
+            msg = proc.stderr.strip().removeprefix("scancel: error: ") or "scancel failed"
+            raise UsageError(f"Slurm refused to cancel job {job_id}: {msg}; see `jobs show`.")
+
+    def queue(self, *, all_states: bool = False) -> list[queue.QueueJob]:
+        """squeue's jobs, one QueueJob per job (a het job's components folded together)."""
+        fmt = SQUEUE_FORMAT
+        args = ["squeue", "-h", "-O", fmt]
+        if all_states:
+            args += ["-t", "all"]
+        proc = _client(args)
+        if proc.returncode != 0:
+            raise ConfigError("squeue failed (" + (proc.stderr.strip() or "no output")
+                              + "); check that slurmctld is running.")
+        return squeue_jobs(proc.stdout, fmt)
+
+    # -- internals -----------------------------------------------------------------------------
+    @staticmethod
+    def _job_of_session(sid: int) -> int | None:
+        """The job whose allocating process has session id `sid` (srun's own session)."""
+        # -t all: a 1-node job may have ended before we asked (Slurm keeps it for MinJobAge)
+        proc = _client(["squeue", "-h", "-t", "all", "-O", "JobID:20,HetJobID:20,AllocSID:12"])
+        best: int | None = None
+        for line in proc.stdout.splitlines():
+            parts = line.split()
+            if len(parts) == 3 and parts[2] == str(sid):
+                base = int(parts[1]) if parts[1].isdigit() and parts[1] != "0" else int(parts[0])
+                best = base if best is None else max(best, base)
+        return best
+
+    @staticmethod
+    def _stop(proc: subprocess.Popen[bytes], job_id: int | None) -> None:
+        """Cancel the whole job (every component); before its id is known, stop srun."""
+        if job_id is not None:
+            _client(["scancel", str(job_id)])
+        elif proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+
+    def _exits(self, request: JobRequest, record: SlurmJobRecord | None,
+               watch: _Watch) -> list[TaskExit]:
+        """srun's per-component task numbers -> global SLURM_PROCIDs (components' tasks are
+        contiguous PROCID ranges, in component order; a task's component is found by its node)."""
+        offsets, first = [], 0
+        for comp in request.components:
+            offsets.append(first)
+            first += comp.ntasks
+        exits: list[TaskExit] = []
+        for node, ids, text, after_stop in watch.errors:
+            k = 0
+            if record is not None:
+                k = next((i for i, nodes in enumerate(record.nodes) if node in nodes), 0)
+            base = offsets[k] if k < len(offsets) else 0
+            code, sig = _exit_of(text)
+            stopped = after_stop and sig in (signal.SIGTERM, signal.SIGKILL, signal.SIGINT)
+            exits += [TaskExit(base + i, node, code, sig, stopped) for i in ids]
+        return exits
+
+    @staticmethod
+    def _report(job_id: int | None, request: JobRequest, record: SlurmJobRecord | None,
+                watch: _Watch, result: StepResult) -> str:
+        """One line naming the task and node that failed the job (srun's lines said it per
+        component; this says it with the global task id the task saw as SLURM_PROCID)."""
+        jid = f"job {job_id}" if job_id is not None else "the job"
+        if watch.failed_nodes:
+            failed = list(dict.fromkeys(watch.failed_nodes))  # srun repeats it per component
+            ids = _tasks_on(failed, request, record, job_id or 0)
+            on = f" under task(s) {_ranges(ids)} (SLURM_PROCID)" if ids else ""
+            return (f"csrun: {jid} failed: node {', '.join(failed)} failed{on} (Slurm: Node "
+                    "failure); the other tasks were stopped. Rerun when `sinfo` shows the node "
+                    "up.")
+        bad = [e for e in result.exits if e.failed]
+        if result.interrupted is not None:
+            return (f"csrun: {jid} was cancelled (the launcher was interrupted and scancelled "
+                    "it); every task was stopped.")
+        if not bad:
+            if record is not None and "CANCELLED" in record.states and result.exit_code:
+                return f"csrun: {jid} was cancelled (scancel); every task was stopped."
+            return ""
+        first = bad[0]
+        how = (f"exited with exit code {first.code}" if first.signal is None
+               else f"was killed by signal {first.signal}")
+        return (f"csrun: {jid} failed: task {first.procid} (SLURM_PROCID) on {first.node} {how}"
+                "; --kill-on-bad-exit stopped the other tasks. See the task's output above.")
+
+    def _ensure(self) -> None:
+        with self.store.transaction() as db:
+            for statement in SCHEMA:
+                db.execute(statement)
+
+    def _register(self, job_id: int, request: JobRequest) -> None:
+        from system.users import login_name
+
+        self._ensure()
+        with self.store.transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO slurm_jobs (id, het_size, name, user, command, host, "
+                "launcher_pid, state, submitted_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'PENDING', ?)",
+                (job_id, len(request.components), request.job_name, login_name(),
+                 " ".join(request.command), socket.gethostname(), os.getpid(), time.time()))
+        self._recorded.add(job_id)
+
+    def _mark_started(self, job_id: int) -> None:
+        with self.store.transaction() as db:
+            db.execute("UPDATE slurm_jobs SET state = 'RUNNING', started_at = ? WHERE id = ?",
+                       (time.time(), job_id))
+
+    def _finish(self, job_id: int, state: str, code: int | None,
+                record: SlurmJobRecord | None) -> None:
+        nodes = json.dumps([list(n) for n in record.nodes]) if record is not None else "[]"
+        with self.store.transaction() as db:
+            db.execute("UPDATE slurm_jobs SET state = ?, exit_code = ?, nodes = ?, ended_at = ? "
+                       "WHERE id = ? AND ended_at IS NULL", (state, code, nodes, time.time(),
+                                                            job_id))
+
+
+def recorded_job(store: Store, job_id: int) -> dict[str, object] | None:
+    """The store's record of a Slurm job this host launched (None if unknown)."""
+    with store.read() as db:
+        have = db.execute("SELECT count(*) FROM sqlite_master WHERE name = 'slurm_jobs'")
+        if not have.fetchone()[0]:
+            return None
+        cur = db.execute("SELECT * FROM slurm_jobs WHERE id = ?", (job_id,))
+        row = cur.fetchone()
+        if row is None:
+            return None
+        return dict(zip([d[0] for d in cur.description], row, strict=True))
+
+
+def _epoch(text: str) -> float | None:
+    """squeue's local ISO time ('2026-11-23T11:05:11', 'N/A', 'Unknown') as seconds."""
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None
+
+
+SQUEUE_STATES = {"COMPLETING": "RUNNING", "CONFIGURING": "RUNNING", "NODE_FAIL": "FAILED",
+                 "TIMEOUT": "FAILED", "OUT_OF_MEMORY": "FAILED", "BOOT_FAIL": "FAILED",
+                 "PREEMPTED": "CANCELLED", "DEADLINE": "FAILED", "SUSPENDED": "RUNNING"}
+
+
+def squeue_jobs(text: str, fmt: str) -> list[queue.QueueJob]:
+    """Parse `squeue -h -O <fmt>` (fixed-width fields) into QueueJobs, components folded."""
+    widths = [(f.split(":")[0], int(f.split(":")[1])) for f in fmt.split(",")]
+    rows: list[dict[str, str]] = []
+    for line in text.splitlines():
+        row, pos = {}, 0
+        for name, width in widths:
+            row[name] = line[pos:pos + width].strip()
+            pos += width
+        if row.get("JobID"):
+            rows.append(row)
+    groups: dict[int, list[dict[str, str]]] = {}
+    for row in rows:
+        het = row["HetJobID"]
+        base = int(het) if het.isdigit() and het != "0" else int(row["JobID"])
+        groups.setdefault(base, []).append(row)
+    jobs: list[queue.QueueJob] = []
+    for base, parts in sorted(groups.items()):
+        parts.sort(key=lambda r: int(r["HetJobOffset"]) if r["HetJobOffset"].isdigit() else 0)
+        head = parts[0]
+        state = head["State"]
+        state = SQUEUE_STATES.get(state, state)
+        reason = head["Reason"] if head["Reason"] not in ("None", "") else ""
+        nodes = tuple(tuple(expand(p["NodeList"])) if p["NodeList"] else () for p in parts)
+        jobs.append(queue.QueueJob(
+            id=base, het_size=len(parts), name=head["Name"], user=head["UserName"], state=state,
+            reason=reason,
+            components=tuple(Component(int(p["NumNodes"] or 0), 1) for p in parts),
+            command=head["Command"], pid=0, host="", submitted_at=_epoch(head["SubmitTime"])
+            or 0.0, started_at=_epoch(head["StartTime"]) if state != "PENDING" else None,
+            ended_at=_epoch(head["EndTime"]) if state not in ("PENDING", "RUNNING") else None,
+            nodes=nodes if state != "PENDING" else (), exit_code=None))
+    return jobs
+
