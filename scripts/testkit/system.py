@@ -300,6 +300,13 @@ class ThrowawaySystem:
         """Run `csrun_cpu ARGV...` (one CPU node; never the CS-2); a LaunchResult."""
         return self._launch("csrun_cpu", argv, cwd, timeout)
 
+    @staticmethod
+    def tool_path(word: str) -> str:
+        """The path of an installed cs2sim console script (csrun_wse, csrun_cpu, cs, ...)."""
+        from scripts.testkit.launch import launcher
+
+        return launcher(word)
+
     def start_launch(self, word: str, *argv: str,
                      cwd: str | os.PathLike[str] | None = None) -> subprocess.Popen[str]:
         """Start `csrun_wse`/`csrun_cpu` in the background (for faults and queue views)."""

@@ -172,3 +172,28 @@ def test_hold_job_is_refused_like_any_job_when_the_system_cannot_run_it(cs2_syst
     cs2_system.put_in("STANDBY")
     with pytest.raises(JobRefused):
         cs2_system.hold_job()
+
+
+def test_conftest_overrides_shape_cs2_system(tmp_path):
+    """A user's conftest.py overrides cs2_cluster and cs2_boot_seconds; cs2_system follows."""
+    (tmp_path / "conftest.py").write_text(
+        "import pytest\n"
+        "@pytest.fixture\n"
+        "def cs2_cluster():\n"
+        "    return {'systems': [{'name': 'lab-cs2', 'ip': '10.9.8.7',\n"
+        "                         'execmode': 'WEIGHT_STREAMING'}]}\n"
+        "@pytest.fixture\n"
+        "def cs2_boot_seconds():\n"
+        "    return 30\n"
+    )
+    (tmp_path / "test_override.py").write_text(
+        "def test_it(cs2_system, cs2_cs):\n"
+        "    assert (cs2_system.name, cs2_system.ip) == ('lab-cs2', '10.9.8.7')\n"
+        "    assert cs2_system.active_mode == 'WEIGHT_STREAMING'\n"
+        "    assert cs2_system.env['CS2_BOOT_SECONDS'] == '30'\n"
+        "    assert 'lab-cs2 (10.9.8.7)' in cs2_cs('system status').check().output\n"
+    )
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "1 passed" in proc.stdout

@@ -61,3 +61,22 @@ def test_a_busy_system_is_left_alone(cs2_system):
     assert [e.command for e in cs2_system.audit()] == ["job start"]
     cs2_system.release_job(job)
     assert window(cs2_system, sys.executable, "-c", "pass").exit_code == 0
+
+
+def test_a_fault_during_the_job_is_reported_and_the_mode_restored(cs2_system):
+    """The kit's fault injection: the CS-2 faults while the window's training job runs."""
+    work = cs2_system.model_copy("gptj")
+    saved = work / "model_dir"
+    fault = cs2_system.fault_when_running(
+        delay=0.2, when=lambda: any(saved.glob("model-ckpt-*.npz")))
+    job = (cs2_system.tool_path("csrun_wse"), "--total-nodes", "3", "--tasks-per-node", "2",
+           "--cpus-per-task", "16", "--single-task-nodes", "2", "python-ws", "run.py",
+           "--model_dir", "model_dir", "--cs_ip", cs2_system.ip, "--params",
+           "configs/params_continuous_pretraining.yaml", "--mode", "train", "--max_steps",
+           "100000", "--save_checkpoints_steps", "5")
+    result = cs2_system.run([sys.executable, str(SCRIPT), "--cs", CS, "--", *job], cwd=work)
+    assert fault.wait()
+    assert result.exit_code == 75, result.output[-2000:] + result.errors[-2000:]
+    assert "the job exited 75" in result.output
+    # the script put the system back into the mode it found, clearing the fault on the way
+    assert (cs2_system.state, cs2_system.active_mode) == ("ACTIVE", "PIPELINED")
