@@ -122,6 +122,19 @@ def max_workers_per_node(cpus_per_task: int, worker_cpus: list[int]) -> int:
     return min(worker_cpus, default=0) // max(1, cpus_per_task)
 
 
+def _skip_or_start(argv: list[str], i: int, out: WseLaunch | CpuLaunch) -> int:
+    """What both scripts do with any other word: skip `--`, warn about an unknown option and
+    ignore it, or start the command there (`RUN_ARGS=$@`); -1 when the command started."""
+    word = argv[i]
+    if word == "--":
+        return i + 1
+    if word.startswith("-") and len(word) > 1:
+        out.messages.append(("err", f"WARN: Unknown option (ignored): {word}"))
+        return i + 1
+    out.run_args = tuple(argv[i:])
+    return -1
+
+
 def parse_wse(
     argv: list[str],
     site: SiteSpec,
@@ -155,14 +168,10 @@ def parse_wse(
         elif word == "--dry-run":  # ours: print the srun line and the layout, run nothing
             out.dry_run = True
             i += 1
-        elif word == "--":
-            i += 1
-        elif word.startswith("-") and len(word) > 1:
-            out.messages.append(("err", f"WARN: Unknown option (ignored): {word}"))
-            i += 1
         else:
-            out.run_args = tuple(argv[i:])
-            break
+            i = _skip_or_start(argv, i, out)
+            if i < 0:
+                break
     out.nodes = user.get("--total-nodes", site.def_nodes)
     out.single_task_nodes = user.get("--single-task-nodes", 0)
     if out.single_task_nodes >= out.nodes:
@@ -293,14 +302,10 @@ def parse_cpu(
         elif word in CPU_QUERIES:
             out.query = str(getattr(site, CPU_QUERIES[word]))
             return out
-        elif word == "--":
-            i += 1
-        elif word.startswith("-") and len(word) > 1:
-            out.messages.append(("err", f"WARN: Unknown option (ignored): {word}"))
-            i += 1
         else:
-            out.run_args = tuple(argv[i:])
-            break
+            i = _skip_or_start(argv, i, out)
+            if i < 0:
+                break
     out.alloc_node = _bool_word(values.get("--alloc-node", "True"))
     out.logging = _bool_word(values.get("--logging", "True"))
     out.exclude_gres = _bool_word(values.get("--exclude_gres", "True"))
