@@ -197,11 +197,13 @@ class CsRun:
         status = self.machine.status()
         if status.state is State.ACTIVE and status.active_mode is self.mode:
             return
+        # what brings the system back: from FAULT a standby comes first (system/state.py)
+        fix = ("`system standby` and `system activate`" if status.state is State.FAULT
+               else "`system activate`")
         raise SystemStopped(
             f"System {status.name} went to {status.state} while job {self.job.id} ran, so "
             f"training stopped before global step {step}; its checkpoints are kept: run the same "
-            "command again once an admin has run `system activate`, and it resumes from the "
-            "last one."
+            f"command again once an admin has run {fix}, and it resumes from the last one."
         )
 
 

@@ -62,6 +62,7 @@ def test_fault_mid_job_stops_the_run_with_its_checkpoints(cs2_system):
     assert fault.wait() and cs2_system.state == "FAULT"
     assert result.exit_code == 75, result.output[-2000:] + result.errors[-2000:]
     assert "went to FAULT" in result.output + result.errors
+    assert "`system standby` and `system activate`" in result.output + result.errors
     assert list(result.model_dir.glob("model-ckpt-*.npz"))
 
 
