@@ -22,16 +22,22 @@ pytestmark = [
 GPTJ = Path(__file__).resolve().parents[2] / "runtime" / "modelzoo" / "gptj"
 
 
-def test_seed_002_command_line_trains_on_the_embedded_cluster(tmp_path, cs2_home):
+def weight_streaming_gptj(tmp_path: Path) -> Path:
+    """A user's copy of the GPT-J model directory, on a system the admin switched to weight
+    streaming (seed 002, Section 1)."""
     work = tmp_path / "gptj"
     work.mkdir()
     shutil.copy(GPTJ / "run.py", work / "run.py")
     shutil.copytree(GPTJ / "configs", work / "configs")
-    cs = script("cs")
     for command in ("system standby --yes", "config execmode setup weight-streaming",
                     "system activate"):
-        res = run([cs, "-c", command], cwd=work)
+        res = run([script("cs"), "-c", command], cwd=work)
         assert res.returncode == 0, (command, res.stderr)
+    return work
+
+
+def test_seed_002_command_line_trains_on_the_embedded_cluster(tmp_path, cs2_home):
+    work = weight_streaming_gptj(tmp_path)
     res = run([script("csrun_wse"), "--total-nodes", "14", "--tasks-per-node", "8",
                "--cpus-per-task", "16", "--single-task-nodes", "2", "--cyclic", "python-ws",
                "run.py", "--model_dir", "model_dir", "--cs_ip", "127.0.1.1", "--params",
@@ -51,14 +57,7 @@ def test_seed_002_command_line_trains_on_the_embedded_cluster(tmp_path, cs2_home
 
 
 def test_csrun_cpu_compile_is_reused_by_csrun_wse(tmp_path, cs2_home):
-    work = tmp_path / "gptj"
-    work.mkdir()
-    shutil.copy(GPTJ / "run.py", work / "run.py")
-    shutil.copytree(GPTJ / "configs", work / "configs")
-    cs = script("cs")
-    for command in ("system standby --yes", "config execmode setup weight-streaming",
-                    "system activate"):
-        assert run([cs, "-c", command], cwd=work).returncode == 0
+    work = weight_streaming_gptj(tmp_path)
     common = ["python-ws", "run.py", "--model_dir", "model_dir", "--cs_ip", "127.0.1.1",
               "--params", "configs/params_continuous_pretraining.yaml"]
     res = run([script("csrun_cpu"), *common, "--mode=compile_only"], cwd=work, timeout=600)

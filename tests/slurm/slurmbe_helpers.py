@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 BIN = Path(sys.executable).parent
@@ -52,15 +51,9 @@ def launcher_env(home: Path, cluster: Path, scheduler: str) -> dict[str, str]:
 
 def wait_all_idle(timeout: float = 40.0) -> None:
     """Slurm places a job on the lowest-numbered FREE nodes: wait until none is completing."""
-    deadline = time.monotonic() + timeout
-    while True:
-        out = subprocess.run(["sinfo", "-h", "-N", "-o", "%t"], capture_output=True, text=True,
-                             timeout=10, stdin=subprocess.DEVNULL).stdout.split()
-        if out and set(out) == {"idle"}:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"the nodes did not all become idle within {timeout:.0f} s: {out}")
-        time.sleep(0.05)
+    from record_layout import wait_all_idle as wait  # the recorder's, one copy
+
+    wait(timeout)
 
 
 def squeue_ids() -> list[str]:
