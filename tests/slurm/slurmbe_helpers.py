@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 BIN = Path(sys.executable).parent
@@ -60,6 +61,18 @@ def squeue_ids() -> list[str]:
     out = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True,
                          timeout=10, stdin=subprocess.DEVNULL).stdout
     return out.split()
+
+
+def gone_from_squeue(job: int | str, timeout: float = 15.0) -> bool:
+    """True once squeue lists no component of `job` (a finished het job can stay COMPLETING,
+    `N+1` still listed, for a moment after srun returned: poll, do not assert at once)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if not [i for i in squeue_ids() if i.split("+")[0] == str(job)]:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
 
 
 def store_row(home: Path, job_id: int) -> dict[str, object] | None:

@@ -18,6 +18,7 @@ from slurm_helpers import Cluster
 from slurmbe_helpers import (
     CLUSTER_YAML,
     HERE,
+    gone_from_squeue,
     launcher_env,
     script,
     squeue_ids,
@@ -96,7 +97,7 @@ def test_bad_exit_fails_the_job_naming_task_and_node(site, tmp_path):
     row = store_row(Path(site["CS2_HOME"]), job)
     assert row is not None and row["state"] == "FAILED" and row["exit_code"] == 143
     assert json.loads(str(row["nodes"])) == [["node1"], ["node2", "node3"]]
-    assert str(job) not in " ".join(squeue_ids())
+    assert gone_from_squeue(job)
 
 
 def test_scancel_of_the_base_id_stops_the_whole_job(site, tmp_path):
@@ -128,7 +129,7 @@ def test_scancel_of_the_base_id_stops_the_whole_job(site, tmp_path):
     assert f"csrun: job {job} was cancelled (scancel); every task was stopped." in err
     row = store_row(Path(site["CS2_HOME"]), job)
     assert row is not None and row["state"] == "CANCELLED"
-    assert not [i for i in squeue_ids() if i.split("+")[0] == str(job)]
+    assert gone_from_squeue(job)
 
 
 def test_ctrl_c_cancels_the_job_on_slurm(site, tmp_path):
@@ -151,7 +152,7 @@ def test_ctrl_c_cancels_the_job_on_slurm(site, tmp_path):
             "every task was stopped.") in err
     row = store_row(Path(site["CS2_HOME"]), job)
     assert row is not None and row["state"] == "CANCELLED"
-    assert not [i for i in squeue_ids() if i.split("+")[0] == str(job)]
+    assert gone_from_squeue(job)
 
 
 def test_console_jobs_show_is_squeue_with_the_same_columns(site, tmp_path):
