@@ -144,7 +144,13 @@ class Store:
         except sqlite3.OperationalError as e:
             if "no such table" not in str(e):
                 raise
-            tables = self._conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+            # one statement, one snapshot: another process may have created the schema since
+            # the SELECT above, and then its tables are ours, not a foreign file's
+            tables, ours = self._conn.execute(
+                "SELECT count(*), coalesce(sum(name = 'schema_version'), 0) FROM sqlite_master"
+            ).fetchone()
+            if ours:
+                return self._version()
             if tables:
                 raise _unreadable(self.path, "it is an SQLite file but not a cs2sim store") from e
             return None

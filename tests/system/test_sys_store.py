@@ -188,3 +188,28 @@ def test_open_does_not_import_heavy_modules(store):
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.strip()
     assert out == "[]"
+
+
+def test_a_store_created_between_two_reads_is_ours_not_foreign(tmp_path):
+    """Racing first opens: the schema_version read misses the table, another process commits
+    the schema, then sqlite_master shows tables. That is our store, not a foreign file (a CI
+    flake of test_racing_processes_leave_a_consistent_store)."""
+    Store.open(tmp_path).close()  # the other process's creation, already committed
+
+    class FirstReadMisses:
+        """The connection as the racing opener saw it: its first read ran before the commit."""
+
+        def __init__(self, conn: sqlite3.Connection) -> None:
+            self.conn, self.missed = conn, False
+
+        def execute(self, sql: str, *args):
+            if "FROM schema_version" in sql and not self.missed:
+                self.missed = True
+                raise sqlite3.OperationalError("no such table: schema_version")
+            return self.conn.execute(sql, *args)
+
+    path = tmp_path / "cs2sim.db"
+    conn = sqlite3.connect(path)
+    store = Store(tmp_path, path, FirstReadMisses(conn))  # type: ignore[arg-type]
+    assert store._version() is not None
+    conn.close()
