@@ -196,7 +196,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="a smoke run, not a measurement")
     ap.add_argument("--no-profile", action="store_true", help="skip the per-layer profile")
     ap.add_argument("--out", type=Path, default=RESULTS, help="results file (markdown)")
+    ap.add_argument("--rows", default="",
+                    help="comma-separated row keys (fc, gpt, gpt_v50k) to run only those rows "
+                         "against PyTorch, without the executor, cbfloat16 and Trainer rows")
     args = ap.parse_args(argv)
+    only = [k for k in args.rows.split(",") if k]
+    unknown = [k for k in only if k not in ("fc", "gpt", "gpt_v50k")]
+    if unknown:
+        ap.error(f"unknown row {unknown[0]!r}; expected fc, gpt or gpt_v50k")
     repeats, window = (2, 0.1) if args.quick else (args.repeats, args.window)
     load_start = os.getloadavg()
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -224,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
               f"windows ~{window}s")
 
         rows: list[Row] = []
-        for key in ("fc", "gpt", "gpt_v50k"):
+        for key in only or ["fc", "gpt", "gpt_v50k"]:
             case = CASES[key]
             row = Row(case.label, case.unit, case.units_per_step, case.target)
             row.flops = ours.ask(op="flops", case=key)["flops_per_step"]
@@ -236,7 +243,8 @@ def main(argv: list[str] | None = None) -> int:
                 interleave(ours, ours, row, key, key, repeats, window, log=False)
                 row.ref_label = "none"
             rows.append(row)
-        for name in EXECUTOR_FACTORIES:  # issue 9's executors, same interleaving (hook)
+        # issue 9's executors, in the same interleaving (the hook in bench/cases.py)
+        for name in [] if only else EXECUTOR_FACTORIES:
             for key in ("gpt", "gpt_v50k"):
                 case = CASES[key]
                 row = Row(f"{case.label} [{name}]", case.unit, case.units_per_step, case.target)
@@ -246,34 +254,35 @@ def main(argv: list[str] | None = None) -> int:
                     rows.append(row)
         print(executor_note())
 
-        # ours only: the cost of cbfloat16 + DLS, interleaved with fp32 in the same worker
-        cb = CASES["fc_cb16"]
-        cb_row = Row(cb.label, cb.unit, cb.units_per_step, None, ref_label="ours fp32")
-        interleave(ours, ours, cb_row, "fc_cb16", "fc", repeats, window, peak=False, log=False)
-        cost = [o / r - 1 for o, r in zip(cb_row.ours, cb_row.ref, strict=True)]
-        cb_line = (f"{cb.label}: {cb_row.rate(cb_row.ours):,.0f} samples/s vs fp32 "
-                   f"{cb_row.rate(cb_row.ref):,.0f}: costs {statistics.median(cost):+.0%} "
-                   f"[{min(cost):+.0%} to {max(cost):+.0%}] (target <= +50%)")
-        print(cb_line)
+        cb_line = loop_line = ""
+        if not only:  # the extra rows: the full run only
+            # ours only: the cost of cbfloat16 + DLS, interleaved with fp32 in the same worker
+            cb = CASES["fc_cb16"]
+            cb_row = Row(cb.label, cb.unit, cb.units_per_step, None, ref_label="ours fp32")
+            interleave(ours, ours, cb_row, "fc_cb16", "fc", repeats, window, peak=False, log=False)
+            cost = [o / r - 1 for o, r in zip(cb_row.ours, cb_row.ref, strict=True)]
+            cb_line = (f"{cb.label}: {cb_row.rate(cb_row.ours):,.0f} samples/s vs fp32 "
+                       f"{cb_row.rate(cb_row.ref):,.0f}: costs {statistics.median(cost):+.0%} "
+                       f"[{min(cost):+.0%} to {max(cost):+.0%}] (target <= +50%)")
+            print(cb_line)
 
-        # ours only: fc_mnist through the whole Trainer vs the bare step, alternating
-        loop_line = ""
-        if not args.quick:
-            loops, bares = [], []
-            steps = 200
-            for _ in range(3):
-                loops.append(ours.ask(op="loop", steps=steps)["rate"])
-                out = ours.ask(op="run", case="fc", steps=steps)
-                bares.append(CASES["fc"].batch / statistics.median(out["sec"]))
-            loop, bare = statistics.median(loops), statistics.median(bares)
-            loop_line = (f"{CASES['fc'].label} through the Trainer ({steps} steps): GlobalRate "
-                         f"{loop:,.0f} samples/s vs the bare step's {bare:,.0f} "
-                         f"({loop / bare - 1:+.0%})")
-            print(loop_line)
+            # ours only: fc_mnist through the whole Trainer vs the bare step, alternating
+            if not args.quick:
+                loops, bares = [], []
+                steps = 200
+                for _ in range(3):
+                    loops.append(ours.ask(op="loop", steps=steps)["rate"])
+                    out = ours.ask(op="run", case="fc", steps=steps)
+                    bares.append(CASES["fc"].batch / statistics.median(out["sec"]))
+                loop, bare = statistics.median(loops), statistics.median(bares)
+                loop_line = (f"{CASES['fc'].label} through the Trainer ({steps} steps): "
+                             f"GlobalRate {loop:,.0f} samples/s vs the bare step's {bare:,.0f} "
+                             f"({loop / bare - 1:+.0%})")
+                print(loop_line)
 
         profiles: dict[str, dict[str, float]] = {}
         if not args.no_profile:
-            for key in ("gpt", "gpt_v50k"):
+            for key in [k for k in ("gpt", "gpt_v50k") if not only or k in only]:
                 profiles[key] = ours.ask(op="profile", case=key, steps=2 if args.quick else 5)
             for key, prof in profiles.items():
                 print(f"per-layer profile, ours, {CASES[key].label}:")
@@ -337,8 +346,9 @@ def write_results(path: Path, started: str, load_start: tuple, load_end: tuple, 
     text += ["", f"- float32 GEMM peak in the interleaving (GFLOP/s, median [range]): ours "
              f"{statistics.median(peaks_o):.0f} [{min(peaks_o):.0f}-{max(peaks_o):.0f}]"
              + (f", PyTorch {statistics.median(peaks_r):.0f} [{min(peaks_r):.0f}-"
-                f"{max(peaks_r):.0f}]" if peaks_r and ref_info else ""),
-             f"- {cb_line}"]
+                f"{max(peaks_r):.0f}]" if peaks_r and ref_info else "")]
+    if cb_line:
+        text.append(f"- {cb_line}")
     if loop_line:
         text.append(f"- {loop_line}")
     text.append(f"- {executor_note()}")

@@ -1,6 +1,9 @@
 """Dense (fully connected) layer: y = x @ W + b, over the last axis of x.
 
-The three products go through parallel.gemm (split over the runtime's worker threads).
+The three products go through parallel.gemms (split over the runtime's worker threads). The
+bias is added to each block of y as soon as BLAS has written it (in cache, on that block's
+thread), and backward's two products (dW, dx) and the bias gradient share one pass over the
+threads, dW's blocks added into the gradient as they come.
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ import numpy as np
 
 from runtime.nn.init import Init, glorot_uniform, zeros
 from runtime.nn.module import FP32, Module
-from runtime.nn.parallel import gemm
+from runtime.nn.parallel import gemms
 from runtime.nn.spec import LayerSpec, make_spec
 from runtime.precision import Policy
 
@@ -42,10 +45,17 @@ class Dense(Module):
         lead = x.shape[:-1]
         x2 = x.reshape(-1, self.n_in)  # (N, n_in)  N = all leading positions
         w = self.half(self.p["weight"], "w")  # (n_in, n_out) the weights as the kernel uses them
-        y = gemm(x2, w, self.buf("y", (x2.shape[0], self.n_out), x2.dtype))  # (N, n_out)
-        if "bias" in self.p:
-            y += self.half(self.p["bias"], "b")  # (N, n_out) + (n_out,)
-        self.policy.cast(y, out=y)  # activations leave the layer in 16 bits
+        y = self.buf("y", (x2.shape[0], self.n_out), x2.dtype)  # (N, n_out)
+        b = self.half(self.p["bias"], "b") if "bias" in self.p else None  # (n_out,)
+        cast = self.policy.cast if self.policy.enabled else None
+
+        def finish(blk: np.ndarray, rows: slice, cols: slice) -> None:
+            if b is not None:
+                blk += b[cols]  # (r, c) + (c,)
+            if cast is not None:
+                cast(blk, out=blk)  # activations leave the layer in 16 bits
+
+        gemms([(x2, w, y, finish if b is not None or cast is not None else None)])
         self.x2, self.w = x2, w  # cache for backward
         return y.reshape(*lead, self.n_out)
 
@@ -53,15 +63,35 @@ class Dense(Module):
         """dy (..., n_out) -> dx (..., n_in); accumulates dW, db."""
         dy2 = dy.reshape(-1, self.n_out)  # (N, n_out)
         dw = self.buf("dw", self.p["weight"].shape, dy2.dtype)  # (n_in, n_out)
-        gemm(self.x2.T, dy2, dw)
-        self.accumulate("weight", dw)
+        gw, cast = self.g["weight"], self.policy.cast if self.policy.enabled else None
+
+        def add_dw(blk: np.ndarray, rows: slice, cols: slice) -> None:
+            if cast is not None:
+                cast(blk, out=blk)  # rounded as a CS-2 holds it (Module.accumulate)
+            gw[rows, cols] += blk  # (r, c) into the gradient: blocks are disjoint
+
+        products = [(self.x2.T, dy2, dw, add_dw)]  # dW (n_in, n_out) = x^T dy
+        if "bias" in self.p:  # db (1, n_out) = 1^T dy: a product too, in the same pass
+            db = self.buf("db", (1, self.n_out), dy2.dtype)
+            products.append((self._ones(dy2.shape[0], dy2.dtype), dy2, db, None))
+        dx = None
+        if self.needs_dx:  # dx (N, n_in) = dy W^T
+            dx = self.buf("dx", self.x2.shape, dy2.dtype)
+            products.append((dy2, self.w.T, dx, (lambda blk, r, c: cast(blk, out=blk))
+                             if cast is not None else None))
+        gemms(products)
         if "bias" in self.p:
-            self.accumulate("bias", dy2.sum(axis=0))  # (n_out,)
-        if not self.needs_dx:
+            self.accumulate("bias", db[0])  # (n_out,)
+        if dx is None:
             return None
-        dx = gemm(dy2, self.w.T, self.buf("dx", self.x2.shape, dy2.dtype))  # (N, n_in)
-        self.policy.cast(dx, out=dx)
         return dx.reshape(*dy.shape[:-1], self.n_in)
+
+    def _ones(self, n: int, dtype: np.dtype) -> np.ndarray:
+        """(1, n) ones: the bias gradient is the product 1^T dy (a BLAS sum over the rows)."""
+        ones = self._bufs.get("ones")
+        if ones is None or ones.shape != (1, n) or ones.dtype != dtype:
+            ones = self._bufs["ones"] = np.ones((1, n), dtype)
+        return ones
 
     def specs(self, name: str, in_shape: tuple[int, ...], names: dict[int, str]) -> list[LayerSpec]:
         """One "dense" kernel."""

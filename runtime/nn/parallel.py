@@ -21,12 +21,17 @@ import numpy as np
 
 from runtime.threads import SMALL_GEMM_MACS, run_chunks, single_threaded_blas, workers
 
-__all__ = ["gemm", "for_rows", "row_bounds", "CHUNK_MACS", "CHUNK_BYTES"]
+__all__ = ["gemm", "gemms", "Epilogue", "for_rows", "row_bounds", "CHUNK_MACS", "CHUNK_BYTES"]
 
 CHUNK_MACS = 4_000_000  # multiply-adds per product block: ~40 us a block, >> ~10 us of overhead
 CHUNK_BYTES = 1 << 20  # at most this many bytes of an elementwise kernel's widest array a block
 MAX_CHUNKS = 32
 MIN_BLOCK = 128  # rows (or columns) of a product block: BLAS packs the other operand per call
+# An elementwise kernel whose widest array is smaller than this runs whole on the calling thread:
+# waking a worker and joining it costs ~0.3 ms here, and a block costs each numpy call's overhead
+# again (measured: layer norm on (1024, 256), 1 MB, takes 0.66 ms whole on one thread against
+# 1.6 ms in 4 blocks on 2 threads).
+MIN_SPLIT_BYTES = 3 << 19  # 1.5 MB
 
 
 def row_bounds(n: int, chunks: int, align: int = 8) -> list[int]:
@@ -37,27 +42,67 @@ def row_bounds(n: int, chunks: int, align: int = 8) -> list[int]:
     return [*range(0, n, step), n]
 
 
-def gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """out (M, N) = a (M, K) @ b (K, N), split over the worker threads when large enough."""
+# An epilogue runs on one block of a product's output right after the block is computed, while
+# it is in cache and on the thread that computed it: epilogue(block, rows, cols), block being
+# out[rows, cols]. Blocks are disjoint, so an epilogue may write the same rows/cols elsewhere.
+Epilogue = Callable[[np.ndarray, slice, slice], object]
+# One product of a `gemms` call: out = a @ b, then the optional epilogue on every block.
+Product = tuple[np.ndarray, np.ndarray, np.ndarray, "Epilogue | None"]
+
+
+def _blocks(a: np.ndarray, b: np.ndarray, out: np.ndarray, epi: Epilogue | None,
+            w: int) -> list[Callable[[], object]]:
+    """The blocks of out = a @ b for `w` workers, each a callable computing its part."""
     M, K = a.shape
     N = b.shape[1]
     macs = M * K * N
-    single_threaded_blas()
     # blocks: two per worker (a descheduled worker's share is taken by the others), at least
     # MIN_BLOCK rows: each block packs the other operand again (~5% of CPU at 128 rows, measured)
-    w = workers()
     n = min(MAX_CHUNKS, macs // CHUNK_MACS, 2 * w, max(M, N) // MIN_BLOCK)
     n -= n % w if n >= w else 0  # a multiple of the workers: 3 blocks on 2 threads take 2 rounds
     if n < 2 or w == 1 or macs < SMALL_GEMM_MACS:
-        return np.matmul(a, b, out=out)
-    if M >= N:  # row blocks: out[r0:r1] = a[r0:r1] @ b
-        rb = row_bounds(M, n)
-        run_chunks(lambda i: np.matmul(a[rb[i]:rb[i + 1]], b, out=out[rb[i]:rb[i + 1]]),
-                   len(rb) - 1)
+        bounds, by_rows = [0, M], True
+    elif M >= N:  # row blocks: out[r0:r1] = a[r0:r1] @ b
+        bounds, by_rows = row_bounds(M, n), True
     else:  # column blocks: out[:, c0:c1] = a @ b[:, c0:c1]
-        cb = row_bounds(N, n, align=16)
-        run_chunks(lambda i: np.matmul(a, b[:, cb[i]:cb[i + 1]], out=out[:, cb[i]:cb[i + 1]]),
-                   len(cb) - 1)
+        bounds, by_rows = row_bounds(N, n, align=16), False
+    every = slice(None)
+
+    def row_block(r0: int, r1: int) -> None:
+        o = np.matmul(a[r0:r1], b, out=out[r0:r1])
+        if epi is not None:
+            epi(o, slice(r0, r1), every)
+
+    def col_block(c0: int, c1: int) -> None:
+        o = np.matmul(a, b[:, c0:c1], out=out[:, c0:c1])
+        if epi is not None:
+            epi(o, every, slice(c0, c1))
+
+    block = row_block if by_rows else col_block
+    return [lambda i=i: block(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)]
+
+
+def gemms(products: list[Product]) -> None:
+    """Several independent products (out = a @ b, each out written only by its own product) in
+    ONE pass over the worker threads: their blocks go into one queue, so the threads meet once
+    instead of once per product. A wake-up and a join of the workers cost ~0.15 ms each on this
+    kind of VM (measured: a sleeping worker starts 144 us after it is signalled), as much as a
+    tenth of a (1024 x 256) @ (256 x 1024) product, and a training step has dozens of products.
+    """
+    single_threaded_blas()
+    w = workers()
+    tasks = [t for a, b, out, epi in products for t in _blocks(a, b, out, epi, w)]
+    if len(tasks) == 1:
+        tasks[0]()
+        return
+    run_chunks(lambda i: tasks[i](), len(tasks))
+
+
+def gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray,
+         epilogue: Epilogue | None = None) -> np.ndarray:
+    """out (M, N) = a (M, K) @ b (K, N), split over the worker threads when large enough; the
+    epilogue (if any) runs on each block of out as soon as it is computed."""
+    gemms([(a, b, out, epilogue)])
     return out
 
 
@@ -68,11 +113,16 @@ def for_rows(fn: Callable[[int, int], object], n_rows: int, row_bytes: int) -> N
     and arrays of a few MB gain nothing from finer blocks (measured: layer norm on (1024, 256)
     takes 1.5x the CPU time in 64 KB blocks as in one piece)."""
     w = workers()
+    if n_rows * row_bytes < MIN_SPLIT_BYTES:
+        fn(0, n_rows)
+        return
     by_size = -(-n_rows * max(1, row_bytes) // CHUNK_BYTES)
     n = min(MAX_CHUNKS * 2, n_rows, max(by_size, 2 * w if w > 1 else 1))
     n -= n % w if n >= w else 0  # a multiple of the workers, so the last round is full
     if n <= 1:
         fn(0, n_rows)
         return
-    rb = row_bounds(n_rows, n, align=1)
+    # blocks of whole 8-row groups: a BLAS row-sum kernel (gemv) takes rows in groups of 4 and
+    # the rest another way, so aligned blocks give every row the same arithmetic as one piece
+    rb = row_bounds(n_rows, n, align=8)
     run_chunks(lambda i: fn(rb[i], rb[i + 1]), len(rb) - 1)
