@@ -7,7 +7,10 @@ Every module's forward and backward (and the optimizer's step) are wrapped, on t
 only, with a timer that charges its EXCLUSIVE time (its own minus its children's) to the module's
 category, so the categories add up to the step. Categories follow the issue's list: attention
 (the core: q k^T, causal softmax, att v), the attention and MLP dense layers, layer norm, GELU,
-the output projection, the loss (softmax cross-entropy), embeddings, the optimizer; the rest of
+the output projection, the loss (softmax cross-entropy), embeddings, the optimizer. A GELU fused
+into the MLP's products (transformer.MLP: it runs on each block of the fc product as BLAS writes
+it, and its backward on each block of proj's dx) is part of "dense (MLP + fused GELU)"; only an
+unfused activation has its own row. The rest of
 the step (residual adds, zero_grad, unscale/norm, Python) is "other". The wrappers cost ~2 us a
 call, a fraction of a percent of a GPT step; they are removed afterwards.
 """
@@ -37,7 +40,7 @@ def category(path: str, m: Module) -> str | None:
     if isinstance(m, TiedProjection) or (isinstance(m, Dense) and path.endswith("out.")):
         return "output projection"
     if isinstance(m, Dense):
-        return "attention dense (qkv, proj)" if ".attn." in path else "dense (MLP / fc)"
+        return "attention dense (qkv, proj)" if ".attn." in path else "dense (MLP + fused GELU)"
     if isinstance(m, LayerNorm):
         return "layer norm"
     if isinstance(m, Activation):

@@ -141,6 +141,21 @@ def _gelu_back_into(dy: np.ndarray, x: np.ndarray, t: np.ndarray, u: np.ndarray)
     u *= dy
 
 
+def _gelu_grad_inplace(d: np.ndarray, x: np.ndarray, t: np.ndarray) -> None:
+    """d *= gelu'(x), t = tanh(k (x + c x^3)) from the forward; d may be a product's block."""
+    u = np.square(x)  # (r, n) x^2 (one block: stays in cache)
+    u *= 3 * _C * _K
+    u += _K  # k (1 + 3 c x^2)
+    u *= x  # x k (1 + 3 c x^2)
+    v = np.square(t)  # (r, n) t^2
+    np.subtract(1, v, out=v)  # 1 - t^2
+    u *= v
+    u += t
+    u += 1
+    u *= 0.5  # the derivative
+    d *= u
+
+
 Fwd = Callable[[np.ndarray], tuple[np.ndarray, Any]]
 Bwd = Callable[[np.ndarray, Any], np.ndarray]
 
@@ -198,6 +213,42 @@ class Activation(Module):
     # GELU, the widest elementwise work of a transformer, runs in row blocks over the worker
     # threads (parallel.for_rows): the same passes and values as _gelu / _gelu_back, but each
     # block's ~10 passes stay in cache, and the buffers are reused from step to step.
+    # Fused with the products around it (transformer.MLP): GELU's forward runs on each block of
+    # the fc product as BLAS writes it, its backward on each block of the next layer's dx, while
+    # the block is in cache and on the thread that computed it; no pass of its own over the
+    # threads. Same passes and values as the unfused kernels.
+    @property
+    def fusable(self) -> bool:
+        """Whether `fused_forward` / `fused_backward` exist for this activation (GELU)."""
+        return self._fwd is _gelu
+
+    def fused_forward(self, shape: tuple[int, int], dtype: np.dtype) -> Any:
+        """-> (epilogue for the blocks of the (N, n) pre-activation, y (N, n)): the epilogue
+        computes y = gelu(block) for each block; forward's cache is set once all have run."""
+        t = self.buf("t", shape, dtype)  # (N, n) tanh(k (x + c x^3)), kept for backward
+        y = self.buf("y", shape, dtype)  # (N, n)
+        cast = self.policy.cast if self.policy.enabled else None
+
+        def epilogue(blk: np.ndarray, rows: slice, cols: slice) -> None:
+            yb = y[rows, cols]
+            _gelu_into(blk, t[rows, cols], yb)
+            if cast is not None:
+                cast(yb, out=yb)
+
+        return epilogue, y, t
+
+    def fused_backward(self, x2: np.ndarray, t: np.ndarray) -> Any:
+        """-> epilogue turning each block of dL/dy (N, n) into dL/dx in place; x2 and t are the
+        forward's pre-activation and tanh buffers."""
+        cast = self.policy.cast if self.policy.enabled else None
+
+        def epilogue(blk: np.ndarray, rows: slice, cols: slice) -> None:
+            _gelu_grad_inplace(blk, x2[rows, cols], t[rows, cols])
+            if cast is not None:
+                cast(blk, out=blk)
+
+        return epilogue
+
     def _gelu_forward(self, x: np.ndarray) -> np.ndarray:
         n = x.shape[-1]
         x2 = x.reshape(-1, n)  # (N, n)

@@ -12,7 +12,7 @@ import numpy as np
 
 from runtime.nn.init import Init, glorot_uniform, zeros
 from runtime.nn.module import FP32, Module
-from runtime.nn.parallel import gemms
+from runtime.nn.parallel import Epilogue, gemms
 from runtime.nn.spec import LayerSpec, make_spec
 from runtime.precision import Policy
 
@@ -40,8 +40,9 @@ class Dense(Module):
         if bias:
             self.add_param("bias", zeros(rng, (n_out,)))
 
-    def forward(self, x: np.ndarray) -> np.ndarray:
-        """x (..., n_in) -> y (..., n_out)."""
+    def forward(self, x: np.ndarray, epilogue: Epilogue | None = None) -> np.ndarray:
+        """x (..., n_in) -> y (..., n_out); `epilogue` (parallel.gemms) runs on each finished
+        block of y (N, n_out), bias added, e.g. the next activation fused in."""
         lead = x.shape[:-1]
         x2 = x.reshape(-1, self.n_in)  # (N, n_in)  N = all leading positions
         w = self.half(self.p["weight"], "w")  # (n_in, n_out) the weights as the kernel uses them
@@ -54,13 +55,17 @@ class Dense(Module):
                 blk += b[cols]  # (r, c) + (c,)
             if cast is not None:
                 cast(blk, out=blk)  # activations leave the layer in 16 bits
+            if epilogue is not None:
+                epilogue(blk, rows, cols)
 
-        gemms([(x2, w, y, finish if b is not None or cast is not None else None)])
+        busy = b is not None or cast is not None or epilogue is not None
+        gemms([(x2, w, y, finish if busy else None)])
         self.x2, self.w = x2, w  # cache for backward
         return y.reshape(*lead, self.n_out)
 
-    def backward(self, dy: np.ndarray) -> np.ndarray | None:
-        """dy (..., n_out) -> dx (..., n_in); accumulates dW, db."""
+    def backward(self, dy: np.ndarray, dx_epilogue: Epilogue | None = None) -> np.ndarray | None:
+        """dy (..., n_out) -> dx (..., n_in); accumulates dW, db. `dx_epilogue` runs on each
+        finished block of dx (N, n_in), e.g. the previous activation's backward, in place."""
         dy2 = dy.reshape(-1, self.n_out)  # (N, n_out)
         dw = self.buf("dw", self.p["weight"].shape, dy2.dtype)  # (n_in, n_out)
         gw, cast = self.g["weight"], self.policy.cast if self.policy.enabled else None
@@ -77,8 +82,15 @@ class Dense(Module):
         dx = None
         if self.needs_dx:  # dx (N, n_in) = dy W^T
             dx = self.buf("dx", self.x2.shape, dy2.dtype)
-            products.append((dy2, self.w.T, dx, (lambda blk, r, c: cast(blk, out=blk))
-                             if cast is not None else None))
+
+            def finish(blk: np.ndarray, rows: slice, cols: slice) -> None:
+                if cast is not None:
+                    cast(blk, out=blk)
+                if dx_epilogue is not None:
+                    dx_epilogue(blk, rows, cols)
+
+            busy = cast is not None or dx_epilogue is not None
+            products.append((dy2, self.w.T, dx, finish if busy else None))
         gemms(products)
         if "bias" in self.p:
             self.accumulate("bias", db[0])  # (n_out,)

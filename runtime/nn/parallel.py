@@ -26,6 +26,7 @@ __all__ = ["gemm", "gemms", "Epilogue", "for_rows", "row_bounds", "CHUNK_MACS", 
 CHUNK_MACS = 4_000_000  # multiply-adds per product block: ~40 us a block, >> ~10 us of overhead
 CHUNK_BYTES = 1 << 20  # at most this many bytes of an elementwise kernel's widest array a block
 MAX_CHUNKS = 32
+BLOCKS_PER_WORKER = 2
 MIN_BLOCK = 128  # rows (or columns) of a product block: BLAS packs the other operand per call
 # An elementwise kernel whose widest array is smaller than this runs whole on the calling thread:
 # waking a worker and joining it costs ~0.3 ms here, and a block costs each numpy call's overhead
@@ -58,7 +59,7 @@ def _blocks(a: np.ndarray, b: np.ndarray, out: np.ndarray, epi: Epilogue | None,
     macs = M * K * N
     # blocks: two per worker (a descheduled worker's share is taken by the others), at least
     # MIN_BLOCK rows: each block packs the other operand again (~5% of CPU at 128 rows, measured)
-    n = min(MAX_CHUNKS, macs // CHUNK_MACS, 2 * w, max(M, N) // MIN_BLOCK)
+    n = min(MAX_CHUNKS, macs // CHUNK_MACS, BLOCKS_PER_WORKER * w, max(M, N) // MIN_BLOCK)
     n -= n % w if n >= w else 0  # a multiple of the workers: 3 blocks on 2 threads take 2 rounds
     if n < 2 or w == 1 or macs < SMALL_GEMM_MACS:
         bounds, by_rows = [0, M], True

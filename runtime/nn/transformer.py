@@ -45,11 +45,24 @@ class MLP(Module):
 
     def forward(self, x: np.ndarray) -> np.ndarray:
         """(B, T, C) -> (B, T, C)."""
-        return self.proj.forward(self.act.forward(self.fc.forward(x)))  # (B, T, F) inside
+        if not (self.act.fusable and x.ndim >= 2):
+            return self.proj.forward(self.act.forward(self.fc.forward(x)))  # (B, T, F) inside
+        # GELU fused into fc's product: each block of the (N, F) pre-activation goes through it
+        # as soon as BLAS writes it (Activation.fused_forward)
+        N = x.size // x.shape[-1]
+        epilogue, y, t = self.act.fused_forward((N, self.fc.n_out), x.dtype)
+        h = self.fc.forward(x, epilogue=epilogue)  # (B, T, F) pre-activation
+        self._fused = (h.reshape(N, -1), t)
+        return self.proj.forward(y.reshape(h.shape))  # (B, T, C)
 
     def backward(self, dy: np.ndarray) -> np.ndarray:
         """(B, T, C) -> (B, T, C)."""
-        return self.fc.backward(self.act.backward(self.proj.backward(dy)))
+        fused, self._fused = getattr(self, "_fused", None), None
+        if fused is None:
+            return self.fc.backward(self.act.backward(self.proj.backward(dy)))
+        # GELU's backward on each block of proj's dx, in place (Activation.fused_backward)
+        dh = self.proj.backward(dy, dx_epilogue=self.act.fused_backward(*fused))  # (B, T, F)
+        return self.fc.backward(dh)
 
     def specs(self, name: str, in_shape: tuple[int, ...], names: dict[int, str]) -> list[LayerSpec]:
         """fc "dense", activation, proj "dense"."""
