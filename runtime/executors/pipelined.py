@@ -19,6 +19,11 @@ Here:
     micro-batches remain, then it drains), then
     the backward flows the other way (stage S-1 first). Every (tick, stage, micro-batch, F|B) is
     recorded in `trace` and logged at DEBUG on `cs2sim.run.pipeline` (seed 003's Fig. 15).
+    The stages busy at one tick work on different micro-batches with different weights, as the
+    wafer's regions do at once: they run side by side on the runtime's worker threads (each
+    stage's kernels then single-threaded inside it), one meeting of the threads per tick instead
+    of one per product. Two stages that share a weight (a tied embedding) never run at the same
+    tick side by side, so every gradient array is added to in the same order as one after another.
     Each stage accumulates its micro-batches' gradients; the dynamic loss scaling check and the
     gradient clipping use the global norm over all stages (a global reduction, as the CS-2's
     loss scaling kernel does); then every stage updates its weights in place.
@@ -45,6 +50,7 @@ from runtime.clipping import build_clipper
 from runtime.executors.base import LoadReport, QueuedExecutor, StepOutput, StepResult, rng_states
 from runtime.executors.replicas import MaskBank, Shard, make_replica, shard_batch
 from runtime.optim import build_optimizer
+from runtime.threads import run_chunks, workers
 from system.errors import RuntimeFailure
 
 __all__ = ["PipelinedExecutor", "Stage", "stages_from_plan", "DEFAULT_MICROBATCHES"]
@@ -61,6 +67,12 @@ TRACE_EVENTS = 100_000
 # DEFAULT_MICROBATCHES, never more than the batch has samples.
 DEFAULT_MICROBATCHES = 4
 MIN_MICROBATCH_ROWS = 128
+# A tick's stages run side by side only when each micro-batch has at least this many GEMM rows:
+# below it a stage's work is mostly Python between small numpy calls, and two threads fighting
+# for the GIL (each handover a ~0.15 ms wake-up on this kind of VM) lose more than they gain
+# (measured: fc_mnist, 128-row micro-batches, 1.24x slower side by side; the 4-layer GPT,
+# 256-row micro-batches, 1.10x faster).
+MIN_SIDE_BY_SIDE_ROWS = 256
 
 
 @dataclass
@@ -141,6 +153,7 @@ class PipelinedExecutor(QueuedExecutor):
         self.trace: deque[tuple[int, int, int, int, str]] = deque(maxlen=TRACE_EVENTS)
         self.keep_trace = True
         self._streamers_ready = False
+        self._side_by_side = False  # this step's ticks run their stages side by side
 
     # -- programming ---------------------------------------------------------------------------
     def load(self, model: Any, optimizer: Any, scaler: Any, params: dict) -> LoadReport:
@@ -168,6 +181,11 @@ class PipelinedExecutor(QueuedExecutor):
             if host_state is not None:
                 st.optimizer = build_optimizer(params["optimizer"], st.params, half)
                 st.optimizer.load_state_dict(_subset_state(host_state, st.params))
+        # stages that must not run side by side: they read or add to the same weight array
+        used = [{id(a) for b in st.blocks for a in self.wafer.blocks[b].parameters().values()}
+                for st in self.stages]
+        self.conflicts = {(i, j) for i in range(len(used)) for j in range(len(used))
+                          if i != j and used[i] & used[j]}
         self.bank = MaskBank()
         self.shards = [Shard() for _ in range(self.microbatches)]
         shared_p = {id(a): a for a in _all_arrays(self.wafer, "p")}
@@ -227,6 +245,7 @@ class PipelinedExecutor(QueuedExecutor):
         scale * loss (in `self.wafer.grads()`); returns the batch's loss."""
         parts, shards = shard_batch(batch, self.microbatches_for(batch))
         M, S = len(parts), len(self.stages)
+        self._side_by_side = self._rows(batch) // M >= MIN_SIDE_BY_SIDE_ROWS
         for holder, s in zip(self.shards, shards, strict=False):
             holder.lo, holder.hi, holder.total = s.lo, s.hi, s.total
         self.bank.reset(shards[0].total)
@@ -238,48 +257,70 @@ class PipelinedExecutor(QueuedExecutor):
         debug = trace_log.isEnabledFor(logging.DEBUG)
         # forward: at tick t stage s works on micro-batch t - s
         for t in range(M + S - 1):
-            busy = []
+            tasks = []
             for st in self.stages:
                 m = t - st.index
                 if not 0 <= m < M:
                     continue
-                blocks = self.replicas[m].blocks
-                x = acts[m]
-                for b in st.blocks:
-                    if b == last:
-                        losses[m] = float(blocks[b].forward(x, labels[m]))
-                    else:
-                        x = blocks[b].forward(x)
-                acts[m] = x
-                busy.append((st.index, m))
-            self._record(step, t, busy, "F", debug)
+
+                def fwd(st: Stage = st, m: int = m) -> None:
+                    blocks = self.replicas[m].blocks
+                    x = acts[m]
+                    for b in st.blocks:
+                        if b == last:
+                            losses[m] = float(blocks[b].forward(x, labels[m]))
+                        else:
+                            x = blocks[b].forward(x)
+                    acts[m] = x
+                tasks.append((st.index, m, fwd))
+            self._run_tick(tasks)
+            self._record(step, t, [(s, m) for s, m, _ in tasks], "F", debug)
         # backward: stage S-1 first; the loss head is seeded with this shard's share of the mean
         for t in range(M + S - 1):
-            busy = []
+            tasks = []
             for st in reversed(self.stages):
                 m = t - (S - 1 - st.index)
                 if not 0 <= m < M:
                     continue
-                blocks = self.replicas[m].blocks
-                d = acts[m]
-                for b in reversed(st.blocks):
-                    d = blocks[b].backward(scale * shards[m].weight) if b == last else \
-                        blocks[b].backward(d)
-                acts[m] = d
-                busy.append((st.index, m))
-            self._record(step, t, busy, "B", debug)
+
+                def bwd(st: Stage = st, m: int = m) -> None:
+                    blocks = self.replicas[m].blocks
+                    d = acts[m]
+                    for b in reversed(st.blocks):
+                        d = blocks[b].backward(scale * shards[m].weight) if b == last else \
+                            blocks[b].backward(d)
+                    acts[m] = d
+                tasks.append((st.index, m, bwd))
+            self._run_tick(tasks)
+            self._record(step, t, [(s, m) for s, m, _ in tasks], "B", debug)
         return float(np.float32(sum(lo * s.weight for lo, s in zip(losses, shards, strict=True))))
+
+    def _run_tick(self, tasks: list[tuple[int, int, Any]]) -> None:
+        """Run one tick's (stage, micro-batch, work) tasks: side by side over the worker threads
+        when there are several and no two share a weight, else one after another in order (a
+        single task then splits its own kernels over the threads)."""
+        busy = [s for s, _, _ in tasks]
+        if len(tasks) < 2 or workers() < 2 or not self._side_by_side or any(
+                (a, b) in self.conflicts for a in busy for b in busy):
+            for _, _, work in tasks:
+                work()
+            return
+        run_chunks(lambda i: tasks[i][2](), len(tasks))
 
     def microbatches_for(self, batch: dict[str, np.ndarray]) -> int:
         """How many micro-batches this batch is split into (see MIN_MICROBATCH_ROWS)."""
         if self.fixed_microbatches is not None:
             return self.fixed_microbatches
-        x = self.wafer.inputs(batch)[0]
-        B = len(x)
-        # GEMM rows per sample: the positions of a token sequence, 1 for a feature vector
-        per = int(np.prod(x.shape[1:] if x.dtype.kind in "iu" else x.shape[1:-1], dtype=np.int64))
-        m = max(2, min(DEFAULT_MICROBATCHES, B * max(per, 1) // MIN_MICROBATCH_ROWS))
+        B = len(self.wafer.inputs(batch)[0])
+        m = max(2, min(DEFAULT_MICROBATCHES, self._rows(batch) // MIN_MICROBATCH_ROWS))
         return min(m, B)
+
+    def _rows(self, batch: dict[str, np.ndarray]) -> int:
+        """GEMM rows of the whole batch: samples times the positions of a token sequence (1 for
+        a feature vector)."""
+        x = self.wafer.inputs(batch)[0]
+        per = int(np.prod(x.shape[1:] if x.dtype.kind in "iu" else x.shape[1:-1], dtype=np.int64))
+        return len(x) * max(per, 1)
 
     def _record(self, step: int, tick: int, busy: list[tuple[int, int]], phase: str,
                 debug: bool) -> None:
