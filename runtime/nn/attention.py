@@ -7,6 +7,12 @@ products done while its (g, T, T) block is in cache. numpy only hands a stacked 
 when each matrix is contiguous, so the heads are copied once into a (3, B, nh, T, hs) buffer
 rather than used as strided views (about 15x slower here). The 1/sqrt(hs) scale is folded into
 q (T*hs multiplies instead of T*T).
+
+Causal skipping: the first half of the queries attends only to the first half of the keys, so
+the scores, the softmax and every product run on two parts, queries [0, T/2) against keys
+[0, T/2) and queries [T/2, T) against all keys: 3/4 of the T x T work (measured: 1.19x faster
+forward). The score buffer's block [0, T/2) x [T/2, T) is never computed or read (its
+probabilities are 0); it is kept at 0 for the dropout path, which masks the whole array.
 """
 
 from __future__ import annotations
@@ -61,6 +67,15 @@ class CausalSelfAttention(Module):
         self.scale = 1.0 / math.sqrt(self.hs) if scaled else 1.0
         self._masks: dict[int, np.ndarray] = {}
 
+    @staticmethod
+    def parts(T: int) -> list[tuple[slice, int]]:
+        """(query rows, keys they see) of the causal parts: queries [0, T/2) see keys [0, T/2),
+        the rest see all T keys (one part for short sequences)."""
+        if T < 32:
+            return [(slice(0, T), T)]
+        h = T // 2
+        return [(slice(0, h), h), (slice(h, T), T)]
+
     def mask(self, T: int) -> np.ndarray:
         """(T, T) additive causal mask: 0 on and below the diagonal, -inf above."""
         if T not in self._masks:
@@ -89,23 +104,29 @@ class CausalSelfAttention(Module):
         mask = self.mask(T)
         fused = not self.drop.active  # dropout draws from one generator: it runs unsplit
 
+        parts = self.parts(T)
+
         def scores(g0: int, g1: int) -> None:
             # 3) causal softmax(q k^T) of problems g0..g1, in place in their rows of att
-            a = attg[g0:g1]  # (g, T, T)
-            np.matmul(qg[g0:g1], kg[g0:g1].swapaxes(-1, -2), out=a)
-            a += mask  # future positions -> -inf
-            a -= a.max(axis=-1, keepdims=True)  # the row max is finite: the diagonal
-            np.exp(a, out=a)
-            a *= 1.0 / a.sum(axis=-1, keepdims=True)  # rows sum to 1 (fp32 sums)
-            self.policy.cast(a, out=a)
+            for rows, n in parts:
+                a = attg[g0:g1, rows, :n]  # (g, r, n) queries `rows` against keys [0, n)
+                np.matmul(qg[g0:g1, rows], kg[g0:g1, :n].swapaxes(-1, -2), out=a)
+                a += mask[rows, :n]  # future positions -> -inf
+                a -= a.max(axis=-1, keepdims=True)  # the row max is finite: the diagonal
+                np.exp(a, out=a)
+                a *= 1.0 / a.sum(axis=-1, keepdims=True)  # rows sum to 1 (fp32 sums)
+                self.policy.cast(a, out=a)
             if fused:
                 values(g0, g1)
 
         def values(g0: int, g1: int) -> None:
             # 4) weighted sum of the values
-            np.matmul(attg_d[g0:g1], vg[g0:g1], out=yhg[g0:g1])  # (g, T, hs)
+            for rows, n in parts:
+                np.matmul(attg_d[g0:g1, rows, :n], vg[g0:g1, :n], out=yhg[g0:g1, rows])
 
         attg_d = attg
+        if not fused and len(parts) > 1:  # dropout masks the whole array: the skipped block is 0
+            att[:, :, parts[0][0], parts[0][1]:] = 0
         for_rows(scores, G, T * T * att.itemsize)
         att_d = att
         if not fused:
@@ -138,25 +159,38 @@ class CausalSelfAttention(Module):
         fused = self.drop.keep is None  # no dropout mask: one split pass
         scale = self.scale
 
+        parts = self.parts(T)[::-1]  # the part seeing all keys first: it writes dv, dk whole
+
         def values(g0: int, g1: int) -> None:
-            # 2) y = att_d @ v
-            np.matmul(attg_d[g0:g1].swapaxes(-1, -2), dyg[g0:g1], out=dvg[g0:g1])  # (g, T, hs)
-            np.matmul(dyg[g0:g1], vg[g0:g1].swapaxes(-1, -2), out=dattg[g0:g1])  # (g, T, T)
+            # 2) y = att_d @ v: dv = att_d^T dy, datt = dy v^T, part by part
+            for i, (rows, n) in enumerate(parts):
+                at, dyr = attg_d[g0:g1, rows, :n].swapaxes(-1, -2), dyg[g0:g1, rows]
+                if i == 0:
+                    np.matmul(at, dyr, out=dvg[g0:g1, :n])  # (g, n, hs)
+                else:
+                    dvg[g0:g1, :n] += np.matmul(at, dyr)
+                np.matmul(dyr, vg[g0:g1, :n].swapaxes(-1, -2), out=dattg[g0:g1, rows, :n])
             if fused:
                 softmax(g0, g1)
 
         def softmax(g0: int, g1: int) -> None:
-            # 3) ds = att * (datt - rowsum(datt * att)); masked att = 0 -> ds = 0
-            d, a = dattg[g0:g1], attg[g0:g1]  # (g, T, T)
-            rowdot = np.einsum("gij,gij->gi", d, a)  # (g, T)
-            d -= rowdot[..., None]
-            d *= a
-            self.policy.cast(d, out=d)
-            # 4) scores = q k^T with q already scaled
-            np.matmul(d, kg[g0:g1], out=dqg[g0:g1])  # (g, T, hs) gradient of the scaled q
-            np.matmul(d.swapaxes(-1, -2), qg[g0:g1], out=dkg[g0:g1])  # (g, T, hs)
+            for i, (rows, n) in enumerate(parts):
+                # 3) ds = att * (datt - rowsum(datt * att)); masked att = 0 -> ds = 0
+                d, a = dattg[g0:g1, rows, :n], attg[g0:g1, rows, :n]  # (g, r, n)
+                rowdot = np.einsum("gij,gij->gi", d, a)  # (g, r)
+                d -= rowdot[..., None]
+                d *= a
+                self.policy.cast(d, out=d)
+                # 4) scores = q k^T with q already scaled
+                np.matmul(d, kg[g0:g1, :n], out=dqg[g0:g1, rows])  # (g, r, hs) of the scaled q
+                if i == 0:
+                    np.matmul(d.swapaxes(-1, -2), qg[g0:g1, rows], out=dkg[g0:g1, :n])
+                else:
+                    dkg[g0:g1, :n] += np.matmul(d.swapaxes(-1, -2), qg[g0:g1, rows])
             dqg[g0:g1] *= scale
 
+        if not fused and len(parts) > 1:  # the dropout pass reads the whole array
+            datt[:, :, parts[-1][0], parts[-1][1]:] = 0
         for_rows(values, G, T * T * att.itemsize)
         if not fused:
             np.copyto(datt, self.drop.backward(datt))  # (B, nh, T, T) through the dropout mask

@@ -147,6 +147,24 @@ def test_attention_gradients(kwargs: dict) -> None:
     )
 
 
+@pytest.mark.parametrize("T", [33, 36])
+@pytest.mark.parametrize("dropout", [0.0, 0.25], ids=["fused", "dropout"])
+def test_attention_gradients_on_causal_parts(T: int, dropout: float) -> None:
+    """From T = 32 the first half of the queries is computed against the first half of the keys
+    only (CausalSelfAttention.parts): the gradients still match finite differences."""
+    assert len(CausalSelfAttention.parts(T)) == 2
+    keep = rng(4).random((1, 2, T, T)) >= dropout
+
+    def make() -> CausalSelfAttention:
+        a = CausalSelfAttention(4, 2, rng(), rng(9), dropout=dropout, init=normal(0.3),
+                                out_init=normal(0.3))
+        if dropout:
+            a.drop.fixed_mask = keep
+        return a
+
+    check_layer(make, [(1, T, 4)])
+
+
 def test_attention_gradients_with_attention_dropout() -> None:
     keep = rng(4).random((2, 2, 5, 5)) >= 0.25
 
