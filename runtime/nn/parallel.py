@@ -26,7 +26,11 @@ __all__ = ["gemm", "gemms", "Epilogue", "for_rows", "row_bounds", "CHUNK_MACS", 
 CHUNK_MACS = 4_000_000  # multiply-adds per product block: ~40 us a block, >> ~10 us of overhead
 CHUNK_BYTES = 1 << 20  # at most this many bytes of an elementwise kernel's widest array a block
 MAX_CHUNKS = 32
-BLOCKS_PER_WORKER = 2
+# Blocks per worker of a product: one. Each block packs the shared operand again (4 blocks cost
+# 5-11% more CPU than one call, 2 blocks 2%; measured on the GPT's shapes), and the balance that
+# more blocks would buy under load is not there: beside 2 busy loops the GPT slowed 1.96x with
+# one block per worker and 2.15x with two (fair share 2.0x), quietly 1-2% faster.
+BLOCKS_PER_WORKER = 1
 MIN_BLOCK = 128  # rows (or columns) of a product block: BLAS packs the other operand per call
 # An elementwise kernel whose widest array is smaller than this runs whole on the calling thread:
 # waking a worker and joining it costs ~0.3 ms here, and a block costs each numpy call's overhead
@@ -57,8 +61,7 @@ def _blocks(a: np.ndarray, b: np.ndarray, out: np.ndarray, epi: Epilogue | None,
     M, K = a.shape
     N = b.shape[1]
     macs = M * K * N
-    # blocks: two per worker (a descheduled worker's share is taken by the others), at least
-    # MIN_BLOCK rows: each block packs the other operand again (~5% of CPU at 128 rows, measured)
+    # blocks: BLOCKS_PER_WORKER per worker, at least MIN_BLOCK rows (or columns) each
     n = min(MAX_CHUNKS, macs // CHUNK_MACS, BLOCKS_PER_WORKER * w, max(M, N) // MIN_BLOCK)
     n -= n % w if n >= w else 0  # a multiple of the workers: 3 blocks on 2 threads take 2 rounds
     if n < 2 or w == 1 or macs < SMALL_GEMM_MACS:
