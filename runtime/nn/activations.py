@@ -24,6 +24,10 @@ from runtime.precision import Policy
 
 __all__ = ["ACTIVATIONS", "Activation"]
 
+# Rows of a product's block that a fused GELU epilogue takes at a time (Activation.fused_*):
+# its ~10 passes then stay in the core's L2 (64 rows of 1,024 floats: 256 KB an array) instead
+# of streaming a 2 MB block through L3 once per pass.
+SUB_ROWS = 64
 _K = math.sqrt(2.0 / math.pi)
 _C = 0.044715
 _SELU_ALPHA = 1.6732632423543772848170429916717
@@ -230,10 +234,12 @@ class Activation(Module):
         cast = self.policy.cast if self.policy.enabled else None
 
         def epilogue(blk: np.ndarray, rows: slice, cols: slice) -> None:
-            yb = y[rows, cols]
-            _gelu_into(blk, t[rows, cols], yb)
-            if cast is not None:
-                cast(yb, out=yb)
+            yb, tb = y[rows, cols], t[rows, cols]
+            for r0 in range(0, len(blk), SUB_ROWS):  # sub-blocks of the product's block
+                r1 = r0 + SUB_ROWS
+                _gelu_into(blk[r0:r1], tb[r0:r1], yb[r0:r1])
+                if cast is not None:
+                    cast(yb[r0:r1], out=yb[r0:r1])
 
         return epilogue, y, t
 
@@ -243,9 +249,12 @@ class Activation(Module):
         cast = self.policy.cast if self.policy.enabled else None
 
         def epilogue(blk: np.ndarray, rows: slice, cols: slice) -> None:
-            _gelu_grad_inplace(blk, x2[rows, cols], t[rows, cols])
-            if cast is not None:
-                cast(blk, out=blk)
+            xb, tb = x2[rows, cols], t[rows, cols]
+            for r0 in range(0, len(blk), SUB_ROWS):
+                r1 = r0 + SUB_ROWS
+                _gelu_grad_inplace(blk[r0:r1], xb[r0:r1], tb[r0:r1])
+                if cast is not None:
+                    cast(blk[r0:r1], out=blk[r0:r1])
 
         return epilogue
 
