@@ -25,7 +25,7 @@ from runtime.nn.dense import Dense
 from runtime.nn.dropout import Dropout
 from runtime.nn.init import GPT_INIT, Init
 from runtime.nn.module import FP32, Module
-from runtime.nn.parallel import for_rows
+from runtime.nn.parallel import Epilogue, for_rows
 from runtime.nn.rotary import Rotary
 from runtime.nn.spec import LayerSpec, make_spec
 from runtime.precision import Policy
@@ -82,8 +82,9 @@ class CausalSelfAttention(Module):
             self._masks[T] = np.triu(np.full((T, T), -np.inf, dtype=np.float32), k=1)
         return self._masks[T]
 
-    def forward(self, x: np.ndarray) -> np.ndarray:
-        """x (B, T, C) -> (B, T, C)."""
+    def forward(self, x: np.ndarray, epilogue: Epilogue | None = None) -> np.ndarray:
+        """x (B, T, C) -> (B, T, C); `epilogue` runs on each block of the output projection's
+        product (parallel.gemms), e.g. the block's residual add and next layer norm."""
         B, T, C = x.shape  # batch, sequence length, embedding dimensionality
         nh, hs = self.nh, self.hs
         G = B * nh  # independent (sample, head) attention problems
@@ -138,10 +139,11 @@ class CausalSelfAttention(Module):
         np.copyto(y, yh.transpose(0, 2, 1, 3))
         self.policy.cast(y, out=y)
         self.heads, self.att, self.att_d = heads, att, att_d
-        return self.proj.forward(y.reshape(B, T, C))  # (B, T, C)
+        return self.proj.forward(y.reshape(B, T, C), epilogue=epilogue)  # (B, T, C)
 
-    def backward(self, dout: np.ndarray) -> np.ndarray:
-        """dout (B, T, C) -> dx (B, T, C)."""
+    def backward(self, dout: np.ndarray, dx_epilogue: Epilogue | None = None) -> np.ndarray:
+        """dout (B, T, C) -> dx (B, T, C); `dx_epilogue` runs on each block of dx as the qkv
+        projection's product writes it."""
         B, T, C = dout.shape
         nh, hs = self.nh, self.hs
         G = B * nh
@@ -203,7 +205,7 @@ class CausalSelfAttention(Module):
         dqkv = self.buf("dqkv", (B, T, 3, nh, hs), dy.dtype)  # (B, T, 3, nh, hs)
         np.copyto(dqkv, dheads.transpose(1, 3, 0, 2, 4))
         self.policy.cast(dqkv, out=dqkv)
-        return self.qkv.backward(dqkv.reshape(B, T, 3 * C))  # (B, T, C)
+        return self.qkv.backward(dqkv.reshape(B, T, 3 * C), dx_epilogue)  # (B, T, C)
 
     def specs(self, name: str, in_shape: tuple[int, ...], names: dict[int, str]) -> list[LayerSpec]:
         """qkv "dense", the "attention" core, output "dense"."""

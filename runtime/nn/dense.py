@@ -12,7 +12,7 @@ import numpy as np
 
 from runtime.nn.init import Init, glorot_uniform, zeros
 from runtime.nn.module import FP32, Module
-from runtime.nn.parallel import Epilogue, gemms
+from runtime.nn.parallel import Epilogue, gemms, needs_rows
 from runtime.nn.spec import LayerSpec, make_spec
 from runtime.precision import Policy
 
@@ -58,6 +58,8 @@ class Dense(Module):
             if epilogue is not None:
                 epilogue(blk, rows, cols)
 
+        if getattr(epilogue, "whole_rows", False):
+            needs_rows(finish)
         busy = b is not None or cast is not None or epilogue is not None
         gemms([(x2, w, y, finish if busy else None)])
         self.x2, self.w = x2, w  # cache for backward
@@ -81,7 +83,7 @@ class Dense(Module):
             products.append((self._ones(dy2.shape[0], dy2.dtype), dy2, db, None))
         dx = None
         if self.needs_dx:  # dx (N, n_in) = dy W^T
-            dx = self.buf("dx", self.x2.shape, dy2.dtype)
+            dx = self.dx_buffer(len(dy2), dy2.dtype)
 
             def finish(blk: np.ndarray, rows: slice, cols: slice) -> None:
                 if cast is not None:
@@ -89,6 +91,8 @@ class Dense(Module):
                 if dx_epilogue is not None:
                     dx_epilogue(blk, rows, cols)
 
+            if getattr(dx_epilogue, "whole_rows", False):
+                needs_rows(finish)
             busy = cast is not None or dx_epilogue is not None
             products.append((dy2, self.w.T, dx, finish if busy else None))
         gemms(products)
@@ -97,6 +101,10 @@ class Dense(Module):
         if dx is None:
             return None
         return dx.reshape(*dy.shape[:-1], self.n_in)
+
+    def dx_buffer(self, n: int, dtype: np.dtype) -> np.ndarray:
+        """The (n, n_in) array backward writes dx into (a caller may set up work on it first)."""
+        return self.buf("dx", (n, self.n_in), dtype)
 
     def _ones(self, n: int, dtype: np.dtype) -> np.ndarray:
         """(1, n) ones: the bias gradient is the product 1^T dy (a BLAS sum over the rows)."""

@@ -29,65 +29,82 @@ class LayerNorm(Module):
 
     def forward(self, x: np.ndarray) -> np.ndarray:
         """x (..., C) -> y (..., C)."""
-        C = self.dim
-        x2 = x.reshape(-1, C)  # (N, C)
-        N = x2.shape[0]
-        xhat = self.buf("xhat", x2.shape, x2.dtype)  # (N, C)
-        rstd = self.buf("rstd", (N,), x2.dtype)  # (N,)
-        y = self.buf("y", x2.shape, x2.dtype)  # (N, C)
-        gamma = self.half(self.p["weight"], "w")  # (C,)
-        beta = self.half(self.p["bias"], "b")  # (C,)
-        mean_of = self._mean_vector(C, x2.dtype)  # (C,) all 1/C: row means are products
-
-        def rows(r0: int, r1: int) -> None:
-            xs, xh, rs, ys = x2[r0:r1], xhat[r0:r1], rstd[r0:r1], y[r0:r1]
-            # 1) centre and scale: xhat = (x - mu) * rstd
-            np.subtract(xs, (xs @ mean_of)[:, None], out=xh)  # (r, C) - (r, 1)
-            np.multiply(xh, xh, out=ys)  # (r, C) squares, in y until step 2 writes it
-            var = ys @ mean_of  # (r,)
-            var += self.eps
-            np.sqrt(var, out=var)
-            np.divide(1.0, var, out=rs)  # (r,)
-            np.multiply(xh, rs[:, None], out=xh)
-            # 2) affine: y = xhat * gamma + beta
-            np.multiply(xh, gamma, out=ys)
-            np.add(ys, beta, out=ys)
-            self.policy.cast(ys, out=ys)
-
-        for_rows(rows, N, x2.itemsize * C)
-        self.xhat, self.rstd, self.gamma = xhat, rstd, gamma
+        x2 = x.reshape(-1, self.dim)  # (N, C)
+        y = self.begin_forward(x2)
+        for_rows(lambda r0, r1: self.forward_rows(r0, r1), len(x2), x2.itemsize * self.dim)
         return y.reshape(x.shape)
+
+    # The three phases of forward and backward, so that a block can run the rows of a layer norm
+    # inside the product that writes its input, block by block (transformer.Block): begin (the
+    # buffers), rows (any disjoint row ranges, any thread), end (the column sums of backward).
+    def begin_forward(self, x2: np.ndarray) -> np.ndarray:
+        """Set up forward of x2 (N, C) (its rows may still be written); -> y (N, C), filled by
+        forward_rows."""
+        N, C = x2.shape
+        self._x2 = x2
+        self.xhat = self.buf("xhat", x2.shape, x2.dtype)  # (N, C)
+        self.rstd = self.buf("rstd", (N,), x2.dtype)  # (N,)
+        self._y = self.buf("y", x2.shape, x2.dtype)  # (N, C)
+        self.gamma = self.half(self.p["weight"], "w")  # (C,)
+        self._beta = self.half(self.p["bias"], "b")  # (C,)
+        self._mean_of = self._mean_vector(C, x2.dtype)  # (C,) all 1/C: row means are products
+        return self._y
+
+    def forward_rows(self, r0: int, r1: int) -> None:
+        """y[r0:r1] from x2[r0:r1] (begin_forward first)."""
+        xs, xh, rs, ys = self._x2[r0:r1], self.xhat[r0:r1], self.rstd[r0:r1], self._y[r0:r1]
+        mean_of = self._mean_of
+        # 1) centre and scale: xhat = (x - mu) * rstd
+        np.subtract(xs, (xs @ mean_of)[:, None], out=xh)  # (r, C) - (r, 1)
+        np.multiply(xh, xh, out=ys)  # (r, C) squares, in y until step 2 writes it
+        var = ys @ mean_of  # (r,)
+        var += self.eps
+        np.sqrt(var, out=var)
+        np.divide(1.0, var, out=rs)  # (r,)
+        np.multiply(xh, rs[:, None], out=xh)
+        # 2) affine: y = xhat * gamma + beta
+        np.multiply(xh, self.gamma, out=ys)
+        np.add(ys, self._beta, out=ys)
+        self.policy.cast(ys, out=ys)
 
     def backward(self, dy: np.ndarray) -> np.ndarray:
         """dy (..., C) -> dx (..., C); accumulates dgamma, dbeta."""
-        C = self.dim
-        dy2 = dy.reshape(-1, C)  # (N, C)
-        N = dy2.shape[0]
-        xhat, rstd, gamma = self.xhat, self.rstd, self.gamma
-        mean_of = self._mean_vector(C, dy2.dtype)  # (C,)
-        dx = self.buf("dx", xhat.shape, xhat.dtype)  # (N, C)
-        g = self.buf("g", xhat.shape, xhat.dtype)  # (N, C) scratch
-
-        def rows(r0: int, r1: int) -> None:
-            # dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma
-            xh, d, gs = xhat[r0:r1], dx[r0:r1], g[r0:r1]  # (r, C)
-            np.multiply(dy2[r0:r1], gamma, out=gs)
-            m1 = gs @ mean_of  # (r,) mean(g)
-            m2 = np.einsum("ij,ij->i", gs, xh)  # (r,) sum(g * xhat), no temporary
-            m2 *= 1.0 / C
-            np.multiply(xh, m2[:, None], out=d)  # (r, C)
-            np.add(d, m1[:, None], out=d)
-            np.subtract(gs, d, out=d)
-            np.multiply(d, rstd[r0:r1, None], out=d)
-            self.policy.cast(d, out=d)
-
-        for_rows(rows, N, dy2.itemsize * C)
-        # parameter gradients: sums over the rows, as products with a ones vector
-        ones = self._ones(N, dy2.dtype)  # (N,)
-        np.multiply(dy2, xhat, out=g)
-        self.accumulate("weight", ones @ g)  # (C,) sum of dy * xhat
-        self.accumulate("bias", ones @ dy2)  # (C,)
+        dy2 = dy.reshape(-1, self.dim)  # (N, C)
+        dx = self.begin_backward(dy2)
+        for_rows(lambda r0, r1: self.backward_rows(r0, r1), len(dy2), dy2.itemsize * self.dim)
+        self.end_backward()
         return dx.reshape(dy.shape)
+
+    def begin_backward(self, dy2: np.ndarray) -> np.ndarray:
+        """Set up backward of dy2 (N, C) (its rows may still be written); -> dx (N, C), filled by
+        backward_rows."""
+        self._dy2 = dy2
+        self._dx = self.buf("dx", self.xhat.shape, self.xhat.dtype)  # (N, C)
+        self._g = self.buf("g", self.xhat.shape, self.xhat.dtype)  # (N, C) scratch
+        self._mean_of = self._mean_vector(self.dim, dy2.dtype)  # (C,)
+        return self._dx
+
+    def backward_rows(self, r0: int, r1: int) -> None:
+        """dx[r0:r1] from dy2[r0:r1] (begin_backward first)."""
+        # dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma
+        xh, d, gs, dys = self.xhat[r0:r1], self._dx[r0:r1], self._g[r0:r1], self._dy2[r0:r1]
+        np.multiply(dys, self.gamma, out=gs)  # (r, C)
+        m1 = gs @ self._mean_of  # (r,) mean(g)
+        m2 = np.einsum("ij,ij->i", gs, xh)  # (r,) sum(g * xhat), no temporary
+        m2 *= 1.0 / self.dim
+        np.multiply(xh, m2[:, None], out=d)  # (r, C)
+        np.add(d, m1[:, None], out=d)
+        np.subtract(gs, d, out=d)
+        np.multiply(d, self.rstd[r0:r1, None], out=d)
+        self.policy.cast(d, out=d)
+        np.multiply(dys, xh, out=gs)  # (r, C) dy * xhat, summed over the rows by end_backward
+
+    def end_backward(self) -> None:
+        """Accumulate dgamma, dbeta: sums over all rows, as products with a ones vector (after
+        every row is done, never per block: the sums' order must not depend on the blocks)."""
+        ones = self._ones(len(self._dy2), self._dy2.dtype)  # (N,)
+        self.accumulate("weight", ones @ self._g)  # (C,) sum of dy * xhat
+        self.accumulate("bias", ones @ self._dy2)  # (C,)
 
     def _mean_vector(self, C: int, dtype: np.dtype) -> np.ndarray:
         """(C,) all 1/C: `a @ it` is the mean of each row of a, a BLAS product (a third of the

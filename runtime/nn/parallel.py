@@ -21,7 +21,8 @@ import numpy as np
 
 from runtime.threads import SMALL_GEMM_MACS, run_chunks, single_threaded_blas, workers
 
-__all__ = ["gemm", "gemms", "Epilogue", "for_rows", "row_bounds", "CHUNK_MACS", "CHUNK_BYTES"]
+__all__ = ["gemm", "gemms", "needs_rows", "Epilogue", "for_rows", "row_bounds", "CHUNK_MACS",
+           "CHUNK_BYTES"]
 
 CHUNK_MACS = 4_000_000  # multiply-adds per product block: ~40 us a block, >> ~10 us of overhead
 CHUNK_BYTES = 1 << 20  # at most this many bytes of an elementwise kernel's widest array a block
@@ -50,6 +51,8 @@ def row_bounds(n: int, chunks: int, align: int = 8) -> list[int]:
 # An epilogue runs on one block of a product's output right after the block is computed, while
 # it is in cache and on the thread that computed it: epilogue(block, rows, cols), block being
 # out[rows, cols]. Blocks are disjoint, so an epilogue may write the same rows/cols elsewhere.
+# An epilogue with the attribute `whole_rows = True` gets row blocks only (cols all of out): a
+# layer norm of the product's output needs its whole rows. `needs_rows(fn)` marks one.
 Epilogue = Callable[[np.ndarray, slice, slice], object]
 # One product of a `gemms` call: out = a @ b, then the optional epilogue on every block.
 Product = tuple[np.ndarray, np.ndarray, np.ndarray, "Epilogue | None"]
@@ -66,7 +69,7 @@ def _blocks(a: np.ndarray, b: np.ndarray, out: np.ndarray, epi: Epilogue | None,
     n -= n % w if n >= w else 0  # a multiple of the workers: 3 blocks on 2 threads take 2 rounds
     if n < 2 or w == 1 or macs < SMALL_GEMM_MACS:
         bounds, by_rows = [0, M], True
-    elif M >= N:  # row blocks: out[r0:r1] = a[r0:r1] @ b
+    elif M >= N or getattr(epi, "whole_rows", False):  # row blocks: out[r0:r1] = a[r0:r1] @ b
         bounds, by_rows = row_bounds(M, n), True
     else:  # column blocks: out[:, c0:c1] = a @ b[:, c0:c1]
         bounds, by_rows = row_bounds(N, n, align=16), False
@@ -84,6 +87,12 @@ def _blocks(a: np.ndarray, b: np.ndarray, out: np.ndarray, epi: Epilogue | None,
 
     block = row_block if by_rows else col_block
     return [lambda i=i: block(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)]
+
+
+def needs_rows(epilogue: Epilogue) -> Epilogue:
+    """Mark `epilogue` as needing whole rows of the product's output (row blocks only)."""
+    epilogue.whole_rows = True  # type: ignore[attr-defined]
+    return epilogue
 
 
 def gemms(products: list[Product]) -> None:

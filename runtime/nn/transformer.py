@@ -18,6 +18,7 @@ from runtime.nn.init import GPT_INIT, Init
 from runtime.nn.layernorm import LayerNorm
 from runtime.nn.loss import SoftmaxCrossEntropy
 from runtime.nn.module import FP32, Module
+from runtime.nn.parallel import Epilogue, needs_rows
 from runtime.nn.spec import LayerSpec, make_spec
 from runtime.precision import Policy
 
@@ -55,14 +56,15 @@ class MLP(Module):
         self._fused = (h.reshape(N, -1), t)
         return self.proj.forward(y.reshape(h.shape))  # (B, T, C)
 
-    def backward(self, dy: np.ndarray) -> np.ndarray:
-        """(B, T, C) -> (B, T, C)."""
+    def backward(self, dy: np.ndarray, dx_epilogue: Epilogue | None = None) -> np.ndarray:
+        """(B, T, C) -> (B, T, C); `dx_epilogue` runs on each block of dx as fc's product
+        writes it."""
         fused, self._fused = getattr(self, "_fused", None), None
         if fused is None:
-            return self.fc.backward(self.act.backward(self.proj.backward(dy)))
+            return self.fc.backward(self.act.backward(self.proj.backward(dy)), dx_epilogue)
         # GELU's backward on each block of proj's dx, in place (Activation.fused_backward)
         dh = self.proj.backward(dy, dx_epilogue=self.act.fused_backward(*fused))  # (B, T, F)
-        return self.fc.backward(dh)
+        return self.fc.backward(dh, dx_epilogue)
 
     def specs(self, name: str, in_shape: tuple[int, ...], names: dict[int, str]) -> list[LayerSpec]:
         """fc "dense", activation, proj "dense"."""
@@ -122,8 +124,15 @@ class Block(Module):
         self.drop_attn = Dropout(resid_dropout, drop_rng, policy)
         self.drop_mlp = Dropout(resid_dropout, drop_rng, policy)
 
+    def _fusable(self) -> bool:
+        """Whether the residual adds and ln_2 can run inside the products (sequential block,
+        no residual dropout: its mask is drawn for the whole array at once)."""
+        return not self.parallel and not self.drop_attn.active and not self.drop_mlp.active
+
     def forward(self, x: np.ndarray) -> np.ndarray:
         """(B, T, C) -> (B, T, C)."""
+        if self._fusable():
+            return self._forward_fused(x)
         h = self.ln_1.forward(x)  # (B, T, C)
         a = self.drop_attn.forward(self.attn.forward(h))  # (B, T, C)
         out = self.buf("out", x.shape, x.dtype)  # (B, T, C)
@@ -136,8 +145,60 @@ class Block(Module):
         self.policy.cast(out, out=out)
         return out
 
+    # GPT-2's block with the layer norms' rows run inside the products before them: forward,
+    # the attention residual and ln_2 on each row block of the attention's output projection;
+    # backward, ln_2's backward and the residual on each row block of the MLP's last dx product,
+    # ln_1's on each of the attention's. Same arithmetic per row as the separate layers (their
+    # column sums, dgamma and dbeta, still over all rows at once), in cache and split over the
+    # threads with the product instead of in passes of their own on one thread.
+    def _forward_fused(self, x: np.ndarray) -> np.ndarray:
+        h = self.ln_1.forward(x)  # (B, T, C)
+        C = x.shape[-1]
+        x2 = x.reshape(-1, C)  # (N, C)
+        out = self.buf("out", x.shape, x.dtype)  # (B, T, C)
+        out2 = out.reshape(-1, C)
+        h2 = self.ln_2.begin_forward(out2)  # (N, C), filled row block by row block
+
+        def residual_ln(blk: np.ndarray, rows: slice, cols: slice) -> None:
+            np.add(x2[rows], blk, out=out2[rows])  # residual 1
+            self.ln_2.forward_rows(rows.start, rows.stop)
+
+        self.attn.forward(h, epilogue=needs_rows(residual_ln))
+        out += self.mlp.forward(h2.reshape(x.shape))  # residual 2
+        self.policy.cast(out, out=out)
+        return out
+
+    def _backward_fused(self, dout: np.ndarray) -> np.ndarray:
+        C = dout.shape[-1]
+        dout2 = dout.reshape(-1, C)  # (N, C)
+        dx = self.buf("dx", dout.shape, dout.dtype)  # (B, T, C)
+        dx2 = dx.reshape(-1, C)
+
+        # ln_2's input gradient is the MLP's dx, ln_1's the attention's: their layer norms read
+        # those buffers row block by row block as the products write them
+        ln2_dx = self.ln_2.begin_backward(self.mlp.fc.dx_buffer(len(dout2), dout.dtype))
+        ln1_dx = None
+
+        def ln_2_back(blk: np.ndarray, rows: slice, cols: slice) -> None:
+            self.ln_2.backward_rows(rows.start, rows.stop)
+            np.add(dout2[rows], ln2_dx[rows], out=dx2[rows])  # + the residual path
+
+        def ln_1_back(blk: np.ndarray, rows: slice, cols: slice) -> None:
+            self.ln_1.backward_rows(rows.start, rows.stop)
+            dx2[rows] += ln1_dx[rows]
+
+        self.mlp.backward(dout, dx_epilogue=needs_rows(ln_2_back))
+        self.ln_2.end_backward()
+        ln1_dx = self.ln_1.begin_backward(self.attn.qkv.dx_buffer(len(dout2), dout.dtype))
+        self.attn.backward(dx, dx_epilogue=needs_rows(ln_1_back))
+        self.ln_1.end_backward()
+        self.policy.cast(dx, out=dx)
+        return dx
+
     def backward(self, dout: np.ndarray) -> np.ndarray:
         """(B, T, C) -> (B, T, C)."""
+        if self._fusable():
+            return self._backward_fused(dout)
         dh2 = self.mlp.backward(self.drop_mlp.backward(dout))  # (B, T, C)
         dx = self.buf("dx", dout.shape, dout.dtype)  # (B, T, C)
         if self.parallel:

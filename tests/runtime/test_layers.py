@@ -551,3 +551,29 @@ def test_mlp_with_gelu_fused_into_its_products_matches_the_unfused_layers(half, 
     assert fused[2].keys() == plain[2].keys()
     assert all(np.array_equal(fused[2][k], plain[2][k]) for k in plain[2])
     assert not np.array_equal(plain[1], np.zeros_like(plain[1]))  # the check compares something
+
+
+@pytest.mark.parametrize("half", ["float32", "cbfloat16"])
+def test_block_with_layer_norms_inside_the_products_matches_the_separate_layers(
+        half, monkeypatch, workers_of):
+    """GPT-2's block runs its residual adds and layer norms on the row blocks of the products
+    before them: outputs and every gradient are the bits of the separate layers, on 1 or 2
+    threads (2 row blocks here)."""
+    x = rng(3).standard_normal((4, 128, 128), dtype=np.float32)
+    dy = rng(4).standard_normal((4, 128, 128), dtype=np.float32)
+
+    def run(fused: bool, n: int):
+        workers_of(n)
+        monkeypatch.setattr(Block, "_fusable", lambda self: fused)
+        b = Block(128, 4, 512, "gelu", rng(5), rng(6), init=normal(0.1), out_init=normal(0.1),
+                  policy=Policy(half))
+        y = b.forward(x).copy()
+        dx = b.backward(dy).copy()
+        return y, dx, {k: v.copy() for k, v in b.grads().items()}
+
+    plain = run(False, 1)
+    for n in (1, 2):
+        fused = run(True, n)
+        assert np.array_equal(fused[0], plain[0]) and np.array_equal(fused[1], plain[1])
+        assert all(np.array_equal(fused[2][k], plain[2][k]) for k in plain[2])
+    assert np.abs(plain[2]["ln_2.weight"]).sum() > 0  # the layer norms' gradients are compared
