@@ -1,7 +1,7 @@
 """Optimizers, sorted in order of increasing complexity: SGD (momentum), Adam, AdamW.
 
 They update the model's float32 master arrays in place. State is allocated once (np.zeros_like)
-and the update runs block by block (64K elements) with a preallocated block-sized scratch buffer
+and the update runs block by block (256K elements) with a preallocated block-sized scratch buffer
 per thread, so a step on ~100M floats allocates nothing and its passes stay in cache. The blocks
 are independent, so the runtime's worker threads (runtime/threads.py) share them out; every
 element gets the same arithmetic whichever thread updates it.
@@ -61,7 +61,11 @@ __all__ = [
     "check_optimizer_params",
 ]
 
-_BLOCK = 1 << 16  # elements updated at a time: p, g, state and scratch blocks fit in L2 together
+# Elements updated at a time. The five arrays' blocks (p, g, two moments, scratch: 5 MB) sit in
+# L3 between the update's ~13 passes; smaller blocks that fit L2 cost more in numpy calls and
+# thread hand-overs than they save (measured, AdamW over the GPT's 3.3M weights on 2 threads:
+# 64K 7.0 ms, 128K 6.2 ms, 256K 5.7 ms, 1M 5.7 ms; fc_mnist's Adam 1.07 -> 0.88 ms).
+_BLOCK = 1 << 18
 _NO_DECAY_PART = re.compile(r"bias|norm|^ln.{0,2}$")
 
 
@@ -128,7 +132,7 @@ class Optimizer:
             if not all(a.flags.c_contiguous for a in arrays):  # rare: strided views
                 self._update(name, lr, np.empty(p.shape, np.float32), *arrays)
                 continue
-            # Block by block: the update's ~12 passes then run on cache-resident data (2x faster
+            # Block by block: the update's ~13 passes then run on cache-resident data (2x faster
             # than whole-array passes on large parameters) with a block-sized scratch.
             flat = [a.reshape(-1) for a in arrays]  # (n,) views
             blocks += [(name, [a[i : i + _BLOCK] for a in flat]) for i in range(0, p.size, _BLOCK)]
