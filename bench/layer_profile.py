@@ -10,7 +10,11 @@ category, so the categories add up to the step. Categories follow the issue's li
 the output projection, the loss (softmax cross-entropy), embeddings, the optimizer. A GELU fused
 into the MLP's products (transformer.MLP: it runs on each block of the fc product as BLAS writes
 it, and its backward on each block of proj's dx) is part of "dense (MLP + fused GELU)"; only an
-unfused activation has its own row. The rest of
+unfused activation has its own row. Likewise the layer-norm rows and residual adds that GPT-2's
+block runs inside a product (transformer.Block: ln_2 forward in the attention's output
+projection, ln_2 and ln_1 backward in the MLP's and attention's dx products) are charged to that
+product's row; "layer norm" is what still runs on its own (ln_1 and ln_f forward, ln_f
+backward, and every layer norm of blocks that cannot fuse). The rest of
 the step (residual adds, zero_grad, unscale/norm, Python) is "other". The wrappers cost ~2 us a
 call, a fraction of a percent of a GPT step; they are removed afterwards.
 """

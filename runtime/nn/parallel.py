@@ -7,6 +7,13 @@ the same dot product as in one whole single-threaded call: the result is bit for
 whatever the thread count or the load. numpy releases the GIL inside BLAS and inside ufunc
 loops, so the blocks really run side by side.
 
+`gemms([(a, b, out, epilogue), ...])` runs several independent products in one meeting of the
+threads (a layer's dW, db and dx), and an epilogue runs on each block of a product's output as
+soon as BLAS has written it, on the same thread, while it is in cache: the bias, a fused GELU,
+a residual add and the next layer norm's rows. On this kind of 2-core VM a sleeping worker
+starts ~0.15 ms after it is woken and threads handing over the GIL pay the same, so the fewer
+meetings and the fewer separate passes, the faster (runtime/nn/transformer.py, dense.py).
+
 `for_rows(fn, n_rows)` runs fn(r0, r1) over row ranges the same way: for elementwise work
 whose rows are independent (GELU, softmax rows, layer norm rows). Besides the threads, a block
 of rows fits the core's L2 cache, so a kernel's several passes over it stay in cache instead of
