@@ -104,7 +104,12 @@ def step_times(model_name: str, rounds: int, steps: int) -> dict[str, tuple[floa
     """Seconds per step of each executor, interleaved round robin: (median CPU time of this
     thread, best wall time, median wall time). With one BLAS thread every step runs in this
     thread, so its CPU time is the step's work without the time other processes took the core:
-    the figure the targets are checked on (wall times are shown too)."""
+    the figure the targets are checked on (wall times are shown too). The runtime's own worker
+    threads are set to one here, for the same reason: with more, part of each step's work would
+    run (and be counted) on the helpers (runtime/threads.py)."""
+    from runtime.threads import set_workers
+
+    set_workers(1)
     runs: dict[str, tuple[Any, dict]] = {}
     for name in EXECUTORS:
         model, opt, scaler, batch, params = _parts(model_name)
