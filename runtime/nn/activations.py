@@ -88,50 +88,35 @@ def _linear_back(dy: np.ndarray, cache: Any) -> np.ndarray:
 
 
 def _gelu(x: np.ndarray) -> tuple[np.ndarray, Any]:
-    # 1) t = tanh(k (x + c x^3)), built in one buffer with in-place passes
-    t = np.square(x)  # (..., n) x^2
-    t *= _C * _K
-    t += _K  # k (1 + c x^2)
-    t *= x  # k (x + c x^3)
-    np.tanh(t, out=t)
-    # 2) y = 0.5 x (1 + t)
-    y = t + 1  # (..., n)
-    y *= x
-    y *= 0.5
+    t, y = np.empty_like(x), np.empty_like(x)  # (..., n)
+    _gelu_into(x, t, y)
     return y, (x, t)  # backward needs x and t
 
 
 def _gelu_back(dy: np.ndarray, cache: Any) -> np.ndarray:
     x, t = cache
-    # d/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2)
-    u = np.square(x)  # (..., n) x^2
-    u *= 3 * _C * _K
-    u += _K  # k (1 + 3 c x^2)
-    u *= x  # x k (1 + 3 c x^2)
-    v = np.square(t)  # (..., n) t^2
-    np.subtract(1, v, out=v)  # 1 - t^2
-    u *= v
-    u += t
-    u += 1
-    u *= 0.5  # the derivative
-    u *= dy
+    u = np.empty_like(x)  # (..., n)
+    _gelu_back_into(dy, x, t, u)
     return u
 
 
 def _gelu_into(x: np.ndarray, t: np.ndarray, y: np.ndarray) -> None:
-    """_gelu's passes, written into t and y (rows of the layer's buffers)."""
+    """gelu(x) into y, and t = tanh(k (x + c x^3)) (kept for backward) into t."""
+    # 1) t = tanh(k (x + c x^3)), built in t with in-place passes
     np.square(x, out=t)  # (r, n) x^2
     t *= _C * _K
     t += _K  # k (1 + c x^2)
     t *= x  # k (x + c x^3)
     np.tanh(t, out=t)
-    np.add(t, 1, out=y)  # 0.5 x (1 + t)
+    # 2) y = 0.5 x (1 + t)
+    np.add(t, 1, out=y)
     y *= x
     y *= 0.5
 
 
-def _gelu_back_into(dy: np.ndarray, x: np.ndarray, t: np.ndarray, u: np.ndarray) -> None:
-    """_gelu_back's passes, the result written into u (rows of the layer's dx buffer)."""
+def _gelu_derivative_into(x: np.ndarray, t: np.ndarray, u: np.ndarray) -> None:
+    """gelu'(x) into u, from x and the forward's t."""
+    # d/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2)
     np.square(x, out=u)  # (r, n) x^2
     u *= 3 * _C * _K
     u += _K  # k (1 + 3 c x^2)
@@ -141,22 +126,19 @@ def _gelu_back_into(dy: np.ndarray, x: np.ndarray, t: np.ndarray, u: np.ndarray)
     u *= v
     u += t
     u += 1
-    u *= 0.5  # the derivative
+    u *= 0.5
+
+
+def _gelu_back_into(dy: np.ndarray, x: np.ndarray, t: np.ndarray, u: np.ndarray) -> None:
+    """dy * gelu'(x) into u (rows of the layer's dx buffer)."""
+    _gelu_derivative_into(x, t, u)
     u *= dy
 
 
 def _gelu_grad_inplace(d: np.ndarray, x: np.ndarray, t: np.ndarray) -> None:
     """d *= gelu'(x), t = tanh(k (x + c x^3)) from the forward; d may be a product's block."""
-    u = np.square(x)  # (r, n) x^2 (one block: stays in cache)
-    u *= 3 * _C * _K
-    u += _K  # k (1 + 3 c x^2)
-    u *= x  # x k (1 + 3 c x^2)
-    v = np.square(t)  # (r, n) t^2
-    np.subtract(1, v, out=v)  # 1 - t^2
-    u *= v
-    u += t
-    u += 1
-    u *= 0.5  # the derivative
+    u = np.empty_like(d)  # (r, n)
+    _gelu_derivative_into(x, t, u)
     d *= u
 
 
