@@ -22,7 +22,7 @@ import pexpect
 
 from scripts.testkit.result import plain
 
-__all__ = ["ConsoleSession", "ConsoleError"]
+__all__ = ["ConsoleSession", "ConsoleError", "terminal_signals"]
 
 _INPUT_ON = "\x1b[?2004h"  # prompt_toolkit starts reading a line
 _INPUT_OFF = "\x1b[?2004l"  # ... and has accepted it
@@ -31,6 +31,17 @@ _RENDERED = "\x1b[?25h"  # the cursor is shown again: one render pass is complet
 
 class ConsoleError(AssertionError):
     """The console did not do what the test expected; the message holds the session's log."""
+
+
+def terminal_signals() -> None:
+    """In the spawned console, before it starts: Ctrl-C and Ctrl-\\ act as on a terminal's
+    foreground job. A process started in the background by a non-interactive shell (a CI script's
+    `cmd &`) inherits SIGINT and SIGQUIT ignored, and so would every console it spawns: Ctrl-C
+    would be echoed and do nothing."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
 
 
 class ConsoleSession:
@@ -50,7 +61,7 @@ class ConsoleSession:
         self.question: str | None = None  # the pending question's text, None at the prompt
         self.child = pexpect.spawn(
             sys.executable, ["-m", "csshell", *args], env=dict(env), encoding="utf-8",
-            timeout=timeout, dimensions=(40, width),
+            timeout=timeout, dimensions=(40, width), preexec_fn=terminal_signals,
         )
         self.child.delaybeforesend = None
         self.child.logfile_read = self.log

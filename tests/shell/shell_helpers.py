@@ -19,6 +19,7 @@ from rich.console import Console
 from csshell.commands import COMMANDS
 from csshell.context import Context
 from csshell.prompts import ScriptPrompter
+from scripts.testkit.console import terminal_signals
 from system.store import Store
 from system.users import Identity, Role, local_identity
 
@@ -105,6 +106,7 @@ class Shell:
             encoding="utf-8",
             timeout=15,
             dimensions=(40, 160),
+            preexec_fn=terminal_signals,  # Ctrl-C works even if pytest runs as a background job
         )
         self.child.delaybeforesend = None
         self.child.logfile_read = self.log
