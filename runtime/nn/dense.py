@@ -8,6 +8,8 @@ threads, dW's blocks added into the gradient as they come.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from runtime.nn.init import Init, glorot_uniform, zeros
@@ -17,6 +19,24 @@ from runtime.nn.spec import LayerSpec, make_spec
 from runtime.precision import Policy
 
 __all__ = ["Dense"]
+
+
+def _finisher(bias: np.ndarray | None, cast: Any, epilogue: Epilogue | None) -> Epilogue | None:
+    """The epilogue of a product's blocks: + bias, the 16-bit rounding (activations and
+    gradients leave a layer in 16 bits), then the caller's epilogue; None when there is nothing
+    to do. Whole rows when the caller's epilogue needs them."""
+    if bias is None and cast is None and epilogue is None:
+        return None
+
+    def finish(blk: np.ndarray, rows: slice, cols: slice) -> None:
+        if bias is not None:
+            blk += bias[cols]  # (r, c) + (c,)
+        if cast is not None:
+            cast(blk, out=blk)
+        if epilogue is not None:
+            epilogue(blk, rows, cols)
+
+    return needs_rows(finish) if getattr(epilogue, "whole_rows", False) else finish
 
 
 class Dense(Module):
@@ -48,20 +68,7 @@ class Dense(Module):
         w = self.half(self.p["weight"], "w")  # (n_in, n_out) the weights as the kernel uses them
         y = self.buf("y", (x2.shape[0], self.n_out), x2.dtype)  # (N, n_out)
         b = self.half(self.p["bias"], "b") if "bias" in self.p else None  # (n_out,)
-        cast = self.policy.cast if self.policy.enabled else None
-
-        def finish(blk: np.ndarray, rows: slice, cols: slice) -> None:
-            if b is not None:
-                blk += b[cols]  # (r, c) + (c,)
-            if cast is not None:
-                cast(blk, out=blk)  # activations leave the layer in 16 bits
-            if epilogue is not None:
-                epilogue(blk, rows, cols)
-
-        if getattr(epilogue, "whole_rows", False):
-            needs_rows(finish)
-        busy = b is not None or cast is not None or epilogue is not None
-        gemms([(x2, w, y, finish if busy else None)])
+        gemms([(x2, w, y, _finisher(b, self._cast(), epilogue))])
         self.x2, self.w = x2, w  # cache for backward
         return y.reshape(*lead, self.n_out)
 
@@ -70,7 +77,7 @@ class Dense(Module):
         finished block of dx (N, n_in), e.g. the previous activation's backward, in place."""
         dy2 = dy.reshape(-1, self.n_out)  # (N, n_out)
         dw = self.buf("dw", self.p["weight"].shape, dy2.dtype)  # (n_in, n_out)
-        gw, cast = self.g["weight"], self.policy.cast if self.policy.enabled else None
+        gw, cast = self.g["weight"], self._cast()
 
         def add_dw(blk: np.ndarray, rows: slice, cols: slice) -> None:
             if cast is not None:
@@ -84,23 +91,17 @@ class Dense(Module):
         dx = None
         if self.needs_dx:  # dx (N, n_in) = dy W^T
             dx = self.dx_buffer(len(dy2), dy2.dtype)
-
-            def finish(blk: np.ndarray, rows: slice, cols: slice) -> None:
-                if cast is not None:
-                    cast(blk, out=blk)
-                if dx_epilogue is not None:
-                    dx_epilogue(blk, rows, cols)
-
-            if getattr(dx_epilogue, "whole_rows", False):
-                needs_rows(finish)
-            busy = cast is not None or dx_epilogue is not None
-            products.append((dy2, self.w.T, dx, finish if busy else None))
+            products.append((dy2, self.w.T, dx, _finisher(None, cast, dx_epilogue)))
         gemms(products)
         if "bias" in self.p:
             self.accumulate("bias", db[0])  # (n_out,)
         if dx is None:
             return None
         return dx.reshape(*dy.shape[:-1], self.n_in)
+
+    def _cast(self) -> Any:
+        """The policy's 16-bit rounding, or None in fp32 (nothing to do)."""
+        return self.policy.cast if self.policy.enabled else None
 
     def dx_buffer(self, n: int, dtype: np.dtype) -> np.ndarray:
         """The (n, n_in) array backward writes dx into (a caller may set up work on it first)."""
