@@ -153,7 +153,6 @@ class PipelinedExecutor(QueuedExecutor):
         self.trace: deque[tuple[int, int, int, int, str]] = deque(maxlen=TRACE_EVENTS)
         self.keep_trace = True
         self._streamers_ready = False
-        self._side_by_side = False  # this step's ticks run their stages side by side
 
     # -- programming ---------------------------------------------------------------------------
     def load(self, model: Any, optimizer: Any, scaler: Any, params: dict) -> LoadReport:
@@ -245,7 +244,7 @@ class PipelinedExecutor(QueuedExecutor):
         scale * loss (in `self.wafer.grads()`); returns the batch's loss."""
         parts, shards = shard_batch(batch, self.microbatches_for(batch))
         M, S = len(parts), len(self.stages)
-        self._side_by_side = self._rows(batch) // M >= MIN_SIDE_BY_SIDE_ROWS
+        side_by_side = self._rows(batch) // M >= MIN_SIDE_BY_SIDE_ROWS
         for holder, s in zip(self.shards, shards, strict=False):
             holder.lo, holder.hi, holder.total = s.lo, s.hi, s.total
         self.bank.reset(shards[0].total)
@@ -273,7 +272,7 @@ class PipelinedExecutor(QueuedExecutor):
                             x = blocks[b].forward(x)
                     acts[m] = x
                 tasks.append((st.index, m, fwd))
-            self._run_tick(tasks)
+            self._run_tick(tasks, side_by_side)
             self._record(step, t, [(s, m) for s, m, _ in tasks], "F", debug)
         # backward: stage S-1 first; the loss head is seeded with this shard's share of the mean
         for t in range(M + S - 1):
@@ -291,16 +290,17 @@ class PipelinedExecutor(QueuedExecutor):
                             blocks[b].backward(d)
                     acts[m] = d
                 tasks.append((st.index, m, bwd))
-            self._run_tick(tasks)
+            self._run_tick(tasks, side_by_side)
             self._record(step, t, [(s, m) for s, m, _ in tasks], "B", debug)
         return float(np.float32(sum(lo * s.weight for lo, s in zip(losses, shards, strict=True))))
 
-    def _run_tick(self, tasks: list[tuple[int, int, Any]]) -> None:
+    def _run_tick(self, tasks: list[tuple[int, int, Any]], side_by_side: bool) -> None:
         """Run one tick's (stage, micro-batch, work) tasks: side by side over the worker threads
-        when there are several and no two share a weight, else one after another in order (a
-        single task then splits its own kernels over the threads)."""
+        when allowed (large enough micro-batches), there are several and no two share a weight;
+        else one after another in order (a single task then splits its kernels over the
+        threads)."""
         busy = [s for s, _, _ in tasks]
-        if len(tasks) < 2 or workers() < 2 or not self._side_by_side or any(
+        if len(tasks) < 2 or workers() < 2 or not side_by_side or any(
                 (a, b) in self.conflicts for a in busy for b in busy):
             for _, _, work in tasks:
                 work()
