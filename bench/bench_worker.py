@@ -44,7 +44,7 @@ def main() -> int:
         import runtime  # noqa: F401 - first: the BLAS wait settings, before numpy loads
 
         if args.blas_threading:
-            from runtime import threads
+            from cs2sim.runtime import threads
 
             threads.configure()
             threads.use_blas_threading(args.threads)
@@ -85,8 +85,8 @@ def main() -> int:
         if torch is not None:
             mm = lambda: torch.mm(a, b, out=c)  # noqa: E731
         else:  # our GEMM path: BLAS one thread per call, blocks over the runtime's workers
-            from runtime import threads
-            from runtime.nn.parallel import gemm as pgemm
+            from cs2sim.runtime import threads
+            from cs2sim.runtime.nn.parallel import gemm as pgemm
 
             threads.configure()
             mm = lambda: pgemm(a, b, c)  # noqa: E731
@@ -108,7 +108,7 @@ def main() -> int:
                 out: Any = {"side": "torch", "version": torch.__version__,
                             "threads": torch.get_num_threads()}
             else:
-                from runtime import threads
+                from cs2sim.runtime import threads
 
                 s = threads.configure()
                 desc = s.describe() if not args.blas_threading else (
@@ -156,8 +156,8 @@ def loop_global_rate(steps: int) -> float:
     import tempfile
 
     from bench.cases import CASES
-    from runtime.params import resolve_precision, validate_params
-    from runtime.trainer import Trainer
+    from cs2sim.runtime.params import resolve_precision, validate_params
+    from cs2sim.runtime.training.trainer import Trainer
 
     case = CASES["fc"]
     raw = {"train_input": {"batch_size": case.batch}, "model": dict(case.params),

@@ -73,11 +73,11 @@ class Case:
     def ours(self, executor: Any = None) -> tuple[Callable[[], object], Any, Any]:
         """(step closure, model, optimizer) of our runtime's real training step, run by
         `executor` (default: a new CpuExecutor)."""
-        from runtime.executors.cpu import CpuExecutor
-        from runtime.loss_scale import build_loss_scaler
-        from runtime.modelzoo.registry import MODELS
-        from runtime.optim import build_optimizer
-        from runtime.precision import Policy
+        from cs2sim.runtime.executors.cpu import CpuExecutor
+        from cs2sim.runtime.numerics.loss_scale import build_loss_scaler
+        from cs2sim.runtime.modelzoo.registry import MODELS
+        from cs2sim.runtime.numerics.optim import build_optimizer
+        from cs2sim.runtime.numerics.precision import Policy
 
         model = MODELS[self.model].cls(self.params, Policy(self.half), seed=1)
         model.train()
@@ -202,8 +202,8 @@ CASES: dict[str, Case] = {
 # weight_streaming, with the QueuedExecutor load / execute_step interface): no row is faked.
 EXECUTOR_FACTORIES: dict[str, Callable[[Case], tuple[Callable[[], object], Any, Any]]] = {}
 _EXECUTORS = (  # row name, module, class, constructor arguments
-    ("pipelined", "runtime.executors.pipelined", "PipelinedExecutor", ()),
-    ("weight_streaming", "runtime.executors.weight_streaming", "WeightStreamingExecutor", (1,)),
+    ("pipelined", "cs2sim.runtime.executors.pipelined", "PipelinedExecutor", ()),
+    ("weight_streaming", "cs2sim.runtime.executors.weight_streaming", "WeightStreamingExecutor", (1,)),
 )
 
 

@@ -20,9 +20,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from runtime.compiler import compile_run  # noqa: E402
-from runtime.params import load_params, validate_params  # noqa: E402
-from system.state import ExecMode  # noqa: E402
+from cs2sim.runtime.compiler import compile_run  # noqa: E402
+from cs2sim.runtime.params import load_params, validate_params  # noqa: E402
+from cs2sim.system.state import ExecMode  # noqa: E402
 
 ZOO = ROOT / "runtime" / "modelzoo"
 P, W = ExecMode.PIPELINED, ExecMode.WEIGHT_STREAMING

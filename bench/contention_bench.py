@@ -43,8 +43,8 @@ from bench.runtime_bench import (  # noqa: E402
     reference_env,
     start_reference,
 )
-from runtime.atomic import atomic_write  # noqa: E402
-from runtime.threads import SPIN_ENV  # noqa: E402
+from cs2sim.runtime.artifacts.atomic import atomic_write  # noqa: E402
+from cs2sim.runtime.threads import SPIN_ENV  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "runtime_contention.md"
 BUSY_CODE = "while True:\n    pass\n"

@@ -67,10 +67,10 @@ def _parts(model_name: str) -> tuple[Any, Any, Any, dict, dict]:
     """(model, optimizer, scaler, batch, params) built the way the trainer builds them."""
     import numpy as np
 
-    from runtime.loss_scale import build_loss_scaler
-    from runtime.modelzoo.registry import MODELS as ZOO
-    from runtime.optim import build_optimizer
-    from runtime.precision import Policy
+    from cs2sim.runtime.numerics.loss_scale import build_loss_scaler
+    from cs2sim.runtime.modelzoo.registry import MODELS as ZOO
+    from cs2sim.runtime.numerics.optim import build_optimizer
+    from cs2sim.runtime.numerics.precision import Policy
 
     spec = MODELS[model_name]
     model = ZOO[model_name].cls(dict(spec["model"]), Policy("float32"), 1)
@@ -91,9 +91,9 @@ def _parts(model_name: str) -> tuple[Any, Any, Any, dict, dict]:
 
 
 def _executor(name: str) -> Any:
-    from runtime.executors.cpu import CpuExecutor
-    from runtime.executors.pipelined import PipelinedExecutor
-    from runtime.executors.weight_streaming import WeightStreamingExecutor
+    from cs2sim.runtime.executors.cpu import CpuExecutor
+    from cs2sim.runtime.executors.pipelined import PipelinedExecutor
+    from cs2sim.runtime.executors.weight_streaming import WeightStreamingExecutor
 
     return {"cpu": CpuExecutor, "pipelined": PipelinedExecutor,
             "ws1": lambda: WeightStreamingExecutor(1),
@@ -107,7 +107,7 @@ def step_times(model_name: str, rounds: int, steps: int) -> dict[str, tuple[floa
     the figure the targets are checked on (wall times are shown too). The runtime's own worker
     threads are set to one here, for the same reason: with more, part of each step's work would
     run (and be counted) on the helpers (runtime/threads.py)."""
-    from runtime.threads import set_workers
+    from cs2sim.runtime.threads import set_workers
 
     set_workers(1)
     runs: dict[str, tuple[Any, dict]] = {}

@@ -4,12 +4,12 @@
 
 1. Channel: the same batches (fc_mnist: 256 x 784 float32 = 784 KiB; gpt2 small: 32 x 1024 x 2
    int32 = 256 KiB) moved from one producer process to one consumer by
-     - TCP loopback with our frames (runtime/data/streamers.py; received into numpy arrays),
+     - TCP loopback with our frames (runtime/job/streamers.py; received into numpy arrays),
      - multiprocessing.Queue (pickle through a pipe, what runtime/data/workers.py uses),
      - shared memory (a ring of slots in multiprocessing.shared_memory, two semaphores; the
        consumer copies the batch out, as it must own it),
    in MB/s and batches/s.
-2. Delivery: `measure_delivery` (runtime/data/input_measure.py: real streamer processes, the real
+2. Delivery: `measure_delivery` (runtime/job/input_measure.py: real streamer processes, the real
    ChiefHub and RemoteStream) for fc_mnist (configs/params.yaml) and gpt2
    (configs/params_gpt2_small.yaml), at 1, 2, 4, 8 workers: total and per-worker samples/s and the
    speed-up over 1 worker, with the plain input (cheap per sample: the chief's intake decides)
@@ -36,9 +36,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from runtime.cli import _load, build_parser, model_home  # noqa: E402
-from runtime.data.input_measure import measure_delivery  # noqa: E402
-from runtime.data.streamers import recv_frame, send_frame  # noqa: E402
+from cs2sim.runtime.cli.main import _load, build_parser, model_home  # noqa: E402
+from cs2sim.runtime.job.input_measure import measure_delivery  # noqa: E402
+from cs2sim.runtime.job.streamers import recv_frame, send_frame  # noqa: E402
 
 CTX = mp.get_context("spawn")
 CONFIGS = {"fc_mnist": "params.yaml", "gpt2": "params_gpt2_small.yaml"}

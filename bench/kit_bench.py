@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from scripts.testkit import ThrowawaySystem
+from cs2sim.scripts.testkit import ThrowawaySystem
 
 TEST_FILE = '''
 import pytest

@@ -111,8 +111,8 @@ def _jobs(n: int, seed: int = 1) -> list[tuple[int, int]]:
 
 def bench_pure(n_jobs: int, n_nodes: int = 1024) -> tuple[float, int]:
     """Drain a queue of n_jobs with the pure FIFO pass; (seconds per decision, decisions)."""
-    from system.sched.fit import NodeInfo, Pending, fifo_pass
-    from system.sched.request import Component
+    from cs2sim.system.sched.fit import NodeInfo, Pending, fifo_pass
+    from cs2sim.system.sched.request import Component
 
     nodes = [NodeInfo(f"n{i}", 128) for i in range(n_nodes)]
     pending = [Pending(j, (Component(k, 8, 16),)) for j, k in _jobs(n_jobs)]
@@ -142,10 +142,10 @@ def bench_pure(n_jobs: int, n_nodes: int = 1024) -> tuple[float, int]:
 
 def bench_store(n_jobs: int, n_nodes: int = 1024) -> tuple[float, float, int]:
     """The store-backed pass on a real store: (seconds per submit, per decision, decisions)."""
-    from system.sched import queue
-    from system.sched.fit import NodeInfo
-    from system.sched.request import Component, JobRequest
-    from system.store import Store
+    from cs2sim.system.sched import queue
+    from cs2sim.system.sched.fit import NodeInfo
+    from cs2sim.system.sched.request import Component, JobRequest
+    from cs2sim.system.store import Store
 
     with tempfile.TemporaryDirectory() as tmp:
         store = Store.open(Path(tmp))

@@ -26,13 +26,13 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from runtime.nn.activations import Activation
-from runtime.nn.attention import CausalSelfAttention
-from runtime.nn.dense import Dense
-from runtime.nn.embedding import Embedding, TiedProjection
-from runtime.nn.layernorm import LayerNorm
-from runtime.nn.loss import SoftmaxCrossEntropy
-from runtime.nn.module import Module
+from cs2sim.runtime.nn.activations import Activation
+from cs2sim.runtime.nn.attention import CausalSelfAttention
+from cs2sim.runtime.nn.dense import Dense
+from cs2sim.runtime.nn.embedding import Embedding, TiedProjection
+from cs2sim.runtime.nn.layernorm import LayerNorm
+from cs2sim.runtime.nn.loss import SoftmaxCrossEntropy
+from cs2sim.runtime.nn.module import Module
 
 __all__ = ["profile_step", "category"]
 

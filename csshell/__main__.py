@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from csshell.main import main
+from cs2sim.csshell.main import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 
-from csshell.table import words_and_partial
-from system.errors import CsError
+from cs2sim.csshell.table import words_and_partial
+from cs2sim.system.errors import CsError
 
 if TYPE_CHECKING:
-    from csshell.table import CommandTable
+    from cs2sim.csshell.table import CommandTable
 
 __all__ = ["TableCompleter"]
 

@@ -13,15 +13,15 @@ import os
 from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING, Any, Protocol, TypeVar
 
-from csshell.terminal import fit, visible
+from cs2sim.csshell.terminal import fit, visible
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from csshell.table import CommandTable
-    from system.machine import Machine
-    from system.store import Store
-    from system.users import Identity
+    from cs2sim.csshell.table import CommandTable
+    from cs2sim.system.machine import Machine
+    from cs2sim.system.store import Store
+    from cs2sim.system.users import Identity
 
 __all__ = ["Context", "ExitShell", "Cancelled", "Prompter"]
 
@@ -95,7 +95,7 @@ class Context:
     def machine(self) -> Machine:
         """The system facade; a thin wrapper over the store (it caches no state)."""
         if self._machine is None:
-            from system.machine import Machine
+            from cs2sim.system.machine import Machine
 
             self._machine = Machine(self.store, self.system)
         return self._machine
@@ -168,7 +168,7 @@ class Context:
 
     def _records_out(self, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
         """Each row as aligned `column : value` lines, rows separated by a blank line."""
-        from csshell.render import kv_lines
+        from cs2sim.csshell.render import kv_lines
 
         for i, row in enumerate(rows):
             if i:

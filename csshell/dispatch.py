@@ -12,13 +12,13 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from csshell.cmd_shell import question_help
-from csshell.context import Cancelled, ExitShell
-from csshell.table import split_commands
-from system.errors import CsError
+from cs2sim.csshell.commands.shell import question_help
+from cs2sim.csshell.context import Cancelled, ExitShell
+from cs2sim.csshell.table import split_commands
+from cs2sim.system.errors import CsError
 
 if TYPE_CHECKING:
-    from csshell.context import Context
+    from cs2sim.csshell.context import Context
 
 __all__ = [
     "run_line",

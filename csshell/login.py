@@ -13,11 +13,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from system.errors import AuthenticationFailed, UsageError
+from cs2sim.system.errors import AuthenticationFailed, UsageError
 
 if TYPE_CHECKING:
-    from system.store import Store
-    from system.users import Identity
+    from cs2sim.system.store import Store
+    from cs2sim.system.users import Identity
 
 __all__ = ["read_password_file", "login"]
 
@@ -47,7 +47,7 @@ def read_password_file(path: str | os.PathLike[str]) -> str:
 
 def login(store: Store, user: str | None, password_file: str | None) -> Identity:
     """The identity this cs acts as: local OS user, or `user` after a password check."""
-    from system import users
+    from cs2sim.system import users
 
     if user is None:
         if password_file is not None:

@@ -19,8 +19,8 @@ import sys
 from collections.abc import Iterable
 from typing import NoReturn
 
-from csshell.context import Context, ExitShell
-from csshell.dispatch import (
+from cs2sim.csshell.context import Context, ExitShell
+from cs2sim.csshell.dispatch import (
     BROKEN_PIPE_EXIT,
     INTERNAL_EXIT,
     INTERRUPTED_EXIT,
@@ -28,7 +28,7 @@ from csshell.dispatch import (
     one_line,
     run_line,
 )
-from system.errors import CsError, UsageError
+from cs2sim.system.errors import CsError, UsageError
 
 __all__ = ["main", "build_parser", "script_lines"]
 
@@ -140,10 +140,10 @@ def _read_file(path: str) -> list[str]:
 
 def _session(args: argparse.Namespace) -> int:
     """Log in, build the context and run the commands the way the options say."""
-    from csshell.commands import COMMANDS
-    from csshell.login import login
-    from csshell.prompts import ScriptPrompter, TerminalPrompter
-    from system.store import Store
+    from cs2sim.csshell.commands import COMMANDS
+    from cs2sim.csshell.login import login
+    from cs2sim.csshell.prompts import ScriptPrompter, TerminalPrompter
+    from cs2sim.system.store import Store
 
     if args.version:
         print(f"cs (cs2sim) {_version()}")
@@ -169,7 +169,7 @@ def _session(args: argparse.Namespace) -> int:
         )
         ctx.machine  # noqa: B018 - an unknown --system fails here, before any command
         if interactive:
-            from csshell.repl import run_interactive
+            from cs2sim.csshell.repl import run_interactive
 
             return run_interactive(ctx, store.home / "history")
         if args.commands is not None:
@@ -227,8 +227,8 @@ def _print_traceback() -> None:
 
 def _error(message: str) -> None:
     """An error before (or outside) a Context: made visible and wrapped like Context.error."""
-    from csshell.context import terminal_columns
-    from csshell.terminal import fit
+    from cs2sim.csshell.context import terminal_columns
+    from cs2sim.csshell.terminal import fit
 
     sys.stdout.flush()
     sys.stderr.write("\n".join(fit(f"error: {message}", terminal_columns(sys.stderr))) + "\n")

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypeVar
 
-from csshell.context import Cancelled
-from system.errors import UsageError
+from cs2sim.csshell.context import Cancelled
+from cs2sim.system.errors import UsageError
 
 __all__ = ["TerminalPrompter", "ScriptPrompter", "YES", "NO"]
 
@@ -42,7 +42,7 @@ class TerminalPrompter:
 
     def choose(self, message: str, options: Sequence[tuple[T, str]], default: T, hint: str) -> T:
         """Arrow keys + Enter, a typed number, or the start of a name (csshell/menu.py)."""
-        from csshell.menu import choose
+        from cs2sim.csshell.menu import choose
 
         try:
             return choose(message, options, default)

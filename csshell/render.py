@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from csshell.context import Context
-    from system.jobs import Job
+    from cs2sim.csshell.context import Context
+    from cs2sim.system.jobs import Job
 
 __all__ = [
     "short_clock",

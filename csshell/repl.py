@@ -29,15 +29,15 @@ from prompt_toolkit.output.vt100 import Vt100_Output
 from prompt_toolkit.styles import Style
 from prompt_toolkit.utils import get_bell_environment_variable, get_term_environment_variable
 
-from csshell.cmd_shell import question_help
-from csshell.completion import TableCompleter
-from csshell.context import ExitShell
-from csshell.dispatch import one_line, run_line
-from csshell.toolbar import STYLE, Toolbar
-from system.errors import CsError
+from cs2sim.csshell.commands.shell import question_help
+from cs2sim.csshell.completion import TableCompleter
+from cs2sim.csshell.context import ExitShell
+from cs2sim.csshell.dispatch import one_line, run_line
+from cs2sim.csshell.toolbar import STYLE, Toolbar
+from cs2sim.system.errors import CsError
 
 if TYPE_CHECKING:
-    from csshell.context import Context
+    from cs2sim.csshell.context import Context
 
 __all__ = [
     "PROMPT",

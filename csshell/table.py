@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from system.errors import AmbiguousCommand, UnknownCommand, UsageError
+from cs2sim.system.errors import AmbiguousCommand, UnknownCommand, UsageError
 
 if TYPE_CHECKING:
-    from csshell.context import Context
+    from cs2sim.csshell.context import Context
 
 __all__ = [
     "Arg",

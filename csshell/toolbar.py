@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeAlias
 
-from csshell.terminal import visible
-from system.state import State
+from cs2sim.csshell.terminal import visible
+from cs2sim.system.state import State
 
 if TYPE_CHECKING:
     from prompt_toolkit.formatted_text import StyleAndTextTuples
 
-    from csshell.context import Context
+    from cs2sim.csshell.context import Context
 
 __all__ = ["Toolbar", "STYLE"]
 

@@ -7,6 +7,6 @@ entry points register. It may consult system/ (state, mode, cluster); it never i
 
 # Before anything imports numpy: BLAS / OpenMP threads that wait must sleep, not spin. The
 # libraries read these variables once, when they load (see runtime/threads.py).
-from runtime.threads import set_env_defaults as _set_env_defaults
+from cs2sim.runtime.threads import set_env_defaults as _set_env_defaults
 
 _set_env_defaults()

@@ -3,7 +3,7 @@
 A params file has the sections `train_input`, `eval_input`, `model`, `optimizer`, `runconfig`,
 `csconfig` and a top-level `description`. Each section is checked against one `Schema` table
 (runtime/schema.py): the input/runconfig/csconfig tables live here, `model` comes from the model
-registry (runtime/modelzoo/registry.py) and `optimizer` from runtime/optim.py, both looked up
+registry (runtime/modelzoo/registry.py) and `optimizer` from runtime/numerics/optim.py, both looked up
 lazily so this module never imports a model or an optimizer.
 
 Rules (every error is ONE sentence naming the key path and what is allowed):
@@ -40,10 +40,10 @@ from typing import Any
 
 import yaml
 
-from runtime.atomic import atomic_write
-from runtime.schema import REQUIRED, Key, Schema, non_negative, positive
-from system.errors import ConfigError
-from system.yamlsafe import DEFAULT_LIMITS, load_yaml
+from cs2sim.runtime.artifacts.atomic import atomic_write
+from cs2sim.runtime.schema import REQUIRED, Key, Schema, non_negative, positive
+from cs2sim.system.errors import ConfigError
+from cs2sim.system.yamlsafe import DEFAULT_LIMITS, load_yaml
 
 __all__ = [
     "INPUT_SCHEMA",
@@ -249,9 +249,9 @@ SECTIONS = ("train_input", "eval_input", "model", "optimizer", "runconfig", "csc
 def model_schema(model_name: str) -> Schema:
     """The model section's schema, from the model registry (runtime/modelzoo/registry.py)."""
     try:
-        from runtime.modelzoo.registry import MODELS
+        from cs2sim.runtime.modelzoo.registry import MODELS
     except ModuleNotFoundError as e:
-        if e.name != "runtime.modelzoo.registry":
+        if e.name != "cs2sim.runtime.modelzoo.registry":
             raise
         # registry not there yet: each model file declares its MODEL_SCHEMA (runtime contract)
         try:
@@ -272,8 +272,8 @@ def model_schema(model_name: str) -> Schema:
 
 
 def optimizer_schema() -> Schema:
-    """The optimizer section's schema, from runtime/optim.py."""
-    from runtime.optim import OPTIMIZER_SCHEMA
+    """The optimizer section's schema, from runtime/numerics/optim.py."""
+    from cs2sim.runtime.numerics.optim import OPTIMIZER_SCHEMA
 
     return OPTIMIZER_SCHEMA
 
@@ -590,9 +590,9 @@ def apply_cli_overrides(params: dict, args: dict[str, Any]) -> dict:
 
 def fill_resolved(params: dict, half: str) -> dict:
     """Write into `params` the values the run will use where the file left them null, so
-    params_<mode>.yaml shows them: the loss-scale bounds (runtime/loss_scale.py defaults for
+    params_<mode>.yaml shows them: the loss-scale bounds (runtime/numerics/loss_scale.py defaults for
     the half format; used only when loss_scaling_factor is dynamic) and steps_per_increase."""
-    from runtime.loss_scale import loss_scale_defaults
+    from cs2sim.runtime.numerics.loss_scale import loss_scale_defaults
 
     opt = params.setdefault("optimizer", {})
     for k, v in loss_scale_defaults(half).items():

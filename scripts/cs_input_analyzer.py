@@ -9,7 +9,7 @@ The procedure of the real script (REFERENCE §2.5), on this simulator:
    `python-ws` weight streaming) with the CS-2 compiler (runtime/compiler), as `run.py
    --mode=compile_only` would: the compile directory is the one a later run reuses;
 2. for each thread count (12, 16, 20 as the real script) measure, on this host, real streamer
-   processes running the model's input pipeline into a real chief (runtime/data/input_measure.py):
+   processes running the model's input pipeline into a real chief (runtime/job/input_measure.py):
    1 worker alone, and as many as this host's CPUs allow at once (how it scales and where the
    chief's intake stops growing); a progress bar on a terminal, the real script's
    `####...  (33%)` lines otherwise;
@@ -208,7 +208,7 @@ def parse_command(command: list[str]) -> RunCommand:
 # -- site facts ------------------------------------------------------------------------------------
 def site_facts() -> tuple[int, int]:
     """(default node count, CPUs of a worker node) from the cluster configuration."""
-    from system.cluster import load_cluster
+    from cs2sim.system.cluster import load_cluster
 
     cluster = load_cluster()
     workers = [n for n in cluster.nodes if n.role == "worker"] or list(cluster.nodes)
@@ -221,12 +221,12 @@ def site_facts() -> tuple[int, int]:
 # -- the analysis ----------------------------------------------------------------------------------
 def compile_model(cmd: RunCommand, on_stage: Any) -> tuple[Any, dict, Path]:
     """Compile as `run.py --mode=compile_only|validate_only` does; (result, params, model_dir)."""
-    from runtime.cli import _load, build_parser
-    from runtime.compile_run import _target
-    from runtime.compile_run import stop_after as compile_stop
-    from runtime.compiler import compile_run
-    from runtime.perf import write_compile_perf
-    from system.state import ExecMode
+    from cs2sim.runtime.cli.main import _load, build_parser
+    from cs2sim.runtime.cli.compile_run import _target
+    from cs2sim.runtime.cli.compile_run import stop_after as compile_stop
+    from cs2sim.runtime.compiler import compile_run
+    from cs2sim.runtime.artifacts.perf import write_compile_perf
+    from cs2sim.system.state import ExecMode
 
     args = build_parser(cmd.model).parse_args(cmd.args)
     stop = compile_stop(args)
@@ -389,8 +389,8 @@ class RichProgress:
 # -- main -----------------------------------------------------------------------------------------
 def analyze(options: Options, out: TextIO, err: TextIO) -> dict[str, Any]:
     """Compile, measure, recommend; returns the report (JSON-able)."""
-    from runtime.data.input_measure import measure_delivery
-    from runtime.data.streamers import extra_work_rounds
+    from cs2sim.runtime.job.input_measure import measure_delivery
+    from cs2sim.runtime.job.streamers import extra_work_rounds
 
     for d in options.mount_dirs:
         if not Path(d).is_dir():
@@ -568,7 +568,7 @@ def main(argv: list[str] | None = None) -> int:
         err.write("ERROR: interrupted; nothing was recommended.\n")
         return 130
     except Exception as e:  # noqa: BLE001 - one line, never a traceback
-        from system.errors import CsError
+        from cs2sim.system.errors import CsError
 
         if isinstance(e, CsError):
             err.write(f"ERROR: {e}\n")

@@ -13,16 +13,16 @@ import os
 import subprocess
 import sys
 
-from scripts.launch_common import fail, write_err, write_out
-from system.errors import CsError
+from cs2sim.scripts.launch_common import fail, write_err, write_out
+from cs2sim.system.errors import CsError
 
 __all__ = ["main"]
 
 
 def main(argv: list[str] | None = None) -> int:
     """The csrun_cpu command line."""
-    from system.cluster import cluster_source, load_cluster
-    from system.sched.flags import LaunchError, cpu_help, parse_cpu
+    from cs2sim.system.cluster import cluster_source, load_cluster
+    from cs2sim.system.sched.flags import LaunchError, cpu_help, parse_cpu
 
     argv = sys.argv[1:] if argv is None else argv
     messages: list[tuple[str, str]] = []
@@ -51,9 +51,9 @@ def main(argv: list[str] | None = None) -> int:
         write_out(f"Running: {launch.srun.text}\n")
     if not launch.alloc_node:
         return _run_here(launch.request.command)
-    from scripts.csrun_wse import run_job
-    from system.sched.backend import select_backend
-    from system.store import Store
+    from cs2sim.scripts.csrun_wse import run_job
+    from cs2sim.system.sched.backend import select_backend
+    from cs2sim.system.store import Store
 
     try:
         store = Store.open()
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run_here(command: tuple[str, ...]) -> int:
     """`--alloc-node=False`: run on this node, no allocation (`singularity exec ...` alone)."""
-    from system.sched.pycmd import exec_argv
+    from cs2sim.system.sched.pycmd import exec_argv
 
     exe, extra = exec_argv(command)
     try:

@@ -16,12 +16,12 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from scripts.launch_common import Signals, fail, preload_for, write_err, write_out
-from system.errors import CsError
+from cs2sim.scripts.launch_common import Signals, fail, preload_for, write_err, write_out
+from cs2sim.system.errors import CsError
 
 if TYPE_CHECKING:
-    from system.sched.backend import Backend
-    from system.sched.request import JobRequest
+    from cs2sim.system.sched.backend import Backend
+    from cs2sim.system.sched.request import JobRequest
 
 __all__ = ["main"]
 
@@ -33,8 +33,8 @@ def _print(messages: list[tuple[str, str]]) -> None:
 
 def _dry_run(launch: object, nodes: list[object]) -> None:
     """Where every task would go on an idle cluster (nothing is allocated)."""
-    from system.sched.fit import NodeInfo, place
-    from system.sched.layout import layout
+    from cs2sim.system.sched.fit import NodeInfo, place
+    from cs2sim.system.sched.layout import layout
 
     request = launch.request  # type: ignore[attr-defined]
     infos = [n for n in nodes if isinstance(n, NodeInfo)]
@@ -55,10 +55,10 @@ def _dry_run(launch: object, nodes: list[object]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """The csrun_wse command line."""
-    from system.cluster import cluster_source, load_cluster
-    from system.sched.flags import LaunchError, cs_ip_of, parse_wse, wse_help
-    from system.sched.pycmd import flow_of
-    from system.store import Store
+    from cs2sim.system.cluster import cluster_source, load_cluster
+    from cs2sim.system.sched.flags import LaunchError, cs_ip_of, parse_wse, wse_help
+    from cs2sim.system.sched.pycmd import flow_of
+    from cs2sim.system.store import Store
 
     argv = sys.argv[1:] if argv is None else argv
     messages: list[tuple[str, str]] = []
@@ -83,15 +83,15 @@ def main(argv: list[str] | None = None) -> int:
         store = Store.open()
         cs_ip = cs_ip_of(launch.run_args)
         if cs_ip is not None and not launch.dry_run:
-            from system.machine import Machine
-            from system.state import ExecMode
+            from cs2sim.system.machine import Machine
+            from cs2sim.system.state import ExecMode
 
             mode = (ExecMode.WEIGHT_STREAMING if flow_of(launch.run_args[0]) == "ws"
                     else ExecMode.PIPELINED)
             Machine.for_target(store, cs_ip).check_job(mode)  # JobRefused: nothing allocated
     except CsError as e:
         return fail(e)
-    from system.sched.backend import select_backend
+    from cs2sim.system.sched.backend import select_backend
 
     try:
         backend = select_backend(store, site, launch.srun, launch.run_args)
@@ -106,10 +106,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_job(backend: Backend, request: JobRequest, *, ignore_int: bool = False) -> int:
     """Allocate, run and release one job on `backend`; the launcher's exit code."""
-    from system.sched.queue import NeverFits
-    from system.sched.request import JobRequest
-    from system.sched.runner import preload
-    from system.users import login_name
+    from cs2sim.system.sched.queue import NeverFits
+    from cs2sim.system.sched.request import JobRequest
+    from cs2sim.system.sched.runner import preload
+    from cs2sim.system.users import login_name
 
     assert isinstance(request, JobRequest)
     signals = Signals()  # Ctrl-C while queued cancels the wait, even for csrun_cpu

@@ -33,9 +33,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import runtime.modelzoo
+import cs2sim.runtime.modelzoo as modelzoo
 
-MODELZOO = Path(runtime.modelzoo.__file__).parent
+MODELZOO = Path(modelzoo.__file__).parent
 BIN = Path(sys.executable).parent  # the console scripts installed next to this interpreter
 IP = "127.0.1.1"  # the built-in cluster's CS-2 (an identifier; nothing is contacted)
 

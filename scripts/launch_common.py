@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from types import FrameType
 
-from system.errors import CsError
+from cs2sim.system.errors import CsError
 
 __all__ = ["Signals", "fail", "write_out", "write_err"]
 
@@ -50,7 +50,7 @@ def fail(e: CsError, prefix: str = "error: ") -> int:
 
 def preload_for(argv: tuple[str, ...]) -> tuple[str, ...]:
     """Modules to import before forking Python tasks: a Model Zoo run.py needs the runtime."""
-    from system.sched.pycmd import classify
+    from cs2sim.system.sched.pycmd import classify
 
     cmd = classify(argv)
     if cmd is None:
@@ -60,8 +60,8 @@ def preload_for(argv: tuple[str, ...]) -> tuple[str, ...]:
         # what every task of a Model Zoo run imports (chief and streamers alike): imported once
         # here and shared copy-on-write, instead of 98 times over on 2 cores (measured on the
         # seed's job: 48 s -> 12 s end to end). Modules a checkout lacks are skipped.
-        mods += ("numpy", "yaml", "runtime.cli", "runtime.params", "runtime.trainer",
-                 "runtime.roles", "runtime.data.streamers", "runtime.cs_run")
+        mods += ("numpy", "yaml", "cs2sim.runtime.cli.main", "cs2sim.runtime.params", "cs2sim.runtime.training.trainer",
+                 "cs2sim.runtime.job.roles", "cs2sim.runtime.job.streamers", "cs2sim.runtime.job.cs_run")
     extra = os.environ.get("CS2SIM_PRELOAD", "")
     return mods + tuple(m for m in extra.split(",") if m)
 

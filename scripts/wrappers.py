@@ -1,6 +1,6 @@
 """`python-ws` and `python-pt`: the Cerebras container's flow wrappers (REFERENCE §2.4).
 
-Each sets CS2SIM_FLOW (runtime/flow.py) and replaces itself with this interpreter running the same
+Each sets CS2SIM_FLOW (runtime/job/flow.py) and replaces itself with this interpreter running the same
 arguments, so `python-ws run.py --mode train ...` is `python run.py ...` in the weight-streaming
 flow, and `python-ws` alone is an interactive interpreter in that flow, as in the container.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 
-from runtime.flow import FLOW_ENV
+from cs2sim.runtime.job.flow import FLOW_ENV
 
 __all__ = ["python_ws", "python_pt"]
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import sqlite3
 
-    from system.store import Store
+    from cs2sim.system.store import Store
 
 __all__ = ["AuditEntry", "OUTCOMES", "record", "entries"]
 

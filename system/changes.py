@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from system import jobs
-from system.state import ExecMode, State
+from cs2sim.system import jobs
+from cs2sim.system.state import ExecMode, State
 
 if TYPE_CHECKING:
     import sqlite3

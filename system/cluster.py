@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-from system.errors import ConfigError, UsageError
-from system.state import ExecMode
+from cs2sim.system.errors import ConfigError, UsageError
+from cs2sim.system.state import ExecMode
 
 __all__ = [
     "DEFAULT_PATH",
@@ -119,7 +119,7 @@ def cluster_source(home: Path | None = None) -> Path:
             )
         return path
     if home is None:
-        from system.store import default_home
+        from cs2sim.system.store import default_home
 
         home = default_home()
     local = Path(home) / "cluster.yaml"
@@ -192,7 +192,7 @@ def _site(check: _Checker, item: dict[str, Any], nodes: list[NodeSpec]) -> SiteS
 
 def _read_yaml(path: Path) -> dict[str, Any]:
     """Parse the file with the bounded loader (system/yamlsafe.py); ConfigError on a problem."""
-    from system.yamlsafe import DEFAULT_LIMITS, load_yaml  # lazy: yaml only when (re)read
+    from cs2sim.system.yamlsafe import DEFAULT_LIMITS, load_yaml  # lazy: yaml only when (re)read
 
     try:
         with open(path, "rb") as f:  # never more than the limit into memory

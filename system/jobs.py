@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from system.state import ExecMode
+from cs2sim.system.state import ExecMode
 
 if TYPE_CHECKING:
     import sqlite3

@@ -25,10 +25,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from system import audit as auditlog
-from system import changes, jobs
-from system.cluster import Cluster, cluster_source, load_cluster
-from system.errors import (
+from cs2sim.system import audit as auditlog
+from cs2sim.system import changes, jobs
+from cs2sim.system.cluster import Cluster, cluster_source, load_cluster
+from cs2sim.system.errors import (
     ConfigError,
     CsError,
     InvalidTransition,
@@ -37,7 +37,7 @@ from system.errors import (
     ResourceError,
     UsageError,
 )
-from system.state import (
+from cs2sim.system.state import (
     ADMIN_ACTIONS,
     INTERNAL_ACTIONS,
     Action,
@@ -46,14 +46,14 @@ from system.state import (
     next_state,
     ready_text,
 )
-from system.users import SYSTEM, Identity, Role, permission_message
+from cs2sim.system.users import SYSTEM, Identity, Role, permission_message
 
 if TYPE_CHECKING:
     import sqlite3
 
-    from system.audit import AuditEntry
-    from system.jobs import Job
-    from system.store import Store
+    from cs2sim.system.audit import AuditEntry
+    from cs2sim.system.jobs import Job
+    from cs2sim.system.store import Store
 
 __all__ = [
     "SystemStatus",

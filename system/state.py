@@ -20,7 +20,7 @@ from __future__ import annotations
 import enum
 import math
 
-from system.errors import InvalidTransition, UsageError
+from cs2sim.system.errors import InvalidTransition, UsageError
 
 __all__ = [
     "State",

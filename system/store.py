@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from system.errors import StoreAccessDenied, StoreError
+from cs2sim.system.errors import StoreAccessDenied, StoreError
 
 __all__ = ["SCHEMA_VERSION", "DB_NAME", "MIGRATIONS", "default_home", "Store"]
 
@@ -183,7 +183,7 @@ class Store:
     @staticmethod
     def _register_creator(db: sqlite3.Connection) -> None:
         """The OS user who creates the store is its administrator, with no password (see users)."""
-        from system.users import login_name  # users imports this module; import at use
+        from cs2sim.system.users import login_name  # users imports this module; import at use
 
         db.execute(
             "INSERT INTO users (name, role, salt, hash, created_at)"

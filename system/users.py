@@ -30,13 +30,13 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from system import audit
-from system.errors import AuthenticationFailed, PermissionDenied, UsageError
+from cs2sim.system import audit
+from cs2sim.system.errors import AuthenticationFailed, PermissionDenied, UsageError
 
 if TYPE_CHECKING:
     import sqlite3
 
-    from system.store import Store
+    from cs2sim.system.store import Store
 
 __all__ = [
     "Role",

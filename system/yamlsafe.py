@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml  # type: ignore[import-untyped,unused-ignore]
 
-from system.errors import ConfigError
+from cs2sim.system.errors import ConfigError
 
 __all__ = ["Limits", "DEFAULT_LIMITS", "load_yaml"]
 

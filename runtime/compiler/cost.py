@@ -37,9 +37,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from runtime.compiler.graph import OPTIMIZER_STATE_BYTES, Graph, Op
-from runtime.compiler.kernels import Kernel, Match
-from system.hardware import WaferSpec
+from cs2sim.runtime.compiler.graph import OPTIMIZER_STATE_BYTES, Graph, Op
+from cs2sim.runtime.compiler.kernels import Kernel, Match
+from cs2sim.system.hardware import WaferSpec
 
 __all__ = ["OpCost", "op_costs", "Rates", "rates"]
 

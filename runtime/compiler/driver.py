@@ -19,18 +19,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runtime.compiler.cache import (
+from cs2sim.runtime.compiler.cache import (
     COMPILER_VERSION,
     checksum,
     complete_stage,
     publish,
     staging_dir,
 )
-from runtime.compiler.passes import PASSES, VALIDATE_LAST, Compilation
-from runtime.compiler.plan import PLAN_FILE, Plan
-from runtime.compiler.report import REPORT_FILE, render_report
-from system.hardware import WSE2, WaferSpec
-from system.state import ExecMode
+from cs2sim.runtime.compiler.passes import PASSES, VALIDATE_LAST, Compilation
+from cs2sim.runtime.compiler.plan import PLAN_FILE, Plan
+from cs2sim.runtime.compiler.report import REPORT_FILE, render_report
+from cs2sim.system.hardware import WSE2, WaferSpec
+from cs2sim.system.state import ExecMode
 
 __all__ = ["CompileResult", "compile_run", "LOG_FILE", "STOPS", "stages"]
 
@@ -68,7 +68,7 @@ def stages(stop_after: str) -> list[str]:
 
 
 def _half(params: dict[str, Any]) -> str:
-    from runtime.params import resolve_precision
+    from cs2sim.runtime.params import resolve_precision
 
     half, _ = resolve_precision(copy.deepcopy(params))
     return half
@@ -162,7 +162,7 @@ def compile_run(model_name: str, params: dict[str, Any], model_dir: Path, *, mod
         (tmp / PLAN_FILE).write_text(json.dumps(c.plan.to_json(), indent=2) + "\n")
         (tmp / REPORT_FILE).write_text(render_report(c.plan, _notes(c, seconds)))
         if draw_map:
-            from runtime.compiler.wafermap import save_png
+            from cs2sim.runtime.compiler.wafermap import save_png
 
             save_png(c.plan, tmp / WAFER_MAP_FILE, wafer)
             c.log.append(f"[emit] wafer map written to {WAFER_MAP_FILE}")

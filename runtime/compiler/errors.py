@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from system.errors import ResourceError, RuntimeFailure
+from cs2sim.system.errors import ResourceError, RuntimeFailure
 
 __all__ = ["KernelMatchError", "PlacementError", "PassVerifyError"]
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from runtime.compiler.cost import OpCost, rates
-from runtime.compiler.graph import Graph
-from runtime.compiler.placement import Placement, Rect
-from system.hardware import WaferSpec
+from cs2sim.runtime.compiler.cost import OpCost, rates
+from cs2sim.runtime.compiler.graph import Graph
+from cs2sim.runtime.compiler.placement import Placement, Rect
+from cs2sim.system.hardware import WaferSpec
 
 __all__ = ["KernelEstimate", "Estimate", "estimate_pipelined", "shared_edge"]
 

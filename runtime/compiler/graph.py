@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime.compiler.meta import meta_models
+from cs2sim.runtime.compiler.meta import meta_models
 
 __all__ = ["Op", "Graph", "extract_graph", "OPTIMIZER_STATE_BYTES"]
 
@@ -103,8 +103,8 @@ def _optimizer(params: dict[str, Any]) -> str:
 
 def build_meta_model(model_name: str, params: dict[str, Any], half: str) -> Any:
     """The model, built with shape-only weights (see meta.py)."""
-    from runtime.modelzoo.registry import MODELS
-    from runtime.precision import Policy
+    from cs2sim.runtime.modelzoo.registry import MODELS
+    from cs2sim.runtime.numerics.precision import Policy
 
     with meta_models():
         return MODELS[model_name].cls(params["model"], Policy(half), 0)

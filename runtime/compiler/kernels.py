@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runtime.compiler.errors import KernelMatchError
-from runtime.compiler.graph import Graph, Op
+from cs2sim.runtime.compiler.errors import KernelMatchError
+from cs2sim.runtime.compiler.graph import Graph, Op
 
 __all__ = ["Kernel", "KERNELS", "Match", "match_kernels", "DTYPES"]
 

@@ -111,7 +111,7 @@ class MetaGenerator:
 @contextlib.contextmanager
 def meta_models() -> Iterator[None]:
     """Within the block, models built get MetaGenerators (no weight is drawn or stored)."""
-    import runtime.nn.model as model_module
+    import cs2sim.runtime.nn.model as model_module
 
     real = model_module._generator
     model_module._generator = lambda seed, stream: MetaGenerator()  # type: ignore[assignment]

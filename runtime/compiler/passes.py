@@ -19,16 +19,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime.compiler.cost import OpCost, op_costs
-from runtime.compiler.errors import PassVerifyError
-from runtime.compiler.estimate import Estimate, estimate_pipelined, shared_edge
-from runtime.compiler.graph import Graph, extract_graph
-from runtime.compiler.kernels import KERNELS, Match, match_kernels
-from runtime.compiler.placement import Placement, fmt_bytes, place_pipelined
-from runtime.compiler.plan import Plan
-from runtime.compiler.streaming import StreamPlan, plan_streaming
-from system.hardware import WaferSpec
-from system.state import ExecMode
+from cs2sim.runtime.compiler.cost import OpCost, op_costs
+from cs2sim.runtime.compiler.errors import PassVerifyError
+from cs2sim.runtime.compiler.estimate import Estimate, estimate_pipelined, shared_edge
+from cs2sim.runtime.compiler.graph import Graph, extract_graph
+from cs2sim.runtime.compiler.kernels import KERNELS, Match, match_kernels
+from cs2sim.runtime.compiler.placement import Placement, fmt_bytes, place_pipelined
+from cs2sim.runtime.compiler.plan import Plan
+from cs2sim.runtime.compiler.streaming import StreamPlan, plan_streaming
+from cs2sim.system.hardware import WaferSpec
+from cs2sim.system.state import ExecMode
 
 __all__ = ["Compilation", "Pass", "PASSES", "VALIDATE_LAST"]
 

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from runtime.compiler.cost import OpCost, rates
-from runtime.compiler.errors import PlacementError
-from runtime.compiler.graph import Graph
-from system.hardware import WaferSpec
+from cs2sim.runtime.compiler.cost import OpCost, rates
+from cs2sim.runtime.compiler.errors import PlacementError
+from cs2sim.runtime.compiler.graph import Graph
+from cs2sim.system.hardware import WaferSpec
 
 __all__ = ["Rect", "KernelPlacement", "Placement", "place_pipelined", "min_pes",
            "fmt_bytes", "REPLICA_GAIN"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from runtime.compiler.plan import Plan
+from cs2sim.runtime.compiler.plan import Plan
 
 __all__ = ["render_report", "parse_report", "REPORT_FILE"]
 

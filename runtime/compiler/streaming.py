@@ -20,12 +20,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from runtime.compiler.cost import OpCost, rates
-from runtime.compiler.errors import PlacementError
-from runtime.compiler.estimate import Estimate
-from runtime.compiler.graph import Graph
-from runtime.compiler.placement import fmt_bytes
-from system.hardware import WaferSpec
+from cs2sim.runtime.compiler.cost import OpCost, rates
+from cs2sim.runtime.compiler.errors import PlacementError
+from cs2sim.runtime.compiler.estimate import Estimate
+from cs2sim.runtime.compiler.graph import Graph
+from cs2sim.runtime.compiler.placement import fmt_bytes
+from cs2sim.system.hardware import WaferSpec
 
 __all__ = ["LayerPlan", "StreamPlan", "plan_streaming"]
 

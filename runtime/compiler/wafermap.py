@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from runtime.compiler.plan import Plan
-from system.hardware import WaferSpec
+from cs2sim.runtime.compiler.plan import Plan
+from cs2sim.system.hardware import WaferSpec
 
 __all__ = ["save_png", "render_rich", "block_legend", "PALETTE"]
 

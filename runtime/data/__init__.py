@@ -20,14 +20,14 @@ import logging
 import os
 from typing import Any
 
-from runtime.data.corpus import stdlib_corpus
-from runtime.data.digits import DIGITS_TOTAL, EVAL_SIZE, DigitsArrays, digits_cache
-from runtime.data.mnist import MnistFiles, find_idx_files
-from runtime.data.shards import ConcatRecipe, ShardPlan, data_dirs, shard
-from runtime.data.stream import SPLIT_SALT, BatchStream, Plan
-from runtime.data.tokens import TokenFiles, find_token_files
-from runtime.params import AUTOTUNE, EVAL_INPUT_SCHEMA, INPUT_SCHEMA
-from system.errors import ConfigError
+from cs2sim.runtime.data.corpus import stdlib_corpus
+from cs2sim.runtime.data.digits import DIGITS_TOTAL, EVAL_SIZE, DigitsArrays, digits_cache
+from cs2sim.runtime.data.mnist import MnistFiles, find_idx_files
+from cs2sim.runtime.data.shards import ConcatRecipe, ShardPlan, data_dirs, shard
+from cs2sim.runtime.data.stream import SPLIT_SALT, BatchStream, Plan
+from cs2sim.runtime.data.tokens import TokenFiles, find_token_files
+from cs2sim.runtime.params import AUTOTUNE, EVAL_INPUT_SCHEMA, INPUT_SCHEMA
+from cs2sim.system.errors import ConfigError
 
 __all__ = ["FAMILIES", "BatchStream", "Plan", "build_input", "input_config", "model_family"]
 
@@ -40,7 +40,7 @@ SECTION = {"train": "train_input", "eval": "eval_input"}
 def model_family(model_name: str) -> str:
     """"mnist" or "lm": from the model registry when it knows the model, else FAMILIES."""
     try:
-        from runtime.modelzoo.registry import MODELS
+        from cs2sim.runtime.modelzoo.registry import MODELS
 
         return str(MODELS[model_name].family)
     except (ImportError, KeyError, AttributeError):

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from runtime.data.cache import cached_entry
-from system.errors import ConfigError
+from cs2sim.runtime.data.cache import cached_entry
+from cs2sim.system.errors import ConfigError
 
 __all__ = ["CORPUS_MAX_BYTES", "EVAL_FRACTION", "EOT", "stdlib_files", "build_corpus",
            "stdlib_corpus"]

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from runtime.data.cache import cached_entry
-from runtime.data.mnist import ImageArrays
+from cs2sim.runtime.data.cache import cached_entry
+from cs2sim.runtime.data.mnist import ImageArrays
 
 __all__ = ["DIGITS_TOTAL", "EVAL_SIZE", "SPLIT_SEED", "bilinear_matrix", "upscale_to_mnist",
            "stratified_split", "digits_cache", "DigitsArrays"]

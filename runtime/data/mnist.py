@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from runtime.precision import round_to
-from system.errors import ConfigError
+from cs2sim.runtime.numerics.precision import round_to
+from cs2sim.system.errors import ConfigError
 
 __all__ = ["IDX_NAMES", "IMAGE_SIDE", "find_idx_files", "read_idx", "ImageArrays", "MnistFiles"]
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from runtime.data.stream import Plan
+from cs2sim.runtime.data.stream import Plan
 
 __all__ = ["data_dirs", "shard", "ShardPlan", "LocalPlan", "ConcatRecipe", "ConcatDataset"]
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from system.errors import ConfigError
+from cs2sim.system.errors import ConfigError
 
 __all__ = ["TOKEN_SUFFIXES", "SPLIT_STEMS", "find_token_files", "TokenWindows", "TokenFiles"]
 

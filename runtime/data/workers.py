@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from system.errors import CsError, RuntimeFailure
+from cs2sim.system.errors import CsError, RuntimeFailure
 
 __all__ = ["POLL_S", "WorkerPool"]
 

@@ -1,15 +1,15 @@
-"""Executors: what runs the training steps, plugged into the trainer (runtime/trainer.py).
+"""Executors: what runs the training steps, plugged into the trainer (runtime/training/trainer.py).
 
 `base.py` holds the protocol (`Executor`, `LoadReport`, `StepOutput`) and `QueuedExecutor`, the
 producer thread + bounded output queue every executor reuses; `cpu.py` runs the steps on the
 host; `pipelined.py` and `weight_streaming.py` (with `memoryx.py`, `swarmx.py` and the shard
-replicas of `replicas.py`) run them on the simulated CS-2; runtime/cs_run.py picks one by the
+replicas of `replicas.py`) run them on the simulated CS-2; runtime/job/cs_run.py picks one by the
 system's execution mode.
 """
 
 from __future__ import annotations
 
-from runtime.executors.base import (
+from cs2sim.runtime.executors.base import (
     EvalOutput,
     Executor,
     LoadReport,
@@ -17,9 +17,9 @@ from runtime.executors.base import (
     StepOutput,
     StepResult,
 )
-from runtime.executors.cpu import CpuExecutor
-from runtime.executors.pipelined import PipelinedExecutor
-from runtime.executors.weight_streaming import WeightStreamingExecutor
+from cs2sim.runtime.executors.cpu import CpuExecutor
+from cs2sim.runtime.executors.pipelined import PipelinedExecutor
+from cs2sim.runtime.executors.weight_streaming import WeightStreamingExecutor
 
 __all__ = [
     "EXECUTORS",

@@ -26,8 +26,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from runtime.checkpoint import TrainState
-from system.errors import RuntimeFailure
+from cs2sim.runtime.artifacts.checkpoint import TrainState
+from cs2sim.system.errors import RuntimeFailure
 
 __all__ = [
     "LoadReport",

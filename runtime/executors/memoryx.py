@@ -6,7 +6,7 @@ from MemoryX through SwarmX and send gradients back.
 
 Here MemoryX holds the master fp32 weights (the arrays of the host model, which is only a
 container for them: no layer of it computes in weight streaming), the gradient accumulators
-SwarmX reduces into, the run's optimizer (any of runtime/optim.py), the loss scaler and the
+SwarmX reduces into, the run's optimizer (any of runtime/numerics/optim.py), the loss scaler and the
 clipping settings. `apply_update` is the CPU executor's steps 3-5 (unscale and check, clip,
 optimizer step, loss-scale update), so an update here equals the host's update bit for bit on the
 same gradients. Checkpoints read the weights and optimizer state from here (`state`).
@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from runtime.checkpoint import TrainState
-from runtime.clipping import build_clipper
-from runtime.executors.base import rng_states
+from cs2sim.runtime.artifacts.checkpoint import TrainState
+from cs2sim.runtime.numerics.clipping import build_clipper
+from cs2sim.runtime.executors.base import rng_states
 
 __all__ = ["MemoryX"]
 

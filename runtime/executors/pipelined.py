@@ -45,13 +45,13 @@ from typing import Any
 
 import numpy as np
 
-from runtime.checkpoint import TrainState
-from runtime.clipping import build_clipper
-from runtime.executors.base import LoadReport, QueuedExecutor, StepOutput, StepResult, rng_states
-from runtime.executors.replicas import MaskBank, Shard, make_replica, shard_batch
-from runtime.optim import build_optimizer
-from runtime.threads import run_chunks, workers
-from system.errors import RuntimeFailure
+from cs2sim.runtime.artifacts.checkpoint import TrainState
+from cs2sim.runtime.numerics.clipping import build_clipper
+from cs2sim.runtime.executors.base import LoadReport, QueuedExecutor, StepOutput, StepResult, rng_states
+from cs2sim.runtime.executors.replicas import MaskBank, Shard, make_replica, shard_batch
+from cs2sim.runtime.numerics.optim import build_optimizer
+from cs2sim.runtime.threads import run_chunks, workers
+from cs2sim.system.errors import RuntimeFailure
 
 __all__ = ["PipelinedExecutor", "Stage", "stages_from_plan", "DEFAULT_MICROBATCHES"]
 
@@ -209,7 +209,7 @@ class PipelinedExecutor(QueuedExecutor):
     def run(self, stream: Any, start_step: int, stop_step: int,
             checkpoint_steps: Collection[int]) -> Generator[StepOutput, None, None]:
         """The base run; afterwards the host model and optimizer get the wafer's final state."""
-        # A launcher's input workers (runtime/data/streamers.py) announce themselves when the
+        # A launcher's input workers (runtime/job/streamers.py) announce themselves when the
         # stream starts; this process's own input pipeline is announced here as 1 streamer.
         self._streamers_ready = hasattr(stream, "hub")
         if not self._streamers_ready:

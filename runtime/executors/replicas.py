@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from runtime.nn.dropout import Dropout
+from cs2sim.runtime.nn.dropout import Dropout
 
 __all__ = ["Shard", "MaskBank", "make_replica", "shard_batch", "block_param_names"]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.executors.memoryx import MemoryX
+from cs2sim.runtime.executors.memoryx import MemoryX
 
 __all__ = ["SwarmX"]
 

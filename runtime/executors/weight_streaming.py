@@ -29,17 +29,17 @@ from typing import Any
 
 import numpy as np
 
-from runtime.checkpoint import TrainState
-from runtime.executors.base import LoadReport, QueuedExecutor, StepResult
-from runtime.executors.memoryx import MemoryX
-from runtime.executors.replicas import (
+from cs2sim.runtime.artifacts.checkpoint import TrainState
+from cs2sim.runtime.executors.base import LoadReport, QueuedExecutor, StepResult
+from cs2sim.runtime.executors.memoryx import MemoryX
+from cs2sim.runtime.executors.replicas import (
     MaskBank,
     Shard,
     block_param_names,
     make_replica,
     shard_batch,
 )
-from runtime.executors.swarmx import SwarmX
+from cs2sim.runtime.executors.swarmx import SwarmX
 
 __all__ = ["WeightStreamingExecutor"]
 

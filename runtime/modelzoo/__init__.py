@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime.schema import REQUIRED, Schema
+from cs2sim.runtime.schema import REQUIRED, Schema
 
 __all__ = ["fill_defaults"]
 

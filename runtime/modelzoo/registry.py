@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runtime.modelzoo.fc_mnist.model import MODEL_SCHEMA as FC_MNIST_SCHEMA
-from runtime.modelzoo.fc_mnist.model import FcMnistModel
-from runtime.modelzoo.gpt2.model import MODEL_SCHEMA as GPT2_SCHEMA
-from runtime.modelzoo.gpt2.model import GPT2Model
-from runtime.modelzoo.gptj.model import MODEL_SCHEMA as GPTJ_SCHEMA
-from runtime.modelzoo.gptj.model import GPTJModel
-from runtime.nn.model import Model
-from runtime.schema import Schema
+from cs2sim.runtime.modelzoo.fc_mnist.model import MODEL_SCHEMA as FC_MNIST_SCHEMA
+from cs2sim.runtime.modelzoo.fc_mnist.model import FcMnistModel
+from cs2sim.runtime.modelzoo.gpt2.model import MODEL_SCHEMA as GPT2_SCHEMA
+from cs2sim.runtime.modelzoo.gpt2.model import GPT2Model
+from cs2sim.runtime.modelzoo.gptj.model import MODEL_SCHEMA as GPTJ_SCHEMA
+from cs2sim.runtime.modelzoo.gptj.model import GPTJModel
+from cs2sim.runtime.nn.model import Model
+from cs2sim.runtime.schema import Schema
 
 __all__ = ["ModelEntry", "MODELS"]
 

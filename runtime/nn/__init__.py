@@ -8,19 +8,19 @@ the compiler's view), init.py (initializers), malloc.py (a host performance knob
 (kernels split over the runtime's worker threads, runtime/threads.py).
 """
 
-from runtime.nn.activations import ACTIVATIONS, Activation
-from runtime.nn.attention import CausalSelfAttention
-from runtime.nn.decoder import DecoderConfig, DecoderLM
-from runtime.nn.dense import Dense
-from runtime.nn.dropout import Dropout
-from runtime.nn.embedding import Embedding, FixedPositions, LearnedPositions, TiedProjection
-from runtime.nn.layernorm import LayerNorm
-from runtime.nn.loss import SoftmaxCrossEntropy
-from runtime.nn.model import Model
-from runtime.nn.module import FP32, Module
-from runtime.nn.rotary import Rotary
-from runtime.nn.spec import KINDS, LayerSpec
-from runtime.nn.transformer import MLP, Block, LMEmbedding, LMHead
+from cs2sim.runtime.nn.activations import ACTIVATIONS, Activation
+from cs2sim.runtime.nn.attention import CausalSelfAttention
+from cs2sim.runtime.nn.decoder import DecoderConfig, DecoderLM
+from cs2sim.runtime.nn.dense import Dense
+from cs2sim.runtime.nn.dropout import Dropout
+from cs2sim.runtime.nn.embedding import Embedding, FixedPositions, LearnedPositions, TiedProjection
+from cs2sim.runtime.nn.layernorm import LayerNorm
+from cs2sim.runtime.nn.loss import SoftmaxCrossEntropy
+from cs2sim.runtime.nn.model import Model
+from cs2sim.runtime.nn.module import FP32, Module
+from cs2sim.runtime.nn.rotary import Rotary
+from cs2sim.runtime.nn.spec import KINDS, LayerSpec
+from cs2sim.runtime.nn.transformer import MLP, Block, LMEmbedding, LMHead
 
 __all__ = [
     "ACTIVATIONS",

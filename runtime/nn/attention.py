@@ -21,14 +21,14 @@ import math
 
 import numpy as np
 
-from runtime.nn.dense import Dense
-from runtime.nn.dropout import Dropout
-from runtime.nn.init import GPT_INIT, Init
-from runtime.nn.module import FP32, Module
-from runtime.nn.parallel import Epilogue, for_rows
-from runtime.nn.rotary import Rotary
-from runtime.nn.spec import LayerSpec, make_spec
-from runtime.precision import Policy
+from cs2sim.runtime.nn.dense import Dense
+from cs2sim.runtime.nn.dropout import Dropout
+from cs2sim.runtime.nn.init import GPT_INIT, Init
+from cs2sim.runtime.nn.module import FP32, Module
+from cs2sim.runtime.nn.parallel import Epilogue, for_rows
+from cs2sim.runtime.nn.rotary import Rotary
+from cs2sim.runtime.nn.spec import LayerSpec, make_spec
+from cs2sim.runtime.numerics.precision import Policy
 
 __all__ = ["CausalSelfAttention"]
 

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from runtime.nn.init import Init
-from runtime.nn.model import Model
-from runtime.nn.spec import LayerSpec
-from runtime.nn.transformer import Block, LMEmbedding, LMHead
-from runtime.precision import Policy
-from system.errors import ConfigError
+from cs2sim.runtime.nn.init import Init
+from cs2sim.runtime.nn.model import Model
+from cs2sim.runtime.nn.spec import LayerSpec
+from cs2sim.runtime.nn.transformer import Block, LMEmbedding, LMHead
+from cs2sim.runtime.numerics.precision import Policy
+from cs2sim.system.errors import ConfigError
 
 __all__ = ["DecoderConfig", "DecoderLM"]
 

@@ -12,11 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from runtime.nn.init import Init, glorot_uniform, zeros
-from runtime.nn.module import FP32, Module
-from runtime.nn.parallel import Epilogue, gemms, needs_rows
-from runtime.nn.spec import LayerSpec, make_spec
-from runtime.precision import Policy
+from cs2sim.runtime.nn.init import Init, glorot_uniform, zeros
+from cs2sim.runtime.nn.module import FP32, Module
+from cs2sim.runtime.nn.parallel import Epilogue, gemms, needs_rows
+from cs2sim.runtime.nn.spec import LayerSpec, make_spec
+from cs2sim.runtime.numerics.precision import Policy
 
 __all__ = ["Dense"]
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.nn.init import GPT_INIT, Init
-from runtime.nn.module import FP32, Module
-from runtime.nn.parallel import gemm
-from runtime.nn.spec import LayerSpec, make_spec
-from runtime.precision import Policy
+from cs2sim.runtime.nn.init import GPT_INIT, Init
+from cs2sim.runtime.nn.module import FP32, Module
+from cs2sim.runtime.nn.parallel import gemm
+from cs2sim.runtime.nn.spec import LayerSpec, make_spec
+from cs2sim.runtime.numerics.precision import Policy
 
 __all__ = ["Embedding", "LearnedPositions", "FixedPositions", "TiedProjection", "scatter_add_rows"]
 

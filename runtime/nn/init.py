@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from system.errors import ConfigError
+from cs2sim.system.errors import ConfigError
 
 __all__ = [
     "Init",

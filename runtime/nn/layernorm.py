@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.nn.module import FP32, Module
-from runtime.nn.parallel import for_rows
-from runtime.nn.spec import LayerSpec, make_spec
-from runtime.precision import Policy
+from cs2sim.runtime.nn.module import FP32, Module
+from cs2sim.runtime.nn.parallel import for_rows
+from cs2sim.runtime.nn.spec import LayerSpec, make_spec
+from cs2sim.runtime.numerics.precision import Policy
 
 __all__ = ["LayerNorm"]
 

@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from runtime.nn.malloc import tune_allocator
-from runtime.nn.module import Module
-from runtime.nn.spec import LayerSpec
-from runtime.precision import Policy
-from runtime.threads import configure as configure_threads
+from cs2sim.runtime.nn.malloc import tune_allocator
+from cs2sim.runtime.nn.module import Module
+from cs2sim.runtime.nn.spec import LayerSpec
+from cs2sim.runtime.numerics.precision import Policy
+from cs2sim.runtime.threads import configure as configure_threads
 
 __all__ = ["Model", "training_bytes"]
 

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from runtime.precision import Policy
+from cs2sim.runtime.numerics.precision import Policy
 
 __all__ = ["Module", "FP32"]
 

@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from runtime.threads import SMALL_GEMM_MACS, run_chunks, single_threaded_blas, workers
+from cs2sim.runtime.threads import SMALL_GEMM_MACS, run_chunks, single_threaded_blas, workers
 
 __all__ = ["gemm", "gemms", "needs_rows", "Epilogue", "for_rows", "row_bounds", "CHUNK_MACS",
            "CHUNK_BYTES"]

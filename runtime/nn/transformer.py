@@ -9,18 +9,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.nn.activations import Activation
-from runtime.nn.attention import CausalSelfAttention
-from runtime.nn.dense import Dense
-from runtime.nn.dropout import Dropout
-from runtime.nn.embedding import Embedding, FixedPositions, LearnedPositions, TiedProjection
-from runtime.nn.init import GPT_INIT, Init
-from runtime.nn.layernorm import LayerNorm
-from runtime.nn.loss import SoftmaxCrossEntropy
-from runtime.nn.module import FP32, Module
-from runtime.nn.parallel import Epilogue, needs_rows
-from runtime.nn.spec import LayerSpec, make_spec
-from runtime.precision import Policy
+from cs2sim.runtime.nn.activations import Activation
+from cs2sim.runtime.nn.attention import CausalSelfAttention
+from cs2sim.runtime.nn.dense import Dense
+from cs2sim.runtime.nn.dropout import Dropout
+from cs2sim.runtime.nn.embedding import Embedding, FixedPositions, LearnedPositions, TiedProjection
+from cs2sim.runtime.nn.init import GPT_INIT, Init
+from cs2sim.runtime.nn.layernorm import LayerNorm
+from cs2sim.runtime.nn.loss import SoftmaxCrossEntropy
+from cs2sim.runtime.nn.module import FP32, Module
+from cs2sim.runtime.nn.parallel import Epilogue, needs_rows
+from cs2sim.runtime.nn.spec import LayerSpec, make_spec
+from cs2sim.runtime.numerics.precision import Policy
 
 __all__ = ["MLP", "Block", "LMEmbedding", "LMHead", "POSITIONS"]
 

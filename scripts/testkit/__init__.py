@@ -15,7 +15,7 @@ test file needs no import and no conftest:
 
 The same objects work without pytest:
 
-    from scripts.testkit import ThrowawaySystem
+    from cs2sim.scripts.testkit import ThrowawaySystem
     with ThrowawaySystem() as system:
         system.cs("system standby --yes")
 
@@ -31,8 +31,8 @@ See the README's "Testing your own automation" section for the fixtures and faul
 
 from __future__ import annotations
 
-from scripts.testkit.console import ConsoleSession
-from scripts.testkit.result import CsResult
-from scripts.testkit.system import ThrowawaySystem
+from cs2sim.scripts.testkit.console import ConsoleSession
+from cs2sim.scripts.testkit.result import CsResult
+from cs2sim.scripts.testkit.system import ThrowawaySystem
 
 __all__ = ["ThrowawaySystem", "ConsoleSession", "CsResult"]

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 
 import pexpect
 
-from scripts.testkit.result import plain
+from cs2sim.scripts.testkit.result import plain
 
 __all__ = ["ConsoleSession", "ConsoleError", "terminal_signals"]
 
@@ -60,7 +60,7 @@ class ConsoleSession:
         self.log = io.StringIO()
         self.question: str | None = None  # the pending question's text, None at the prompt
         self.child = pexpect.spawn(
-            sys.executable, ["-m", "csshell", *args], env=dict(env), encoding="utf-8",
+            sys.executable, ["-m", "cs2sim.csshell", *args], env=dict(env), encoding="utf-8",
             timeout=timeout, dimensions=(40, width), preexec_fn=terminal_signals,
         )
         self.child.delaybeforesend = None

@@ -77,7 +77,7 @@ def job_processes(home: Path, job: Any, *, node: str | None = None,
                   streamers: bool = False) -> list[int]:
     """Pids of a running job's task processes, from the launcher's `pids` list (as Slurm's
     `scontrol listpids`). node: only tasks on that node; streamers: only input workers (task ids
-    above 0 in a component that runs several tasks per node, as runtime/roles.py decides)."""
+    above 0 in a component that runs several tasks per node, as runtime/job/roles.py decides)."""
     path = home / "slurm" / str(job.id) / "pids"
     if not path.is_file():
         return []

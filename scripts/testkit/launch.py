@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scripts.testkit.result import CsResult
+from cs2sim.scripts.testkit.result import CsResult
 
 __all__ = ["LaunchResult", "launcher", "model_copy", "named_model_dir", "find_job", "task_logs"]
 
@@ -46,9 +46,9 @@ def launcher(word: str) -> str:
 
 def model_copy(root: Path, model: str) -> Path:
     """A working copy of a Model Zoo model directory (run.py + configs/) under `root`."""
-    import runtime.modelzoo
+    import cs2sim.runtime.modelzoo as modelzoo
 
-    source = Path(runtime.modelzoo.__file__).parent / model
+    source = Path(modelzoo.__file__).parent / model
     if not (source / "run.py").is_file():
         raise AssertionError(f"cs2sim has no Model Zoo model {model!r}")
     work = root / model
@@ -71,7 +71,7 @@ def named_model_dir(argv: list[str], cwd: Path) -> Path | None:
 
 def find_job(store: Any, launcher_pid: int) -> Any:
     """The scheduler's record of the job a launcher process submitted (None if none)."""
-    from system.sched import queue
+    from cs2sim.system.sched import queue
 
     mine = [j for j in queue.jobs(store, all_states=True) if j.pid == launcher_pid]
     return mine[-1] if mine else None

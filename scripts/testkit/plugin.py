@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 
-from scripts.testkit.console import ConsoleSession
-from scripts.testkit.result import CsResult
-from scripts.testkit.system import ThrowawaySystem
+from cs2sim.scripts.testkit.console import ConsoleSession
+from cs2sim.scripts.testkit.result import CsResult
+from cs2sim.scripts.testkit.system import ThrowawaySystem
 
 __all__ = ["cs2_cluster", "cs2_boot_seconds", "cs2_systems", "cs2_system", "cs2_console",
            "cs2_cs"]

@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from scripts.testkit.result import CsResult
+from cs2sim.scripts.testkit.result import CsResult
 
 __all__ = ["ThrowawaySystem", "KIT_USER"]
 
@@ -83,14 +83,14 @@ class ThrowawaySystem:
     def store(self) -> Any:
         """The system's store (system.store.Store), opened on first use."""
         if self._store is None:
-            from system.store import Store
+            from cs2sim.system.store import Store
 
             self._store = Store.open(self.home)
         return self._store
 
     def machine(self, name: str | None = None) -> Any:
         """A system.machine.Machine for system `name` (default: the cluster's first)."""
-        from system.machine import Machine
+        from cs2sim.system.machine import Machine
 
         # A $CS2_CLUSTER of the caller's would win over ours (system/cluster.py): hide it.
         old = os.environ.pop("CS2_CLUSTER", None)
@@ -146,8 +146,8 @@ class ThrowawaySystem:
         ready_in: for ACTIVATING, seconds until the reboot completes (default boot_seconds).
         One transaction, audited as the user "testkit"; returns the new SystemStatus.
         """
-        from system import audit, changes
-        from system.state import ExecMode, State
+        from cs2sim.system import audit, changes
+        from cs2sim.system.state import ExecMode, State
 
         target = State(state.upper())
         machine = self.machine(name)
@@ -195,8 +195,8 @@ class ThrowawaySystem:
         after a kill) or let `close` do it. mode: default the system's active mode. Returns the
         system.jobs.Job. The system must be ACTIVE in that mode, as for any job.
         """
-        from system.state import ExecMode
-        from system.users import Identity, Role
+        from cs2sim.system.state import ExecMode
+        from cs2sim.system.users import Identity, Role
 
         machine = self.machine(name)
         run_mode = ExecMode(_mode(mode)) if mode else machine.status().active_mode
@@ -241,7 +241,7 @@ class ThrowawaySystem:
         if command is not None:
             argv += ["-c", command]
         argv += list(args)
-        return self.run([sys.executable, "-m", "csshell", *argv], input=input, timeout=timeout,
+        return self.run([sys.executable, "-m", "cs2sim.csshell", *argv], input=input, timeout=timeout,
                         label=f"cs {' '.join(argv)}")
 
     def run(
@@ -285,7 +285,7 @@ class ThrowawaySystem:
     # -- launchers ------------------------------------------------------------------------------
     def model_copy(self, model: str) -> Path:
         """A working copy of a Model Zoo model (run.py + configs/) in this system's directory."""
-        from scripts.testkit.launch import model_copy
+        from cs2sim.scripts.testkit.launch import model_copy
 
         return model_copy(self.root, model)
 
@@ -303,21 +303,21 @@ class ThrowawaySystem:
     @staticmethod
     def tool_path(word: str) -> str:
         """The path of an installed cs2sim console script (csrun_wse, csrun_cpu, cs, ...)."""
-        from scripts.testkit.launch import launcher
+        from cs2sim.scripts.testkit.launch import launcher
 
         return launcher(word)
 
     def start_launch(self, word: str, *argv: str,
                      cwd: str | os.PathLike[str] | None = None) -> subprocess.Popen[str]:
         """Start `csrun_wse`/`csrun_cpu` in the background (for faults and queue views)."""
-        from scripts.testkit.launch import launcher
+        from cs2sim.scripts.testkit.launch import launcher
 
         return self.start([launcher(word), *argv], cwd=cwd)
 
     def finish_launch(self, proc: subprocess.Popen[str], argv: Sequence[str] = (),
                       cwd: str | os.PathLike[str] | None = None, timeout: float = 600) -> Any:
         """Wait for a launcher from `start_launch`; its LaunchResult."""
-        from scripts.testkit.launch import LaunchResult, find_job, named_model_dir, task_logs
+        from cs2sim.scripts.testkit.launch import LaunchResult, find_job, named_model_dir, task_logs
 
         try:
             out, err = proc.communicate(timeout=timeout)
@@ -341,7 +341,7 @@ class ThrowawaySystem:
 
     def jobs(self, all_states: bool = True) -> list[Any]:
         """The scheduler's queue (`jobs show --all`): system.sched.queue.QueueJob rows."""
-        from system.sched import queue
+        from cs2sim.system.sched import queue
 
         return list(queue.jobs(self.store, all_states=all_states))
 
@@ -360,7 +360,7 @@ class ThrowawaySystem:
                            "link down", timeout: float = 120, when: Any = None) -> Any:
         """Once a job runs on the system (and `when()` is true, if given: e.g. a checkpoint
         exists), after `delay` s put the system in FAULT. Returns a FaultTimer."""
-        from scripts.testkit.faults import FaultTimer
+        from cs2sim.scripts.testkit.faults import FaultTimer
 
         def ready() -> bool:
             return bool(self.status().running_jobs) and (when is None or bool(when()))
@@ -371,7 +371,7 @@ class ThrowawaySystem:
     def lose_node(self, node: str, delay: float = 0.5, timeout: float = 120) -> Any:
         """Once a job has tasks on `node`, after `delay` s kill them all (SIGKILL): the node is
         lost. A FaultTimer; the launcher's kill-on-bad-exit then names the node's task."""
-        from scripts.testkit.faults import FaultTimer, job_processes, kill_all
+        from cs2sim.scripts.testkit.faults import FaultTimer, job_processes, kill_all
 
         state: dict[str, Any] = {}
 
@@ -393,7 +393,7 @@ class ThrowawaySystem:
                        wait: float = 120) -> Any:
         """Once a job's input streamers run, after `delay` s stop one (SIGSTOP): a hung input
         worker. Sets the chief's streamer timeout to `timeout_s` for runs started after this."""
-        from scripts.testkit.faults import FaultTimer, job_processes, kill_all
+        from cs2sim.scripts.testkit.faults import FaultTimer, job_processes, kill_all
 
         self.env["CS2SIM_STREAMER_TIMEOUT"] = f"{timeout_s:g}"
         state: dict[str, Any] = {}
@@ -419,7 +419,7 @@ class ThrowawaySystem:
 
     def console(self, *args: str, width: int = 160, timeout: float = 15) -> Any:
         """The interactive `cs>` (a ConsoleSession) at its first prompt."""
-        from scripts.testkit.console import ConsoleSession
+        from cs2sim.scripts.testkit.console import ConsoleSession
 
         session = ConsoleSession(self.env, *args, width=width, timeout=timeout)
         self._consoles.append(session)

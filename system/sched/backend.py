@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from system.sched import queue
-from system.sched.fit import NodeInfo
-from system.sched.layout import Task, layout
-from system.sched.request import JobRequest
-from system.sched.runner import StepResult, run_step
+from cs2sim.system.sched import queue
+from cs2sim.system.sched.fit import NodeInfo
+from cs2sim.system.sched.layout import Task, layout
+from cs2sim.system.sched.request import JobRequest
+from cs2sim.system.sched.runner import StepResult, run_step
 
 __all__ = ["Allocation", "Backend", "EmbeddedBackend", "Events", "SCHEDULER_ENV", "scheduler_name",
            "select_backend"]
@@ -76,7 +76,7 @@ class EmbeddedBackend:
 
     def __init__(self, store: object, *, log_root: Path | None = None,
                  base_env: dict[str, str] | None = None) -> None:
-        from system.store import Store
+        from cs2sim.system.store import Store
 
         assert isinstance(store, Store)
         self.store = store
@@ -122,7 +122,7 @@ class EmbeddedBackend:
     def run(self, alloc: Allocation, *, out: Callable[[str], None], err: Callable[[str], None],
             stop_requested: Callable[[], int | None],
             on_started: Callable[[float], None] | None = None) -> StepResult:
-        from system.users import login_name
+        from cs2sim.system.users import login_name
 
         tasks = self.tasks(alloc, user=login_name())
         env = dict(os.environ if self.base_env is None else self.base_env)
@@ -174,8 +174,8 @@ SCHEDULER_ENV = "CS2_SCHEDULER"  # embedded | slurm, for one run (overrides clus
 
 def scheduler_name(site: object) -> str:
     """Which scheduler runs launches: $CS2_SCHEDULER, else the cluster's `site.scheduler`."""
-    from system.cluster import SCHEDULERS
-    from system.errors import ConfigError
+    from cs2sim.system.cluster import SCHEDULERS
+    from cs2sim.system.errors import ConfigError
 
     env = os.environ.get(SCHEDULER_ENV, "").strip().lower()
     if env:
@@ -192,7 +192,7 @@ def select_backend(store: object, site: object, srun: object = None,
     (request.srun_command / cpu_command): the Slurm backend runs its argv with the container
     replaced by `run_args` (slurm.slurm_argv). The embedded path imports nothing of Slurm's."""
     if scheduler_name(site) == "slurm":
-        from system.sched.slurm import SlurmBackend, slurm_argv
+        from cs2sim.system.sched.slurm import SlurmBackend, slurm_argv
 
         argv = slurm_argv(srun, run_args) if srun is not None else ()  # type: ignore[arg-type]
         return SlurmBackend(store, argv)  # type: ignore[arg-type]

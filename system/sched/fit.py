@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from system.sched.request import Component
+from cs2sim.system.sched.request import Component
 
 __all__ = ["NodeInfo", "place", "never_fits", "fifo_pass"]
 

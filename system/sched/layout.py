@@ -14,7 +14,7 @@ module with every case). The rules:
 * a heterogeneous job adds SLURM_HET_SIZE = SLURM_PACK_SIZE and, for EVERY component k, the
   `_PACK_GROUP_<k>` copies of SLURM_JOB_ID, SLURM_JOB_NODELIST, SLURM_JOB_CPUS_PER_NODE and
   SLURM_JOB_PARTITION; real Slurm sets NO SLURM_HET_JOB_ID / SLURM_HET_JOB_OFFSET in tasks, so
-  neither do we (runtime/roles.py finds a task's component from these variables);
+  neither do we (runtime/job/roles.py finds a task's component from these variables);
 * SLURM_CPUS_PER_TASK is set (in every task) only when a component was given --cpus-per-task;
   SLURM_CPUS_ON_NODE = tasks on the node x cpus per task; SLURM_GTIDS = the node's task ids.
 """
@@ -24,8 +24,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from system.sched.hostlist import compress
-from system.sched.request import Component, JobRequest
+from cs2sim.system.sched.hostlist import compress
+from cs2sim.system.sched.request import Component, JobRequest
 
 __all__ = ["Task", "layout", "tasks_per_node_text", "CLUSTER_NAME"]
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 __all__ = ["PyCommand", "FLOW_WORDS", "classify", "exec_argv"]
 
-FLOW_ENV = "CS2SIM_FLOW"  # runtime/flow.py reads it; system/ may not import runtime
+FLOW_ENV = "CS2SIM_FLOW"  # runtime/job/flow.py reads it; system/ may not import runtime
 FLOW_WORDS = {"python": "", "python3": "", "python-ws": "ws", "python-pt": "pt"}
 
 

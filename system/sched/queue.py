@@ -23,15 +23,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from system.errors import PermissionDenied, ResourceError, UsageError
-from system.jobs import process_alive, process_start, this_host
-from system.sched.fit import NodeInfo, Pending, fifo_pass, never_fits
-from system.sched.request import Component, JobRequest
+from cs2sim.system.errors import PermissionDenied, ResourceError, UsageError
+from cs2sim.system.jobs import process_alive, process_start, this_host
+from cs2sim.system.sched.fit import NodeInfo, Pending, fifo_pass, never_fits
+from cs2sim.system.sched.request import Component, JobRequest
 
 if TYPE_CHECKING:
     import sqlite3
 
-    from system.store import Store
+    from cs2sim.system.store import Store
 
 __all__ = [
     "SCHEMA",
@@ -122,7 +122,7 @@ def _ensure(store: Store) -> None:
 
 def cluster_nodes(store: Store) -> list[NodeInfo]:
     """The cluster's CPU nodes in configured order; the GRES node carries the site's GRES."""
-    from system.cluster import cluster_source, load_cluster
+    from cs2sim.system.cluster import cluster_source, load_cluster
 
     cluster = load_cluster(cluster_source(store.home))
     site = cluster.site

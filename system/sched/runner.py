@@ -35,8 +35,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from system.sched.layout import Task
-from system.sched.pycmd import FLOW_ENV, PyCommand, classify, exec_argv
+from cs2sim.system.sched.layout import Task
+from cs2sim.system.sched.pycmd import FLOW_ENV, PyCommand, classify, exec_argv
 
 __all__ = ["StepResult", "TaskExit", "run_step", "preload"]
 

@@ -33,16 +33,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from system.errors import ConfigError, UsageError
-from system.sched import queue
-from system.sched.fit import NodeInfo
-from system.sched.hostlist import expand
-from system.sched.request import Component, JobRequest, SrunCommand
-from system.sched.runner import StepResult, TaskExit
+from cs2sim.system.errors import ConfigError, UsageError
+from cs2sim.system.sched import queue
+from cs2sim.system.sched.fit import NodeInfo
+from cs2sim.system.sched.hostlist import expand
+from cs2sim.system.sched.request import Component, JobRequest, SrunCommand
+from cs2sim.system.sched.runner import StepResult, TaskExit
 
 if TYPE_CHECKING:
-    from system.sched.backend import Allocation, Events
-    from system.store import Store
+    from cs2sim.system.sched.backend import Allocation, Events
+    from cs2sim.system.store import Store
 
 __all__ = ["SlurmBackend", "slurm_argv", "SlurmJobRecord", "srun_missing", "parse_error_line"]
 
@@ -203,7 +203,7 @@ def _tasks_on(nodes: list[str], request: JobRequest, record: SlurmJobRecord | No
     """The SLURM_PROCIDs that ran on `nodes`: srun does not always report the tasks of a node it
     lost, so they come from the allocation and Slurm's numbering rules (layout.py, the same rules
     the embedded scheduler follows, checked against real Slurm)."""
-    from system.sched.layout import layout
+    from cs2sim.system.sched.layout import layout
 
     if record is None or [len(n) for n in record.nodes] != [c.nodes for c in request.components]:
         return []
@@ -262,7 +262,7 @@ class SlurmBackend:
     def allocate(self, request: JobRequest, *, user: str, events: Events,
                  stop_requested: Callable[[], int | None]) -> Allocation | None:
         """srun allocates the job itself: only refuse what Slurm would leave pending forever."""
-        from system.sched.backend import Allocation
+        from cs2sim.system.sched.backend import Allocation
 
         why = srun_missing()
         if why is not None:
@@ -493,7 +493,7 @@ class SlurmBackend:
                 db.execute(statement)
 
     def _register(self, job_id: int, request: JobRequest) -> None:
-        from system.users import login_name
+        from cs2sim.system.users import login_name
 
         self._ensure()
         with self.store.transaction() as db:

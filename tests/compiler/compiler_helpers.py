@@ -6,8 +6,8 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from runtime.params import load_params, validate_params
-from system.hardware import WSE2, WaferSpec
+from cs2sim.runtime.params import load_params, validate_params
+from cs2sim.system.hardware import WSE2, WaferSpec
 
 ZOO = Path(__file__).resolve().parents[2] / "runtime" / "modelzoo"
 WS_CONFIGS = {"params_gpt2_small_ws.yaml", "params_gpt3_xl.yaml", "params_gptj_6b.yaml",

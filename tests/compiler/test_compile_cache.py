@@ -10,8 +10,8 @@ from pathlib import Path
 
 from compiler_helpers import fc_params
 
-from runtime.compiler import compile_run
-from system.state import ExecMode
+from cs2sim.runtime.compiler import compile_run
+from cs2sim.system.state import ExecMode
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,9 +57,9 @@ def test_killed_compile_is_not_reused(tmp_path):
     script = textwrap.dedent(f"""
         import os, signal, sys
         sys.path[:0] = [{str(ROOT)!r}, {str(ROOT / "tests" / "compiler")!r}]
-        import runtime.compiler.driver as d
+        import cs2sim.runtime.compiler.driver as d
         from compiler_helpers import fc_params
-        from system.state import ExecMode
+        from cs2sim.system.state import ExecMode
         d.publish = lambda *a: os.kill(os.getpid(), signal.SIGKILL)
         d.compile_run("fc_mnist", fc_params(), {str(tmp_path)!r}, mode=ExecMode.PIPELINED,
                       draw_map=False)
@@ -75,7 +75,7 @@ def test_killed_compile_is_not_reused(tmp_path):
 
 
 def test_two_compiles_publishing_together_keep_one_directory(tmp_path):
-    from runtime.compiler.cache import complete_stage, publish
+    from cs2sim.runtime.compiler.cache import complete_stage, publish
 
     final = tmp_path / ("cs_" + "0" * 64)
     for i in range(2):

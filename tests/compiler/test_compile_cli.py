@@ -5,9 +5,9 @@ from __future__ import annotations
 import io
 import json
 
-from runtime.cli import main
-from runtime.compiler.plan import Plan
-from runtime.runlog import RunLog
+from cs2sim.runtime.cli.main import main
+from cs2sim.runtime.compiler.plan import Plan
+from cs2sim.runtime.cli.runlog import RunLog
 
 
 def _run(argv, monkeypatch, flow=None):
@@ -16,7 +16,7 @@ def _run(argv, monkeypatch, flow=None):
         monkeypatch.setenv("CS2SIM_FLOW", flow)
     else:
         monkeypatch.delenv("CS2SIM_FLOW", raising=False)
-    monkeypatch.setattr("runtime.cli.RunLog", lambda: RunLog(out=out, err=err))
+    monkeypatch.setattr("cs2sim.runtime.cli.main.RunLog", lambda: RunLog(out=out, err=err))
     return main("fc_mnist", argv), out.getvalue(), err.getvalue()
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from compiler_helpers import WS_CONFIGS, ZOO, configs, params
 
-from runtime.compiler import PlacementError, compile_run
-from system.state import ExecMode
+from cs2sim.runtime.compiler import PlacementError, compile_run
+from cs2sim.system.state import ExecMode
 
 CONFIGS = configs()
 

@@ -9,12 +9,12 @@ from dataclasses import replace
 import pytest
 from compiler_helpers import ZOO, fc_params, params
 
-from runtime.compiler import KernelMatchError
-from runtime.compiler.graph import build_meta_model, extract_graph
-from runtime.compiler.kernels import KERNELS, match_kernels
-from runtime.modelzoo.registry import MODELS
-from runtime.perf import PERF_PATH, write_compile_perf
-from runtime.precision import Policy
+from cs2sim.runtime.compiler import KernelMatchError
+from cs2sim.runtime.compiler.graph import build_meta_model, extract_graph
+from cs2sim.runtime.compiler.kernels import KERNELS, match_kernels
+from cs2sim.runtime.modelzoo.registry import MODELS
+from cs2sim.runtime.artifacts.perf import PERF_PATH, write_compile_perf
+from cs2sim.runtime.numerics.precision import Policy
 
 
 @pytest.mark.parametrize(("model", "cfg"), [("fc_mnist", "params.yaml"),

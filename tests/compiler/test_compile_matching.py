@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from compiler_helpers import fc_params
 
-from runtime.compiler import KernelMatchError, compile_run
-from runtime.compiler.graph import build_meta_model
-from runtime.nn.module import Module
-from runtime.nn.spec import make_spec
-from system.state import ExecMode
+from cs2sim.runtime.compiler import KernelMatchError, compile_run
+from cs2sim.runtime.compiler.graph import build_meta_model
+from cs2sim.runtime.nn.module import Module
+from cs2sim.runtime.nn.spec import make_spec
+from cs2sim.system.state import ExecMode
 
 
 class Conv(Module):

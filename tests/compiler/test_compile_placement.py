@@ -9,12 +9,12 @@ from compiler_helpers import fc_params, tiny_wafer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runtime.compiler import PlacementError
-from runtime.compiler.cost import op_costs
-from runtime.compiler.estimate import estimate_pipelined
-from runtime.compiler.graph import extract_graph
-from runtime.compiler.kernels import match_kernels
-from runtime.compiler.placement import min_pes, place_pipelined
+from cs2sim.runtime.compiler import PlacementError
+from cs2sim.runtime.compiler.cost import op_costs
+from cs2sim.runtime.compiler.estimate import estimate_pipelined
+from cs2sim.runtime.compiler.graph import extract_graph
+from cs2sim.runtime.compiler.kernels import match_kernels
+from cs2sim.runtime.compiler.placement import min_pes, place_pipelined
 
 
 def _placed(p, wafer):
@@ -50,7 +50,7 @@ def test_placement_invariants(hidden, dropout, opt, w, h, sram):
             assert r.w >= 1 and r.h >= 1 and r.pes == k.pes
             assert 0 <= r.x and r.x + r.w <= wafer.width  # inside the grid
             assert 0 <= r.y and r.y + r.h <= wafer.height
-    from runtime.compiler.estimate import shared_edge
+    from cs2sim.runtime.compiler.estimate import shared_edge
 
     for j in range(pl.replicas):  # data flows between neighbours: consecutive kernels touch
         chain = [k.rects[j] for k in pl.kernels]
@@ -85,8 +85,8 @@ def test_fit_limit_just_under_places_just_over_is_refused():
 
 
 def test_fc_mnist_is_io_bound_on_a_tiny_share_of_the_wafer(tmp_path):
-    from runtime.compiler import compile_run
-    from system.state import ExecMode
+    from cs2sim.runtime.compiler import compile_run
+    from cs2sim.system.state import ExecMode
 
     r = compile_run("fc_mnist", fc_params(), tmp_path, mode=ExecMode.PIPELINED, draw_map=False)
     e = r.plan.estimate
@@ -102,7 +102,7 @@ def test_replicas_used_when_a_small_model_saturates_its_kernels():
     # GPT-2 tiny: its kernels can use only a few PEs each (useful PEs capped by their work)
     from compiler_helpers import ZOO, params
 
-    from system.hardware import WSE2
+    from cs2sim.system.hardware import WSE2
 
     p = params("gpt2", ZOO / "gpt2" / "configs" / "params_tiny.yaml")
     g = extract_graph("gpt2", p, "float32")

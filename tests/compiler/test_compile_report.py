@@ -6,9 +6,9 @@ import math
 
 from compiler_helpers import ZOO, params
 
-from runtime.compiler import compile_run
-from runtime.compiler.report import parse_report
-from system.state import ExecMode
+from cs2sim.runtime.compiler import compile_run
+from cs2sim.runtime.compiler.report import parse_report
+from cs2sim.system.state import ExecMode
 
 
 def _check_overall(parsed, e):
@@ -56,7 +56,7 @@ def test_weight_streaming_report_has_the_layer_table(tmp_path):
 
 
 def test_weight_streaming_splits_the_batch_and_refuses_what_the_wafer_cannot_hold(tmp_path):
-    from runtime.compiler import PlacementError
+    from cs2sim.runtime.compiler import PlacementError
 
     cfg = ZOO / "gptj" / "configs" / "params_gptj_6b.yaml"
     one = compile_run("gptj", params("gptj", cfg), tmp_path, mode=ExecMode.WEIGHT_STREAMING,

@@ -6,7 +6,7 @@ import os
 import re
 import sys
 
-from runtime.cli import model_home
+from cs2sim.runtime.cli.main import model_home
 
 
 def test_compile_on_a_terminal_shows_stages_and_the_wafer_map(tmp_path):

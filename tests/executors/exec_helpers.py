@@ -6,9 +6,9 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from runtime.cli import model_home
-from runtime.params import load_params, resolve_precision, validate_params
-from runtime.trainer import Trainer
+from cs2sim.runtime.cli.main import model_home
+from cs2sim.runtime.params import load_params, resolve_precision, validate_params
+from cs2sim.runtime.training.trainer import Trainer
 
 CONFIGS = {
     "fc_mnist": "params_small.yaml",

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from exec_helpers import trainer
 
-from runtime import checkpoint as ckpt
-from runtime.executors.pipelined import PipelinedExecutor
-from runtime.executors.weight_streaming import WeightStreamingExecutor
+from cs2sim.runtime.artifacts import checkpoint as ckpt
+from cs2sim.runtime.executors.pipelined import PipelinedExecutor
+from cs2sim.runtime.executors.weight_streaming import WeightStreamingExecutor
 
 OV = dict(model__dropout=0.2, model__hidden_sizes=[64, 32], runconfig__log_steps=1,
           runconfig__checkpoint_steps=0)

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from exec_helpers import trainer
 
-from runtime.executors.pipelined import PipelinedExecutor
-from runtime.executors.weight_streaming import WeightStreamingExecutor
+from cs2sim.runtime.executors.pipelined import PipelinedExecutor
+from cs2sim.runtime.executors.weight_streaming import WeightStreamingExecutor
 
 FP32_RTOL = 1e-5
 MIXED_RTOL = 2e-4

@@ -9,11 +9,11 @@ import json
 import pytest
 from exec_helpers import CONFIGS
 
-from runtime.cli import main, model_home
-from system.machine import Machine
-from system.state import ExecMode, State
-from system.store import Store
-from system.users import local_identity
+from cs2sim.runtime.cli.main import main, model_home
+from cs2sim.system.machine import Machine
+from cs2sim.system.state import ExecMode, State
+from cs2sim.system.store import Store
+from cs2sim.system.users import local_identity
 
 FC = str(model_home("fc_mnist") / "configs" / CONFIGS["fc_mnist"])
 
@@ -123,7 +123,7 @@ def test_a_run_registers_its_job_and_finishes_it(capsys, tmp_path, monkeypatch, 
         _to_mode(mode)
         monkeypatch.setenv("CS2SIM_FLOW", flow)
     seen = []
-    import runtime.cs_run as cs_run
+    import cs2sim.runtime.job.cs_run as cs_run
 
     real = cs_run.CsRun.prepare
 
@@ -163,7 +163,7 @@ def test_a_run_registers_its_job_and_finishes_it(capsys, tmp_path, monkeypatch, 
 
 
 def test_failed_run_is_recorded_failed(capsys, tmp_path, monkeypatch):
-    import runtime.cs_run as cs_run
+    import cs2sim.runtime.job.cs_run as cs_run
 
     def broken(self):
         raise cs_run.RuntimeFailure("the fabric is on fire; call support.")

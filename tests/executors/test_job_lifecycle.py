@@ -12,12 +12,12 @@ from pathlib import Path
 
 from exec_helpers import CONFIGS
 
-from runtime import checkpoint as ckpt
-from runtime.cli import model_home
-from system.machine import Machine
-from system.state import State
-from system.store import Store
-from system.users import local_identity
+from cs2sim.runtime.artifacts import checkpoint as ckpt
+from cs2sim.runtime.cli.main import model_home
+from cs2sim.system.machine import Machine
+from cs2sim.system.state import State
+from cs2sim.system.store import Store
+from cs2sim.system.users import local_identity
 
 HOME = model_home("fc_mnist")
 LONG = ["--max_steps", "1000000"]

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from exec_helpers import trainer
 
-from runtime import threads
-from runtime.executors import pipelined
-from runtime.executors.pipelined import PipelinedExecutor
+from cs2sim.runtime import threads
+from cs2sim.runtime.executors import pipelined
+from cs2sim.runtime.executors.pipelined import PipelinedExecutor
 
 GPT2 = dict(model__dropout_rate=0.1, runconfig__max_steps=3, runconfig__log_steps=1,
             runconfig__checkpoint_steps=0, train_input__batch_size=32)  # 512-row micro-batches

@@ -16,8 +16,8 @@ import pytest
 from exec_helpers import trainer
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from runtime.executors.pipelined import PipelinedExecutor
-from runtime.executors.weight_streaming import WeightStreamingExecutor
+from cs2sim.runtime.executors.pipelined import PipelinedExecutor
+from cs2sim.runtime.executors.weight_streaming import WeightStreamingExecutor
 
 EVERY = 30
 OV = dict(model__hidden_sizes=[1024, 1024], train_input__batch_size=8, runconfig__max_steps=120,

@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 from exec_helpers import make_params
 
-from runtime.executors.cpu import CpuExecutor
-from runtime.executors.memoryx import MemoryX
-from runtime.executors.pipelined import PipelinedExecutor
-from runtime.executors.swarmx import SwarmX
-from runtime.executors.weight_streaming import WeightStreamingExecutor
-from runtime.runconfig import Components
+from cs2sim.runtime.executors.cpu import CpuExecutor
+from cs2sim.runtime.executors.memoryx import MemoryX
+from cs2sim.runtime.executors.pipelined import PipelinedExecutor
+from cs2sim.runtime.executors.swarmx import SwarmX
+from cs2sim.runtime.executors.weight_streaming import WeightStreamingExecutor
+from cs2sim.runtime.training.runconfig import Components
 
 
 def _parts(model: str = "fc_mnist", **ov):

@@ -7,10 +7,10 @@ import signal
 
 from launch_helpers import RECORD, queue_state, records, run, script, start, wait_for
 
-from system.machine import Machine
-from system.state import Action, ExecMode
-from system.store import Store
-from system.users import local_identity
+from cs2sim.system.machine import Machine
+from cs2sim.system.state import Action, ExecMode
+from cs2sim.system.store import Store
+from cs2sim.system.users import local_identity
 
 SMALL = ["--total-nodes=3", "--tasks-per-node=2", "--cpus-per-task=1"]
 

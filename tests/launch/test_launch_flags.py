@@ -5,15 +5,15 @@ from __future__ import annotations
 import pytest
 from launch_helpers import run, script
 
-from system.cluster import SiteSpec
-from system.sched.flags import (
+from cs2sim.system.cluster import SiteSpec
+from cs2sim.system.sched.flags import (
     LaunchError,
     cs_ip_of,
     parse_cpu,
     parse_wse,
     wse_help,
 )
-from system.sched.request import Component
+from cs2sim.system.sched.request import Component
 
 SITE = SiteSpec(def_nodes=5, def_tasks_per_node=8, def_cpus_per_task=16, mount_dirs="",
                 singularity_image="/img.sif", gres_resource="cs:cerebras:1", gres_node="chief-0")

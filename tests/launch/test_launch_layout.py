@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from launch_helpers import RECORD, records, run, script
 
-from system.sched.hostlist import compress, expand
-from system.sched.layout import layout
-from system.sched.request import Component, JobRequest
+from cs2sim.system.sched.hostlist import compress, expand
+from cs2sim.system.sched.layout import layout
+from cs2sim.system.sched.request import Component, JobRequest
 
 
 def _req(*comps: Component) -> JobRequest:

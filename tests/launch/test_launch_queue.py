@@ -9,12 +9,12 @@ import time
 import pytest
 from launch_helpers import RECORD, queue_state, records, run, script, start, wait_for
 
-from system.errors import PermissionDenied
-from system.sched import queue
-from system.sched.fit import NodeInfo, fifo_pass, place
-from system.sched.fit import Pending as P
-from system.sched.request import Component, JobRequest
-from system.store import Store
+from cs2sim.system.errors import PermissionDenied
+from cs2sim.system.sched import queue
+from cs2sim.system.sched.fit import NodeInfo, fifo_pass, place
+from cs2sim.system.sched.fit import Pending as P
+from cs2sim.system.sched.request import Component, JobRequest
+from cs2sim.system.store import Store
 
 HOLD = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.05)"
 

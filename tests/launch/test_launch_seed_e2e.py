@@ -1,7 +1,7 @@
 """Seed 002's exact csrun_wse line end to end (a small --max_steps): the admin switches the CS-2
 to weight streaming, then 98 real tasks train GPT-J's continuous pretraining on the embedded
-cluster. Needs the --cs_ip executors (runtime/cs_run.py) and the task roles / streamers
-(runtime/roles.py, runtime/data/streamers.py) of the exec and streamers branches: skipped, with
+cluster. Needs the --cs_ip executors (runtime/job/cs_run.py) and the task roles / streamers
+(runtime/job/roles.py, runtime/job/streamers.py) of the exec and streamers branches: skipped, with
 that reason, in a checkout that lacks them."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from launch_helpers import queue_state, run, script
 
-NEEDED = ("runtime.cs_run", "runtime.roles", "runtime.data.streamers")
+NEEDED = ("cs2sim.runtime.job.cs_run", "cs2sim.runtime.job.roles", "cs2sim.runtime.job.streamers")
 missing = [m for m in NEEDED if importlib.util.find_spec(m) is None]
 pytestmark = [
     pytest.mark.slow,

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from system.cluster import SiteSpec
-from system.sched.fit import NodeInfo, place
-from system.sched.flags import parse_wse
-from system.sched.layout import layout
+from cs2sim.system.cluster import SiteSpec
+from cs2sim.system.sched.fit import NodeInfo, place
+from cs2sim.system.sched.flags import parse_wse
+from cs2sim.system.sched.layout import layout
 
 DATA = json.loads((Path(__file__).parent / "data" / "slurm_layout.json").read_text())
 # the recorded cluster: node1..node4, 16 cpus each, no GRES (its srun lines carry no --gres).

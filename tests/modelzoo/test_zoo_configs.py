@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from runtime.cli import main
-from runtime.params import load_params, validate_params
+from cs2sim.runtime.cli.main import main
+from cs2sim.runtime.params import load_params, validate_params
 
 CONFIGS = Path(__file__).parent / "configs"
 # file -> cs2sim model (GPT-3 is the GPT-2 architecture at another size, as in Model Zoo)

@@ -5,7 +5,7 @@ README's "Training on the host" section and run as written by bash, in a copy of
 (so a relative `--model_dir model_dir` lands in the copy, not in the source tree) whose `.venv` is
 the venv these tests run in, with a PATH that has no venv on it and no VIRTUAL_ENV / PYTHONPATH: the
 `python` found is the system one, which cannot import the project, and run.py must find its way
-(runtime/bootstrap.py). The re-exec and the no-venv error are also checked with `python3 -S`,
+(runtime/job/bootstrap.py). The re-exec and the no-venv error are also checked with `python3 -S`,
 an interpreter that certainly lacks numpy.
 """
 

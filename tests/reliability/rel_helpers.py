@@ -8,10 +8,10 @@ import pwd
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from system.audit import AuditEntry
-from system.machine import COMMAND_WORDS
-from system.state import Action, ExecMode, State, next_state
-from system.store import Store
+from cs2sim.system.audit import AuditEntry
+from cs2sim.system.machine import COMMAND_WORDS
+from cs2sim.system.state import Action, ExecMode, State, next_state
+from cs2sim.system.store import Store
 
 ACTIONS_BY_WORDS = {words: action for action, words in COMMAND_WORDS.items()}
 

@@ -23,12 +23,12 @@ def admin_commands(home: str, name: str, seed: int, count: int) -> list[tuple[st
     """Run `count` random state-changing lines as admin `name` through the real dispatcher;
     return (line, exit code, error text) of each, in order."""
     os.environ["CS2_HOME"] = home
-    from csshell.commands import COMMANDS
-    from csshell.context import Context
-    from csshell.dispatch import run_line
-    from csshell.prompts import ScriptPrompter
-    from system.store import Store
-    from system.users import Identity, Role
+    from cs2sim.csshell.commands import COMMANDS
+    from cs2sim.csshell.context import Context
+    from cs2sim.csshell.dispatch import run_line
+    from cs2sim.csshell.prompts import ScriptPrompter
+    from cs2sim.system.store import Store
+    from cs2sim.system.users import Identity, Role
 
     rng = random.Random(seed)
     who = Identity(name, Role.ADMIN, "password")
@@ -46,11 +46,11 @@ def admin_commands(home: str, name: str, seed: int, count: int) -> list[tuple[st
 def transition_loop(home: str, seed: int) -> None:
     """Change the system's state forever (until SIGKILL), printing a dot per commit."""
     os.environ["CS2_HOME"] = home
-    from system.errors import InvalidTransition
-    from system.machine import Machine
-    from system.state import Action, ExecMode
-    from system.store import Store
-    from system.users import local_identity
+    from cs2sim.system.errors import InvalidTransition
+    from cs2sim.system.machine import Machine
+    from cs2sim.system.state import Action, ExecMode
+    from cs2sim.system.store import Store
+    from cs2sim.system.users import local_identity
 
     rng = random.Random(seed)
     with Store.open() as store:
@@ -66,11 +66,11 @@ def transition_loop(home: str, seed: int) -> None:
 
 
 def checkpoint_loop(model_dir: str, seed: int) -> None:
-    """Save checkpoints forever (until SIGKILL) with runtime/checkpoint.py, a few MB each so
+    """Save checkpoints forever (until SIGKILL) with runtime/artifacts/checkpoint.py, a few MB each so
     that a kill often lands inside a write."""
     import numpy as np
 
-    from runtime.checkpoint import TrainState, save_checkpoint
+    from cs2sim.runtime.artifacts.checkpoint import TrainState, save_checkpoint
 
     rng = np.random.default_rng(seed)
     step = 0

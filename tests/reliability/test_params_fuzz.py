@@ -23,8 +23,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runtime.optim import check_optimizer_params
-from runtime.params import (
+from cs2sim.runtime.numerics.optim import check_optimizer_params
+from cs2sim.runtime.params import (
     apply_cli_overrides,
     fill_resolved,
     load_params,
@@ -32,8 +32,8 @@ from runtime.params import (
     validate_params,
     write_params,
 )
-from runtime.runconfig import LoopConfig
-from system.errors import CsError
+from cs2sim.runtime.training.runconfig import LoopConfig
+from cs2sim.system.errors import CsError
 
 ROOT = Path(__file__).resolve().parents[2]
 SEEDS = sorted((ROOT / "tests" / "modelzoo" / "configs").glob("*.yaml")) + sorted(
@@ -120,7 +120,7 @@ def textual_mutation(draw) -> tuple[Path, str]:
 
 def run_front_end(path: Path, text: str, tmp: Path) -> None:
     """What run.py does with a params file before the first step."""
-    from runtime.trainer import Trainer
+    from cs2sim.runtime.training.trainer import Trainer
 
     f = tmp / "p.yaml"
     f.write_text(text, encoding="utf-8", errors="surrogatepass")

@@ -11,9 +11,9 @@ from collections import defaultdict
 import rel_workers
 from rel_helpers import ACTIONS_BY_WORDS, replay
 
-from system.machine import Machine
-from system.state import ExecMode, State
-from system.store import Store
+from cs2sim.system.machine import Machine
+from cs2sim.system.state import ExecMode, State
+from cs2sim.system.store import Store
 
 WORKERS, LINES = 4, 100
 

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 from rel_helpers import other_user, run_as
 
-from system.audit import entries
-from system.machine import Machine
-from system.state import State
-from system.store import Store
+from cs2sim.system.audit import entries
+from cs2sim.system.machine import Machine
+from cs2sim.system.state import State
+from cs2sim.system.store import Store
 
 OTHER = other_user()
 pytestmark = pytest.mark.skipif(
@@ -43,7 +43,7 @@ def cs_as_other(home: Path, *argv: str, **env: str) -> tuple[int, str, str]:
     assert OTHER is not None
 
     def run() -> tuple[int, str, str]:
-        from csshell.main import main
+        from cs2sim.csshell.main import main
 
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

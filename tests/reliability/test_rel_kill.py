@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from rel_helpers import replay
 
-from system.machine import Machine
-from system.state import ExecMode, State
-from system.store import Store
+from cs2sim.system.machine import Machine
+from cs2sim.system.state import ExecMode, State
+from cs2sim.system.store import Store
 
 HERE = Path(__file__).parent
 TRIALS = 6
@@ -71,14 +71,14 @@ def test_kill_during_transitions_leaves_a_legal_store(home, trial: int) -> None:
 
 
 def machine_admin(store: Store):
-    from system.users import local_identity
+    from cs2sim.system.users import local_identity
 
     return local_identity(store)
 
 
 @pytest.mark.parametrize("trial", range(TRIALS))
 def test_kill_during_checkpoint_saves_resumes_from_a_valid_one(tmp_path: Path, trial: int) -> None:
-    from runtime.checkpoint import list_checkpoints, load_checkpoint, load_latest
+    from cs2sim.runtime.artifacts.checkpoint import list_checkpoints, load_checkpoint, load_latest
 
     rng = random.Random(100 + trial)
     model_dir = tmp_path / "model_dir"
@@ -95,7 +95,7 @@ def test_kill_during_checkpoint_saves_resumes_from_a_valid_one(tmp_path: Path, t
     for path in list_checkpoints(model_dir):  # every listed checkpoint verifies
         assert load_checkpoint(path).step >= 1
     # a resumed run saves on top of what the killed one left (its temp files are cleaned)
-    from runtime.checkpoint import TrainState, save_checkpoint
+    from cs2sim.runtime.artifacts.checkpoint import TrainState, save_checkpoint
 
     save_checkpoint(model_dir, TrainState(step=state.step + 1, model=state.model), keep_max=3)
     assert load_latest(model_dir).step == state.step + 1  # type: ignore[union-attr]

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from runtime.nn.module import Module
+from cs2sim.runtime.nn.module import Module
 
 Forward = Callable[[Module, list[np.ndarray]], Any]
 Backward = Callable[[Module, Any], Any]

@@ -8,9 +8,9 @@ import logging
 import numpy as np
 import pytest
 
-from runtime import atomic
-from runtime import checkpoint as ckpt
-from runtime.checkpoint import TrainState
+from cs2sim.runtime.artifacts import atomic
+from cs2sim.runtime.artifacts import checkpoint as ckpt
+from cs2sim.runtime.artifacts.checkpoint import TrainState
 
 
 def state(step: int, seed: int = 0) -> TrainState:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from runtime.cli import main, model_home
+from cs2sim.runtime.cli.main import main, model_home
 
 FC_SMALL = str(model_home("fc_mnist") / "configs" / "params_small.yaml")
 
@@ -92,14 +92,14 @@ def test_bad_params_file_is_one_line(capsys, tmp_path):
 
 
 def test_traceback_flag_reraises(capsys, tmp_path):
-    from system.errors import ConfigError
+    from cs2sim.system.errors import ConfigError
 
     with pytest.raises(ConfigError):
         main("gpt2", ["-m", "train", "-p", str(tmp_path / "nope.yaml"), "--traceback"])
 
 
 def test_unexpected_error_is_one_line_and_130_on_interrupt(capsys, monkeypatch, tmp_path):
-    import runtime.cli as cli
+    import cs2sim.runtime.cli.main as cli
 
     def boom(*a, **k):
         raise ZeroDivisionError("oops")
@@ -122,7 +122,7 @@ def test_file_system_refusals_are_one_line_naming_the_path(capsys, monkeypatch, 
     code, _, err = run(capsys, "fc_mnist", "-m", "train", "-p", FC_SMALL, "-o", str(afile))
     assert code == 2 and err == (f"error: model_dir {afile} is a file, not a directory; pass "
                                  "-o/--model_dir with a directory.\n")
-    import runtime.cli as cli
+    import cs2sim.runtime.cli.main as cli
 
     def disk_full(*a, **k):
         raise OSError(28, "No space left on device", str(tmp_path / "m" / "train"))
@@ -293,7 +293,7 @@ def test_progress_bar_only_when_stdout_and_stderr_are_both_terminals():
     collide with a bar drawn on stderr, so a pipe on either side means plain lines."""
     import io
 
-    from runtime.runlog import RunLog
+    from cs2sim.runtime.cli.runlog import RunLog
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:

@@ -16,11 +16,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from runtime.data import build_input
-from runtime.data.corpus import EOT, build_corpus, stdlib_corpus
-from runtime.data.digits import EVAL_SIZE, bilinear_matrix, stratified_split, upscale_to_mnist
-from runtime.data.stream import Plan
-from system.errors import ConfigError
+from cs2sim.runtime.data import build_input
+from cs2sim.runtime.data.corpus import EOT, build_corpus, stdlib_corpus
+from cs2sim.runtime.data.digits import EVAL_SIZE, bilinear_matrix, stratified_split, upscale_to_mnist
+from cs2sim.runtime.data.stream import Plan
+from cs2sim.system.errors import ConfigError
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -353,7 +353,7 @@ def test_worker_failure_reaches_the_consumer(tmp_path):
 
 ORPHAN = textwrap.dedent("""\
     import os, signal, sys
-    from runtime.data import build_input
+    from cs2sim.runtime.data import build_input
     s = build_input({"train_input": {"batch_size": 16, "num_workers": 2}}, "train", "fc_mnist", 1)
     next(s)
     print(*s._pool.pids, flush=True)
@@ -414,7 +414,7 @@ def test_data_dir_list_is_sharded_across_workers_in_order(tmp_path):
 
 
 def test_shard_deals_in_order():
-    from runtime.data.shards import data_dirs, shard
+    from cs2sim.runtime.data.shards import data_dirs, shard
 
     assert shard(["a", "b", "c", "d", "e"], 2) == [["a", "c", "e"], ["b", "d"]]
     assert data_dirs("x") == ["x"] and data_dirs(None) == [] and data_dirs(["x", "y"]) == ["x", "y"]
@@ -430,7 +430,7 @@ def test_missing_entry_of_a_data_dir_list_is_named(tmp_path):
 
 
 def test_num_parallel_calls_zero_is_autotune_not_in_process(tmp_path):
-    from runtime.data import autotune_workers
+    from cs2sim.runtime.data import autotune_workers
 
     np.arange(0, 81, dtype=np.uint16).tofile(tmp_path / "train.bin")
     params = lm_params(tmp_path, num_parallel_calls=0)

@@ -9,19 +9,19 @@ import pytest
 from gradcheck import check_layer
 from threadpoolctl import threadpool_limits
 
-from runtime.nn import embedding as embedding_mod
-from runtime.nn.activations import ACTIVATIONS, Activation
-from runtime.nn.attention import CausalSelfAttention
-from runtime.nn.dense import Dense
-from runtime.nn.dropout import Dropout
-from runtime.nn.embedding import Embedding, LearnedPositions, TiedProjection, scatter_add_rows
-from runtime.nn.init import normal
-from runtime.nn.layernorm import LayerNorm
-from runtime.nn.loss import SoftmaxCrossEntropy
-from runtime.nn.module import Module
-from runtime.nn.rotary import Rotary
-from runtime.nn.transformer import Block, LMEmbedding, LMHead
-from runtime.precision import Policy, round_to
+from cs2sim.runtime.nn import embedding as embedding_mod
+from cs2sim.runtime.nn.activations import ACTIVATIONS, Activation
+from cs2sim.runtime.nn.attention import CausalSelfAttention
+from cs2sim.runtime.nn.dense import Dense
+from cs2sim.runtime.nn.dropout import Dropout
+from cs2sim.runtime.nn.embedding import Embedding, LearnedPositions, TiedProjection, scatter_add_rows
+from cs2sim.runtime.nn.init import normal
+from cs2sim.runtime.nn.layernorm import LayerNorm
+from cs2sim.runtime.nn.loss import SoftmaxCrossEntropy
+from cs2sim.runtime.nn.module import Module
+from cs2sim.runtime.nn.rotary import Rotary
+from cs2sim.runtime.nn.transformer import Block, LMEmbedding, LMHead
+from cs2sim.runtime.numerics.precision import Policy, round_to
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -436,7 +436,7 @@ def test_module_names_modes_and_zero_grad() -> None:
 @pytest.fixture
 def workers_of():
     """Set the runtime's worker count inside a test; restored afterwards."""
-    from runtime import threads
+    from cs2sim.runtime import threads
 
     yield threads.set_workers
     threads.set_workers(threads.available_cores())
@@ -446,7 +446,7 @@ def workers_of():
     "shape", [(1024, 256, 768), (256, 1024, 256), (256, 64, 3000), (300, 256, 10), (5, 7, 3)]
 )
 def test_parallel_gemm_is_one_threads_matmul_bit_for_bit(shape, workers_of) -> None:
-    from runtime.nn.parallel import gemm
+    from cs2sim.runtime.nn.parallel import gemm
 
     M, K, N = shape
     a = rng(1).standard_normal((M, K), dtype=np.float32)
@@ -461,7 +461,7 @@ def test_parallel_gemm_is_one_threads_matmul_bit_for_bit(shape, workers_of) -> N
 
 
 def test_row_bounds_cover_the_rows_once() -> None:
-    from runtime.nn.parallel import row_bounds
+    from cs2sim.runtime.nn.parallel import row_bounds
 
     for n, chunks, align in [(1024, 8, 8), (1000, 7, 8), (3, 5, 1), (50257, 13, 16)]:
         b = row_bounds(n, chunks, align)
@@ -507,7 +507,7 @@ def test_split_kernels_give_the_same_bits_on_one_or_several_threads(kind, worker
 def test_gemms_with_epilogues_run_each_block_once(workers_of) -> None:
     """Several products in one pass over the threads: every output is the plain matmul, and each
     product's epilogue sees every element of its output exactly once, in blocks of it."""
-    from runtime.nn.parallel import gemms
+    from cs2sim.runtime.nn.parallel import gemms
 
     shapes = [(1024, 256, 768), (256, 1024, 256), (7, 5, 3)]
     ops = [(rng(i).standard_normal((M, K), dtype=np.float32),
@@ -534,7 +534,7 @@ def test_gemms_with_epilogues_run_each_block_once(workers_of) -> None:
 def test_mlp_with_gelu_fused_into_its_products_matches_the_unfused_layers(half, monkeypatch):
     """GELU run on the blocks of the fc product (and its backward on proj's dx blocks) gives the
     same bits as the separate layers, outputs and every gradient, in fp32 and mixed precision."""
-    from runtime.nn.transformer import MLP
+    from cs2sim.runtime.nn.transformer import MLP
 
     x = rng(3).standard_normal((4, 64, 96), dtype=np.float32)
     dy = rng(4).standard_normal((4, 64, 96), dtype=np.float32)

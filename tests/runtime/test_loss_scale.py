@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runtime.loss_scale import DynamicLossScaler, StaticLossScaler, build_loss_scaler
-from system.errors import ConfigError, RuntimeFailure
+from cs2sim.runtime.numerics.loss_scale import DynamicLossScaler, StaticLossScaler, build_loss_scaler
+from cs2sim.system.errors import ConfigError, RuntimeFailure
 
 
 def run(scaler: DynamicLossScaler, pattern: str) -> list[float]:

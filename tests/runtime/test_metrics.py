@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.metrics import RateTracker
+from cs2sim.runtime.training.metrics import RateTracker
 
 
 class Clock:
@@ -78,7 +78,7 @@ def test_zero_interval_reports_zero_and_keeps_state():
 
 
 def test_format_rate_as_model_zoo_2x():
-    from runtime.metrics import format_rate
+    from cs2sim.runtime.training.metrics import format_rate
 
     assert format_rate(0.123456) == "0.12 samples/sec"
     assert format_rate(0.0004567) == "0.00046 samples/sec"

@@ -11,13 +11,13 @@ import pytest
 from gradcheck import check_layer
 from threadpoolctl import threadpool_limits
 
-from runtime.modelzoo.fc_mnist.model import FcMnistModel
-from runtime.modelzoo.gpt2.model import GPT2Model
-from runtime.modelzoo.gptj.model import GPTJModel
-from runtime.modelzoo.registry import MODELS
-from runtime.nn.spec import KINDS
-from runtime.precision import Policy
-from system.errors import ConfigError
+from cs2sim.runtime.modelzoo.fc_mnist.model import FcMnistModel
+from cs2sim.runtime.modelzoo.gpt2.model import GPT2Model
+from cs2sim.runtime.modelzoo.gptj.model import GPTJModel
+from cs2sim.runtime.modelzoo.registry import MODELS
+from cs2sim.runtime.nn.spec import KINDS
+from cs2sim.runtime.numerics.precision import Policy
+from cs2sim.system.errors import ConfigError
 
 FP32 = Policy("float32")
 
@@ -52,7 +52,7 @@ def mnist_batch(B: int, seed: int = 0) -> dict[str, np.ndarray]:
 
 
 class Adam:
-    """The textbook update, enough to train the tiny models here (runtime/optim.py is H4's)."""
+    """The textbook update, enough to train the tiny models here (runtime/numerics/optim.py is H4's)."""
 
     def __init__(self, params: dict[str, np.ndarray], lr: float) -> None:
         self.params, self.lr, self.t = params, lr, 0

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runtime.clipping import (
+from cs2sim.runtime.numerics.clipping import (
     Clipper,
     build_clipper,
     check_clipping,
@@ -18,7 +18,7 @@ from runtime.clipping import (
     clip_by_value,
     global_norm,
 )
-from runtime.optim import (
+from cs2sim.runtime.numerics.optim import (
     OPTIMIZER_SCHEMA,
     SGD,
     Adam,
@@ -27,8 +27,8 @@ from runtime.optim import (
     check_optimizer_params,
     decays,
 )
-from runtime.schedules import build_schedule, check_learning_rate
-from system.errors import ConfigError, RuntimeFailure
+from cs2sim.runtime.numerics.schedules import build_schedule, check_learning_rate
+from cs2sim.system.errors import ConfigError, RuntimeFailure
 
 # "big.weight" spans three update blocks (the last one partial); fc.weight is made column-major,
 # which takes the whole-array path

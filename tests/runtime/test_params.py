@@ -7,9 +7,9 @@ import textwrap
 import pytest
 import yaml
 
-from runtime import params as P
-from runtime.schema import REQUIRED, Key, non_negative, positive, unit_interval
-from system.errors import ConfigError
+from cs2sim.runtime import params as P
+from cs2sim.runtime.schema import REQUIRED, Key, non_negative, positive, unit_interval
+from cs2sim.system.errors import ConfigError
 
 # Stand-ins for the model and optimizer schemas (owned by runtime/modelzoo and runtime/optim).
 MODEL = {
@@ -603,8 +603,8 @@ runconfig:
 ], ids=["fc_mnist-tf", "fc_mnist-pt", "gpt2-tf", "gpt2-pt"])
 def test_reference_configs_with_real_schemas(monkeypatch, tmp_path, model_name, text):
     """REFERENCE §3.4-3.7 verbatim: no error, and no warning outside `optimizer` (whose schema
-    is a stand-in until runtime/optim.py exists)."""
-    pytest.importorskip("runtime.modelzoo.registry")
+    is a stand-in until runtime/numerics/optim.py exists)."""
+    pytest.importorskip("cs2sim.runtime.modelzoo.registry")
     monkeypatch.setattr(P, "model_schema", REAL_MODEL_SCHEMA)
     try:
         import runtime.optim  # noqa: F401
@@ -722,7 +722,7 @@ def test_params_file_size_limit(tmp_path):
 
 
 def test_cluster_file_uses_the_same_bounded_loader(tmp_path):
-    from system.cluster import load_cluster
+    from cs2sim.system.cluster import load_cluster
 
     f = tmp_path / "cluster.yaml"
     f.write_text(_bomb(9).replace("runconfig:", "systems:"))

@@ -1,6 +1,6 @@
 """round_to against independent references, and the rounding properties, with hypothesis.
 
-Three oracles, none sharing code with runtime/precision.py:
+Three oracles, none sharing code with runtime/numerics/precision.py:
 * float16: numpy's own float32 -> float16 cast (IEEE, round to nearest even);
 * `ref_round`: float64/Fraction arithmetic -- math.frexp finds the binade, the grid spacing follows
   from the format's bits, and Python's round() of a Fraction rounds half to even;
@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.precision import FORMATS, HALF_FORMATS, Policy, round_to
+from cs2sim.runtime.numerics.precision import FORMATS, HALF_FORMATS, Policy, round_to
 
 F32_MAX = float(np.finfo(np.float32).max)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from runtime.summaries import TRAIN_TAGS, Summaries
+from cs2sim.runtime.artifacts.summaries import TRAIN_TAGS, Summaries
 
 sys.path.insert(0, str(Path(__file__).parent))  # whatever pytest's import mode
 from test_trainer import FakeStream, make_trainer  # noqa: E402  the loop's stand-in parts

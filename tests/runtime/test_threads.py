@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from runtime import threads
+from cs2sim.runtime import threads
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,14 +36,14 @@ def blas_count() -> int:
 
 
 def test_importing_the_runtime_sets_the_wait_settings_before_numpy_loads() -> None:
-    # what a run.py does: `from runtime.cli import main` imports runtime before numpy
+    # what a run.py does: `from cs2sim.runtime.cli.main import main` imports runtime before numpy
     out = child(
         "import json, os, sys\n"
-        "import runtime\n"
+        "import cs2sim.runtime\n"
         "loaded = 'numpy' in sys.modules\n"
-        "from runtime.modelzoo.registry import MODELS\n"
-        "from runtime.precision import Policy\n"
-        "from runtime import threads\n"
+        "from cs2sim.runtime.modelzoo.registry import MODELS\n"
+        "from cs2sim.runtime.numerics.precision import Policy\n"
+        "from cs2sim.runtime import threads\n"
         "assert threads.settings() is None\n"
         "MODELS['fc_mnist'].cls({'hidden_sizes': [4]}, Policy('float32'), seed=1)\n"
         "s = threads.settings()\n"
@@ -64,7 +64,7 @@ def test_importing_the_runtime_sets_the_wait_settings_before_numpy_loads() -> No
 def test_the_users_own_values_win() -> None:
     out = child(
         "import json, os\n"
-        "import runtime\n"
+        "import cs2sim.runtime\n"
         "print(json.dumps({k: os.environ.get(k) for k in ('OMP_WAIT_POLICY', "
         "'OPENBLAS_THREAD_TIMEOUT')}))",
         OMP_WAIT_POLICY="ACTIVE",
@@ -75,8 +75,8 @@ def test_the_users_own_values_win() -> None:
 def test_cs2sim_blas_threads_sets_the_worker_count_at_start_up() -> None:
     out = child(
         "import json\n"
-        "import runtime\n"
-        "from runtime import threads\n"
+        "import cs2sim.runtime\n"
+        "from cs2sim.runtime import threads\n"
         "from threadpoolctl import threadpool_info\n"
         "s = threads.configure()\n"
         "n = [i['num_threads'] for i in threadpool_info() if i['user_api'] == 'blas']\n"
@@ -91,7 +91,7 @@ def test_idle_blas_workers_sleep_instead_of_spinning() -> None:
     OPENBLAS_THREAD_TIMEOUT it sleeps at once. CPU time is measured only across the pauses."""
     code = (
         "import json, time\n"
-        "import runtime\n"
+        "import cs2sim.runtime\n"
         "import numpy as np\n"
         "from threadpoolctl import threadpool_limits\n"
         "a = np.ones((512, 512), np.float32)\n"

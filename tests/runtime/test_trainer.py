@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from runtime import checkpoint as ckpt
-from runtime.executors.cpu import CpuExecutor
-from runtime.trainer import NAN_MESSAGE, Components, Trainer
-from system.errors import ConfigError, ResourceError, RuntimeFailure
+from cs2sim.runtime.artifacts import checkpoint as ckpt
+from cs2sim.runtime.executors.cpu import CpuExecutor
+from cs2sim.runtime.training.trainer import NAN_MESSAGE, Components, Trainer
+from cs2sim.system.errors import ConfigError, ResourceError, RuntimeFailure
 
 # -- stand-ins following the runtime contract --------------------------------------------------
 
@@ -394,7 +394,7 @@ def test_global_rate_excludes_input_startup_and_event_file_opening(tmp_path, mon
     """Seed 000: GlobalRate counts from the executable being loaded. Bringing up the input
     workers and opening the event file happen before; on a virtual clock they take 100 s and
     50 s, the steps 1 s each, so the first log step's GlobalRate must be 5 steps / 5 s."""
-    import runtime.trainer as T
+    import cs2sim.runtime.training.trainer as T
 
     now = [1000.0]
     clock = lambda: now[0]  # noqa: E731
@@ -567,7 +567,7 @@ def one_blas_thread():
 
 def real_trainer(model_name: str, model_dir: Path, model: dict, optimizer: dict,
                  train_input: dict, inject=None, **runconfig) -> Trainer:
-    from runtime.params import resolve_precision, validate_params
+    from cs2sim.runtime.params import resolve_precision, validate_params
 
     raw = {"train_input": train_input, "model": model, "optimizer": optimizer,
            "runconfig": {"log_steps": 5, "checkpoint_steps": 10, "seed": 7, **runconfig}}

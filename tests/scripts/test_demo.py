@@ -11,7 +11,7 @@ import sys
 def test_demo_tells_the_whole_story(tmp_path):
     env = dict(os.environ, TMPDIR=str(tmp_path))
     proc = subprocess.run(
-        [sys.executable, "-m", "scripts.demo", "--boot-seconds", "0.2", "--max-steps", "4"],
+        [sys.executable, "-m", "cs2sim.scripts.demo", "--boot-seconds", "0.2", "--max-steps", "4"],
         capture_output=True, text=True, env=env, timeout=600,
     )
     out = proc.stdout

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from shell_helpers import Shell, make_context, shell_env
 
-from csshell.context import Context
-from system.store import Store
+from cs2sim.csshell.context import Context
+from cs2sim.system.store import Store
 
 
 @pytest.fixture

@@ -16,12 +16,12 @@ from typing import Any
 import pexpect
 from rich.console import Console
 
-from csshell.commands import COMMANDS
-from csshell.context import Context
-from csshell.prompts import ScriptPrompter
-from scripts.testkit.console import terminal_signals
-from system.store import Store
-from system.users import Identity, Role, local_identity
+from cs2sim.csshell.commands import COMMANDS
+from cs2sim.csshell.context import Context
+from cs2sim.csshell.prompts import ScriptPrompter
+from cs2sim.scripts.testkit.console import terminal_signals
+from cs2sim.system.store import Store
+from cs2sim.system.users import Identity, Role, local_identity
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|\r")
 
@@ -101,7 +101,7 @@ class Shell:
         self.log = io.StringIO()
         self.child = pexpect.spawn(
             sys.executable,
-            ["-m", "csshell", *args],
+            ["-m", "cs2sim.csshell", *args],
             env=env,
             encoding="utf-8",
             timeout=15,

@@ -7,12 +7,12 @@ import time
 import pytest
 from shell_helpers import err, make_context, out
 
-import csshell.cmd_system as cmd_system
-from csshell.dispatch import run_line
-from system.machine import Machine
-from system.state import State
-from system.store import Store
-from system.users import Identity, Role
+import cs2sim.csshell.commands.system as cmd_system
+from cs2sim.csshell.dispatch import run_line
+from cs2sim.system.machine import Machine
+from cs2sim.system.state import State
+from cs2sim.system.store import Store
+from cs2sim.system.users import Identity, Role
 
 BOB = Identity("bob", Role.ADMIN, "password")
 

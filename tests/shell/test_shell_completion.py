@@ -5,9 +5,9 @@ from __future__ import annotations
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 
-from csshell.cmd_shell import question_help
-from csshell.commands import COMMANDS
-from csshell.completion import TableCompleter
+from cs2sim.csshell.commands.shell import question_help
+from cs2sim.csshell.commands import COMMANDS
+from cs2sim.csshell.completion import TableCompleter
 
 
 def completions(text: str) -> dict[str, str]:

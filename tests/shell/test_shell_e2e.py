@@ -13,9 +13,9 @@ from typing import Any
 
 from shell_helpers import shell_env, write_password
 
-from system.machine import Machine
-from system.state import ExecMode, State
-from system.store import Store
+from cs2sim.system.machine import Machine
+from cs2sim.system.state import ExecMode, State
+from cs2sim.system.store import Store
 
 QUESTION = "This puts the system in standby. Do you want to proceed?"
 DOWN = "\x1b[B"
@@ -94,7 +94,7 @@ def test_setup_refused_when_active_names_the_fix(spawn: Any, home: Path) -> None
 def test_non_admin_is_refused(spawn: Any, home: Path, tmp_path: Path) -> None:
     pw = write_password(tmp_path / "alice.pw", "wonderland")
     subprocess.run(
-        [sys.executable, "-m", "csshell", "-c", f"user add alice --role user --password-file {pw}"],
+        [sys.executable, "-m", "cs2sim.csshell", "-c", f"user add alice --role user --password-file {pw}"],
         env=shell_env(home),
         check=True,
         capture_output=True,

@@ -12,13 +12,13 @@ import pytest
 from rich.console import Console
 from shell_helpers import ALICE, Scripted, err, make_context, out, write_password
 
-from csshell import cmd_system
-from csshell.cmd_system import STANDBY_QUESTION
-from csshell.context import ExitShell
-from csshell.dispatch import run_line
-from system.machine import Machine
-from system.state import ExecMode, State
-from system.store import Store
+from cs2sim.csshell.commands import system as cmd_system
+from cs2sim.csshell.commands.system import STANDBY_QUESTION
+from cs2sim.csshell.context import ExitShell
+from cs2sim.csshell.dispatch import run_line
+from cs2sim.system.machine import Machine
+from cs2sim.system.state import ExecMode, State
+from cs2sim.system.store import Store
 
 
 def status(store: Store):
@@ -173,7 +173,7 @@ def test_user_accounts(store: Store, tmp_path: Path) -> None:
     table = out(ctx)
     assert "alice" in table and "bob" in table and "admin" in table
 
-    from system.users import authenticate
+    from cs2sim.system.users import authenticate
 
     assert authenticate(store, "alice", "s3cret").role == "user"
     assert authenticate(store, "bob", "other").role == "admin"

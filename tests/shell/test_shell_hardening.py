@@ -9,9 +9,9 @@ import stat
 import pytest
 from shell_helpers import err, make_context, write_password
 
-from csshell.dispatch import run_line
-from csshell.main import main
-from csshell.repl import ForgivingFileHistory, history_problem
+from cs2sim.csshell.dispatch import run_line
+from cs2sim.csshell.main import main
+from cs2sim.csshell.repl import ForgivingFileHistory, history_problem
 
 
 def test_history_file_is_0600(tmp_path, monkeypatch) -> None:

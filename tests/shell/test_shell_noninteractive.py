@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from shell_helpers import shell_env, write_password
 
-from csshell.main import main
-from system.machine import Machine
-from system.state import ExecMode, State
-from system.store import Store
+from cs2sim.csshell.main import main
+from cs2sim.system.machine import Machine
+from cs2sim.system.state import ExecMode, State
+from cs2sim.system.store import Store
 
 SEED = (
     "system standby --yes; config execmode setup weight-streaming; system activate; "
@@ -183,7 +183,7 @@ def test_real_process_piped_output_is_plain(home: Path) -> None:
         [
             sys.executable,
             "-m",
-            "csshell",
+            "cs2sim.csshell",
             "-c",
             "help; system standby --yes; system activate; system show; audit show; user list; "
             "config execmode show --output-format=json; sytem",
@@ -201,7 +201,7 @@ def test_real_process_piped_output_is_plain(home: Path) -> None:
 
 def test_real_process_reads_stdin(home: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "csshell"],
+        [sys.executable, "-m", "cs2sim.csshell"],
         input="config execmode show\n",
         env=shell_env(home),
         capture_output=True,
@@ -214,7 +214,7 @@ def test_real_process_reads_stdin(home: Path) -> None:
 def test_real_process_quits_quietly_when_its_reader_goes(home: Path) -> None:
     """`cs ... | head -1`: no internal error, exit status 141 as for any SIGPIPE'd command."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "csshell", "-c", "; ".join(["help"] * 200)],  # > a pipe buffer
+        [sys.executable, "-m", "cs2sim.csshell", "-c", "; ".join(["help"] * 200)],  # > a pipe buffer
         env=shell_env(home),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

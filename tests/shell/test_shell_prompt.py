@@ -14,19 +14,19 @@ from prompt_toolkit.keys import Keys
 from prompt_toolkit.output import DummyOutput
 from shell_helpers import make_context, out
 
-from csshell.context import Cancelled
-from csshell.prompts import TerminalPrompter
-from csshell.repl import (
+from cs2sim.csshell.context import Cancelled
+from cs2sim.csshell.prompts import TerminalPrompter
+from cs2sim.csshell.repl import (
     coalesce_typeahead,
     history_problem,
     make_session,
     prompt_loop,
     typeahead_input,
 )
-from csshell.toolbar import Toolbar
-from system.machine import Machine
-from system.state import ExecMode, State
-from system.store import Store
+from cs2sim.csshell.toolbar import Toolbar
+from cs2sim.system.machine import Machine
+from cs2sim.system.state import ExecMode, State
+from cs2sim.system.store import Store
 
 DOWN = "\x1b[B"
 MODES = [(ExecMode.PIPELINED, "Pipelined"), (ExecMode.WEIGHT_STREAMING, "Weight Streaming")]
@@ -128,7 +128,7 @@ def test_ctrl_d_in_the_setup_menu_changes_nothing(store: Store, pipe: PipeInput)
 
 
 def test_setup_menu_enter_waits_while_typed_text_names_nothing() -> None:
-    from csshell.menu import Menu
+    from cs2sim.csshell.menu import Menu
 
     menu = Menu("Mode?", MODES, ExecMode.PIPELINED)
     menu.type("x")

@@ -11,12 +11,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from csshell.commands import COMMANDS
-from csshell.context import Context, ExitShell
-from csshell.dispatch import run_line
-from csshell.prompts import ScriptPrompter
-from system.store import Store
-from system.users import local_identity
+from cs2sim.csshell.commands import COMMANDS
+from cs2sim.csshell.context import Context, ExitShell
+from cs2sim.csshell.dispatch import run_line
+from cs2sim.csshell.prompts import ScriptPrompter
+from cs2sim.system.store import Store
+from cs2sim.system.users import local_identity
 
 # Words the table knows (so lines reach deep into parsing), mixed with arbitrary text.
 VOCAB = sorted(

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from csshell.commands import COMMANDS
-from csshell.table import split_commands, words_and_partial
-from system.errors import AmbiguousCommand, UnknownCommand, UsageError
+from cs2sim.csshell.commands import COMMANDS
+from cs2sim.csshell.table import split_commands, words_and_partial
+from cs2sim.system.errors import AmbiguousCommand, UnknownCommand, UsageError
 
 
 def path_of(line: str) -> str:

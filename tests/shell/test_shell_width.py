@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from shell_helpers import make_context, out, plain
 
-from csshell.dispatch import run_line
-from csshell.repl import banner
-from csshell.terminal import fit, visible, wrap
+from cs2sim.csshell.dispatch import run_line
+from cs2sim.csshell.repl import banner
+from cs2sim.csshell.terminal import fit, visible, wrap
 
 WIDTHS = (60, 120)
 LINES = [
@@ -112,9 +112,9 @@ def test_interactive_shell_at_width(home, width: int) -> None:
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_toolbar_fits_the_width(store, width: int) -> None:
-    from csshell.toolbar import Toolbar
-    from system.machine import Machine
-    from system.state import ExecMode
+    from cs2sim.csshell.toolbar import Toolbar
+    from cs2sim.system.machine import Machine
+    from cs2sim.system.state import ExecMode
 
     ctx = make_context(store)
     machine = Machine(store)

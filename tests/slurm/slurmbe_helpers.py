@@ -77,8 +77,8 @@ def gone_from_squeue(job: int | str, timeout: float = 15.0) -> bool:
 
 def store_row(home: Path, job_id: int) -> dict[str, object] | None:
     """The store's slurm_jobs row, read from a separate process (as the console would)."""
-    code = ("import json, sys; from system.store import Store; "
-            "from system.sched.slurm import recorded_job; "
+    code = ("import json, sys; from cs2sim.system.store import Store; "
+            "from cs2sim.system.sched.slurm import recorded_job; "
             f"print(json.dumps(recorded_job(Store.open(), {job_id})))")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "CS2_HOME": str(home)}, timeout=30, check=True)

@@ -4,8 +4,8 @@ real Slurm test cluster and on the embedded scheduler: both complete and leave t
 The seed asks for 14 nodes of 8 tasks x 16 CPUs; the test cluster has 4 nodes of 16 CPUs, so the
 line is scaled down ONLY through its own flags, keeping its shape (2 single-task nodes, cyclic
 input workers, tasks x cpus filling a node): --total-nodes 4 --tasks-per-node 2 --cpus-per-task 8.
-Needs the --cs_ip executors (runtime/cs_run.py, branch exec) and the task roles / input workers
-(runtime/roles.py, runtime/data/streamers.py, branch streamers): skipped with that reason without.
+Needs the --cs_ip executors (runtime/job/cs_run.py, branch exec) and the task roles / input workers
+(runtime/job/roles.py, runtime/job/streamers.py, branch streamers): skipped with that reason without.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pytest
 from slurmbe_helpers import script, store_row
 from test_slurm_backend import site  # noqa: F401 - the fixture
 
-NEEDED = ("runtime.cs_run", "runtime.roles", "runtime.data.streamers")
+NEEDED = ("cs2sim.runtime.job.cs_run", "cs2sim.runtime.job.roles", "cs2sim.runtime.job.streamers")
 missing = [m for m in NEEDED if importlib.util.find_spec(m) is None]
 pytestmark = [
     pytest.mark.slurm,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.cli import model_home
+from cs2sim.runtime.cli.main import model_home
 
 ROOT = Path(__file__).resolve().parents[2]
 FC_SMALL = str(model_home("fc_mnist") / "configs" / "params_small.yaml")
@@ -81,6 +81,6 @@ def jobs() -> Iterator[list[Job]]:
 
 def chief_params(model: str, argv: list[str]) -> dict:
     """The effective params a run.py task computes from `argv` (YAML + flags)."""
-    from runtime.cli import _load, build_parser
+    from cs2sim.runtime.cli.main import _load, build_parser
 
     return _load(model, build_parser(model).parse_args(argv))[0]

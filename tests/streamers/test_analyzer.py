@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from scripts.cs_input_analyzer import (
+from cs2sim.scripts.cs_input_analyzer import (
     FINISH,
     START,
     AnalyzerError,
@@ -86,7 +86,7 @@ def test_recommend_grows_with_a_slower_input_and_caps_at_available():
 def _analyze(tmp_path, *flags, env=None, mode="--mode=validate_only"):
     e = {**os.environ, "OPENBLAS_NUM_THREADS": "1", **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "scripts.cs_input_analyzer", *flags, "python", RUN_PY, mode,
+        [sys.executable, "-m", "cs2sim.scripts.cs_input_analyzer", *flags, "python", RUN_PY, mode,
          "-p", FC_SMALL, "-o", str(tmp_path / "md")],
         capture_output=True, text=True, env=e, cwd=ROOT, timeout=300)
 
@@ -146,7 +146,7 @@ def test_on_a_terminal_a_rich_progress_bar_then_the_report(tmp_path):
     pexpect = pytest.importorskip("pexpect")
     child = pexpect.spawn(
         sys.executable,
-        ["-m", "scripts.cs_input_analyzer", "--threads=12", "--measure-seconds=0.3",
+        ["-m", "cs2sim.scripts.cs_input_analyzer", "--threads=12", "--measure-seconds=0.3",
          "python", RUN_PY, "--mode=validate_only", "-p", FC_SMALL, "-o", str(tmp_path / "md")],
         cwd=str(ROOT), env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "TERM": "xterm"},
         encoding="utf-8", timeout=120, dimensions=(40, 160))

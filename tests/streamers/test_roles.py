@@ -1,4 +1,4 @@
-"""runtime/roles.py: a task's role from Slurm's variables alone (block, cyclic, het layouts)."""
+"""runtime/job/roles.py: a task's role from Slurm's variables alone (block, cyclic, het layouts)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.roles import Role, rendezvous_dir, task_info, task_role
-from system.errors import UsageError
+from cs2sim.runtime.job.roles import Role, rendezvous_dir, task_info, task_role
+from cs2sim.system.errors import UsageError
 from tests.streamers.conftest import slurm_env
 
 

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import yaml
 
-from runtime.data import build_input
-from runtime.data.streamers import ChiefHub, RemoteStream, for_streamers
-from runtime.roles import task_info
+from cs2sim.runtime.data import build_input
+from cs2sim.runtime.job.streamers import ChiefHub, RemoteStream, for_streamers
+from cs2sim.runtime.job.roles import task_info
 from tests.streamers.conftest import GPT2_TINY, Job, chief_params, slurm_env
 
-pytest.importorskip("runtime.data.shards")
+pytest.importorskip("cs2sim.runtime.data.shards")
 
 
 def test_a_data_dir_list_is_sharded_across_streamers_like_input_workers(tmp_path, jobs):

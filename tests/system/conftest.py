@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from sys_helpers import FakeClock
 
-from system.machine import Machine
-from system.store import Store
-from system.users import Identity, Role, local_identity
+from cs2sim.system.machine import Machine
+from cs2sim.system.store import Store
+from cs2sim.system.users import Identity, Role, local_identity
 
 
 @pytest.fixture(autouse=True)

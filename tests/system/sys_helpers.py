@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from system.store import Store
+from cs2sim.system.store import Store
 
 
 class FakeClock:

@@ -6,11 +6,11 @@ import os
 import random
 import time
 
-from system.errors import InvalidTransition
-from system.machine import Machine
-from system.state import Action, ExecMode
-from system.store import Store
-from system.users import local_identity
+from cs2sim.system.errors import InvalidTransition
+from cs2sim.system.machine import Machine
+from cs2sim.system.state import Action, ExecMode
+from cs2sim.system.store import Store
+from cs2sim.system.users import local_identity
 
 
 def race(home: str, seed: int, attempts: int) -> int:

@@ -6,11 +6,11 @@ import os
 
 import pytest
 
-from system.cluster import DEFAULT_PATH, cluster_source, load_cluster
-from system.errors import ConfigError
-from system.hardware import WSE2, WaferSpec
-from system.machine import Machine, list_systems
-from system.state import ExecMode, State
+from cs2sim.system.cluster import DEFAULT_PATH, cluster_source, load_cluster
+from cs2sim.system.errors import ConfigError
+from cs2sim.system.hardware import WSE2, WaferSpec
+from cs2sim.system.machine import Machine, list_systems
+from cs2sim.system.state import ExecMode, State
 
 TWO_SYSTEMS = """
 systems:

@@ -10,10 +10,10 @@ import sqlite3
 import pytest
 import sys_workers
 
-from system.machine import COMMAND_WORDS, Machine
-from system.state import Action, ExecMode, State, next_state
-from system.store import Store
-from system.users import local_identity
+from cs2sim.system.machine import COMMAND_WORDS, Machine
+from cs2sim.system.state import Action, ExecMode, State, next_state
+from cs2sim.system.store import Store
+from cs2sim.system.users import local_identity
 
 ACTIONS_BY_WORDS = {words: action for action, words in COMMAND_WORDS.items()}
 

@@ -10,9 +10,9 @@ import time
 import pytest
 from sys_helpers import dump
 
-from system import jobs
-from system.errors import InvalidTransition, ResourceError, UsageError
-from system.state import ExecMode, State
+from cs2sim.system import jobs
+from cs2sim.system.errors import InvalidTransition, ResourceError, UsageError
+from cs2sim.system.state import ExecMode, State
 
 
 @pytest.fixture

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from sys_helpers import dump
 
-from system.errors import ConfigError, InvalidTransition, PermissionDenied, UsageError
-from system.machine import Machine, boot_seconds, list_systems
-from system.state import TRANSITIONS, Action, ExecMode, State
-from system.users import SYSTEM
+from cs2sim.system.errors import ConfigError, InvalidTransition, PermissionDenied, UsageError
+from cs2sim.system.machine import Machine, boot_seconds, list_systems
+from cs2sim.system.state import TRANSITIONS, Action, ExecMode, State
+from cs2sim.system.users import SYSTEM
 
 PUBLIC = [Action.STANDBY, Action.ACTIVATE, Action.SETUP, Action.FAULT]
 

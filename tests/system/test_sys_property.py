@@ -9,11 +9,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sys_helpers import FakeClock
 
-from system.errors import InvalidTransition, PermissionDenied
-from system.machine import Machine
-from system.state import TRANSITIONS, Action, ExecMode, State
-from system.store import Store
-from system.users import Identity, Role, local_identity
+from cs2sim.system.errors import InvalidTransition, PermissionDenied
+from cs2sim.system.machine import Machine
+from cs2sim.system.state import TRANSITIONS, Action, ExecMode, State
+from cs2sim.system.store import Store
+from cs2sim.system.users import Identity, Role, local_identity
 
 STEP = st.one_of(
     st.tuples(st.just("wait"), st.floats(min_value=0, max_value=8)),

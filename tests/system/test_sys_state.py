@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from system.errors import InvalidTransition, UsageError
-from system.state import (
+from cs2sim.system.errors import InvalidTransition, UsageError
+from cs2sim.system.state import (
     ADMIN_ACTIONS,
     INTERNAL_ACTIONS,
     REFUSALS,

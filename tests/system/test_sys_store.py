@@ -7,11 +7,11 @@ import stat
 
 import pytest
 
-from system import store as store_module
-from system.errors import StoreError
-from system.machine import Machine
-from system.state import State
-from system.store import DB_NAME, SCHEMA_VERSION, Store, default_home
+from cs2sim.system import store as store_module
+from cs2sim.system.errors import StoreError
+from cs2sim.system.machine import Machine
+from cs2sim.system.state import State
+from cs2sim.system.store import DB_NAME, SCHEMA_VERSION, Store, default_home
 
 
 def test_default_home(monkeypatch, tmp_path):
@@ -179,8 +179,8 @@ def test_open_does_not_import_heavy_modules(store):
 
     Machine(store)  # first use: reads the cluster YAML and caches its systems
     code = (
-        "import sys; from system.store import Store; from system.machine import Machine;"
-        "from system.users import local_identity; s = Store.open(); m = Machine(s);"
+        "import sys; from cs2sim.system.store import Store; from cs2sim.system.machine import Machine;"
+        "from cs2sim.system.users import local_identity; s = Store.open(); m = Machine(s);"
         "m.status(); local_identity(s);"
         "print(sorted(m for m in ('yaml', 'numpy', 'rich', 'prompt_toolkit') if m in sys.modules))"
     )

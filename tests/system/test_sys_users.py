@@ -8,10 +8,10 @@ import pwd
 import pytest
 from sys_helpers import dump
 
-from system import users
-from system.audit import entries
-from system.errors import AuthenticationFailed, PermissionDenied, UsageError
-from system.users import (
+from cs2sim.system import users
+from cs2sim.system.audit import entries
+from cs2sim.system.errors import AuthenticationFailed, PermissionDenied, UsageError
+from cs2sim.system.users import (
     Identity,
     Role,
     add_user,

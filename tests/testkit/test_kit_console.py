@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scripts.testkit.console import ConsoleError
+from cs2sim.scripts.testkit.console import ConsoleError
 
 
 def test_console_walks_the_seeds_mode_change(cs2_console, cs2_system):

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from scripts.testkit import ThrowawaySystem
+from cs2sim.scripts.testkit import ThrowawaySystem
 
 
 def test_fixture_system_is_fresh_active_and_pipelined(cs2_system):
@@ -167,7 +167,7 @@ def test_hold_job_shows_as_running_and_release_ends_it(cs2_system):
 
 
 def test_hold_job_is_refused_like_any_job_when_the_system_cannot_run_it(cs2_system):
-    from system.errors import JobRefused
+    from cs2sim.system.errors import JobRefused
 
     cs2_system.put_in("STANDBY")
     with pytest.raises(JobRefused):

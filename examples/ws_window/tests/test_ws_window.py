@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 SCRIPT = Path(__file__).resolve().parents[1] / "ws_window.py"
-CS = f"{shlex.quote(sys.executable)} -m csshell"  # `cs`, without relying on PATH
+CS = f"{shlex.quote(sys.executable)} -m cs2sim.csshell"  # `cs`, without relying on PATH
 
 
 def window(system, *job: str, extra: tuple[str, ...] = ()):
@@ -75,7 +75,7 @@ def test_a_fault_during_the_job_is_reported_and_the_mode_restored(cs2_system):
            "configs/params_continuous_pretraining.yaml", "--mode", "train", "--max_steps",
            "100000", "--save_checkpoints_steps", "5")
     result = cs2_system.run([sys.executable, str(SCRIPT), "--cs", CS, "--", *job], cwd=work)
-    assert fault.wait()
+    assert fault.wait(), result.output[-3000:] + result.errors[-3000:]
     assert result.exit_code == 75, result.output[-2000:] + result.errors[-2000:]
     assert "the job exited 75" in result.output
     # the script put the system back into the mode it found, clearing the fault on the way

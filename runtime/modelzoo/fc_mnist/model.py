@@ -18,15 +18,15 @@ from typing import Any
 
 import numpy as np
 
-from runtime.modelzoo import fill_defaults
-from runtime.nn.activations import Activation
-from runtime.nn.dense import Dense
-from runtime.nn.dropout import Dropout
-from runtime.nn.loss import SoftmaxCrossEntropy
-from runtime.nn.model import Model, training_bytes
-from runtime.precision import HALF_FORMATS, Policy
-from runtime.schema import Key, Schema, positive, unit_interval
-from system.errors import ConfigError
+from cs2sim.runtime.modelzoo import fill_defaults
+from cs2sim.runtime.nn.activations import Activation
+from cs2sim.runtime.nn.dense import Dense
+from cs2sim.runtime.nn.dropout import Dropout
+from cs2sim.runtime.nn.loss import SoftmaxCrossEntropy
+from cs2sim.runtime.nn.model import Model, training_bytes
+from cs2sim.runtime.numerics.precision import HALF_FORMATS, Policy
+from cs2sim.runtime.schema import Key, Schema, positive, unit_interval
+from cs2sim.system.errors import ConfigError
 
 __all__ = ["FcMnistModel", "MODEL_SCHEMA", "NUM_INPUTS", "NUM_CLASSES"]
 

@@ -22,14 +22,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from runtime.modelzoo import fill_defaults
-from runtime.nn.activations import ACTIVATIONS
-from runtime.nn.decoder import DecoderConfig, DecoderLM
-from runtime.nn.init import Init, from_config, truncated_normal
-from runtime.nn.model import training_bytes
-from runtime.precision import HALF_FORMATS, Policy
-from runtime.schema import Key, Schema, non_negative, positive, unit_interval
-from system.errors import ConfigError
+from cs2sim.runtime.modelzoo import fill_defaults
+from cs2sim.runtime.nn.activations import ACTIVATIONS
+from cs2sim.runtime.nn.decoder import DecoderConfig, DecoderLM
+from cs2sim.runtime.nn.init import Init, from_config, truncated_normal
+from cs2sim.runtime.nn.model import training_bytes
+from cs2sim.runtime.numerics.precision import HALF_FORMATS, Policy
+from cs2sim.runtime.schema import Key, Schema, non_negative, positive, unit_interval
+from cs2sim.system.errors import ConfigError
 
 __all__ = ["GPT2Model", "MODEL_SCHEMA", "decoder_config"]
 

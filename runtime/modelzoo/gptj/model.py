@@ -18,11 +18,11 @@ import math
 from dataclasses import replace
 from typing import Any
 
-from runtime.modelzoo.gpt2.model import MODEL_SCHEMA as GPT2_SCHEMA
-from runtime.modelzoo.gpt2.model import GPT2Model
-from runtime.nn.decoder import DecoderConfig
-from runtime.nn.init import Init, truncated_normal, variance_scaling
-from runtime.schema import Schema
+from cs2sim.runtime.modelzoo.gpt2.model import MODEL_SCHEMA as GPT2_SCHEMA
+from cs2sim.runtime.modelzoo.gpt2.model import GPT2Model
+from cs2sim.runtime.nn.decoder import DecoderConfig
+from cs2sim.runtime.nn.init import Init, truncated_normal, variance_scaling
+from cs2sim.runtime.schema import Schema
 
 __all__ = ["GPTJModel", "MODEL_SCHEMA"]
 

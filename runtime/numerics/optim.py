@@ -42,12 +42,12 @@ from typing import Any
 
 import numpy as np
 
-from runtime.clipping import check_clipping
-from runtime.loss_scale import build_loss_scaler
-from runtime.schedules import Schedule, build_schedule, check_learning_rate
-from runtime.schema import REQUIRED, Key, Schema, non_negative, positive, unit_interval
-from runtime.threads import run_chunks, workers
-from system.errors import ConfigError, RuntimeFailure
+from cs2sim.runtime.numerics.clipping import check_clipping
+from cs2sim.runtime.numerics.loss_scale import build_loss_scaler
+from cs2sim.runtime.numerics.schedules import Schedule, build_schedule, check_learning_rate
+from cs2sim.runtime.schema import REQUIRED, Key, Schema, non_negative, positive, unit_interval
+from cs2sim.runtime.threads import run_chunks, workers
+from cs2sim.system.errors import ConfigError, RuntimeFailure
 
 __all__ = [
     "Optimizer",

@@ -14,7 +14,7 @@ and, ours: device, checkpoint_time (seconds the user node spent writing checkpoi
 checkpoint comes after the last output and is outside total_time, intermediate ones overlap the
 executor, which keeps computing into its bounded queue, as on a CS-2), eval_time (evaluation in
 train_and_eval, never in the rate), input_wait_fraction, start_step, end_step and `measurement`,
-a note saying these are host measurements; on a CS-2 run (runtime/cs_run.py) also `system`,
+a note saying these are host measurements; on a CS-2 run (runtime/job/cs_run.py) also `system`,
 `execution_mode`, `num_csx` and `job_id`.
 """
 
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runtime.atomic import atomic_write
+from cs2sim.runtime.artifacts.atomic import atomic_write
 
 __all__ = ["INPUT_BOTTLENECK_THRESHOLD", "RunPerf", "write_performance", "PERF_PATH"]
 
@@ -49,7 +49,7 @@ class RunPerf:
     compile_time: float | None = None
     programming_time: float | None = None
     est_samples_per_sec: float | None = None
-    # CS-2 runs (runtime/cs_run.py): system, execution_mode, num_csx, job_id
+    # CS-2 runs (runtime/job/cs_run.py): system, execution_mode, num_csx, job_id
     run_info: dict[str, Any] | None = None
 
     @property

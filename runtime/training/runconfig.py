@@ -14,11 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.loss_scale import build_loss_scaler
-from runtime.modelzoo.registry import MODELS
-from runtime.optim import build_optimizer
-from runtime.precision import Policy
-from system.errors import ConfigError
+from cs2sim.runtime.numerics.loss_scale import build_loss_scaler
+from cs2sim.runtime.modelzoo.registry import MODELS
+from cs2sim.runtime.numerics.optim import build_optimizer
+from cs2sim.runtime.numerics.precision import Policy
+from cs2sim.system.errors import ConfigError
 
 __all__ = ["LoopConfig", "Components"]
 
@@ -118,7 +118,7 @@ class Components:
 
     def stream(self, split: str, seed: int) -> Any:
         """The input stream of `split` ("train" | "eval"); a launched chief's comes from its
-        streamer tasks (runtime/data/streamers.py)."""
-        from runtime.data.streamers import streamed_input
+        streamer tasks (runtime/job/streamers.py)."""
+        from cs2sim.runtime.job.streamers import streamed_input
 
         return streamed_input(self.params, split, self.model_name, seed)

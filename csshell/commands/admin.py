@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from csshell.login import read_password_file
-from csshell.render import clock, kv_lines, short_clock
-from system.errors import UsageError
+from cs2sim.csshell.login import read_password_file
+from cs2sim.csshell.render import clock, kv_lines, short_clock
+from cs2sim.system.errors import UsageError
 
 if TYPE_CHECKING:
-    from csshell.context import Context
-    from csshell.table import Invocation
+    from cs2sim.csshell.context import Context
+    from cs2sim.csshell.table import Invocation
 
 __all__ = ["software_show", "audit_show", "user_add", "user_list", "user_passwd", "user_remove"]
 
@@ -85,7 +85,7 @@ def _new_password(ctx: Context, inv: Invocation, name: str, command: str) -> str
 
 def user_add(ctx: Context, inv: Invocation) -> None:
     """Create an account (admin)."""
-    from system import users
+    from cs2sim.system import users
 
     name = inv.args["name"]
     role = users.Role(inv.option("role", "user"))
@@ -97,7 +97,7 @@ def user_add(ctx: Context, inv: Invocation) -> None:
 
 def user_list(ctx: Context, inv: Invocation) -> None:
     """The accounts (name, role, created)."""
-    from system import users
+    from cs2sim.system import users
 
     rows = [(name, role, clock(created)) for name, role, created in users.list_users(ctx.store)]
     me = ctx.identity
@@ -107,7 +107,7 @@ def user_list(ctx: Context, inv: Invocation) -> None:
 
 def user_passwd(ctx: Context, inv: Invocation) -> None:
     """Set a password (admins: anyone's; users: their own)."""
-    from system import users
+    from cs2sim.system import users
 
     name = inv.args.get("name") or ctx.identity.name
     if name != ctx.identity.name:
@@ -118,7 +118,7 @@ def user_passwd(ctx: Context, inv: Invocation) -> None:
 
 def user_remove(ctx: Context, inv: Invocation) -> None:
     """Delete an account (admin; never the last admin)."""
-    from system import users
+    from cs2sim.system import users
 
     name = inv.args["name"]
     users.remove_user(ctx.store, ctx.identity, name)

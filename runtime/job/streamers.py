@@ -1,6 +1,6 @@
 """Input workers of a launched job: STREAMER tasks feed the CHIEF's training loop over TCP.
 
-Every task of a csrun_wse job runs the same run.py command; runtime/roles.py says which part it
+Every task of a csrun_wse job runs the same run.py command; runtime/job/roles.py says which part it
 is. The chief (task 0) trains; each STREAMER task builds the same input pipeline from the same
 params and streams its shard of the batch sequence to the chief; COORDINATOR tasks wait for the
 chief's end and exit with its outcome.
@@ -57,10 +57,10 @@ from typing import Any
 
 import numpy as np
 
-from runtime.atomic import atomic_write
-from runtime.data.stream import DataPosition
-from runtime.roles import Role, TaskInfo, rendezvous_dir, task_info
-from system.errors import CsError, RuntimeFailure
+from cs2sim.runtime.artifacts.atomic import atomic_write
+from cs2sim.runtime.data.stream import DataPosition
+from cs2sim.runtime.job.roles import Role, TaskInfo, rendezvous_dir, task_info
+from cs2sim.system.errors import CsError, RuntimeFailure
 
 __all__ = [
     "ChiefHub",
@@ -523,7 +523,7 @@ def active_hub() -> ChiefHub | None:
 def for_streamers(params: dict, split: str, n: int) -> dict:
     """Params as the chief and its n streamers build the input: a data_dir LIST is sharded
     across the n streamers in order (runtime/data/shards.py, as across n input workers)."""
-    from runtime.data import SECTION, input_config
+    from cs2sim.runtime.data import SECTION, input_config
 
     cfg = input_config(params, split)
     dirs = cfg.get("data_dir")
@@ -535,7 +535,7 @@ def for_streamers(params: dict, split: str, n: int) -> dict:
 def streamed_input(params: dict, split: str, model_name: str, seed: int) -> Any:
     """The trainer's input stream: a RemoteStream when this process is a chief with streamers,
     else the in-process BatchStream (runtime/data)."""
-    from runtime.data import build_input
+    from cs2sim.runtime.data import build_input
 
     hub = _ACTIVE
     if hub is None or hub.num_streamers == 0:
@@ -766,8 +766,8 @@ def serve_task(info: TaskInfo, model_name: str, params: dict, model_dir: Path) -
     """Run a STREAMER or COORDINATOR task to the chief's end; returns its exit code."""
     if info.role is Role.COORDINATOR:
         return _coordinate(info, model_dir)
-    from runtime.data import build_input
-    from runtime.runconfig import LoopConfig
+    from cs2sim.runtime.data import build_input
+    from cs2sim.runtime.training.runconfig import LoopConfig
 
     seed = LoopConfig.from_params(params).seed
     threads = producing_threads(info.cpus_per_task)
@@ -800,5 +800,5 @@ def _coordinate(info: TaskInfo, model_dir: Path) -> int:
 
 
 def current_task() -> TaskInfo:
-    """This process's TaskInfo (runtime/roles.py)."""
+    """This process's TaskInfo (runtime/job/roles.py)."""
     return task_info()

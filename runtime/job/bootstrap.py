@@ -5,8 +5,9 @@ The README's commands are `cd runtime/modelzoo/<model> && python run.py ...`, wi
 model directory) or its dependencies (they are installed in the project's venv). Each run.py
 calls `ensure_environment(__file__)` before importing anything else:
 
-1. the project root (three directories above run.py) goes first on sys.path, so `runtime` and
-   `system` import from the checkout the run.py belongs to;
+1. when this interpreter has no `cs2sim` installed, run.py itself makes the import name
+   `cs2sim` the checkout it belongs to (three directories above it), so this module and then
+   the rest of the project import from there;
 2. if a dependency is still missing, and the project has a venv (`.venv/` or `venv/`, or the
    one named by $CS2SIM_VENV), the process re-executes itself with that venv's interpreter, same
    arguments, same working directory, same environment (+ CS2SIM_REEXEC, so it happens at most
@@ -59,8 +60,6 @@ def venv_python(root: Path) -> Path | None:
 def ensure_environment(run_py: str) -> str | None:
     """Make the project importable (maybe by re-executing in its venv); else an error line."""
     root = project_root(run_py)
-    if str(root) not in sys.path:
-        sys.path.insert(0, str(root))
     missing = missing_dependency()
     if missing is None:
         return None

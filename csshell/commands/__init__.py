@@ -10,7 +10,7 @@ Public record (REFERENCE §1.1): `config execmode show|setup`, `system standby|a
 
 from __future__ import annotations
 
-from csshell.cmd_admin import (
+from cs2sim.csshell.commands.admin import (
     audit_show,
     software_show,
     user_add,
@@ -18,11 +18,11 @@ from csshell.cmd_admin import (
     user_passwd,
     user_remove,
 )
-from csshell.cmd_execmode import execmode_setup, execmode_show
-from csshell.cmd_jobs import jobs_cancel, jobs_show
-from csshell.cmd_shell import exit_cmd, help_cmd
-from csshell.cmd_system import system_activate, system_fault, system_show, system_standby
-from csshell.table import Arg, Command, CommandTable, Option
+from cs2sim.csshell.commands.execmode import execmode_setup, execmode_show
+from cs2sim.csshell.commands.jobs import jobs_cancel, jobs_show
+from cs2sim.csshell.commands.shell import exit_cmd, help_cmd
+from cs2sim.csshell.commands.system import system_activate, system_fault, system_show, system_standby
+from cs2sim.csshell.table import Arg, Command, CommandTable, Option
 
 __all__ = ["COMMANDS", "GROUPS", "ROWS"]
 

@@ -5,16 +5,16 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from csshell.cmd_execmode import LABEL_WIDTH, mode_lines
-from csshell.context import Cancelled
-from csshell.render import ago, clock, job_dict, seconds, show_jobs
-from system.errors import RuntimeFailure
-from system.state import Action, ExecMode, State
+from cs2sim.csshell.commands.execmode import LABEL_WIDTH, mode_lines
+from cs2sim.csshell.context import Cancelled
+from cs2sim.csshell.render import ago, clock, job_dict, seconds, show_jobs
+from cs2sim.system.errors import RuntimeFailure
+from cs2sim.system.state import Action, ExecMode, State
 
 if TYPE_CHECKING:
-    from csshell.context import Context
-    from csshell.table import Invocation
-    from system.machine import SystemStatus
+    from cs2sim.csshell.context import Context
+    from cs2sim.csshell.table import Invocation
+    from cs2sim.system.machine import SystemStatus
 
 __all__ = [
     "system_fault",

@@ -37,8 +37,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from runtime.clipping import Grads, as_arrays, global_norm
-from system.errors import ConfigError, RuntimeFailure
+from cs2sim.runtime.numerics.clipping import Grads, as_arrays, global_norm
+from cs2sim.system.errors import ConfigError, RuntimeFailure
 
 __all__ = ["StaticLossScaler", "DynamicLossScaler", "build_loss_scaler", "loss_scale_defaults"]
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from system.errors import UsageError
+from cs2sim.system.errors import UsageError
 
 if TYPE_CHECKING:
-    from csshell.context import Context
-    from csshell.table import Invocation
-    from system.sched.queue import QueueJob
+    from cs2sim.csshell.context import Context
+    from cs2sim.csshell.table import Invocation
+    from cs2sim.system.sched.queue import QueueJob
 
 __all__ = ["jobs_show", "jobs_cancel", "JOBS_COLUMNS", "squeue_time", "queue_rows"]
 
@@ -41,7 +41,7 @@ def squeue_time(seconds: float) -> str:
 
 def queue_rows(jobs: list[QueueJob], now: float) -> list[tuple[str, ...]]:
     """One row per job component, squeue style."""
-    from system.sched.hostlist import compress
+    from cs2sim.system.sched.hostlist import compress
 
     rows: list[tuple[str, ...]] = []
     for job in jobs:
@@ -87,19 +87,19 @@ def _job_dict(job: QueueJob) -> dict[str, Any]:
 def _slurm(ctx: Context) -> Any:
     """The Slurm backend when the site (or $CS2_SCHEDULER) runs launches on Slurm, else None:
     then the queue is squeue's and cancelling is scancel's, shown with the same columns."""
-    from system.cluster import cluster_source, load_cluster
-    from system.sched.backend import scheduler_name
+    from cs2sim.system.cluster import cluster_source, load_cluster
+    from cs2sim.system.sched.backend import scheduler_name
 
     if scheduler_name(load_cluster(cluster_source(ctx.store.home)).site) != "slurm":
         return None
-    from system.sched.slurm import SlurmBackend
+    from cs2sim.system.sched.slurm import SlurmBackend
 
     return SlurmBackend(ctx.store)
 
 
 def jobs_show(ctx: Context, inv: Invocation) -> None:
     """The queue: pending and running launches (with --all, ended ones too)."""
-    from system.sched.queue import jobs
+    from cs2sim.system.sched.queue import jobs
 
     slurm = _slurm(ctx)
     if slurm is not None:
@@ -119,8 +119,8 @@ def jobs_show(ctx: Context, inv: Invocation) -> None:
 
 def jobs_cancel(ctx: Context, inv: Invocation) -> None:
     """Cancel a queued or running launch by its id (the base id of a heterogeneous job)."""
-    from system.sched.queue import cancel
-    from system.users import Role
+    from cs2sim.system.sched.queue import cancel
+    from cs2sim.system.users import Role
 
     raw = inv.args["id"]
     base = raw.split("+", 1)[0]

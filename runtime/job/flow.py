@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import os
 
-from system.errors import UsageError
-from system.state import ExecMode
+from cs2sim.system.errors import UsageError
+from cs2sim.system.state import ExecMode
 
 __all__ = ["FLOW_ENV", "FLOWS", "flow", "execution_mode", "launcher_word"]
 

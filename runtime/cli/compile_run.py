@@ -3,7 +3,7 @@
 Both spellings of the workflow run here (REFERENCE §3.1, seed 001): the TF flags
 `--validate_only` / `--compile_only` and the `--mode=validate_only|compile_only` form of
 `csrun_cpu python run.py --mode=compile_only`. Neither trains nor needs a CS-2: the execution mode
-comes from the wrapper (`python` pipelined, `python-ws` weight streaming; runtime/flow.py) and
+comes from the wrapper (`python` pipelined, `python-ws` weight streaming; runtime/job/flow.py) and
 `--cs_ip`, when given, only names the system the compile is for (it need not be ACTIVE).
 
 Output goes through the run's RunLog streams: on a terminal a rich progress display of the
@@ -19,8 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from runtime.runlog import RunLog
-from system.errors import UsageError
+from cs2sim.runtime.cli.runlog import RunLog
+from cs2sim.system.errors import UsageError
 
 __all__ = ["COMPILE_MODES", "add_flags", "stop_after", "run_compile", "summary_lines"]
 
@@ -50,8 +50,8 @@ def _target(cs_ip: str | None) -> str | None:
     """The system name `--cs_ip` names (any state: a compile does not run on it)."""
     if cs_ip is None:
         return None
-    from system.machine import Machine
-    from system.store import Store
+    from cs2sim.system.machine import Machine
+    from cs2sim.system.store import Store
 
     return Machine.for_target(Store.open(), cs_ip).name
 
@@ -79,9 +79,9 @@ def run_compile(model_name: str, args: argparse.Namespace, runlog: RunLog,
                 load: Callable[[str, argparse.Namespace], tuple[dict, str, list[str]]],
                 stop: str) -> int:
     """Compile (or validate) the model of `args`; returns the exit code."""
-    from runtime.compiler import compile_run
-    from runtime.flow import execution_mode, launcher_word
-    from runtime.perf import write_compile_perf
+    from cs2sim.runtime.compiler import compile_run
+    from cs2sim.runtime.job.flow import execution_mode, launcher_word
+    from cs2sim.runtime.artifacts.perf import write_compile_perf
 
     # the params see a train run (mode and our display flag are not runconfig values)
     params, _half, warnings = load(model_name, argparse.Namespace(
@@ -114,8 +114,8 @@ def run_compile(model_name: str, args: argparse.Namespace, runlog: RunLog,
         if tty or args.wafer_map:
             from rich.console import Console
 
-            from runtime.compiler.wafermap import render_rich
-            from system.hardware import WSE2
+            from cs2sim.runtime.compiler.wafermap import render_rich
+            from cs2sim.system.hardware import WSE2
 
             Console(file=runlog.out, force_terminal=tty or None,
                     width=None if tty else 100).print(render_rich(res.plan, WSE2))

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from system.state import Action, ExecMode, State
+from cs2sim.system.state import Action, ExecMode, State
 
 if TYPE_CHECKING:
-    from csshell.context import Context
-    from csshell.table import Invocation
-    from system.machine import SystemStatus
+    from cs2sim.csshell.context import Context
+    from cs2sim.csshell.table import Invocation
+    from cs2sim.system.machine import SystemStatus
 
 __all__ = ["execmode_show", "execmode_setup", "mode_lines", "SETUP_MESSAGE"]
 

@@ -1,7 +1,7 @@
 """Measure the input pipeline alone: n real streamer processes feeding a real chief hub.
 
 `measure_delivery(...)` starts `workers` spawned processes, each running exactly the streamer
-task's loop (runtime/data/streamers.py: its ShardProducer with `threads` threads, the TCP frames)
+task's loop (runtime/job/streamers.py: its ShardProducer with `threads` threads, the TCP frames)
 for the model's training input, and a ChiefHub + RemoteStream in this process that consumes the
 batches as fast as it can and does nothing with them. The time to the first batch of every
 worker (process start, imports, data loading) is start-up and not counted; the rate is samples
@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from runtime.data.streamers import (
+from cs2sim.runtime.job.streamers import (
     ChiefHub,
     RemoteStream,
     ShardProducer,
@@ -30,8 +30,8 @@ from runtime.data.streamers import (
     producing_threads,
     streamer_loop,
 )
-from runtime.data.workers import _main_hidden
-from runtime.roles import Role, TaskInfo
+from cs2sim.runtime.data.workers import _main_hidden
+from cs2sim.runtime.job.roles import Role, TaskInfo
 
 __all__ = ["Measurement", "measure_delivery"]
 
@@ -70,7 +70,7 @@ class Measurement:
 def _worker(model_dir: str, job: str, rank: int, n: int, model_name: str, params: dict,
             seed: int, threads: int, extra_work: int) -> None:
     """A streamer task without Slurm: the same connection and loop as the real one."""
-    from runtime.data import build_input
+    from cs2sim.runtime.data import build_input
 
     info = TaskInfo(Role.STREAMER, job_id=job, procid=rank + 1, node=socket.gethostname(),
                     streamer_rank=rank, num_streamers=n, cpus_per_task=threads)
@@ -87,7 +87,7 @@ def measure_delivery(model_name: str, params: dict, *, workers: int, threads: in
                      seconds: float = 1.0, extra_work: int = 0, seed: int | None = None,
                      split: str = "train") -> Measurement:
     """samples/s that `workers` streamer processes of `threads` threads deliver to one chief."""
-    from runtime.data import build_input
+    from cs2sim.runtime.data import build_input
 
     if seed is None:
         seed = int((params.get("runconfig") or {}).get("seed") or 1)

@@ -1,7 +1,7 @@
 """What a run reports while it runs: the callback events and their payloads (minGPT style).
 
 The trainer never prints. It fires an event with a small frozen record, and whoever registered
-for it (runtime/runlog.py for run.py, a test, a launcher) renders or stores it:
+for it (runtime/cli/runlog.py for run.py, a test, a launcher) renders or stores it:
 
     on_load          LoadInfo     the executable is loaded; the run is about to start
     on_step          StepOutput   every step's output, as the user node receives it
@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runtime.executors.base import LoadReport
-from runtime.perf import RunPerf
+from cs2sim.runtime.executors.base import LoadReport
+from cs2sim.runtime.artifacts.perf import RunPerf
 
 __all__ = ["EVENTS", "Callbacks", "LoadInfo", "StepLog", "TrainResult", "EvalResult"]
 

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from system.errors import ResourceError
+from cs2sim.system.errors import ResourceError
 
 __all__ = ["MEMORY_HEADROOM", "SMALLER_CONFIGS", "host_memory_bytes", "check_host_memory"]
 

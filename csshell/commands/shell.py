@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from csshell.context import ExitShell
+from cs2sim.csshell.context import ExitShell
 
 if TYPE_CHECKING:
-    from csshell.context import Context
-    from csshell.table import CommandTable, Invocation
+    from cs2sim.csshell.context import Context
+    from cs2sim.csshell.table import CommandTable, Invocation
 
 __all__ = ["help_cmd", "exit_cmd", "columns", "question_help", "HELP_HEADER"]
 
@@ -57,7 +57,7 @@ def exit_cmd(ctx: Context, inv: Invocation) -> None:
 
 def question_help(table: CommandTable, text: str) -> list[str]:
     """What `?` prints for the line `text` (the part before the `?`)."""
-    from csshell.table import words_and_partial
+    from cs2sim.csshell.table import words_and_partial
 
     words, partial = words_and_partial(text)  # `?` helps with the last command of a `;` line
     rows = [(s.display, s.summary) for s in table.suggest(words, partial)]

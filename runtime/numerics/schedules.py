@@ -40,7 +40,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from system.errors import ConfigError
+from cs2sim.system.errors import ConfigError
 
 __all__ = ["Schedule", "SCHEDULERS", "build_schedule", "check_learning_rate"]
 

@@ -1,6 +1,6 @@
 """Console and file output of a run.py: THE one printing module of runtime/.
 
-Only the run.py entry points (runtime/cli.py `main`) use it; everything else in runtime/ logs to
+Only the run.py entry points (runtime/cli/main.py `main`) use it; everything else in runtime/ logs to
 the `cs2sim` loggers and never prints. It sets up:
 
 * console logging in Model Zoo's format ``%(asctime)s %(levelname)s:   %(message)s`` on stdout;

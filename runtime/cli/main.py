@@ -2,9 +2,9 @@
 
 Flags are Model Zoo's (REFERENCE §3.1/3.2); CLI values override the YAML (copied into
 `runconfig`). Without `--cs_ip` a run trains on the host CPU, as in Model Zoo; with `--cs_ip` it
-trains on the simulated CS-2 that names (runtime/cs_run.py: gated by the system's state and mode).
+trains on the simulated CS-2 that names (runtime/job/cs_run.py: gated by the system's state and mode).
 `--validate_only`, `--compile_only` and `--mode=validate_only|compile_only` compile for the CS-2
-without training (runtime/compile_run.py).
+without training (runtime/cli/compile_run.py).
 
 One error boundary: a `CsError` becomes ``error: <message>`` and its exit code, Ctrl-C exits 130,
 an OSError (a path, a permission, a full disk) is one line naming the file, anything else is
@@ -19,11 +19,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from runtime.compile_run import COMPILE_MODES, run_compile
-from runtime.compile_run import add_flags as add_compile_flags
-from runtime.compile_run import stop_after as compile_stop
-from runtime.runlog import RunLog
-from system.errors import CsError, UsageError
+from cs2sim.runtime.cli.compile_run import COMPILE_MODES, run_compile
+from cs2sim.runtime.cli.compile_run import add_flags as add_compile_flags
+from cs2sim.runtime.cli.compile_run import stop_after as compile_stop
+from cs2sim.runtime.cli.runlog import RunLog
+from cs2sim.system.errors import CsError, UsageError
 
 __all__ = ["MODES", "build_parser", "main", "check_flags", "model_home"]
 
@@ -57,7 +57,7 @@ HOST_DEVICES = ("cpu", "/cpu:0", "/device:cpu:0")
 
 def model_home(model_name: str) -> Path:
     """The directory of a model's run.py and configs/."""
-    return Path(__file__).parent / "modelzoo" / model_name
+    return Path(__file__).parents[1] / "modelzoo" / model_name
 
 
 class _Exit(Exception):
@@ -188,8 +188,8 @@ def _overrides(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[str, ...
 
 def _load(model_name: str, args: argparse.Namespace) -> tuple[dict, str, list[str]]:
     """Validated effective params (YAML + CLI), the half format and the warnings."""
-    from runtime.optim import check_optimizer_params
-    from runtime.params import (
+    from cs2sim.runtime.numerics.optim import check_optimizer_params
+    from cs2sim.runtime.params import (
         apply_cli_overrides,
         fill_resolved,
         load_params,
@@ -220,7 +220,7 @@ PARAMS_FILES = {  # mode -> effective params written (REFERENCE §5.4, <mode>/pa
 def _run(model_name: str, args: argparse.Namespace, runlog: RunLog) -> int:
     import logging
 
-    from runtime.roles import Role, task_info
+    from cs2sim.runtime.job.roles import Role, task_info
 
     log = logging.getLogger("cs2sim.run")
     check_flags(model_name, args)
@@ -249,11 +249,11 @@ def _run(model_name: str, args: argparse.Namespace, runlog: RunLog) -> int:
     rc["model_dir"] = str(model_dir)
     cs = None
     if args.cs_ip is not None:  # a CS-2 run: refused here by every task, before anything is written
-        from runtime.cs_run import CsRun
+        from cs2sim.runtime.job.cs_run import CsRun
 
         cs = CsRun(model_name, params, model_dir, args.cs_ip)
         cs.gate()
-    from runtime.data.streamers import chief_task, serve_task
+    from cs2sim.runtime.job.streamers import chief_task, serve_task
 
     if task.role in (Role.STREAMER, Role.COORDINATOR):
         return serve_task(task, model_name, params, model_dir)  # they never train
@@ -265,8 +265,8 @@ def _run_mode(model_name: str, args: argparse.Namespace, runlog: RunLog, params:
               half: str, warnings: list[str], model_dir: Path, cs: Any = None) -> int:
     import logging
 
-    from runtime.params import write_params
-    from runtime.trainer import Trainer
+    from cs2sim.runtime.params import write_params
+    from cs2sim.runtime.training.trainer import Trainer
 
     log = logging.getLogger("cs2sim.run")
     trainer = Trainer(model_name, params, model_dir, half=half)

@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from system.errors import UsageError
+from cs2sim.system.errors import UsageError
 
 __all__ = ["Role", "TaskInfo", "task_role", "task_info", "rendezvous_dir"]
 

@@ -2,7 +2,7 @@
 
     gate      the system must exist (IP with or without :9000, or its name), be ACTIVE and be in
               the job's execution mode (`python` / `python-pt` = pipelined, `python-ws` = weight
-              streaming: runtime/flow.py); otherwise JobRefused (exit 69) before any work, naming
+              streaming: runtime/job/flow.py); otherwise JobRefused (exit 69) before any work, naming
               the system, its state and mode and the admin commands that fix it. num_csx must fit.
     register  the job is recorded RUNNING in the store (`system show` in cs> lists it, the toolbar
               counts it); a kill -9 leaves a dead pid that the next reader marks FAILED. Under a
@@ -31,10 +31,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from runtime.executors.base import QueuedExecutor
-from runtime.flow import execution_mode, launcher_word
-from system.errors import ConfigError, JobRefused, RuntimeFailure
-from system.state import ExecMode, State
+from cs2sim.runtime.executors.base import QueuedExecutor
+from cs2sim.runtime.job.flow import execution_mode, launcher_word
+from cs2sim.system.errors import ConfigError, JobRefused, RuntimeFailure
+from cs2sim.system.state import ExecMode, State
 
 __all__ = ["CsRun", "SystemStopped", "WATCH_S"]
 
@@ -70,8 +70,8 @@ class CsRun:
     # 1. the gate -------------------------------------------------------------------------------
     def gate(self) -> None:
         """Refuse now (JobRefused, ConfigError) if the job cannot run on the named system."""
-        from system.machine import Machine
-        from system.store import Store
+        from cs2sim.system.machine import Machine
+        from cs2sim.system.store import Store
 
         self.store = Store.open()
         self.machine = Machine.for_target(self.store, self.cs_ip)
@@ -104,12 +104,12 @@ class CsRun:
     # 2. the job --------------------------------------------------------------------------------
     def run(self, trainer: Any, mode_name: str) -> int:
         """Register the job, compile, run `trainer.<mode_name>()` on the CS-2, record the end."""
-        from system.users import local_identity
+        from cs2sim.system.users import local_identity
 
         owned = True
         launcher_job = os.environ.get(JOB_ENV, "").strip()
         if launcher_job.isdigit():  # a launcher (csrun_wse) registered the job and finishes it
-            from system import jobs
+            from cs2sim.system import jobs
 
             with self.store.read() as db:
                 self.job = jobs.get(db, int(launcher_job))
@@ -144,7 +144,7 @@ class CsRun:
 
     def prepare(self) -> QueuedExecutor:
         """Compile for the system and build the executor of its mode."""
-        from runtime.compiler import compile_run
+        from cs2sim.runtime.compiler import compile_run
 
         log.info("Compiling the model and programming onto fabric. This may take a few minutes.")
         log.info("=============== Starting Cerebras Compilation ===============")
@@ -169,14 +169,14 @@ class CsRun:
                      "samples/sec on a CS-2 (est_samples_per_sec in performance.json); Rate and "
                      "GlobalRate below are measured on this host.")
         if self.mode is ExecMode.PIPELINED:
-            from runtime.executors.pipelined import PipelinedExecutor
+            from cs2sim.runtime.executors.pipelined import PipelinedExecutor
 
             ex: QueuedExecutor = PipelinedExecutor(
                 res.plan, compile_time=res.compile_time,
                 est_samples_per_sec=res.est_samples_per_sec, active_pes=res.active_pes,
                 total_pes=res.total_pes)
         else:
-            from runtime.executors.weight_streaming import WeightStreamingExecutor
+            from cs2sim.runtime.executors.weight_streaming import WeightStreamingExecutor
 
             ex = WeightStreamingExecutor(
                 self.num_csx, res.plan, compile_time=res.compile_time,

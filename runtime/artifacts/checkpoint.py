@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from runtime.atomic import atomic_write, atomic_writer, remove_stale_temps
-from system.errors import RuntimeFailure
+from cs2sim.runtime.artifacts.atomic import atomic_write, atomic_writer, remove_stale_temps
+from cs2sim.system.errors import RuntimeFailure
 
 __all__ = [
     "INDEX_NAME",

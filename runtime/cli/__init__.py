@@ -1,0 +1,10 @@
+"""runtime/cli: the run.py front end, the one part of runtime/ that prints.
+
+    main.py         `main(model, argv) -> exit code`: Model Zoo's run.py flags, then one of the
+                    modes below (every run.py calls it)
+    runlog.py       console and file output of a run (the run's log in model_dir)
+    compile_run.py  the `--validate_only` / `--compile_only` modes, with a progress bar
+
+May import every other part of runtime/ (job/, training/, compiler/, ...) and system/.
+Only the models' run.py files (runtime/modelzoo/) and scripts/ import it.
+"""
