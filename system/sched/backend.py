@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from cs2sim.system.sched import queue
 from cs2sim.system.sched.fit import NodeInfo
@@ -106,12 +106,10 @@ class EmbeddedBackend:
         cancel` prints `srun: Job has been cancelled` and `srun: error: Unable to allocate
         resources: Job/step already completing or completed`; Ctrl-C or SIGTERM while pending
         prints `srun: Job allocation N has been revoked`; srun exits 1 in both cases."""
-        from cs2sim.system.sched.wake import Waiter
-
         job_id = queue.submit(self.store, request, user=user, nodes=self.nodes)
         # The FIFO exists from here on; the state read below comes after it, so a pass that
         # started the job in between is seen by the read, and any later one wakes us.
-        with Waiter(self.store.home, job_id) as waiter, _SignalPipe() as signals:
+        with _waiter(self.store.home, job_id) as waiter, _SignalPipe() as signals:
             queued = False
             recheck_at = 0.0
             while True:
@@ -193,6 +191,36 @@ class EmbeddedBackend:
 
     def queue(self, *, all_states: bool = False) -> list[queue.QueueJob]:
         return queue.jobs(self.store, all_states=all_states)
+
+
+class _Ticker:
+    """Stands in for a wake-up FIFO that could not be made (a file system without FIFOs, no
+    write access to $CS2_HOME/sched-wake): the waiter re-reads its row twice a second instead."""
+
+    TICK_S = 0.5
+
+    def wait(self, timeout: float | None, also: tuple[int, ...] = ()) -> bool:
+        import select
+
+        limit = self.TICK_S if timeout is None else min(timeout, self.TICK_S)
+        select.select(list(also), [], [], max(0.0, limit))
+        return False
+
+    def __enter__(self) -> _Ticker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+def _waiter(home: Path, job_id: int) -> Any:
+    """The job's wake-up FIFO (system/sched/wake.py), or a ticker when it cannot be made."""
+    from cs2sim.system.sched.wake import Waiter
+
+    try:
+        return Waiter(home, job_id)
+    except OSError:
+        return _Ticker()
 
 
 def _recheck_interval(ahead: int) -> float:

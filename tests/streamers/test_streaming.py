@@ -141,7 +141,9 @@ def test_a_streamer_that_never_connects_is_named_after_the_timeout(tmp_path, mon
         assert time.monotonic() - t0 < 3.0
     finally:
         hub.end(1)
-    assert not (tmp_path / "md" / ".cs2sim" / "rendezvous" / "814").exists()
+    rendezvous = tmp_path / "md" / ".cs2sim" / "rendezvous" / "814"
+    assert not (rendezvous / "chief.json").exists()  # no address of a chief that has ended
+    assert json.loads((rendezvous / "ended.json").read_text())["status"] == 1  # its outcome
 
 
 def test_launched_run_trains_exactly_like_plain_run_and_resumes_with_other_streamers(
