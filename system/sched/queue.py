@@ -375,9 +375,9 @@ def finish(store: Store, job_id: int, state: str, exit_code: int | None,
 
 
 def cancel(store: Store, job_id: int, *, user: str, admin: bool) -> QueueJob:
-    """Cancel a pending or running job (its owner or an admin): CANCELLED, nodes freed, its
-    launcher (on this host) sent SIGTERM so it stops its tasks (and woken, if it was waiting),
-    and the jobs the freed nodes let start are started."""
+    """Cancel a pending or running job (its owner or an admin): CANCELLED, nodes freed, and the
+    jobs the freed nodes let start are started. A running job's launcher (on this host) gets
+    SIGTERM so it stops its tasks; a queued one is woken and leaves as srun does (exit 1)."""
     _ensure(store)
     nodes = cluster_nodes(store)
     woken: list[int] = []
@@ -412,6 +412,8 @@ def cancel(store: Store, job_id: int, *, user: str, admin: bool) -> QueueJob:
     if refusal is not None:
         raise refusal
     _wake(store, [job_id, *woken])
+    if job.state != "RUNNING":
+        return job  # a queued launcher is woken (above) and leaves as srun does: no signal
     if job.host == this_host() and process_alive(job.pid, pid_start) and job.pid != os.getpid():
         try:
             os.kill(job.pid, signal.SIGTERM)

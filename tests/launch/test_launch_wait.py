@@ -78,7 +78,7 @@ def test_waiting_launchers_use_no_cpu_and_start_when_woken(tmp_path, cs2_home, m
         out, err = p.communicate(timeout=120)
         assert p.returncode == 0, err
         assert "queued and waiting for resources" in err and "has been allocated" in err
-        assert out.count("ran") == 16
+        assert out.splitlines().count("ran") == 16
     # FIFO: each job started after the one submitted before it
     jobs = [j for j in queue_state(cs2_home)[0] if j["id"] != blocker]
     starts = [j["started_at"] for j in sorted(jobs, key=lambda j: j["id"])]
@@ -132,7 +132,7 @@ def test_a_crashed_holder_is_found_by_the_safety_recheck(tmp_path, cs2_home, mon
     out, err = waiting.communicate(timeout=60)
     gate.touch()
     assert waiting.returncode == 0, err
-    assert out.count("ran") == 16
+    assert out.splitlines().count("ran") == 16
 
 
 def _audit(store: Store) -> list:
