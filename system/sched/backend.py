@@ -12,11 +12,11 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from cs2sim.system.sched import queue
+from cs2sim.system.sched.allocation import Allocation, Events
 from cs2sim.system.sched.fit import NodeInfo
 from cs2sim.system.sched.layout import Task, layout
 from cs2sim.system.sched.request import JobRequest
@@ -26,21 +26,6 @@ __all__ = ["Allocation", "Backend", "EmbeddedBackend", "Events", "SCHEDULER_ENV"
            "select_backend"]
 
 POLL_S = 0.05  # how often a queued launcher re-reads the queue
-
-
-@dataclass(frozen=True)
-class Allocation:
-    """Nodes granted to a job: one list per heterogeneous component."""
-
-    job_id: int
-    nodes: tuple[tuple[str, ...], ...]
-    request: JobRequest
-
-
-class Events(Protocol):
-    """Where a backend reports what srun would print on stderr (one line each, no newline)."""
-
-    def __call__(self, line: str) -> None: ...
 
 
 class Backend(Protocol):
@@ -122,7 +107,7 @@ class EmbeddedBackend:
     def run(self, alloc: Allocation, *, out: Callable[[str], None], err: Callable[[str], None],
             stop_requested: Callable[[], int | None],
             on_started: Callable[[float], None] | None = None) -> StepResult:
-        from cs2sim.system.users import login_name
+        from cs2sim.system.oslogin import login_name
 
         tasks = self.tasks(alloc, user=login_name())
         env = dict(os.environ if self.base_env is None else self.base_env)

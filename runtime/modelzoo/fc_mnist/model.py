@@ -100,6 +100,8 @@ def hidden_layers(mp: dict[str, Any]) -> list[int]:
 class FcMnistModel(Model):
     """784 -> [Dense -> activation -> dropout] x len(hidden) -> Dense(10) -> softmax CE."""
 
+    NAME = "fc_mnist"
+    SCHEMA = MODEL_SCHEMA
     family = "mnist"
     input_key = "x"
     label_key = "y"
