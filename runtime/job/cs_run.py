@@ -209,5 +209,5 @@ class CsRun:
 
 
 def refused_exit_code() -> int:
-    """The exit code of a refused job (JobRefused), documented in the README."""
+    """The exit code of a refused job (JobRefused), documented in docs/training.md."""
     return JobRefused.exit_code

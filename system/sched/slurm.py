@@ -286,7 +286,7 @@ class SlurmBackend:
         env = dict(os.environ if self.base_env is None else self.base_env)
         env.update(request.env)
         # the task runs the same command words on every node: `python-ws` etc. must resolve to
-        # this installation (same path on every node, see the README)
+        # this installation (same path on every node, see docs/slurm.md)
         bindir = os.path.dirname(sys.executable)
         if bindir not in env.get("PATH", "").split(os.pathsep):
             env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
