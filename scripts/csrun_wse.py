@@ -108,10 +108,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_job(backend: Backend, request: JobRequest, *, ignore_int: bool = False) -> int:
     """Allocate, run and release one job on `backend`; the launcher's exit code."""
+    from cs2sim.system.oslogin import login_name
     from cs2sim.system.sched.queue import NeverFits
     from cs2sim.system.sched.request import JobRequest
     from cs2sim.system.sched.runner import preload
-    from cs2sim.system.users import login_name
 
     assert isinstance(request, JobRequest)
     signals = Signals()  # Ctrl-C while queued cancels the wait, even for csrun_cpu

@@ -21,7 +21,12 @@ from cs2sim.csshell.commands.admin import (
 from cs2sim.csshell.commands.execmode import execmode_setup, execmode_show, execmode_withdraw
 from cs2sim.csshell.commands.jobs import jobs_cancel, jobs_show
 from cs2sim.csshell.commands.shell import exit_cmd, help_cmd
-from cs2sim.csshell.commands.system import system_activate, system_fault, system_show, system_standby
+from cs2sim.csshell.commands.system import (
+    system_activate,
+    system_fault,
+    system_show,
+    system_standby,
+)
 from cs2sim.csshell.table import Arg, Command, CommandTable, Option
 
 __all__ = ["COMMANDS", "GROUPS", "ROWS"]

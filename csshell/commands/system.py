@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from cs2sim.csshell.commands.execmode import LABEL_WIDTH, mode_lines
 from cs2sim.csshell.context import Cancelled
-from cs2sim.csshell.render import ago, clock, job_dict, seconds, show_jobs
+from cs2sim.csshell.render import JOB_COLUMNS, ago, clock, job_dict, job_rows, seconds
 from cs2sim.system.errors import RuntimeFailure
 from cs2sim.system.state import Action, ExecMode, State
 
@@ -75,7 +75,7 @@ def system_show(ctx: Context, inv: Invocation) -> None:
     ctx.echo(label.format("Software Version", status.software_version))
     ctx.echo(label.format("Running Jobs", len(status.running_jobs) or "none"))
     if status.running_jobs:
-        show_jobs(ctx, status.running_jobs)
+        ctx.table_out(JOB_COLUMNS, job_rows(status.running_jobs))
 
 
 def system_standby(ctx: Context, inv: Invocation) -> None:
@@ -89,7 +89,7 @@ def system_standby(ctx: Context, inv: Invocation) -> None:
             f"{len(jobs)} job(s) running on {machine.name}; forced standby stops them at their "
             "next step (the checkpoints they have written are kept):"
         )
-        show_jobs(ctx, jobs)
+        ctx.table_out(JOB_COLUMNS, job_rows(jobs))
     if not ctx.confirm(STANDBY_QUESTION, "system standby", bool(inv.option("yes"))):
         ctx.echo(f"Cancelled; {machine.name} stays {machine.status().state}.")
         return

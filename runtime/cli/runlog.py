@@ -1,7 +1,7 @@
 """Console and file output of a run.py: THE one printing module of runtime/.
 
-Only the run.py entry points (runtime/cli/main.py `main`) use it; everything else in runtime/ logs to
-the `cs2sim` loggers and never prints. It sets up:
+Only the run.py entry points (runtime/cli/main.py `main`) use it; everything else in runtime/
+logs to the `cs2sim` loggers and never prints. It sets up:
 
 * console logging in Model Zoo's format ``%(asctime)s %(levelname)s:   %(message)s`` on stdout;
 * the run log file ``<model_dir>/run_%Y%m%d_%H%M%S.log`` (same format);

@@ -2,7 +2,8 @@
 
     gate      the system must exist (IP with or without :9000, or its name), be ACTIVE and be in
               the job's execution mode (`python` / `python-pt` = pipelined, `python-ws` = weight
-              streaming: runtime/job/flow.py); otherwise JobRefused (exit 69) before any work, naming
+              streaming: runtime/job/flow.py); otherwise JobRefused (exit 69) before any work,
+              naming
               the system, its state and mode and the admin commands that fix it. num_csx must fit.
     register  the job is recorded RUNNING in the store (`system show` in cs> lists it, the toolbar
               counts it); a kill -9 leaves a dead pid that the next reader marks FAILED. Under a
@@ -215,5 +216,5 @@ class CsRun:
 
 
 def refused_exit_code() -> int:
-    """The exit code of a refused job (JobRefused), documented in the README."""
+    """The exit code of a refused job (JobRefused), documented in docs/training.md."""
     return JobRefused.exit_code

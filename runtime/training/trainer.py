@@ -1,9 +1,9 @@
 """The training loop: train / eval / eval_all / train_and_eval, in nanoGPT's shape.
 
 The trainer is the "user node": it builds the model, optimizer, loss scaler and input stream
-(runtime/training/runconfig.py), restores a checkpoint, hands everything to an executor (the plug-in of
-runtime/executors/) and consumes the executor's step outputs: Rate/GlobalRate, TensorBoard
-summaries, checkpoints, the NaN guard, performance.json. It never prints; it logs to
+(runtime/training/runconfig.py), restores a checkpoint, hands everything to an executor (the
+plug-in of runtime/executors/) and consumes the executor's step outputs: Rate/GlobalRate,
+TensorBoard summaries, checkpoints, the NaN guard, performance.json. It never prints; it logs to
 `cs2sim.run` and fires callbacks (runtime/training/callbacks.py).
 
 One training run:
@@ -37,14 +37,21 @@ from typing import Any
 import numpy as np
 
 from cs2sim.runtime.artifacts import checkpoint as ckpt
-from cs2sim.runtime.training.callbacks import EVENTS, Callbacks, EvalResult, LoadInfo, StepLog, TrainResult
+from cs2sim.runtime.artifacts.perf import RunPerf, write_performance
+from cs2sim.runtime.artifacts.summaries import EVAL_DIR, Summaries
 from cs2sim.runtime.executors.base import Executor, StepOutput, capture_state, restore_state
 from cs2sim.runtime.executors.cpu import CpuExecutor
+from cs2sim.runtime.training.callbacks import (
+    EVENTS,
+    Callbacks,
+    EvalResult,
+    LoadInfo,
+    StepLog,
+    TrainResult,
+)
 from cs2sim.runtime.training.host_memory import check_host_memory, host_memory_bytes
 from cs2sim.runtime.training.metrics import RateTracker, format_rate
-from cs2sim.runtime.artifacts.perf import RunPerf, write_performance
 from cs2sim.runtime.training.runconfig import Components, LoopConfig
-from cs2sim.runtime.artifacts.summaries import EVAL_DIR, Summaries
 from cs2sim.system.errors import RuntimeFailure
 
 __all__ = [

@@ -13,11 +13,11 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from cs2sim.system.sched import queue
+from cs2sim.system.sched.allocation import Allocation, Events
 from cs2sim.system.sched.fit import NodeInfo
 from cs2sim.system.sched.layout import Task, layout
 from cs2sim.system.sched.request import JobRequest
@@ -34,21 +34,6 @@ RECHECK_S = 5.0
 RECHECK_STEP = 10
 RECHECK_MAX_S = 60.0
 RECHECK_ENV = "CS2SIM_QUEUE_RECHECK_S"  # test knob: RECHECK_S (tests prove wake-ups with 600)
-
-
-@dataclass(frozen=True)
-class Allocation:
-    """Nodes granted to a job: one list per heterogeneous component."""
-
-    job_id: int
-    nodes: tuple[tuple[str, ...], ...]
-    request: JobRequest
-
-
-class Events(Protocol):
-    """Where a backend reports what srun would print on stderr (one line each, no newline)."""
-
-    def __call__(self, line: str) -> None: ...
 
 
 class Backend(Protocol):
@@ -146,7 +131,7 @@ class EmbeddedBackend:
     def run(self, alloc: Allocation, *, out: Callable[[str], None], err: Callable[[str], None],
             stop_requested: Callable[[], int | None],
             on_started: Callable[[float], None] | None = None) -> StepResult:
-        from cs2sim.system.users import login_name
+        from cs2sim.system.oslogin import login_name
 
         tasks = self.tasks(alloc, user=login_name())
         env = dict(os.environ if self.base_env is None else self.base_env)

@@ -218,7 +218,8 @@ def test_real_process_reads_stdin(home: Path) -> None:
 def test_real_process_quits_quietly_when_its_reader_goes(home: Path) -> None:
     """`cs ... | head -1`: no internal error, exit status 141 as for any SIGPIPE'd command."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cs2sim.csshell", "-c", "; ".join(["help"] * 200)],  # > a pipe buffer
+        # > a pipe buffer
+        [sys.executable, "-m", "cs2sim.csshell", "-c", "; ".join(["help"] * 200)],
         env=shell_env(home),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

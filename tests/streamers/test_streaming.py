@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from cs2sim.runtime.data import build_input
-from cs2sim.runtime.job.streamers import ChiefHub, RemoteStream
 from cs2sim.runtime.job.roles import task_info
+from cs2sim.runtime.job.streamers import ChiefHub, RemoteStream
 from cs2sim.system.errors import RuntimeFailure
 from tests.streamers.conftest import FC_SMALL, GPT2_TINY, Job, chief_params, slurm_env
 
