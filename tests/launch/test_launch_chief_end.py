@@ -59,3 +59,30 @@ def test_a_dead_streamer_is_reported_by_srun_naming_its_task(tmp_path, cs2_home,
     assert "srun: Terminating StepId=" in err
     job = queue_state(cs2_home)[0][-1]
     assert job["state"] == "FAILED"
+
+
+def test_the_id_a_standby_refusal_names_is_the_launched_job_and_cancels_it(tmp_path, cs2_home,
+                                                                         no_stranding):
+    from cs2sim.system.machine import Machine
+    from cs2sim.system.store import Store
+
+    proc = start(_fc_run(tmp_path, 100000))
+    running = wait_for(lambda: [j for j in queue_state(cs2_home)[0] if j["state"] == "RUNNING"],
+                       timeout=120)
+    queue_id = running[0]["id"]
+    store = Store.open()
+    system_jobs = wait_for(lambda: Machine(store).status().running_jobs, timeout=120)
+    assert [j.id for j in system_jobs] == [queue_id]  # one id: the chief registered the queue's
+    refused = run([script("cs"), "-c", "system standby --yes"])
+    assert refused.returncode == 1
+    assert f"running: job {queue_id} ({system_jobs[0].user}: python " in refused.stderr
+    assert f"`jobs cancel {queue_id}`" in refused.stderr
+    shown = run([script("cs"), "-c", "jobs show"])
+    assert shown.stdout.splitlines()[2].split()[0].split("+")[0] == str(queue_id)
+    cancelled = run([script("cs"), "-c", f"jobs cancel {queue_id}"])
+    assert cancelled.returncode == 0 and f"Cancelled job {queue_id} (running" in cancelled.stdout
+    proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert wait_for(lambda: not Machine(store).status().running_jobs, timeout=30)
+    ok = run([script("cs"), "-c", "system standby --yes"])  # nothing runs any more
+    assert ok.returncode == 0, ok.stderr
