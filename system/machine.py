@@ -176,6 +176,7 @@ class Machine:
         elif system not in names:
             raise UsageError(f"Unknown system {system!r}; known systems: {', '.join(names)}.")
         self.name = system
+        self.several = len(names) > 1  # refusals then say which system they are about
         with store.read() as db:
             self.ip = self._row(db).ip
 
@@ -342,7 +343,6 @@ class Machine:
         with self.store.transaction() as db:
             now = self._clock()  # under the write lock: see _attempt
             rows = [m._settle(db, now) for m in machines]
-            row = rows[0]
             refusal = self._systems_refusal(rows, mode, now)
             if refusal is None:
                 taken = jobs.node_conflict(db, tuple(nodes))
@@ -566,6 +566,8 @@ class Machine:
         try:
             next_state(row.state, action, ready_in=ready_in)
         except InvalidTransition as e:
+            if self.several:  # in a cluster of several, say which system refused
+                return InvalidTransition(f"{self.name}: {e}")
             return e
         if action is Action.BOOTED and ready_in is not None and ready_in > 0:
             return InvalidTransition(

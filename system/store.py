@@ -28,8 +28,8 @@ DB_NAME = "cs2sim.db"
 SCHEMA_VERSION = 2
 BUSY_TIMEOUT_S = 10.0  # a writer waits this long for another's transaction before giving up
 
-# Version 2 (version 1 lacked jobs.systems). The CHECK constraints keep a hand-edited or buggy write from storing a state the
-# state machine does not know.
+# Version 2 (version 1 lacked jobs.systems). The CHECK constraints keep a hand-edited or buggy
+# write from storing a state the state machine does not know.
 SCHEMA: tuple[str, ...] = (
     "CREATE TABLE schema_version (version INTEGER NOT NULL)",
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",

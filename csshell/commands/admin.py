@@ -60,6 +60,10 @@ def audit_show(ctx: Context, inv: Invocation) -> None:
         )
         for e in entries
     ]
+    if ctx.machine.several:  # this system's rows and the cluster-wide ones: say which is which
+        rows = [(*r[:3], e.system or "-", *r[3:]) for r, e in zip(rows, entries, strict=True)]
+        ctx.table_out((*AUDIT_COLUMNS[:3], "system", *AUDIT_COLUMNS[3:]), rows)
+        return
     ctx.table_out(AUDIT_COLUMNS, rows)
 
 
