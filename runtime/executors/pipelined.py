@@ -27,6 +27,13 @@ Here:
     Each stage accumulates its micro-batches' gradients; the dynamic loss scaling check and the
     gradient clipping use the global norm over all stages (a global reduction, as the CS-2's
     loss scaling kernel does); then every stage updates its weights in place.
+  * the plan's `replicas` (data parallel on one wafer: the compiler placed that many copies of
+    the kernels when the model is small for the wafer) are run: the global batch is split into
+    that many contiguous replica shards, each split into its micro-batches, and every replica's
+    micro-batches flow through the stages at the same ticks (replica r's micro-batch m reaches
+    stage s at tick m + s); each replica's gradients add into the stages' (the wafer reduces
+    them). `split` is the last step's (replica, rows) per micro-batch; the trace numbers
+    micro-batches across replicas in that order. Without a plan: one replica.
   * checkpoints download the weights and optimizer state from the stages (`snapshot`); at the
     end of a run the host model and optimizer receive the final wafer state.
 
@@ -154,6 +161,8 @@ class PipelinedExecutor(QueuedExecutor):
         self.microbatches = self.fixed_microbatches or DEFAULT_MICROBATCHES  # replicas made
         self.compile_time, self.est_samples_per_sec = compile_time, est_samples_per_sec
         self.active_pes, self.total_pes = active_pes, total_pes
+        self.data_replicas = _plan_replicas(plan)  # copies of the kernels on the wafer
+        self.split: list[tuple[int, Shard]] = []  # the last step's (replica, rows) per mb
         self.stages: list[Stage] = []
         # the last TRACE_EVENTS (step, tick, stage, micro-batch, F|B) events, for tests and tools
         self.trace: deque[tuple[int, int, int, int, str]] = deque(maxlen=TRACE_EVENTS)
@@ -192,7 +201,7 @@ class PipelinedExecutor(QueuedExecutor):
         self.conflicts = {(i, j) for i in range(len(used)) for j in range(len(used))
                           if i != j and used[i] & used[j]}
         self.bank = MaskBank()
-        self.shards = [Shard() for _ in range(self.microbatches)]
+        self.shards = [Shard() for _ in range(self.microbatches * self.data_replicas)]
         shared_p = {id(a): a for a in _all_arrays(self.wafer, "p")}
         shared_g = {id(a): g for a, g in zip(_all_arrays(self.wafer, "p"),
                                               _all_arrays(self.wafer, "g"), strict=True)}
@@ -248,25 +257,27 @@ class PipelinedExecutor(QueuedExecutor):
     def compute_gradients(self, batch: dict[str, np.ndarray], step: int, scale: float) -> float:
         """The pipeline's forward and backward of one global batch: the stages' gradients of
         scale * loss (in `self.wafer.grads()`); returns the batch's loss."""
-        parts, shards = shard_batch(batch, self.microbatches_for(batch))
+        parts, shards, of = self._split(batch)
         M, S = len(parts), len(self.stages)
         side_by_side = self._rows(batch) // M >= MIN_SIDE_BY_SIDE_ROWS
         for holder, s in zip(self.shards, shards, strict=False):
             holder.lo, holder.hi, holder.total = s.lo, s.hi, s.total
         self.bank.reset(shards[0].total)
+        # micro-batch j of the flat list is number `pos[j]` of its replica: it reaches stage s
+        # at tick pos[j] + s, at the same tick as the other replicas' micro-batch pos[j]
+        pos = [j - of.index(of[j]) for j in range(M)]
+        ticks = max(pos) + 1 + S - 1
         self.wafer.zero_grad()
         acts: list[Any] = [self.replicas[m].inputs(parts[m])[0] for m in range(M)]
         labels = [self.replicas[m].inputs(parts[m])[1] for m in range(M)]
         losses = [0.0] * M
         last = len(self.wafer.blocks) - 1
         debug = trace_log.isEnabledFor(logging.DEBUG)
-        # forward: at tick t stage s works on micro-batch t - s
-        for t in range(M + S - 1):
+        # forward: at tick t stage s works on (each replica's) micro-batch t - s
+        for t in range(ticks):
             tasks = []
-            for st in self.stages:
-                m = t - st.index
-                if not 0 <= m < M:
-                    continue
+            for st, m in ((st, m) for m in range(M) for st in self.stages
+                          if pos[m] == t - st.index):
 
                 def fwd(st: Stage = st, m: int = m) -> None:
                     blocks = self.replicas[m].blocks
@@ -281,12 +292,10 @@ class PipelinedExecutor(QueuedExecutor):
             self._run_tick(tasks, side_by_side)
             self._record(step, t, [(s, m) for s, m, _ in tasks], "F", debug)
         # backward: stage S-1 first; the loss head is seeded with this shard's share of the mean
-        for t in range(M + S - 1):
+        for t in range(ticks):
             tasks = []
-            for st in reversed(self.stages):
-                m = t - (S - 1 - st.index)
-                if not 0 <= m < M:
-                    continue
+            for st, m in ((st, m) for m in range(M) for st in reversed(self.stages)
+                          if pos[m] == t - (S - 1 - st.index)):
 
                 def bwd(st: Stage = st, m: int = m) -> None:
                     blocks = self.replicas[m].blocks
@@ -305,13 +314,29 @@ class PipelinedExecutor(QueuedExecutor):
         when allowed (large enough micro-batches), there are several and no two share a weight;
         else one after another in order (a single task then splits its kernels over the
         threads)."""
-        busy = [s for s, _, _ in tasks]
-        if len(tasks) < 2 or workers() < 2 or not side_by_side or any(
-                (a, b) in self.conflicts for a in busy for b in busy):
+        busy = [s for s, _, _ in tasks]  # a stage twice (two replicas): one after the other
+        if len(tasks) < 2 or workers() < 2 or not side_by_side or len(set(busy)) < len(busy) \
+                or any((a, b) in self.conflicts for a in busy for b in busy):
             for _, _, work in tasks:
                 work()
             return
         run_chunks(lambda i: tasks[i][2](), len(tasks))
+
+    def _split(self, batch: dict[str, np.ndarray]) -> tuple[list[dict[str, np.ndarray]],
+                                                             list[Shard], list[int]]:
+        """The step's micro-batches over the replicas: (parts, their rows in the global batch,
+        the replica of each), replica by replica."""
+        replica_parts, replica_rows = shard_batch(batch, self.data_replicas)
+        parts: list[dict[str, np.ndarray]] = []
+        shards: list[Shard] = []
+        of: list[int] = []
+        for r, (part, rows) in enumerate(zip(replica_parts, replica_rows, strict=True)):
+            sub, sub_rows = shard_batch(part, self.microbatches_for(part))
+            parts += sub
+            shards += [Shard(rows.lo + s.lo, rows.lo + s.hi, rows.total) for s in sub_rows]
+            of += [r] * len(sub)
+        self.split = list(zip(of, shards, strict=True))
+        return parts, shards, of
 
     def microbatches_for(self, batch: dict[str, np.ndarray]) -> int:
         """How many micro-batches this batch is split into (see MIN_MICROBATCH_ROWS)."""
@@ -366,6 +391,14 @@ class PipelinedExecutor(QueuedExecutor):
         self.optimizer.load_state_dict(self._optimizer_state())
         if hasattr(self.model, "set_rng_state"):
             self.model.set_rng_state(self.wafer.rng_state())
+
+
+def _plan_replicas(plan: Any) -> int:
+    """The plan's data-parallel replicas (a Plan or its JSON dict); 1 without a plan."""
+    if plan is None:
+        return 1
+    n = plan.get("replicas", 1) if isinstance(plan, dict) else getattr(plan, "replicas", 1)
+    return max(1, int(n or 1))
 
 
 def _subset_state(state: dict[str, Any], names: Collection[str]) -> dict[str, Any]:
