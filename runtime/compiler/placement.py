@@ -155,12 +155,17 @@ def _sizes(need: _Need, budget: int, r_hi: float) -> tuple[np.ndarray, float]:
 def _pack(p: np.ndarray, W: int, H: int, y0: int) -> list[Rect] | None:
     """Serpentine bands: the fewest bands (tallest) that hold every kernel, or None.
 
-    Kernels sit top-aligned along a band; the last kernel of a band spans the band's height, so
+    Bands are at most twice as tall as the largest kernel is wide when square (a small model
+    does not become a row of one-PE-wide columns). Kernels sit top-aligned along a band; the
+    last kernel of a band spans the band's height, so
     it touches the first kernel of the next band, which starts at the same end (the band broke
     because that kernel did not fit beside it, so the two overlap in x). The first kernel (the
     input kernel, at the west edge) keeps square tiles: it is at least as wide as tall.
     """
-    for k in range(1, H + 1):
+    # bands no taller than twice the side of the largest kernel's square: kernels keep tiles
+    # near square instead of becoming one-PE-wide columns
+    side = math.isqrt(max(int(p.max()) - 1, 0)) + 1
+    for k in range(max(1, -(-H // (2 * side))), H + 1):
         hb = H // k
         w = -(-p // hb)  # ceil
         w[0] = max(int(w[0]), math.isqrt(max(int(p[0]) - 1, 0)) + 1)  # square-ish input kernel
