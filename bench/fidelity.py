@@ -146,7 +146,8 @@ def run_case(case: Case, tmp: Path) -> Row:
                   f"{e['compute_utilization']:.0%} of peak")
     else:
         detail = (f"{e['ports_used']:g} port(s), {e['active_pes'] / e['total_pes']:.1%} of PEs"
-                  + (f"; wafer alone {e['wafer_samples_per_sec']:,.0f}" if ic else ""))
+                  + (f"; 5 input nodes x {ic.per_worker_samples_per_sec:,.0f}; kernels sized "
+                     "to them" if ic else ""))
     return Row(case, ours, e["bound"] if case.role != "reference" else "wafer", detail, took)
 
 

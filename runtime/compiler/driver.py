@@ -107,9 +107,12 @@ def _notes(c: Compilation, seconds: float) -> list[str]:
              f"Bound: {e.bound} ({BOUND_TEXT[e.bound]})"]
     if e.input_samples_per_sec is not None and c.input_cluster is not None:
         ic = c.input_cluster
+        cap = (f"the ports feeding the input kernel could carry {e.io_samples_per_sec:.1f}; "
+               "kernels are sized to what feeds them" if e.io_samples_per_sec is not None
+               else f"the wafer alone: {e.wafer_samples_per_sec:.1f}")
         lines.append(f"Input Samples/s: {e.input_samples_per_sec:.1f} ({ic.workers} input "
                      f"worker(s) x {ic.per_worker_samples_per_sec:.1f} samples/s each, "
-                     f"{ic.source}); the wafer alone: {e.wafer_samples_per_sec:.1f}")
+                     f"{ic.source}); {cap}")
     else:
         lines.append("Input Samples/s: not known (run cs_input_analyzer to measure the input "
                      "workers; the estimate assumes they keep up)")

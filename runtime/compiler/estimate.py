@@ -65,6 +65,7 @@ class Estimate:
     input_samples_per_sec: float | None = None  # the input cluster's rate, when known
     wafer_samples_per_sec: float = 0.0  # without the input cluster's bound
     ports_used: float = 0.0  # pipelined: ports feeding the input kernels, all replicas
+    io_samples_per_sec: float | None = None  # pipelined: what those ports could carry
 
     @property
     def active_share(self) -> float:
@@ -142,4 +143,4 @@ def estimate_pipelined(g: Graph, costs: tuple[OpCost, ...], pl: Placement,
         transmission_samples_per_sec=trans_all, active_pes=active, total_pes=wafer.pes,
         compute_utilization=weighted / active if active else 0.0, bound=bound,
         kernels=tuple(kernels), input_samples_per_sec=in_rate,
-        wafer_samples_per_sec=wafer_rate, ports_used=n * pl.ports)
+        wafer_samples_per_sec=wafer_rate, ports_used=n * pl.ports, io_samples_per_sec=io_rate)

@@ -209,7 +209,7 @@ def _plan(c: Compilation) -> list[str]:
            "wafer_samples_per_sec": e.wafer_samples_per_sec,
            "active_pes": e.active_pes, "total_pes": e.total_pes,
            "compute_utilization": e.compute_utilization, "bound": e.bound,
-           "ports_used": e.ports_used}
+           "ports_used": e.ports_used, "io_samples_per_sec": e.io_samples_per_sec}
     kernels: list[dict[str, Any]] = []
     layers: list[dict[str, Any]] = []
     replicas, micro, micro_size, per_system = 1, 1, g.batch_size, g.batch_size
