@@ -35,13 +35,13 @@ from typing import TYPE_CHECKING
 
 from cs2sim.system.errors import ConfigError, UsageError
 from cs2sim.system.sched import queue
+from cs2sim.system.sched.allocation import Allocation, Events
 from cs2sim.system.sched.fit import NodeInfo
 from cs2sim.system.sched.hostlist import expand
 from cs2sim.system.sched.request import Component, JobRequest, SrunCommand
 from cs2sim.system.sched.runner import StepResult, TaskExit
 
 if TYPE_CHECKING:
-    from cs2sim.system.sched.backend import Allocation, Events
     from cs2sim.system.store import Store
 
 __all__ = ["SlurmBackend", "slurm_argv", "SlurmJobRecord", "srun_missing", "parse_error_line"]
@@ -262,8 +262,6 @@ class SlurmBackend:
     def allocate(self, request: JobRequest, *, user: str, events: Events,
                  stop_requested: Callable[[], int | None]) -> Allocation | None:
         """srun allocates the job itself: only refuse what Slurm would leave pending forever."""
-        from cs2sim.system.sched.backend import Allocation
-
         why = srun_missing()
         if why is not None:
             raise ConfigError(why[0].upper() + why[1:])
@@ -288,7 +286,7 @@ class SlurmBackend:
         env = dict(os.environ if self.base_env is None else self.base_env)
         env.update(request.env)
         # the task runs the same command words on every node: `python-ws` etc. must resolve to
-        # this installation (same path on every node, see the README)
+        # this installation (same path on every node, see docs/slurm.md)
         bindir = os.path.dirname(sys.executable)
         if bindir not in env.get("PATH", "").split(os.pathsep):
             env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
@@ -493,7 +491,7 @@ class SlurmBackend:
                 db.execute(statement)
 
     def _register(self, job_id: int, request: JobRequest) -> None:
-        from cs2sim.system.users import login_name
+        from cs2sim.system.oslogin import login_name
 
         self._ensure()
         with self.store.transaction() as db:
