@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 from cs2sim.runtime.compiler import compile_run  # noqa: E402
 from cs2sim.runtime.compiler import calibration  # noqa: E402
 from cs2sim.runtime.compiler.io import InputCluster  # noqa: E402
-from cs2sim.runtime.modelzoo.registry import MODELS  # noqa: E402
+from cs2sim.runtime.registry import names as model_names  # noqa: E402
 from cs2sim.runtime.params import load_params, validate_params  # noqa: E402
 from cs2sim.system.state import ExecMode  # noqa: E402
 
@@ -126,7 +126,7 @@ class Row:
 
 def run_case(case: Case, tmp: Path) -> Row:
     """Compile one case; a Row with our estimate, or with the note why it was skipped."""
-    if case.model not in MODELS:
+    if case.model not in model_names():
         return Row(case, None, note=f"skipped: no `{case.model}` model is registered yet")
     try:
         p = load(case)
@@ -217,7 +217,7 @@ def fit() -> int:
 
     prepared = []
     for case in CASES:
-        if case.role != "calibration" or case.mode != W or case.model not in MODELS:
+        if case.role != "calibration" or case.mode != W or case.model not in model_names():
             continue
         p = load(case)
         half, _ = resolve_precision(copy.deepcopy(p))

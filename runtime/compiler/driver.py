@@ -80,7 +80,10 @@ def _num_csx(params: dict[str, Any]) -> int:
 
 
 def _multireplica(params: dict[str, Any]) -> bool:
-    return bool((params.get("runconfig") or {}).get("multireplica") or False)
+    """runconfig.multireplica (--multireplica), unless the model says it may not be copied."""
+    allowed = (params.get("model") or {}).get("allow_multireplica", True)
+    wanted = bool((params.get("runconfig") or {}).get("multireplica") or False)
+    return wanted and allowed is not False
 
 
 def _result(c: Compilation, directory: Path, reused: bool, t0: float, stop: str,
