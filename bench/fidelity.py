@@ -34,11 +34,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from cs2sim.runtime.compiler import compile_run  # noqa: E402
-from cs2sim.runtime.compiler import calibration  # noqa: E402
+from cs2sim.runtime.compiler import calibration, compile_run  # noqa: E402
 from cs2sim.runtime.compiler.io import InputCluster  # noqa: E402
-from cs2sim.runtime.registry import names as model_names  # noqa: E402
 from cs2sim.runtime.params import load_params, validate_params  # noqa: E402
+from cs2sim.runtime.registry import names as model_names  # noqa: E402
 from cs2sim.system.state import ExecMode  # noqa: E402
 
 HERE = ROOT / "bench" / "fidelity"
