@@ -75,9 +75,12 @@ TRACE_EVENTS = 100_000
 # Micro-batches in flight per global step. The CS-2 streams samples one by one; here a
 # micro-batch is a host GEMM's worth of rows, since numpy's kernels lose efficiency below ~128
 # rows (measured: fc_mnist at batch 256 costs 1.09x the host step with 2 micro-batches, 1.19x
-# with 4). Unless the executor is given a number, a step uses as many micro-batches of at least
-# MIN_MICROBATCH_ROWS rows as fit, between 2 (a pipeline still fills and drains) and
-# DEFAULT_MICROBATCHES, never more than the batch has samples.
+# with 4). Unless the executor is given a number, a step uses as many micro-batches as the
+# runtime has worker threads (a tick's stages then keep every thread busy, in the largest
+# products), each of at least MIN_MICROBATCH_ROWS rows, between 2 (a pipeline still fills and
+# drains) and DEFAULT_MICROBATCHES, never more than the batch has samples. Measured (issue 19,
+# CPU time of one thread, the 4-layer GPT of bench/runtime_bench.py, 1024 rows): 4 micro-batches
+# cost 1.12x the host step, 2 cost 1.03x; fc_mnist B256 1.18x and 1.06x.
 DEFAULT_MICROBATCHES = 4
 MIN_MICROBATCH_ROWS = 128
 # A tick's stages run side by side only when each micro-batch has at least this many GEMM rows:
@@ -343,7 +346,8 @@ class PipelinedExecutor(QueuedExecutor):
         if self.fixed_microbatches is not None:
             return self.fixed_microbatches
         B = len(self.wafer.inputs(batch)[0])
-        m = max(2, min(DEFAULT_MICROBATCHES, self._rows(batch) // MIN_MICROBATCH_ROWS))
+        m = max(2, min(DEFAULT_MICROBATCHES, self._rows(batch) // MIN_MICROBATCH_ROWS,
+                       workers()))
         return min(m, B)
 
     def _rows(self, batch: dict[str, np.ndarray]) -> int:

@@ -10,8 +10,11 @@ trains on its 1/N share of the global batch (data parallel).
 The compiled plan says what runs (runtime/compiler/plan.py): its `layers`, in order, are the
 streamed layers (each one broadcast: a group of consecutive model blocks, a block the plan lists no
 layer for joining the layer before it) and the one marked `retained` keeps its weights on the wafer
-from its forward to its backward. Without a plan every model block is a layer and the last one is
-retained. `trace` records what was streamed: (step, layer, "F" | "B", broadcast).
+from its forward to its backward; when its activations do not fit one wafer the plan splits each
+system's samples into `micro_batches` of `micro_batch_size`, and every micro-batch streams every
+layer again (forward and backward), its gradients adding to the step's in MemoryX before the one
+update. Without a plan every model block is a layer, the last one is retained, and the batch is
+one pass. `trace` records what was streamed: (step, layer, "F" | "B", broadcast).
 
 One global step (global batch B, N systems, layers as above, the last holding the loss head):
   forward   for each layer k: SwarmX broadcasts its weights; every system runs it on its shard
@@ -71,6 +74,16 @@ def _plan_layers(plan: Any) -> list[dict[str, Any]] | None:
         return None
     layers = plan.get("layers") if isinstance(plan, dict) else getattr(plan, "layers", None)
     return list(layers) if layers else None
+
+
+def _plan_micro_batch(plan: Any) -> int | None:
+    """Samples per system in one micro-batch pass (the plan's micro_batch_size when it runs
+    more than one micro-batch a step), or None."""
+    if plan is None:
+        return None
+    get = plan.get if isinstance(plan, dict) else lambda k, d=None: getattr(plan, k, d)
+    size, count = get("micro_batch_size", 0), get("micro_batches", 1)
+    return int(size) if size and count and int(count) > 1 else None
 
 
 def streamed_layers(block_names: list[str], plan: Any) -> list[StreamedLayer]:
@@ -156,16 +169,41 @@ class WeightStreamingExecutor(QueuedExecutor):
         return StepResult(loss, lr, used, isfinite, norm)
 
     def compute_gradients(self, batch: dict[str, np.ndarray], scale: float) -> float:
-        """Forward and backward of one global batch over the N systems: MemoryX's gradient
-        accumulators end up holding the gradient of scale * loss; returns the batch's loss."""
+        """Forward and backward of one global batch over the N systems, in the plan's
+        micro-batches (`micro_batches`): MemoryX's gradient accumulators end up holding the
+        gradient of scale * loss; returns the batch's loss."""
         mx, sx = self.memoryx, self.swarmx
         assert mx is not None and sx is not None, "load() first"
-        parts, shards = shard_batch(batch, self.num_csx)
+        B = len(next(iter(batch.values())))
+        self.bank.reset(B)
+        sx.begin_step()  # MemoryX's accumulators are overwritten by the first contributions
+        loss = 0.0
+        for lo, hi in self.micro_batches(B):
+            part = batch if (lo, hi) == (0, B) else {k: v[lo:hi] for k, v in batch.items()}
+            loss += self._pass(part, lo, B, scale)
+        sx.end_step()
+        return float(np.float32(loss))
+
+    def micro_batches(self, batch_size: int) -> list[tuple[int, int]]:
+        """The step's micro-batches as row ranges of the global batch: the plan's
+        micro_batch_size samples on each of the N systems at a time (the last may be smaller);
+        one range without a plan or when the plan runs one micro-batch."""
+        size = _plan_micro_batch(self.plan)
+        rows = size * self.num_csx if size else batch_size
+        if rows >= batch_size:
+            return [(0, batch_size)]
+        return [(lo, min(lo + rows, batch_size)) for lo in range(0, batch_size, rows)]
+
+    def _pass(self, batch: dict[str, np.ndarray], offset: int, total: int, scale: float) -> float:
+        """One micro-batch (rows offset .. offset + len of the global batch of `total` rows)
+        through every layer on the N systems; returns its share of the batch's mean loss."""
+        sx = self.swarmx
+        assert sx is not None
+        parts, local = shard_batch(batch, self.num_csx)
+        shards = [Shard(offset + s.lo, offset + s.hi, total) for s in local]
         n = len(parts)
         for holder, s in zip(self.shards, shards, strict=False):
             holder.lo, holder.hi, holder.total = s.lo, s.hi, s.total
-        self.bank.reset(shards[0].total)
-        sx.begin_step()  # MemoryX's accumulators are overwritten by the first contributions
         systems = self.systems[:n]
         inputs = [sys_.inputs(part) for sys_, part in zip(systems, parts, strict=True)]
         acts: list[Any] = [x for x, _ in inputs]
@@ -197,8 +235,7 @@ class WeightStreamingExecutor(QueuedExecutor):
                          else sys_.blocks[b].backward(d))
                 acts[i] = d
                 sx.reduce(k)
-        sx.end_step()
-        return float(np.float32(sum(lo * s.weight for lo, s in zip(losses, shards, strict=True))))
+        return sum(lo * s.weight for lo, s in zip(losses, shards, strict=True))
 
     def snapshot(self, step: int, stream: Any) -> TrainState:
         """A checkpoint read from MemoryX."""

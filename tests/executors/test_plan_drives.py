@@ -109,3 +109,22 @@ def test_losses_stay_the_hosts_with_a_plan_of_two_replicas_and_merged_layers(tmp
     np.testing.assert_allclose(pipe, cpu, rtol=1e-5, atol=0)
     np.testing.assert_allclose(ws, cpu, rtol=1e-5, atol=0)
     assert cpu[-1] < cpu[0]
+
+
+def test_weight_streaming_runs_the_plans_micro_batches(tmp_path):
+    params, comp, m, batch = _parts("fc_mnist", model__dropout=0.2)
+    B = len(next(iter(batch.values())))
+    loss, want = _host(comp, batch, 2.0)
+    # the plan's micro-batches: 4 samples on each of 3 systems at a time (the compiler splits a
+    # system's samples when their activations do not fit one wafer)
+    plan = {"micro_batch_size": 4, "micro_batches": -(-B // 12)}
+    ex = WeightStreamingExecutor(3, plan)
+    ex.load(m, comp.optimizer(m), comp.scaler(), params)
+    passes = ex.micro_batches(B)
+    assert passes[0] == (0, 12) and passes[-1][1] == B and len(passes) == -(-B // 12)
+    assert ex.compute_gradients(batch, 2.0) == pytest.approx(loss, rel=1e-6)
+    _same(ex.memoryx.grads, want)
+    layers = len(ex.layers)
+    assert ex.swarmx.broadcasts == len(passes) * (2 * layers - 1)  # every pass streams again
+    one = WeightStreamingExecutor(3, dict(plan, micro_batches=1))  # the plan: one pass
+    assert one.micro_batches(B) == [(0, B)]
