@@ -198,12 +198,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=RESULTS, help="results file (markdown)")
     ap.add_argument("--rows", default="",
                     help="comma-separated row keys (fc, gpt, gpt_v50k) to run only those rows "
-                         "against PyTorch, without the executor, cbfloat16 and Trainer rows")
+                         "against PyTorch, without the cbfloat16 and Trainer rows; an executor "
+                         "name (pipelined, weight_streaming) adds its rows for the GPT keys given")
     args = ap.parse_args(argv)
-    only = [k for k in args.rows.split(",") if k]
+    words = [k for k in args.rows.split(",") if k]
+    executors = [k for k in words if k in EXECUTOR_FACTORIES]
+    only = [k for k in words if k not in executors]
     unknown = [k for k in only if k not in ("fc", "gpt", "gpt_v50k")]
     if unknown:
-        ap.error(f"unknown row {unknown[0]!r}; expected fc, gpt or gpt_v50k")
+        ap.error(f"unknown row {unknown[0]!r}; expected fc, gpt, gpt_v50k or an executor "
+                 f"({', '.join(EXECUTOR_FACTORIES)})")
     repeats, window = (2, 0.1) if args.quick else (args.repeats, args.window)
     load_start = os.getloadavg()
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -244,8 +248,8 @@ def main(argv: list[str] | None = None) -> int:
                 row.ref_label = "none"
             rows.append(row)
         # issue 9's executors, in the same interleaving (the hook in bench/cases.py)
-        for name in [] if only else EXECUTOR_FACTORIES:
-            for key in ("gpt", "gpt_v50k"):
+        for name in executors if only else EXECUTOR_FACTORIES:
+            for key in [k for k in ("gpt", "gpt_v50k") if not only or k in only]:
                 case = CASES[key]
                 row = Row(f"{case.label} [{name}]", case.unit, case.units_per_step, case.target)
                 if ref is not None:

@@ -77,7 +77,8 @@ def execmode_setup(ctx: Context, inv: Invocation) -> None:
         )
     machine.setup_execmode(ctx.identity, mode)
     ctx.saw_mode()
-    ctx.echo(f"Selected execution mode configuration: ✔ {mode.label}")
+    on = f" (on {machine.name})" if machine.several else ""  # several systems: say which
+    ctx.echo(f"Selected execution mode configuration: ✔ {mode.label}{on}")
 
 
 def execmode_withdraw(ctx: Context, inv: Invocation) -> None:

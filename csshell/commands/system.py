@@ -185,7 +185,8 @@ def system_activate(ctx: Context, inv: Invocation) -> None:
         )
     mode = ExecMode(started.configured_mode)  # what it booted into (setup needs STANDBY)
     if not outcome.since:
-        ctx.echo(f"System activated in {mode.label} mode.")
+        which = f" {machine.name}" if machine.several else ""  # several systems: say which
+        ctx.echo(f"System{which} activated in {mode.label} mode.")
         return
     then = outcome.since[0]
     more = len(outcome.since) - 1

@@ -38,6 +38,8 @@ def test_system_flag_list_and_use_over_a_terminal(spawn: Any, home: Path) -> Non
     sh.child.sendline("yes")
     sh.expect("System cs2-4 is in STANDBY.")
     sh.prompt()
+    sh.run("config execmode setup pipelined",
+           "Selected execution mode configuration: ✔ Pipelined (on cs2-4)")
     sh.run("system use cs2-1")
     # a refusal says which system refused
     sh.run("config execmode setup pipelined",
@@ -52,6 +54,9 @@ def test_system_flag_list_and_use_over_a_terminal(spawn: Any, home: Path) -> Non
         standby = [e for e in Machine(store, "cs2-4").audit() if e.command == "system standby"]
         others = [e for e in Machine(store, "cs2-1").audit() if e.command == "system standby"]
     assert states == {"cs2-1": State.ACTIVE, "cs2-2": State.ACTIVE, "cs2-4": State.STANDBY}
+    with Store.open(home) as store:
+        assert Machine(store, "cs2-4").status().configured_mode.value == "PIPELINED"
+        assert Machine(store, "cs2-2").status().configured_mode.value == "WEIGHT_STREAMING"
     assert [e.system for e in standby] == ["cs2-4"] and others == []
 
 
