@@ -47,7 +47,7 @@ from bench.cases import CASES, EXECUTOR_FACTORIES, executor_note  # noqa: E402
 from cs2sim.runtime.artifacts.atomic import atomic_write  # noqa: E402
 from cs2sim.runtime.threads import env_set_by_runtime  # noqa: E402
 
-RESULTS = ROOT / "bench" / "results" / "cs2sim.runtime.md"
+RESULTS = ROOT / "bench" / "results" / "runtime.md"
 WORKER = ROOT / "bench" / "bench_worker.py"
 SETTLE = 0.05  # s between windows: a spinning OpenMP pool of the previous side goes to sleep
 

@@ -89,6 +89,7 @@ MIN_MICROBATCH_ROWS = 128
 # (measured: fc_mnist, 128-row micro-batches, 1.24x slower side by side; the 4-layer GPT,
 # 256-row micro-batches, 1.10x faster).
 MIN_SIDE_BY_SIDE_ROWS = 256
+BALANCE = 1.15  # side by side when packing the tick's tasks on the threads wastes <= 15% (below)
 
 
 @dataclass
@@ -165,6 +166,8 @@ class PipelinedExecutor(QueuedExecutor):
         self.compile_time, self.est_samples_per_sec = compile_time, est_samples_per_sec
         self.active_pes, self.total_pes = active_pes, total_pes
         self.data_replicas = _plan_replicas(plan)  # copies of the kernels on the wafer
+        self.side_by_side_rows = MIN_SIDE_BY_SIDE_ROWS
+        self._cost: dict[tuple[str, int], float] = {}  # (F|B, stage) -> seconds, run alone
         self.split: list[tuple[int, Shard]] = []  # the last step's (replica, rows) per mb
         self.stages: list[Stage] = []
         # the last TRACE_EVENTS (step, tick, stage, micro-batch, F|B) events, for tests and tools
@@ -262,7 +265,7 @@ class PipelinedExecutor(QueuedExecutor):
         scale * loss (in `self.wafer.grads()`); returns the batch's loss."""
         parts, shards, of = self._split(batch)
         M, S = len(parts), len(self.stages)
-        side_by_side = self._rows(batch) // M >= MIN_SIDE_BY_SIDE_ROWS
+        side_by_side = self._rows(batch) // M >= self.side_by_side_rows
         for holder, s in zip(self.shards, shards, strict=False):
             holder.lo, holder.hi, holder.total = s.lo, s.hi, s.total
         self.bank.reset(shards[0].total)
@@ -292,7 +295,7 @@ class PipelinedExecutor(QueuedExecutor):
                             x = blocks[b].forward(x)
                     acts[m] = x
                 tasks.append((st.index, m, fwd))
-            self._run_tick(tasks, side_by_side)
+            self._run_tick(tasks, side_by_side, "F")
             self._record(step, t, [(s, m) for s, m, _ in tasks], "F", debug)
         # backward: stage S-1 first; the loss head is seeded with this shard's share of the mean
         for t in range(ticks):
@@ -308,22 +311,45 @@ class PipelinedExecutor(QueuedExecutor):
                             blocks[b].backward(d)
                     acts[m] = d
                 tasks.append((st.index, m, bwd))
-            self._run_tick(tasks, side_by_side)
+            self._run_tick(tasks, side_by_side, "B")
             self._record(step, t, [(s, m) for s, m, _ in tasks], "B", debug)
         return float(np.float32(sum(lo * s.weight for lo, s in zip(losses, shards, strict=True))))
 
-    def _run_tick(self, tasks: list[tuple[int, int, Any]], side_by_side: bool) -> None:
+    def _run_tick(self, tasks: list[tuple[int, int, Any]], side_by_side: bool,
+                  phase: str) -> None:
         """Run one tick's (stage, micro-batch, work) tasks: side by side over the worker threads
-        when allowed (large enough micro-batches), there are several and no two share a weight;
-        else one after another in order (a single task then splits its kernels over the
-        threads)."""
+        when allowed (large enough micro-batches), there are several, no two share a weight and
+        they keep the threads equally busy (`_balanced`); else one after another in order (each
+        task then splits its kernels over the threads, and its time is measured)."""
         busy = [s for s, _, _ in tasks]  # a stage twice (two replicas): one after the other
         if len(tasks) < 2 or workers() < 2 or not side_by_side or len(set(busy)) < len(busy) \
-                or any((a, b) in self.conflicts for a in busy for b in busy):
-            for _, _, work in tasks:
+                or any((a, b) in self.conflicts for a in busy for b in busy) \
+                or not self._balanced([(phase, s) for s in busy]):
+            for s, _, work in tasks:
+                t0 = time.perf_counter()
                 work()
+                self._cost[(phase, s)] = time.perf_counter() - t0
             return
         run_chunks(lambda i: tasks[i][2](), len(tasks))
+
+    def _balanced(self, keys: list[tuple[str, int]]) -> bool:
+        """Whether these stage tasks, one per thread, keep the threads about equally busy.
+
+        A task run alone splits its kernels over the W threads and takes c (measured, `_cost`);
+        side by side it runs on one thread, taking about W x c. Greedy packing of the tasks onto
+        W threads then ends after W x (the fullest thread's sum of c), against sum of c one after
+        another: side by side only when that is at most BALANCE x as long (it saves the threads'
+        meetings inside every product, which the estimate leaves out). A stage not measured yet
+        runs alone first. Measured (issue 19, the 4-layer GPT, two threads): a decoder layer
+        beside the embedding or the loss head left one thread idle for most of the tick."""
+        costs = [self._cost.get(k) for k in keys]
+        if any(c is None for c in costs):
+            return False
+        W = workers()
+        load = [0.0] * W
+        for c in sorted(costs, reverse=True):  # type: ignore[type-var]
+            load[load.index(min(load))] += c  # type: ignore[operator]
+        return W * max(load) <= BALANCE * sum(costs)  # type: ignore[arg-type]
 
     def _split(self, batch: dict[str, np.ndarray]) -> tuple[list[dict[str, np.ndarray]],
                                                              list[Shard], list[int]]:
