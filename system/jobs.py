@@ -46,6 +46,7 @@ __all__ = [
     "holders",
     "on_system",
     "node_conflict",
+    "has_column",
 ]
 
 JOB_STATES = ("RUNNING", "COMPLETED", "FAILED", "CANCELLED")
@@ -160,10 +161,7 @@ def holders(db: sqlite3.Connection, *, alive: bool = True) -> dict[str, int]:
         if job_id not in gone:
             for name in systems.split(",") if systems else [system]:
                 held.setdefault(name, job_id)
-    has_queue = db.execute(
-        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'sched_jobs'"
-    ).fetchone()[0]
-    if has_queue and _has_column(db, "sched_jobs", "systems"):
+    if has_column(db, "sched_jobs", "systems"):
         for job_id, systems in db.execute(
                 "SELECT id, systems FROM sched_jobs WHERE state = 'RUNNING' AND systems != ''"
                 " ORDER BY id"):
@@ -172,8 +170,12 @@ def holders(db: sqlite3.Connection, *, alive: bool = True) -> dict[str, int]:
     return held
 
 
-def _has_column(db: sqlite3.Connection, table: str, column: str) -> bool:
-    return any(r[1] == column for r in db.execute(f"PRAGMA table_info({table})"))
+def has_column(db: sqlite3.Connection, table: str, column: str) -> bool:
+    """Whether `table` has `column` (read from its CREATE statement: a member of a shared store
+    may not run PRAGMAs, system/store_service.py)."""
+    row = db.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?",
+                     (table,)).fetchone()
+    return bool(row) and f" {column} " in str(row[0]).replace("\n", " ")
 
 
 def get(db: sqlite3.Connection, job_id: int) -> Job | None:

@@ -33,7 +33,14 @@ from typing import TYPE_CHECKING
 
 from cs2sim.system import audit
 from cs2sim.system.errors import CsError, PermissionDenied, ResourceError, UsageError
-from cs2sim.system.jobs import holders, next_id, process_alive, process_start, this_host
+from cs2sim.system.jobs import (
+    has_column,
+    holders,
+    next_id,
+    process_alive,
+    process_start,
+    this_host,
+)
 from cs2sim.system.sched.fit import NodeInfo, Pending, fifo_pass, never_fits
 from cs2sim.system.sched.request import Component, JobRequest
 
@@ -134,13 +141,12 @@ def _ensure(store: Store) -> None:
         with store.transaction() as db:
             for statement in SCHEMA:
                 db.execute(statement)
-    else:  # a queue made before jobs reserved CS-2 systems
+    else:  # a queue made before jobs reserved CS-2 systems gets the column
         with store.read() as db:
-            cols = {r[1] for r in db.execute("PRAGMA table_info(sched_jobs)")}
-        if "systems" not in cols:
+            missing = not has_column(db, "sched_jobs", "systems")
+        if missing:
             with store.transaction() as db:
-                cols = {r[1] for r in db.execute("PRAGMA table_info(sched_jobs)")}
-                if "systems" not in cols:
+                if not has_column(db, "sched_jobs", "systems"):
                     db.execute("ALTER TABLE sched_jobs ADD COLUMN systems TEXT NOT NULL"
                                " DEFAULT ''")
     _ready.add(key)
