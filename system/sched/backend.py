@@ -19,6 +19,7 @@ from typing import Protocol
 from cs2sim.system.sched import queue
 from cs2sim.system.sched.fit import NodeInfo
 from cs2sim.system.sched.layout import Task, layout
+from cs2sim.system.sched.pycmd import secret_env
 from cs2sim.system.sched.request import JobRequest
 from cs2sim.system.sched.runner import StepResult, run_step
 
@@ -127,6 +128,7 @@ class EmbeddedBackend:
         tasks = self.tasks(alloc, user=login_name())
         env = dict(os.environ if self.base_env is None else self.base_env)
         env.update(alloc.request.env)
+        env.update(secret_env())
         log_dir = None if alloc.request.pty else self.log_root / str(alloc.job_id)
 
         def stop() -> int | None:

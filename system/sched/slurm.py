@@ -37,6 +37,7 @@ from cs2sim.system.errors import ConfigError, UsageError
 from cs2sim.system.sched import queue
 from cs2sim.system.sched.fit import NodeInfo
 from cs2sim.system.sched.hostlist import expand
+from cs2sim.system.sched.pycmd import secret_env
 from cs2sim.system.sched.request import Component, JobRequest, SrunCommand
 from cs2sim.system.sched.runner import StepResult, TaskExit
 
@@ -287,6 +288,7 @@ class SlurmBackend:
                              "request.srun_command (csrun_wse does).")
         env = dict(os.environ if self.base_env is None else self.base_env)
         env.update(request.env)
+        env.update(secret_env())  # srun passes it to every task (the chief's channel)
         # the task runs the same command words on every node: `python-ws` etc. must resolve to
         # this installation (same path on every node, see the README)
         bindir = os.path.dirname(sys.executable)
