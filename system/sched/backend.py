@@ -18,6 +18,7 @@ from typing import Protocol
 
 from cs2sim.system.sched import queue
 from cs2sim.system.sched.fit import NodeInfo
+from cs2sim.system.sched.guard import JobGuard
 from cs2sim.system.sched.layout import Task, layout
 from cs2sim.system.sched.pycmd import secret_env
 from cs2sim.system.sched.request import JobRequest
@@ -84,6 +85,7 @@ class EmbeddedBackend:
         self.log_root = log_root if log_root is not None else store.home / "slurm"
         self.base_env = base_env
         self._nodes: list[NodeInfo] | None = None
+        self.guard: JobGuard | None = None
 
     @property
     def nodes(self) -> list[NodeInfo]:
@@ -93,7 +95,12 @@ class EmbeddedBackend:
 
     def allocate(self, request: JobRequest, *, user: str, events: Events,
                  stop_requested: Callable[[], int | None]) -> Allocation | None:
-        job_id = queue.submit(self.store, request, user=user, nodes=self.nodes)
+        # the job's guard (guard.py) is the process the queue watches: the nodes of a job
+        # whose launcher was killed are freed only once the guard has ended every process
+        if self.guard is None:
+            self.guard = JobGuard.start()
+        pid = self.guard.pid if self.guard is not None else None
+        job_id = queue.submit(self.store, request, user=user, nodes=self.nodes, pid=pid)
         queued = False
         while True:
             job = queue.poll(self.store, job_id, self.nodes)
@@ -105,6 +112,7 @@ class EmbeddedBackend:
                 events(f"srun: Job allocation {job_id} has been revoked.")
                 events("srun: error: Unable to allocate resources: Job/step already completing "
                        "or completed")
+                self._drop_guard()
                 return None
             if not queued:
                 events(f"srun: job {job_id} queued and waiting for resources")
@@ -112,6 +120,7 @@ class EmbeddedBackend:
             if stop_requested() is not None:
                 queue.finish(self.store, job_id, "CANCELLED", None, self.nodes)
                 events(f"srun: Job allocation {job_id} has been revoked.")
+                self._drop_guard()
                 return None
             time.sleep(POLL_S)
 
@@ -140,7 +149,7 @@ class EmbeddedBackend:
         return run_step(tasks, alloc.request.command, job_id=alloc.job_id, out=out, err=err,
                         log_dir=log_dir, base_env=env,
                         kill_on_bad_exit=alloc.request.kill_on_bad_exit, pty=alloc.request.pty,
-                        stop_requested=stop, on_started=on_started)
+                        stop_requested=stop, on_started=on_started, guard=self.guard)
 
     _last_check = 0.0
 
@@ -163,6 +172,12 @@ class EmbeddedBackend:
             state = "COMPLETED" if result.exit_code == 0 else "FAILED"
             code = result.exit_code
         queue.finish(self.store, alloc.job_id, state, code, self.nodes)
+        self._drop_guard()  # run_step ended every process: the guard may go
+
+    def _drop_guard(self) -> None:
+        if self.guard is not None:
+            self.guard.close()
+            self.guard = None
 
     def cancel(self, job_id: int, *, user: str, admin: bool) -> None:
         queue.cancel(self.store, job_id, user=user, admin=admin)

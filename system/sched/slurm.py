@@ -92,6 +92,19 @@ def srun_missing() -> str | None:
     return None
 
 
+def _end_with_launcher() -> None:
+    """In srun, before exec: SIGTERM when the launcher dies (a kill -9 cannot run our cleanup).
+    srun then cancels the step ("forcing job termination"), and Slurm kills the step's tasks.
+    What a task started and left behind (re-parented to init) is beyond Slurm's reach under
+    proctrack/linuxproc; a site that needs that uses proctrack/cgroup (docs/security.md)."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def _client(args: list[str], timeout: float = CLIENT_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
     """Run a Slurm client command; ConfigError (one sentence) when it cannot answer."""
     try:
@@ -304,6 +317,7 @@ class SlurmBackend:
                 stdout=None if pty else subprocess.PIPE,
                 stderr=None if pty else subprocess.PIPE,
                 start_new_session=not pty,  # Ctrl-C reaches the launcher, which cancels the job
+                preexec_fn=_end_with_launcher,
             )
         except OSError as e:
             raise ConfigError(f"cannot run srun: {e.strerror}; install the Slurm client or set "
