@@ -82,7 +82,11 @@ class EmbeddedBackend:
 
         assert isinstance(store, Store)
         self.store = store
-        self.log_root = log_root if log_root is not None else store.home / "slurm"
+        if log_root is None:  # a member of a shared store may not write its owner's home
+            from cs2sim.system.store_remote import member_log_root
+
+            log_root = store.home / "slurm" if store.remote is None else member_log_root()
+        self.log_root = log_root
         self.base_env = base_env
         self._nodes: list[NodeInfo] | None = None
         self.guard: JobGuard | None = None

@@ -85,12 +85,15 @@ def preload() -> None:
     import rich.text  # noqa: F401
     import yaml  # noqa: F401
 
-    import csshell.commands  # noqa: F401
-    import csshell.login  # noqa: F401
-    import csshell.main  # noqa: F401
-    import csshell.prompts  # noqa: F401
-    import system.cluster  # noqa: F401
-    import system.machine  # noqa: F401
+    import cs2sim.csshell.commands  # noqa: F401
+    import cs2sim.csshell.login  # noqa: F401
+    import cs2sim.csshell.main  # noqa: F401
+    import cs2sim.csshell.prompts  # noqa: F401
+    import cs2sim.system.cluster  # noqa: F401
+    import cs2sim.system.machine  # noqa: F401
+    import cs2sim.system.sched.backend  # noqa: F401
+    import cs2sim.system.store_remote  # noqa: F401
+    import cs2sim.system.store_service  # noqa: F401
 
 
 def run_as(user: pwd.struct_passwd, fn: Callable[[], Any], env: dict[str, str]) -> Any:
