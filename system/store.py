@@ -124,6 +124,8 @@ class Store:
         _make_home(home)
         owner = _owner_uid(home, path)
         if owner is not None and owner != os.getuid() and os.getuid() != 0:
+            if not os.access(home, os.X_OK):  # a private store of someone else's: say so
+                raise _access_problem(home, path) or _unreadable(path, "permission denied")
             return cls._open_remote(home, path, owner)
         try:
             if not path.exists():
@@ -310,11 +312,12 @@ def _owner_uid(home: Path, path: Path) -> int | None:
     return None
 
 
+SHARED_MARK = "store.shared"  # written by `cs-store share` (system/store_service.py)
+
+
 def _shared(home: Path) -> bool:
-    try:
-        return bool(home.stat().st_mode & 0o050)  # the group may enter: a shared store
-    except OSError:
-        return False
+    """Whether the owner shared this store (then its service must run)."""
+    return (home / SHARED_MARK).exists()
 
 
 def _keep_private(home: Path, path: Path) -> None:

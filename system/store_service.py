@@ -38,7 +38,6 @@ import re
 import signal
 import socket
 import sqlite3
-import subprocess
 import sys
 import threading
 import time
@@ -390,11 +389,10 @@ def _session(conn: socket.socket, path: Path, slots: threading.BoundedSemaphore)
 
 # -- the owner's side ---------------------------------------------------------------------------
 def is_shared(home: Path) -> bool:
-    """A store is shared when its directory lets its group in (0750 / 0710)."""
-    try:
-        return bool(Path(home).stat().st_mode & 0o050)
-    except OSError:
-        return False
+    """Whether the owner shared the store of `home` (`share` leaves the mark)."""
+    from cs2sim.system.store import SHARED_MARK
+
+    return (Path(home) / SHARED_MARK).exists()
 
 
 def running(home: Path) -> bool:
@@ -415,13 +413,8 @@ def ensure_running(home: Path) -> None:
     home = Path(home)
     if running(home):
         return
-    log = open(home / "store-service.log", "ab")  # noqa: SIM115 - handed to the child
-    try:
-        subprocess.Popen([sys.executable, "-m", "cs2sim.scripts.store_service", "serve",
-                          str(home)], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                         start_new_session=True, close_fds=True)
-    finally:
-        log.close()
+    _spawn_detached([sys.executable, "-m", "cs2sim.scripts.store_service", "serve", str(home)],
+                    home / "store-service.log")
     deadline = time.monotonic() + START_WAIT_S
     while time.monotonic() < deadline:
         if running(home):
@@ -429,6 +422,28 @@ def ensure_running(home: Path) -> None:
         time.sleep(0.02)
     raise StoreError(f"the store service of {home} did not start within {START_WAIT_S:g} s; "
                      f"see {home / 'store-service.log'}.")
+
+
+def _spawn_detached(argv: list[str], log: Path) -> None:
+    """Start `argv` as a daemon (double fork, own session, no terminal): it outlives us and is
+    never our zombie."""
+    out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    null = os.open(os.devnull, os.O_RDONLY)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setsid()
+            if os.fork() == 0:
+                os.dup2(null, 0)
+                os.dup2(out, 1)
+                os.dup2(out, 2)
+                os.closerange(3, 1024)
+                os.execv(argv[0], argv)
+        finally:
+            os._exit(0)
+    os.close(out)
+    os.close(null)
+    os.waitpid(pid, 0)
 
 
 def share(home: Path, group: str | int | None = None) -> str:
@@ -446,6 +461,9 @@ def share(home: Path, group: str | int | None = None) -> str:
     for name in (DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm"):
         with contextlib.suppress(FileNotFoundError):
             os.chmod(home / name, 0o600)
+    from cs2sim.system.store import SHARED_MARK
+
+    (home / SHARED_MARK).write_text("shared through the store service (cs-store share)\n")
     ensure_running(home)
     gid = home.stat().st_gid
     try:
