@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import math
 import os
 import secrets
 import socket
@@ -127,7 +128,7 @@ def _parse_layout(listed: Any) -> Layout:
                              "dtypes only)")
         if len(shape) > MAX_NDIM or not all(type(d) is int and 0 <= d < 1 << 40 for d in shape):
             raise FrameError(f"array {name[:40]!r} with the impossible shape {str(shape)[:60]}")
-        nbytes = dtype.itemsize * int(np.prod(shape, dtype=np.float64))
+        nbytes = dtype.itemsize * math.prod(shape)
         total += nbytes
         if total > MAX_FRAME_BYTES:
             raise FrameError(f"arrays of more than {MAX_FRAME_BYTES:,} bytes in one frame")
@@ -139,12 +140,30 @@ def _parse_layout(listed: Any) -> Layout:
 
 def check_arrays(header: dict[str, Any], expected: Layout | None = None) -> Layout:
     """The frame's array layout, validated; with `expected`, it must be exactly that."""
-    layout = _parse_layout(header.get("arrays"))
+    listed = header.get("arrays")
+    if expected is not None and listed == _raw(expected):  # every batch: one list comparison
+        return expected
+    layout = _parse_layout(listed)
     if expected is not None and layout != expected:
         def show(lay: Layout) -> str:
             return ", ".join(f"{n} {d.str}{list(s)}" for n, d, s in lay)[:200] or "none"
         raise FrameError(f"arrays {show(layout)} where {show(expected)} were expected")
     return layout
+
+
+def _raw(layout: Layout) -> list[list[Any]]:
+    """A layout as a header lists it ([name, dtype.str, [dims]]), cached per layout object."""
+    key = id(layout)
+    hit = _RAW.get(key)
+    if hit is None or hit[0] is not layout:
+        hit = (layout, [[n, d.str, list(sh)] for n, d, sh in layout])
+        if len(_RAW) > 64:
+            _RAW.clear()
+        _RAW[key] = hit
+    return hit[1]
+
+
+_RAW: dict[int, tuple[Layout, list[list[Any]]]] = {}
 
 
 def recv_arrays(sock: socket.socket, layout: Layout) -> dict[str, np.ndarray]:

@@ -178,6 +178,7 @@ class ChiefHub:
         self._session = 0
         self._sessions: dict[int, tuple[str, Any, int]] = {}  # session -> (split, plan, start)
         self._layouts: dict[str, Layout] = {}  # split -> its first batch's layout (rows = 0)
+        self._expect: dict[tuple[str, int], Layout] = {}  # (split, rows) -> the exact layout
         self._handshakes = threading.BoundedSemaphore(MAX_HANDSHAKES)
         self.refused = 0  # connections refused (named in the log)
         self.bad_hello: str | None = None
@@ -323,7 +324,10 @@ class ChiefHub:
                 if not layout or any(s[:1] != (rows,) for _, _, s in layout):
                     raise FrameError(f"a first batch whose arrays do not have {rows} rows")
                 known = self._layouts[split] = [(n, d, (0, *s[1:])) for n, d, s in layout]
-        return [(n, d, (rows, *s[1:])) for n, d, s in known]
+            key = (split, rows)
+            if key not in self._expect:  # one object per shape: channel's check is then cheap
+                self._expect[key] = [(n, d, (rows, *s[1:])) for n, d, s in known]
+            return self._expect[key]
 
     def _read(self, link: _Link) -> None:
         """Move the streamer's frames into its queue (dropping other sessions' frames)."""
