@@ -41,7 +41,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.side == "ours":
         os.environ["CS2SIM_BLAS_THREADS"] = str(args.threads)
-        import runtime  # noqa: F401 - first: the BLAS wait settings, before numpy loads
+        import cs2sim.runtime  # noqa: F401 - first: the BLAS wait settings, before numpy loads
 
         if args.blas_threading:
             from cs2sim.runtime import threads

@@ -73,13 +73,13 @@ class Case:
     def ours(self, executor: Any = None) -> tuple[Callable[[], object], Any, Any]:
         """(step closure, model, optimizer) of our runtime's real training step, run by
         `executor` (default: a new CpuExecutor)."""
+        from cs2sim.runtime import registry
         from cs2sim.runtime.executors.cpu import CpuExecutor
         from cs2sim.runtime.numerics.loss_scale import build_loss_scaler
-        from cs2sim.runtime.modelzoo.registry import MODELS
         from cs2sim.runtime.numerics.optim import build_optimizer
         from cs2sim.runtime.numerics.precision import Policy
 
-        model = MODELS[self.model].cls(self.params, Policy(self.half), seed=1)
+        model = registry.get(self.model)(self.params, Policy(self.half), seed=1)
         model.train()
         opt = build_optimizer(self.optimizer, model.parameters(), half=self.half)
         scaler = build_loss_scaler(self.optimizer, self.half)
@@ -203,7 +203,8 @@ CASES: dict[str, Case] = {
 EXECUTOR_FACTORIES: dict[str, Callable[[Case], tuple[Callable[[], object], Any, Any]]] = {}
 _EXECUTORS = (  # row name, module, class, constructor arguments
     ("pipelined", "cs2sim.runtime.executors.pipelined", "PipelinedExecutor", ()),
-    ("weight_streaming", "cs2sim.runtime.executors.weight_streaming", "WeightStreamingExecutor", (1,)),
+    ("weight_streaming", "cs2sim.runtime.executors.weight_streaming", "WeightStreamingExecutor",
+     (1,)),
 )
 
 

@@ -67,13 +67,13 @@ def _parts(model_name: str) -> tuple[Any, Any, Any, dict, dict]:
     """(model, optimizer, scaler, batch, params) built the way the trainer builds them."""
     import numpy as np
 
+    from cs2sim.runtime import registry
     from cs2sim.runtime.numerics.loss_scale import build_loss_scaler
-    from cs2sim.runtime.modelzoo.registry import MODELS as ZOO
     from cs2sim.runtime.numerics.optim import build_optimizer
     from cs2sim.runtime.numerics.precision import Policy
 
     spec = MODELS[model_name]
-    model = ZOO[model_name].cls(dict(spec["model"]), Policy("float32"), 1)
+    model = registry.get(model_name)(dict(spec["model"]), Policy("float32"), 1)
     opt = build_optimizer(spec["optimizer"], model.parameters())
     scaler = build_loss_scaler(spec["optimizer"], "float32")
     rng = np.random.default_rng(0)

@@ -34,7 +34,8 @@ import pexpect
 # What a user runs: the `cs` console script installed next to this Python (a venv's bin/cs),
 # else the module. Python is named explicitly so `-X importtime` can be added for the profile.
 _SCRIPT = Path(sys.executable).with_name("cs")
-CMD = [sys.executable, str(_SCRIPT)] if _SCRIPT.is_file() else [sys.executable, "-m", "cs2sim.csshell"]
+CMD = ([sys.executable, str(_SCRIPT)] if _SCRIPT.is_file()
+       else [sys.executable, "-m", "cs2sim.csshell"])
 SHOW = "config execmode show"
 EXPECTED = "Configured Execution Mode : PIPELINED"
 

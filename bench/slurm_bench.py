@@ -85,7 +85,8 @@ def main() -> None:
     if isinstance(cluster, str):
         raise SystemExit(f"slurm_bench: {cluster}")
     training = all(importlib.util.find_spec(m) for m in
-                   ("cs2sim.runtime.job.cs_run", "cs2sim.runtime.job.roles", "cs2sim.runtime.job.streamers"))
+                   ("cs2sim.runtime.job.cs_run", "cs2sim.runtime.job.roles",
+                    "cs2sim.runtime.job.streamers"))
     with tempfile.TemporaryDirectory(prefix="slurm-bench-") as tmp:
         work = Path(tmp)
         (work / "cluster.yaml").write_text(CLUSTER_YAML)

@@ -1,4 +1,4 @@
-"""`python -m csshell`: the same as the `cs` console script."""
+"""`python -m cs2sim.csshell`: the same as the `cs` console script."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Formatting shared by several commands: times, durations, aligned key/value lines, job rows."""
+"""Formatting shared by several commands: times, durations, aligned key/value lines, job rows.
+
+Pure functions of values: nothing here draws or knows the session (csshell/context.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from cs2sim.csshell.context import Context
     from cs2sim.system.jobs import Job
 
 __all__ = [
@@ -18,7 +19,6 @@ __all__ = [
     "kv_lines",
     "job_rows",
     "JOB_COLUMNS",
-    "show_jobs",
     "job_dict",
 ]
 
@@ -81,11 +81,6 @@ def job_rows(jobs: Sequence[Job]) -> list[tuple[Any, ...]]:
         )
         for j in jobs
     ]
-
-
-def show_jobs(ctx: Context, jobs: Sequence[Job]) -> None:
-    """Draw a jobs table."""
-    ctx.table_out(JOB_COLUMNS, job_rows(jobs))
 
 
 def job_dict(job: Job) -> dict[str, Any]:

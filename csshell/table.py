@@ -12,12 +12,9 @@ from __future__ import annotations
 import shlex
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cs2sim.system.errors import AmbiguousCommand, UnknownCommand, UsageError
-
-if TYPE_CHECKING:
-    from cs2sim.csshell.context import Context
 
 __all__ = [
     "Arg",
@@ -31,7 +28,9 @@ __all__ = [
     "words_and_partial",
 ]
 
-Handler = Callable[["Context", "Invocation"], Any]
+# A handler's first argument is the session's Context (csshell/context.py). It is typed Any here
+# because the Context holds this table: naming it would make the two modules import each other.
+Handler = Callable[[Any, "Invocation"], Any]
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 A params file has the sections `train_input`, `eval_input`, `model`, `optimizer`, `runconfig`,
 `csconfig` and a top-level `description`. Each section is checked against one `Schema` table
 (runtime/schema.py): the input/runconfig/csconfig tables live here, `model` comes from the model
-registry (runtime/modelzoo/registry.py) and `optimizer` from runtime/numerics/optim.py, both looked up
+table (runtime/registry.py) and `optimizer` from runtime/numerics/optim.py, both looked up
 lazily so this module never imports a model or an optimizer.
 
 Rules (every error is ONE sentence naming the key path and what is allowed):
@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import copy
 import difflib
-import importlib
 import math
 import os
 from pathlib import Path
@@ -40,6 +39,7 @@ from typing import Any
 
 import yaml
 
+from cs2sim.runtime import registry
 from cs2sim.runtime.artifacts.atomic import atomic_write
 from cs2sim.runtime.schema import REQUIRED, Key, Schema, non_negative, positive
 from cs2sim.system.errors import ConfigError
@@ -258,28 +258,8 @@ SECTIONS = ("train_input", "eval_input", "model", "optimizer", "runconfig", "csc
 # -- section schemas owned by other files, looked up lazily -----------------------------------
 
 def model_schema(model_name: str) -> Schema:
-    """The model section's schema, from the model registry (runtime/modelzoo/registry.py)."""
-    try:
-        from cs2sim.runtime.modelzoo.registry import MODELS
-    except ModuleNotFoundError as e:
-        if e.name != "cs2sim.runtime.modelzoo.registry":
-            raise
-        # registry not there yet: each model file declares its MODEL_SCHEMA (runtime contract)
-        try:
-            module = importlib.import_module(f"runtime.modelzoo.{model_name}.model")
-        except ModuleNotFoundError as missing:
-            if not (missing.name or "").startswith(f"runtime.modelzoo.{model_name}"):
-                raise
-            raise ConfigError(f"unknown model {model_name!r}; no runtime/modelzoo/"
-                              f"{model_name}/model.py.") from None
-        return module.MODEL_SCHEMA
-    if model_name not in MODELS:
-        raise ConfigError(f"unknown model {model_name!r}; available: {', '.join(sorted(MODELS))}.")
-    entry = MODELS[model_name]
-    for attr in ("schema", "model_schema", "MODEL_SCHEMA"):
-        if hasattr(entry, attr):
-            return getattr(entry, attr)
-    return entry["schema"]  # a plain dict entry
+    """The model section's schema, from the model table (runtime/registry.py)."""
+    return registry.get(model_name).SCHEMA
 
 
 def optimizer_schema() -> Schema:
@@ -601,8 +581,9 @@ def apply_cli_overrides(params: dict, args: dict[str, Any]) -> dict:
 
 def fill_resolved(params: dict, half: str) -> dict:
     """Write into `params` the values the run will use where the file left them null, so
-    params_<mode>.yaml shows them: the loss-scale bounds (runtime/numerics/loss_scale.py defaults for
-    the half format; used only when loss_scaling_factor is dynamic) and steps_per_increase."""
+    params_<mode>.yaml shows them: the loss-scale bounds (runtime/numerics/loss_scale.py
+    defaults for the half format; used only when loss_scaling_factor is dynamic) and
+    steps_per_increase."""
     from cs2sim.runtime.numerics.loss_scale import loss_scale_defaults
 
     opt = params.setdefault("optimizer", {})

@@ -12,8 +12,9 @@ and a GEMM split over two threads waits a whole scheduler slice whenever one is 
      OPENBLAS_THREAD_TIMEOUT=4   OpenBLAS: an idle worker spins 2^4 cycles, then sleeps
      OMP_WAIT_POLICY=PASSIVE     any OpenMP runtime (libgomp, LLVM/Intel): waiting threads sleep
      KMP_BLOCKTIME=0             Intel/LLVM OpenMP: sleep at once after a parallel region
-   Libraries read them when they LOAD, so `import runtime` sets them (runtime/__init__.py calls
-   `set_env_defaults()`; a run.py imports runtime before numpy), and child processes inherit them.
+   Libraries read them when they LOAD, so `import cs2sim.runtime` sets them (runtime/__init__.py
+   calls `set_env_defaults()`; a run.py imports runtime before numpy), and child processes
+   inherit them.
 2. The runtime splits its own work. `configure()` (called when a model is built,
    runtime/nn/model.py) sets BLAS to ONE thread per call (through threadpoolctl, a scikit-learn
    dependency) and runs large products and row-wise elementwise kernels in chunks on its own

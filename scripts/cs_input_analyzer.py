@@ -221,11 +221,11 @@ def site_facts() -> tuple[int, int]:
 # -- the analysis ----------------------------------------------------------------------------------
 def compile_model(cmd: RunCommand, on_stage: Any) -> tuple[Any, dict, Path]:
     """Compile as `run.py --mode=compile_only|validate_only` does; (result, params, model_dir)."""
-    from cs2sim.runtime.cli.main import _load, build_parser
+    from cs2sim.runtime.artifacts.perf import write_compile_perf
     from cs2sim.runtime.cli.compile_run import _target
     from cs2sim.runtime.cli.compile_run import stop_after as compile_stop
+    from cs2sim.runtime.cli.main import _load, build_parser
     from cs2sim.runtime.compiler import compile_run
-    from cs2sim.runtime.artifacts.perf import write_compile_perf
     from cs2sim.system.state import ExecMode
 
     args = build_parser(cmd.model).parse_args(cmd.args)

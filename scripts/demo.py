@@ -1,6 +1,6 @@
 """The README's main job: a CS-2 installation's workflow, end to end, on a throwaway system.
 
-    python -m scripts.demo [--boot-seconds 2] [--keep]
+    python -m scripts.demo [--boot-seconds 2] [--max-steps 20]
 
 Every step runs the real command (a `cs`, `csrun_cpu`, `csrun_wse` or `run.py` process) against
 a throwaway $CS2_HOME, echoed as the user or admin would type it, followed by what it printed:

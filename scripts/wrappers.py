@@ -1,8 +1,9 @@
 """`python-ws` and `python-pt`: the Cerebras container's flow wrappers (REFERENCE §2.4).
 
-Each sets CS2SIM_FLOW (runtime/job/flow.py) and replaces itself with this interpreter running the same
-arguments, so `python-ws run.py --mode train ...` is `python run.py ...` in the weight-streaming
-flow, and `python-ws` alone is an interactive interpreter in that flow, as in the container.
+Each sets CS2SIM_FLOW (runtime/job/flow.py) and replaces itself with this interpreter running the
+same arguments, so `python-ws run.py --mode train ...` is `python run.py ...` in the
+weight-streaming flow, and `python-ws` alone is an interactive interpreter in that flow, as in the
+container.
 """
 
 from __future__ import annotations

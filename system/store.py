@@ -226,7 +226,7 @@ class Store:
     @staticmethod
     def _register_creator(db: sqlite3.Connection) -> None:
         """The OS user who creates the store is its administrator, with no password (see users)."""
-        from cs2sim.system.users import login_name  # users imports this module; import at use
+        from cs2sim.system.oslogin import login_name
 
         db.execute(
             "INSERT INTO users (name, role, salt, hash, created_at)"

@@ -24,7 +24,6 @@ from __future__ import annotations
 import enum
 import hmac
 import os
-import pwd
 import re
 import time
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from cs2sim.system import audit
 from cs2sim.system.errors import AuthenticationFailed, PermissionDenied, UsageError
+from cs2sim.system.oslogin import login_name, real_uid
 
 if TYPE_CHECKING:
     import sqlite3
@@ -78,22 +78,6 @@ class Identity:
 
 
 SYSTEM = Identity("system", Role.ADMIN, "internal")  # time-based events (a reboot finishing)
-
-
-def real_uid() -> int:
-    """The kernel's real uid of this process (who started it; not a setuid program's owner)."""
-    return os.getuid()
-
-
-def login_name() -> str:
-    """THE identity function: the OS login of the real uid (password database), or uid<N> when
-    the uid has no entry (some containers). The environment is never read: LOGNAME and USER are
-    set by whoever starts the process, so trusting them would let anyone claim any account."""
-    uid = real_uid()
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return f"uid{uid}"
 
 
 def local_identity(store: Store) -> Identity:

@@ -79,9 +79,9 @@ def run_compile(model_name: str, args: argparse.Namespace, runlog: RunLog,
                 load: Callable[[str, argparse.Namespace], tuple[dict, str, list[str]]],
                 stop: str) -> int:
     """Compile (or validate) the model of `args`; returns the exit code."""
+    from cs2sim.runtime.artifacts.perf import write_compile_perf
     from cs2sim.runtime.compiler import compile_run
     from cs2sim.runtime.job.flow import execution_mode, launcher_word
-    from cs2sim.runtime.artifacts.perf import write_compile_perf
 
     # the params see a train run (mode and our display flag are not runconfig values)
     params, _half, warnings = load(model_name, argparse.Namespace(

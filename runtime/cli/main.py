@@ -2,7 +2,8 @@
 
 Flags are Model Zoo's (REFERENCE §3.1/3.2); CLI values override the YAML (copied into
 `runconfig`). Without `--cs_ip` a run trains on the host CPU, as in Model Zoo; with `--cs_ip` it
-trains on the simulated CS-2 that names (runtime/job/cs_run.py: gated by the system's state and mode).
+trains on the simulated CS-2 that names (runtime/job/cs_run.py: gated by the system's state and
+mode).
 `--validate_only`, `--compile_only` and `--mode=validate_only|compile_only` compile for the CS-2
 without training (runtime/cli/compile_run.py).
 
@@ -270,11 +271,16 @@ def _run_mode(model_name: str, args: argparse.Namespace, runlog: RunLog, params:
               half: str, warnings: list[str], model_dir: Path, cs: Any = None) -> int:
     import logging
 
+    from cs2sim.runtime.job.streamers import streamed_input
     from cs2sim.runtime.params import write_params
+    from cs2sim.runtime.training.runconfig import Components
     from cs2sim.runtime.training.trainer import Trainer
 
     log = logging.getLogger("cs2sim.run")
-    trainer = Trainer(model_name, params, model_dir, half=half)
+    trainer = Trainer(model_name, params, model_dir, half=half,
+                      components=Components(model_name, params, half, stream_fn=streamed_input))
+    if args.mode.startswith("train"):
+        runlog.resume_text = trainer.resume_text  # what the message of a Ctrl-C says
     try:
         trainer.check_host_memory(args.mode)  # a refused run leaves nothing in model_dir
     except CsError:
@@ -296,10 +302,16 @@ def _run_mode(model_name: str, args: argparse.Namespace, runlog: RunLog, params:
     return 0
 
 
-def main(model_name: str, argv: Sequence[str] | None = None) -> int:
-    """Parse `argv`, run the mode, return the exit code (the run.py entry point)."""
+def main(model: str | type, argv: Sequence[str] | None = None) -> int:
+    """Parse `argv`, run the mode, return the exit code (the run.py entry point).
+
+    `model` is a model's name in the model table (runtime/registry.py), or a model class, which
+    is registered under its NAME first: a user's own run.py passes its class."""
     import sys
 
+    from cs2sim.runtime import registry
+
+    model_name = model if isinstance(model, str) else registry.register(model).NAME
     argv = list(sys.argv[1:] if argv is None else argv)
     with RunLog() as runlog:
         show_traceback = "--traceback" in argv
@@ -319,8 +331,10 @@ def main(model_name: str, argv: Sequence[str] | None = None) -> int:
         except KeyboardInterrupt:
             if show_traceback:
                 raise
-            runlog.error("error: interrupted; the last saved checkpoint is kept and a new run "
-                         "resumes from it.")
+            if runlog.resume_text is None:  # before training began, or an evaluation
+                runlog.error("error: interrupted.")
+            else:
+                runlog.error(f"error: interrupted; {runlog.resume_text()}.")
             return EXIT_INTERRUPTED
         except OSError as e:  # the file system said no: a path, a permission, a full disk
             if show_traceback:

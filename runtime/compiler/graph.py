@@ -103,11 +103,11 @@ def _optimizer(params: dict[str, Any]) -> str:
 
 def build_meta_model(model_name: str, params: dict[str, Any], half: str) -> Any:
     """The model, built with shape-only weights (see meta.py)."""
-    from cs2sim.runtime.modelzoo.registry import MODELS
+    from cs2sim.runtime import registry
     from cs2sim.runtime.numerics.precision import Policy
 
     with meta_models():
-        return MODELS[model_name].cls(params["model"], Policy(half), 0)
+        return registry.get(model_name)(params["model"], Policy(half), 0)
 
 
 def extract_graph(model_name: str, params: dict[str, Any], half: str,

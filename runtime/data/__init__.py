@@ -1,6 +1,6 @@
 """Input pipelines: `build_input(params, split, model_name, seed)` -> a deterministic BatchStream.
 
-Per model family (the registry's `family`, or FAMILIES):
+Per model family (the model class's `family`, runtime/registry.py):
   mnist  MNIST IDX files in data_dir (runtime/data/mnist.py), else scikit-learn's digits brought
          to 28x28 (runtime/data/digits.py). Batches {"x": float32 (B, 784), "y": int32 (B,)}.
   lm     token files in data_dir (runtime/data/tokens.py), else a byte-level corpus of the Python
@@ -20,6 +20,7 @@ import logging
 import os
 from typing import Any
 
+from cs2sim.runtime import registry
 from cs2sim.runtime.data.corpus import stdlib_corpus
 from cs2sim.runtime.data.digits import DIGITS_TOTAL, EVAL_SIZE, DigitsArrays, digits_cache
 from cs2sim.runtime.data.mnist import MnistFiles, find_idx_files
@@ -29,26 +30,20 @@ from cs2sim.runtime.data.tokens import TokenFiles, find_token_files
 from cs2sim.runtime.params import AUTOTUNE, EVAL_INPUT_SCHEMA, INPUT_SCHEMA
 from cs2sim.system.errors import ConfigError
 
-__all__ = ["FAMILIES", "BatchStream", "Plan", "build_input", "input_config", "model_family"]
+__all__ = ["BatchStream", "Plan", "build_input", "input_config", "model_family"]
 
 log = logging.getLogger("cs2sim.data")
 
-FAMILIES = {"fc_mnist": "mnist", "gpt2": "lm", "gptj": "lm"}
 SECTION = {"train": "train_input", "eval": "eval_input"}
 
 
 def model_family(model_name: str) -> str:
-    """"mnist" or "lm": from the model registry when it knows the model, else FAMILIES."""
-    try:
-        from cs2sim.runtime.modelzoo.registry import MODELS
-
-        return str(MODELS[model_name].family)
-    except (ImportError, KeyError, AttributeError):
-        pass
-    if model_name not in FAMILIES:
-        raise ConfigError(f"no input pipeline for model {model_name!r}; "
-                          f"available: {', '.join(FAMILIES)}.")
-    return FAMILIES[model_name]
+    """The model's input pipeline (a key of BUILDERS), from the model table."""
+    family = registry.get(model_name).family
+    if family not in BUILDERS:
+        raise ConfigError(f"model {model_name!r} has the input family {family!r}, which has no "
+                          f"input pipeline; use one of {', '.join(sorted(BUILDERS))}.")
+    return family
 
 
 def input_config(params: dict, split: str) -> dict[str, Any]:

@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from cs2sim.runtime.numerics.clipping import build_clipper
 from cs2sim.runtime.executors.base import LoadReport, QueuedExecutor, StepResult
+from cs2sim.runtime.numerics.clipping import build_clipper
 
 __all__ = ["CpuExecutor"]
 

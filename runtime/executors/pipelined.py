@@ -46,9 +46,15 @@ from typing import Any
 import numpy as np
 
 from cs2sim.runtime.artifacts.checkpoint import TrainState
-from cs2sim.runtime.numerics.clipping import build_clipper
-from cs2sim.runtime.executors.base import LoadReport, QueuedExecutor, StepOutput, StepResult, rng_states
+from cs2sim.runtime.executors.base import (
+    LoadReport,
+    QueuedExecutor,
+    StepOutput,
+    StepResult,
+    rng_states,
+)
 from cs2sim.runtime.executors.replicas import MaskBank, Shard, make_replica, shard_batch
+from cs2sim.runtime.numerics.clipping import build_clipper
 from cs2sim.runtime.numerics.optim import build_optimizer
 from cs2sim.runtime.threads import run_chunks, workers
 from cs2sim.system.errors import RuntimeFailure

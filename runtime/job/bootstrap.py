@@ -1,9 +1,9 @@
 """Let `python run.py` work from a model directory without activating anything.
 
-The README's commands are `cd runtime/modelzoo/<model> && python run.py ...`, with whatever
-`python` the shell finds. That interpreter may not see the project (it is not on sys.path from a
-model directory) or its dependencies (they are installed in the project's venv). Each run.py
-calls `ensure_environment(__file__)` before importing anything else:
+The manual's commands (docs/training.md) are `cd runtime/modelzoo/<model> && python run.py ...`,
+with whatever `python` the shell finds. That interpreter may not see the project (it is not on
+sys.path from a model directory) or its dependencies (they are installed in the project's venv).
+Each run.py calls `ensure_environment(__file__)` before importing anything else:
 
 1. when this interpreter has no `cs2sim` installed, run.py itself makes the import name
    `cs2sim` the checkout it belongs to (three directories above it), so this module and then

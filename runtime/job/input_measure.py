@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from cs2sim.runtime.data.workers import _main_hidden
+from cs2sim.runtime.job.roles import Role, TaskInfo
 from cs2sim.runtime.job.streamers import (
     ChiefHub,
     RemoteStream,
@@ -30,8 +32,6 @@ from cs2sim.runtime.job.streamers import (
     producing_threads,
     streamer_loop,
 )
-from cs2sim.runtime.data.workers import _main_hidden
-from cs2sim.runtime.job.roles import Role, TaskInfo
 
 __all__ = ["Measurement", "measure_delivery"]
 

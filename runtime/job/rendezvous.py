@@ -29,7 +29,7 @@ from cs2sim.runtime.artifacts.atomic import atomic_write
 from cs2sim.system.errors import RuntimeFailure
 from cs2sim.system.jobs import process_alive, process_start
 
-__all__ = ["ADDR_FILE", "SECRET_FILE", "job_dir", "make_job_dir", "write_address",
+__all__ = ["ADDR_FILE", "SECRET_FILE", "read_own", "job_dir", "make_job_dir", "write_address",
            "read_address", "write_secret", "read_secret", "remove_job_dir", "clean_stale",
            "this_host"]
 
@@ -71,7 +71,7 @@ def make_job_dir(model_dir: Path, job_id: str) -> Path:
     return d
 
 
-def _read_own(path: Path) -> bytes | None:
+def read_own(path: Path) -> bytes | None:
     """A regular file of this user, at most MAX_FILE bytes, not followed if a symlink."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
@@ -95,7 +95,7 @@ def write_address(d: Path, doc: dict[str, Any]) -> None:
 
 def read_address(d: Path) -> dict[str, Any] | None:
     """The chief's address document, or None (missing, not ours, malformed)."""
-    raw = _read_own(d / ADDR_FILE)
+    raw = read_own(d / ADDR_FILE)
     if raw is None:
         return None
     try:
@@ -110,7 +110,7 @@ def write_secret(d: Path, secret: bytes) -> None:
 
 
 def read_secret(d: Path) -> bytes | None:
-    raw = _read_own(d / SECRET_FILE)
+    raw = read_own(d / SECRET_FILE)
     if raw is None:
         return None
     try:

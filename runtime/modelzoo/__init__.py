@@ -1,5 +1,6 @@
 """runtime/modelzoo: the models (fc_mnist, gpt2, gptj), each in its own directory with its
-model.py (the model class and MODEL_SCHEMA), run.py and configs/. registry.py lists them.
+model.py (the model class, which names itself with NAME, SCHEMA and family), run.py and
+configs/. pyproject.toml declares each as a `cs2sim.models` entry point (runtime/registry.py).
 
 This package __init__ imports no model, so `runtime.modelzoo.<name>.model` stays cheap to import.
 """

@@ -23,6 +23,7 @@ from cs2sim.runtime.nn.malloc import tune_allocator
 from cs2sim.runtime.nn.module import Module
 from cs2sim.runtime.nn.spec import LayerSpec
 from cs2sim.runtime.numerics.precision import Policy
+from cs2sim.runtime.schema import Schema
 from cs2sim.runtime.threads import configure as configure_threads
 
 __all__ = ["Model", "training_bytes"]
@@ -46,9 +47,14 @@ def _generator(seed: int | None, stream: int) -> np.random.Generator:
 
 
 class Model(Module):
-    """Base class of FcMnistModel, GPT2Model, GPTJModel."""
+    """Base class of every model (the Model Zoo's and a user's own).
 
-    family: str = ""  # "mnist" | "lm"
+    A model names itself for the model table (runtime/registry.py) with NAME, SCHEMA and family.
+    """
+
+    NAME: str = ""  # the Model Zoo name run.py passes to main (e.g. "gpt2")
+    SCHEMA: Schema = {}  # the params file's `model:` section (runtime/schema.py)
+    family: str = ""  # the input pipeline: "mnist" | "lm" (runtime/data)
     input_key: str = ""  # batch key of the model input
     label_key: str = "labels"
 

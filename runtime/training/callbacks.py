@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cs2sim.runtime.executors.base import LoadReport
 from cs2sim.runtime.artifacts.perf import RunPerf
+from cs2sim.runtime.executors.base import LoadReport
 
 __all__ = ["EVENTS", "Callbacks", "LoadInfo", "StepLog", "TrainResult", "EvalResult"]
 

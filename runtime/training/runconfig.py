@@ -11,11 +11,13 @@ N more; else `num_epochs` epochs of `steps_per_epoch` (default: one pass over th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from cs2sim.runtime import registry
+from cs2sim.runtime.data import build_input
 from cs2sim.runtime.numerics.loss_scale import build_loss_scaler
-from cs2sim.runtime.modelzoo.registry import MODELS
 from cs2sim.runtime.numerics.optim import build_optimizer
 from cs2sim.runtime.numerics.precision import Policy
 from cs2sim.system.errors import ConfigError
@@ -97,12 +99,14 @@ class LoopConfig:
 class Components:
     """Builds the model, optimizer, loss scaler and input streams from validated params."""
 
-    def __init__(self, model_name: str, params: dict, half: str) -> None:
+    def __init__(self, model_name: str, params: dict, half: str,
+                 stream_fn: Callable[[dict, str, str, int], Any] = build_input) -> None:
         self.model_name, self.params, self.half = model_name, params, half
+        self.stream_fn = stream_fn  # (params, split, model_name, seed) -> a batch stream
 
     def model_class(self) -> type:
-        """The model's class, from the registry."""
-        return MODELS[self.model_name].cls
+        """The model's class, from the model table."""
+        return registry.get(self.model_name)
 
     def model(self, seed: int) -> Any:
         """A freshly initialised model."""
@@ -117,8 +121,7 @@ class Components:
         return build_loss_scaler(self.params["optimizer"], self.half)
 
     def stream(self, split: str, seed: int) -> Any:
-        """The input stream of `split` ("train" | "eval"); a launched chief's comes from its
-        streamer tasks (runtime/job/streamers.py)."""
-        from cs2sim.runtime.job.streamers import streamed_input
-
-        return streamed_input(self.params, split, self.model_name, seed)
+        """The input stream of `split` ("train" | "eval"): built in this process, or, for a
+        launched chief, fed by its streamer tasks (cli passes runtime/job/streamers.py's
+        streamed_input as stream_fn)."""
+        return self.stream_fn(self.params, split, self.model_name, seed)

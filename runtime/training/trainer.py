@@ -1,9 +1,9 @@
 """The training loop: train / eval / eval_all / train_and_eval, in nanoGPT's shape.
 
 The trainer is the "user node": it builds the model, optimizer, loss scaler and input stream
-(runtime/training/runconfig.py), restores a checkpoint, hands everything to an executor (the plug-in of
-runtime/executors/) and consumes the executor's step outputs: Rate/GlobalRate, TensorBoard
-summaries, checkpoints, the NaN guard, performance.json. It never prints; it logs to
+(runtime/training/runconfig.py), restores a checkpoint, hands everything to an executor (the
+plug-in of runtime/executors/) and consumes the executor's step outputs: Rate/GlobalRate,
+TensorBoard summaries, checkpoints, the NaN guard, performance.json. It never prints; it logs to
 `cs2sim.run` and fires callbacks (runtime/training/callbacks.py).
 
 One training run:
@@ -37,14 +37,21 @@ from typing import Any
 import numpy as np
 
 from cs2sim.runtime.artifacts import checkpoint as ckpt
-from cs2sim.runtime.training.callbacks import EVENTS, Callbacks, EvalResult, LoadInfo, StepLog, TrainResult
+from cs2sim.runtime.artifacts.perf import RunPerf, write_performance
+from cs2sim.runtime.artifacts.summaries import EVAL_DIR, Summaries
 from cs2sim.runtime.executors.base import Executor, StepOutput, capture_state, restore_state
 from cs2sim.runtime.executors.cpu import CpuExecutor
+from cs2sim.runtime.training.callbacks import (
+    EVENTS,
+    Callbacks,
+    EvalResult,
+    LoadInfo,
+    StepLog,
+    TrainResult,
+)
 from cs2sim.runtime.training.host_memory import check_host_memory, host_memory_bytes
 from cs2sim.runtime.training.metrics import RateTracker, format_rate
-from cs2sim.runtime.artifacts.perf import RunPerf, write_performance
 from cs2sim.runtime.training.runconfig import Components, LoopConfig
-from cs2sim.runtime.artifacts.summaries import EVAL_DIR, Summaries
 from cs2sim.system.errors import RuntimeFailure
 
 __all__ = [
@@ -162,6 +169,30 @@ class Trainer:
             return 0
         restore_state(state, model, opt, scaler, stream)
         return state.step
+
+    def resume_text(self) -> str:
+        """What running the same command again does, from the checkpoints that exist now and as
+        `_restore_for_train` decides it (nothing is loaded): the end of a stopped run's message,
+        computed, never assumed ("... resumes from the last one" when there is none)."""
+        cfg = self.config
+        again = "running the same command again"
+        if cfg.checkpoint_path:
+            path = ckpt.resolve_checkpoint_path(cfg.checkpoint_path)
+            if cfg.is_pretrained_checkpoint:
+                return (f'{again} starts from global step 0 with the weights of "{path}" '
+                        "(--is_pretrained_checkpoint)")
+            return (f'{again} resumes from "{path}" again (--checkpoint_path), not from the '
+                    "checkpoints written since")
+        found = ckpt.list_checkpoints(self.model_dir)
+        if not cfg.autoload_last_checkpoint:
+            kept = f" ({len(found)} checkpoint(s) are kept)" if found else ""
+            return f"{again} starts from global step 0 (autoload_last_checkpoint is off){kept}"
+        if not found:
+            return (f"no checkpoint had been written yet, so {again} starts from global "
+                    "step 0")
+        step = ckpt.step_of(found[-1])
+        at = f" (global step {step})" if step is not None else ""
+        return f'its last checkpoint is "{found[-1]}"{at}, and {again} resumes from it'
 
     def _checkpoint(self, state: ckpt.TrainState) -> Path:
         """Write `state` as the step's checkpoint, with Model Zoo's two lines around it."""

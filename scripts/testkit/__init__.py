@@ -26,7 +26,7 @@ What each piece is:
 * ``CsResult``         what one ``cs -c`` run printed and its exit status.
 * ``ConsoleSession``   the interactive ``cs>`` under pexpect, answering confirmations and the
                        setup menu; output comes back without the toolbar and escape codes.
-See the README's "Testing your own automation" section for the fixtures and fault injection.
+See docs/testkit.md for the fixtures and fault injection.
 """
 
 from __future__ import annotations

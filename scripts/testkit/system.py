@@ -241,8 +241,8 @@ class ThrowawaySystem:
         if command is not None:
             argv += ["-c", command]
         argv += list(args)
-        return self.run([sys.executable, "-m", "cs2sim.csshell", *argv], input=input, timeout=timeout,
-                        label=f"cs {' '.join(argv)}")
+        return self.run([sys.executable, "-m", "cs2sim.csshell", *argv], input=input,
+                        timeout=timeout, label=f"cs {' '.join(argv)}")
 
     def run(
         self,

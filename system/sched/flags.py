@@ -20,7 +20,13 @@ from dataclasses import dataclass, field
 from cs2sim.system.cluster import SiteSpec
 from cs2sim.system.errors import UsageError
 from cs2sim.system.sched.pycmd import flow_of
-from cs2sim.system.sched.request import Component, JobRequest, SrunCommand, cpu_command, srun_command
+from cs2sim.system.sched.request import (
+    Component,
+    JobRequest,
+    SrunCommand,
+    cpu_command,
+    srun_command,
+)
 
 __all__ = [
     "LaunchError",

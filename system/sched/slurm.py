@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 from cs2sim.system.errors import ConfigError, UsageError
 from cs2sim.system.sched import queue
+from cs2sim.system.sched.allocation import Allocation, Events
 from cs2sim.system.sched.fit import NodeInfo
 from cs2sim.system.sched.hostlist import expand
 from cs2sim.system.sched.pycmd import secret_env
@@ -42,7 +43,6 @@ from cs2sim.system.sched.request import Component, JobRequest, SrunCommand
 from cs2sim.system.sched.runner import StepResult, TaskExit
 
 if TYPE_CHECKING:
-    from cs2sim.system.sched.backend import Allocation, Events
     from cs2sim.system.store import Store
 
 __all__ = ["SlurmBackend", "slurm_argv", "SlurmJobRecord", "srun_missing", "parse_error_line"]
@@ -276,8 +276,6 @@ class SlurmBackend:
     def allocate(self, request: JobRequest, *, user: str, events: Events,
                  stop_requested: Callable[[], int | None]) -> Allocation | None:
         """srun allocates the job itself: only refuse what Slurm would leave pending forever."""
-        from cs2sim.system.sched.backend import Allocation
-
         why = srun_missing()
         if why is not None:
             raise ConfigError(why[0].upper() + why[1:])
@@ -303,7 +301,7 @@ class SlurmBackend:
         env.update(request.env)
         env.update(secret_env())  # srun passes it to every task (the chief's channel)
         # the task runs the same command words on every node: `python-ws` etc. must resolve to
-        # this installation (same path on every node, see the README)
+        # this installation (same path on every node, see docs/slurm.md)
         bindir = os.path.dirname(sys.executable)
         if bindir not in env.get("PATH", "").split(os.pathsep):
             env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
@@ -509,7 +507,7 @@ class SlurmBackend:
                 db.execute(statement)
 
     def _register(self, job_id: int, request: JobRequest) -> None:
-        from cs2sim.system.users import login_name
+        from cs2sim.system.oslogin import login_name
 
         self._ensure()
         with self.store.transaction() as db:

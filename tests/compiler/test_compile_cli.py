@@ -6,8 +6,8 @@ import io
 import json
 
 from cs2sim.runtime.cli.main import main
-from cs2sim.runtime.compiler.plan import Plan
 from cs2sim.runtime.cli.runlog import RunLog
+from cs2sim.runtime.compiler.plan import Plan
 
 
 def _run(argv, monkeypatch, flow=None):

@@ -9,11 +9,11 @@ from dataclasses import replace
 import pytest
 from compiler_helpers import ZOO, fc_params, params
 
+from cs2sim.runtime import registry
+from cs2sim.runtime.artifacts.perf import PERF_PATH, write_compile_perf
 from cs2sim.runtime.compiler import KernelMatchError
 from cs2sim.runtime.compiler.graph import build_meta_model, extract_graph
 from cs2sim.runtime.compiler.kernels import KERNELS, match_kernels
-from cs2sim.runtime.modelzoo.registry import MODELS
-from cs2sim.runtime.artifacts.perf import PERF_PATH, write_compile_perf
 from cs2sim.runtime.numerics.precision import Policy
 
 
@@ -22,7 +22,7 @@ from cs2sim.runtime.numerics.precision import Policy
                                             ("gptj", "params_tiny.yaml")])
 def test_meta_graph_equals_the_built_models_graph(model, cfg):
     p = params(model, ZOO / model / "configs" / cfg)
-    real = MODELS[model].cls(p["model"], Policy("float32"), 0)
+    real = registry.get(model)(p["model"], Policy("float32"), 0)
     meta = build_meta_model(model, p, "float32")
     assert meta.layer_graph(4) == real.layer_graph(4)
     assert meta.num_params() == real.num_params()

@@ -55,7 +55,8 @@ def records(directory: Path) -> dict[int, dict[str, object]]:
 def queue_state(home: Path) -> tuple[list[dict[str, object]], list[str]]:
     """Jobs and allocated nodes, read from a SEPARATE process (as another terminal would)."""
     code = (
-        "import json; from cs2sim.system.store import Store; from cs2sim.system.sched import queue; "
+        "import json; from cs2sim.system.store import Store; "
+        "from cs2sim.system.sched import queue; "
         "s = Store.open(); jobs = queue.jobs(s, all_states=True); "
         "nodes = [r[0] for r in s._conn.execute('SELECT node FROM sched_alloc')]; "
         "print(json.dumps([[{'id': j.id, 'state': j.state, 'reason': j.reason,"

@@ -1,10 +1,11 @@
-"""The README's training commands work exactly as written, with a plain `python` (issue 7).
+"""The manual's host training commands work exactly as written, with a plain `python` (issue 7).
 
 The commands are `cd runtime/modelzoo/<model> && python run.py ...`. They are read from the
-README's "Training on the host" section and run as written by bash, in a copy of the checkout
-(so a relative `--model_dir model_dir` lands in the copy, not in the source tree) whose `.venv` is
-the venv these tests run in, with a PATH that has no venv on it and no VIRTUAL_ENV / PYTHONPATH: the
-`python` found is the system one, which cannot import the project, and run.py must find its way
+"Training on the host" section of docs/training.md (the README's until issue 20 moved the manual
+into docs/) and run as written by bash, in a copy of the checkout (so a relative `--model_dir
+model_dir` lands in the copy, not in the source tree) whose `.venv` is the venv these tests run
+in, with a PATH that has no venv on it and no VIRTUAL_ENV / PYTHONPATH: the `python` found is the
+system one, which cannot import the project, and run.py must find its way
 (runtime/job/bootstrap.py). The re-exec and the no-venv error are also checked with `python3 -S`,
 an interpreter that certainly lacks numpy.
 """
@@ -21,13 +22,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 IN_VENV = sys.prefix != sys.base_prefix
+DOC = ROOT / "docs" / "training.md"  # the page whose "Training on the host" section is read
 
 
-def readme_training_commands() -> list[str]:
-    """The `cd runtime/modelzoo/... && python run.py ...` lines of the README's Training part."""
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("## Training on the host"):]
-    section = section[:section.index("\n## ", 1)]
+def doc_training_commands() -> list[str]:
+    """The `cd runtime/modelzoo/... && python run.py ...` lines of docs/training.md's host part."""
+    text = DOC.read_text()
+    section = text[text.index("\n## Training on the host"):]
+    end = section.find("\n## ", 1)
+    section = section if end < 0 else section[:end]
     return [line.strip() for line in section.splitlines()
             if line.strip().startswith("cd runtime/modelzoo/")]
 
@@ -60,18 +63,18 @@ def checkout(tmp_path) -> Path:
     return copy
 
 
-def test_readme_lists_the_three_commands():
-    cmds = readme_training_commands()
+def test_the_doc_lists_the_three_commands():
+    cmds = doc_training_commands()
     assert len(cmds) == 3 and all(" python run.py " in c for c in cmds)
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not IN_VENV, reason="the project is not installed in a venv here")
-def test_readme_training_commands_work_as_written_without_the_venv(checkout, tmp_path):
+def test_doc_training_commands_work_as_written_without_the_venv(checkout, tmp_path):
     env = clean_env()
     if shutil.which("python", path=env["PATH"]) is None:
         pytest.skip("no `python` on this machine's PATH outside the venv")
-    for cmd in readme_training_commands():
+    for cmd in doc_training_commands():
         out_dir = cmd.split(" -o ")[1].split()[0] if " -o " in cmd else None
         if out_dir:  # -o /tmp/fc: keep the test's files in its own directory
             cmd = cmd.replace(f" -o {out_dir}", f" -o {tmp_path / Path(out_dir).name}")

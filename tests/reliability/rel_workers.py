@@ -66,8 +66,8 @@ def transition_loop(home: str, seed: int) -> None:
 
 
 def checkpoint_loop(model_dir: str, seed: int) -> None:
-    """Save checkpoints forever (until SIGKILL) with runtime/artifacts/checkpoint.py, a few MB each so
-    that a kill often lands inside a write."""
+    """Save checkpoints forever (until SIGKILL) with runtime/artifacts/checkpoint.py, a few MB
+    each so that a kill often lands inside a write."""
     import numpy as np
 
     from cs2sim.runtime.artifacts.checkpoint import TrainState, save_checkpoint

@@ -18,7 +18,12 @@ import pytest
 
 from cs2sim.runtime.data import build_input
 from cs2sim.runtime.data.corpus import EOT, build_corpus, stdlib_corpus
-from cs2sim.runtime.data.digits import EVAL_SIZE, bilinear_matrix, stratified_split, upscale_to_mnist
+from cs2sim.runtime.data.digits import (
+    EVAL_SIZE,
+    bilinear_matrix,
+    stratified_split,
+    upscale_to_mnist,
+)
 from cs2sim.runtime.data.stream import Plan
 from cs2sim.system.errors import ConfigError
 

@@ -14,7 +14,12 @@ from cs2sim.runtime.nn.activations import ACTIVATIONS, Activation
 from cs2sim.runtime.nn.attention import CausalSelfAttention
 from cs2sim.runtime.nn.dense import Dense
 from cs2sim.runtime.nn.dropout import Dropout
-from cs2sim.runtime.nn.embedding import Embedding, LearnedPositions, TiedProjection, scatter_add_rows
+from cs2sim.runtime.nn.embedding import (
+    Embedding,
+    LearnedPositions,
+    TiedProjection,
+    scatter_add_rows,
+)
 from cs2sim.runtime.nn.init import normal
 from cs2sim.runtime.nn.layernorm import LayerNorm
 from cs2sim.runtime.nn.loss import SoftmaxCrossEntropy

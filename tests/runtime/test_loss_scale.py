@@ -10,7 +10,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cs2sim.runtime.numerics.loss_scale import DynamicLossScaler, StaticLossScaler, build_loss_scaler
+from cs2sim.runtime.numerics.loss_scale import (
+    DynamicLossScaler,
+    StaticLossScaler,
+    build_loss_scaler,
+)
 from cs2sim.system.errors import ConfigError, RuntimeFailure
 
 

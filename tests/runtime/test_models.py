@@ -11,10 +11,10 @@ import pytest
 from gradcheck import check_layer
 from threadpoolctl import threadpool_limits
 
+from cs2sim.runtime import registry
 from cs2sim.runtime.modelzoo.fc_mnist.model import FcMnistModel
 from cs2sim.runtime.modelzoo.gpt2.model import GPT2Model
 from cs2sim.runtime.modelzoo.gptj.model import GPTJModel
-from cs2sim.runtime.modelzoo.registry import MODELS
 from cs2sim.runtime.nn.spec import KINDS
 from cs2sim.runtime.numerics.precision import Policy
 from cs2sim.system.errors import ConfigError
@@ -52,7 +52,8 @@ def mnist_batch(B: int, seed: int = 0) -> dict[str, np.ndarray]:
 
 
 class Adam:
-    """The textbook update, enough to train the tiny models here (runtime/numerics/optim.py is H4's)."""
+    """The textbook update, enough to train the tiny models here (runtime/numerics/optim.py is
+    H4's)."""
 
     def __init__(self, params: dict[str, np.ndarray], lr: float) -> None:
         self.params, self.lr, self.t = params, lr, 0
@@ -196,7 +197,7 @@ def test_tiny_gptj_learns_too() -> None:
 )
 def test_cbfloat16_stays_close_to_fp32(name: str, batch: dict) -> None:
     mp = {"fc_mnist": {"hidden_sizes": [64, 32]}, "gpt2": TINY_LM, "gptj": TINY_GPTJ}[name]
-    cls = MODELS[name].cls
+    cls = registry.get(name)
     a, b = cls(mp, FP32, 3), cls(mp, Policy("cbfloat16"), 3)
     la, lb = a.forward_loss(batch), b.forward_loss(batch)
     assert la != lb and abs(la - lb) < 1e-2 * abs(la)
@@ -228,14 +229,14 @@ def test_tied_weights_are_one_array() -> None:
     assert j.parameters()["head.out.weight"].shape == (8, 11)
 
 
-@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize("name", registry.names())
 def test_backward_accumulates_until_zero_grad(name: str) -> None:
     mp, batch = {
         "fc_mnist": ({"hidden_sizes": [8]}, mnist_batch(4)),
         "gpt2": (TINY_LM, lm_batch(2, 4, 11)),
         "gptj": (TINY_GPTJ, lm_batch(2, 4, 11)),
     }[name]
-    m = MODELS[name].cls(mp, FP32, 0)
+    m = registry.get(name)(mp, FP32, 0)
     m.forward_loss(batch)
     m.backward(2.0)  # the gradient of 2 * loss
     once = {k: g.copy() for k, g in m.grads().items()}
@@ -372,12 +373,13 @@ YAML_MODEL_KEYS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize("name", registry.names())
 def test_schema_accepts_every_model_zoo_key(name: str) -> None:
-    entry = MODELS[name]
-    assert YAML_MODEL_KEYS[name] <= set(entry.schema)
+    entry = registry.get(name)
+    assert entry.NAME == name
+    assert YAML_MODEL_KEYS[name] <= set(entry.SCHEMA)
     assert entry.family == {"fc_mnist": "mnist", "gpt2": "lm", "gptj": "lm"}[name]
-    for key, spec in entry.schema.items():
+    for key, spec in entry.SCHEMA.items():
         assert spec.doc, key
         assert spec.default is None or spec.choices is None or spec.default in spec.choices, key
 
@@ -472,7 +474,7 @@ def test_true_shape_parameter_counts_without_allocating() -> None:
     ],
 )
 def test_param_count_and_layer_graph_agree_with_the_model(name: str, mp: dict) -> None:
-    cls = MODELS[name].cls
+    cls = registry.get(name)
     m = cls(mp, FP32, 0)
     assert cls.param_count(mp) == m.num_params() == sum(v.size for v in m.parameters().values())
     assert cls.param_bytes_estimate(mp) > 16 * m.num_params()

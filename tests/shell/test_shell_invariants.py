@@ -10,8 +10,8 @@ from __future__ import annotations
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 
-from cs2sim.csshell.commands.shell import question_help
 from cs2sim.csshell.commands import COMMANDS
+from cs2sim.csshell.commands.shell import question_help
 from cs2sim.csshell.completion import TableCompleter
 from cs2sim.csshell.table import Node
 

@@ -179,7 +179,8 @@ def test_open_does_not_import_heavy_modules(store):
 
     Machine(store)  # first use: reads the cluster YAML and caches its systems
     code = (
-        "import sys; from cs2sim.system.store import Store; from cs2sim.system.machine import Machine;"
+        "import sys; from cs2sim.system.store import Store; "
+        "from cs2sim.system.machine import Machine;"
         "from cs2sim.system.users import local_identity; s = Store.open(); m = Machine(s);"
         "m.status(); local_identity(s);"
         "print(sorted(m for m in ('yaml', 'numpy', 'rich', 'prompt_toolkit') if m in sys.modules))"

@@ -8,7 +8,7 @@ import pwd
 import pytest
 from sys_helpers import dump
 
-from cs2sim.system import users
+from cs2sim.system import oslogin
 from cs2sim.system.audit import entries
 from cs2sim.system.errors import AuthenticationFailed, PermissionDenied, UsageError
 from cs2sim.system.users import (
@@ -35,14 +35,14 @@ def with_alice(store, admin):
 def test_creator_is_admin_others_are_users(store, admin, monkeypatch):
     assert (admin.role, admin.via) == (Role.ADMIN, "local")
     other = next(p for p in pwd.getpwall() if p.pw_uid != os.getuid())
-    monkeypatch.setattr(users, "real_uid", lambda: other.pw_uid)  # another OS user's process
+    monkeypatch.setattr(oslogin, "real_uid", lambda: other.pw_uid)  # another OS user's process
     assert local_identity(store) == Identity(other.pw_name, Role.USER, "local")
 
 
 def test_the_environment_cannot_claim_an_identity(store, admin, monkeypatch):
     """Issue 6.1: LOGNAME / USER are the caller's to set; the login comes from the real uid."""
     other = next(p for p in pwd.getpwall() if p.pw_uid != os.getuid())
-    monkeypatch.setattr(users, "real_uid", lambda: other.pw_uid)
+    monkeypatch.setattr(oslogin, "real_uid", lambda: other.pw_uid)
     for var in ("LOGNAME", "USER", "LNAME", "USERNAME"):
         monkeypatch.setenv(var, admin.name)  # claim to be the store's administrator
     who = local_identity(store)
@@ -51,7 +51,7 @@ def test_the_environment_cannot_claim_an_identity(store, admin, monkeypatch):
 
 
 def test_a_uid_without_a_passwd_entry_is_named_by_number(monkeypatch):
-    monkeypatch.setattr(users, "real_uid", lambda: 4_000_000_000)
+    monkeypatch.setattr(oslogin, "real_uid", lambda: 4_000_000_000)
     monkeypatch.setenv("LOGNAME", "root")
     assert login_name() == "uid4000000000"
 

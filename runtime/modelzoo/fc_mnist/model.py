@@ -32,7 +32,7 @@ __all__ = ["FcMnistModel", "MODEL_SCHEMA", "NUM_INPUTS", "NUM_CLASSES"]
 
 NUM_INPUTS = 784  # 28 x 28 pixels, flattened
 NUM_CLASSES = 10
-DEFAULT_HIDDEN = [500, 300]  # the TF config and README model
+DEFAULT_HIDDEN = [500, 300]  # the TF config and docs/training.md model
 
 
 def _sizes_ok(v: Any) -> str | None:
@@ -100,6 +100,8 @@ def hidden_layers(mp: dict[str, Any]) -> list[int]:
 class FcMnistModel(Model):
     """784 -> [Dense -> activation -> dropout] x len(hidden) -> Dense(10) -> softmax CE."""
 
+    NAME = "fc_mnist"
+    SCHEMA = MODEL_SCHEMA
     family = "mnist"
     input_key = "x"
     label_key = "y"

@@ -213,6 +213,7 @@ def decoder_config(mp: dict[str, Any], parallel: bool) -> DecoderConfig:
 class GPT2Model(DecoderLM):
     """GPT-2 over {"input_ids": (B, T) int32, "labels": (B, T) int32}."""
 
+    NAME = "gpt2"
     SCHEMA: Schema = MODEL_SCHEMA
     PARALLEL = False  # sequential pre-LN blocks
 

@@ -49,6 +49,7 @@ MODEL_SCHEMA: Schema = {
 class GPTJModel(GPT2Model):
     """GPT-J over {"input_ids": (B, T) int32, "labels": (B, T) int32}."""
 
+    NAME = "gptj"
     SCHEMA: Schema = MODEL_SCHEMA
     PARALLEL = True
 
