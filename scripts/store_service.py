@@ -25,6 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     """The cs-store command line."""
     from cs2sim.system import store_service as svc
     from cs2sim.system.store import Store, default_home
+    from cs2sim.system.store_remote import PID_NAME, running
 
     argv = sys.argv[1:] if argv is None else argv
     word = argv[0] if argv else "status"
@@ -47,15 +48,15 @@ def main(argv: list[str] | None = None) -> int:
                       f"{name} ({role}).")
             elif svc.is_shared(home):
                 print(f"Shared store {home}: you own it; its service is "
-                      f"{'running' if svc.running(home) else 'not running'}.")
+                      f"{'running' if running(home) else 'not running'}.")
             else:
                 print(f"Private store {home}: only you use it (no service).")
             store.close()
             return 0
         if word == "stop" and len(argv) == 1:
             try:
-                pid = int((home / svc.PID_NAME).read_text())
-                if svc.running(home):
+                pid = int((home / PID_NAME).read_text())
+                if running(home):
                     os.kill(pid, signal.SIGTERM)
             except (OSError, ValueError):
                 pass

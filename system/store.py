@@ -156,7 +156,7 @@ class Store:
             conn.close()
             raise store._error(e) from e
         if serve and owner == os.getuid() and _shared(home):
-            from cs2sim.system.store_service import ensure_running
+            from cs2sim.system.store_remote import ensure_running
 
             ensure_running(home)
         return store
@@ -312,11 +312,10 @@ def _owner_uid(home: Path, path: Path) -> int | None:
     return None
 
 
-SHARED_MARK = "store.shared"  # written by `cs-store share` (system/store_service.py)
-
-
 def _shared(home: Path) -> bool:
     """Whether the owner shared this store (then its service must run)."""
+    from cs2sim.system.store_remote import SHARED_MARK
+
     return (home / SHARED_MARK).exists()
 
 

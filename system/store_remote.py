@@ -21,16 +21,21 @@ import os
 import socket
 import sqlite3
 import struct
+import sys
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from cs2sim.system.errors import AuthenticationFailed, StoreAccessDenied, StoreError
 
-__all__ = ["SOCKET_NAME", "MAX_MESSAGE", "send_msg", "recv_msg", "peer_uid", "RemoteConnection",
+__all__ = ["SOCKET_NAME", "PID_NAME", "SHARED_MARK", "running", "ensure_running", "MAX_MESSAGE", "send_msg", "recv_msg", "peer_uid", "RemoteConnection",
            "connect", "member_log_root"]
 
 SOCKET_NAME = "store.sock"
+PID_NAME = "store.pid"  # the running service's pid (cs-store stop)
+SHARED_MARK = "store.shared"  # written by `cs-store share`: the owner's opens start the service
+START_WAIT_S = 10.0
 MAX_MESSAGE = 4 * 1024 * 1024  # a `jobs show --all` of 200 rows is ~100 KiB
 _LEN = struct.Struct("!I")
 
@@ -221,3 +226,54 @@ def member_log_root() -> Path:
     root = Path(tempfile.gettempdir()) / f"cs2sim-{os.getuid()}" / "slurm"
     root.mkdir(parents=True, exist_ok=True, mode=0o700)
     return root
+
+
+def running(home: Path) -> bool:
+    """Whether a store service answers on `home`'s socket (as this owner's process)."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(2.0)
+    try:
+        s.connect(str(Path(home) / SOCKET_NAME))
+        return peer_uid(s) == os.getuid()
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def ensure_running(home: Path) -> None:
+    """Start the store service of a shared store if none answers (the owner's processes)."""
+    home = Path(home)
+    if running(home):
+        return
+    _spawn_detached([sys.executable, "-m", "cs2sim.scripts.store_service", "serve", str(home)],
+                    home / "store-service.log")
+    deadline = time.monotonic() + START_WAIT_S
+    while time.monotonic() < deadline:
+        if running(home):
+            return
+        time.sleep(0.02)
+    raise StoreError(f"the store service of {home} did not start within {START_WAIT_S:g} s; "
+                     f"see {home / 'store-service.log'}.")
+
+
+def _spawn_detached(argv: list[str], log: Path) -> None:
+    """Start `argv` as a daemon (double fork, own session, no terminal): it outlives us and is
+    never our zombie."""
+    out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    null = os.open(os.devnull, os.O_RDONLY)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setsid()
+            if os.fork() == 0:
+                os.dup2(null, 0)
+                os.dup2(out, 1)
+                os.dup2(out, 2)
+                os.closerange(3, 1024)
+                os.execv(argv[0], argv)
+        finally:
+            os._exit(0)
+    os.close(out)
+    os.close(null)
+    os.waitpid(pid, 0)

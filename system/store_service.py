@@ -45,15 +45,21 @@ from pathlib import Path
 from typing import Any
 
 from cs2sim.system.errors import StoreError
-from cs2sim.system.store_remote import SOCKET_NAME, Closed, peer_uid, recv_msg, send_msg
+from cs2sim.system.store_remote import (
+    PID_NAME,
+    SHARED_MARK,
+    SOCKET_NAME,
+    Closed,
+    ensure_running,
+    peer_uid,
+    recv_msg,
+    send_msg,
+)
 
-__all__ = ["serve", "ensure_running", "share", "is_shared", "running", "PID_NAME"]
-
-PID_NAME = "store.pid"
+__all__ = ["serve", "share", "is_shared", "PID_NAME"]
 MAX_CLIENTS = 64
 MAX_STEPS = 20_000  # progress-handler calls (x 1000 VM instructions) per statement: ~1-2 s
 IDLE_TX_S = 5.0
-START_WAIT_S = 10.0
 PROTECTED = ("users", "audit", "systems", "meta", "schema_version", "jobs", "allocations")
 _IF_NOT_EXISTS = re.compile(r"^\s*CREATE\s+(?:UNIQUE\s+)?(?:TABLE|INDEX)\s+IF\s+NOT\s+EXISTS\s+"
                             r"([A-Za-z_][A-Za-z0-9_]*)", re.I)
@@ -390,60 +396,7 @@ def _session(conn: socket.socket, path: Path, slots: threading.BoundedSemaphore)
 # -- the owner's side ---------------------------------------------------------------------------
 def is_shared(home: Path) -> bool:
     """Whether the owner shared the store of `home` (`share` leaves the mark)."""
-    from cs2sim.system.store import SHARED_MARK
-
     return (Path(home) / SHARED_MARK).exists()
-
-
-def running(home: Path) -> bool:
-    """Whether a store service answers on `home`'s socket (as this owner's process)."""
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(2.0)
-    try:
-        s.connect(str(Path(home) / SOCKET_NAME))
-        return peer_uid(s) == os.getuid()
-    except OSError:
-        return False
-    finally:
-        s.close()
-
-
-def ensure_running(home: Path) -> None:
-    """Start the store service of a shared store if none answers (the owner's processes)."""
-    home = Path(home)
-    if running(home):
-        return
-    _spawn_detached([sys.executable, "-m", "cs2sim.scripts.store_service", "serve", str(home)],
-                    home / "store-service.log")
-    deadline = time.monotonic() + START_WAIT_S
-    while time.monotonic() < deadline:
-        if running(home):
-            return
-        time.sleep(0.02)
-    raise StoreError(f"the store service of {home} did not start within {START_WAIT_S:g} s; "
-                     f"see {home / 'store-service.log'}.")
-
-
-def _spawn_detached(argv: list[str], log: Path) -> None:
-    """Start `argv` as a daemon (double fork, own session, no terminal): it outlives us and is
-    never our zombie."""
-    out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    null = os.open(os.devnull, os.O_RDONLY)
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.setsid()
-            if os.fork() == 0:
-                os.dup2(null, 0)
-                os.dup2(out, 1)
-                os.dup2(out, 2)
-                os.closerange(3, 1024)
-                os.execv(argv[0], argv)
-        finally:
-            os._exit(0)
-    os.close(out)
-    os.close(null)
-    os.waitpid(pid, 0)
 
 
 def share(home: Path, group: str | int | None = None) -> str:
@@ -461,8 +414,6 @@ def share(home: Path, group: str | int | None = None) -> str:
     for name in (DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm"):
         with contextlib.suppress(FileNotFoundError):
             os.chmod(home / name, 0o600)
-    from cs2sim.system.store import SHARED_MARK
-
     (home / SHARED_MARK).write_text("shared through the store service (cs-store share)\n")
     ensure_running(home)
     gid = home.stat().st_gid
