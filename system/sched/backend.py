@@ -98,12 +98,11 @@ class EmbeddedBackend:
         cancel` prints `srun: Job has been cancelled` and `srun: error: Unable to allocate
         resources: Job/step already completing or completed`; Ctrl-C or SIGTERM while pending
         prints `srun: Job allocation N has been revoked`; srun exits 1 in both cases."""
-        # the job's guard (guard.py) is the process the queue watches: the nodes of a job
-        # whose launcher was killed are freed only once the guard has ended every process
+        # the job's guard (guard.py): if this launcher is killed, the queue keeps the job's
+        # nodes until the guard has ended every process of the job
         if self.guard is None:
             self.guard = JobGuard.start()
-        pid = self.guard.pid if self.guard is not None else None
-        job_id = queue.submit(self.store, request, user=user, nodes=self.nodes, pid=pid)
+        job_id = queue.submit(self.store, request, user=user, nodes=self.nodes)
         # The FIFO exists from here on; the state read below comes after it, so a pass that
         # started the job in between is seen by the read, and any later one wakes us.
         with _waiter(self.store.home, job_id) as waiter, _SignalPipe() as signals:

@@ -16,11 +16,11 @@ What the embedded scheduler does (runner.py calls these):
    tasks' session ids (and the job's environment marker) through a pipe; when the pipe reaches
    EOF without a goodbye (the launcher is gone), it SIGKILLs every process of those sessions,
    and every process of this user whose environment carries the job's marker (a process that
-   left its session), until none is left, and exits. The queue records the GUARD's pid as the
-   job's process (queue.py reaps a job whose process is gone): so the next reader frees the
-   nodes of a killed launcher's job only after the guard has finished, i.e. after every process
-   of the job is gone. `jobs cancel` signals that pid; the guard passes SIGTERM on to the
-   launcher, which stops the step as for a cancel.
+   left its session), until none is left, and exits. The guard's process name is
+   `cs2g-<launcher pid>`, and the queue counts a launcher as alive while a guard of that name
+   runs (`guard_running`; queue.py reaps a job whose launcher is gone): so the next reader
+   frees the nodes of a killed launcher's job only after the guard has finished, i.e. after
+   every process of the job is gone. A SIGTERM to the guard is passed on to the launcher.
 
 Zombies count as gone (they hold no resources but a pid; init reaps them).
 """
@@ -33,7 +33,7 @@ import os
 import signal
 import time
 
-__all__ = ["JobGuard", "members", "end_processes", "become_subreaper"]
+__all__ = ["JobGuard", "members", "end_processes", "become_subreaper", "guard_running"]
 
 PR_SET_CHILD_SUBREAPER = 36
 KILL_WAIT_S = 5.0  # SIGKILLed processes are gone within ms; this bounds a stuck scan
@@ -112,6 +112,32 @@ def end_processes(sids: set[int], *, parent: int | None = None, marker: bytes | 
         time.sleep(0.005)
 
 
+PR_SET_NAME = 15
+GUARD_NAME = "cs2g-{}"  # the guard's comm (at most 15 bytes: pids have at most 7 digits)
+
+
+def guard_running(launcher: int) -> bool:
+    """Whether a guard of the launcher `launcher` still runs (ending its job's processes)."""
+    want = GUARD_NAME.format(launcher).encode()
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return False
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/comm", "rb") as f:
+                if f.read().strip() != want:
+                    continue
+        except OSError:
+            continue
+        info = _stat(int(entry))
+        if info is not None and info[2] not in ("Z", "X"):
+            return True
+    return False
+
+
 def become_subreaper() -> bool:
     """Make this process the child subreaper of its descendants (Linux); False if it cannot."""
     try:
@@ -171,6 +197,9 @@ def _guard_main(r: int) -> None:
     """The guard's life: read orders until the launcher says goodbye or vanishes."""
     os.setsid()  # a terminal's Ctrl-C and hang-up are the launcher's business, not ours
     launcher = os.getppid()
+    with contextlib.suppress(OSError, AttributeError):  # the name the queue looks for
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_NAME, GUARD_NAME.format(launcher).encode(),
+                                                0, 0, 0)
 
     def forward(sig: int, frame: object) -> None:  # `jobs cancel` signals the recorded pid
         with contextlib.suppress(OSError):

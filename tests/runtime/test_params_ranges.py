@@ -50,4 +50,4 @@ def test_runconfig_cs_ip_in_the_yaml_is_honoured_like_the_flag(tmp_path, monkeyp
     res = _run(tmp_path, "runconfig", "cs_ip", "127.0.1.1")  # the default cluster's system
     assert res.returncode == 0, res.stderr
     assert "runconfig.cs_ip of the params file" in res.stdout + res.stderr
-    assert "System job 1" in res.stdout + res.stderr  # it ran as a job on the CS-2
+    assert "Programming CS-2 fabric" in res.stdout + res.stderr  # it ran on the CS-2

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import time
 from pathlib import Path
@@ -281,10 +282,16 @@ def test_kill_9_of_the_launcher_ends_the_job_and_its_tasks_processes(site, tmp_p
         return [int(p) for p in out.split()]
 
     try:
-        job = _job_id(proc.stderr.readline() if proc.stderr else "")
         deadline = time.monotonic() + 30
         while len(list(tmp_path.glob("ready.*"))) < 2 or len(tagged()) < 4:
             assert time.monotonic() < deadline, "the tasks did not start"
+            time.sleep(0.1)
+        job = None
+        while job is None:  # the launcher records the job once srun or squeue named its id
+            assert time.monotonic() < deadline, "the launcher recorded no Slurm job"
+            with contextlib.suppress(sqlite3.Error), \
+                    sqlite3.connect(Path(site["CS2_HOME"]) / "cs2sim.db") as db:
+                job = db.execute("SELECT max(id) FROM slurm_jobs").fetchone()[0]
             time.sleep(0.1)
         proc.kill()
         proc.communicate(timeout=10)

@@ -45,7 +45,9 @@ def test_a_rogue_process_cannot_disturb_or_crash_a_running_job(tmp_path, jobs):
     assert "did not prove it holds the job's secret" in log
     assert "a header of 1,073,741,824 bytes" in log and "dtype 'O'" in log
     assert 0 < report["chief_peak_kb"] < 900_000  # three 1 GiB prefixes allocated nothing
-    assert not rdv.exists()  # the rendezvous files went with the job
+    # the address and the secret went with the job; only its 0600 outcome record stays
+    assert sorted(p.name for p in rdv.iterdir()) == ["ended.json"]
+    assert (rdv / "ended.json").stat().st_mode & 0o777 == 0o600
 
 
 def test_rendezvous_files_are_the_users_only_and_a_killed_chiefs_are_cleaned(tmp_path):
