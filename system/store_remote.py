@@ -29,8 +29,8 @@ from typing import Any
 
 from cs2sim.system.errors import AuthenticationFailed, StoreAccessDenied, StoreError
 
-__all__ = ["SOCKET_NAME", "PID_NAME", "SHARED_MARK", "running", "ensure_running", "MAX_MESSAGE", "send_msg", "recv_msg", "peer_uid", "RemoteConnection",
-           "connect", "member_log_root"]
+__all__ = ["SOCKET_NAME", "PID_NAME", "SHARED_MARK", "running", "ensure_running", "MAX_MESSAGE",
+           "send_msg", "recv_msg", "peer_uid", "RemoteConnection", "connect", "member_log_root"]
 
 SOCKET_NAME = "store.sock"
 PID_NAME = "store.pid"  # the running service's pid (cs-store stop)

@@ -38,7 +38,6 @@ import re
 import signal
 import socket
 import sqlite3
-import sys
 import threading
 import time
 from pathlib import Path

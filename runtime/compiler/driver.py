@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from cs2sim.runtime.compiler.cache import (
-    discard,
     COMPILER_VERSION,
     checksum,
     complete_stage,
+    discard,
     publish,
     staging_dir,
 )

@@ -45,7 +45,7 @@ import numpy as np
 from cs2sim.runtime.numerics.clipping import check_clipping
 from cs2sim.runtime.numerics.loss_scale import build_loss_scaler
 from cs2sim.runtime.numerics.schedules import Schedule, build_schedule, check_learning_rate
-from cs2sim.runtime.schema import REQUIRED, Key, Schema, non_negative, positive, unit_interval
+from cs2sim.runtime.schema import REQUIRED, Key, Schema, non_negative, unit_interval
 from cs2sim.runtime.threads import run_chunks, workers
 from cs2sim.system.errors import ConfigError, RuntimeFailure
 

@@ -49,7 +49,8 @@ def _launch(tmp: Path, tag: str, then: str, tasks: int = 2):
 @pytest.mark.parametrize("how", ["end", "failure", "cancel", "ctrl-c"])
 def test_nothing_a_task_started_outlives_the_job(tmp_path, cs2_home, how):
     tag = str(uuid.uuid4().int % 10**8).zfill(8)
-    then = {"end": "sleep 0.5; exit 0", "failure": "[ $SLURM_PROCID = 1 ] && { sleep 3; exit 3; }; sleep 60",
+    then = {"end": "sleep 0.5; exit 0",
+            "failure": "[ $SLURM_PROCID = 1 ] && { sleep 3; exit 3; }; sleep 60",
             "cancel": "sleep 60", "ctrl-c": "sleep 60"}[how]
     proc = _launch(tmp_path, tag, then)
     if how == "cancel":
