@@ -26,7 +26,10 @@ def software_show(ctx: Context, inv: Invocation) -> None:
 
         ctx.echo(json.dumps(versions), wrap=False)
         return
-    for line in kv_lines(list(versions.items())):
+    rows = list(versions.items())
+    if ctx.machine.several:  # a cluster of several CS-2s: say whose firmware this is
+        rows.insert(0, ("system", f"{ctx.machine.name} ({ctx.machine.ip})"))
+    for line in kv_lines(rows):
         ctx.echo(line)
 
 

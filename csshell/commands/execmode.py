@@ -55,6 +55,8 @@ def execmode_show(ctx: Context, inv: Invocation) -> None:
             wrap=False,
         )
         return
+    if ctx.machine.several:  # a cluster of several CS-2s: say which system's mode this is
+        ctx.echo(f"{'System':<{LABEL_WIDTH}} : {status.name} ({status.ip})")
     for line in mode_lines(status):
         ctx.echo(line)
 

@@ -47,6 +47,9 @@ def test_system_flag_list_and_use_over_a_terminal(spawn: Any, home: Path) -> Non
     sh.run("system use cs2-9", "error: Unknown system 'cs2-9'; known systems: cs2-1, cs2-2, "
                                "cs2-3, cs2-4.")
     sh.run("system show", "System                    : cs2-1 (127.0.1.1)")  # still cs2-1
+    shown = sh.run("config execmode show", "Configured Execution Mode : WEIGHT_STREAMING")
+    assert "System                    : cs2-1 (127.0.1.1)" in shown  # every show names it
+    sh.run("software show", "system   : cs2-1 (127.0.1.1)")
     sh.send("\x04")
     assert sh.exit_status() == 0
     with Store.open(home) as store:
@@ -68,3 +71,6 @@ def test_one_system_looks_as_before(store: Store) -> None:
     ctx = make_context(store)
     assert run_line(ctx, "system show") == 0
     assert "Reserved" not in out(ctx)
+    ctx = make_context(store)
+    assert run_line(ctx, "config execmode show; software show") == 0
+    assert "System" not in out(ctx) and "system " not in out(ctx)  # the seed's lines alone
