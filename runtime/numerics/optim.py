@@ -383,8 +383,9 @@ OPTIMIZER_SCHEMA: Schema = {
     ),
     "max_gradient_norm": Key(_NUM, None, "clip gradients by global norm (None or 0 = off)"),
     "max_gradient_value": Key(_NUM, None, "clip gradients to [-v, v] (None or 0 = off)"),
-    "grad_accum_steps": Key(int, 1, "micro-batches accumulated per optimizer step", check=positive),
-    "use_cs_grad_accum": Key(bool, False, "PyTorch gradient accumulation on the CS system"),
+    "grad_accum_steps": Key(int, 1, "input batches whose gradients are summed into one "
+                            "optimizer step (runtime/executors/accumulate.py)", check=positive),
+    "use_cs_grad_accum": Key(bool, None, "older spelling of runconfig.use_cs_grad_accum"),
     "loss_scaling_factor": Key(
         (int, float, str), 1.0, "a number (static) or 'dynamic'", check=_scale_phrase
     ),
