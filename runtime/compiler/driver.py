@@ -102,6 +102,9 @@ def _notes(c: Compilation, seconds: float) -> list[str]:
     if c.placement is not None:
         lines.append(f"Replicas: {c.placement.replicas} (copies of the model, data parallel; "
                      "chosen where they raise the estimate)")
+    if c.plan is not None and c.plan.micro_batch_size:
+        lines.append(f"Gradient accumulation: micro-batches of {c.plan.micro_batch_size} samples "
+                     "per CS-X, their gradients summed into one update of the whole batch.")
     if c.stream is not None:
         lines.append(f"Weight streaming over {c.stream.num_csx} CS-X, "
                      f"{c.stream.batch_per_system} samples each; output layer weights retained "

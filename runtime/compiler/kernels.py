@@ -46,19 +46,29 @@ KERNELS: tuple[Kernel, ...] = (
     Kernel("fc", ("dense",), DTYPES, bwd=2.0, bytes_fma=3.0, parallel="weights",
            doc="matrix multiply x @ W (+ b), weights stationary in the PEs"),
     Kernel("attention", ("attention",), DTYPES, bwd=2.0, bytes_fma=3.0, parallel="scores",
-           doc="causal softmax(q k^T / sqrt(d)) v over all heads (+ rotary)"),
+           doc="softmax(q k^T / sqrt(d)) v over all heads, causal or bidirectional (+ rotary, "
+               "grouped key/value heads)"),
     Kernel("embedding", ("embedding",), DTYPES, bwd=1.0, bytes_elem=(2.0, 3.0),
            parallel="weights",
            doc="row gather from a table (backward: scatter-add into the table gradient)"),
     # elementwise: read x, write y (2 values an element); backward reads x and dy, writes dx (3)
     Kernel("eltwise", ("relu", "tanh", "elu", "selu", "linear", "gelu", "dropout"), DTYPES,
            bwd=1.0, bytes_elem=(2.0, 3.0), doc="elementwise activation / dropout"),
+    # silu(gate) * up: reads two values, writes one; backward reads gate, up, dy, writes two
+    Kernel("swiglu", ("swiglu",), DTYPES, bwd=1.5, bytes_elem=(3.0, 5.0),
+           doc="gated activation silu(a) * b of the SwiGLU feed-forward"),
+    # rows picked by index (BERT's masked positions, the [CLS] row); backward scatters them back
+    Kernel("gather", ("gather",), DTYPES, bwd=1.0, bytes_elem=(2.0, 2.0),
+           doc="row gather from the activations (MLM positions, [CLS])"),
     # a + b -> y (3 values); backward hands dy to both inputs (read 1, write 2)
     Kernel("add", ("add",), DTYPES, bwd=0.0, bytes_elem=(3.0, 3.0),
            doc="residual sum of two streams"),
     # mean and variance pass, normalise pass (read, read, write); backward one more read
     Kernel("layernorm", ("layernorm",), DTYPES, bwd=2.0, bytes_elem=(3.0, 4.0),
            doc="layer normalisation (two passes over the row, then scale and shift)"),
+    # one pass for the mean square, then scale; backward one more read
+    Kernel("rmsnorm", ("rmsnorm",), DTYPES, bwd=2.0, bytes_elem=(3.0, 4.0),
+           doc="RMS normalisation (mean square over the row, then scale)"),
     # max/sum-exp pass then loss; backward writes softmax - onehot over the logits
     Kernel("softmax_ce", ("softmax_ce",), DTYPES, bwd=0.4, bytes_elem=(3.0, 3.0),
            doc="softmax cross-entropy loss head and its gradient"),

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cs2sim.runtime.compiler.cost import OpCost, op_costs
-from cs2sim.runtime.compiler.errors import PassVerifyError
+from cs2sim.runtime.compiler.errors import PassVerifyError, PlacementError
 from cs2sim.runtime.compiler.estimate import Estimate, estimate_pipelined, shared_edge
 from cs2sim.runtime.compiler.graph import Graph, extract_graph
 from cs2sim.runtime.compiler.kernels import KERNELS, Match, match_kernels
@@ -53,6 +53,7 @@ class Compilation:
     stream: StreamPlan | None = None
     estimate: Estimate | None = None
     plan: Plan | None = None
+    micro_batch: int | None = None  # chosen by the compiler (use_cs_grad_accum), per CS-X
     log: list[str] = field(default_factory=list)
 
 
@@ -96,15 +97,47 @@ def _verify_match(c: Compilation) -> None:
             raise PassVerifyError(f"match: {m.op.name} matched to a kernel that does not cover it")
 
 
+def _compiler_may_split(params: dict[str, Any]) -> bool:
+    """use_cs_grad_accum without micro_batch_size: the compiler picks the micro-batch."""
+    ti, rc, opt = (params.get(k) or {} for k in ("train_input", "runconfig", "optimizer"))
+    on = rc.get("use_cs_grad_accum") or opt.get("use_cs_grad_accum")
+    return bool(on) and ti.get("micro_batch_size") is None
+
+
+def _stream(c: Compilation) -> list[str]:
+    """The weight-streaming schedule; with use_cs_grad_accum and a batch whose activations do
+    not fit one wafer, the largest micro-batch (a divisor of each system's batch) that fits."""
+    g = c.graph
+    assert g is not None
+    try:
+        c.stream = plan_streaming(g, c.costs, c.wafer, c.num_csx)
+        return []
+    except PlacementError:
+        if not _compiler_may_split(c.params):
+            raise
+        per = math.ceil(g.batch_size / c.num_csx)
+        for m in sorted((d for d in range(1, per) if per % d == 0), reverse=True):
+            try:
+                c.stream = plan_streaming(replace(g, batch_size=m * c.num_csx), c.costs, c.wafer,
+                                          c.num_csx)
+            except PlacementError:
+                continue
+            c.micro_batch = m
+            return [f"gradient accumulation (use_cs_grad_accum): micro-batches of {m} samples "
+                    f"per CS-X, {per // m} per update of {per}"]
+        raise
+
+
 def _place(c: Compilation) -> list[str]:
     assert c.graph is not None
     c.costs = op_costs(c.graph, c.matches, c.wafer)
     if c.mode == ExecMode.WEIGHT_STREAMING:
-        c.stream = plan_streaming(c.graph, c.costs, c.wafer, c.num_csx)
+        lines = _stream(c)
         s = c.stream
-        return [f"weight streaming: {len(s.layers)} layers on the whole wafer, {s.num_csx} "
-                f"CS-X, {s.batch_per_system} samples per system, "
-                f"{fmt_bytes(s.activation_bytes)} of activations kept on the wafer"]
+        assert s is not None
+        return lines + [f"weight streaming: {len(s.layers)} layers on the whole wafer, "
+                        f"{s.num_csx} CS-X, {s.batch_per_system} samples per system, "
+                        f"{fmt_bytes(s.activation_bytes)} of activations kept on the wafer"]
     c.placement = p = place_pipelined(c.graph, c.costs, c.wafer)
     used = sum(k.pes for k in p.kernels) * p.replicas
     return [f"pipelined: {len(p.kernels)} kernels placed, {p.replicas} replica(s), "
@@ -205,9 +238,15 @@ def _plan(c: Compilation) -> list[str]:
                            "weight_bytes": lp.weight_bytes, "retained": lp.retained})
     c.plan = Plan(mode=c.mode.value, model=c.model_name, checksum=c.checksum, target=c.target,
                   batch_size=g.batch_size, dtype=g.dtype, estimate=est, kernels=kernels,
-                  layers=layers, replicas=replicas, num_csx=c.num_csx, blocks=list(g.blocks))
+                  layers=layers, replicas=replicas, num_csx=c.num_csx, blocks=list(g.blocks),
+                  micro_batch_size=c.micro_batch or _given_micro_batch(c.params))
     return [f"plan: {len(kernels) or len(layers)} entries, blocks "
             f"{', '.join(c.plan.blocks_in_order()[:6])}{' ...' if len(g.blocks) > 6 else ''}"]
+
+
+def _given_micro_batch(params: dict[str, Any]) -> int | None:
+    m = (params.get("train_input") or {}).get("micro_batch_size")
+    return int(m) if m is not None else None
 
 
 def _verify_plan(c: Compilation) -> None:

@@ -6,7 +6,9 @@ transmission_samples_per_sec, compute_utilization}.
 WEIGHT_STREAMING: `layers` in order, each {name, block, fwd_seconds, bwd_seconds, bound
 ("compute" | "stream"), fwd_compute_seconds, fwd_stream_seconds, bwd_compute_seconds,
 bwd_stream_seconds, weight_bytes, retained}, and `num_csx`.
-Both: `estimate` (the overall block of compile_report.txt) and what was compiled.
+Both: `estimate` (the overall block of compile_report.txt) and what was compiled;
+`micro_batch_size` when the compile runs the batch as micro-batches (gradient accumulation,
+runtime/executors/accumulate.py), else null.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class Plan:
     replicas: int = 1
     num_csx: int = 1
     blocks: list[str] = field(default_factory=list)  # model.block_names
+    micro_batch_size: int | None = None  # samples per micro-batch per CS-X (accumulation)
 
     def blocks_in_order(self) -> list[str]:
         """Model block names in execution order (pipeline stages / streamed layers)."""

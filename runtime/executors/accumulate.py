@@ -7,8 +7,11 @@ Model Zoo spells it three ways (runtime/params.py `grad_accumulation` checks the
   runconfig.use_cs_grad_accum: true  the CS-2 may run the batch as micro-batches; with
   + train_input.micro_batch_size: m  the batch of each of the N CS-X systems (B / N samples)
                                      runs as micro-batches of m samples (Release 2.1+)
-  runconfig.use_cs_grad_accum alone  the compiler chooses; this version keeps each system's
-                                     whole batch as one micro-batch (it fits the host runs here)
+  runconfig.use_cs_grad_accum alone  the compiler chooses (runtime/compiler/passes.py: in
+                                     weight streaming the largest micro-batch whose activations
+                                     fit the wafer; its plan says it) and the CS-2 executors run
+                                     the plan's; on the host, and when the batch fits, the whole
+                                     batch is one micro-batch
 One update step:
   1. the step's batch: k input batches one after another (k B rows), or the input batch;
   2. micro-batches: contiguous row ranges of it (N m rows each: every system gets m; or, with
@@ -42,9 +45,13 @@ class Accumulation:
     systems: int = 1  # CS-X systems sharing a micro-batch (num_csx)
 
     @classmethod
-    def from_params(cls, params: dict) -> Accumulation:
-        """The accumulation the params ask for (ConfigError if it cannot be honoured)."""
+    def from_params(cls, params: dict, plan: Any = None) -> Accumulation:
+        """The accumulation the params ask for (ConfigError if it cannot be honoured), or the
+        compiled plan's micro-batch where the params leave it to the compiler."""
         k, m, n = grad_accumulation(params)
+        if m is None and plan is not None:
+            m = (plan.get("micro_batch_size") if isinstance(plan, dict)
+                 else getattr(plan, "micro_batch_size", None))
         return cls(k, m, n)
 
     @property

@@ -199,7 +199,8 @@ class QueuedExecutor:
     def load(self, model: Any, optimizer: Any, scaler: Any, params: dict) -> LoadReport:
         """Keep references to the objects the steps use, and the gradient accumulation."""
         self.model, self.optimizer, self.scaler, self.params = model, optimizer, scaler, params
-        self.accumulation = Accumulation.from_params(params) if params else NONE
+        self.accumulation = (Accumulation.from_params(params, getattr(self, "plan", None))
+                             if params else NONE)
         return LoadReport()
 
     # -- one training step: the executor supplies these three parts ------------------------------
