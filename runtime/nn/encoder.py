@@ -317,7 +317,7 @@ class BertHead(Module):
         """Sums for eval: MLM CE and accuracy over the real predictions, NSP accuracy."""
         ce, mask = self.mlm_ce, self._mask
         correct = (ce.probs.argmax(axis=1) == ce.labels) & mask
-        out = {"mlm_ce_sum": float(ce.ce[mask].sum()), "mlm_count": float(mask.sum()),
+        out = {"mlm_ce_sum": float(ce.row_ce[mask].sum()), "mlm_count": float(mask.sum()),
                "mlm_correct": float(correct.sum())}
         if self.nsp_ce is not None:
             out["nsp_correct"] = float(self.nsp_ce.num_correct())

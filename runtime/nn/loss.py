@@ -27,7 +27,7 @@ class SoftmaxCrossEntropy(Module):
 
     def forward(self, logits: np.ndarray, labels: np.ndarray, scale: float | None = None,
                 weights: np.ndarray | None = None) -> float:
-        """The scaled loss; also sets ce_sum (sum over rows) and count (rows), and `ce` (N,)."""
+        """The scaled loss; also sets ce_sum (sum over rows), count (rows) and row_ce (N,)."""
         V = logits.shape[-1]
         z = logits.reshape(-1, V)  # (N, V)
         y = labels.reshape(-1)  # (N,)
@@ -50,7 +50,7 @@ class SoftmaxCrossEntropy(Module):
         # 2) the scaled sum
         self.scale = 1.0 / N if scale is None else scale
         self.ce_sum, self.count = float(ce.sum()), N
-        self.probs, self.labels, self.shape, self.ce = probs, y, logits.shape, ce
+        self.probs, self.labels, self.shape, self.row_ce = probs, y, logits.shape, ce
         self.weights = None if weights is None else weights.reshape(-1).astype(z.dtype, copy=False)
         total = self.ce_sum if self.weights is None else float(ce @ self.weights)
         loss = z.dtype.type(total * self.scale)  # an fp32 value (float64 in gradient checks)
