@@ -26,6 +26,9 @@ from cs2sim.runtime.compiler.cache import (
     publish,
     staging_dir,
 )
+from cs2sim.runtime.artifacts.atomic import atomic_write
+from cs2sim.runtime.compiler.errors import KernelMatchError
+from cs2sim.runtime.compiler.kernels import REPORT_NAME
 from cs2sim.runtime.compiler.passes import PASSES, VALIDATE_LAST, Compilation
 from cs2sim.runtime.compiler.plan import PLAN_FILE, Plan
 from cs2sim.runtime.compiler.report import REPORT_FILE, render_report
@@ -112,6 +115,20 @@ def _notes(c: Compilation, seconds: float) -> list[str]:
     return lines
 
 
+def _with_report(e: KernelMatchError, model_dir: Path) -> KernelMatchError:
+    """Write the kernel-matching report to model_dir; the error then names it."""
+    report = getattr(e, "report", None)
+    if not report:
+        return e
+    model_dir.mkdir(parents=True, exist_ok=True)
+    path = model_dir / REPORT_NAME
+    atomic_write(path, report)
+    out = KernelMatchError(f"{str(e).rstrip('.')}; the kernel matching report is in "
+                           f"{path.resolve()}.")
+    out.report = report  # type: ignore[attr-defined]
+    return out
+
+
 def compile_run(model_name: str, params: dict[str, Any], model_dir: Path, *, mode: ExecMode,
                 stop_after: str = "compile", target: str | None = None,
                 on_stage: Callable[[str, int, int], None] | None = None,
@@ -153,7 +170,10 @@ def compile_run(model_name: str, params: dict[str, Any], model_dir: Path, *, mod
             on_stage("Reusing existing compilation", n, n)
         return _result(c, final, True, t0, stop_after, plan)
     for i in range(1, len(PASSES)):
-        run(i)
+        try:
+            run(i)
+        except KernelMatchError as e:
+            raise _with_report(e, Path(model_dir)) from None
         if stop_after == "validate" and PASSES[i].name == VALIDATE_LAST:
             break
     if on_stage:

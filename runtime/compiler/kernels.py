@@ -10,7 +10,9 @@ kinds it covers, the dtypes it takes, and its cost model (cost.py reads it):
                per PE at least), "outputs" (of one sample), "scores" (heads x T x T)
 
 Unsupported op kind or dtype -> KernelMatchError naming the op, its layer and the kernels that
-exist. That is where `--validate_only` stops.
+exist, carrying the kernel-matching report (`matching_report`: every op and its kernel or why it
+has none, the library, what to do) that the driver writes to model_dir. That is where
+`--validate_only` stops.
 """
 
 from __future__ import annotations
@@ -20,7 +22,10 @@ from dataclasses import dataclass
 from cs2sim.runtime.compiler.errors import KernelMatchError
 from cs2sim.runtime.compiler.graph import Graph, Op
 
-__all__ = ["Kernel", "KERNELS", "Match", "match_kernels", "DTYPES"]
+__all__ = ["Kernel", "KERNELS", "Match", "match_kernels", "matching_report", "DTYPES",
+           "REPORT_NAME"]
+
+REPORT_NAME = "kernel_matching_report.txt"  # written to model_dir when matching fails
 
 # Mixed precision: 16-bit inputs to arithmetic, FP32 accumulation (REFERENCE §6.1); float32 runs
 # the same kernels on register pairs (half the values per memory word).
@@ -87,22 +92,68 @@ def _by_kind() -> dict[str, Kernel]:
     return {k: kern for kern in KERNELS for k in kern.kinds}
 
 
+def _problem(op: Op, dtype: str, table: dict[str, Kernel]) -> str | None:
+    """Why `op` has no kernel, or None when it has one."""
+    kern = table.get(op.kind)
+    if kern is None:
+        return "no kernel in the CS-2 kernel library runs this op"
+    if dtype not in kern.dtypes:
+        return f"kernel '{kern.name}' does not take {dtype} (it takes {', '.join(kern.dtypes)})"
+    return None
+
+
+def matching_report(graph: Graph, library: tuple[Kernel, ...] = KERNELS) -> str:
+    """The kernel-matching report: the unsupported ops (layer, op, why), every op's kernel, the
+    kernels that exist, and what to do."""
+    table = {k: kern for kern in library for k in kern.kinds}
+    rows = [(op, _problem(op, graph.dtype, table)) for op in graph.ops]
+    bad = [(op, why) for op, why in rows if why]
+    width = max((len(op.name) for op in graph.ops), default=10)
+    kinds = sorted(table)
+    lines = [f"Kernel matching report: model {graph.model}, {len(graph.ops)} ops, {graph.dtype}",
+             "", f"Unsupported ops ({len(bad)}):"]
+    lines += [f"  layer '{op.name}' (block '{op.block}'): op '{op.kind}': {why}"
+              for op, why in bad] or ["  none"]
+    lines += ["", "Every op of the graph, in execution order:"]
+    lines += [f"  {op.name:<{width}}  {op.kind:<12} -> "
+              + (table[op.kind].name if not why else "UNSUPPORTED") for op, why in rows]
+    lines += ["", "Kernels in the CS-2 kernel library (kernel: op kinds; dtypes; what it does):"]
+    lines += [f"  {k.name}: {', '.join(k.kinds)}; {', '.join(k.dtypes)}; {k.doc}"
+              for k in library]
+    lines += ["", "What to do:",
+              "  1. Write the layer with ops the library runs: its specs() must name op kinds "
+              f"from this list ({', '.join(kinds)}); a layer built from runtime/nn's layers "
+              "(Dense, Activation, LayerNorm, RMSNorm, SelfAttention, ...) reports theirs "
+              "(docs/own-model.md).",
+              "  2. Or replace the op in the model with a supported one (an activation: "
+              "relu, tanh, elu, selu, gelu, linear).",
+              "  3. A dtype the kernel does not take: change model.fp16_type / mixed_precision.",
+              "  4. A host run (run.py without --cs_ip) needs no kernel: the model trains on the "
+              "CPU as written."]
+    return "\n".join(lines) + "\n"
+
+
 def match_kernels(graph: Graph, library: tuple[Kernel, ...] = KERNELS) -> tuple[Match, ...]:
-    """Pass 2: one Match per op, in order; KernelMatchError for the first op none covers."""
+    """Pass 2: one Match per op, in order; KernelMatchError (with the report) for the first op
+    none covers."""
     table = {k: kern for kern in library for k in kern.kinds}
     names = ", ".join(f"{k.name} ({'/'.join(k.kinds)})" for k in library)
     out: list[Match] = []
     for op in graph.ops:
         kern = table.get(op.kind)
         if kern is None:
-            raise KernelMatchError(
+            err = KernelMatchError(
                 f"kernel matching failed: op '{op.kind}' in layer '{op.name}' has no kernel in "
                 f"the CS-2 kernel library (kernels: {names}); replace that layer with a "
                 "supported op.")
-        if graph.dtype not in kern.dtypes:
-            raise KernelMatchError(
+        elif graph.dtype not in kern.dtypes:
+            err = KernelMatchError(
                 f"kernel matching failed: kernel '{kern.name}' for layer '{op.name}' does not "
                 f"take {graph.dtype} (it takes {', '.join(kern.dtypes)}); change "
                 "model.fp16_type / mixed_precision.")
-        out.append(Match(op, kern))
+        else:
+            out.append(Match(op, kern))
+            continue
+        err.report = matching_report(graph, library)  # type: ignore[attr-defined]
+        raise err
     return tuple(out)
