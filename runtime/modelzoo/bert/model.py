@@ -310,6 +310,10 @@ class BertModel(Model):
         """Kernels in execution order for sequences of seq_len (default max_positions)."""
         return self.graph_for((batch_size, seq_len or self.cfg.max_positions))
 
+    def flops_per_sample(self, seq_len: int | None = None) -> float:
+        """Training FLOPs per sequence of seq_len tokens (default max_positions): 3x forward."""
+        return 3.0 * math.fsum(s.fwd_flops for s in self.layer_graph(1, seq_len))
+
     def input_bytes_per_sample(self, seq_len: int) -> int:
         """Bytes streamed in per sequence: ids and segments (T each), P positions, ids and
         weights, the next-sentence label; 4 bytes each."""
