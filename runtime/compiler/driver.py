@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cs2sim.runtime.artifacts.atomic import atomic_write
 from cs2sim.runtime.compiler.cache import (
     COMPILER_VERSION,
     checksum,
@@ -26,7 +27,6 @@ from cs2sim.runtime.compiler.cache import (
     publish,
     staging_dir,
 )
-from cs2sim.runtime.artifacts.atomic import atomic_write
 from cs2sim.runtime.compiler.errors import KernelMatchError
 from cs2sim.runtime.compiler.kernels import REPORT_NAME
 from cs2sim.runtime.compiler.passes import PASSES, VALIDATE_LAST, Compilation

@@ -45,9 +45,11 @@ def test_validate_compile_and_train_on_the_host(work, tmp_path):
     report = next((work / "md").glob("cs_*/compile_report.txt")).read_text()
     assert "block0.fc" in report and "block1.add" in report  # the user's layer's own ops
     t = run_py(work, "--mode=train_and_eval", "-p", "configs/params.yaml", "-o", "md",
-               "--max_steps", "40", "--save_summary_steps", "10", "--eval_steps", "2", env_home=home)
+               "--max_steps", "40", "--save_summary_steps", "10", "--eval_steps", "2",
+               env_home=home)
     assert t.returncode == 0, t.stderr
-    losses = [float(x) for x in re.findall(r"Train Device=cpu, Step=\d+, Loss=([\d.]+)", t.stdout)]
+    train_line = r"Train Device=cpu, Step=\d+, Loss=([\d.]+)"
+    losses = [float(x) for x in re.findall(train_line, t.stdout)]
     assert len(losses) == 4 and losses[-1] < losses[0]
     assert "Metric: accuracy" in t.stdout
     assert (work / "md" / "model-ckpt-40.npz").is_file()
