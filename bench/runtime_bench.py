@@ -17,13 +17,14 @@ Method (it must survive a machine that other work shares):
     with, never one sampled once at the start.
   * Every row states its shapes (vocabulary included); the machine's load average (1 min) is
     recorded at the start and the end, and per repeat.
-Rows: fc_mnist (target >= 1.4x PyTorch samples/s), the 4-layer d=256 GPT at V=256 T=128
-(>= 1.2x tokens/s), the same GPT at GPT-2's vocabulary V=50,257 with T=32, where the output
-projection and the loss dominate (>= 1.0x), the 4-layer d=256 BERT (masked LM on 20 gathered
-positions + next sentence) and LLaMA (RMSNorm, SwiGLU, rotary) at T=128 (>= 1.0x each);
-ours only: cbfloat16 + dynamic loss scaling against fp32, and fc_mnist's GlobalRate through
-the whole Trainer against the bare step. Then a per-layer profile of our GPT steps (exclusive
-time by kind of layer). The pipelined and weight-streaming executors get rows through the hook in bench/cases.py (EXECUTOR_FACTORIES) once they exist.
+Rows: fc_mnist (target >= 1.4x PyTorch samples/s), the 4-layer d=256 GPT at V=256 T=128 (>= 1.2x
+tokens/s), the same GPT at GPT-2's vocabulary V=50,257 with T=32, where the output projection
+and the loss dominate (>= 1.0x), the 4-layer d=256 BERT (masked LM on 20 gathered positions +
+next sentence) and LLaMA (RMSNorm, SwiGLU, rotary) at T=128 (>= 1.0x each); ours only: cbfloat16
++ dynamic loss scaling against fp32, and fc_mnist's GlobalRate through the whole Trainer against
+the bare step. Then a per-layer profile of our GPT steps (exclusive time by kind of layer). The
+pipelined and weight-streaming executors get rows through the hook in bench/cases.py
+(EXECUTOR_FACTORIES) once they exist.
 Every figure is a host measurement (wall clock on this machine). Results go to
 bench/results/runtime.md. PyTorch is optional (`pip install -e '.[bench]'`): without it the bench
 reports our figures alone and says so.
