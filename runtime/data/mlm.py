@@ -47,7 +47,7 @@ from cs2sim.runtime.data.vocab import (
 )
 from cs2sim.system.errors import ConfigError
 
-__all__ = ["MlmRecipe", "MlmWindows", "build_mlm", "WORDPIECE_MAX_BYTES"]
+__all__ = ["MlmRecipe", "MlmWindows", "build_mlm", "text_source", "WORDPIECE_MAX_BYTES"]
 
 WORDPIECE_MAX_BYTES = 2 * 2**20
 WORDPIECE_VERSION = 1
@@ -210,22 +210,11 @@ def _mask_seed(cfg: dict[str, Any], params: dict[str, Any], split: str) -> int:
     return int(seed) * 2 + (0 if split == "train" else 1)
 
 
-def build_mlm(cfg: dict[str, Any], params: dict[str, Any], split: str,
-              section: str) -> tuple[list[MlmRecipe], str]:
-    """The masked-LM recipe of one input section, and what the data is (one phrase)."""
-    model = params.get("model") or {}
-    seq_len = cfg.get("max_sequence_length") or model.get("max_position_embeddings")
-    vocab_size = model.get("vocab_size")
-    if not seq_len or not vocab_size:
-        raise ConfigError(f"{section}.max_sequence_length and model.vocab_size must be set; "
-                          "add them.")
-    if seq_len > (model.get("max_position_embeddings") or seq_len):
-        raise ConfigError(f"{section}.max_sequence_length ({seq_len}) exceeds "
-                          f"model.max_position_embeddings ({model['max_position_embeddings']}); "
-                          "lower it.")
-    if cfg.get("whole_word_masking") or cfg.get("mask_whole_word"):
-        raise ConfigError(f"{section}.whole_word_masking is not implemented (tokens are masked "
-                          "one at a time); set it to false.")
+def text_source(cfg: dict[str, Any], split: str, section: str,
+                vocab_size: int) -> tuple[Vocab, tuple[str, ...], int, bool, str]:
+    """(vocabulary, token files, id offset, lower-case bytes, what it is) of a BERT input
+    section: token files in data_dir, else the standard library's text (WordPiece with a
+    vocab_file, else the byte-level fallback)."""
     vocab, index = _vocab_of(cfg, section, int(vocab_size))
     dirs = cfg.get("data_dir")
     dirs = dirs if isinstance(dirs, list) else [dirs] if dirs else []
@@ -246,6 +235,26 @@ def build_mlm(cfg: dict[str, Any], params: dict[str, Any], split: str,
         offset, lower = BYTE_OFFSET, vocab.do_lower
         source = (f"byte-level corpus of the Python {meta['python']} standard library in the "
                   f"{vocab.source}{', lower-cased' if lower else ''}; no token files in data_dir")
+    return vocab, paths, offset, lower, source
+
+
+def build_mlm(cfg: dict[str, Any], params: dict[str, Any], split: str,
+              section: str) -> tuple[list[MlmRecipe], str]:
+    """The masked-LM recipe of one input section, and what the data is (one phrase)."""
+    model = params.get("model") or {}
+    seq_len = cfg.get("max_sequence_length") or model.get("max_position_embeddings")
+    vocab_size = model.get("vocab_size")
+    if not seq_len or not vocab_size:
+        raise ConfigError(f"{section}.max_sequence_length and model.vocab_size must be set; "
+                          "add them.")
+    if seq_len > (model.get("max_position_embeddings") or seq_len):
+        raise ConfigError(f"{section}.max_sequence_length ({seq_len}) exceeds "
+                          f"model.max_position_embeddings ({model['max_position_embeddings']}); "
+                          "lower it.")
+    if cfg.get("whole_word_masking") or cfg.get("mask_whole_word"):
+        raise ConfigError(f"{section}.whole_word_masking is not implemented (tokens are masked "
+                          "one at a time); set it to false.")
+    vocab, paths, offset, lower, source = text_source(cfg, split, section, int(vocab_size))
     scaling = model.get("mlm_loss_scaling")
     dynamic = bool(cfg.get("dynamic_mlm_scale"))
     by_masked = dynamic or bool(cfg.get("scale_mlm_weights")) or scaling in (

@@ -38,7 +38,7 @@ from cs2sim.runtime.nn.spec import LayerSpec, make_spec
 from cs2sim.runtime.nn.transformer import MLP, POSITIONS
 from cs2sim.runtime.numerics.precision import Policy
 
-__all__ = ["BertEmbedding", "EncoderBlock", "MLMHead", "NSPHead", "BertHead"]
+__all__ = ["BertEmbedding", "EncoderBlock", "MLMHead", "NSPHead", "BertHead", "ClassifierHead"]
 
 
 class BertEmbedding(Module):
@@ -336,3 +336,46 @@ class BertHead(Module):
             s.append(LayerSpec(f"{name}.nsp_ce", "softmax_ce", 0, 10.0, 1, (), (in_shape[0],),
                                (("classes", 2),)))
         return s
+
+
+class ClassifierHead(Module):
+    """Fine-tuning's loss head (Model Zoo's BertForSequenceClassification): the [CLS] row ->
+    pooler dense + tanh -> dropout(task_dropout) -> dense to num_labels -> mean cross-entropy.
+    labels: (B,) int."""
+
+    def __init__(self, dim: int, num_labels: int, rng: np.random.Generator,
+                 drop_rng: np.random.Generator, *, init: Init, dropout: float = 0.0,
+                 policy: Policy = FP32) -> None:
+        super().__init__(policy)
+        self.pooler = Dense(dim, dim, rng, bias=True, init=init, policy=policy)
+        self.act = Activation("tanh", policy)
+        self.drop = Dropout(dropout, drop_rng, policy)
+        self.cls = Dense(dim, num_labels, rng, bias=True, init=init, policy=policy)
+        self.ce = SoftmaxCrossEntropy(policy)
+
+    def forward(self, h: np.ndarray, labels: np.ndarray) -> float:
+        """h (B, T, C), labels (B,) -> mean CE."""
+        self._shape = h.shape
+        first = np.ascontiguousarray(h[:, 0])  # (B, C) the [CLS] position
+        z = self.cls.forward(self.drop.forward(self.act.forward(self.pooler.forward(first))))
+        return self.ce.forward(z, labels)
+
+    def backward(self, loss_scale: float = 1.0) -> np.ndarray:
+        """-> dh (B, T, C), nonzero at position 0 only."""
+        d = self.drop.backward(self.cls.backward(self.ce.backward(loss_scale)))
+        d0 = self.pooler.backward(self.act.backward(d))  # (B, C)
+        dh = self.buf("dh", self._shape, d0.dtype)  # (B, T, C)
+        dh.fill(0)
+        dh[:, 0] = d0
+        return dh
+
+    def specs(self, name: str, in_shape: tuple[int, ...], names: dict[int, str]) -> list[LayerSpec]:
+        """"gather" of [CLS], pooler, tanh, dropout, classifier, "softmax_ce"."""
+        B, T, C = in_shape
+        s = [make_spec(f"{name}.gather", "gather", (B, C), 1, attrs=(("rows", 1),))]
+        s += self.pooler.specs(f"{name}.pooler", (B, C), names)
+        s += self.act.specs(f"{name}.act", (B, C), names)
+        s += self.drop.specs(f"{name}.drop", (B, C), names)
+        s += self.cls.specs(f"{name}.cls", (B, C), names)
+        return s + self.ce.specs(f"{name}.ce", s[-1].out_shape, names)
+

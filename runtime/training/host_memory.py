@@ -26,6 +26,7 @@ SMALLER_CONFIGS = {
     "gpt2": "configs/params_tiny.yaml",
     "gptj": "configs/params_continuous_pretraining.yaml",
     "bert": "configs/params_tiny.yaml",
+    "bert_classifier": "configs/params_tiny.yaml",
     "llama": "configs/params_tiny.yaml",
 }
 

@@ -15,6 +15,7 @@ CONFIGS = {
     "gpt2": "params_tiny.yaml",
     "gptj": "params_tiny.yaml",
     "bert": "params_tiny.yaml",
+    "bert_classifier": "params_tiny.yaml",
     "llama": "params_tiny.yaml",
 }
 

@@ -52,7 +52,7 @@ def _counting(ex):
 
 
 @pytest.mark.parametrize("name", ["pipelined", "ws1", "ws2"])
-@pytest.mark.parametrize("model", ["bert", "llama"])
+@pytest.mark.parametrize("model", ["bert", "llama", "bert_classifier"])
 def test_new_models_match_cpu_on_every_executor(tmp_path, model, name):
     dropout = {"model__dropout_rate": 0.1}  # masks too: replicas.py draws the host's
     cpu = _losses(model, tmp_path, "cpu", None, dict(RUN, **dropout))

@@ -1,6 +1,7 @@
 """BERT's and LLaMA's published Model Zoo configs: unchanged, no unknown key, compiled in the
-mode they belong to (BERT pipelined, as every site ran it in the csrun_wse era; the weight-
-streaming BERT variants and LLaMA for weight streaming), and the vocab_file fallback.
+mode they belong to (BERT and its fine-tuning classifiers pipelined, as every site ran them in
+the csrun_wse era; the weight-streaming BERT variants and LLaMA for weight streaming), and the
+vocab_file fallback.
 
 The three files of tests/modelzoo/configs/ always run. More published variants (weight-streaming
 BERT, RoBERTa, the fine-tuning classifiers' BERT encoder, LLaMA-2 with grouped-query attention)
@@ -34,6 +35,12 @@ VARIANTS = {
                              "configs/roberta_base.yaml"),
     "roberta_base_msl512_tf.yaml": ("bert", "pipelined", "R_1.7.1:modelzoo/transformers/tf/bert/"
                                     "configs/params_roberta_base_msl512.yaml"),
+    "bert_base_classifier_sst2_pt.yaml": ("bert_classifier", "pipelined", "R_1.7.1:modelzoo/"
+                                          "transformers/pytorch/bert/fine_tuning/classifier/"
+                                          "configs/bert_base_classifier_sst2.yaml"),
+    "bert_base_classifier_mnli_pt.yaml": ("bert_classifier", "pipelined", "R_1.7.1:modelzoo/"
+                                          "transformers/pytorch/bert/fine_tuning/classifier/"
+                                          "configs/bert_base_classifier_mnli.yaml"),
     "llama2_7b_pt.yaml": ("llama", "ws", "Release_2.0.2:modelzoo/transformers/pytorch/llama/"
                           "configs/params_llama2_7b.yaml"),
     "llama2_70b_pt.yaml": ("llama", "ws", "Release_2.0.2:modelzoo/transformers/pytorch/llama/"

@@ -10,7 +10,14 @@ from threadpoolctl import threadpool_limits
 
 from cs2sim.runtime.nn.attention import SelfAttention
 from cs2sim.runtime.nn.embedding import Embedding
-from cs2sim.runtime.nn.encoder import BertEmbedding, BertHead, EncoderBlock, MLMHead, NSPHead
+from cs2sim.runtime.nn.encoder import (
+    BertEmbedding,
+    BertHead,
+    ClassifierHead,
+    EncoderBlock,
+    MLMHead,
+    NSPHead,
+)
 from cs2sim.runtime.nn.glu import GatedMLP
 from cs2sim.runtime.nn.init import normal
 from cs2sim.runtime.nn.rmsnorm import RMSNorm
@@ -246,3 +253,16 @@ def test_bert_head_padding_predictions_do_not_count() -> None:
         losses.append((head.forward(h, labels), head.backward(1.0).copy()))
     assert losses[0][0] == losses[1][0]
     np.testing.assert_array_equal(losses[0][1], losses[1][1])
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.3], ids=["plain", "dropout"])
+def test_classifier_head_gradients(dropout: float) -> None:
+    labels = np.array([2, 0, 1])
+
+    def make() -> ClassifierHead:
+        h = ClassifierHead(5, 3, rng(), rng(1), init=normal(0.5), dropout=dropout)
+        if dropout:
+            h.drop.fixed_mask = rng(7).random((3, 5)) >= dropout
+        return h
+
+    check_layer(make, [(3, 4, 5)], forward=lambda layer, xs: layer.forward(xs[0], labels))

@@ -252,12 +252,17 @@ class BertModel(Model):
                 qkv_bias=cfg.qkv_bias, attn_out_bias=cfg.attn_out_bias, ffn_bias=cfg.ffn_bias,
                 attn_dropout=cfg.attn_dropout, resid_dropout=cfg.resid_dropout,
                 scaled=cfg.scaled, init=init, out_init=init, policy=policy))
+        self.add_block("head", self.make_head(mp, cfg, init, policy))
+
+    def make_head(self, mp: dict[str, Any], cfg: BertConfig, init: Any, policy: Policy) -> Any:
+        """The loss head: masked LM (+ next sentence)."""
+        rng = self.init_rng
         mlm = MLMHead(cfg.hidden_size, cfg.vocab_size, rng, act=cfg.mlm_act, eps=cfg.eps,
                       tied_to=self.embed.wte if cfg.tied else None, ffn_bias=cfg.mlm_ffn_bias,
                       out_bias=cfg.mlm_out_bias, init=init, policy=policy)
         nsp = (NSPHead(cfg.hidden_size, rng, init=init, bias=cfg.nsp_bias,
                        classes=cfg.nsp_classes, policy=policy) if cfg.nsp else None)
-        self.add_block("head", BertHead(mlm, nsp, policy, DEFAULT_PREDICTIONS))
+        return BertHead(mlm, nsp, policy, DEFAULT_PREDICTIONS)
 
     # -- data ---------------------------------------------------------------------------------
     def inputs(self, batch: dict[str, np.ndarray]) -> tuple[Any, dict[str, np.ndarray]]:
