@@ -554,12 +554,21 @@ def validate_params(raw: dict, model_name: str, *,
             _normalise_runconfig(params[name], given, source, warnings)
             _resolve_intervals(params[name], given, model_name, source, warnings)
     _share_vocab_size(params, schemas["model"])
-    complete = getattr(registry.get(model_name), "complete_params", None)
-    if complete is not None:  # what a model derives from other sections (BERT: vocab_file)
-        complete(params, source, warnings)
+    _complete(params, model_name, source, warnings)
     _check_bounds(params, source)
     grad_accumulation(params, source)
     return params, warnings
+
+
+def _complete(params: dict, model_name: str, source: str, warnings: list[str]) -> None:
+    """What a model derives from other sections (BERT: vocab_size from the vocab_file)."""
+    try:
+        cls = registry.get(model_name)
+    except ConfigError:  # model_schema resolved the name already: a stand-in schema (tests)
+        return
+    complete = getattr(cls, "complete_params", None)
+    if complete is not None:
+        complete(params, source, warnings)
 
 
 def grad_accumulation(params: dict, source: str = "params") -> tuple[int, int | None, int]:

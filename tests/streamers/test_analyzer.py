@@ -55,7 +55,7 @@ def test_command_names_the_model_and_the_flow(tmp_path):
         parse_command(["bash", RUN_PY])
     other = tmp_path / "run.py"
     other.write_text("print('hi')\n")
-    with pytest.raises(AnalyzerError, match="not a cs2sim Model Zoo run.py"):
+    with pytest.raises(AnalyzerError, match="not a cs2sim run.py"):
         parse_command(["python", str(other)])
 
 
