@@ -7,11 +7,11 @@ Model Zoo spells it three ways (runtime/params.py `grad_accumulation` checks the
   runconfig.use_cs_grad_accum: true  the CS-2 may run the batch as micro-batches; with
   + train_input.micro_batch_size: m  the batch of each of the N CS-X systems (B / N samples)
                                      runs as micro-batches of m samples (Release 2.1+)
-  runconfig.use_cs_grad_accum alone  the compiler chooses (runtime/compiler/passes.py: in
-                                     weight streaming the largest micro-batch whose activations
-                                     fit the wafer; its plan says it) and the CS-2 executors run
-                                     the plan's; on the host, and when the batch fits, the whole
-                                     batch is one micro-batch
+  runconfig.use_cs_grad_accum alone  the compiler chooses (runtime/compiler/streaming.py: in
+                                     weight streaming the fewest micro-batches whose activations
+                                     fit the wafer; plan.json's micro_batches) and the CS-2
+                                     executors run the plan's; on the host, and when the batch
+                                     fits, the whole batch is one micro-batch
 One update step:
   1. the step's batch: k input batches one after another (k B rows), or the input batch;
   2. micro-batches: contiguous row ranges of it (N m rows each: every system gets m; or, with
@@ -49,9 +49,8 @@ class Accumulation:
         """The accumulation the params ask for (ConfigError if it cannot be honoured), or the
         compiled plan's micro-batch where the params leave it to the compiler."""
         k, m, n = grad_accumulation(params)
-        if m is None and plan is not None:
-            m = (plan.get("micro_batch_size") if isinstance(plan, dict)
-                 else getattr(plan, "micro_batch_size", None))
+        if m is None and plan is not None and _get(plan, "micro_batches", 1) > 1:
+            m = _get(plan, "micro_batch_size", None) or None  # the compiler split the batch
         return cls(k, m, n)
 
     @property
@@ -94,3 +93,8 @@ class Accumulation:
 
 
 NONE = Accumulation()
+
+
+def _get(plan: Any, key: str, default: Any) -> Any:
+    """A field of a Plan or of its plan.json dict."""
+    return plan.get(key, default) if isinstance(plan, dict) else getattr(plan, key, default)
