@@ -134,7 +134,8 @@ def _notes(c: Compilation, seconds: float) -> list[str]:
     if micro:
         lines.append(f"Gradient accumulation (train_input.micro_batch_size): compiled at the "
                      f"micro-batch of {micro} samples per CS-X; the executors sum the gradients "
-                     "of a step's micro-batches into one update.")    if c.stream is not None:
+                     "of a step's micro-batches into one update.")
+    if c.stream is not None:
         s = c.stream
         lines.append(f"Micro-batches: {s.micro_batches} of {s.micro_batch_size} samples per "
                      f"CS-X ({s.batch_per_system} samples on each of {s.num_csx} CS-X); "
