@@ -26,9 +26,9 @@ import os
 from typing import Any
 
 from cs2sim.runtime import registry
+from cs2sim.runtime.data.classify import build_pairs
 from cs2sim.runtime.data.corpus import stdlib_corpus
 from cs2sim.runtime.data.digits import DIGITS_TOTAL, EVAL_SIZE, DigitsArrays, digits_cache
-from cs2sim.runtime.data.classify import build_pairs
 from cs2sim.runtime.data.mlm import build_mlm
 from cs2sim.runtime.data.mnist import MnistFiles, find_idx_files
 from cs2sim.runtime.data.shards import ConcatRecipe, ShardPlan, data_dirs, shard
