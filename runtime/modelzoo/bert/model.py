@@ -87,9 +87,9 @@ MODEL_SCHEMA: Schema = {
     "use_output_bias_in_mlm": Key(bool, True, "Bias on the MLM output layer."),
     "mlm_loss_weight": Key((int, float), 1.0, "Weight of the MLM loss (folded into the "
                            "masked_lm_weights by the input pipeline).", check=positive),
-    "mlm_loss_scaling": Key(str, "precomputed_num_masked", "TF: divide the MLM loss by the "
-                            "masked tokens of the batch (precomputed_num_masked, num_masked: "
-                            "when train_input.scale_mlm_weights) or by the batch size.",
+    "mlm_loss_scaling": Key(str, None, "TF: divide the MLM loss by the masked tokens of the "
+                            "batch (precomputed_num_masked, num_masked) or by the batch size; "
+                            "unset: as the input's scale_mlm_weights / dynamic_mlm_scale say.",
                             choices=("precomputed_num_masked", "num_masked", "batch_size")),
     "label_smoothing": Key((int, float), 0.0, "MLM label smoothing (only 0 is implemented).",
                            check=non_negative),
