@@ -11,10 +11,11 @@ The compiled plan says what runs (runtime/compiler/plan.py): its `layers`, in or
 streamed layers (each one broadcast: a group of consecutive model blocks, a block the plan lists no
 layer for joining the layer before it) and the one marked `retained` keeps its weights on the wafer
 from its forward to its backward; when its activations do not fit one wafer the plan splits each
-system's samples into `micro_batches` of `micro_batch_size`, and every micro-batch streams every
-layer again (forward and backward), its gradients adding to the step's in MemoryX before the one
-update. Without a plan every model block is a layer, the last one is retained, and the batch is
-one pass. `trace` records what was streamed: (step, layer, "F" | "B", broadcast).
+system's samples into `micro_batches` of `micro_batch_size`, which the step runs one after
+another (gradient accumulation, runtime/executors/accumulate.py: the plan's micro-batch where the
+params leave it to the compiler), every micro-batch streaming every layer again, its gradients
+adding to the step's in MemoryX before the one update. Without a plan every model block is a
+layer, the last one is retained, and the batch is one pass. `trace` records what was streamed: (step, layer, "F" | "B", broadcast).
 
 One global step (global batch B, N systems, layers as above, the last holding the loss head):
   forward   for each layer k: SwarmX broadcasts its weights; every system runs it on its shard
@@ -74,16 +75,6 @@ def _plan_layers(plan: Any) -> list[dict[str, Any]] | None:
         return None
     layers = plan.get("layers") if isinstance(plan, dict) else getattr(plan, "layers", None)
     return list(layers) if layers else None
-
-
-def _plan_micro_batch(plan: Any) -> int | None:
-    """Samples per system in one micro-batch pass (the plan's micro_batch_size when it runs
-    more than one micro-batch a step), or None."""
-    if plan is None:
-        return None
-    get = plan.get if isinstance(plan, dict) else lambda k, d=None: getattr(plan, k, d)
-    size, count = get("micro_batch_size", 0), get("micro_batches", 1)
-    return int(size) if size and count and int(count) > 1 else None
 
 
 def streamed_layers(block_names: list[str], plan: Any) -> list[StreamedLayer]:
@@ -158,52 +149,33 @@ class WeightStreamingExecutor(QueuedExecutor):
                   f"{len(self.layers)} layers streamed per step")
         return LoadReport(self.compile_time, took, self.est_samples_per_sec)
 
-    step_no = 0  # the global step being computed (for the trace)
+    def begin_gradients(self) -> None:
+        """A new step: the first contribution to each of MemoryX's accumulators replaces it."""
+        assert self.swarmx is not None, "load() first"
+        self.swarmx.begin_step()
 
-    def execute_step(self, batch: dict[str, np.ndarray], step: int) -> StepResult:
-        """Layer by layer on every system forward and back, then MemoryX's update."""
+    def end_gradients(self) -> None:
+        """Zero the accumulators no layer contributed to."""
+        assert self.swarmx is not None
+        self.swarmx.end_step()
+
+    def apply_update(self, step: int, loss: float, scale: float) -> StepResult:
+        """MemoryX's update: unscale and check, clip, optimizer step, loss scale."""
         assert self.memoryx is not None, "load() first"
-        self.step_no = step
-        loss = self.compute_gradients(batch, float(self.scaler.scale))
         isfinite, norm, lr, used = self.memoryx.apply_update(step)
         return StepResult(loss, lr, used, isfinite, norm)
 
-    def compute_gradients(self, batch: dict[str, np.ndarray], scale: float) -> float:
-        """Forward and backward of one global batch over the N systems, in the plan's
-        micro-batches (`micro_batches`): MemoryX's gradient accumulators end up holding the
-        gradient of scale * loss; returns the batch's loss."""
+    def compute_gradients(self, batch: dict[str, np.ndarray], step: int, scale: float) -> float:
+        """Forward and backward of one (micro-)batch over the N systems, the plan's layers one at
+        a time: adds the gradient of scale * loss into MemoryX's accumulators; returns the
+        batch's loss. (The plan's micro-batches are the step's: base.py, accumulate.py.)"""
         mx, sx = self.memoryx, self.swarmx
         assert mx is not None and sx is not None, "load() first"
-        B = len(next(iter(batch.values())))
-        self.bank.reset(B)
-        sx.begin_step()  # MemoryX's accumulators are overwritten by the first contributions
-        loss = 0.0
-        for lo, hi in self.micro_batches(B):
-            part = batch if (lo, hi) == (0, B) else {k: v[lo:hi] for k, v in batch.items()}
-            loss += self._pass(part, lo, B, scale)
-        sx.end_step()
-        return float(np.float32(loss))
-
-    def micro_batches(self, batch_size: int) -> list[tuple[int, int]]:
-        """The step's micro-batches as row ranges of the global batch: the plan's
-        micro_batch_size samples on each of the N systems at a time (the last may be smaller);
-        one range without a plan or when the plan runs one micro-batch."""
-        size = _plan_micro_batch(self.plan)
-        rows = size * self.num_csx if size else batch_size
-        if rows >= batch_size:
-            return [(0, batch_size)]
-        return [(lo, min(lo + rows, batch_size)) for lo in range(0, batch_size, rows)]
-
-    def _pass(self, batch: dict[str, np.ndarray], offset: int, total: int, scale: float) -> float:
-        """One micro-batch (rows offset .. offset + len of the global batch of `total` rows)
-        through every layer on the N systems; returns its share of the batch's mean loss."""
-        sx = self.swarmx
-        assert sx is not None
-        parts, local = shard_batch(batch, self.num_csx)
-        shards = [Shard(offset + s.lo, offset + s.hi, total) for s in local]
+        parts, shards = shard_batch(batch, self.num_csx)
         n = len(parts)
         for holder, s in zip(self.shards, shards, strict=False):
             holder.lo, holder.hi, holder.total = s.lo, s.hi, s.total
+        self.bank.reset(shards[0].total)
         systems = self.systems[:n]
         inputs = [sys_.inputs(part) for sys_, part in zip(systems, parts, strict=True)]
         acts: list[Any] = [x for x, _ in inputs]
@@ -213,7 +185,7 @@ class WeightStreamingExecutor(QueuedExecutor):
         for k, layer in enumerate(self.layers):  # forward, one streamed layer at a time
             sx.broadcast(k)
             if record:
-                record((self.step_no, layer.name, "F", True))
+                record((step, layer.name, "F", True))
             for i, sys_ in enumerate(systems):
                 x = acts[i]
                 for b in layer.blocks:
@@ -227,7 +199,7 @@ class WeightStreamingExecutor(QueuedExecutor):
             if not layer.retained:
                 sx.broadcast(k)
             if record:
-                record((self.step_no, layer.name, "B", not layer.retained))
+                record((step, layer.name, "B", not layer.retained))
             for i, sys_ in enumerate(systems):
                 d = acts[i]
                 for b in reversed(layer.blocks):
@@ -235,7 +207,7 @@ class WeightStreamingExecutor(QueuedExecutor):
                          else sys_.blocks[b].backward(d))
                 acts[i] = d
                 sx.reduce(k)
-        return sum(lo * s.weight for lo, s in zip(losses, shards, strict=True))
+        return float(np.float32(sum(lo * s.weight for lo, s in zip(losses, shards, strict=True))))
 
     def snapshot(self, step: int, stream: Any) -> TrainState:
         """A checkpoint read from MemoryX."""

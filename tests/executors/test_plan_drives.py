@@ -46,7 +46,9 @@ def test_weight_streaming_streams_the_plans_layers(tmp_path):
     ex.load(m, comp.optimizer(m), comp.scaler(), params)
     assert [lay.name for lay in ex.layers] == [e["name"] for e in plan.layers]
     assert [lay.retained for lay in ex.layers] == [e["retained"] for e in plan.layers]
-    assert ex.compute_gradients(batch, 4.0) == pytest.approx(loss, rel=1e-6)
+    ex.begin_gradients()
+    assert ex.compute_gradients(batch, 1, 4.0) == pytest.approx(loss, rel=1e-6)
+    ex.end_gradients()
     _same(ex.memoryx.grads, want)
     kept = sum(e["retained"] for e in plan.layers)
     assert ex.swarmx.broadcasts == 2 * len(plan.layers) - kept
@@ -55,7 +57,9 @@ def test_weight_streaming_streams_the_plans_layers(tmp_path):
     other = WeightStreamingExecutor(2, {"layers": merged})
     _, comp2, m2, _ = _parts("gpt2", model__dropout_rate=0.1)
     other.load(m2, comp2.optimizer(m2), comp2.scaler(), params)
-    assert other.compute_gradients(batch, 4.0) == pytest.approx(loss, rel=1e-6)
+    other.begin_gradients()
+    assert other.compute_gradients(batch, 1, 4.0) == pytest.approx(loss, rel=1e-6)
+    other.end_gradients()
     _same(other.memoryx.grads, want)
     assert other.swarmx.broadcasts == 2 * len(merged)  # what ran changed with the plan
     streamed = [(name, phase) for _, name, phase, _ in other.trace]
@@ -112,19 +116,29 @@ def test_losses_stay_the_hosts_with_a_plan_of_two_replicas_and_merged_layers(tmp
 
 
 def test_weight_streaming_runs_the_plans_micro_batches(tmp_path):
-    params, comp, m, batch = _parts("fc_mnist", model__dropout=0.2)
+    params, comp, m, batch = _parts("fc_mnist", model__dropout=0.0)
     B = len(next(iter(batch.values())))
-    loss, want = _host(comp, batch, 2.0)
+    params["runconfig"]["num_csx"] = 3
     # the plan's micro-batches: 4 samples on each of 3 systems at a time (the compiler splits a
-    # system's samples when their activations do not fit one wafer)
+    # system's samples when their activations do not fit one wafer); the step runs them one
+    # after another (gradient accumulation, accumulate.py) and updates once
     plan = {"micro_batch_size": 4, "micro_batches": -(-B // 12)}
+    seen: list[int] = []
     ex = WeightStreamingExecutor(3, plan)
     ex.load(m, comp.optimizer(m), comp.scaler(), params)
-    passes = ex.micro_batches(B)
-    assert passes[0] == (0, 12) and passes[-1][1] == B and len(passes) == -(-B // 12)
-    assert ex.compute_gradients(batch, 2.0) == pytest.approx(loss, rel=1e-6)
+    real = ex.compute_gradients
+    ex.compute_gradients = lambda b, s, sc: (seen.append(len(b["x"])), real(b, s, sc))[1]
+    loss, want = _host(comp, batch, 1.0)
+    ex.begin_gradients()
+    for part, rows in ex.accumulation.split(batch):
+        ex.compute_gradients(part, 1, rows.weight)
+    ex.end_gradients()
     _same(ex.memoryx.grads, want)
+    assert seen[0] == 12 and sum(seen) == B and len(seen) == -(-B // 12)
     layers = len(ex.layers)
-    assert ex.swarmx.broadcasts == len(passes) * (2 * layers - 1)  # every pass streams again
+    assert ex.swarmx.broadcasts == len(seen) * (2 * layers - 1)  # every pass streams again
     one = WeightStreamingExecutor(3, dict(plan, micro_batches=1))  # the plan: one pass
-    assert one.micro_batches(B) == [(0, B)]
+    _, comp1, m1, _ = _parts("fc_mnist", model__dropout=0.0)
+    one.load(m1, comp1.optimizer(m1), comp1.scaler(), params)
+    assert len(one.accumulation.split(batch)) == 1
+    assert ex.execute_step(batch, 2).loss == pytest.approx(loss, rel=1e-3)  # a whole step
