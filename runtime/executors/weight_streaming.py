@@ -15,7 +15,8 @@ system's samples into `micro_batches` of `micro_batch_size`, which the step runs
 another (gradient accumulation, runtime/executors/accumulate.py: the plan's micro-batch where the
 params leave it to the compiler), every micro-batch streaming every layer again, its gradients
 adding to the step's in MemoryX before the one update. Without a plan every model block is a
-layer, the last one is retained, and the batch is one pass. `trace` records what was streamed: (step, layer, "F" | "B", broadcast).
+layer, the last one is retained, and the batch is one pass. `trace` records what was streamed:
+(step, layer, "F" | "B", broadcast).
 
 One global step (global batch B, N systems, layers as above, the last holding the loss head):
   forward   for each layer k: SwarmX broadcasts its weights; every system runs it on its shard
