@@ -253,8 +253,9 @@ def compile_model(cmd: RunCommand, on_stage: Any) -> tuple[Any, dict, Path]:
         **{**vars(args), "mode": "train", "wafer_map": None}))
     model_dir = Path(args.model_dir or params["runconfig"]["model_dir"])
     mode = ExecMode.WEIGHT_STREAMING if cmd.weight_streaming else ExecMode.PIPELINED
+    # for the system the recommended line trains on, so that run reuses this compile
     res = compile_run(cmd.model, params, model_dir, mode=mode, stop_after=stop,
-                      target=_target(args.cs_ip), on_stage=on_stage)
+                      target=_target(args.cs_ip or system_ip()), on_stage=on_stage)
     if res.plan is not None:
         write_compile_perf(model_dir, res)
     return res, params, model_dir

@@ -220,7 +220,7 @@ def _overrides(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[str, ...
     YAML's max_steps, `--max_steps` its steps (and both clear num_steps / num_epochs).
     """
     values = {k: v for k, v in vars(args).items()
-              if k not in ("params", "params_given", "params_found", "traceback")
+              if k not in ("params", "params_given", "params_found", "traceback", "home", "split")
               and v is not None}
     clears: tuple[str, ...] = ()
     if args.steps is not None:
@@ -268,6 +268,9 @@ def _run(model_name: str, args: argparse.Namespace, runlog: RunLog) -> int:
 
     log = logging.getLogger("cs2sim.run")
     check_flags(model_name, args)
+    if args.params is None:  # fc_mnist only: -p is required for the others
+        found, args.params_found = default_params(model_name, args.home)
+        args.params = str(found)
     # Under csrun_wse every task runs this command; Slurm's environment says which part it is.
     task = task_info()
     # What the run uses is said once, by the task that trains (not by each of 96 streamers).
@@ -394,10 +397,7 @@ def main(model: str | type, argv: Sequence[str] | None = None,
             args = build_parser(model_name, runlog.write).parse_args(argv)
             args.params_given = args.params is not None
             args.split = False
-            if args.params is None:  # fc_mnist only: -p is required for the others
-                found, args.params_found = default_params(
-                    model_name, Path(home) if home is not None else script_dir())
-                args.params = str(found)
+            args.home = Path(home) if home is not None else script_dir()
             return _run(model_name, args, runlog)
         except _Exit as e:
             return e.status
