@@ -268,6 +268,7 @@ def _run(model_name: str, args: argparse.Namespace, runlog: RunLog) -> int:
 
     log = logging.getLogger("cs2sim.run")
     check_flags(model_name, args)
+    stop = compile_stop(args)  # --validate_only / --compile_only / --mode=...: no training
     if args.params is None:  # fc_mnist only: -p is required for the others
         found, args.params_found = default_params(model_name, args.home)
         args.params = str(found)
@@ -278,7 +279,7 @@ def _run(model_name: str, args: argparse.Namespace, runlog: RunLog) -> int:
     given = ("" if args.params_given
              else f" (the default {args.params_found}; choose another with -p)")
     say(f"Params file: {Path(args.params).resolve()}{given}")  # a compile says it too
-    if stop := compile_stop(args):  # --validate_only / --compile_only / --mode=...: no training
+    if stop:
         return run_compile(model_name, args, runlog, _load, stop)
     params, half, warnings = _load(model_name, args)
     rc = params["runconfig"]

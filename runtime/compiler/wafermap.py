@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from cs2sim.runtime.compiler.plan import Plan
+from cs2sim.runtime.compiler.report import pe_share
 from cs2sim.system.hardware import WaferSpec
 
 __all__ = ["save_png", "render_rich", "block_legend", "PALETTE"]
@@ -64,7 +65,8 @@ def save_png(plan: Plan, path: Path, wafer: WaferSpec) -> Path:
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7,
                   title=f"{plan.replicas} replica(s)")
         ax.set_title(f"{plan.model}: pipelined placement on {wafer.name} "
-                     f"({plan.estimate['active_pes'] / plan.estimate['total_pes']:.1%} of PEs)")
+                     f"({pe_share(plan.estimate['active_pes'], plan.estimate['total_pes'])} of "
+                     "PEs)")
     else:
         fig = Figure(figsize=(9, min(12.0, 0.12 * len(plan.layers) + 2)))
         ax = fig.add_subplot()

@@ -179,12 +179,14 @@ class CsRun:
                      "samples/sec on a CS-2 (est_samples_per_sec in performance.json); Rate and "
                      "GlobalRate below are measured on this host.")
         if self.mode is ExecMode.PIPELINED:
+            from cs2sim.runtime.compiler.report import pe_share
             from cs2sim.runtime.executors.pipelined import PipelinedExecutor
 
+            share = pe_share(res.active_pes, res.total_pes) if res.active_pes else None
             ex: QueuedExecutor = PipelinedExecutor(
                 res.plan, compile_time=res.compile_time,
                 est_samples_per_sec=res.est_samples_per_sec, active_pes=res.active_pes,
-                total_pes=res.total_pes)
+                total_pes=res.total_pes, pe_share=share)
         else:
             from cs2sim.runtime.executors.weight_streaming import WeightStreamingExecutor
 
