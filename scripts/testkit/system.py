@@ -4,7 +4,10 @@ Everything cs2sim knows about a system lives under $CS2_HOME (the SQLite store w
 modes, audit log, accounts and jobs; the console's history) plus the cluster description. A
 throwaway system is a fresh $CS2_HOME in its own temporary directory, handed to every process
 it starts through `env`, so two tests (or two pytest-xdist workers) never share anything and
-nothing of the user's own ~/.cs2sim is touched. It never changes os.environ.
+nothing of the user's own ~/.cs2sim is touched. It never changes os.environ. `env` also puts
+cs2sim's console scripts and this Python first on PATH, as an activated venv would: a user's
+script that calls `cs` or `csrun_wse` finds them even when the tests run from a venv nobody
+activated.
 
 Setting up a test's starting point goes through the store directly (`put_in`), one transaction
 with an audit row by the user "testkit", so a test does not wait for reboots and the audit log
