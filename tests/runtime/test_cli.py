@@ -410,6 +410,13 @@ def test_a_copied_model_directory_uses_its_own_params(tmp_path):
     assert "Reusing existing compilation" not in out
     assert len(list((work / "md").glob("cs_*/compile_report.txt"))) == 2
     assert "Reusing existing compilation" in compile_only()  # unchanged again: reused
+    # the copy run by a Python that has no cs2sim (-S: no site-packages): one sentence
+    proc = subprocess.run([sys.executable, "-S", "run.py", "--mode=compile_only"], cwd=work,
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr == (f"error: run.py needs cs2sim, which {sys.executable} cannot import; "
+                           "run it with the venv cs2sim is installed in (activate it, or call "
+                           "its bin/python).\n")
 
 
 def test_eval_without_a_checkpoint_is_an_error_unless_asked(capsys, tmp_path):
