@@ -90,6 +90,10 @@ class Context:
         self._console = console
         self._columns = columns  # a fixed width (tests); else the terminal's, read per line
         self._machine: Machine | None = None
+        # The audit id of the mode change (`config execmode setup|withdraw`) that set the
+        # configured mode when this session last showed it (0: the cluster description's);
+        # None: not shown yet. `system activate` warns about a change made since by another.
+        self.seen_mode: int | None = None
 
     @property
     def machine(self) -> Machine:
@@ -99,6 +103,16 @@ class Context:
 
             self._machine = Machine(self.store, self.system)
         return self._machine
+
+    def saw_mode(self) -> None:
+        """Record that this session has just shown the configured mode (and who set it)."""
+        origin = self.machine.mode_origin()
+        self.seen_mode = origin.id if origin is not None else 0
+
+    @property
+    def can_ask(self) -> bool:
+        """True when a question reaches a person (not a script: its prompter refuses)."""
+        return bool(getattr(self.prompter, "asks", True))
 
     @property
     def is_terminal(self) -> bool:
@@ -135,6 +149,13 @@ class Context:
         """The one display point for errors: `error: <one sentence>`."""
         self.flush()
         lines = fit(f"error: {self.where}{message}", self.width(self.err))
+        self.err.write("\n".join(lines) + "\n")
+        self.err.flush()
+
+    def warn(self, message: str) -> None:
+        """A warning on the error stream: `warning: <one sentence>` (the command goes on)."""
+        self.flush()
+        lines = fit(f"warning: {self.where}{message}", self.width(self.err))
         self.err.write("\n".join(lines) + "\n")
         self.err.flush()
 

@@ -7,7 +7,8 @@
     ... | cs                        commands on stdin when it is not a terminal
 
 Non-interactive runs stop at the first failing command and exit with its code; questions are
-never asked (`--yes` answers confirmations). This function is the outer error boundary: nothing
+never asked (`--yes` answers confirmations), except for one command given as words on a
+terminal (`ssh -t root@system cs system standby`), which asks as the shell does. This function is the outer error boundary: nothing
 below it prints a traceback unless `--traceback` is given.
 """
 
@@ -151,7 +152,11 @@ def _session(args: argparse.Namespace) -> int:
     given = [x for x in (args.commands is not None, args.file is not None, bool(args.command)) if x]
     if len(given) > 1:
         raise UsageError("give commands one way: -c, -f or as words, not several.")
-    interactive = not given and sys.stdin.isatty() and sys.stdout.isatty()
+    on_terminal = sys.stdin.isatty() and sys.stdout.isatty()
+    interactive = not given and on_terminal
+    # `cs system standby` typed at a terminal (the `ssh -t root@system cs ...` habit) asks as
+    # the shell does; -c, -f and piped commands never wait for an answer
+    asks = interactive or (bool(args.command) and on_terminal)
     store = Store.open()
     try:
         identity = login(store, args.user, args.password_file)
@@ -159,7 +164,7 @@ def _session(args: argparse.Namespace) -> int:
             store,
             identity,
             COMMANDS,
-            TerminalPrompter() if interactive else ScriptPrompter(),
+            TerminalPrompter() if asks else ScriptPrompter(),
             system=args.system,
             out=sys.stdout,
             err=sys.stderr,
@@ -169,9 +174,9 @@ def _session(args: argparse.Namespace) -> int:
         )
         ctx.machine  # noqa: B018 - an unknown --system fails here, before any command
         if interactive:
-            from cs2sim.csshell.repl import run_interactive
+            from cs2sim.csshell.repl import history_path, run_interactive
 
-            return run_interactive(ctx, store.home / "history")
+            return run_interactive(ctx, history_path(store.home, identity.name))
         if args.commands is not None:
             return _run_script(ctx, enumerate(args.commands.splitlines(), start=1))
         if args.file is not None:

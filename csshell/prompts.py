@@ -25,6 +25,8 @@ NOTHING_CHANGED = "Cancelled; nothing was changed."
 class TerminalPrompter:
     """Ask on the terminal with prompt_toolkit."""
 
+    asks = True
+
     def confirm(self, question: str, command: str) -> bool:
         """Ask until the answer is yes or no; Enter and Ctrl-D mean no."""
         from prompt_toolkit.shortcuts import prompt
@@ -61,6 +63,8 @@ class TerminalPrompter:
 
 class ScriptPrompter:
     """No one to ask: every question is an error naming the flag that answers it."""
+
+    asks = False
 
     def confirm(self, question: str, command: str) -> bool:
         raise UsageError(f"`{command}` asks for confirmation and cs is not interactive; add --yes.")

@@ -44,6 +44,7 @@ __all__ = [
     "NoCprOutput",
     "ForgivingFileHistory",
     "history_problem",
+    "history_path",
     "private_file",
     "banner",
     "terminal_output",
@@ -187,9 +188,30 @@ class ForgivingFileHistory(FileHistory):
             super().store_string(string)
 
 
+HISTORY_DIR = "histories"
+
+
+def history_path(home: Path, account: str) -> Path:
+    """Where the commands typed as `account` by this OS user are kept: one file per (OS user,
+    account), `$CS2_HOME/histories/<os user>/<account>`, so a `user` account pressing Up never
+    reads an administrator's commands, and one OS user never reads another's (the per-OS-user
+    directory is 0700, the file 0600). The directories are made when the shell first saves."""
+    from cs2sim.system.users import login_name
+
+    return Path(home) / HISTORY_DIR / login_name() / account
+
+
+def _make_history_dirs(path: Path) -> None:
+    from cs2sim.system.paths import private_dir, shared_dir
+
+    if path.parent.parent.name == HISTORY_DIR:  # history_path's layout; else a given file
+        private_dir(shared_dir(path.parent.parent.parent, HISTORY_DIR), path.parent.name)
+
+
 def history_problem(path: Path) -> str | None:
     """Why commands cannot be saved to `path` (one sentence), or None if they can."""
     try:
+        _make_history_dirs(path)
         private_file(path)
         return None
     except OSError as e:

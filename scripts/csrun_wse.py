@@ -4,9 +4,11 @@ Thin: the flags, texts and the srun line are system/sched/flags.py's; allocation
 are the backend's (system/sched/backend.py). This file prints, in the real script's order: the
 WARN / INFO lines, `Launching: <srun line>`, srun's queue lines, then the tasks' output.
 
-Exit codes: the worst task's (128 + signal for a task killed by one), 130 after Ctrl-C, 1 for a
-command-line error or a job that can never fit, 69 when the target CS-2 refuses the job (not
-ACTIVE or in the other execution mode; nothing is allocated then).
+Exit codes: the worst task's (128 + signal for a task killed by one), 130 after Ctrl-C while the
+job runs, 1 for a command-line error, a job that can never fit, or a job that never started
+(cancelled with `jobs cancel`, or Ctrl-C / SIGTERM while queued: srun exits 1 then too), 69 when
+the target CS-2 refuses the job (not ACTIVE or in the other execution mode; nothing is
+allocated then).
 """
 
 from __future__ import annotations
@@ -124,8 +126,8 @@ def run_job(backend: Backend, request: JobRequest, *, ignore_int: bool = False) 
         return 1
     except CsError as e:
         return fail(e, "srun: error: ")
-    if alloc is None:
-        return 128 + signals.got if signals.got else 1
+    if alloc is None:  # it never ran: cancelled or interrupted while queued, as srun exits
+        return 1
     result = None
     signals.ignore_int = ignore_int  # srun --pty: from now on Ctrl-C belongs to the task
     try:

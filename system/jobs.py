@@ -1,7 +1,10 @@
 """Jobs that run on a system, and the nodes they hold.
 
 A job is registered by its launcher (pid, host, nodes) when it starts and finished by it when it
-ends. A launcher killed with SIGKILL cannot finish its job, so liveness is read lazily, like
+ends. Its id is the one the user sees everywhere: a job launched through a scheduler is
+registered under the scheduler's job id (SLURM_JOB_ID, the id `jobs show` lists and `jobs cancel`
+takes); one started without a launcher gets the next id of the same sequence as the embedded
+queue's (system/sched/queue.py), so the two never collide. A launcher killed with SIGKILL cannot finish its job, so liveness is read lazily, like
 ACTIVATING: a RUNNING job on this host whose process no longer exists (or is a zombie, or whose
 pid now belongs to a younger process) is marked FAILED by the next reader, and its nodes freed.
 These functions work inside the caller's transaction; system/machine.py is the entry point.
@@ -31,6 +34,8 @@ __all__ = [
     "insert",
     "finish",
     "get",
+    "next_id",
+    "describe",
 ]
 
 JOB_STATES = ("RUNNING", "COMPLETED", "FAILED", "CANCELLED")
@@ -151,8 +156,10 @@ def insert(
     pid: int,
     nodes: tuple[str, ...],
     now: float,
+    job_id: int | None = None,
 ) -> tuple[Job | None, str | None]:
-    """Record a RUNNING job and allocate its nodes; (None, why) if a node is taken."""
+    """Record a RUNNING job (under `job_id` if given and free, else the next id) and allocate
+    its nodes; (None, why) if a node is taken."""
     for node in nodes:
         if "," in node or not node:
             return None, f"Invalid node name {node!r}; node names are non-empty, without commas."
@@ -163,16 +170,36 @@ def insert(
                 "or choose other nodes."
             )
     host = this_host()
-    cur = db.execute(
-        "INSERT INTO jobs (system, user, mode, command, state, pid, pid_start, host, started_at,"
-        " nodes) VALUES (?, ?, ?, ?, 'RUNNING', ?, ?, ?, ?, ?)",
-        (system, user, str(mode), command, pid, process_start(pid), host, now, ",".join(nodes)),
+    if job_id is None or get(db, job_id) is not None:
+        job_id = next_id(db)
+    db.execute(
+        "INSERT INTO jobs (id, system, user, mode, command, state, pid, pid_start, host,"
+        " started_at, nodes) VALUES (?, ?, ?, ?, ?, 'RUNNING', ?, ?, ?, ?, ?)",
+        (job_id, system, user, str(mode), command, pid, process_start(pid), host, now,
+         ",".join(nodes)),
     )
-    job_id = int(cur.lastrowid or 0)
     db.executemany(
         "INSERT INTO allocations (node, job_id) VALUES (?, ?)", [(node, job_id) for node in nodes]
     )
     return get(db, job_id), None
+
+
+def next_id(db: sqlite3.Connection) -> int:
+    """The next id of the sequence this table shares with the embedded queue (sched_jobs, whose
+    heterogeneous jobs hold one id per component)."""
+    ours = db.execute("SELECT COALESCE(MAX(id) + 1, 1) FROM jobs").fetchone()[0]
+    has_queue = db.execute(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'sched_jobs'"
+    ).fetchone()[0]
+    queued = 1
+    if has_queue:
+        queued = db.execute("SELECT COALESCE(MAX(id + het_size), 1) FROM sched_jobs").fetchone()[0]
+    return int(max(ours, queued))
+
+
+def describe(job: Job) -> str:
+    """`job 12 (alice: python-ws run.py ...)`: how a message names a job."""
+    return f"job {job.id} ({job.user}: {job.command})"
 
 
 def finish(db: sqlite3.Connection, job_id: int, state: str, now: float | None = None) -> bool:

@@ -76,6 +76,7 @@ COMMAND_WORDS: dict[Action, str] = {
     Action.STANDBY: "system standby",
     Action.ACTIVATE: "system activate",
     Action.SETUP: "config execmode setup",
+    Action.WITHDRAW: "config execmode withdraw",
     Action.FAULT: "system fault",
     Action.BOOTED: "booted",
 }
@@ -247,14 +248,44 @@ class Machine:
         at their next step, keeping their last checkpoint; the audit counts them)."""
         return self._attempt(who, Action.STANDBY, changes.standby, force=force)
 
-    def activate(self, who: Identity) -> SystemStatus:
-        """Reboot into the configured mode: ACTIVATING for boot_seconds(), then ACTIVE."""
+    def activate(self, who: Identity, *, expect: ExecMode | None = None) -> SystemStatus:
+        """Reboot into the configured mode: ACTIVATING for boot_seconds(), then ACTIVE. With
+        `expect`, refused (and audited) unless the configured mode is `expect` at the moment of
+        the change: what a person confirmed, or a script asserted, is what boots."""
         seconds = boot_seconds()  # a bad $CS2_BOOT_SECONDS fails before anything is attempted
-        return self._attempt(who, Action.ACTIVATE, changes.activate(seconds))
+        return self._attempt(who, Action.ACTIVATE, changes.activate(seconds),
+                             expect=None if expect is None else ExecMode(expect))
 
     def setup_execmode(self, who: Identity, mode: ExecMode) -> SystemStatus:
         """Record the configured mode (STANDBY only); it takes effect at the next activation."""
         return self._attempt(who, Action.SETUP, changes.setup(ExecMode(mode)))
+
+    def withdraw_execmode(self, who: Identity) -> SystemStatus:
+        """Take back a pending mode change (STANDBY only): the active mode is configured again.
+        Refused (audited) when no change is pending."""
+        return self._attempt(who, Action.WITHDRAW, changes.withdraw)
+
+    def mode_origin(self) -> AuditEntry | None:
+        """The audit row of the change that set the configured mode (`config execmode setup`
+        or `withdraw`: who, when), or None if it is still the cluster description's."""
+        with self.store.read() as db:
+            row = db.execute(
+                "SELECT * FROM audit WHERE system = ? AND outcome = 'ok' AND command IN (?, ?)"
+                " AND (detail LIKE 'configured %' OR detail LIKE 'withdrew %')"
+                " ORDER BY id DESC LIMIT 1",
+                (self.name, COMMAND_WORDS[Action.SETUP], COMMAND_WORDS[Action.WITHDRAW]),
+            ).fetchone()
+        return auditlog.AuditEntry(*row) if row else None
+
+    def last_activation(self) -> AuditEntry | None:
+        """The audit row of this system's last accepted `system activate`, or None."""
+        with self.store.read() as db:
+            row = db.execute(
+                "SELECT * FROM audit WHERE system = ? AND outcome = 'ok' AND command = ?"
+                " ORDER BY id DESC LIMIT 1",
+                (self.name, COMMAND_WORDS[Action.ACTIVATE]),
+            ).fetchone()
+        return auditlog.AuditEntry(*row) if row else None
 
     def inject_fault(self, who: Identity, reason: str) -> SystemStatus:
         """Put the system in FAULT (admin; for rehearsal and teaching)."""
@@ -276,6 +307,7 @@ class Machine:
             Action.STANDBY: lambda: self.standby(who),
             Action.ACTIVATE: lambda: self.activate(who),
             Action.SETUP: setup,
+            Action.WITHDRAW: lambda: self.withdraw_execmode(who),
             Action.FAULT: lambda: self.inject_fault(who, reason),
             Action.BOOTED: lambda: self._attempt(who, Action.BOOTED, changes.boot),  # the clock's
         }
@@ -283,9 +315,18 @@ class Machine:
 
     # 3. jobs ------------------------------------------------------------------------------
     def register_job(
-        self, who: Identity, mode: ExecMode, command: str, pid: int, nodes: tuple[str, ...] = ()
+        self,
+        who: Identity,
+        mode: ExecMode,
+        command: str,
+        pid: int,
+        nodes: tuple[str, ...] = (),
+        job_id: int | None = None,
     ) -> Job:
-        """Record a RUNNING job; refused unless ACTIVE in `mode` and its nodes are free."""
+        """Record a RUNNING job; refused unless ACTIVE in `mode` and its nodes are free.
+        `job_id`: the scheduler's id of the job (SLURM_JOB_ID), kept as the job's id so users
+        see one id everywhere; a new id of the shared sequence if none is given (or it is
+        already taken: a Slurm id meeting an older job's)."""
         mode = ExecMode(mode)
         job: Job | None = None
         with self.store.transaction() as db:
@@ -302,6 +343,7 @@ class Machine:
                     pid=pid,
                     nodes=tuple(nodes),
                     now=now,
+                    job_id=job_id,
                 )
                 refusal = ResourceError(taken) if taken else None
             detail = (
@@ -355,6 +397,49 @@ class Machine:
         raise UsageError(
             f"--cs_ip {cs_ip} names no CS-2 system of this cluster; use one of: {known}."
         )
+
+    def cancel_job(self, who: Identity, job_id: int) -> Job:
+        """Stop a RUNNING job that no launcher runs (`run.py --cs_ip` started by hand), by the
+        id `system show` lists: its owner or an admin; SIGINT to its process on this host, so it
+        stops as after Ctrl-C (checkpoints kept) and records itself CANCELLED. Audited."""
+        refusal: CsError | None = None
+        with self.store.transaction() as db:
+            now = self._clock()
+            job = jobs.get(db, job_id)
+            if job is None:
+                raise UsageError(
+                    f"No job {job_id}; see the queue with `jobs show` and the jobs on the "
+                    "system with `system show`.")
+            if job.user != who.name and who.role is not Role.ADMIN:
+                refusal = PermissionDenied(
+                    f"Job {job_id} belongs to {job.user}; only its owner or an admin may cancel "
+                    "it.")
+            elif job.state != "RUNNING" or job.pid is None:
+                refusal = UsageError(
+                    f"Job {job_id} has already ended ({job.state}); nothing to cancel.")
+            elif job.host != jobs.this_host():
+                refusal = UsageError(
+                    f"Job {job_id} runs on host {job.host}; cancel it there (its process is "
+                    "not on this host).")
+            auditlog.record(
+                db, user=who.name, system=job.system, command="jobs cancel", at=now,
+                outcome="ok" if refusal is None else
+                "denied" if isinstance(refusal, PermissionDenied) else "refused",
+                detail=str(refusal) if refusal else
+                f"{jobs.describe(job)}: sent SIGINT to process {job.pid}")
+        if refusal is not None:
+            raise refusal
+        import signal
+
+        try:
+            os.kill(int(job.pid or 0), signal.SIGINT)
+        except ProcessLookupError:
+            pass  # it ended meanwhile: the next reader records it
+        except PermissionError as e:
+            raise PermissionDenied(
+                f"Job {job_id} is another OS user's process; ask {job.user} or run "
+                "`jobs cancel` as that user.") from e
+        return job
 
     def finish_job(self, job_id: int, state: str) -> None:
         """Mark a job ended (COMPLETED / FAILED / CANCELLED) and free its nodes; idempotent."""
@@ -443,15 +528,34 @@ class Machine:
         return None
 
     def _busy_refusal(self, db: sqlite3.Connection) -> CsError | None:
-        """An unforced standby with live jobs running (dead ones were settled as FAILED)."""
+        """An unforced standby with live jobs running (dead ones were settled as FAILED): names
+        each job's id (the one `jobs cancel` takes), user and command."""
         running = jobs.running(db, self.name)
         if not running:
             return None
-        ids = ", ".join(str(j.id) for j in running)
+        named = ", ".join(jobs.describe(j) for j in running)
         return InvalidTransition(
-            f"System {self.name} has {len(running)} job(s) running ({ids}); wait for them to "
-            "finish, or run `system standby --force` to stop them at their next step (each "
-            "keeps its last checkpoint)."
+            f"System {self.name} has {len(running)} job(s) running: {named}; wait for them to "
+            f"finish, cancel them (`jobs cancel {running[0].id}`), or run `system standby "
+            "--force` to stop them at their next step (the checkpoints they have written are "
+            "kept)."
+        )
+
+    def _withdraw_refusal(self, row: changes.Row) -> CsError | None:
+        if row.configured_mode is row.active_mode:
+            return InvalidTransition(
+                f"No mode change is pending on {self.name}: it is configured for "
+                f"{row.configured_mode}, the mode it runs in; nothing to withdraw."
+            )
+        return None
+
+    def _expect_refusal(self, row: changes.Row, expect: ExecMode | None) -> CsError | None:
+        if expect is None or row.configured_mode is expect:
+            return None
+        return InvalidTransition(
+            f"{self.name} is configured for {row.configured_mode}, not {expect} as expected, so "
+            "it was not rebooted; see who changed it with `audit show`, then run `config execmode "
+            f"setup` or activate expecting {row.configured_mode}."
         )
 
     def _job_refusal(self, row: changes.Row, mode: ExecMode, now: float) -> CsError | None:
@@ -469,7 +573,13 @@ class Machine:
         return None
 
     def _attempt(
-        self, who: Identity, action: Action, change: changes.Change | None, *, force: bool = False
+        self,
+        who: Identity,
+        action: Action,
+        change: changes.Change | None,
+        *,
+        force: bool = False,
+        expect: ExecMode | None = None,
     ) -> SystemStatus:
         """One attempt: settle, decide, then either change + audit "ok" or audit the refusal
         (`change` None only checks: an allowed check writes nothing)."""
@@ -487,6 +597,10 @@ class Machine:
                 refusal = self._refusal(who, action, row, now)
                 if refusal is None and action is Action.STANDBY and not force:
                     refusal = self._busy_refusal(db)
+                if refusal is None and action is Action.WITHDRAW:
+                    refusal = self._withdraw_refusal(row)
+                if refusal is None and action is Action.ACTIVATE:
+                    refusal = self._expect_refusal(row, expect)
                 outcome: str | None = None  # stays None for a check that passed: no row
                 to, detail = row.state, ""
                 if refusal is not None:

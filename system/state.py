@@ -3,14 +3,15 @@
 States (REFERENCE §1.2 names STANDBY; the rest is our design, §1.3):
 
     ACTIVE --standby--> STANDBY --activate--> ACTIVATING --booted (time)--> ACTIVE
-                        STANDBY --execmode setup--> STANDBY
+                        STANDBY --execmode setup | execmode withdraw--> STANDBY
     ACTIVE | STANDBY | ACTIVATING --fault--> FAULT --standby--> STANDBY
 
 * ACTIVATING is the reboot. It is stored with its end time and becomes ACTIVE for whoever reads
   it after that time (system/machine.py resolves it and audits it as ``booted`` by ``system``),
   so no daemon is needed and a killed shell cannot leave the machine half-booted.
 * ``execmode setup`` only records the *configured* mode; the *active* mode changes only when a
-  reboot completes (``booted``), into the configured mode.
+  reboot completes (``booted``), into the configured mode. ``execmode withdraw`` takes a pending
+  change back (configured := active).
 * Anything not in TRANSITIONS is refused with InvalidTransition whose message names the current
   state and the command that helps (REFUSALS).
 """
@@ -93,6 +94,7 @@ class Action(enum.StrEnum):
     STANDBY = "standby"
     ACTIVATE = "activate"
     SETUP = "execmode setup"
+    WITHDRAW = "execmode withdraw"  # configure the active mode again: no pending change
     BOOTED = "booted"  # internal: the reboot's time has passed
     FAULT = "fault"
 
@@ -105,6 +107,7 @@ TRANSITIONS: dict[State, dict[Action, State]] = {
     },
     State.STANDBY: {
         Action.SETUP: State.STANDBY,
+        Action.WITHDRAW: State.STANDBY,
         Action.ACTIVATE: State.ACTIVATING,
         Action.FAULT: State.FAULT,
     },
@@ -127,6 +130,10 @@ REFUSALS: dict[tuple[State, Action], str] = {
     (State.ACTIVE, Action.SETUP): (
         "Execution mode can only be changed in STANDBY; run `system standby` first."
     ),
+    (State.ACTIVE, Action.WITHDRAW): (
+        "The system is ACTIVE, so no mode change is pending (`system activate` applied the "
+        "configured mode); nothing to withdraw."
+    ),
     (State.ACTIVE, Action.BOOTED): (
         "The system is ACTIVE, not rebooting; run `system standby`, then `system activate` "
         "to reboot it."
@@ -142,6 +149,14 @@ REFUSALS: dict[tuple[State, Action], str] = {
     (State.ACTIVATING, Action.SETUP): (
         "Execution mode can only be changed in STANDBY; the system is ACTIVATING ({ready}), "
         "wait for it to become ACTIVE, then run `system standby`."
+    ),
+    (State.ACTIVATING, Action.WITHDRAW): (
+        "The system is ACTIVATING ({ready}) into its configured mode; a change under way cannot "
+        "be withdrawn: once it is ACTIVE, run `system standby` and `config execmode setup`."
+    ),
+    (State.FAULT, Action.WITHDRAW): (
+        "A pending mode change can only be withdrawn in STANDBY; the system is in FAULT, "
+        "run `system standby` first."
     ),
     (State.FAULT, Action.ACTIVATE): (
         "The system is in FAULT; run `system standby` first to clear it, then `system activate`."
@@ -160,7 +175,7 @@ REFUSALS: dict[tuple[State, Action], str] = {
 
 # Who may do what: these change the machine and need the admin role. BOOTED is the clock's.
 ADMIN_ACTIONS: frozenset[Action] = frozenset(
-    {Action.STANDBY, Action.ACTIVATE, Action.SETUP, Action.FAULT}
+    {Action.STANDBY, Action.ACTIVATE, Action.SETUP, Action.WITHDRAW, Action.FAULT}
 )
 INTERNAL_ACTIONS: frozenset[Action] = frozenset({Action.BOOTED})
 

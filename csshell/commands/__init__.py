@@ -4,7 +4,7 @@ Dispatch, Tab completion (summaries as menu meta text), `?` help, `help`, abbrev
 ambiguity errors and "did you mean" are all computed from these rows by csshell/table.py, so they
 cannot drift apart (tests/shell/test_shell_invariants.py checks it). To add a command, add a row.
 
-Public record (REFERENCE §1.1): `config execmode show|setup`, `system standby|activate`,
+Public record (REFERENCE §1.1): `config execmode show|setup` (`withdraw` is ours), `system standby|activate`,
 `system show`, `software show`, `--output-format=json`. The rest is our design (§1.3).
 """
 
@@ -18,7 +18,7 @@ from cs2sim.csshell.commands.admin import (
     user_passwd,
     user_remove,
 )
-from cs2sim.csshell.commands.execmode import execmode_setup, execmode_show
+from cs2sim.csshell.commands.execmode import execmode_setup, execmode_show, execmode_withdraw
 from cs2sim.csshell.commands.jobs import jobs_cancel, jobs_show
 from cs2sim.csshell.commands.shell import exit_cmd, help_cmd
 from cs2sim.csshell.commands.system import (
@@ -33,7 +33,10 @@ __all__ = ["COMMANDS", "GROUPS", "ROWS"]
 
 FORMAT = Option("--output-format", "Print as text (default) or JSON.", choices=("json", "text"))
 YES = Option("--yes", "Answer yes to the confirmation (for scripts).")
-FORCE = Option("--force", "Also with jobs running: they stop at their next step, checkpoints kept.")
+FORCE = Option(
+    "--force", "Also with jobs running: they stop at their next step (checkpoints written are kept)."
+)
+MODE_WORDS = ("pipelined", "weight-streaming")
 PASSWORD_FILE = Option(
     "--password-file",
     "Read the password from the first line of FILE (mode 0600).",
@@ -73,6 +76,11 @@ ROWS: tuple[Command, ...] = (
         args=(MODE,),
     ),
     Command(
+        "config execmode withdraw",
+        "Take back a pending mode change: configure the active mode again (STANDBY; admin).",
+        execmode_withdraw,
+    ),
+    Command(
         "system show",
         "Show state, modes, running jobs and software version.",
         system_show,
@@ -94,6 +102,13 @@ ROWS: tuple[Command, ...] = (
         "system activate",
         "Reboot into the configured mode and wait until ACTIVE (admin).",
         system_activate,
+        options=(
+            Option(
+                "--expect-mode",
+                "Refuse (nothing done) unless the configured mode is MODE (for scripts).",
+                choices=MODE_WORDS,
+            ),
+        ),
     ),
     Command(
         "system fault",
@@ -136,13 +151,19 @@ ROWS: tuple[Command, ...] = (
         "jobs show",
         "Show the launch queue, squeue-style (--all: ended jobs too).",
         jobs_show,
-        options=(Option("--all", "Also show jobs that have ended."), FORMAT),
+        options=(
+            Option("--all", "Also show jobs that have ended (most recent first)."),
+            Option("--limit", "Show at most N jobs (default 200; 0: all of them).", metavar="N"),
+            FORMAT,
+        ),
     ),
     Command(
         "jobs cancel",
         "Cancel a queued or running launch (its owner or an admin).",
         jobs_cancel,
-        args=(Arg("id", "The job id from `jobs show` (12 or 12+0).", required=True),),
+        args=(
+            Arg("id", "The job id from `jobs show` or `system show` (12 or 12+0).", required=True),
+        ),
     ),
     Command(
         "help",

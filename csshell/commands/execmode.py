@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from cs2sim.csshell.table import Invocation
     from cs2sim.system.machine import SystemStatus
 
-__all__ = ["execmode_show", "execmode_setup", "mode_lines", "SETUP_MESSAGE"]
+__all__ = ["execmode_show", "execmode_setup", "execmode_withdraw", "mode_lines", "SETUP_MESSAGE"]
 
 SETUP_MESSAGE = "Select the execution mode:"
 LABEL_WIDTH = len("Configured Execution Mode")  # the seed's label sets the column
@@ -35,6 +35,8 @@ def mode_lines(status: SystemStatus) -> list[str]:
 def execmode_show(ctx: Context, inv: Invocation) -> None:
     """Print the configured mode (and the active one while a change is pending)."""
     status = ctx.machine.status()
+    origin = ctx.machine.mode_origin()
+    ctx.saw_mode()
     if inv.option("output_format") == "json":
         import json
 
@@ -46,6 +48,8 @@ def execmode_show(ctx: Context, inv: Invocation) -> None:
                     "pending_mode_change": status.pending_mode_change,
                     "system": status.name,
                     "state": str(status.state),
+                    "configured_by": origin.user if origin else None,
+                    "configured_at": origin.at if origin else None,
                 }
             ),
             wrap=False,
@@ -72,4 +76,20 @@ def execmode_setup(ctx: Context, inv: Invocation) -> None:
             hint="name the mode: `config execmode setup weight-streaming` (or pipelined).",
         )
     machine.setup_execmode(ctx.identity, mode)
+    ctx.saw_mode()
     ctx.echo(f"Selected execution mode configuration: ✔ {mode.label}")
+
+
+def execmode_withdraw(ctx: Context, inv: Invocation) -> None:
+    """Take back a pending mode change (STANDBY only; admin): the active mode is configured
+    again, so the next `system activate` boots into the mode the system already runs."""
+    machine = ctx.machine
+    before = machine.status()
+    origin = machine.mode_origin()
+    machine.withdraw_execmode(ctx.identity)  # refused (audited) when nothing is pending
+    ctx.saw_mode()
+    by = f" (set by {origin.user})" if origin is not None else ""
+    ctx.echo(
+        f"Withdrew the pending change to {before.configured_mode.label}{by}; {machine.name} "
+        f"is configured for {before.active_mode.label} again, the mode it runs in."
+    )

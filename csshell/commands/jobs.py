@@ -18,9 +18,9 @@ from cs2sim.system.errors import UsageError
 if TYPE_CHECKING:
     from cs2sim.csshell.context import Context
     from cs2sim.csshell.table import Invocation
-    from cs2sim.system.sched.queue import QueueJob
+    from cs2sim.system.sched.queue import Listing, QueueJob
 
-__all__ = ["jobs_show", "jobs_cancel", "JOBS_COLUMNS", "squeue_time", "queue_rows"]
+__all__ = ["jobs_show", "jobs_cancel", "JOBS_COLUMNS", "squeue_time", "queue_rows", "not_shown"]
 
 JOBS_COLUMNS = ("JOBID", "NAME", "USER", "ST", "TIME", "NODES", "NODELIST(REASON)")
 ST = {"PENDING": "PD", "RUNNING": "R", "COMPLETED": "CD", "FAILED": "F", "CANCELLED": "CA"}
@@ -98,29 +98,65 @@ def _slurm(ctx: Context) -> Any:
     return SlurmBackend(ctx.store)
 
 
-def jobs_show(ctx: Context, inv: Invocation) -> None:
-    """The queue: pending and running launches (with --all, ended ones too)."""
-    from cs2sim.system.sched.queue import jobs
+DEFAULT_LIMIT = 200  # rows of `jobs show` on a terminal; JSON lists every job unless --limit
 
+
+def _limit(inv: Invocation, json_out: bool) -> int | None:
+    raw = inv.option("limit")
+    if raw is None:
+        return None if json_out else DEFAULT_LIMIT
+    if not (str(raw).isascii() and str(raw).isdigit()):
+        raise UsageError(f"--limit {raw} is not a number of jobs; give one, e.g. --limit 50 "
+                         "(0 shows every job).")
+    return int(raw) or None
+
+
+def not_shown(listing: Listing, all_states: bool) -> str | None:
+    """The line that says what `jobs show` left out, and how to see it (None: nothing)."""
+    if not listing.hidden:
+        return None
+    parts = []
+    if listing.hidden_pending:
+        parts.append(f"{listing.hidden_pending} more pending")
+    if listing.hidden_ended:
+        parts.append(f"{listing.hidden_ended} older ended")
+    return (f"... and {' and '.join(parts)} job(s) not shown; `jobs show"
+            f"{' --all' if all_states else ''} --limit 0` lists them all.")
+
+
+def jobs_show(ctx: Context, inv: Invocation) -> None:
+    """The queue: running launches, then pending ones in queue order (with --all, then ended
+    ones, most recent first); a last line says how many were left out."""
+    from cs2sim.system.sched.queue import arrange, listing
+
+    all_states = bool(inv.option("all"))
+    json_out = inv.option("output_format") == "json"
+    limit = _limit(inv, json_out)
     slurm = _slurm(ctx)
     if slurm is not None:
-        rows = slurm.queue(all_states=bool(inv.option("all")))
+        shown = arrange(slurm.queue(all_states=all_states), all_states=all_states, limit=limit)
     else:
-        rows = jobs(ctx.store, all_states=bool(inv.option("all")))
-    if inv.option("output_format") == "json":
+        shown = listing(ctx.store, all_states=all_states, limit=limit)
+    note = not_shown(shown, all_states)
+    if json_out:
         import json
 
-        ctx.echo(json.dumps([_job_dict(j) for j in rows]))
+        ctx.echo(json.dumps([_job_dict(j) for j in shown.jobs]), wrap=False)
+        if note:
+            ctx.warn(note)  # stdout stays one JSON document
         return
-    if not rows:
-        ctx.echo("No jobs in the queue." if not inv.option("all") else "No jobs yet.")
+    if not shown.jobs and not note:
+        ctx.echo("No jobs in the queue." if not all_states else "No jobs yet.")
         return
-    ctx.table_out(JOBS_COLUMNS, queue_rows(rows, time.time()))
+    if shown.jobs:
+        ctx.table_out(JOBS_COLUMNS, queue_rows(list(shown.jobs), time.time()))
+    if note:
+        ctx.echo(note)
 
 
 def jobs_cancel(ctx: Context, inv: Invocation) -> None:
     """Cancel a queued or running launch by its id (the base id of a heterogeneous job)."""
-    from cs2sim.system.sched.queue import cancel
+    from cs2sim.system.sched.queue import NotQueued, cancel
     from cs2sim.system.users import Role
 
     raw = inv.args["id"]
@@ -134,7 +170,14 @@ def jobs_cancel(ctx: Context, inv: Invocation) -> None:
         slurm.cancel(int(base), user=ctx.identity.name, admin=ctx.identity.role == Role.ADMIN)
         ctx.echo(f"Cancelled Slurm job {base} (scancel {base}: every component).")
         return
-    job = cancel(ctx.store, int(base), user=ctx.identity.name,
-                 admin=ctx.identity.role == Role.ADMIN)
+    admin = ctx.identity.role == Role.ADMIN
+    try:
+        job = cancel(ctx.store, int(base), user=ctx.identity.name, admin=admin)
+    except NotQueued:
+        # a job started without a launcher (run.py --cs_ip by hand): it has a system job id
+        stopped = ctx.machine.cancel_job(ctx.identity, int(base))
+        ctx.echo(f"Stopping job {stopped.id} ({stopped.user}: {stopped.command}) on "
+                 f"{stopped.system}: it stops as after Ctrl-C and records itself CANCELLED.")
+        return
     was = "queued" if job.state == "PENDING" else "running"
     ctx.echo(f"Cancelled job {job.id} ({was}, {job.name}, {job.user}); its nodes are free.")

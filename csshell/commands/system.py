@@ -13,6 +13,7 @@ from cs2sim.system.state import Action, ExecMode, State
 
 if TYPE_CHECKING:
     from cs2sim.csshell.context import Context
+    from cs2sim.system.audit import AuditEntry
     from cs2sim.csshell.table import Invocation
     from cs2sim.system.machine import SystemStatus
 
@@ -38,6 +39,7 @@ def _state_text(status: SystemStatus, now: float) -> str:
 def system_show(ctx: Context, inv: Invocation) -> None:
     """State, modes, since when, running jobs and software version of the system."""
     status = ctx.machine.status()
+    ctx.saw_mode()
     if inv.option("output_format") == "json":
         import json
 
@@ -85,7 +87,7 @@ def system_standby(ctx: Context, inv: Invocation) -> None:
     if jobs:
         ctx.echo(
             f"{len(jobs)} job(s) running on {machine.name}; forced standby stops them at their "
-            "next step (each keeps its last checkpoint):"
+            "next step (the checkpoints they have written are kept):"
         )
         ctx.table_out(JOB_COLUMNS, job_rows(jobs))
     if not ctx.confirm(STANDBY_QUESTION, "system standby", bool(inv.option("yes"))):
@@ -104,7 +106,22 @@ def system_activate(ctx: Context, inv: Invocation) -> None:
     """
     machine = ctx.machine
     machine.check(ctx.identity, Action.ACTIVATE)
-    started = machine.activate(ctx.identity)
+    raw = inv.option("expect_mode")
+    status = machine.status()
+    mode = status.configured_mode
+    origin = machine.mode_origin()
+    if raw is not None:  # a script's assertion, checked inside the activation (refused: audited)
+        started = machine.activate(ctx.identity, expect=ExecMode.parse(raw))
+        ctx.echo(boot_plan(status, origin))
+    else:
+        ctx.echo(boot_plan(status, origin))
+        if _unseen_change(ctx, origin) and not _go_ahead(ctx, origin, mode):
+            ctx.echo(f"Cancelled; nothing was changed ({machine.name} stays "
+                     f"{machine.status().state}).")
+            return
+        # what was announced is what boots: a change made meanwhile is refused, not booted
+        started = machine.activate(ctx.identity, expect=mode)
+    ctx.seen_mode = origin.id if origin is not None else 0
     status = wait_active(ctx, started)
     if started.audit_id is None:  # unreachable: an allowed activation always writes its row
         raise RuntimeFailure("The activation left no audit row; run `audit show` to check.")
@@ -131,6 +148,48 @@ def system_activate(ctx: Context, inv: Invocation) -> None:
         f"then {then.user} put it in {then.to_state} at {clock(then.at)} (`{then.command}`)"
         + (f", and it changed {more} more time(s) since (see `audit show`)." if more else ".")
     )
+
+
+def boot_plan(status: SystemStatus, origin: AuditEntry | None) -> str:
+    """`cs2-1 will boot into Weight Streaming mode (now Pipelined), as configured by alice at
+    ...`: what `system activate` is about to do, and who decided it."""
+    mode, active = status.configured_mode, status.active_mode
+    change = f"now {active.label}" if mode is not active else "no mode change"
+    if origin is None:
+        who = "as the cluster description sets it (never changed with `config execmode setup`)"
+    else:
+        who = f"as configured by {origin.user} at {clock(origin.at)}"
+    return f"{status.name} will boot into {mode.label} mode ({change}), {who}."
+
+
+def _unseen_change(ctx: Context, origin: AuditEntry | None) -> bool:
+    """Whether another account set the configured mode since this session last showed it (a
+    session that showed nothing yet: since the system's last activation)."""
+    if origin is None or origin.user == ctx.identity.name:
+        return False
+    if ctx.seen_mode is not None:
+        return origin.id > ctx.seen_mode
+    last = ctx.machine.last_activation()
+    return last is None or origin.id > last.id
+
+
+def _go_ahead(ctx: Context, origin: AuditEntry | None, mode: ExecMode) -> bool:
+    """Another account's unseen change: ask on a terminal (default no), warn a script."""
+    assert origin is not None
+    warning = (
+        f"{origin.user} set the configured mode to {mode} at {clock(origin.at)}, after this "
+        "session last showed it"
+    )
+    if ctx.can_ask and not ctx.assume_yes:
+        ctx.echo(f"Note: {warning}.")
+        return ctx.confirm(f"Boot {ctx.machine.name} into {mode.label} mode?", "system activate")
+    ctx.warn(f"{warning}; booting into it (add --expect-mode {_mode_word(mode)} to refuse "
+             "instead when it is not the mode you expect).")
+    return True
+
+
+def _mode_word(mode: ExecMode) -> str:
+    return mode.label.lower().replace(" ", "-")
 
 
 def system_fault(ctx: Context, inv: Invocation) -> None:

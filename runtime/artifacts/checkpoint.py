@@ -43,6 +43,7 @@ __all__ = [
     "load_checkpoint",
     "load_latest",
     "list_checkpoints",
+    "step_of",
     "resolve_checkpoint_path",
     "CorruptCheckpoint",
 ]
@@ -188,6 +189,12 @@ def list_checkpoints(model_dir: Path) -> list[Path]:
 def _step_of(path: Path) -> int:
     m = _NAME_RE.match(path.name)
     return int(m.group(1)) if m else -1
+
+
+def step_of(path: Path) -> int | None:
+    """The global step in a checkpoint's name (`model-ckpt-40.npz` -> 40), None if not ours."""
+    step = _step_of(Path(path))
+    return None if step < 0 else step
 
 
 # 3) save and load --------------------------------------------------------------------------

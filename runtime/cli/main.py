@@ -348,6 +348,8 @@ def _run_mode(model_name: str, args: argparse.Namespace, runlog: RunLog, params:
     log = logging.getLogger("cs2sim.run")
     trainer = Trainer(model_name, params, model_dir, half=half,
                       components=Components(model_name, params, half, stream_fn=streamed_input))
+    if args.mode.startswith("train"):
+        runlog.resume_text = trainer.resume_text  # what the message of a Ctrl-C says
     try:
         trainer.check_host_memory(args.mode)  # a refused run leaves nothing in model_dir
     except CsError:
@@ -411,8 +413,10 @@ def main(model: str | type, argv: Sequence[str] | None = None,
             if show_traceback:
                 raise
             if part is None:  # Ctrl-C reaches every task of a job: the chief says it once
-                runlog.error("error: interrupted; the last saved checkpoint is kept and a new "
-                             "run resumes from it.")
+                if runlog.resume_text is None:  # before training began, or an evaluation
+                    runlog.error("error: interrupted.")
+                else:
+                    runlog.error(f"error: interrupted; {runlog.resume_text()}.")
             return EXIT_INTERRUPTED
         except OSError as e:  # the file system said no: a path, a permission, a full disk
             if show_traceback:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -95,6 +96,8 @@ class RunLog:
                  level: int = logging.INFO) -> None:
         self.out = out or sys.stdout
         self.err = err or sys.stderr
+        # set once a training run starts: what running the same command again would do
+        self.resume_text: Callable[[], str] | None = None
         self.logger = logging.getLogger(LOGGER)
         self._old_level = self.logger.level
         self.logger.setLevel(level)

@@ -13,8 +13,8 @@
     train     on PipelinedExecutor or WeightStreamingExecutor; before every step the executor
               asks `watch` whether the system is still ACTIVE in this mode (a store read at most
               every WATCH_S seconds); after a forced `system standby` the run stops before its next
-              step with SystemStopped: the checkpoints already written stay, and the same command
-              resumes from the last one once the system is active again.
+              step with SystemStopped, whose message says what the same command will do once the
+              system is active again, from the checkpoints that exist (Trainer.resume_text).
     finish    COMPLETED, CANCELLED (standby, Ctrl-C) or FAILED, with the outcome in the audit log.
 
 Test knob (the testing kit's `fault_at_step`, scripts/testkit/faults.py): with
@@ -54,7 +54,7 @@ FAULT_REASON_ENV = "CS2SIM_FAULT_REASON"
 
 class SystemStopped(RuntimeFailure):
     """The system left ACTIVE (a forced standby, a fault) while the job ran: exit 75 (EX_TEMPFAIL,
-    "try again later": the same command resumes from the last checkpoint)."""
+    "try again later": the message says where the same command starts again)."""
 
     exit_code = 75
 
@@ -73,6 +73,7 @@ class CsRun:
         self.machine: Any = None
         self.job: Any = None
         self.executor: QueuedExecutor | None = None
+        self.trainer: Any = None
         self._next_watch = 0.0
         raw = os.environ.get(FAULT_AT_STEP_ENV, "").strip()
         self._fault_at: int | None = int(raw) if raw.isdigit() else None
@@ -116,6 +117,7 @@ class CsRun:
         """Register the job, compile, run `trainer.<mode_name>()` on the CS-2, record the end."""
         from cs2sim.system.users import local_identity
 
+        self.trainer = trainer
         owned = True
         launcher_job = os.environ.get(JOB_ENV, "").strip()
         if launcher_job.isdigit():  # a launcher (csrun_wse) registered the job and finishes it
@@ -124,14 +126,17 @@ class CsRun:
             with self.store.read() as db:
                 self.job = jobs.get(db, int(launcher_job))
             owned = self.job is None
+        # One id everywhere: under a launcher the job is registered under its scheduler id (the
+        # one `jobs show` lists and `jobs cancel` takes); without one it gets the next id.
+        slurm = os.environ.get("SLURM_JOB_ID", "").strip()
         if self.job is None:
             who = local_identity(self.store)
-            self.job = self.machine.register_job(who, self.mode, self.command, os.getpid())
-        # The system's job id (`system show`) differs from the launcher's Slurm job id
-        # (`jobs show`): name both, so the two views can be matched.
-        slurm = os.environ.get("SLURM_JOB_ID", "").strip()
-        under = f" (Slurm job {slurm})" if slurm else ""
-        log.info(f"System job {self.job.id}{under} is running on {self.machine.name} "
+            self.job = self.machine.register_job(
+                who, self.mode, self.command, os.getpid(),
+                job_id=int(slurm) if slurm.isascii() and slurm.isdigit() else None)
+        # the two differ only when a Slurm id met an older job's id in the store: name both
+        under = f" (Slurm job {slurm})" if slurm and slurm != str(self.job.id) else ""
+        log.info(f"Job {self.job.id}{under} is running on {self.machine.name} "
                  f"({self.machine.ip}) in {self.mode} mode.")
         if not owned:
             trainer.executor = self.prepare()
@@ -214,10 +219,12 @@ class CsRun:
         # what brings the system back: from FAULT a standby comes first (system/state.py)
         fix = ("`system standby` and `system activate`" if status.state is State.FAULT
                else "`system activate`")
+        resume = (self.trainer.resume_text() if self.trainer is not None
+                  else "running the same command again resumes from its last checkpoint, if any")
         raise SystemStopped(
             f"System {status.name} went to {status.state} while job {self.job.id} ran, so "
-            f"training stopped before global step {step}; its checkpoints are kept: run the same "
-            f"command again once an admin has run {fix}, and it resumes from the last one."
+            f"training stopped before global step {step}; {resume}, once an admin has run "
+            f"{fix}."
         )
 
 

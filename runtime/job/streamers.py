@@ -31,6 +31,15 @@ after CS2SIM_STREAMER_TIMEOUT seconds without a batch; one that never connects, 
 timeout at start-up. A streamer whose input function raises sends the error text, which the chief
 raises. Streamers and coordinators whose chief disappears (EOF without an `end` frame) exit 1.
 
+End. Whatever its exit code, a chief that ends writes `ended.json` (its outcome) into the same
+rendezvous directory before it stops listening, then removes `chief.json`. A streamer or
+coordinator that has not connected yet (or whose connection closes) looks there at every try and
+exits at once with it: a chief that finds nothing to do (the rerun of a completed run) ends the
+whole job in seconds, not after the rendezvous timeout. Streamers exit 0 (they did nothing
+wrong), coordinators with the chief's exit code, as when the chief says goodbye over the socket.
+A record older than the task itself by more than ENDED_FRESH_S is another job's with the same id
+(a store made anew, same model_dir): it is ignored, and a chief removes it when it starts.
+
 Test knob: CS2SIM_INPUT_EXTRA_WORK=<rounds> adds real CPU work to every sample a streamer makes
 (rounds of SHA-256 over the sample's bytes; hashlib releases the GIL, so a streamer's threads
 share it); it stands for a heavier input function, e.g. to see cs_input_analyzer's
@@ -63,7 +72,10 @@ from cs2sim.runtime.job.roles import Role, TaskInfo, rendezvous_dir, task_info
 from cs2sim.system.errors import CsError, RuntimeFailure
 
 __all__ = [
+    "ChiefEnded",
     "ChiefHub",
+    "read_ended",
+    "write_ended",
     "RemoteStream",
     "ShardProducer",
     "StreamerConnection",
@@ -78,6 +90,9 @@ __all__ = [
 log = logging.getLogger("cs2sim.run")
 
 ADDR_FILE = "chief.json"
+ENDED_FILE = "ended.json"
+ENDED_FRESH_S = 120.0  # an ended record this much older than the reading task is another job's
+ENDED_KEEP_S = 86400.0  # a chief removes other jobs' rendezvous directories ended this long ago
 POLL_S = 0.1  # how often a blocked side looks at liveness and stop flags
 MAX_THREADS = 32  # a streamer's producing threads: SLURM_CPUS_PER_TASK, at most this
 CHIEF_BUFFER = 64  # batches the chief holds ready over all its streamers (>= 1 per streamer)
@@ -195,6 +210,9 @@ class ChiefHub:
         self.prefetch = max(1, min(prefetch, CHIEF_BUFFER // max(1, info.num_streamers)))
         self.dir = rendezvous_dir(model_dir, info.job_id)
         self.dir.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):
+            (self.dir / ENDED_FILE).unlink()  # an earlier job's with this id (a new store)
+        _prune(self.dir.parent)
         self._sock = socket.create_server(("", 0), backlog=max(128, info.num_streamers + 8))
         self.port = self._sock.getsockname()[1]
         self.links: dict[int, _Link] = {}
@@ -356,10 +374,14 @@ class ChiefHub:
 
     # end ---------------------------------------------------------------------------------------
     def end(self, status: int, text: str = "") -> None:
-        """Tell every task the chief's outcome, wait briefly for them to leave, close."""
+        """Tell every task the chief's outcome (the ended record first, for the tasks that have
+        not connected yet; then over each socket), wait briefly for them to leave, close."""
         if self._closing:
             return
         self._closing = True
+        write_ended(self.dir, self.info, status, text)
+        with contextlib.suppress(OSError):
+            (self.dir / ADDR_FILE).unlink()
         with contextlib.suppress(OSError):
             self._sock.close()
         with self._lock:
@@ -381,10 +403,66 @@ class ChiefHub:
         for s in socks:
             with contextlib.suppress(OSError):
                 s.close()
-        with contextlib.suppress(OSError):
-            (self.dir / ADDR_FILE).unlink()
-        with contextlib.suppress(OSError):
-            self.dir.rmdir()
+
+
+def write_ended(directory: Path, info: TaskInfo, status: int, text: str = "") -> None:
+    """The chief's ended record: where late streamers and coordinators find its outcome."""
+    with contextlib.suppress(OSError):
+        atomic_write(directory / ENDED_FILE, json.dumps({
+            "job": info.job_id, "status": int(status), "text": text, "at": time.time(),
+            "pid": os.getpid(), "node": info.node,
+        }) + "\n")
+
+
+class ChiefEnded(Exception):
+    """The chief of this task's job has ended (its record): status and text."""
+
+    def __init__(self, status: int, text: str) -> None:
+        super().__init__(f"the chief ended with exit code {status}")
+        self.status = status
+        self.text = text
+
+
+def read_ended(directory: Path, job_id: str) -> ChiefEnded | None:
+    """This job's chief's ended record, if it has written one (see ENDED_FRESH_S)."""
+    try:
+        record = json.loads((directory / ENDED_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    try:
+        if str(record["job"]) != str(job_id) or float(record["at"]) < _started() - ENDED_FRESH_S:
+            return None
+        return ChiefEnded(int(record["status"]), str(record.get("text", "")))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _started() -> float:
+    """When this process started (epoch seconds; /proc), else when this module was imported."""
+    try:
+        stat = Path("/proc/self/stat").read_bytes()
+        ticks = int(stat[stat.rfind(b")") + 2 :].split()[19])
+        for line in Path("/proc/stat").read_text().splitlines():
+            if line.startswith("btime "):
+                return int(line.split()[1]) + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        pass
+    return _IMPORTED
+
+
+_IMPORTED = time.time()
+
+
+def _prune(parent: Path) -> None:
+    """Remove other jobs' rendezvous directories whose chief ended over ENDED_KEEP_S ago."""
+    cutoff = time.time() - ENDED_KEEP_S
+    with contextlib.suppress(OSError):
+        for d in parent.iterdir():
+            ended = d / ENDED_FILE
+            with contextlib.suppress(OSError):
+                if ended.stat().st_mtime < cutoff and not (d / ADDR_FILE).exists():
+                    ended.unlink()
+                    d.rmdir()
 
 
 def _drain(q: queue.Queue) -> None:
@@ -652,19 +730,33 @@ class StreamerConnection:
 
     def __init__(self, info: TaskInfo, model_dir: Path, hello: dict[str, Any]) -> None:
         self.info = info
-        path = rendezvous_dir(model_dir, info.job_id) / ADDR_FILE
+        self.dir = rendezvous_dir(model_dir, info.job_id)
+        path = self.dir / ADDR_FILE
         deadline = time.monotonic() + rendezvous_timeout()
         while True:
             sock = _connect(path)
             if sock is not None:
                 break
+            ended = read_ended(self.dir, info.job_id)
+            if ended is not None:
+                raise ended
             if time.monotonic() > deadline:
                 raise RuntimeFailure(f"{info.name} found no chief at {path} within "
                                      f"{rendezvous_timeout():g} s; is task 0 running?")
             time.sleep(POLL_S)
         self.sock = sock
-        send_frame(sock, {"job": info.job_id, "procid": info.procid, "node": info.node,
-                          "pid": os.getpid(), **hello})
+        try:
+            send_frame(sock, {"job": info.job_id, "procid": info.procid, "node": info.node,
+                              "pid": os.getpid(), **hello})
+        except OSError:  # the chief stopped listening just now: did it end?
+            ended = read_ended(self.dir, info.job_id)
+            if ended is not None:
+                raise ended from None
+            raise
+
+    def ended(self) -> ChiefEnded | None:
+        """The chief's ended record, once the connection closed without an `end` frame."""
+        return read_ended(self.dir, self.info.job_id)
 
 
 def _connect(path: Path) -> socket.socket | None:
@@ -720,9 +812,10 @@ class _Control:
         return self.ended is not None or self.lost
 
 
-def streamer_loop(conn: socket.socket, rank: int, producers: Callable[[str], ShardProducer]
-                  ) -> int:
-    """Serve the chief's sessions until its end; returns this task's exit code."""
+def streamer_loop(conn: socket.socket, rank: int, producers: Callable[[str], ShardProducer],
+                  ended: Callable[[], ChiefEnded | None] = lambda: None) -> int:
+    """Serve the chief's sessions until its end; returns this task's exit code. `ended` reads
+    the chief's ended record when the connection closes without an `end` frame."""
     control = _Control(conn)
     cache: dict[str, ShardProducer] = {}
     while True:
@@ -755,7 +848,7 @@ def streamer_loop(conn: socket.socket, rank: int, producers: Callable[[str], Sha
     control.thread.join(5.0)
     with contextlib.suppress(OSError):
         conn.close()
-    if control.ended is not None:
+    if control.ended is not None or ended() is not None:
         return 0
     log.error("the chief closed the connection without ending the job (it failed or was "
               "stopped); this streamer stops too.")
@@ -780,17 +873,31 @@ def serve_task(info: TaskInfo, model_name: str, params: dict, model_dir: Path) -
 
     log.info(f"Input {info.name} of job {info.job_id}: streaming batches "
              f"{info.streamer_rank}, {info.streamer_rank}+{info.num_streamers}, ... to the chief")
-    conn = StreamerConnection(info, model_dir, {"type": "streamer", "rank": info.streamer_rank})
-    return streamer_loop(conn.sock, int(info.streamer_rank or 0), producers)
+    try:
+        conn = StreamerConnection(info, model_dir,
+                                  {"type": "streamer", "rank": info.streamer_rank})
+    except ChiefEnded as e:
+        log.info(f"The chief ended (exit code {e.status}) before this streamer connected; "
+                 "nothing to stream.")
+        return 0
+    return streamer_loop(conn.sock, int(info.streamer_rank or 0), producers, conn.ended)
 
 
 def _coordinate(info: TaskInfo, model_dir: Path) -> int:
     """A coordinator: no work of its own here; it ends with the chief's outcome."""
     log.info(f"{info.name} of job {info.job_id}: waiting for the chief's end")
-    conn = StreamerConnection(info, model_dir, {"type": "coordinator"})
+    try:
+        conn = StreamerConnection(info, model_dir, {"type": "coordinator"})
+    except ChiefEnded as e:
+        log.info(f"The chief ended with exit code {e.status} before this coordinator connected")
+        return e.status
     control = _Control(conn.sock)
     control.thread.join()
     if control.ended is None:
+        late = conn.ended()
+        if late is not None:
+            log.info(f"The chief ended with exit code {late.status}")
+            return late.status
         log.error("the chief closed the connection without ending the job; this coordinator "
                   "stops too.")
         return 1

@@ -170,6 +170,30 @@ class Trainer:
         restore_state(state, model, opt, scaler, stream)
         return state.step
 
+    def resume_text(self) -> str:
+        """What running the same command again does, from the checkpoints that exist now and as
+        `_restore_for_train` decides it (nothing is loaded): the end of a stopped run's message,
+        computed, never assumed ("... resumes from the last one" when there is none)."""
+        cfg = self.config
+        again = "running the same command again"
+        if cfg.checkpoint_path:
+            path = ckpt.resolve_checkpoint_path(cfg.checkpoint_path)
+            if cfg.is_pretrained_checkpoint:
+                return (f'{again} starts from global step 0 with the weights of "{path}" '
+                        "(--is_pretrained_checkpoint)")
+            return (f'{again} resumes from "{path}" again (--checkpoint_path), not from the '
+                    "checkpoints written since")
+        found = ckpt.list_checkpoints(self.model_dir)
+        if not cfg.autoload_last_checkpoint:
+            kept = f" ({len(found)} checkpoint(s) are kept)" if found else ""
+            return f"{again} starts from global step 0 (autoload_last_checkpoint is off){kept}"
+        if not found:
+            return (f"no checkpoint had been written yet, so {again} starts from global "
+                    "step 0")
+        step = ckpt.step_of(found[-1])
+        at = f" (global step {step})" if step is not None else ""
+        return f'its last checkpoint is "{found[-1]}"{at}, and {again} resumes from it'
+
     def _checkpoint(self, state: ckpt.TrainState) -> Path:
         """Write `state` as the step's checkpoint, with Model Zoo's two lines around it."""
         log.info(f"Saving checkpoint at global step {state.step}")

@@ -8,12 +8,13 @@ to a Backend; /work/notes/launch-api.md documents the contract.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from cs2sim.system.sched import queue
 from cs2sim.system.sched.allocation import Allocation, Events
@@ -25,7 +26,14 @@ from cs2sim.system.sched.runner import StepResult, run_step
 __all__ = ["Allocation", "Backend", "EmbeddedBackend", "Events", "SCHEDULER_ENV", "scheduler_name",
            "select_backend"]
 
-POLL_S = 0.05  # how often a queued launcher re-reads the queue
+# A queued launcher sleeps until woken (system/sched/wake.py). Its safety re-check, for peers
+# that crashed without waking it, comes every RECHECK_S at the head of the queue and less often
+# further back (RECHECK_S more per RECHECK_STEP jobs ahead, at most RECHECK_MAX_S): 1,000 queued
+# launchers re-check about 20 times a second in all, not 20,000.
+RECHECK_S = 5.0
+RECHECK_STEP = 10
+RECHECK_MAX_S = 60.0
+RECHECK_ENV = "CS2SIM_QUEUE_RECHECK_S"  # test knob: RECHECK_S (tests prove wake-ups with 600)
 
 
 class Backend(Protocol):
@@ -77,27 +85,43 @@ class EmbeddedBackend:
 
     def allocate(self, request: JobRequest, *, user: str, events: Events,
                  stop_requested: Callable[[], int | None]) -> Allocation | None:
+        """Queue the request, then sleep until its job starts, is cancelled, or a signal comes.
+
+        srun's words and exit (measured on Slurm 22.05): a pending job cancelled by `jobs
+        cancel` prints `srun: Job has been cancelled` and `srun: error: Unable to allocate
+        resources: Job/step already completing or completed`; Ctrl-C or SIGTERM while pending
+        prints `srun: Job allocation N has been revoked`; srun exits 1 in both cases."""
         job_id = queue.submit(self.store, request, user=user, nodes=self.nodes)
-        queued = False
-        while True:
-            job = queue.poll(self.store, job_id, self.nodes)
-            if job.state == "RUNNING":
-                if queued:
-                    events(f"srun: job {job_id} has been allocated resources")
-                return Allocation(job_id, job.nodes, request)
-            if job.state != "PENDING":  # cancelled while waiting
-                events(f"srun: Job allocation {job_id} has been revoked.")
-                events("srun: error: Unable to allocate resources: Job/step already completing "
-                       "or completed")
-                return None
-            if not queued:
-                events(f"srun: job {job_id} queued and waiting for resources")
-                queued = True
-            if stop_requested() is not None:
-                queue.finish(self.store, job_id, "CANCELLED", None, self.nodes)
-                events(f"srun: Job allocation {job_id} has been revoked.")
-                return None
-            time.sleep(POLL_S)
+        # The FIFO exists from here on; the state read below comes after it, so a pass that
+        # started the job in between is seen by the read, and any later one wakes us.
+        with _waiter(self.store.home, job_id) as waiter, _SignalPipe() as signals:
+            queued = False
+            recheck_at = 0.0
+            while True:
+                job = queue.state(self.store, job_id)
+                if job.state == "RUNNING":
+                    if queued:
+                        events(f"srun: job {job_id} has been allocated resources")
+                    return Allocation(job_id, job.nodes, request)
+                if job.state != "PENDING":  # cancelled while waiting (jobs cancel)
+                    events("srun: Job has been cancelled")
+                    events("srun: error: Unable to allocate resources: Job/step already "
+                           "completing or completed")
+                    return None
+                if not queued:
+                    events(f"srun: job {job_id} queued and waiting for resources")
+                    queued = True
+                if stop_requested() is not None:
+                    queue.finish(self.store, job_id, "CANCELLED", None, self.nodes)
+                    events(f"srun: Job allocation {job_id} has been revoked")
+                    return None
+                now = time.monotonic()
+                if now >= recheck_at:
+                    ahead = queue.recheck(self.store, job_id, self.nodes)
+                    recheck_at = now + _recheck_interval(ahead)
+                    continue  # the re-check may have started this job: read it again
+                waiter.wait(recheck_at - now, also=signals.fds)
+                signals.drain()
 
     def tasks(self, alloc: Allocation, *, user: str = "") -> list[Task]:
         cpus = {n.name: n.cpus for n in self.nodes}
@@ -152,6 +176,90 @@ class EmbeddedBackend:
 
     def queue(self, *, all_states: bool = False) -> list[queue.QueueJob]:
         return queue.jobs(self.store, all_states=all_states)
+
+
+class _Ticker:
+    """Stands in for a wake-up FIFO that could not be made (a file system without FIFOs, no
+    write access to $CS2_HOME/sched-wake): the waiter re-reads its row twice a second instead."""
+
+    TICK_S = 0.5
+
+    def wait(self, timeout: float | None, also: tuple[int, ...] = ()) -> bool:
+        import select
+
+        limit = self.TICK_S if timeout is None else min(timeout, self.TICK_S)
+        select.select(list(also), [], [], max(0.0, limit))
+        return False
+
+    def __enter__(self) -> _Ticker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+def _waiter(home: Path, job_id: int) -> Any:
+    """The job's wake-up FIFO (system/sched/wake.py), or a ticker when it cannot be made."""
+    from cs2sim.system.sched.wake import Waiter
+
+    try:
+        return Waiter(home, job_id)
+    except OSError:
+        return _Ticker()
+
+
+def _recheck_interval(ahead: int) -> float:
+    """Seconds to the next safety re-check of a launcher with `ahead` jobs before it, with
+    +-20% jitter so launchers queued together do not re-check together."""
+    import random
+
+    try:
+        first = float(os.environ.get(RECHECK_ENV, RECHECK_S))
+    except ValueError:
+        first = RECHECK_S
+    base = min(max(RECHECK_MAX_S, first), first * (1 + ahead // RECHECK_STEP))
+    return base * random.uniform(0.8, 1.2)
+
+
+class _SignalPipe:
+    """While a launcher waits: signals (Ctrl-C, SIGTERM, SIGHUP) also write to a pipe that the
+    wait selects on, so a handler that only records the signal still ends the wait at once.
+    Only the main thread can receive signals; elsewhere (a test's thread) there is no pipe."""
+
+    def __init__(self) -> None:
+        self.fds: tuple[int, ...] = ()  # the read end, for select
+        self._pipe: tuple[int, int] | None = None
+        self._old: int | None = None
+
+    def __enter__(self) -> _SignalPipe:
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            self._old = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+        except ValueError:  # not the main interpreter
+            os.close(r)
+            os.close(w)
+            return self
+        self._pipe, self.fds = (r, w), (r,)
+        return self
+
+    def drain(self) -> None:
+        """Empty the pipe (the handler has recorded the signal; the caller asks it)."""
+        if self._pipe is not None:
+            with contextlib.suppress(BlockingIOError):
+                while os.read(self._pipe[0], 512):
+                    pass
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pipe is None:
+            return
+        signal.set_wakeup_fd(self._old if self._old is not None else -1)
+        for fd in self._pipe:
+            os.close(fd)
+        self._pipe, self.fds = None, ()
 
 
 SCHEDULER_ENV = "CS2_SCHEDULER"  # embedded | slurm, for one run (overrides cluster.yaml's site)

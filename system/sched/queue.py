@@ -1,9 +1,16 @@
 """The embedded scheduler's state: jobs and node allocations in the system store.
 
 Every change is one store transaction (BEGIN IMMEDIATE), so launchers in different terminals
-share one FIFO queue without a daemon: whoever touches the queue (submit, poll, finish, the
+share one FIFO queue without a daemon: whoever changes the queue (submit, finish, cancel, the
 `jobs` view) runs the scheduling pass inside its transaction and hands free nodes to the oldest
-pending jobs; each launcher sees its own job become RUNNING at its next poll.
+pending jobs, then wakes the launchers of the jobs it started (system/sched/wake.py). A waiting
+launcher sleeps until then: it never polls a locked transaction.
+
+Order: strict FIFO by job id. The oldest pending job that does not fit blocks every job behind
+it, even one that would fit now; this is what Slurm's main scheduler does, and what its backfill
+also does for jobs without a time limit (they cannot be proven to end before the blocked job
+could start). Job ids are shared with the system's jobs (system/jobs.py): a job launched here
+and registered on a CS-2 by its chief has ONE id, the one `jobs show` lists.
 
 Liveness, as system/jobs.py does it: a job records its launcher's pid, start tick and host; a
 job of this host whose launcher is gone (kill -9) is reaped by the next pass: RUNNING -> FAILED,
@@ -15,6 +22,7 @@ to this package, and a store without them is simply a cluster on which nothing w
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -23,8 +31,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cs2sim.system.errors import PermissionDenied, ResourceError, UsageError
-from cs2sim.system.jobs import process_alive, process_start, this_host
+from cs2sim.system import audit
+from cs2sim.system.errors import CsError, PermissionDenied, ResourceError, UsageError
+from cs2sim.system.jobs import next_id, process_alive, process_start, this_host
 from cs2sim.system.sched.fit import NodeInfo, Pending, fifo_pass, never_fits
 from cs2sim.system.sched.request import Component, JobRequest
 
@@ -37,13 +46,18 @@ __all__ = [
     "SCHEMA",
     "QueueJob",
     "NeverFits",
+    "NotQueued",
     "cluster_nodes",
     "submit",
     "poll",
     "finish",
     "cancel",
     "jobs",
+    "listing",
+    "Listing",
     "schedule",
+    "state",
+    "recheck",
 ]
 
 STATES = ("PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED")
@@ -174,16 +188,37 @@ def submit(
         raise NeverFits(why, _never_fits_hint(why, request, nodes))
     pid = os.getpid() if pid is None else pid
     now = time.time() if now is None else now
+    woken: list[int] = []
     with store.transaction() as db:
-        next_id = db.execute("SELECT COALESCE(MAX(id + het_size), 1) FROM sched_jobs").fetchone()[0]
+        next_id = next_job_id(db)
         db.execute(
             f"INSERT INTO sched_jobs ({_COLS.replace(', exit_code', '')}, pid_start)"
             " VALUES (?, ?, ?, ?, 'PENDING', 'None', ?, ?, ?, ?, ?, NULL, NULL, '[]', ?)",
             (next_id, len(request.components), request.job_name, user, _encode(request),
              " ".join(request.command), pid, this_host(), now, process_start(pid)),
         )
-        schedule(db, nodes, now)
+        schedule(db, nodes, now, woken)
+    _wake(store, [j for j in woken if j != next_id])
     return int(next_id)
+
+
+def next_job_id(db: sqlite3.Connection) -> int:
+    """The next job id, above every queue job (and its het components) and every system job, so
+    a launched job keeps its queue id when its chief registers it on a CS-2 (system/jobs.py)."""
+    return next_id(db)
+
+
+def _wake(store: Store, job_ids: list[int]) -> None:
+    """Wake the launchers of jobs a committed pass decided (best effort: a hint, see wake.py)."""
+    if job_ids:
+        from cs2sim.system.sched.wake import wake
+
+        with contextlib.suppress(OSError):
+            wake(store.home, job_ids)
+
+
+class NotQueued(UsageError):
+    """No job of the queue has this id (it may still be a job started without a launcher)."""
 
 
 class NeverFits(ResourceError):
@@ -242,8 +277,10 @@ def _reap(db: sqlite3.Connection, now: float, state: str, alive: _Alive) -> int:
     return n
 
 
-def schedule(db: sqlite3.Connection, nodes: list[NodeInfo], now: float | None = None) -> int:
-    """One FIFO pass inside the caller's transaction; how many jobs started.
+def schedule(db: sqlite3.Connection, nodes: list[NodeInfo], now: float | None = None,
+             woken: list[int] | None = None) -> int:
+    """One FIFO pass inside the caller's transaction; how many jobs started. The ids of the jobs
+    it started are appended to `woken`: the caller wakes their launchers after its commit.
 
     Cost: O(nodes) to find the free ones + O(1) per job examined. Dead launchers are reaped
     where it matters: a pending job is checked when the pass reaches it (a dead one is dropped
@@ -251,16 +288,17 @@ def schedule(db: sqlite3.Connection, nodes: list[NodeInfo], now: float | None = 
     nodes might be free after all); the view (`jobs()`) reaps everything.
     """
     now = time.time() if now is None else now
+    woken = [] if woken is None else woken
     alive = _Alive()
-    started, blocked = _pass(db, nodes, now, alive)
+    started, blocked = _pass(db, nodes, now, alive, woken)
     if blocked and _reap(db, now, "RUNNING", alive):
-        more, _ = _pass(db, nodes, now, alive)
+        more, _ = _pass(db, nodes, now, alive, woken)
         started += more
     return started
 
 
 def _pass(
-    db: sqlite3.Connection, nodes: list[NodeInfo], now: float, alive: _Alive
+    db: sqlite3.Connection, nodes: list[NodeInfo], now: float, alive: _Alive, woken: list[int]
 ) -> tuple[int, bool]:
     """(jobs started, whether a pending job is left blocking the queue)."""
     held = db.execute("SELECT group_concat(node, char(10)) FROM sched_alloc").fetchone()[0]
@@ -303,15 +341,18 @@ def _pass(
         db.executemany(
             "INSERT INTO sched_alloc (node, job_id) VALUES (?, ?)",
             [(n, job.job_id) for part in placed for n in part])
+        woken.append(job.job_id)
         started += 1
     return started, blocked
 
 
 def poll(store: Store, job_id: int, nodes: list[NodeInfo]) -> QueueJob:
     """Run a pass and return the job as it stands."""
+    woken: list[int] = []
     with store.transaction() as db:
-        schedule(db, nodes)
+        schedule(db, nodes, None, woken)
         row = db.execute(f"SELECT {_COLS} FROM sched_jobs WHERE id = ?", (job_id,)).fetchone()
+    _wake(store, [j for j in woken if j != job_id])
     if row is None:
         raise UsageError(f"No job {job_id} in the queue; see `cs -c \"jobs show\"`.")
     return _job(row)
@@ -319,37 +360,60 @@ def poll(store: Store, job_id: int, nodes: list[NodeInfo]) -> QueueJob:
 
 def finish(store: Store, job_id: int, state: str, exit_code: int | None,
            nodes: list[NodeInfo] | None = None) -> None:
-    """End a job (COMPLETED / FAILED / CANCELLED), free its nodes, and start what now fits."""
+    """End a job (COMPLETED / FAILED / CANCELLED), free its nodes, and start what now fits (the
+    launchers of the jobs that start are woken)."""
+    nodes = cluster_nodes(store) if nodes is None else nodes
+    woken: list[int] = []
     with store.transaction() as db:
         db.execute(
             "UPDATE sched_jobs SET state = ?, ended_at = ?, exit_code = ?"
             " WHERE id = ? AND state IN ('PENDING', 'RUNNING')",
             (state, time.time(), exit_code, job_id))
         db.execute("DELETE FROM sched_alloc WHERE job_id = ?", (job_id,))
-        if nodes is not None:
-            schedule(db, nodes)
+        schedule(db, nodes, None, woken)
+    _wake(store, woken)
 
 
 def cancel(store: Store, job_id: int, *, user: str, admin: bool) -> QueueJob:
-    """Cancel a pending or running job (its owner or an admin): CANCELLED, nodes freed, and its
-    launcher (on this host) sent SIGTERM so it stops its tasks."""
+    """Cancel a pending or running job (its owner or an admin): CANCELLED, nodes freed, and the
+    jobs the freed nodes let start are started. A running job's launcher (on this host) gets
+    SIGTERM so it stops its tasks; a queued one is woken and leaves as srun does (exit 1)."""
     _ensure(store)
+    nodes = cluster_nodes(store)
+    woken: list[int] = []
     with store.transaction() as db:
         row = db.execute(f"SELECT {_COLS} FROM sched_jobs WHERE id = ?", (job_id,)).fetchone()
         if row is None:
-            raise UsageError(f"No job {job_id}; see the queue with `jobs show`.")
+            raise NotQueued(f"No job {job_id}; see the queue with `jobs show`.")
         job = _job(row)
+        refusal: CsError | None = None
         if job.user != user and not admin:
-            raise PermissionDenied(
+            refusal = PermissionDenied(
                 f"Job {job_id} belongs to {job.user}; only its owner or an admin may cancel it.")
-        if job.state not in ("PENDING", "RUNNING"):
-            raise UsageError(f"Job {job_id} has already ended ({job.state}); nothing to cancel.")
-        db.execute(
-            "UPDATE sched_jobs SET state = 'CANCELLED', reason = 'Cancelled', ended_at = ?"
-            " WHERE id = ?", (time.time(), job_id))
-        db.execute("DELETE FROM sched_alloc WHERE job_id = ?", (job_id,))
+        elif job.state not in ("PENDING", "RUNNING"):
+            refusal = UsageError(
+                f"Job {job_id} has already ended ({job.state}); nothing to cancel.")
+        if refusal is None:
+            db.execute(
+                "UPDATE sched_jobs SET state = 'CANCELLED', reason = 'Cancelled', ended_at = ?"
+                " WHERE id = ?", (time.time(), job_id))
+            db.execute("DELETE FROM sched_alloc WHERE job_id = ?", (job_id,))
+        # a refusal is audited too (committed); the change and its row commit together
+        audit.record(
+            db, user=user, command="jobs cancel",
+            outcome="ok" if refusal is None else
+            "denied" if isinstance(refusal, PermissionDenied) else "refused",
+            detail=str(refusal) if refusal else
+            f"job {job_id} ({job.user}: {job.command}) cancelled while {job.state}")
         pid_start = db.execute(
             "SELECT pid_start FROM sched_jobs WHERE id = ?", (job_id,)).fetchone()[0]
+        if refusal is None:
+            schedule(db, nodes, None, woken)
+    if refusal is not None:
+        raise refusal
+    _wake(store, [job_id, *woken])
+    if job.state != "RUNNING":
+        return job  # a queued launcher is woken (above) and leaves as srun does: no signal
     if job.host == this_host() and process_alive(job.pid, pid_start) and job.pid != os.getpid():
         try:
             os.kill(job.pid, signal.SIGTERM)
@@ -358,19 +422,118 @@ def cancel(store: Store, job_id: int, *, user: str, admin: bool) -> QueueJob:
     return job
 
 
-def jobs(store: Store, *, all_states: bool = False, limit: int = 200) -> list[QueueJob]:
+def jobs(store: Store, *, all_states: bool = False, limit: int | None = None) -> list[QueueJob]:
     """The queue after a full reap and a pass: pending and running jobs (and, with
-    `all_states`, the most recent ended ones), oldest first."""
+    `all_states`, ended ones too), oldest first; the newest `limit` if given."""
     _ensure(store)
-    nodes = cluster_nodes(store)
+    woken: list[int] = []
     with store.transaction() as db:
-        now = time.time()
-        alive = _Alive()
-        _reap(db, now, "RUNNING", alive)
-        _reap(db, now, "PENDING", alive)
-        schedule(db, nodes, now)
+        _settle(db, cluster_nodes(store), woken)
         where = "" if all_states else "WHERE state IN ('PENDING', 'RUNNING')"
         rows = db.execute(
             f"SELECT {_COLS} FROM (SELECT * FROM sched_jobs {where} ORDER BY id DESC LIMIT ?)"
-            " ORDER BY id", (limit,)).fetchall()
+            " ORDER BY id", (-1 if limit is None else limit,)).fetchall()
+    _wake(store, woken)
     return [_job(r) for r in rows]
+
+
+def _settle(db: sqlite3.Connection, nodes: list[NodeInfo], woken: list[int]) -> None:
+    """Reap every dead launcher's job, then run a pass (inside the caller's transaction)."""
+    now = time.time()
+    alive = _Alive()
+    _reap(db, now, "RUNNING", alive)
+    _reap(db, now, "PENDING", alive)
+    schedule(db, nodes, now, woken)
+
+
+@dataclass(frozen=True)
+class Listing:
+    """What `jobs show` lists: running jobs, then pending ones in queue order, then (with
+    --all) ended ones, most recent first; and how many of each it leaves out."""
+
+    jobs: tuple[QueueJob, ...]
+    hidden_pending: int = 0
+    hidden_ended: int = 0
+
+    @property
+    def hidden(self) -> int:
+        return self.hidden_pending + self.hidden_ended
+
+
+def arrange(rows: list[QueueJob], *, all_states: bool, limit: int | None) -> Listing:
+    """Order `rows` as `jobs show` lists them and keep at most `limit` (running jobs always:
+    they hold the nodes); the rest is counted, never dropped silently."""
+    running = sorted((j for j in rows if j.state == "RUNNING"), key=lambda j: j.id)
+    pending = sorted((j for j in rows if j.state == "PENDING"), key=lambda j: j.id)
+    ended = sorted((j for j in rows if j.state not in ("RUNNING", "PENDING")),
+                   key=lambda j: (j.ended_at or j.submitted_at, j.id), reverse=True)
+    if not all_states:
+        ended = []
+    room = None if limit is None else max(0, limit - len(running))
+    shown_pending = pending if room is None else pending[:room]
+    room = None if room is None else room - len(shown_pending)
+    shown_ended = ended if room is None else ended[:room]
+    return Listing(tuple(running + shown_pending + shown_ended),
+                   len(pending) - len(shown_pending), len(ended) - len(shown_ended))
+
+
+def listing(store: Store, *, all_states: bool = False, limit: int | None = 200) -> Listing:
+    """The queue as `jobs show` lists it (see `arrange`), after a full reap and a pass. Reads at
+    most `limit` rows of each kind, so a store with 100,000 ended jobs lists as fast as one."""
+    _ensure(store)
+    woken: list[int] = []
+    cap = -1 if limit is None else limit
+    with store.transaction() as db:
+        _settle(db, cluster_nodes(store), woken)
+        rows = db.execute(f"SELECT {_COLS} FROM sched_jobs WHERE state = 'RUNNING'").fetchall()
+        rows += db.execute(f"SELECT {_COLS} FROM sched_jobs WHERE state = 'PENDING' ORDER BY id"
+                           " LIMIT ?", (cap,)).fetchall()
+        n_pending = db.execute(
+            "SELECT count(*) FROM sched_jobs WHERE state = 'PENDING'").fetchone()[0]
+        n_ended = 0
+        if all_states:
+            rows += db.execute(
+                f"SELECT {_COLS} FROM sched_jobs WHERE state NOT IN ('PENDING', 'RUNNING')"
+                " ORDER BY COALESCE(ended_at, submitted_at) DESC, id DESC LIMIT ?",
+                (cap,)).fetchall()
+            n_ended = db.execute(
+                "SELECT count(*) FROM sched_jobs WHERE state NOT IN ('PENDING', 'RUNNING')"
+            ).fetchone()[0]
+    _wake(store, woken)
+    got = arrange([_job(r) for r in rows], all_states=all_states, limit=limit)
+    shown_pending = sum(1 for j in got.jobs if j.state == "PENDING")
+    shown_ended = sum(1 for j in got.jobs if j.state not in ("PENDING", "RUNNING"))
+    return Listing(got.jobs, n_pending - shown_pending, n_ended - shown_ended)
+
+
+def state(store: Store, job_id: int) -> QueueJob:
+    """The job as it stands, read without the write lock (what a waiting launcher checks)."""
+    with store.read() as db:
+        row = db.execute(f"SELECT {_COLS} FROM sched_jobs WHERE id = ?", (job_id,)).fetchone()
+    if row is None:
+        raise UsageError(f"No job {job_id} in the queue; see `cs -c \"jobs show\"`.")
+    return _job(row)
+
+
+def recheck(store: Store, job_id: int, nodes: list[NodeInfo]) -> int:
+    """A waiting launcher's slow safety re-check, for peers that crashed without waking anyone;
+    returns how many pending jobs are ahead of `job_id` (the caller spaces its re-checks by it).
+
+    Unlocked reads first: only when something needs the write lock does it take it. The head
+    of the queue runs a pass (nodes freed by a launcher killed with SIGKILL, or by a finish
+    whose wake-up was lost, go to it); a job behind a dead head runs the pass that drops it.
+    """
+    alive = _Alive()
+    with store.read() as db:
+        ahead = db.execute(
+            "SELECT count(*) FROM sched_jobs WHERE state = 'PENDING' AND id < ?",
+            (job_id,)).fetchone()[0]
+        head = db.execute(
+            "SELECT pid, pid_start, host FROM sched_jobs WHERE state = 'PENDING' AND id < ?"
+            " ORDER BY id LIMIT 1", (job_id,)).fetchone()
+    if ahead == 0 or (head is not None and not alive(*head)):
+        woken: list[int] = []
+        with store.transaction() as db:
+            schedule(db, nodes, None, woken)
+        _wake(store, [j for j in woken if j != job_id])
+    return int(ahead)

@@ -185,5 +185,5 @@ def test_under_a_launcher_the_run_uses_the_launchers_job(capsys, tmp_path, monke
     monkeypatch.setenv("CS2SIM_JOB_ID", str(job.id))
     code, out, err = _run(capsys, tmp_path, "--cs_ip", "cs2-1")
     assert code == 0, err
-    assert f"System job {job.id} is running on cs2-1" in out
+    assert f"Job {job.id} is running on cs2-1" in out
     assert [j.id for j in m.status().running_jobs] == [job.id]  # the launcher ends it

@@ -23,23 +23,24 @@ HOME = model_home("fc_mnist")
 LONG = ["--max_steps", "1000000"]
 
 
-def _params(tmp_path: Path) -> str:
-    """The small config checkpointing every 25 steps."""
+def _params(tmp_path: Path, every: int = 25) -> str:
+    """The small config checkpointing every `every` steps."""
     import yaml
 
     with open(HOME / "configs" / CONFIGS["fc_mnist"]) as f:
         doc = yaml.safe_load(f)
-    doc["runconfig"]["checkpoint_steps"] = 25
+    doc["runconfig"]["checkpoint_steps"] = every
     doc["runconfig"]["keep_checkpoint_max"] = 100
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(doc))
     return str(path)
 
 
-def _spawn(model_dir: Path, *extra: str) -> subprocess.Popen:
+def _spawn(model_dir: Path, *extra: str, every: int = 25, cs: bool = True) -> subprocess.Popen:
+    target = ["--cs_ip", "cs2-1"] if cs else []
     return subprocess.Popen(
-        [sys.executable, "run.py", "-m", "train", "-p", _params(model_dir.parent),
-         "-o", str(model_dir), "--cs_ip", "cs2-1", *extra],
+        [sys.executable, "run.py", "-m", "train", "-p", _params(model_dir.parent, every),
+         "-o", str(model_dir), *target, *extra],
         cwd=HOME, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env=dict(os.environ, PYTHONUNBUFFERED="1"))
 
@@ -83,8 +84,11 @@ def test_job_is_listed_from_another_process_and_a_forced_standby_stops_it(tmp_pa
             run.kill()
             run.communicate()
     assert run.returncode == 75, err
-    assert err.count("\n") == 1 and "went to STANDBY" in err and "resumes from the last" in err
     last = ckpt.load_checkpoint(ckpt.list_checkpoints(tmp_path / "run")[-1])
+    # the sentence is computed from the checkpoints that exist (issue 22)
+    assert err.count("\n") == 1 and "went to STANDBY" in err
+    assert (f'its last checkpoint is "{last.path}" (global step {last.step}), and running the '
+            "same command again resumes from it, once an admin has run `system activate`") in err
     assert last.step >= 50 and last.step % 25 == 0
     m, admin = _machine()
     assert m.status().running_jobs == ()
@@ -116,3 +120,38 @@ def test_kill_9_leaves_no_running_job(tmp_path):
     assert status.running_jobs == () and status.state is State.ACTIVE
     end = [e for e in m.audit() if e.command == "job end"][-1]
     assert end.detail.startswith(f"job {jobs[0].id} FAILED: process {run.pid}")
+
+
+def test_a_run_stopped_before_its_first_checkpoint_says_it_starts_again_from_step_0(tmp_path):
+    # issue 22: "its checkpoints are kept ... resumes from the last one" was said even then
+    run = _spawn(tmp_path / "run", *LONG, every=10**6)
+    try:
+        m, admin = _machine()
+        _wait(lambda: m.status().running_jobs, "the job to be registered", run)
+        _wait(lambda: (tmp_path / "run" / "train").is_dir(), "training to start", run)
+        m.standby(admin, force=True)
+        _, err = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+    assert run.returncode == 75, err
+    assert ckpt.list_checkpoints(tmp_path / "run") == []
+    assert ("no checkpoint had been written yet, so running the same command again starts from "
+            "global step 0, once an admin has run `system activate`.") in err
+
+
+def test_ctrl_c_says_what_the_checkpoints_on_disk_allow(tmp_path):
+    run = _spawn(tmp_path / "run", *LONG, every=10**6, cs=False)
+    try:
+        _wait(lambda: (tmp_path / "run" / "train").is_dir(), "training to start", run)
+        time.sleep(0.5)
+        run.send_signal(signal.SIGINT)
+        _, err = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+    assert run.returncode == 130, err
+    assert err.strip().endswith("error: interrupted; no checkpoint had been written yet, so "
+                                "running the same command again starts from global step 0.")

@@ -24,7 +24,7 @@ def test_top_level_words_with_summaries() -> None:
 
 def test_prefix_and_abbreviated_earlier_words() -> None:
     assert set(completions("con")) == {"config "}
-    assert set(completions("conf exec ")) == {"setup ", "show "}
+    assert set(completions("conf exec ")) == {"setup ", "show ", "withdraw "}
     assert set(completions("conf exec sh")) == {"show "}
     assert set(completions("sys st")) == {"standby ", "status "}
 
@@ -53,7 +53,7 @@ def test_given_options_are_not_offered_again() -> None:
 
 def test_help_completes_command_words() -> None:
     assert set(completions("help conf")) == {"config "}
-    assert set(completions("help config execmode ")) == {"setup ", "show "}
+    assert set(completions("help config execmode ")) == {"setup ", "show ", "withdraw "}
 
 
 def test_unknown_earlier_word_offers_nothing() -> None:
@@ -67,7 +67,7 @@ def test_after_a_semicolon_completion_starts_over() -> None:
 
 def test_question_help_lists_next_words_and_cr() -> None:
     rows = question_help(COMMANDS, "config execmode ")
-    assert [r.split()[0] for r in rows] == ["setup", "show"]
+    assert [r.split()[0] for r in rows] == ["setup", "show", "withdraw"]
     rows = question_help(COMMANDS, "config execmode show ")
     assert rows[0].split()[0] == "--output-format=json|text"
     assert rows[-1].split()[0] == "<cr>"

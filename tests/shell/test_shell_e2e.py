@@ -13,9 +13,11 @@ from typing import Any
 
 from shell_helpers import shell_env, write_password
 
+from cs2sim.csshell.repl import history_path
 from cs2sim.system.machine import Machine
 from cs2sim.system.state import ExecMode, State
 from cs2sim.system.store import Store
+from cs2sim.system.users import login_name
 
 QUESTION = "This puts the system in standby. Do you want to proceed?"
 DOWN = "\x1b[B"
@@ -56,7 +58,7 @@ def test_seed_workflow_choosing_with_arrow_keys(spawn: Any, home: Path) -> None:
         ExecMode.WEIGHT_STREAMING,
         ExecMode.WEIGHT_STREAMING,
     )
-    history = (home / "history").read_text()  # persistent history in $CS2_HOME
+    history = history_path(home, login_name()).read_text()  # per account, in $CS2_HOME
     assert "+config execmode setup" in history and "+system activate" in history
 
 
@@ -134,8 +136,8 @@ def test_tab_completion_and_question_mark_help(spawn: Any) -> None:
     sh.prompt()
     # `?` lists what can follow, with <cr> when the words so far already run
     sh.send("conf exec ?")
-    sh.expect("setup  Choose the execution mode")
-    sh.expect("show   Show the configured execution mode.")
+    sh.expect("setup     Choose the execution mode")
+    sh.expect("show      Show the configured execution mode.")
     sh.send("show ?")
     sh.expect("<cr>")
     sh.send("\x03")

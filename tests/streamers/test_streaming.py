@@ -141,7 +141,9 @@ def test_a_streamer_that_never_connects_is_named_after_the_timeout(tmp_path, mon
         assert time.monotonic() - t0 < 3.0
     finally:
         hub.end(1)
-    assert not (tmp_path / "md" / ".cs2sim" / "rendezvous" / "814").exists()
+    rendezvous = tmp_path / "md" / ".cs2sim" / "rendezvous" / "814"
+    assert not (rendezvous / "chief.json").exists()  # no address of a chief that has ended
+    assert json.loads((rendezvous / "ended.json").read_text())["status"] == 1  # its outcome
 
 
 def test_launched_run_trains_exactly_like_plain_run_and_resumes_with_other_streamers(
@@ -181,3 +183,43 @@ def test_slow_streamers_show_as_an_input_bottleneck(tmp_path, jobs):
     perf = json.loads((md / "performance" / "performance.json").read_text())
     assert perf["suspected_input_bottleneck"] is True
     assert perf["input_wait_fraction"] > 0.5
+
+
+def test_tasks_that_come_after_the_chief_ended_exit_at_once_with_its_outcome(tmp_path, jobs,
+                                                                             monkeypatch):
+    # Issue 22: the chief (this process) ends before any other task has started: they find its
+    # ended record and leave within seconds, not after the rendezvous timeout.
+    from cs2sim.runtime.job.streamers import ENDED_FILE, read_ended
+
+    argv = ["-m", "train", "-p", FC_SMALL, "-o", str(tmp_path / "md")]
+    info = task_info(slurm_env("821", 0, (1, 1, 2)))
+    hub = ChiefHub(info, tmp_path / "md")
+    hub.end(3, "RuntimeFailure: nothing to do")
+    record = tmp_path / "md" / ".cs2sim" / "rendezvous" / "821" / ENDED_FILE
+    assert json.loads(record.read_text())["status"] == 3
+    assert read_ended(record.parent, "821").status == 3
+    assert read_ended(record.parent, "822") is None  # another job's record is not ours
+    t0 = time.monotonic()
+    job = Job("fc_mnist", argv, (1, 1, 2), tmp_path, job="821", procids=[1, 2, 3],
+              extra_env={"CS2SIM_RENDEZVOUS_TIMEOUT": "600"})
+    jobs.append(job)
+    assert job.wait(120) == [3, 0, 0]  # the coordinator with the chief's code, streamers 0
+    assert time.monotonic() - t0 < 120
+    assert "before this coordinator connected" in job.log(1)
+    assert "before this streamer connected" in job.log(2)
+
+
+def test_a_stale_ended_record_is_ignored_and_removed_by_the_next_chief(tmp_path, monkeypatch):
+    from cs2sim.runtime.job import streamers
+
+    info = task_info(slurm_env("831", 0, (1, 2)))
+    old = ChiefHub(info, tmp_path / "md")
+    old.end(0)
+    d = tmp_path / "md" / ".cs2sim" / "rendezvous" / "831"
+    data = json.loads((d / streamers.ENDED_FILE).read_text())
+    data["at"] -= 10 * streamers.ENDED_FRESH_S  # a store made anew, the same job id again
+    (d / streamers.ENDED_FILE).write_text(json.dumps(data))
+    assert streamers.read_ended(d, "831") is None
+    hub = ChiefHub(info, tmp_path / "md")  # the new job's chief clears it
+    assert not (d / streamers.ENDED_FILE).exists() and (d / streamers.ADDR_FILE).exists()
+    hub.end(0)

@@ -205,7 +205,9 @@ def test_standby_with_running_jobs_records_them(machine, admin):
     import os
 
     job = machine.register_job(admin, ExecMode.PIPELINED, "python run.py", os.getpid())
-    with pytest.raises(InvalidTransition, match=r"1 job\(s\) running .*system standby --force"):
+    with pytest.raises(
+        InvalidTransition, match=r"1 job\(s\) running: job \d+ \(.*system standby --force"
+    ):
         machine.standby(admin)  # unforced: refused while a job runs, nothing changes
     assert machine.status().state is State.ACTIVE
     assert machine.audit()[-1].outcome == "refused"
