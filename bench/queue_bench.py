@@ -14,7 +14,8 @@ cluster, so they queue behind it in FIFO order.
         jobs are simulated where 1,000 interpreters would not fit.
 
 Idle CPU: once all N are PENDING (or failed: a simulated waiter whose allocate() raised, e.g.
-"the system store is busy", is counted in the last column), and 3 s more, the CPU time (utime + stime, /proc) of the
+"the system store is busy", is counted in the last column), and 3 s more, the CPU time (utime +
+stime, /proc) of the
 waiting processes over --window seconds, as cores (1.0 = one core busy).
 Hand-off: the blocker is finished (as its launcher would: queue.finish with a scheduling pass),
 then each job that starts holds the cluster for HOLD_S and ends; `latency` is the time from one

@@ -8,7 +8,8 @@
 
 Non-interactive runs stop at the first failing command and exit with its code; questions are
 never asked (`--yes` answers confirmations), except for one command given as words on a
-terminal (`ssh -t root@system cs system standby`), which asks as the shell does. This function is the outer error boundary: nothing
+terminal (`ssh -t root@system cs system standby`), which asks as the shell does. This function is
+the outer error boundary: nothing
 below it prints a traceback unless `--traceback` is given.
 """
 

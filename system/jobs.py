@@ -4,7 +4,8 @@ A job is registered by its launcher (pid, host, nodes) when it starts and finish
 ends. Its id is the one the user sees everywhere: a job launched through a scheduler is
 registered under the scheduler's job id (SLURM_JOB_ID, the id `jobs show` lists and `jobs cancel`
 takes); one started without a launcher gets the next id of the same sequence as the embedded
-queue's (system/sched/queue.py), so the two never collide. A launcher killed with SIGKILL cannot finish its job, so liveness is read lazily, like
+queue's (system/sched/queue.py), so the two never collide. A launcher killed with SIGKILL cannot
+finish its job, so liveness is read lazily, like
 ACTIVATING: a RUNNING job on this host whose process no longer exists (or is a zombie, or whose
 pid now belongs to a younger process) is marked FAILED by the next reader, and its nodes freed.
 These functions work inside the caller's transaction; system/machine.py is the entry point.

@@ -4,7 +4,8 @@ Dispatch, Tab completion (summaries as menu meta text), `?` help, `help`, abbrev
 ambiguity errors and "did you mean" are all computed from these rows by csshell/table.py, so they
 cannot drift apart (tests/shell/test_shell_invariants.py checks it). To add a command, add a row.
 
-Public record (REFERENCE §1.1): `config execmode show|setup` (`withdraw` is ours), `system standby|activate`,
+Public record (REFERENCE §1.1): `config execmode show|setup` (`withdraw` is ours), `system
+standby|activate`,
 `system show`, `software show`, `--output-format=json`. The rest is our design (§1.3).
 """
 
@@ -34,7 +35,8 @@ __all__ = ["COMMANDS", "GROUPS", "ROWS"]
 FORMAT = Option("--output-format", "Print as text (default) or JSON.", choices=("json", "text"))
 YES = Option("--yes", "Answer yes to the confirmation (for scripts).")
 FORCE = Option(
-    "--force", "Also with jobs running: they stop at their next step (checkpoints written are kept)."
+    "--force",
+    "Also with jobs running: they stop at their next step (checkpoints written are kept)."
 )
 MODE_WORDS = ("pipelined", "weight-streaming")
 PASSWORD_FILE = Option(

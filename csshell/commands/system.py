@@ -13,8 +13,8 @@ from cs2sim.system.state import Action, ExecMode, State
 
 if TYPE_CHECKING:
     from cs2sim.csshell.context import Context
-    from cs2sim.system.audit import AuditEntry
     from cs2sim.csshell.table import Invocation
+    from cs2sim.system.audit import AuditEntry
     from cs2sim.system.machine import SystemStatus
 
 __all__ = [

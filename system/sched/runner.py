@@ -123,6 +123,10 @@ def _run_python(cmd: PyCommand, env: dict[str, str]) -> int:
 
     os.environ.clear()
     os.environ.update(env)
+    # A fresh `python` ignores SIGPIPE (a write to a closed socket raises BrokenPipeError); this
+    # forked interpreter had it reset to the default for exec'd commands, under which a streamer
+    # writing to a chief that just ended would be killed by the signal instead.
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     # unbuffered text streams on the new fds (srun --unbuffered; the launcher merges lines)
     sys.stdout = io.TextIOWrapper(
         os.fdopen(1, "wb", buffering=0, closefd=False), write_through=True, line_buffering=True

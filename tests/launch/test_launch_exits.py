@@ -37,6 +37,20 @@ def test_a_task_killed_by_a_signal_gives_128_plus_signal():
     assert res.stderr.splitlines()[0] == "srun: error: chief-0: task 1: Killed"
 
 
+def test_python_tasks_ignore_sigpipe_as_a_fresh_interpreter_does():
+    """A write to a closed pipe raises BrokenPipeError in `python` (which ignores SIGPIPE); a
+    task is not killed by the signal (a streamer writing to a chief that just ended was), while
+    an exec'd program keeps the default disposition."""
+    body = ("import os\nr, w = os.pipe(); os.close(r)\ntry: os.write(w, b'x')\n"
+            "except BrokenPipeError: print('EPIPE', os.environ['SLURM_PROCID'])")
+    res = run([script("csrun_wse"), *SMALL, "python", "-c", body])
+    assert res.returncode == 0, res.stderr
+    assert sorted(line for line in res.stdout.splitlines() if line.startswith("EPIPE ")) == [
+        f"EPIPE {i}" for i in range(6)]
+    sh = run([script("csrun_wse"), *SMALL, "sh", "-c", "trap - PIPE; kill -PIPE $$"])
+    assert sh.returncode == 128 + signal.SIGPIPE
+
+
 def test_worst_exit_code_wins_and_success_is_zero():
     body = "import os, sys\nsys.exit({'1': 3, '4': 9}.get(os.environ['SLURM_PROCID'], 0))"
     res = run([script("csrun_wse"), "--total-nodes=3", "--tasks-per-node=2",
