@@ -213,11 +213,18 @@ def parse_command(command: list[str]) -> RunCommand:
 
 
 # -- site facts ------------------------------------------------------------------------------------
-def system_ip() -> str:
-    """The IP of the cluster's first CS-2 system (what `--cs_ip` names by default)."""
+def first_system() -> tuple[str, str]:
+    """(name, IP) of the cluster's first CS-2 system, from the cluster description alone (the
+    store is not opened): the system the recommended line trains on without a --cs_ip."""
     from cs2sim.system.cluster import load_cluster
 
-    return str(load_cluster().systems[0].ip)
+    system = load_cluster().systems[0]
+    return str(system.name), str(system.ip)
+
+
+def system_ip() -> str:
+    """The IP of the cluster's first CS-2 system (what the recommended line's --cs_ip names)."""
+    return first_system()[1]
 
 
 def site_facts() -> tuple[int, int]:
@@ -254,8 +261,9 @@ def compile_model(cmd: RunCommand, on_stage: Any) -> tuple[Any, dict, Path]:
     model_dir = Path(args.model_dir or params["runconfig"]["model_dir"])
     mode = ExecMode.WEIGHT_STREAMING if cmd.weight_streaming else ExecMode.PIPELINED
     # for the system the recommended line trains on, so that run reuses this compile
+    target = _target(args.cs_ip) if args.cs_ip else first_system()[0]
     res = compile_run(cmd.model, params, model_dir, mode=mode, stop_after=stop,
-                      target=_target(args.cs_ip or system_ip()), on_stage=on_stage)
+                      target=target, on_stage=on_stage)
     if res.plan is not None:
         write_compile_perf(model_dir, res)
     return res, params, model_dir

@@ -385,7 +385,6 @@ def main(model: str | type, argv: Sequence[str] | None = None,
 
     model_name = model if isinstance(model, str) else registry.register(model).NAME
     argv = list(sys.argv[1:] if argv is None else argv)
-    _python_sigpipe()
     part = _part_of_a_job()
     args: argparse.Namespace | None = None
     with RunLog() as runlog:
@@ -432,17 +431,6 @@ def main(model: str | type, argv: Sequence[str] | None = None,
             fail(f"error: internal error ({type(e).__name__}: {e}); rerun with --traceback "
                  "and report it.")
             return 1
-
-
-def _python_sigpipe() -> None:
-    """SIGPIPE ignored, as every Python interpreter starts (a write to a closed socket or pipe is
-    then a BrokenPipeError the code handles). The embedded launcher forks its tasks from its own
-    interpreter with SIGPIPE at the default action, so a streamer still sending when its chief
-    closed was killed by the signal, and a finished job reported `task N: SIGPIPE`, exit 141."""
-    import signal
-
-    with contextlib.suppress(ValueError):  # not the main thread: leave it as it is
-        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
 
 
 def _part_of_a_job() -> str | None:
