@@ -16,7 +16,11 @@ The procedure of the real script (REFERENCE §2.5), on this simulator:
 3. report: measured samples/s per worker and in total (host measurements), what the compiled
    model needs (est_samples_per_sec, a CS-2 estimate; none after validate-only, or
    --target-samples-per-sec), and the recommended `nodes:`, `tasks_per_node:`,
-   `cpus_per_task:` (seed 001) with the matching csrun_wse command.
+   `cpus_per_task:` (seed 001) with the matching csrun_wse command; "input-bound" when even
+   that layout delivers less than the wafer takes;
+4. the per-worker rate is saved in model_dir/performance/input_measurement.json, where the
+   run's compile (runtime/job/cs_run.py) finds it: its estimate is then bounded by its input
+   workers and names "input" as the bound when they fall short (predicted_input_bottleneck).
 
 Sizing (ours; the real tool's rules are unpublished): a worker node of C CPUs runs C // t
 workers of t threads; the per-worker rate is the 1-worker measurement at t threads (a worker on
@@ -470,6 +474,13 @@ def analyze(options: Options, out: TextIO, err: TextIO) -> dict[str, Any]:
            for t in options.threads]
     rec = recommend(per, need, available, single)
     top = max(measured, key=lambda m: m.samples_per_sec)
+    # a later compile of this model_dir (the run's) reads the rate: its estimate then names
+    # "input" as the bound when the job's workers deliver less than the wafer takes
+    from cs2sim.runtime.compiler.io import save_measurement
+
+    chosen = next(p for p in per if p.threads == rec.cpus_per_task)
+    saved = save_measurement(model_dir, cmd.model, chosen.per_worker, chosen.threads, 1)
+    input_bound = None if not need else rec.expected < need
     return {
         "model": cmd.model,
         "launcher": cmd.launcher,
@@ -486,6 +497,8 @@ def analyze(options: Options, out: TextIO, err: TextIO) -> dict[str, Any]:
                          "per_worker_samples_per_sec": round(p.per_worker, 3),
                          "node_samples_per_sec": round(p.node_rate, 3)} for p in per],
         "chief_intake_samples_per_sec": round(top.samples_per_sec, 3),
+        "input_bound": input_bound,
+        "measurement_file": str(saved),
         "chief_cpu_at_intake": round(top.chief_cpu, 3),
         "recommendation": {
             "nodes": rec.nodes, "tasks_per_node": rec.tasks_per_node,
@@ -561,7 +574,8 @@ def render(report: dict[str, Any]) -> str:
     share = (f" = {r['expected_samples_per_sec'] / need['samples_per_sec']:.0%} of the need"
              if need["samples_per_sec"] else "")
     verdict = {True: "meets the need", None: "nothing to compare with",
-               False: "SHORT: the input will bound the wafer (suspected_input_bottleneck)"}
+               False: "SHORT: input-bound, the input will bound the wafer "
+                      "(suspected_input_bottleneck predicted)"}
     lines += [
         "",
         f"Expected input: {r['streamers']} worker task(s) x "
@@ -571,6 +585,9 @@ def render(report: dict[str, Any]) -> str:
         "",
         "Train with (on the CS-2):",
         f"  {r['csrun_wse']}",
+        "",
+        f"The per-worker rate is saved in {report['measurement_file']}: the run's compile "
+        "bounds its estimate by its input workers (\"input\" bound when they fall short).",
         "",
     ]
     return "\n".join(lines)

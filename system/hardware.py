@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["WaferSpec", "WSE2"]
+__all__ = ["WaferSpec", "WSE2", "SYSTEM_PORTS", "PORT_BITS_S"]
 
 # -- the chip ---------------------------------------------------------------------------------
 # Cerebras blog "Supporting PyTorch on the Cerebras WSE" (WSE-2 vs A100 table);
@@ -35,6 +35,19 @@ PROCESS_NM = 7
 FABRIC_WIDTH = 757
 FABRIC_HEIGHT = 996
 FABRIC_OFFSETS = (4, 1)
+# Cerebras SDK documentation, "A Conceptual View" (sdk.cerebras.net): PEs talk only through
+# wavelets, 32-bit messages with a 5-bit colour; each PE's router has five bidirectional links
+# (north, south, east, west and the "ramp" to its own compute engine); a hop between
+# neighbours takes about a nanosecond (~1 cycle). We read a link as moving one wavelet per
+# cycle in each direction: 850,000 cores x 8 link directions x 32 bits x 1.1 GHz = 239 Pb/s,
+# consistent with the published 220 Pb/s fabric bandwidth (which counts fewer, or slower, links).
+# A 16-bit value travels alone in a wavelet (its upper half unused), as the SDK's 16-bit DSDs do.
+WAVELET_BYTES = 4
+HOP_CYCLES = 1
+# Ours (not published): per PE, the memory a compiled program keeps for its code, task stacks
+# and fabric FIFOs; the SDK's examples leave a similar share of the 48 KB free. Only the rest
+# holds weights, optimizer state and activations.
+PE_RESERVED_BYTES = 8 * 1024
 # Zhang et al., HPEC 2024 (arXiv 2409.00287) Table I: 1.1 GHz; 7.5 PFLOP/s dense fp16 per CS-2
 # (Andromeda: 120 PF dense over 16 systems). "1 exaflop" figures count sparsity and are not used.
 CLOCK_HZ = 1.1 * 10**9
@@ -44,6 +57,17 @@ PEAK_FP16_FLOPS = 7.5 * 10**15
 # argonne-lcf/AIaccelerators-SC24-tutorial, Cerebras README:
 # "Each WSE is housed within a CS system, which provides 1.2 Tbps I/O".
 SYSTEM_IO_BITS_S = 1.2 * 10**12
+# ... as twelve 100 Gigabit Ethernet ports: tweakers.net on the CS-1 ("twaalf 100Gbit-
+# ethernetpoorten"), vengineer.hatenablog.com (2025-07-02) counting the 12 Ethernet cables of a
+# CS-3's 1.2 Tb/s ("CS-1, CS-2, CS-3 are all 100 Gbps Ethernet"); 12 x 100 Gb/s = 1.2 Tb/s.
+SYSTEM_PORTS = 12
+PORT_BITS_S = 100 * 10**9
+# The appliance moves data over RoCE (ALCF logs: "Using network type: ROCE"). Line rate less
+# framing, per RoCE v2 packet with a 4096-byte RoCE MTU (ours: the largest RoCE MTU): IEEE 802.3
+# preamble+SFD 8, MAC header 14, FCS 4, inter-frame gap 12; IPv4 20, UDP 8, InfiniBand BTH 12,
+# ICRC 4 -> 82 bytes of overhead per 4096 of payload (98.0%).
+ROCE_PAYLOAD_BYTES = 4096
+ROCE_OVERHEAD_BYTES = 8 + 14 + 4 + 12 + 20 + 8 + 12 + 4
 # DOC-GL glossary: "packaged into a 15RU system", one WSE per system.
 RACK_UNITS = 15
 # MZ R_1.6.0 common/pytorch/utils.py parse_cs_ip: "Default port number of CM".
@@ -78,6 +102,10 @@ class WaferSpec:
     memory_bandwidth_bytes_s: float
     fabric_bandwidth_bits_s: float
     io_bits_s: float
+    ports: int = SYSTEM_PORTS
+    reserved_per_pe_bytes: int = PE_RESERVED_BYTES
+    wavelet_bytes: int = WAVELET_BYTES
+    hop_cycles: int = HOP_CYCLES
 
     @property
     def pes(self) -> int:
@@ -113,8 +141,29 @@ class WaferSpec:
 
     @property
     def io_bytes_s(self) -> float:
-        """System I/O in bytes/s (input samples in, outputs out)."""
+        """System I/O in bytes/s (input samples in, outputs out), at line rate."""
         return self.io_bits_s / 8
+
+    @property
+    def port_payload_bytes_s(self) -> float:
+        """Payload bytes/s one port carries in each direction: line rate less RoCE framing."""
+        eff = ROCE_PAYLOAD_BYTES / (ROCE_PAYLOAD_BYTES + ROCE_OVERHEAD_BYTES)
+        return self.io_bits_s / self.ports / 8 * eff
+
+    @property
+    def usable_per_pe_bytes(self) -> int:
+        """Memory of one PE left for data after the program's reserve."""
+        return max(0, self.sram_per_pe_bytes - self.reserved_per_pe_bytes)
+
+    @property
+    def usable_sram_bytes(self) -> int:
+        """Data memory of the placeable fabric: pes x usable_per_pe_bytes."""
+        return self.pes * self.usable_per_pe_bytes
+
+    @property
+    def link_bytes_s(self) -> float:
+        """Bytes/s of one fabric link in one direction: a wavelet per cycle."""
+        return self.wavelet_bytes * self.clock_hz
 
 
 WSE2 = WaferSpec(

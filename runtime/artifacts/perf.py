@@ -117,10 +117,17 @@ def write_compile_perf(model_dir: Path, result: Any) -> Path:
                "suspected_input_bottleneck": None, "total_samples": None, "total_time": None}
     doc["compile_time"] = round(float(result.compile_time), 6)
     doc["est_samples_per_sec"] = result.est_samples_per_sec
+    est = getattr(getattr(result, "plan", None), "estimate", None) or {}
+    if est.get("input_samples_per_sec") is not None:
+        # predicted before the run: the input workers deliver less than the wafer takes
+        doc["predicted_input_bottleneck"] = est.get("bound") == "input"
+    else:
+        doc["predicted_input_bottleneck"] = None  # no input measurement to predict from
     doc["compile_dir"] = str(result.directory)
     doc["compile_measurement"] = (
         "compile_time: host measurement of this machine's compile (small when a compile was "
         "reused); est_samples_per_sec: the compiler's CS-2 estimate from its cost model, "
-        "not a measurement")
+        "not a measurement; predicted_input_bottleneck: the estimate is bound by the input "
+        "workers cs_input_analyzer measured (null when none were measured)")
     atomic_write(path, json.dumps(doc, sort_keys=True, indent=4) + "\n")
     return path

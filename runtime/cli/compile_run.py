@@ -68,12 +68,18 @@ def summary_lines(res: Any) -> list[str]:
                  f"(host measurement): {res.directory}")
     if res.plan is not None:
         e = res.plan.estimate
+        from cs2sim.system.hardware import SYSTEM_PORTS
+
+        plan = res.plan
+        where = (f", {e.get('ports_used', 0):g} of {SYSTEM_PORTS} ports feed the input"
+                 if plan.kernels else
+                 f", {plan.micro_batches} micro-batch(es) of {plan.micro_batch_size} per CS-X")
         lines.append(f"Estimated performance (CS-2 estimate, compile_report.txt): "
                      f"{e['samples_per_sec']:.1f} samples/s, {e['bound']} bound, "
                      f"{res.active_pes:,} of {res.total_pes:,} PEs active "
                      f"({pe_share(res.active_pes, res.total_pes)}), "
-                     f"{e['compute_utilization']:.0%} compute utilization"
-                     + (f", {res.plan.replicas} replicas" if res.plan.replicas > 1 else ""))
+                     f"{e['compute_utilization']:.0%} compute utilization{where}"
+                     + (f", {plan.replicas} replicas" if plan.replicas > 1 else ""))
     return lines
 
 

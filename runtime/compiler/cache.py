@@ -1,7 +1,8 @@
 """The compile directory `model_dir/cs_<sha256>/`: its checksum, reuse and atomic creation.
 
 The checksum covers exactly what forces a recompile: the graph (ops, shapes, parameters, the
-optimizer type), dtypes, batch size, execution mode, number of CS-X (weight streaming), target
+optimizer type), dtypes, batch size, execution mode, number of CS-X (weight streaming),
+runconfig.multireplica, the input cluster when one is known (workers, measured rate), target
 system and the compiler's version. Learning rate, max_steps, logging and checkpoint settings are
 not in it, so changing them reuses the compile.
 
@@ -21,7 +22,7 @@ from typing import Any
 
 __all__ = ["checksum", "COMPLETE", "complete_stage", "staging_dir", "publish", "COMPILER_VERSION"]
 
-COMPILER_VERSION = "cs2sim-compiler-1"
+COMPILER_VERSION = "cs2sim-compiler-2"  # 2: the cost model of issue 17
 COMPLETE = "COMPLETE"
 
 

@@ -1,35 +1,33 @@
-"""The cost model: what one op costs a PE, in cycles, bytes and links, from system/hardware.py.
+"""The cost model: what one op costs a PE, in cycles, bytes and wavelets.
 
-Every number here is derived from the public WSE-2 facts in system/hardware.py (REFERENCE §7) and
-the kernel table (kernels.py); nothing is fitted to a measured throughput.
+Every figure comes from a public WSE-2 / CS-2 fact in system/hardware.py, the kernel table
+(kernels.py), or one of the calibrated parameters of calibration.py (named where used).
 
 | figure                    | how it is computed (WSE-2 value)                                   |
 |---------------------------|--------------------------------------------------------------------|
 | FLOP per PE-cycle         | peak fp16 FLOP/s / (cores x clock)                      (8.02)     |
 | SIMD width (multiply-add) | FLOP per PE-cycle / 2                                   (4)        |
 | SRAM bytes per PE-cycle   | memory bandwidth / cores / clock                        (21.4)     |
-| fabric bytes/s per PE     | fabric bandwidth / cores / 8                            (32.4 GB/s)|
-| system I/O bytes/s        | 1.2 Tb/s / 8, shared by every replica                   (150 GB/s) |
+| kernel efficiency         | KERNEL_PEAK_SHARE of that peak (calibration.py)         (0.46)     |
+| fabric link               | one 32-bit wavelet per cycle per direction (SDK)        (4.4 GB/s) |
+| a port                    | 100 Gb/s less RoCE framing, per direction               (12.2 GB/s)|
+| PE memory for data        | 48 KiB less PE_RESERVED_BYTES for code and FIFOs        (40 KiB)   |
 | op cycles on one PE       | roofline: max(FLOPs / FLOP-per-cycle, bytes / bytes-per-cycle)     |
 |   matrix kernels          | bytes = multiply-adds x 3 values (weight, partial sum in and out)  |
-|   elementwise kernels     | bytes = elements x values read + written (kernels.py)              |
+|   stream kernels          | bytes = elements x values read + written (kernels.py)              |
 | backward FLOPs            | forward x the kernel's `bwd` (dense 2, a first dense layer 1)      |
-| useful PEs of an op       | its per-sample work / SIMD width (weights, outputs or scores)      |
-| compute samples/s         | min(PEs, useful PEs) x clock / PE-cycles per sample                |
-| transmission samples/s    | edge PEs x fabric bytes/s / bytes over the edge per sample (values |
-|                           | forward + gradients backward); the input kernel: the system I/O    |
-| kernel samples/s          | min(compute, transmission)                                         |
-| overall samples/s         | min over kernels (the slowest stage sets the pace)                 |
+| wavelets per PE, sample   | matrix: a tile of t units takes ~sqrt(t) inputs and passes ~sqrt(t)|
+|                           | partial sums on, forward and backward: 4 sqrt(t); stream: every    |
+|                           | element in, forward and backward: 2 per element (3 for a sum)      |
+| useful PEs of an op       | matrix: where its wavelets start to outlast its multiply-adds      |
+|                           | (the minimum tile: ~5 weights a PE for a dense layer); stream: one |
+|                           | element per PE                                                     |
 | pipelined memory of an op | params x (4 master + 2 half copy + 4 gradient + optimizer state)   |
 |                           | + in-flight samples x its input (+ attention probabilities)        |
 | in-flight samples at op i | 1 + ceil(2 x ops from i to the loss / positions per sample)        |
-| weight streaming          | per layer: max(compute on the whole wafer, weights in [+ gradients |
-|                           | out] at the system I/O); the backward recomputes the forward       |
 
-What it ignores (honest limits): routing congestion and the exact wavelet protocol, kernel
-program size and FIFO buffers in PE memory, pipeline fill/drain at start-up, the input workers
-(see cs_input_analyzer), clock or power throttling, sparsity, and MemoryX/SwarmX latency
-(only their bandwidth). Per-PE figures are spreads of chip totals, not published per-PE numbers.
+How the modes use these: placement.py and estimate.py (pipelined), streaming.py (weight
+streaming). What the model ignores is listed in docs/cost-model.md ("Limits").
 """
 
 from __future__ import annotations
@@ -37,23 +35,36 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from cs2sim.runtime.compiler.calibration import KERNEL_PEAK_SHARE
 from cs2sim.runtime.compiler.graph import OPTIMIZER_STATE_BYTES, Graph, Op
 from cs2sim.runtime.compiler.kernels import Kernel, Match
 from cs2sim.system.hardware import WaferSpec
 
-__all__ = ["OpCost", "op_costs", "Rates", "rates"]
+__all__ = ["OpCost", "op_costs", "Rates", "rates", "GRAD_BYTES"]
+
+GRAD_BYTES = 4  # gradients leave the wafer as FP32 (mixed precision accumulates in FP32)
 
 
 @dataclass(frozen=True)
 class Rates:
-    """Per-PE rates of a wafer (see the table above)."""
+    """Per-PE rates of a wafer and its system (see the table above)."""
 
     flops_per_cycle: float
     simd: float
     mem_bytes_per_cycle: float
-    fabric_bytes_s: float  # per PE
-    io_bytes_s: float  # whole system
     clock_hz: float
+    peak_share: float  # KERNEL_PEAK_SHARE
+    link_bytes_s: float  # one fabric link, one direction
+    wavelet_bytes: int
+    port_bytes_s: float  # payload of one port, one direction
+    ports: int
+    usable_pe_bytes: int  # per PE, for data
+    fill_seconds: float  # a wavefront across the whole fabric and back: (width + height) hops
+
+    @property
+    def io_bytes_s(self) -> float:
+        """Payload bytes/s of all ports, one direction."""
+        return self.ports * self.port_bytes_s
 
 
 def rates(wafer: WaferSpec) -> Rates:
@@ -63,9 +74,14 @@ def rates(wafer: WaferSpec) -> Rates:
         flops_per_cycle=fpc,
         simd=max(1.0, math.floor(fpc / 2)),
         mem_bytes_per_cycle=wafer.memory_bandwidth_per_pe_bytes_s / wafer.clock_hz,
-        fabric_bytes_s=wafer.fabric_bandwidth_bits_s / 8 / wafer.cores,
-        io_bytes_s=wafer.io_bytes_s,
         clock_hz=wafer.clock_hz,
+        peak_share=KERNEL_PEAK_SHARE,
+        link_bytes_s=wafer.link_bytes_s,
+        wavelet_bytes=wafer.wavelet_bytes,
+        port_bytes_s=wafer.port_payload_bytes_s,
+        ports=wafer.ports,
+        usable_pe_bytes=wafer.usable_per_pe_bytes,
+        fill_seconds=(wafer.width + wafer.height) * wafer.hop_cycles / wafer.clock_hz,
     )
 
 
@@ -76,22 +92,28 @@ class OpCost:
     name: str
     block: str
     kernel: str
+    dataflow: str  # "matrix" | "stream"
     fwd_flops: float
     bwd_flops: float
-    fwd_cycles: float  # PE-cycles on one PE (roofline)
+    fwd_cycles: float  # PE-cycles on one PE at peak (roofline)
     bwd_cycles: float
-    max_pes: int  # PEs one sample's work can be spread over
+    work: int  # parallel units of one sample (weights, scores or output elements)
+    wavelets: float  # stream kernels: wavelets into a PE per element and sample (fwd + bwd)
+    max_pes: int  # PEs one sample's work keeps busy before the links bind (pipelined)
     state_bytes: int  # pipelined: weights, half copy, gradient, optimizer state
     act_bytes: int  # stored for backward, per in-flight sample
     in_flight: int  # samples in flight at this op (pipelined)
-    in_link_bytes: float  # bytes over the input edge per sample (values in, gradients out)
-    out_link_bytes: float  # bytes over the output edge per sample
-    weight_bytes: int  # 16-bit (or fp32) weights as the kernel reads them (weight streaming)
-    boundary_bytes: int  # the op's output per sample (what a WS layer keeps on the wafer)
+    in_link_bytes: float  # bytes across the input edge per sample, one direction
+    out_link_bytes: float  # bytes across the output edge per sample, one direction
+    weight_bytes: int  # weights as the kernel reads them (16-bit, or fp32)
+    grad_bytes: int  # the weights' gradient as it leaves the wafer (FP32)
+    boundary_bytes: int  # the op's output per sample (a WS layer's output is kept)
+    keep_bytes: int  # its input per sample when its backward needs it (WS working set)
+    ws_units: int  # elements of one sample the op's work spreads over in weight streaming
 
     @property
     def cycles(self) -> float:
-        """PE-cycles per sample, forward + backward."""
+        """PE-cycles per sample, forward + backward, at peak."""
         return self.fwd_cycles + self.bwd_cycles
 
     @property
@@ -99,9 +121,29 @@ class OpCost:
         """On-wafer bytes in pipelined mode."""
         return self.state_bytes + self.act_bytes * self.in_flight
 
+    def fabric_cycles(self, pes: int) -> float:
+        """Wavelets through the busiest PE's ramp per sample (forward + backward)."""
+        p = max(1, min(pes, self.max_pes))
+        if self.dataflow == "matrix":
+            return 4.0 * math.sqrt(max(1.0, self.work / p))
+        return self.wavelets * max(1.0, self.work / p)
+
+    def samples_per_sec(self, pes: int, r: Rates) -> tuple[float, float]:
+        """(compute, fabric) samples/s of this kernel on `pes` PEs (pipelined, one replica)."""
+        p = max(1, min(pes, self.max_pes))
+        compute = p * r.clock_hz * r.peak_share / self.cycles if self.cycles else math.inf
+        return compute, r.clock_hz / self.fabric_cycles(p)
+
 
 def _roofline(flops: float, nbytes: float, r: Rates) -> float:
     return max(flops / r.flops_per_cycle, nbytes / r.mem_bytes_per_cycle)
+
+
+def _link_cap(cycles: float, work: int, r: Rates) -> int:
+    """Matrix kernels: PEs where 4 sqrt(tile) wavelets catch up with the multiply-adds."""
+    # compute per PE = cycles / (p x share); wavelets = 4 sqrt(work / p): equal at this p
+    root = cycles / (4.0 * r.peak_share * math.sqrt(max(work, 1)))
+    return max(1, min(work, int(root * root)))
 
 
 def _cost(op: Op, kern: Kernel, g: Graph, r: Rates, n_ops: int) -> OpCost:
@@ -111,21 +153,29 @@ def _cost(op: Op, kern: Kernel, g: Graph, r: Rates, n_ops: int) -> OpCost:
         bwd_factor = 1.0  # the first layer's input is data: dW only, no dx
     fwd_flops = op.fwd_flops
     bwd_flops = fwd_flops * bwd_factor
+    elems = max(op.in_elems, op.out_elems)
     if kern.bytes_fma:
         fwd_bytes = fwd_flops / 2 * kern.bytes_fma * a
         bwd_bytes = bwd_flops / 2 * kern.bytes_fma * a
     else:
-        elems = max(op.in_elems, op.out_elems)
         fwd_bytes = elems * kern.bytes_elem[0] * a
         bwd_bytes = elems * kern.bytes_elem[1] * a if bwd_factor or kern.name == "add" else 0.0
+    fwd_cycles = _roofline(fwd_flops, fwd_bytes, r)
+    bwd_cycles = _roofline(bwd_flops, bwd_bytes, r)
     heads, seq = int(op.attr("heads", 0) or 0), int(op.attr("seq", 0) or 0)
     if kern.parallel == "scores":
         work = heads * seq * seq
     elif kern.parallel == "weights":
         work = max(op.params, op.out_elems)
     else:
-        work = max(op.in_elems, op.out_elems)
-    max_pes = max(1, math.ceil(work / r.simd))
+        work = elems
+    work = max(1, int(work))
+    if kern.dataflow == "matrix":
+        max_pes = _link_cap(fwd_cycles + bwd_cycles, work, r)
+        wavelets = 0.0
+    else:
+        max_pes = work  # one element a PE
+        wavelets = 3.0 if kern.name == "add" else 2.0  # in per element: forward + backward
     per_param = 4 + (0 if g.dtype == "float32" else 2) + 4 + OPTIMIZER_STATE_BYTES.get(
         g.optimizer, 8)
     act = 0 if kern.name == "add" else op.in_elems * a
@@ -133,14 +183,17 @@ def _cost(op: Op, kern: Kernel, g: Graph, r: Rates, n_ops: int) -> OpCost:
         act += heads * seq * seq * a  # attention probabilities, kept for backward
     depth = n_ops - op.index  # ops from this one to the loss
     in_flight = 1 + math.ceil(2 * depth / max(1, op.positions))
+    w = r.wavelet_bytes  # one value a wavelet on the fabric
     return OpCost(
-        name=op.name, block=op.block, kernel=kern.name, fwd_flops=fwd_flops,
-        bwd_flops=bwd_flops, fwd_cycles=_roofline(fwd_flops, fwd_bytes, r),
-        bwd_cycles=_roofline(bwd_flops, bwd_bytes, r), max_pes=max_pes,
+        name=op.name, block=op.block, kernel=kern.name, dataflow=kern.dataflow,
+        fwd_flops=fwd_flops, bwd_flops=bwd_flops, fwd_cycles=fwd_cycles, bwd_cycles=bwd_cycles,
+        work=work, wavelets=wavelets, max_pes=max_pes,
         state_bytes=op.params * per_param, act_bytes=int(act), in_flight=in_flight,
-        in_link_bytes=float(op.in_elems * a * 2), out_link_bytes=float(op.out_elems * a * 2),
-        weight_bytes=op.params * a,
-        boundary_bytes=op.out_elems * a)
+        in_link_bytes=float(op.in_elems * w), out_link_bytes=float(op.out_elems * w),
+        weight_bytes=op.params * a, grad_bytes=op.params * GRAD_BYTES,
+        boundary_bytes=op.out_elems * a,
+        keep_bytes=op.in_elems * a if kern.keeps_input else 0,
+        ws_units=max(1, int(elems)))
 
 
 def op_costs(g: Graph, matches: tuple[Match, ...], wafer: WaferSpec) -> tuple[OpCost, ...]:

@@ -26,6 +26,7 @@ from cs2sim.runtime.compiler.cache import (
     publish,
     staging_dir,
 )
+from cs2sim.runtime.compiler.io import InputCluster
 from cs2sim.runtime.compiler.passes import PASSES, VALIDATE_LAST, Compilation
 from cs2sim.runtime.compiler.plan import PLAN_FILE, Plan
 from cs2sim.runtime.compiler.report import REPORT_FILE, render_report
@@ -78,6 +79,13 @@ def _num_csx(params: dict[str, Any]) -> int:
     return int((params.get("runconfig") or {}).get("num_csx") or 1)
 
 
+def _multireplica(params: dict[str, Any]) -> bool:
+    """runconfig.multireplica (--multireplica), unless the model says it may not be copied."""
+    allowed = (params.get("model") or {}).get("allow_multireplica", True)
+    wanted = bool((params.get("runconfig") or {}).get("multireplica") or False)
+    return wanted and allowed is not False
+
+
 def _result(c: Compilation, directory: Path, reused: bool, t0: float, stop: str,
             plan: Plan | None) -> CompileResult:
     est = plan.estimate if plan else None
@@ -97,23 +105,55 @@ def _notes(c: Compilation, seconds: float) -> list[str]:
              f"{c.wafer.width} x {c.wafer.height} PEs), checksum {c.checksum}",
              f"{g.num_params:,} parameters, batch size {g.batch_size}, {g.dtype}; "
              f"passes ran in {seconds:.3f} s (host measurement)",
-             f"These are CS-2 estimates from the cost model (runtime/compiler/cost.py), not "
-             f"measurements; bound by {e.bound}."]
+             f"These are CS-2 estimates from the cost model (docs/cost-model.md), not "
+             f"measurements; bound by {e.bound}.",
+             f"Bound: {e.bound} ({BOUND_TEXT[e.bound]})"]
+    if e.input_samples_per_sec is not None and c.input_cluster is not None:
+        ic = c.input_cluster
+        cap = (f"the ports feeding the input kernel could carry {e.io_samples_per_sec:.1f}; "
+               "kernels are sized to what feeds them" if e.io_samples_per_sec is not None
+               else f"the wafer alone: {e.wafer_samples_per_sec:.1f}")
+        lines.append(f"Input Samples/s: {e.input_samples_per_sec:.1f} ({ic.workers} input "
+                     f"worker(s) x {ic.per_worker_samples_per_sec:.1f} samples/s each, "
+                     f"{ic.source}); {cap}")
+    else:
+        lines.append("Input Samples/s: not known (run cs_input_analyzer to measure the input "
+                     "workers; the estimate assumes they keep up)")
     if c.placement is not None:
-        lines.append(f"Replicas: {c.placement.replicas} (copies of the model, data parallel; "
-                     "chosen where they raise the estimate)")
+        p = c.placement
+        lines.append(f"Ports used: {p.ports * p.replicas:g} of {c.wafer.ports} "
+                     f"(100 GbE, {c.wafer.port_payload_bytes_s / 1e9:.1f} GB/s each after "
+                     "framing) feed the input kernel(s)")
+        lines.append(f"Replicas: {p.replicas} (copies of the model, data parallel; "
+                     + ("runconfig.multireplica)" if c.multireplica else
+                        "set runconfig.multireplica: True to let the compiler add more)"))
     if c.stream is not None:
-        lines.append(f"Weight streaming over {c.stream.num_csx} CS-X, "
-                     f"{c.stream.batch_per_system} samples each; output layer weights retained "
-                     "from forward to backward.")
+        s = c.stream
+        lines.append(f"Micro-batches: {s.micro_batches} of {s.micro_batch_size} samples per "
+                     f"CS-X ({s.batch_per_system} samples on each of {s.num_csx} CS-X); "
+                     f"each micro-batch streams every layer's weights in again.")
+        lines.append(f"Layer passes: {2 * len(s.layers) * s.micro_batches} per step and CS-X "
+                     f"(forward and backward of {len(s.layers)} layers per micro-batch); "
+                     "output layer weights retained from forward to backward.")
     return lines
+
+
+BOUND_TEXT = {
+    "compute": "the kernels' arithmetic",
+    "fabric": "the fabric: links between PEs, or filling and draining the wafer per pass",
+    "io": "the ports feeding the input kernel",
+    "input": "the input workers deliver fewer samples than the wafer could take",
+    "stream": "weights in from MemoryX and gradients out through SwarmX",
+    "memory": "the activations do not fit: micro-batches stream the weights again",
+}
 
 
 def compile_run(model_name: str, params: dict[str, Any], model_dir: Path, *, mode: ExecMode,
                 stop_after: str = "compile", target: str | None = None,
                 on_stage: Callable[[str, int, int], None] | None = None,
                 wafer: WaferSpec = WSE2, model: Any = None,
-                draw_map: bool = True) -> CompileResult:
+                draw_map: bool = True,
+                input_cluster: InputCluster | None = None) -> CompileResult:
     """Compile `model_name` for `mode` into model_dir/cs_<checksum>/ (or reuse it)."""
     if stop_after not in STOPS:
         raise ValueError(f"stop_after must be one of {STOPS}, not {stop_after!r}")
@@ -121,7 +161,8 @@ def compile_run(model_name: str, params: dict[str, Any], model_dir: Path, *, mod
     names = stages(stop_after)
     n = len(names)
     c = Compilation(model_name, params, _half(params), ExecMode(mode), target,
-                    _num_csx(params) if mode == ExecMode.WEIGHT_STREAMING else 1, wafer, model)
+                    _num_csx(params) if mode == ExecMode.WEIGHT_STREAMING else 1, wafer, model,
+                    input_cluster=input_cluster, multireplica=_multireplica(params))
 
     def run(i: int) -> None:
         p = PASSES[i]
@@ -139,7 +180,10 @@ def compile_run(model_name: str, params: dict[str, Any], model_dir: Path, *, mod
     c.checksum = checksum({"compiler": COMPILER_VERSION, "graph": c.graph.fingerprint(),
                            "mode": c.mode.value, "num_csx": c.num_csx, "target": c.target,
                            "wafer": [wafer.name, wafer.width, wafer.height,
-                                     wafer.sram_per_pe_bytes]})
+                                     wafer.sram_per_pe_bytes, wafer.reserved_per_pe_bytes,
+                                     wafer.ports],
+                           "multireplica": c.multireplica,
+                           "input": input_cluster.fingerprint() if input_cluster else None})
     model_dir = Path(model_dir)
     final = model_dir / f"cs_{c.checksum}"
     done = complete_stage(final)

@@ -1,13 +1,21 @@
 """Pass 2, kernel matching: every op of the graph -> a kernel of the library, or a clear refusal.
 
-The library (KERNELS) is the one table of what the simulated CS-2 can run. A kernel names the op
-kinds it covers, the dtypes it takes, and its cost model (cost.py reads it):
+The library (KERNELS) is the one table of what the simulated CS-2 can run; cost.py reads only
+these fields, so a new layer kind is one row here (and its LayerSpec in runtime/nn):
 
+  kinds        op kinds (runtime/nn/spec.py KINDS) the kernel runs
   bwd          backward FLOPs / forward FLOPs (dense: dW and dx; the first layer needs no dx)
-  bytes_fma    SRAM bytes a PE moves per multiply-add (matrix kernels) -- or
-  bytes_elem   (forward, backward) values read + written per element (elementwise kernels)
-  parallel     what one sample's work can be split over: "weights" (one SIMD group of weights
-               per PE at least), "outputs" (of one sample), "scores" (heads x T x T)
+  dataflow     "matrix": a tile of weights (or attention scores) stays in each PE; per sample a
+               PE receives a slice of the inputs and passes partial sums on (broadcast along
+               rows, reduction along columns: ~2 sqrt(tile) wavelets a pass), and does tile
+               multiply-adds. "stream": each PE streams its share of the elements through
+               (a wavelet in and out per element and pass).
+  parallel     what one sample's work splits over: "weights" (params), "scores" (heads x T x T),
+               "outputs" (output elements of the sample)
+  bytes_fma    SRAM values a PE moves per multiply-add (matrix kernels) -- or
+  bytes_elem   (forward, backward) values read + written per element (stream kernels)
+  keeps_input  its backward needs its input (dense: x for dW; attention: q, k, v), so a
+               weight-streaming layer keeps these for the backward; other ops are recomputed
 
 Unsupported op kind or dtype -> KernelMatchError naming the op, its layer and the kernels that
 exist. That is where `--validate_only` stops.
@@ -35,20 +43,24 @@ class Kernel:
     kinds: tuple[str, ...]
     dtypes: tuple[str, ...]
     bwd: float
+    dataflow: str = "stream"  # "matrix" | "stream"
+    parallel: str = "outputs"  # "weights" | "scores" | "outputs"
     bytes_fma: float = 0.0
     bytes_elem: tuple[float, float] = (0.0, 0.0)  # (forward, backward)
-    parallel: str = "outputs"
+    keeps_input: bool = False
     doc: str = ""
 
 
 KERNELS: tuple[Kernel, ...] = (
     # a multiply-add reads one weight and reads and writes one partial sum: 3 values
-    Kernel("fc", ("dense",), DTYPES, bwd=2.0, bytes_fma=3.0, parallel="weights",
+    Kernel("fc", ("dense",), DTYPES, bwd=2.0, dataflow="matrix", parallel="weights",
+           bytes_fma=3.0, keeps_input=True,
            doc="matrix multiply x @ W (+ b), weights stationary in the PEs"),
-    Kernel("attention", ("attention",), DTYPES, bwd=2.0, bytes_fma=3.0, parallel="scores",
+    Kernel("attention", ("attention",), DTYPES, bwd=2.0, dataflow="matrix", parallel="scores",
+           bytes_fma=3.0, keeps_input=True,
            doc="causal softmax(q k^T / sqrt(d)) v over all heads (+ rotary)"),
-    Kernel("embedding", ("embedding",), DTYPES, bwd=1.0, bytes_elem=(2.0, 3.0),
-           parallel="weights",
+    Kernel("embedding", ("embedding",), DTYPES, bwd=1.0, parallel="weights",
+           bytes_elem=(2.0, 3.0),
            doc="row gather from a table (backward: scatter-add into the table gradient)"),
     # elementwise: read x, write y (2 values an element); backward reads x and dy, writes dx (3)
     Kernel("eltwise", ("relu", "tanh", "elu", "selu", "linear", "gelu", "dropout"), DTYPES,

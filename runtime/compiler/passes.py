@@ -23,6 +23,7 @@ from cs2sim.runtime.compiler.cost import OpCost, op_costs
 from cs2sim.runtime.compiler.errors import PassVerifyError
 from cs2sim.runtime.compiler.estimate import Estimate, estimate_pipelined, shared_edge
 from cs2sim.runtime.compiler.graph import Graph, extract_graph
+from cs2sim.runtime.compiler.io import InputCluster, as_dict
 from cs2sim.runtime.compiler.kernels import KERNELS, Match, match_kernels
 from cs2sim.runtime.compiler.placement import Placement, fmt_bytes, place_pipelined
 from cs2sim.runtime.compiler.plan import Plan
@@ -46,6 +47,8 @@ class Compilation:
     num_csx: int
     wafer: WaferSpec
     model: Any = None  # a prebuilt model (tests); else built in meta mode
+    input_cluster: InputCluster | None = None  # the job's input workers, when known
+    multireplica: bool = False  # runconfig.multireplica: copies of the model on the wafer
     checksum: str = ""
     graph: Graph | None = None
     matches: tuple[Match, ...] = ()
@@ -101,15 +104,24 @@ def _place(c: Compilation) -> list[str]:
     assert c.graph is not None
     c.costs = op_costs(c.graph, c.matches, c.wafer)
     if c.mode == ExecMode.WEIGHT_STREAMING:
-        c.stream = plan_streaming(c.graph, c.costs, c.wafer, c.num_csx)
+        c.stream = plan_streaming(c.graph, c.costs, c.wafer, c.num_csx, c.input_cluster)
         s = c.stream
         return [f"weight streaming: {len(s.layers)} layers on the whole wafer, {s.num_csx} "
-                f"CS-X, {s.batch_per_system} samples per system, "
-                f"{fmt_bytes(s.activation_bytes)} of activations kept on the wafer"]
-    c.placement = p = place_pipelined(c.graph, c.costs, c.wafer)
+                f"CS-X, {s.batch_per_system} samples per system in {s.micro_batches} "
+                f"micro-batch(es) of {s.micro_batch_size}, "
+                f"{fmt_bytes(s.activation_bytes)} of layer outputs kept on the wafer, "
+                f"{fmt_bytes(s.offloaded_bytes)} offloaded to MemoryX, "
+                f"{fmt_bytes(s.working_bytes)} working set"]
+    c.placement = p = place_pipelined(c.graph, c.costs, c.wafer, multireplica=c.multireplica,
+                                      input_cluster=c.input_cluster)
     used = sum(k.pes for k in p.kernels) * p.replicas
     return [f"pipelined: {len(p.kernels)} kernels placed, {p.replicas} replica(s), "
-            f"{used:,} of {c.wafer.pes:,} PEs, {fmt_bytes(p.needed_bytes)} on-wafer memory"]
+            f"{used:,} of {c.wafer.pes:,} PEs, {fmt_bytes(p.needed_bytes)} on-wafer memory, "
+            f"{_ports(p.ports * p.replicas)} of {c.wafer.ports} ports feeding the input"]
+
+
+def _ports(n: float) -> str:
+    return f"{n:g}" if n >= 1 else f"{n:.2f}"
 
 
 def _verify_place(c: Compilation) -> None:
@@ -124,13 +136,19 @@ def _verify_place(c: Compilation) -> None:
                 raise PassVerifyError(f"place: layer {lp.name} has a negative time")
         if sum(lp.retained for lp in s.layers) > 1:
             raise PassVerifyError("place: more than one layer keeps its weights on the wafer")
+        if not (s.micro_batches >= 1 and s.micro_batch_size * s.micro_batches
+                >= s.batch_per_system > s.micro_batch_size * (s.micro_batches - 1)):
+            raise PassVerifyError("place: the micro-batches do not cover the batch")
+        held = s.activation_bytes + s.working_bytes + s.weights_bytes
+        if held > c.wafer.usable_sram_bytes:
+            raise PassVerifyError("place: the weight-streaming plan holds more than the wafer")
         return
     p = c.placement
     assert p is not None
     w = c.wafer
     seen: list[tuple[int, int, int, int]] = []
     for k, cost in zip(p.kernels, c.costs, strict=True):
-        if k.pes * w.sram_per_pe_bytes < cost.min_bytes:
+        if k.pes * w.usable_per_pe_bytes < cost.min_bytes:
             raise PassVerifyError(f"place: {k.name} has fewer PEs than its memory needs")
         for r in k.rects:
             if r.x < 0 or r.y < 0 or r.x + r.w > w.width or r.y + r.h > w.height or r.pes < 1:
@@ -157,12 +175,16 @@ def _estimate(c: Compilation) -> list[str]:
         c.estimate = c.stream.estimate
     else:
         assert c.placement is not None
-        c.estimate = estimate_pipelined(c.graph, c.costs, c.placement, c.wafer)
+        c.estimate = estimate_pipelined(c.graph, c.costs, c.placement, c.wafer,
+                                        c.input_cluster)
     e = c.estimate
+    inp = (f", input {e.input_samples_per_sec:.1f}" if e.input_samples_per_sec is not None
+           else ", input cluster not known")
     return [f"estimate: {e.samples_per_sec:.1f} samples/s ({e.bound} bound), compute "
-            f"{e.compute_samples_per_sec:.1f}, transmission {e.transmission_samples_per_sec:.1f}, "
-            f"{pe_share(e.active_pes, e.total_pes)} of PEs active, "
-            f"{e.compute_utilization:.0%} compute utilization"]
+            f"{e.compute_samples_per_sec:.1f}, transmission {e.transmission_samples_per_sec:.1f}"
+            f"{inp}, {pe_share(e.active_pes, e.total_pes)} of PEs active, "
+            f"{e.compute_utilization:.0%} compute "
+            "utilization"]
 
 
 def _verify_estimate(c: Compilation) -> None:
@@ -174,6 +196,9 @@ def _verify_estimate(c: Compilation) -> None:
         lo = min(k.samples_per_sec for k in e.kernels)
         if not math.isclose(e.samples_per_sec, lo, rel_tol=1e-9):
             raise PassVerifyError("estimate: overall samples/s is not the slowest kernel's")
+    if e.input_samples_per_sec is not None and e.samples_per_sec > e.input_samples_per_sec * (
+            1 + 1e-9):
+        raise PassVerifyError("estimate: faster than the input cluster feeds it")
 
 
 def _plan(c: Compilation) -> list[str]:
@@ -182,11 +207,14 @@ def _plan(c: Compilation) -> list[str]:
     est = {"samples_per_sec": e.samples_per_sec,
            "compute_samples_per_sec": e.compute_samples_per_sec,
            "transmission_samples_per_sec": e.transmission_samples_per_sec,
+           "input_samples_per_sec": e.input_samples_per_sec,
+           "wafer_samples_per_sec": e.wafer_samples_per_sec,
            "active_pes": e.active_pes, "total_pes": e.total_pes,
-           "compute_utilization": e.compute_utilization, "bound": e.bound}
+           "compute_utilization": e.compute_utilization, "bound": e.bound,
+           "ports_used": e.ports_used, "io_samples_per_sec": e.io_samples_per_sec}
     kernels: list[dict[str, Any]] = []
     layers: list[dict[str, Any]] = []
-    replicas = 1
+    replicas, micro, micro_size, per_system = 1, 1, g.batch_size, g.batch_size
     if c.placement is not None:
         replicas = c.placement.replicas
         for k, ke in zip(c.placement.kernels, e.kernels, strict=True):
@@ -195,19 +223,31 @@ def _plan(c: Compilation) -> list[str]:
                             "replicas": replicas, "samples_per_sec": ke.samples_per_sec,
                             "compute_samples_per_sec": ke.compute_samples_per_sec,
                             "transmission_samples_per_sec": ke.transmission_samples_per_sec,
-                            "compute_utilization": ke.compute_utilization})
+                            "compute_utilization": ke.compute_utilization, "bound": ke.bound,
+                            "ports": ke.ports})
+        micro_size = per_system = math.ceil(g.batch_size / replicas)
     if c.stream is not None:
-        for lp in c.stream.layers:
+        s = c.stream
+        micro, micro_size, per_system = s.micro_batches, s.micro_batch_size, s.batch_per_system
+        for lp in s.layers:
             layers.append({"name": lp.name, "block": lp.block, "fwd_seconds": lp.fwd_seconds,
                            "bwd_seconds": lp.bwd_seconds, "bound": lp.bound,
+                           "fwd_bound": lp.fwd_bound, "bwd_bound": lp.bwd_bound,
                            "fwd_compute_seconds": lp.fwd_compute,
                            "fwd_stream_seconds": lp.fwd_stream,
                            "bwd_compute_seconds": lp.bwd_compute,
                            "bwd_stream_seconds": lp.bwd_stream,
-                           "weight_bytes": lp.weight_bytes, "retained": lp.retained})
+                           "fixed_seconds": lp.fixed, "overlap": lp.overlap,
+                           "weight_bytes": lp.weight_bytes, "grad_bytes": lp.grad_bytes,
+                           "kept_bytes": lp.kept_bytes, "offloaded_bytes": lp.offloaded_bytes,
+                           "retained": lp.retained})
     c.plan = Plan(mode=c.mode.value, model=c.model_name, checksum=c.checksum, target=c.target,
                   batch_size=g.batch_size, dtype=g.dtype, estimate=est, kernels=kernels,
-                  layers=layers, replicas=replicas, num_csx=c.num_csx, blocks=list(g.blocks))
+                  layers=layers, replicas=replicas, num_csx=c.num_csx, blocks=list(g.blocks),
+                  batch_per_system=per_system, micro_batch_size=micro_size,
+                  micro_batches=micro,
+                  layer_order=[x["block"] for x in (layers or kernels)],
+                  input=as_dict(c.input_cluster))
     return [f"plan: {len(kernels) or len(layers)} entries, blocks "
             f"{', '.join(c.plan.blocks_in_order()[:6])}{' ...' if len(g.blocks) > 6 else ''}"]
 

@@ -1,19 +1,24 @@
-"""Pass 3 (pipelined), placement: every kernel a rectangle of PEs, sized to balance the pipeline.
+"""Pass 3 (pipelined), placement: every kernel a rectangle of PEs, sized to what feeds it.
 
-1. Each kernel needs at least `ceil(bytes / 48 KiB)` PEs for its weights, optimizer state and
-   in-flight activations (cost.py); if the sum exceeds the wafer the model does not fit:
-   PlacementError with bytes needed, capacity and the fix (weight streaming).
-2. Throughput is the slowest kernel's, so PEs go where they raise it: for a target rate R a kernel
-   gets max(its memory minimum, R x PE-seconds per sample), never more than its work can use;
-   R is the largest rate whose PEs fit the budget (bisection), and never above the system I/O
-   rate (more PEs cannot beat the input stream).
+1. Each kernel needs at least `ceil(bytes / usable PE memory)` PEs for its weights, optimizer
+   state and in-flight activations (cost.py); if the sum exceeds the wafer the model does not
+   fit: PlacementError with bytes needed, capacity and the fix (weight streaming).
+2. Throughput is the slowest kernel's. For a target rate R a kernel gets max(its memory
+   minimum, the PEs whose compute and whose links both keep up with R), never more than its
+   useful PEs (where its links, not its PEs, limit it: cost.py). R is the largest rate whose
+   PEs fit the budget (bisection), and never more than what feeds the wafer: the ports routed
+   to the input kernel (io.py) and, when known, the input cluster. So kernels are not grown
+   past what feeds them.
 3. The rectangles are laid out in serpentine bands: left to right along band 0, right to left
    along band 1, ..., so consecutive kernels always touch and activations flow between
-   neighbours (the last kernel of a band spans its height to reach the next band).
-   If the bands waste too much to fit, the budget shrinks a little and 2-3 repeat.
-4. Replicas: when the model fills a small part of the wafer, the wafer is cut into 2, 4, 8 ...
-   horizontal slabs, one copy of the model each (data parallel); the count with the best
-   estimate wins, and more replicas must gain more than 1% (ties keep fewer copies).
+   neighbours (the last kernel of a band spans its height to reach the next band). The input
+   kernel sits at the west edge, where the ports are, in its natural shape (square tiles: as
+   tall as wide), and takes the ports its edge touches: one port, or more when it needs more
+   rows. If the bands waste too much to fit, the budget shrinks a little and 2-3 repeat.
+4. Replicas (runconfig.multireplica): when the model fills a small part of the wafer, the
+   wafer is cut into 2, 4, 8 ... horizontal slabs, one copy of the model each (data parallel,
+   each with its own ports); the count with the best estimate wins, and more replicas must gain
+   more than 1% (ties keep fewer copies).
 """
 
 from __future__ import annotations
@@ -23,13 +28,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cs2sim.runtime.compiler.cost import OpCost, rates
+from cs2sim.runtime.compiler.cost import OpCost, Rates, rates
 from cs2sim.runtime.compiler.errors import PlacementError
 from cs2sim.runtime.compiler.graph import Graph
+from cs2sim.runtime.compiler.io import InputCluster, ports_touched
 from cs2sim.system.hardware import WaferSpec
 
 __all__ = ["Rect", "KernelPlacement", "Placement", "place_pipelined", "min_pes",
-           "fmt_bytes", "REPLICA_GAIN"]
+           "fmt_bytes", "REPLICA_GAIN", "wafer_sample_bytes"]
 
 REPLICA_GAIN = 1.01  # more copies of the model must beat fewer by more than 1%
 
@@ -76,8 +82,9 @@ class Placement:
     kernels: tuple[KernelPlacement, ...]
     replicas: int
     region: tuple[int, int]  # (width, height) of one replica's slab
-    budget_rate: float  # the compute rate per replica the sizes aimed at (samples/s)
+    budget_rate: float  # the rate per replica the sizes aimed at (samples/s)
     needed_bytes: int  # sum of the kernels' on-wafer bytes (one replica)
+    ports: float  # ports feeding each replica's input kernel
 
 
 def fmt_bytes(n: float) -> str:
@@ -88,18 +95,51 @@ def fmt_bytes(n: float) -> str:
     return f"{int(n)} B"
 
 
+def wafer_sample_bytes(g: Graph) -> int:
+    """Bytes of one sample through the ports: its input and labels in, one loss value out."""
+    return g.input_bytes + 4
+
+
 def min_pes(costs: tuple[OpCost, ...], wafer: WaferSpec) -> np.ndarray:
     """PEs each kernel needs for its bytes (at least one)."""
     b = np.array([c.min_bytes for c in costs], dtype=np.float64)
-    return np.maximum(1, np.ceil(b / wafer.sram_per_pe_bytes)).astype(np.int64)
+    per = max(1, wafer.usable_per_pe_bytes)
+    return np.maximum(1, np.ceil(b / per)).astype(np.int64)
 
 
-def _sizes(m: np.ndarray, cap: np.ndarray, sec: np.ndarray, budget: int,
-           r_hi: float) -> tuple[np.ndarray, float]:
+class _Need:
+    """PEs each kernel needs to run at a rate R (vectorised over the kernels)."""
+
+    def __init__(self, costs: tuple[OpCost, ...], m: np.ndarray, r: Rates) -> None:
+        self.m = m
+        self.cap = np.array([c.max_pes for c in costs], dtype=np.int64)
+        # compute: p x clock x share / cycles >= R
+        self.comp = np.array([c.cycles for c in costs]) / (r.clock_hz * r.peak_share)
+        matrix = np.array([c.dataflow == "matrix" for c in costs])
+        work = np.array([c.work for c in costs], dtype=np.float64)
+        wav = np.array([c.wavelets for c in costs])
+        # links: matrix 4 sqrt(work / p) <= clock / R  ->  p >= work (4 R / clock)^2
+        #        stream wavelets x work / p <= clock / R  ->  p >= wavelets x work x R / clock
+        self.mat, self.work, self.wav, self.clock = matrix, work, wav, r.clock_hz
+
+    def __call__(self, R: float) -> np.ndarray:
+        links = np.where(self.mat, self.work * (4.0 * R / self.clock) ** 2,
+                         self.wav * self.work * R / self.clock)
+        want = np.ceil(np.maximum(self.comp * R, links))
+        return np.maximum(self.m, np.minimum(self.cap, want)).astype(np.int64)
+
+    def top(self) -> float:
+        """The fastest rate the kernels can reach at their useful PEs."""
+        p = np.maximum(self.cap, self.m).astype(np.float64)
+        comp = p / np.maximum(self.comp, 1e-300)
+        tile = np.maximum(self.work / p, 1.0)
+        per = np.where(self.mat, 4.0 * np.sqrt(tile), np.maximum(self.wav, 1.0) * tile)
+        links = self.clock / per  # wavelet cycles per sample on the busiest ramp
+        return float(np.min(np.minimum(comp, links)))
+
+
+def _sizes(need: _Need, budget: int, r_hi: float) -> tuple[np.ndarray, float]:
     """PEs per kernel for the largest rate R <= r_hi whose PEs fit `budget` (bisection)."""
-    def need(R: float) -> np.ndarray:
-        return np.maximum(m, np.minimum(cap, np.ceil(R * sec))).astype(np.int64)
-
     lo, hi = 0.0, r_hi
     if need(hi).sum() <= budget:
         return need(hi), hi
@@ -115,13 +155,20 @@ def _sizes(m: np.ndarray, cap: np.ndarray, sec: np.ndarray, budget: int,
 def _pack(p: np.ndarray, W: int, H: int, y0: int) -> list[Rect] | None:
     """Serpentine bands: the fewest bands (tallest) that hold every kernel, or None.
 
-    Kernels sit top-aligned along a band; the last kernel of a band spans the band's height, so
+    Bands are at most twice as tall as the largest kernel is wide when square (a small model
+    does not become a row of one-PE-wide columns). Kernels sit top-aligned along a band; the
+    last kernel of a band spans the band's height, so
     it touches the first kernel of the next band, which starts at the same end (the band broke
-    because that kernel did not fit beside it, so the two overlap in x).
+    because that kernel did not fit beside it, so the two overlap in x). The first kernel (the
+    input kernel, at the west edge) keeps square tiles: it is at least as wide as tall.
     """
-    for k in range(1, H + 1):
+    # bands no taller than twice the side of the largest kernel's square: kernels keep tiles
+    # near square instead of becoming one-PE-wide columns
+    side = math.isqrt(max(int(p.max()) - 1, 0)) + 1
+    for k in range(max(1, -(-H // (2 * side))), H + 1):
         hb = H // k
         w = -(-p // hb)  # ceil
+        w[0] = max(int(w[0]), math.isqrt(max(int(p[0]) - 1, 0)) + 1)  # square-ish input kernel
         if int(w.max()) > W or int(w.sum()) > k * W:
             continue
         placed: list[tuple[int, int, int, int]] = []  # (band, x, w, h)
@@ -134,23 +181,19 @@ def _pack(p: np.ndarray, W: int, H: int, y0: int) -> list[Rect] | None:
                 b0, x0, w0, _ = placed[-1]
                 placed[-1] = (b0, x0, w0, hb)  # turn the corner: full band height
             x = used if band % 2 == 0 else W - used - wi
-            placed.append((band, x, wi, -(-pi // wi)))
+            placed.append((band, x, wi, min(hb, -(-pi // wi))))
             used += wi
         if len(placed) == len(p):
             return [Rect(x, y0 + b * hb, wi, hi) for b, x, wi, hi in placed]
     return None
 
 
-def _place_replica(costs: tuple[OpCost, ...], m: np.ndarray, wafer: WaferSpec, W: int, H: int,
-                   r_io: float) -> tuple[list[Rect], float] | None:
+def _place_replica(need: _Need, wafer: WaferSpec, W: int, H: int,
+                   r_hi: float) -> tuple[list[Rect], float] | None:
     """Rectangles of one replica in a W x H slab at y=0, and the rate they aim at."""
-    r = rates(wafer)
-    sec = np.array([c.cycles / r.clock_hz for c in costs])  # PE-seconds per sample
-    cap = np.array([c.max_pes for c in costs], dtype=np.int64)
-    r_hi = min(r_io, float(np.min(np.maximum(cap, m) / np.maximum(sec, 1e-30))))
     budget = W * H
-    while budget >= int(m.sum()):
-        p, rate = _sizes(m, cap, sec, budget, r_hi)
+    while budget >= int(need.m.sum()):
+        p, rate = _sizes(need, budget, r_hi)
         rects = _pack(p, W, H, 0)
         if rects is not None:
             return rects, rate
@@ -158,52 +201,82 @@ def _place_replica(costs: tuple[OpCost, ...], m: np.ndarray, wafer: WaferSpec, W
     return None
 
 
+def _feed(g: Graph, need: _Need, wafer: WaferSpec, r: Rates, W: int, H: int, n: int,
+          input_rate: float | None) -> tuple[list[Rect], float, float] | None:
+    """Placement of one replica aimed at what feeds it: (rects, aimed rate, ports)."""
+    per_sample = wafer_sample_bytes(g)
+    top = need.top()
+    if input_rate is not None:
+        top = min(top, input_rate / n)
+    best: tuple[list[Rect], float, float] | None = None
+    q = 1
+    max_ports = max(1, wafer.ports // n) if n <= wafer.ports else 1
+    while q <= max_ports:
+        share = ports_touched(0, 1, wafer, n) if n > wafer.ports else q
+        aim = min(top, share * r.port_bytes_s / per_sample)
+        got = _place_replica(need, wafer, W, H, aim)
+        if got is None:
+            break
+        rects, rate = got
+        have = ports_touched(0, rects[0].h, wafer, n)
+        if best is not None and have < q:
+            break  # the input kernel is too short to take another port
+        best = (rects, rate, min(have, float(q)) if n <= wafer.ports else have)
+        if aim >= top or rate < aim * 0.999:
+            break  # compute, not the ports, is the limit now
+        q += 1
+    return best
+
+
 def place_pipelined(g: Graph, costs: tuple[OpCost, ...], wafer: WaferSpec,
-                    replicas: int | None = None) -> Placement:
+                    replicas: int | None = None, multireplica: bool = False,
+                    input_cluster: InputCluster | None = None) -> Placement:
     """Pass 3 (pipelined): a Placement, or PlacementError when the model does not fit."""
     m = min_pes(costs, wafer)
     needed = int(sum(c.min_bytes for c in costs))
-    capacity = wafer.fabric_sram_bytes
+    capacity = wafer.usable_sram_bytes
     if int(m.sum()) > wafer.pes:
         raise PlacementError(
             f"{g.model} needs {fmt_bytes(needed)} of on-wafer memory in pipelined mode (weights, "
             f"optimizer state and in-flight activations of {g.num_params:,} parameters), more "
-            f"than the {fmt_bytes(capacity)} of the {wafer.name} ({wafer.pes:,} PEs x "
-            f"{wafer.sram_per_pe_bytes // 1024} KiB); compile it for weight streaming with "
-            "`python-ws run.py ...` on a system an admin has switched to weight streaming "
+            f"than the {fmt_bytes(capacity)} the {wafer.name}'s {wafer.pes:,} PEs hold for data "
+            f"({wafer.usable_per_pe_bytes // 1024} KiB each); compile it for weight streaming "
+            "with `python-ws run.py ...` on a system an admin has switched to weight streaming "
             "(`config execmode setup`).")
     r = rates(wafer)
-    io_total = r.io_bytes_s / (g.input_bytes + 4)  # samples in, one loss value out
+    need = _Need(costs, m, r)
+    input_rate = input_cluster.samples_per_sec if input_cluster else None
     counts = [replicas] if replicas else [1]
-    if not replicas:
+    if not replicas and multireplica:
         n = 2
         while n <= 64 and int(m.sum()) * n <= wafer.pes:
             counts.append(n)
             n *= 2
-    best: tuple[float, int, list[Rect], float] | None = None
+    best: tuple[float, int, list[Rect], float, float] | None = None
     for n in counts:
         H = wafer.height // n
-        got = _place_replica(costs, m, wafer, wafer.width, H, io_total / n)
+        got = _feed(g, need, wafer, r, wafer.width, H, n, input_rate)
         if got is None:
             continue
-        rects, _ = got
-        rate = n * min(min(rc.pes, c.max_pes) * r.clock_hz / c.cycles if c.cycles else math.inf
-                       for rc, c in zip(rects, costs, strict=True))
-        rate = min(rate, io_total)
+        rects, aim, ports = got
+        comp = min(min(c.samples_per_sec(rc.pes, r)) for rc, c in zip(rects, costs, strict=True))
+        rate = n * min(comp, ports * r.port_bytes_s / wafer_sample_bytes(g))
+        if input_rate is not None:
+            rate = min(rate, input_rate)
         if best is None or rate > best[0] * REPLICA_GAIN:
-            best = (rate, n, rects, got[1])
+            best = (rate, n, rects, aim, ports)
     if best is None:
         raise PlacementError(
             f"{g.model} needs {fmt_bytes(needed)} in pipelined mode and its {len(costs)} "
             f"kernels cannot be laid out as rectangles on the {wafer.name} "
-            f"({fmt_bytes(capacity)}); compile it for weight streaming with `python-ws run.py "
-            "...` on a system an admin has switched to weight streaming (`config execmode "
-            "setup`).")
-    _, n, rects, aim = best
+            f"({fmt_bytes(capacity)} for data); compile it for weight streaming with "
+            "`python-ws run.py ...` on a system an admin has switched to weight streaming "
+            "(`config execmode setup`).")
+    _, n, rects, aim, ports = best
     H = wafer.height // n
     kernels = tuple(
         KernelPlacement(c.name, c.block, c.kernel, rc.pes,
                         tuple(Rect(rc.x, rc.y + j * H, rc.w, rc.h) for j in range(n)))
         for rc, c in zip(rects, costs, strict=True))
     return Placement(kernels=kernels, replicas=n, region=(wafer.width, H), budget_rate=aim,
-                     needed_bytes=needed)
+                     needed_bytes=needed, ports=ports)

@@ -2,11 +2,17 @@
 
 PIPELINED: `kernels` in execution order, each {name, block, kernel, pes, rect [x, y, w, h],
 rects (one per replica), replicas, samples_per_sec, compute_samples_per_sec,
-transmission_samples_per_sec, compute_utilization}.
-WEIGHT_STREAMING: `layers` in order, each {name, block, fwd_seconds, bwd_seconds, bound
-("compute" | "stream"), fwd_compute_seconds, fwd_stream_seconds, bwd_compute_seconds,
-bwd_stream_seconds, weight_bytes, retained}, and `num_csx`.
-Both: `estimate` (the overall block of compile_report.txt) and what was compiled.
+transmission_samples_per_sec, compute_utilization, bound, ports}; `replicas` copies of the
+model each take batch_per_system = ceil(batch / replicas) samples of a step.
+WEIGHT_STREAMING: `layers` in forward order, each {name, block, fwd_seconds, bwd_seconds,
+bound, fwd_bound, bwd_bound ("compute" | "stream" | "fabric"), fwd/bwd_compute_seconds,
+fwd/bwd_stream_seconds, fixed_seconds, overlap, weight_bytes, grad_bytes, kept_bytes,
+offloaded_bytes, retained} (times per micro-batch pass), and the batch: `num_csx` systems
+each take batch_per_system samples as `micro_batches` micro-batches of `micro_batch_size`
+(the last may be smaller); every micro-batch runs the forward over `layer_order` and the
+backward in reverse, its gradients summed over micro-batches and systems before the update.
+Both: `estimate` (the overall block of compile_report.txt, with its bound), `input` (the
+input cluster the estimate assumed, or null) and what was compiled.
 """
 
 from __future__ import annotations
@@ -37,6 +43,11 @@ class Plan:
     replicas: int = 1
     num_csx: int = 1
     blocks: list[str] = field(default_factory=list)  # model.block_names
+    batch_per_system: int = 0  # samples one system (pipelined: one replica) takes per step
+    micro_batch_size: int = 0  # samples a micro-batch pass carries (weight streaming)
+    micro_batches: int = 1  # micro-batch passes per step and system
+    layer_order: list[str] = field(default_factory=list)  # forward order of the kernels/layers
+    input: dict[str, Any] | None = None  # InputCluster the estimate assumed (io.py)
 
     def blocks_in_order(self) -> list[str]:
         """Model block names in execution order (pipeline stages / streamed layers)."""
@@ -53,8 +64,9 @@ class Plan:
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> Plan:
-        """Inverse of to_json."""
-        return cls(**doc)
+        """Inverse of to_json (keys a newer compiler added are ignored)."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in doc.items() if k in known})
 
     @classmethod
     def load(cls, directory: Path) -> Plan:

@@ -2,8 +2,11 @@
 
 The overall block follows the real file ALCF shows (title, dashed rule, "Label:" padded to 30
 columns); the per-kernel table follows DOC-CR's columns and widths, with Active PEs per kernel
-as an absolute count. A weight-streaming compile writes the same block and a per-layer table
-(forward and backward time, bound by compute or by streaming). Our notes follow the tables.
+as an absolute count, plus one column of ours: what bounds the kernel (compute, fabric, io,
+input). A weight-streaming compile writes the same block and a per-layer table: forward and
+backward time of one micro-batch pass, their compute, stream and fixed parts, and each pass's
+bound (compute, stream, fabric). Our notes follow the tables: the overall bound, the input
+cluster, ports used (pipelined), micro-batches and layer passes (weight streaming).
 """
 
 from __future__ import annotations
@@ -20,10 +23,12 @@ _LABELS = ("Samples/s", "Compute Samples/s", "Transmission Samples/s", "Active P
            "Compute Utilization")
 _KCOLS = (("Kernel Name", 91, "<"), ("Samples/s", 16, ">"), ("Compute Samples/s", 19, ">"),
           ("Transmission Samples/s", 24, ">"), ("Active PEs", 12, ">"),
-          ("Compute Utilization", 21, ">"))
+          ("Compute Utilization", 21, ">"), ("Bound", 9, ">"))
 _LCOLS = (("Layer Name", 40, "<"), ("Forward ms", 14, ">"), ("Backward ms", 14, ">"),
           ("Fwd Compute ms", 16, ">"), ("Fwd Stream ms", 16, ">"), ("Bwd Compute ms", 16, ">"),
-          ("Bwd Stream ms", 16, ">"), ("Bound", 10, ">"))
+          ("Bwd Stream ms", 16, ">"), ("Fixed ms", 10, ">"), ("Fwd Bound", 11, ">"),
+          ("Bwd Bound", 11, ">"))
+_NOTES = {"Bound": "bound", "Ports used": "ports_used", "Micro-batches": "micro_batches"}
 
 
 def _pct(x: float) -> str:
@@ -71,13 +76,14 @@ def render_report(plan: Plan, notes: list[str]) -> str:
     if plan.kernels:
         rows = [[k["name"], _num(k["samples_per_sec"]), _num(k["compute_samples_per_sec"]),
                  _num(k["transmission_samples_per_sec"]), str(k["pes"] * k["replicas"]),
-                 _pct(k["compute_utilization"])] for k in plan.kernels]
+                 _pct(k["compute_utilization"]), k["bound"]] for k in plan.kernels]
         lines += _table(_KCOLS, rows)
     if plan.layers:
         rows = [[ly["name"], f"{1e3 * ly['fwd_seconds']:.3f}", f"{1e3 * ly['bwd_seconds']:.3f}",
                  f"{1e3 * ly['fwd_compute_seconds']:.3f}", f"{1e3 * ly['fwd_stream_seconds']:.3f}",
                  f"{1e3 * ly['bwd_compute_seconds']:.3f}", f"{1e3 * ly['bwd_stream_seconds']:.3f}",
-                 ly["bound"]] for ly in plan.layers]
+                 f"{1e3 * ly['fixed_seconds']:.3f}", ly["fwd_bound"], ly["bwd_bound"]]
+                for ly in plan.layers]
         lines += _table(_LCOLS, rows)
     lines += [""] + notes
     return "\n".join(lines) + "\n"
@@ -87,15 +93,19 @@ _ROW = re.compile(r"^ \|(.*)\|$")
 
 
 def parse_report(text: str) -> dict[str, Any]:
-    """{"overall": {label: float}, "kernels": [...], "layers": [...]} from a report's text."""
+    """{"overall": {label: float}, "kernels": [...], "layers": [...], "notes": {...}}."""
     overall: dict[str, float] = {}
     kernels: list[dict[str, Any]] = []
     layers: list[dict[str, Any]] = []
+    notes: dict[str, Any] = {}
     for raw in text.splitlines():
         for label in _LABELS:
             if raw.startswith(label + ":"):
                 v = raw[len(label) + 1:].strip()
                 overall[label] = float(v.rstrip("%")) / (100 if v.endswith("%") else 1)
+        for label, key in _NOTES.items():
+            if raw.startswith(label + ": "):
+                notes[key] = raw[len(label) + 2:].split()[0]
         m = _ROW.match(raw)
         if not m:
             continue
@@ -107,8 +117,10 @@ def parse_report(text: str) -> dict[str, Any]:
                             "compute_samples_per_sec": float(cells[2]),
                             "transmission_samples_per_sec": float(cells[3]),
                             "active_pes": int(cells[4]),
-                            "compute_utilization": float(cells[5].rstrip("%")) / 100})
+                            "compute_utilization": float(cells[5].rstrip("%")) / 100,
+                            "bound": cells[6]})
         elif len(cells) == len(_LCOLS):
             layers.append({"name": cells[0], "fwd_ms": float(cells[1]), "bwd_ms": float(cells[2]),
-                           "bound": cells[7]})
-    return {"overall": overall, "kernels": kernels, "layers": layers}
+                           "fixed_ms": float(cells[7]), "fwd_bound": cells[8],
+                           "bwd_bound": cells[9]})
+    return {"overall": overall, "kernels": kernels, "layers": layers, "notes": notes}

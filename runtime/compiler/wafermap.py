@@ -1,9 +1,12 @@
 """The wafer map: the placement drawn in the terminal (rich) and as a PNG (matplotlib, Agg).
 
-Pipelined: every kernel's rectangle coloured by its model block (one colour per layer, as the
-seed's Fig. 14), with a legend of block, kernels, PEs and share of the wafer. Weight streaming:
-the whole wafer runs one layer at a time, so the picture is the per-layer timeline (forward and
-backward, compute vs streaming). matplotlib is imported only when a PNG is drawn.
+Pipelined: every kernel's rectangle, coloured by its model block (one hue per layer, as the
+seed's Fig. 14) and shaded per kernel inside the block, each outlined, so kernels are told apart;
+a legend of block, kernels, PEs and share of the wafer; when the model covers a small corner of
+the wafer, a zoomed inset of that corner names each kernel. Weight streaming: the whole wafer
+runs one layer at a time, so the picture is the per-layer timeline of one micro-batch (forward
+and backward: compute, streaming, the fixed cost of the pass). matplotlib is imported only when a
+PNG is drawn; the PNG is cut to its drawing (bbox "tight"), so no label is clipped.
 """
 
 from __future__ import annotations
@@ -15,12 +18,14 @@ from cs2sim.runtime.compiler.plan import Plan
 from cs2sim.runtime.compiler.report import pe_share
 from cs2sim.system.hardware import WaferSpec
 
-__all__ = ["save_png", "render_rich", "block_legend", "PALETTE"]
+__all__ = ["save_png", "render_rich", "block_legend", "kernel_colours", "PALETTE",
+           "inset_box"]
 
 # distinct colours, cycled (rich accepts the hex form too)
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
            "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39",
            "#7b4173", "#3182bd", "#e6550d", "#31a354", "#756bb1", "#636363")
+INSET_SHARE = 0.25  # an inset when the kernels' bounding box is under a quarter of the wafer
 
 
 def block_legend(plan: Plan) -> list[tuple[str, str, int, int, float]]:
@@ -35,76 +40,171 @@ def block_legend(plan: Plan) -> list[tuple[str, str, int, int, float]]:
             for i, (b, (n, pes)) in enumerate(rows.items())]
 
 
+def kernel_colours(plan: Plan) -> list[tuple[float, float, float]]:
+    """One RGB per kernel: its block's hue, lighter or darker by its place in the block."""
+    from matplotlib.colors import to_rgb
+
+    hue = {b: to_rgb(c) for b, c, *_ in block_legend(plan)}
+    count: dict[str, int] = {}
+    for k in plan.kernels:
+        count[k["block"]] = count.get(k["block"], 0) + 1
+    seen: dict[str, int] = {}
+    out = []
+    for k in plan.kernels:
+        i = seen.get(k["block"], 0)
+        seen[k["block"]] = i + 1
+        n = count[k["block"]]
+        t = 0.0 if n == 1 else i / (n - 1) - 0.5  # -0.5 .. 0.5 across the block
+        base = hue[k["block"]]
+        if t >= 0:  # mix toward white
+            rgb = tuple(c + (1 - c) * 0.55 * t * 2 for c in base)
+        else:  # toward black
+            rgb = tuple(c * (1 + 0.45 * t * 2) for c in base)
+        out.append((float(rgb[0]), float(rgb[1]), float(rgb[2])))
+    return out
+
+
+def inset_box(plan: Plan, wafer: WaferSpec) -> tuple[int, int, int, int] | None:
+    """(x0, y0, x1, y1) of the corner a zoomed inset shows, or None when no inset is needed."""
+    if not plan.kernels:
+        return None
+    xs = [(x, y, x + w, y + h) for k in plan.kernels for x, y, w, h in k["rects"]]
+    x0, y0 = min(b[0] for b in xs), min(b[1] for b in xs)
+    x1, y1 = max(b[2] for b in xs), max(b[3] for b in xs)
+    if (x1 - x0) * (y1 - y0) >= INSET_SHARE * wafer.width * wafer.height:
+        return None
+    pad = max(2, (max(x1 - x0, y1 - y0)) // 20)
+    return (max(0, x0 - pad), max(0, y0 - pad), min(wafer.width, x1 + pad),
+            min(wafer.height, y1 + pad))
+
+
+def _free_corner(box: tuple[int, int, int, int], wafer: WaferSpec) -> tuple[float, ...]:
+    """Axes-fraction bounds of the empty part of the wafer beside or below the kernels."""
+    _, _, x1, y1 = box
+    below = (wafer.height - y1) / wafer.height  # share of the height free under the kernels
+    right = (wafer.width - x1) / wafer.width
+    m = 0.04
+    if below >= right:  # y is drawn downward: axes fraction 0 is the wafer's bottom row
+        return (m, m, 1 - 2 * m, below - 2 * m)
+    return (1 - right + m, m, right - 2 * m, 1 - 2 * m)
+
+
+def _draw_kernels(ax: Any, plan: Plan, colours: list[Any], labels: bool, box: Any) -> None:
+    from matplotlib.patches import Rectangle
+
+    x0, y0, x1, y1 = box
+    span = max(x1 - x0, y1 - y0)
+    for k, rgb in zip(plan.kernels, colours, strict=True):
+        for j, (x, y, w, h) in enumerate(k["rects"]):
+            ax.add_patch(Rectangle((x, y), w, h, facecolor=rgb, edgecolor="#202020",
+                                   linewidth=0.4))
+            # a kernel's name where its rectangle is big enough on this view
+            if labels and j == 0 and min(w, h) >= span / 14:
+                ax.text(x + w / 2, y + h / 2, k["name"].split(".")[-1] if "." in k["name"]
+                        else k["name"], ha="center", va="center", fontsize=6, clip_on=True)
+
+
+def _pipelined(plan: Plan, wafer: WaferSpec) -> Any:
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch, Rectangle
+
+    fig = Figure(figsize=(7.5, 8.5))
+    ax = fig.add_subplot()
+    colours = kernel_colours(plan)
+    ax.add_patch(Rectangle((0, 0), wafer.width, wafer.height, facecolor="#f2f2f2",
+                           edgecolor="#808080", linewidth=0.8))
+    whole = (0, 0, wafer.width, wafer.height)
+    _draw_kernels(ax, plan, colours, True, whole)
+    ax.set_xlim(0, wafer.width)
+    ax.set_ylim(wafer.height, 0)
+    ax.set_aspect("equal")
+    ax.set_xlabel("x (PE)")
+    ax.set_ylabel("y (PE)")
+    box = inset_box(plan, wafer)
+    if box is not None:
+        bx0, by0, bx1, by1 = box
+        ins = ax.inset_axes(_free_corner(box, wafer))
+        ins.add_patch(Rectangle((bx0, by0), bx1 - bx0, by1 - by0, facecolor="#f2f2f2"))
+        _draw_kernels(ins, plan, colours, True, box)
+        ins.set_xlim(bx0, bx1)
+        ins.set_ylim(by1, by0)
+        ins.set_aspect("equal")
+        ins.tick_params(labelsize=6)
+        ins.set_title(f"zoom: x {bx0}-{bx1}, y {by0}-{by1}", fontsize=7)
+        ax.indicate_inset_zoom(ins, edgecolor="#202020")
+    legend = block_legend(plan)
+    handles = [Patch(color=c, label=f"{b}: {n} kernel{'s' if n > 1 else ''}, {pes:,} PEs "
+                                    f"({share:.2%})")
+               for b, c, n, pes, share in legend[:24]]
+    if len(legend) > 24:
+        handles.append(Patch(color="white", label=f"... {len(legend) - 24} more blocks"))
+    e = plan.estimate
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7,
+              title=f"{plan.replicas} replica(s); shades: kernels of a block", title_fontsize=7)
+    ax.set_title(f"{plan.model}: pipelined placement on {wafer.name}, "
+                 f"{pe_share(e['active_pes'], e['total_pes'])} of PEs\n"
+                 f"CS-2 estimate {e['samples_per_sec']:,.0f} samples/s, {e['bound']} bound, "
+                 f"{e.get('ports_used', 0):g} of {wafer.ports} ports", fontsize=9)
+    return fig
+
+
+def _streaming(plan: Plan) -> Any:
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+
+    n = len(plan.layers)
+    fig = Figure(figsize=(9, min(14.0, 0.14 * n + 2.5)))
+    ax = fig.add_subplot()
+    names = [ly["name"] for ly in plan.layers]
+    # forward in order, then backward in reverse order: start times in ms
+    starts_f, starts_b, t = [], [0.0] * n, 0.0
+    for ly in plan.layers:
+        starts_f.append(t * 1e3)
+        t += ly["fwd_seconds"]
+    for i in reversed(range(n)):
+        starts_b[i] = t * 1e3
+        t += plan.layers[i]["bwd_seconds"]
+    y = list(range(n))
+    # one LineCollection per series (hlines): fast for a hundred layers; each row shows the
+    # fixed cost first, then compute and the stream it overlaps
+    for starts, part, col, dy in ((starts_f, "fixed_seconds", "#7f7f7f", 0.0),
+                                  (starts_b, "fixed_seconds", "#7f7f7f", 0.0)):
+        ends = [s0 + 1e3 * ly[part] for s0, ly in zip(starts, plan.layers, strict=True)]
+        ax.hlines([v + dy for v in y], starts, ends, colors=col, linewidth=3)
+    for starts, key, col, dy in ((starts_f, "fwd_compute_seconds", "#1f77b4", 0.0),
+                                 (starts_f, "fwd_stream_seconds", "#ff7f0e", 0.35),
+                                 (starts_b, "bwd_compute_seconds", "#2ca02c", 0.0),
+                                 (starts_b, "bwd_stream_seconds", "#d62728", 0.35)):
+        s0 = [s + 1e3 * ly["fixed_seconds"] for s, ly in zip(starts, plan.layers, strict=True)]
+        ends = [a + 1e3 * ly[key] for a, ly in zip(s0, plan.layers, strict=True)]
+        ax.hlines([v + dy for v in y], s0, ends, colors=col, linewidth=3)
+    step = max(1, n // 40)  # at most ~40 labels
+    ax.set_yticks(y[::step], names[::step], fontsize=6)
+    ax.invert_yaxis()
+    ax.set_xlabel("time in one micro-batch pass over all layers (ms, CS-2 estimate)")
+    ax.legend(handles=[Patch(color="#7f7f7f", label="fixed cost of the pass"),
+                       Patch(color="#1f77b4", label="forward compute"),
+                       Patch(color="#ff7f0e", label="forward weight stream"),
+                       Patch(color="#2ca02c", label="backward compute"),
+                       Patch(color="#d62728", label="backward weights + gradients")],
+              fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    e = plan.estimate
+    ax.set_title(f"{plan.model}: weight-streaming schedule, {plan.num_csx} CS-X, "
+                 f"{plan.micro_batches} micro-batch(es) of {plan.micro_batch_size} per CS-X\n"
+                 f"CS-2 estimate {e['samples_per_sec']:,.1f} samples/s, {e['bound']} bound",
+                 fontsize=9)
+    return fig
+
+
 def save_png(plan: Plan, path: Path, wafer: WaferSpec) -> Path:
     """Draw the wafer map (pipelined) or the layer timeline (weight streaming) into `path`."""
     # the object API with the Agg canvas: no pyplot (its import and global state are not needed)
     from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from matplotlib.patches import Patch
 
-    if plan.kernels:
-        import numpy as np
-        from matplotlib.colors import to_rgb
-
-        fig = Figure(figsize=(7, 8.5))
-        ax = fig.add_subplot()
-        colour = {b: c for b, c, *_ in block_legend(plan)}
-        img = np.full((wafer.height, wafer.width, 3), 0.95)  # (H, W, rgb) unused PEs light grey
-        for k in plan.kernels:
-            rgb = to_rgb(colour[k["block"]])
-            for x, y, w, h in k["rects"]:
-                img[y:y + h, x:x + w] = rgb
-        ax.imshow(img, interpolation="nearest", extent=(0, wafer.width, wafer.height, 0))
-        ax.set_xlim(0, wafer.width)
-        ax.set_ylim(wafer.height, 0)
-        ax.set_xlabel("x (PE)")
-        ax.set_ylabel("y (PE)")
-        legend = block_legend(plan)
-        handles = [Patch(color=c, label=f"{b}: {pes:,} PEs ({share:.2%})")
-                   for b, c, _, pes, share in legend[:24]]
-        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7,
-                  title=f"{plan.replicas} replica(s)")
-        ax.set_title(f"{plan.model}: pipelined placement on {wafer.name} "
-                     f"({pe_share(plan.estimate['active_pes'], plan.estimate['total_pes'])} of "
-                     "PEs)")
-    else:
-        fig = Figure(figsize=(9, min(12.0, 0.12 * len(plan.layers) + 2)))
-        ax = fig.add_subplot()
-        names = [ly["name"] for ly in plan.layers]
-        fwd = [ly["fwd_seconds"] for ly in plan.layers]
-        bwd = [ly["bwd_seconds"] for ly in plan.layers]
-        # forward in order, then backward in reverse order: start times in ms
-        starts_f, starts_b, t = [], [0.0] * len(bwd), 0.0
-        for f in fwd:
-            starts_f.append(t * 1e3)
-            t += f
-        for i in reversed(range(len(bwd))):
-            starts_b[i] = t * 1e3
-            t += bwd[i]
-        # one LineCollection per series (hlines): fast for a hundred layers
-        ms = lambda key: [1e3 * ly[key] for ly in plan.layers]  # noqa: E731
-        y = list(range(len(names)))
-        y2 = [v + 0.4 for v in y]
-        for ys, starts, key, col in ((y, starts_f, "fwd_compute_seconds", "#1f77b4"),
-                                     (y2, starts_f, "fwd_stream_seconds", "#ff7f0e"),
-                                     (y, starts_b, "bwd_compute_seconds", "#2ca02c"),
-                                     (y2, starts_b, "bwd_stream_seconds", "#d62728")):
-            ends = [s0 + d for s0, d in zip(starts, ms(key), strict=True)]
-            ax.hlines(ys, starts, ends, colors=col, linewidth=3)
-        step = max(1, len(names) // 30)  # at most ~30 labels
-        ax.set_yticks(y[::step], names[::step], fontsize=6)
-        ax.invert_yaxis()
-        ax.set_xlabel("time in one step (ms, CS-2 estimate)")
-        ax.legend(handles=[Patch(color="#1f77b4", label="forward compute"),
-                           Patch(color="#ff7f0e", label="forward weight stream"),
-                           Patch(color="#2ca02c", label="backward compute"),
-                           Patch(color="#d62728", label="backward weights + gradients")],
-                  fontsize=7, loc="lower right")
-        ax.set_title(f"{plan.model}: weight-streaming schedule, {plan.num_csx} CS-X")
-    fig.subplots_adjust(left=0.12, right=0.72 if plan.kernels else 0.97, top=0.94, bottom=0.08)
+    fig = _pipelined(plan, wafer) if plan.kernels else _streaming(plan)
     path = Path(path)
     FigureCanvasAgg(fig)  # attaches the Agg canvas: savefig draws without pyplot
-    fig.savefig(path, dpi=90)
+    fig.savefig(path, dpi=100, bbox_inches="tight", pad_inches=0.15)
     return path
 
 
@@ -115,12 +215,17 @@ def render_rich(plan: Plan, wafer: WaferSpec, cols: int = 64) -> Any:
     from rich.text import Text
 
     if not plan.kernels:
-        table = Table(title=f"{plan.model}: weight-streaming layer schedule (CS-2 estimate)")
-        for col in ("layer", "forward ms", "backward ms", "bound"):
-            table.add_column(col, justify="left" if col in ("layer", "bound") else "right")
+        table = Table(title=f"{plan.model}: weight-streaming layer schedule (CS-2 estimate), "
+                            f"{plan.micro_batches} micro-batch(es) of {plan.micro_batch_size} "
+                            f"on each of {plan.num_csx} CS-X")
+        for col in ("layer", "forward ms", "backward ms", "fixed ms", "forward bound",
+                    "backward bound"):
+            table.add_column(col, justify="left" if col == "layer" or "bound" in col
+                             else "right")
         for ly in plan.layers:
             table.add_row(ly["name"], f"{ly['fwd_seconds'] * 1e3:.3f}",
-                          f"{ly['bwd_seconds'] * 1e3:.3f}", ly["bound"])
+                          f"{ly['bwd_seconds'] * 1e3:.3f}", f"{ly['fixed_seconds'] * 1e3:.3f}",
+                          ly["fwd_bound"], ly["bwd_bound"])
         return table
     legend = block_legend(plan)
     colour = {b: c for b, c, *_ in legend}

@@ -171,7 +171,8 @@ class CsRun:
             log.debug(f"compile stage {i}/{n}: {name}")
 
         res = compile_run(self.model_name, self.params, self.model_dir, mode=self.mode,
-                          target=self.machine.name, on_stage=on_stage)
+                          target=self.machine.name, on_stage=on_stage,
+                          input_cluster=self.input_cluster())
         if res.reused:
             log.info(f"Reusing existing compilation in {res.directory}")
         n, took = seen[0], time.perf_counter() - t0
@@ -203,6 +204,17 @@ class CsRun:
         ex.before_step = self.watch
         self.executor = ex
         return ex
+
+    def input_cluster(self) -> Any:
+        """The job's input workers at the rate cs_input_analyzer measured, when both are known."""
+        from cs2sim.runtime.compiler.io import InputCluster, load_measurement
+        from cs2sim.runtime.job.roles import task_info
+
+        workers = task_info().num_streamers
+        rate = load_measurement(self.model_dir, self.model_name)
+        if workers < 1 or rate is None:
+            return None
+        return InputCluster(workers, rate)
 
     # 3. the watch ------------------------------------------------------------------------------
     def watch(self, step: int) -> None:

@@ -43,4 +43,7 @@ def tiny_wafer(width: int = 40, height: int = 30, sram: int = 48 * 1024) -> Wafe
                      peak_fp16_flops=WSE2.peak_fp16_flops * scale,
                      memory_bandwidth_bytes_s=WSE2.memory_bandwidth_bytes_s * scale,
                      fabric_bandwidth_bits_s=WSE2.fabric_bandwidth_bits_s * scale,
-                     io_bits_s=WSE2.io_bits_s)
+                     io_bits_s=WSE2.io_bits_s,
+                     # the program's reserve, in the WSE-2's proportion (8 of 48 KiB)
+                     reserved_per_pe_bytes=(sram * WSE2.reserved_per_pe_bytes
+                                            // WSE2.sram_per_pe_bytes))

@@ -32,8 +32,11 @@ def test_big_models_are_refused_in_pipelined_with_the_fix(tmp_path, model, name)
     p = params(model, ZOO / model / "configs" / name)
     with pytest.raises(PlacementError) as e:
         compile_run(model, p, tmp_path, mode=ExecMode.PIPELINED)
+    from cs2sim.runtime.compiler.placement import fmt_bytes
+    from cs2sim.system.hardware import WSE2
+
     msg = str(e.value)
-    assert "GB" in msg and "37.1 GB" in msg and "python-ws" in msg
+    assert fmt_bytes(WSE2.usable_sram_bytes) in msg and "python-ws" in msg  # the capacity
     assert "config execmode setup" in msg
     assert not list(tmp_path.glob("cs_*"))
 
@@ -43,7 +46,7 @@ def _est(tmp_path, model, cfg, mode, **changes):
     return compile_run(model, p, tmp_path, mode=mode, draw_map=False).est_samples_per_sec
 
 
-def test_estimate_is_monotonic_in_model_size(tmp_path):
+def test_estimate_falls_as_the_model_grows(tmp_path):
     pipe = [_est(tmp_path, "gpt2", "params_gpt2_small.yaml", ExecMode.PIPELINED,
                  model__num_hidden_layers=n) for n in (3, 6, 12)]
     assert pipe[0] > pipe[1] > pipe[2]

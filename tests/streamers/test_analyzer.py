@@ -105,6 +105,20 @@ def test_text_report_has_the_progress_lines_measurements_and_three_values(tmp_pa
     assert "csrun_wse --total-nodes=" in out and "--mode=train" in out
     assert (tmp_path / "md").is_dir()  # the compile directory a later run reuses
     assert any(d.name.startswith("cs_") for d in (tmp_path / "md").iterdir())
+    # the per-worker rate is saved where the run's compile finds it; with few workers the
+    # compile's estimate is then bound by the input and says so
+    from cs2sim.runtime.compiler import compile_run
+    from cs2sim.runtime.compiler.io import InputCluster, load_measurement
+    from cs2sim.runtime.params import load_params, validate_params
+    from cs2sim.system.state import ExecMode
+
+    rate = load_measurement(tmp_path / "md", "fc_mnist")
+    assert rate is not None and rate > 0 and "saved in" in out
+    params, _ = validate_params(load_params(FC_SMALL), "fc_mnist")
+    r = compile_run("fc_mnist", params, tmp_path / "md2", mode=ExecMode.PIPELINED,
+                    draw_map=False, input_cluster=InputCluster(1, rate))
+    assert r.plan.estimate["bound"] == "input"  # one host worker is far below a CS-2 port
+    assert "Bound: input" in (r.directory / "compile_report.txt").read_text()
 
 
 def test_json_report_and_slower_input_changes_the_recommendation(tmp_path):
