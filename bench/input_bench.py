@@ -89,9 +89,11 @@ def channel(model: str, kind: str, n: int) -> tuple[float, float]:
         p = CTX.Process(target=_tcp_producer, args=(srv.getsockname()[1], model, n))
         p.start()
         conn, _ = srv.accept()
+        # the chief's receive path: every frame's arrays checked against the expected layout
+        layout = [(k, a.dtype, a.shape) for k, a in _batch(model).items()]
         t0 = time.perf_counter()
         for _ in range(n):
-            recv_frame(conn)
+            recv_frame(conn, layout)
         dt = time.perf_counter() - t0
         conn.close()
         srv.close()

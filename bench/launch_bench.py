@@ -7,7 +7,11 @@
    (launcher + 98 tasks: the sum of PSS, which counts pages shared copy-on-write once; the sum of
    RSS is printed too). The same job with `python -u` (an interpreter option, so every task is a
    cold exec of the interpreter) is the baseline the fork design avoids.
-2. Scheduling: 1,000 queued jobs (1..16 nodes each) on a 1,024-node cluster configuration. The
+2. Launch to first step: a real training job (fc_mnist, params_small.yaml, one step) launched as
+   `csrun_wse --total-nodes 1 --tasks-per-node 5` (a chief and 4 input streamer tasks, which
+   find the chief, pass its channel's handshake and prime the pipeline), timed from the moment
+   csrun_wse is started to the chief's first `Step=` line on the launcher's output.
+3. Scheduling: 1,000 queued jobs (1..16 nodes each) on a 1,024-node cluster configuration. The
    pure decision (system/sched/fit.py) and the store-backed pass (system/sched/queue.py, one
    SQLite transaction per pass) are timed per decision, at 250 / 500 / 1,000 / 2,000 jobs to show
    the growth is linear.
@@ -104,6 +108,39 @@ def bench_launch(runs: int) -> None:
     print("targets: start < 2 s, peak memory < 4 GiB")
 
 
+ROOT = Path(__file__).resolve().parents[1]
+FC = ROOT / "runtime" / "modelzoo" / "fc_mnist"
+
+
+def first_step_once() -> float:
+    """Seconds from starting csrun_wse to the chief's first `Step=` line (host measurement)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "CS2_HOME": str(Path(tmp) / "home")}
+        env.pop("CS2_CLUSTER", None)
+        t0 = time.time()
+        proc = subprocess.Popen(
+            [str(BIN / "csrun_wse"), "--total-nodes", "1", "--tasks-per-node", "5", "python",
+             str(FC / "run.py"), "-p", str(FC / "configs" / "params_small.yaml"), "-m", "train",
+             "--max_steps", "1", "-o", str(Path(tmp) / "md")],
+            env=env, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        took = None
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if took is None and "Step=" in line:
+                took = time.time() - t0
+        if proc.wait() != 0 or took is None:
+            raise SystemExit(f"the first-step job failed (exit {proc.returncode})")
+        return took
+
+
+def bench_first_step(runs: int) -> None:
+    print("== csrun_wse start to the first training step (chief + 4 streamers; host "
+          "measurement) ==")
+    times = sorted(first_step_once() for _ in range(runs))
+    print(f"launch to first step: {times[0]:.2f}-{times[-1]:.2f} s (median "
+          f"{statistics.median(times):.2f} s over {runs})")
+
+
 def _jobs(n: int, seed: int = 1) -> list[tuple[int, int]]:
     rng = random.Random(seed)
     return [(i + 1, rng.randint(1, 16)) for i in range(n)]
@@ -193,8 +230,14 @@ def bench_sched(sizes: list[int]) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="one launch run, fewer queue sizes")
+    ap.add_argument("--first-step-only", action="store_true",
+                    help="only the launch-to-first-step figure (5 runs)")
     args = ap.parse_args()
+    if args.first_step_only:
+        bench_first_step(5)
+        return
     bench_launch(1 if args.quick else 3)
+    bench_first_step(1 if args.quick else 3)
     bench_sched([250, 1000] if args.quick else [250, 500, 1000, 2000])
 
 

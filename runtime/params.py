@@ -73,6 +73,7 @@ MAX_WORKERS = 1024
 MAX_KEEP_CHECKPOINTS = 100_000
 MAX_LEARNING_RATE = 10.0  # an SGD/Adam step of more than 10x the gradient diverges at once
 AUTOTUNE = -1  # tf.data.experimental.AUTOTUNE
+MAX_SEED = 2**63 - 1  # numpy seeds are non-negative; a seed is hashed into 64 bits
 
 
 def _parallel_calls(v: Any) -> str | None:
@@ -93,6 +94,13 @@ def at_most(hi: int) -> Any:
     return check
 
 
+def _cs_ip(v: Any) -> str | None:
+    """runconfig.cs_ip: a non-empty address or system name without spaces (as --cs_ip)."""
+    ok = isinstance(v, str) and v.strip() and len(v) <= 255 and not any(c.isspace() for c in
+                                                                         v.strip())
+    return None if ok else "must be a CS-2 address (IP[:port]) or system name"
+
+
 def _data_dirs(v: Any) -> str | None:
     """data_dir: a non-empty string, or a non-empty list of non-empty strings."""
     items = v if isinstance(v, list) else [v]
@@ -110,7 +118,8 @@ INPUT_SCHEMA: Schema = {
     "data_processor": Key(str, None, "Model Zoo processor name; informational here"),
     "batch_size": Key(int, REQUIRED, "samples per batch", check=at_most(MAX_BATCH_SIZE)),
     "shuffle": Key(bool, True, "shuffle every epoch with a permutation from (seed, epoch)"),
-    "shuffle_seed": Key(int, None, "seed of the shuffle; null -> runconfig.seed"),
+    "shuffle_seed": Key(int, None, "seed of the shuffle; null -> runconfig.seed",
+                        check=between(0, MAX_SEED)),
     "shuffle_buffer": Key(int, None, "accepted for TF configs; we always permute the whole epoch"),
     "repeat": Key(bool, True, "start a new epoch after the last batch; false -> one pass"),
     "drop_last_batch": Key(bool, True, "drop a last partial batch (a CS-2 needs fixed shapes)"),
@@ -174,13 +183,14 @@ RUNCONFIG_SCHEMA: Schema = {
     "disable_standard_logs": Key(bool, False, "no per-step console lines"),
     "logging": Key(str, "INFO", "log level", choices=("DEBUG", "INFO", "WARNING", "ERROR")),
     # the system
-    "cs_ip": Key(str, None, "CS-2 address; null -> run on the host CPU"),
+    "cs_ip": Key(str, None, "CS-2 address (IP[:port] or system name), as --cs_ip; null -> run "
+                 "on the host CPU", check=_cs_ip),
     "mode": Key(str, "train", "what to run", choices=MODES),
     "multireplica": Key(bool, False, "data-parallel copies on the wafer"),
     "validate_only": Key(bool, False, "compile up to kernel matching"),
     "compile_only": Key(bool, False, "compile completely, do not run"),
     "device": Key(str, None, "force a device (TF --device)"),
-    "num_csx": Key(int, 1, "CS-X systems (weight streaming)", check=positive),
+    "num_csx": Key(int, 1, "CS-X systems (weight streaming)", check=between(1, MAX_WORKERS)),
     "num_workers_per_csx": Key(int, 0, "input workers per CS-X; 0 -> decided by the system",
                                check=non_negative),
     "num_wgt_servers": Key(int, 12, "MemoryX weight servers", check=positive),
@@ -194,12 +204,13 @@ RUNCONFIG_SCHEMA: Schema = {
                                  "is)", check=non_negative),
     "precision_opt_level": Key(int, 1, "0 = fp32 reductions, 1/2 = faster", choices=(0, 1, 2)),
     # numerics and seeds
-    "seed": Key(int, 1, "seed of weights, dropout and shuffling"),
-    "tf_random_seed": Key(int, None, "TF spelling of seed"),
+    "seed": Key(int, 1, "seed of weights, dropout and shuffling", check=between(0, MAX_SEED)),
+    "tf_random_seed": Key(int, None, "TF spelling of seed", check=between(0, MAX_SEED)),
     # distributed TF (accepted, single-process here)
     "enable_distributed": Key(bool, False, "TF distributed strategy"),
     "multiple_workers": Key(bool, False, "TF multiple workers"),
-    "throttle_secs": Key((int, float), 0, "TF train_and_eval throttle", check=non_negative),
+    "throttle_secs": Key((int, float), 0, "TF train_and_eval throttle",
+                         check=between(0, 86400)),
 }
 
 # canonical key -> the other spellings it is filled from, in priority order after itself.

@@ -672,7 +672,11 @@ class BootOutcome:
 
 # -- the systems, from the cluster description --------------------------------------------------
 def list_systems(store: Store) -> list[str]:
-    """The systems of the cluster, in its order (syncing the store with the file if it changed)."""
+    """The systems of the cluster, in its order (syncing the store with the file if it changed;
+    a shared store's service keeps it in sync with its owner's file)."""
+    if getattr(store, "remote", None) is not None:
+        with store.read() as db:
+            return _names(db)
     source = cluster_source(store.home)
     try:
         st = source.stat()

@@ -19,8 +19,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cs2sim.system.errors import StoreAccessDenied, StoreError
+
+if TYPE_CHECKING:
+    from cs2sim.system.store_remote import RemoteConnection
 
 __all__ = ["SCHEMA_VERSION", "DB_NAME", "MIGRATIONS", "default_home", "Store"]
 
@@ -98,22 +102,36 @@ def default_home() -> Path:
 class Store:
     """An open system store; use `transaction()` for every change."""
 
-    def __init__(self, home: Path, path: Path, conn: sqlite3.Connection) -> None:
+    def __init__(self, home: Path, path: Path, conn: sqlite3.Connection,
+                 remote: RemoteConnection | None = None) -> None:
         self.home = home
         self.path = path
         self._conn = conn
+        self.remote = remote  # set when this is a member's view of a shared store
         self._lock = threading.RLock()  # one connection; the shell may render from a thread
 
     # 1. open / create ---------------------------------------------------------------------
     @classmethod
-    def open(cls, home: Path | None = None) -> Store:
-        """Open (creating on first use) the store under `home` (default: default_home())."""
+    def open(cls, home: Path | None = None, *, serve: bool = True) -> Store:
+        """Open (creating on first use) the store under `home` (default: default_home()).
+
+        A store owned by another OS user is reached through its owner's store service
+        (system/store_service.py), never by opening its file; the owner of a shared store
+        starts that service on demand (`serve`: False for the service itself).
+        """
         home = Path(home).expanduser() if home is not None else default_home()
         path = home / DB_NAME
         _make_home(home)
+        owner = _owner_uid(home, path)
+        if owner is not None and owner != os.getuid() and os.getuid() != 0:
+            if not os.access(home, os.X_OK):  # a private store of someone else's: say so
+                raise _access_problem(home, path) or _unreadable(path, "permission denied")
+            return cls._open_remote(home, path, owner)
         try:
-            if not path.exists():  # created 0600 by us: it holds password hashes
-                os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+            if not path.exists():
+                _create(home, path)
+            elif serve and owner == os.getuid():
+                _keep_private(home, path)
             conn = sqlite3.connect(
                 path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
             )
@@ -127,6 +145,8 @@ class Store:
             # only a power cut can lose the last commits (never corrupt). Right for a simulator.
             conn.execute("PRAGMA synchronous = NORMAL")
             version = store._version()
+            if version is None:  # an existing file without a store in it: never recreated
+                raise _empty(path)
             if version != SCHEMA_VERSION:
                 store._create_or_migrate()
         except StoreError:
@@ -135,6 +155,29 @@ class Store:
         except sqlite3.Error as e:
             conn.close()
             raise store._error(e) from e
+        if serve and owner == os.getuid() and _shared(home):
+            from cs2sim.system.store_remote import ensure_running
+
+            ensure_running(home)
+        return store
+
+    @classmethod
+    def _open_remote(cls, home: Path, path: Path, owner: int) -> Store:
+        """A member's view of a shared store: a connection to its owner's store service."""
+        from cs2sim.system.store_remote import connect
+
+        remote = connect(home, path, owner)
+        store = cls(home, path, remote, remote=remote)  # type: ignore[arg-type]
+        try:
+            version = store._version()
+        except sqlite3.Error as e:
+            remote.close()
+            raise store._error(e) from e
+        if version != SCHEMA_VERSION:
+            remote.close()
+            raise StoreError(f"the shared system store at {path} has schema {version}, this "
+                             f"cs2sim needs {SCHEMA_VERSION}; ask its owner to open it once "
+                             "with this cs2sim.")
         return store
 
     def _version(self) -> int | None:
@@ -241,6 +284,8 @@ class Store:
     def _error(self, e: sqlite3.Error) -> StoreError:
         """Turn an sqlite error into the one-sentence StoreError the user sees."""
         text = str(e)
+        if self.remote is not None and not ("locked" in text or "busy" in text):
+            return StoreError(f"the store service of {self.path} could not do it: {text}.")
         if "locked" in text or "busy" in text:
             return StoreError(
                 f"The system store at {self.path} is busy (another cs2sim process held it for "
@@ -255,6 +300,85 @@ class Store:
                 f"access to it and to {self.home}, or set CS2_HOME to another directory."
             )
         return _unreadable(self.path, e)
+
+
+def _owner_uid(home: Path, path: Path) -> int | None:
+    """The uid that owns the store (its file, else its directory); None if neither exists."""
+    for p in (path, home):
+        try:
+            return p.stat().st_uid
+        except OSError:
+            continue
+    return None
+
+
+def _shared(home: Path) -> bool:
+    """Whether the owner shared this store (then its service must run)."""
+    from cs2sim.system.store_remote import SHARED_MARK
+
+    return (home / SHARED_MARK).exists()
+
+
+def _keep_private(home: Path, path: Path) -> None:
+    """The owner's files of a store are the owner's alone: no one else writes the database or
+    its directory (a member reaches a shared store through its service). Store files that an
+    older cs2sim shared by group write are tightened here."""
+    try:
+        st = home.stat()
+        if st.st_mode & 0o022 and st.st_uid == os.getuid():
+            os.chmod(home, st.st_mode & ~0o022 & 0o7777)
+        for name in (DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm"):
+            p = home / name
+            try:
+                mode = p.stat().st_mode
+            except FileNotFoundError:
+                continue
+            if mode & 0o077:
+                os.chmod(p, 0o600)
+    except OSError:
+        pass  # what cannot be tightened is reported where it matters (_access_problem)
+
+
+def _create(home: Path, path: Path) -> None:
+    """Create a complete store at `path` atomically: the schema is written to a temp file
+    that is then linked into place, so an existing store file always holds a store (an empty
+    or damaged one is an error, never silently replaced)."""
+    import secrets
+
+    tmp = home / f".{DB_NAME}.new-{os.getpid()}-{secrets.token_hex(4)}"
+    os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))  # it holds hashes
+    try:
+        conn = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")  # persistent: done once per file
+            conn.execute("BEGIN IMMEDIATE")
+            for statement in SCHEMA:
+                conn.execute(statement)
+            conn.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
+            Store._register_creator(conn)
+            conn.execute("COMMIT")
+        finally:
+            conn.close()  # checkpoints the WAL into the file and removes it
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass  # another process created it first: theirs is as good
+    finally:
+        for extra in ("", "-wal", "-shm", "-journal"):
+            with contextlib.suppress(OSError):
+                os.unlink(f"{tmp}{extra}")
+
+
+def _empty(path: Path) -> StoreError:
+    try:
+        size = f"{path.stat().st_size:,} bytes"
+    except OSError:
+        size = "unreadable"
+    return StoreError(
+        f"the system store at {path} exists but holds no store ({size}), so it was not "
+        "recreated (that would silently drop its accounts and audit log); restore it from a "
+        "backup, or move it aside to start a new store."
+    )
 
 
 def _make_home(home: Path) -> None:

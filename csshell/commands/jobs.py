@@ -108,7 +108,7 @@ def _limit(inv: Invocation, json_out: bool) -> int | None:
     if not (str(raw).isascii() and str(raw).isdigit()):
         raise UsageError(f"--limit {raw} is not a number of jobs; give one, e.g. --limit 50 "
                          "(0 shows every job).")
-    return int(raw) or None
+    return min(int(raw), 2**63 - 1) or None  # SQLite's largest LIMIT: more means "all"
 
 
 def not_shown(listing: Listing, all_states: bool) -> str | None:

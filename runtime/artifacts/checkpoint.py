@@ -17,6 +17,11 @@ checkpoint and a half-written file never carries the final name (the temp files 
 was killed are deleted at the next save). Loading verifies the file hash
 (when indexed) and the payload digest; a corrupted or truncated checkpoint is never loaded:
 `load_latest` warns and falls back to the previous valid one.
+
+Nothing read back is trusted: the index and the metadata are read with bounded JSON
+(runtime/artifacts/safejson.py: size, depth), a step must be a non-negative integer no larger
+than MAX_STEP and equal the step in the file's name, and a symlink in model_dir with a
+checkpoint's name is not followed (it is not a checkpoint of this run).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from cs2sim.runtime.artifacts import safejson
 from cs2sim.runtime.artifacts.atomic import atomic_write, atomic_writer, remove_stale_temps
 from cs2sim.system.errors import RuntimeFailure
 
@@ -52,7 +58,8 @@ log = logging.getLogger("cs2sim.checkpoint")
 
 INDEX_NAME = "checkpoint"
 FORMAT = "cs2sim-checkpoint-1"
-_NAME_RE = re.compile(r"^model-ckpt-(\d+)\.npz$")
+_NAME_RE = re.compile(r"^model-ckpt-(\d{1,16})\.npz$")
+MAX_STEP = 2**53  # runtime/params.py MAX_INT: the largest step count a run can ask for
 # the files save_checkpoint writes (whose temp files a killed run may leave behind)
 _WRITTEN_RE = re.compile(rf"^(?:model-ckpt-\d+\.npz|{INDEX_NAME})$")
 
@@ -154,11 +161,30 @@ def _read_index(model_dir: Path) -> list[dict[str, Any]] | None:
     if not path.exists():
         return None
     try:
-        entries = json.loads(path.read_text())["checkpoints"]
-        return [e for e in entries if _NAME_RE.match(e["file"])]
+        if path.is_symlink():
+            raise ValueError("it is a symlink")
+        entries = safejson.read(path)["checkpoints"]
+        if not isinstance(entries, list):
+            raise TypeError("its checkpoints are not a list")
+        out = []
+        for e in entries:
+            m = _NAME_RE.match(e["file"]) if isinstance(e, dict) and isinstance(
+                e.get("file"), str) else None
+            if m is None:
+                continue
+            if not _valid_step(e.get("step")) or e["step"] != int(m.group(1)) \
+                    or not isinstance(e.get("sha256"), str):
+                raise ValueError(f"its entry for {e['file']} has the step {e.get('step')!r}")
+            out.append(e)
+        return out
     except (OSError, ValueError, KeyError, TypeError) as exc:
         log.warning(f'The checkpoint index "{path}" is unreadable ({exc}); scanning {model_dir}.')
         return None
+
+
+def _valid_step(step: Any) -> bool:
+    """A global step as a checkpoint may hold it: an int (not a bool), 0 <= step <= MAX_STEP."""
+    return type(step) is int and 0 <= step <= MAX_STEP
 
 
 def _write_index(model_dir: Path, entries: list[dict[str, Any]]) -> None:
@@ -179,7 +205,8 @@ def list_checkpoints(model_dir: Path) -> list[Path]:
     model_dir = Path(model_dir)
     if not model_dir.is_dir():
         return []
-    on_disk = {p.name: p for p in model_dir.iterdir() if _NAME_RE.match(p.name)}
+    on_disk = {p.name: p for p in model_dir.iterdir()
+               if _NAME_RE.match(p.name) and not p.is_symlink()}
     entries = _read_index(model_dir) or []
     ordered = [on_disk.pop(e["file"]) for e in entries if e["file"] in on_disk]
     orphans = sorted(on_disk.values(), key=lambda p: (p.stat().st_mtime, _step_of(p)))
@@ -260,11 +287,17 @@ def load_checkpoint(path: Path) -> TrainState:
             digest = str(z["__digest__"])
         if _digest(arrays, meta_json) != digest:
             raise ValueError("its payload digest does not match")
-        tree = json.loads(meta_json)
-        if tree.get("format") != FORMAT:
+        tree = safejson.loads(meta_json)
+        if not isinstance(tree, dict) or tree.get("format") != FORMAT:
             raise ValueError(f"it is not a {FORMAT} file")
+        step = tree.get("step")
+        named = _NAME_RE.match(path.name)
+        if not _valid_step(step) or (named is not None and step != int(named.group(1))):
+            raise ValueError(f"its global step {str(step)[:40]} is not a step of this run "
+                             f"(an integer from 0 to {MAX_STEP}"
+                             + (f", {named.group(1)} as its name says)" if named else ")"))
         return TrainState(
-            step=int(tree["step"]),
+            step=step,
             model=_decode(tree["model"], arrays),
             optimizer=_decode(tree["optimizer"], arrays),
             loss_scaler=_decode(tree["loss_scaler"], arrays),
@@ -277,7 +310,8 @@ def load_checkpoint(path: Path) -> TrainState:
         raise CorruptCheckpoint(
             f'Checkpoint "{path}" does not exist; check the path.', "it does not exist"
         ) from None
-    except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as exc:
+    except (OSError, ValueError, KeyError, TypeError, EOFError, RecursionError,
+            zipfile.BadZipFile) as exc:
         raise CorruptCheckpoint(
             f'Checkpoint "{path}" cannot be loaded ({exc}); use another checkpoint.', str(exc)
         ) from None

@@ -100,7 +100,7 @@ def run_compile(model_name: str, args: argparse.Namespace, runlog: RunLog,
     if model_dir.exists() and not model_dir.is_dir():
         raise UsageError(f"model_dir {model_dir} is a file, not a directory; pass "
                          "-o/--model_dir with a directory.")
-    target = _target(args.cs_ip)
+    target = _target(args.cs_ip or params["runconfig"].get("cs_ip"))  # the flag, or the YAML's
     mode = execution_mode()
     tty = _isatty(runlog.out) and _isatty(runlog.err)  # as the training progress bar
     log.info(f"Compiling {model_name} for {mode.value} ({launcher_word()})"

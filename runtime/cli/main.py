@@ -284,6 +284,11 @@ def _run(model_name: str, args: argparse.Namespace, runlog: RunLog) -> int:
     params, half, warnings = _load(model_name, args)
     rc = params["runconfig"]
     runlog.logger.setLevel(rc["logging"])
+    if args.cs_ip is None and rc.get("cs_ip"):  # the YAML's runconfig.cs_ip, as the flag
+        args.cs_ip = rc["cs_ip"]
+        say(f"CS-2 system: {args.cs_ip} (runconfig.cs_ip of the params file; --cs_ip "
+            "overrides it)")
+        check_flags(model_name, args)
     model_dir = Path(args.model_dir or rc["model_dir"])  # the YAML's default: ./model_dir
     where = "" if args.model_dir else " (runconfig.model_dir; choose another with -o)"
     say(f"Model directory: {model_dir.resolve()}{where}")

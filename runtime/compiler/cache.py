@@ -20,7 +20,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-__all__ = ["checksum", "COMPLETE", "complete_stage", "staging_dir", "publish", "COMPILER_VERSION"]
+__all__ = ["checksum", "COMPLETE", "complete_stage", "staging_dir", "publish", "discard",
+           "COMPILER_VERSION"]
 
 COMPILER_VERSION = "cs2sim-compiler-2"  # 2: the cost model of issue 17
 COMPLETE = "COMPLETE"
@@ -33,11 +34,36 @@ def checksum(doc: dict[str, Any]) -> str:
 
 
 def complete_stage(directory: Path) -> str | None:
-    """"validate" | "compile" for a complete compile directory, else None."""
+    """"validate" | "compile" for a complete compile directory, else None (also for a symlink:
+    model_dir's managed entries are ours, never followed)."""
+    directory = Path(directory)
+    if directory.is_symlink() or not directory.is_dir():
+        return None
     try:
-        return (Path(directory) / COMPLETE).read_text().strip() or None
+        with open(directory / COMPLETE, "rb") as f:
+            stage = f.read(64).decode("ascii", "replace").strip()
     except OSError:
         return None
+    return stage if stage in ("validate", "compile") else None
+
+
+def _remove(path: Path) -> None:
+    """Remove a managed entry: a symlink is unlinked (never followed), a directory deleted."""
+    if path.is_symlink() or path.is_file():
+        path.unlink(missing_ok=True)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def discard(final: Path) -> None:
+    """Take a damaged compile directory (or a symlink in its place) out of the way."""
+    old = final.with_name(f".{final.name}.old-{os.getpid()}")
+    _remove(old)
+    try:
+        os.replace(final, old)
+    except OSError:
+        return
+    _remove(old)
 
 
 def _alive(pid: int) -> bool:
@@ -82,12 +108,12 @@ def publish(tmp: Path, final: Path, stage: str) -> None:
             shutil.rmtree(tmp, ignore_errors=True)  # someone else already published it
             return
         try:
-            if final.exists():
+            if final.exists() or final.is_symlink():
                 old = final.with_name(f".{final.name}.old-{os.getpid()}")
-                shutil.rmtree(old, ignore_errors=True)
+                _remove(old)
                 os.replace(final, old)
                 os.replace(tmp, final)
-                shutil.rmtree(old, ignore_errors=True)
+                _remove(old)
             else:
                 os.replace(tmp, final)
             return

@@ -23,6 +23,7 @@ from cs2sim.runtime.compiler.cache import (
     COMPILER_VERSION,
     checksum,
     complete_stage,
+    discard,
     publish,
     staging_dir,
 )
@@ -95,6 +96,20 @@ def _result(c: Compilation, directory: Path, reused: bool, t0: float, stop: str,
         est_samples_per_sec=float(est["samples_per_sec"]) if est else None,
         active_pes=int(est["active_pes"]) if est else None, total_pes=c.wafer.pes,
         plan=plan, log_lines=tuple(c.log))
+
+
+def _reusable(c: Compilation, final: Path) -> tuple[Plan | None, str | None]:
+    """(the plan of a complete compile directory, None), or (None, why it cannot be reused)."""
+    assert c.graph is not None
+    try:
+        plan = Plan.load(final)
+    except (OSError, ValueError, TypeError) as e:
+        return None, f"its {PLAN_FILE} cannot be read ({e})"
+    g = c.graph
+    why = plan.problem(mode=c.mode.value, model=c.model_name, checksum=c.checksum,
+                       batch_size=g.batch_size, dtype=g.dtype, num_csx=c.num_csx,
+                       blocks=list(g.blocks), pes=c.wafer.pes)
+    return (None, f"its {PLAN_FILE} does not fit the model: {why}") if why else (plan, None)
 
 
 def _notes(c: Compilation, seconds: float) -> list[str]:
@@ -188,11 +203,16 @@ def compile_run(model_name: str, params: dict[str, Any], model_dir: Path, *, mod
     final = model_dir / f"cs_{c.checksum}"
     done = complete_stage(final)
     if done == "compile" or (done == "validate" and stop_after == "validate"):
-        plan = Plan.load(final) if stop_after == "compile" else None
-        c.log.append(f"Reusing existing compilation in {final}")
-        if on_stage:
-            on_stage("Reusing existing compilation", n, n)
-        return _result(c, final, True, t0, stop_after, plan)
+        plan, why = _reusable(c, final) if stop_after == "compile" else (None, None)
+        if why is None:
+            c.log.append(f"Reusing existing compilation in {final}")
+            if on_stage:
+                on_stage("Reusing existing compilation", n, n)
+            return _result(c, final, True, t0, stop_after, plan)
+        log.warning(f"The compile directory {final} is marked complete but {why}; compiling "
+                    "again.")
+        c.log.append(f"Recompiling: {final} was damaged ({why})")
+        discard(final)
     for i in range(1, len(PASSES)):
         run(i)
         if stop_after == "validate" and PASSES[i].name == VALIDATE_LAST:

@@ -6,15 +6,21 @@ params and streams its shard of the batch sequence to the chief; COORDINATOR tas
 chief's end and exit with its outcome.
 
 Channel. The chief listens on a TCP socket and writes its address to
-`<model_dir>/.cs2sim/rendezvous/<job id>/chief.json` (written to a temp name and renamed);
-model_dir is on the file system every node shares (seed 001), so the tasks find each other on
-one host or many. TCP was measured against the alternatives (bench/input_bench.py, `channel`):
+`<model_dir>/.cs2sim/rendezvous/<job id>/chief.json` (runtime/job/rendezvous.py: 0600 in a 0700
+directory, removed at the job's end, or by the next reader after a kill -9); model_dir is on the
+file system every node shares (seed 001), so the tasks find each other on one host or many.
+Every connection must first prove it holds the job's secret (runtime/job/channel.py: HMAC
+challenge-response, bounded frames); one that does not is closed and named in the job's log,
+and the job goes on. TCP was measured against the alternatives (bench/input_bench.py, `channel`):
 one loopback stream moved 0.6-2.2 GB/s of batches, 1.5-6x a pickling multiprocessing.Queue;
 a shared-memory ring was 3-8x faster still but works on one host only, and TCP's ceiling is
 far above what this host's executors consume, so the channel is TCP.
 
-Frames: a 4-byte length, a JSON header, then the batch arrays' raw bytes (their dtype and shape
-in the header), received straight into preallocated numpy arrays (no pickle, no extra copy).
+Frames (runtime/job/channel.py): a 4-byte length, a JSON header, then the batch arrays' raw
+bytes, received straight into preallocated numpy arrays (no pickle, no extra copy) once the
+header's arrays have been checked against the batch layout the chief expects: the batch's rows
+from the chief's own plan, and the names, numeric dtypes and per-sample shapes of the split's
+first batch (every later batch of the split must match them exactly).
 
 Order (determinism). With S streamers and a session starting at batch s0, streamer r makes
 batches s0+r, s0+r+S, s0+r+2S, ... (round-robin by streamer rank, the ranks being SLURM_PROCID
@@ -55,7 +61,6 @@ import logging
 import os
 import queue
 import socket
-import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -68,7 +73,9 @@ import numpy as np
 
 from cs2sim.runtime.artifacts.atomic import atomic_write
 from cs2sim.runtime.data.stream import DataPosition
-from cs2sim.runtime.job.roles import Role, TaskInfo, rendezvous_dir, task_info
+from cs2sim.runtime.job import channel, rendezvous
+from cs2sim.runtime.job.channel import Closed, FrameError, Layout, recv_frame, send_frame
+from cs2sim.runtime.job.roles import Role, TaskInfo, task_info
 from cs2sim.system.errors import CsError, RuntimeFailure
 
 __all__ = [
@@ -85,18 +92,22 @@ __all__ = [
     "active_hub",
     "streamer_loop",
     "extra_work_rounds",
+    "recv_frame",
+    "send_frame",
 ]
 
 log = logging.getLogger("cs2sim.run")
 
-ADDR_FILE = "chief.json"
+ADDR_FILE = rendezvous.ADDR_FILE
 ENDED_FILE = "ended.json"
 ENDED_FRESH_S = 120.0  # an ended record this much older than the reading task is another job's
 ENDED_KEEP_S = 86400.0  # a chief removes other jobs' rendezvous directories ended this long ago
 POLL_S = 0.1  # how often a blocked side looks at liveness and stop flags
 MAX_THREADS = 32  # a streamer's producing threads: SLURM_CPUS_PER_TASK, at most this
 CHIEF_BUFFER = 64  # batches the chief holds ready over all its streamers (>= 1 per streamer)
-_LEN = struct.Struct("!I")
+HELLO_TIMEOUT_S = 5.0  # a connecting peer has this long to complete the handshake
+MAX_HANDSHAKES = 64  # handshakes in progress at once; more connections are closed at once
+MAX_REFUSAL_LINES = 50  # refused connections named in the log, one line each, per job
 
 
 def _timeout(name: str, default: float) -> float:
@@ -128,48 +139,6 @@ def extra_work_rounds() -> int:
         return max(0, int(os.environ.get("CS2SIM_INPUT_EXTRA_WORK", "0")))
     except ValueError:
         return 0
-
-
-# -- frames -------------------------------------------------------------------------------------
-class _Closed(Exception):
-    """The peer closed the connection."""
-
-
-def send_frame(sock: socket.socket, header: dict[str, Any],
-               arrays: dict[str, np.ndarray] | None = None) -> None:
-    """One frame: length, JSON header (with the arrays' dtype/shape), the arrays' bytes."""
-    arrays = arrays or {}
-    header = dict(header)
-    header["arrays"] = [[k, a.dtype.str, list(a.shape)] for k, a in arrays.items()]
-    head = json.dumps(header, separators=(",", ":")).encode()
-    sock.sendall(_LEN.pack(len(head)) + head)
-    for a in arrays.values():
-        sock.sendall(memoryview(np.ascontiguousarray(a)).cast("B"))
-
-
-def _recv_into(sock: socket.socket, view: memoryview) -> None:
-    got = 0
-    while got < len(view):
-        n = sock.recv_into(view[got:])
-        if n == 0:
-            raise _Closed()
-        got += n
-
-
-def recv_frame(sock: socket.socket) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """The next frame: (header, arrays); raises _Closed at EOF."""
-    size = bytearray(_LEN.size)
-    _recv_into(sock, memoryview(size))
-    head = bytearray(_LEN.unpack(size)[0])
-    _recv_into(sock, memoryview(head))
-    header = json.loads(head)
-    arrays: dict[str, np.ndarray] = {}
-    for name, dtype, shape in header.pop("arrays", []):
-        a = np.empty(shape, dtype=np.dtype(dtype))
-        if a.nbytes:
-            _recv_into(sock, memoryview(a).cast("B"))
-        arrays[name] = a
-    return header, arrays
 
 
 def _tune(sock: socket.socket) -> None:
@@ -208,11 +177,17 @@ class ChiefHub:
         self.num_streamers = info.num_streamers
         # ready batches per streamer: a 96-streamer job must not hold 96 x 4 batches
         self.prefetch = max(1, min(prefetch, CHIEF_BUFFER // max(1, info.num_streamers)))
-        self.dir = rendezvous_dir(model_dir, info.job_id)
-        self.dir.mkdir(parents=True, exist_ok=True)
+        self.dir = rendezvous.make_job_dir(model_dir, info.job_id)
         with contextlib.suppress(OSError):
             (self.dir / ENDED_FILE).unlink()  # an earlier job's with this id (a new store)
+        for job in rendezvous.clean_stale(model_dir, keep=str(info.job_id)):
+            log.info(f"Removed the rendezvous files of job {job}, whose chief was killed.")
         _prune(self.dir.parent)
+        secret = channel.env_secret()
+        if secret is None:  # started without our launcher: the tasks read it next to chief.json
+            secret = channel.new_secret()
+            rendezvous.write_secret(self.dir, secret)
+        self._secret = secret
         self._sock = socket.create_server(("", 0), backlog=max(128, info.num_streamers + 8))
         self.port = self._sock.getsockname()[1]
         self.links: dict[int, _Link] = {}
@@ -221,13 +196,17 @@ class ChiefHub:
         self._joined = threading.Condition(self._lock)
         self._closing = False
         self._session = 0
+        self._sessions: dict[int, tuple[str, Any, int]] = {}  # session -> (split, plan, start)
+        self._layouts: dict[str, Layout] = {}  # split -> its first batch's layout (rows = 0)
+        self._expect: dict[tuple[str, int], Layout] = {}  # (split, rows) -> the exact layout
+        self._handshakes = threading.BoundedSemaphore(MAX_HANDSHAKES)
+        self.refused = 0  # connections refused (named in the log)
         self.bad_hello: str | None = None
         hosts = [h for h in (host or os.environ.get("CS2SIM_CHIEF_HOST"),
                              _host_address(), "127.0.0.1") if h]
-        atomic_write(self.dir / ADDR_FILE, json.dumps({
-            "hosts": list(dict.fromkeys(hosts)), "port": self.port, "pid": os.getpid(),
-            "node": info.node, "job": info.job_id, "streamers": self.num_streamers,
-        }) + "\n")
+        rendezvous.write_address(self.dir, {
+            "hosts": list(dict.fromkeys(hosts)), "port": self.port, "node": info.node,
+            "job": info.job_id, "streamers": self.num_streamers})
         self._acceptor = threading.Thread(target=self._accept, name="chief-accept", daemon=True)
         self._acceptor.start()
 
@@ -235,49 +214,149 @@ class ChiefHub:
     def _accept(self) -> None:
         while not self._closing:
             try:
-                conn, _ = self._sock.accept()
+                conn, addr = self._sock.accept()
             except OSError:
                 return
-            threading.Thread(target=self._hello, args=(conn,), daemon=True).start()
+            if not self._handshakes.acquire(blocking=False):
+                self._refuse(addr, None, f"arrived while {MAX_HANDSHAKES} other connections "
+                             "were still in their handshake")
+                conn.close()
+                continue
+            threading.Thread(target=self._hello, args=(conn, addr), daemon=True,
+                             name="chief-hello").start()
 
-    def _hello(self, conn: socket.socket) -> None:
+    def _refuse(self, addr: Any, claim: dict[str, Any] | None, why: str) -> None:
+        """Name a refused connection in the job's log (at most MAX_REFUSAL_LINES lines)."""
+        with self._lock:
+            self.refused += 1
+            n = self.refused
+        if n > MAX_REFUSAL_LINES + 1:
+            return
+        if n == MAX_REFUSAL_LINES + 1:
+            log.warning(f"More than {MAX_REFUSAL_LINES} connections to the chief were refused; "
+                        "further ones are not logged.")
+            return
+        where = f"{addr[0]}:{addr[1]}" if isinstance(addr, tuple) and len(addr) >= 2 else "?"
+        log.warning(f"Refused a connection to the chief from {where}{_claimed(claim)}: it {why}; "
+                    "it is not a task of this job, and the job goes on.")
+
+    def _hello(self, conn: socket.socket, addr: Any) -> None:
+        """The handshake (runtime/job/channel.py); a peer that fails it is closed and named."""
+        header: dict[str, Any] | None = None
         try:
-            _tune(conn)
-            conn.settimeout(10.0)
-            header, _ = recv_frame(conn)
-            conn.settimeout(None)
-        except (OSError, _Closed, ValueError):
-            conn.close()
-            return
-        if header.get("job") != self.info.job_id:
-            conn.close()  # a task of another job found a stale address
-            return
+            try:
+                _tune(conn)
+                conn.settimeout(HELLO_TIMEOUT_S)
+                chief_nonce = channel.nonce()
+                send_frame(conn, {"type": "challenge", "nonce": chief_nonce})
+                header, _ = recv_frame(conn)
+                why = self._check_hello(header, chief_nonce)
+                if why is None:
+                    send_frame(conn, {"type": "welcome", "proof": channel.welcome_proof(
+                        self._secret, header["nonce"], chief_nonce)})
+                    conn.settimeout(None)
+            except TimeoutError:
+                why = f"sent no complete hello within {HELLO_TIMEOUT_S:g} s"
+            except Closed:
+                why = "closed the connection before its hello"
+            except FrameError as e:
+                why = f"sent {e}"
+            except OSError as e:
+                why = f"failed ({e.strerror or e})"
+            if why is not None:
+                self._refuse(addr, header, why)
+                conn.close()
+                return
+            assert header is not None
+            self._join(conn, header)
+        except Exception as e:  # noqa: BLE001 - a peer must never put a traceback in the log
+            self._refuse(addr, header, f"caused an error ({type(e).__name__})")
+            with contextlib.suppress(OSError):
+                conn.close()
+        finally:
+            self._handshakes.release()
+
+    def _check_hello(self, header: dict[str, Any], chief_nonce: str) -> str | None:
+        """Why this hello is refused, or None when it proves the job's secret."""
+        if header.get("type") not in ("streamer", "coordinator"):
+            return "sent no hello"
+        task_nonce = header.get("nonce")
+        if not isinstance(task_nonce, str) or not 16 <= len(task_nonce) <= 128:
+            return "sent a hello without a valid nonce"
+        expected = channel.hello_proof(self._secret, chief_nonce, task_nonce,
+                                       channel.claim_text(header))
+        if not channel.proof_ok(header.get("proof"), expected):
+            return "did not prove it holds the job's secret"
+        if header.get("job") != self.info.job_id:  # a task of another job, same secret: no
+            return f"belongs to job {str(header.get('job'))[:40]}"
+        rank = header.get("rank")
+        if header["type"] == "streamer" and type(rank) is not int:
+            return "claimed no streamer rank"
+        return None
+
+    def _join(self, conn: socket.socket, header: dict[str, Any]) -> None:
+        """An authenticated task joins: a coordinator, or the streamer of its rank."""
         with self._joined:
             if header.get("type") == "coordinator":
                 self.coordinators.append(conn)
                 log.debug(f"Coordinator task {header.get('procid')} on node "
                           f"{header.get('node')} joined")
                 return
-            rank = int(header.get("rank", -1))
+            rank = int(header["rank"])
             if not 0 <= rank < self.num_streamers or rank in self.links:
                 self.bad_hello = (f"task {header.get('procid')} on node {header.get('node')} "
                                   f"announced streamer rank {rank} of {self.num_streamers}")
                 conn.close()
                 self._joined.notify_all()
                 return
-            link = _Link(rank, int(header.get("procid", -1)), str(header.get("node", "?")),
-                         int(header.get("pid", -1)), conn, queue.Queue(maxsize=self.prefetch))
+            procid, pid = header.get("procid"), header.get("pid")
+            link = _Link(rank, procid if type(procid) is int else -1,
+                         str(header.get("node", "?"))[:64], pid if type(pid) is int else -1,
+                         conn, queue.Queue(maxsize=self.prefetch))
             link.reader = threading.Thread(target=self._read, args=(link,), daemon=True,
                                            name=f"chief-read-{rank}")
             self.links[rank] = link
             link.reader.start()
             self._joined.notify_all()
 
+    def _expected(self, link: _Link, header: dict[str, Any]) -> Layout:
+        """The exact array layout the frame `header` announces must have (FrameError if the
+        header itself is wrong): none for an error; for batch g of a session, the split's
+        names, dtypes and per-sample shapes with g's rows from the chief's own plan."""
+        kind = header.get("type")
+        if kind == "error":
+            return []
+        if kind != "batch":
+            raise FrameError(f"a frame of type {str(kind)[:20]!r}")
+        session, g = header.get("session"), header.get("g")
+        if type(session) is not int or session not in self._sessions:
+            raise FrameError(f"a batch of the unknown session {str(session)[:20]}")
+        split, plan, start = self._sessions[session]
+        total = plan.total_batches
+        if type(g) is not int or g < start or (total is not None and g >= total) \
+                or (g - start) % self.num_streamers != link.rank:
+            raise FrameError(f"batch {str(g)[:20]}, which is not one of its batches")
+        rows = _rows(plan, g)
+        layout = channel.check_arrays(header)  # well formed; now the exact shapes:
+        with self._lock:
+            known = self._layouts.get(split)
+            if known is None:  # the split's first batch fixes names, dtypes, sample shapes
+                if not layout or any(s[:1] != (rows,) for _, _, s in layout):
+                    raise FrameError(f"a first batch whose arrays do not have {rows} rows")
+                known = self._layouts[split] = [(n, d, (0, *s[1:])) for n, d, s in layout]
+            key = (split, rows)
+            if key not in self._expect:  # one object per shape: channel's check is then cheap
+                self._expect[key] = [(n, d, (rows, *s[1:])) for n, d, s in known]
+            return self._expect[key]
+
     def _read(self, link: _Link) -> None:
         """Move the streamer's frames into its queue (dropping other sessions' frames)."""
         try:
             while True:
-                header, arrays = recv_frame(link.sock)
+                header = channel.recv_header(link.sock)
+                layout = channel.check_arrays(header, self._expected(link, header))
+                arrays = channel.recv_arrays(link.sock, layout)
+                header.pop("arrays", None)
                 link.last = time.monotonic()
                 if header.get("session") != link.session or self._closing:
                     continue
@@ -289,10 +368,16 @@ class ChiefHub:
                     except queue.Full:
                         if header.get("session") != link.session or self._closing:
                             break
-        except _Closed:
+        except Closed:
             link.dead = "closed its connection"
+        except FrameError as e:
+            link.dead = f"sent {e}"
+            with contextlib.suppress(OSError):
+                link.sock.close()
         except OSError as e:
             link.dead = f"connection failed ({e.strerror or e})"
+        except Exception as e:  # noqa: BLE001 - no thread traceback: the chief names the task
+            link.dead = f"broke the channel ({type(e).__name__}: {e})"
 
     def wait_connected(self, timeout: float | None = None) -> None:
         """Block until every streamer has connected; RuntimeFailure names the missing ones."""
@@ -315,11 +400,13 @@ class ChiefHub:
                                      f"{self.bad_hello}; relaunch the job.")
 
     # sessions ----------------------------------------------------------------------------------
-    def open(self, split: str, start: int) -> int:
-        """Ask every streamer for `split` from batch `start` on; returns the session id."""
+    def open(self, split: str, start: int, plan: Any) -> int:
+        """Ask every streamer for `split` from batch `start` on; returns the session id.
+        `plan` (the chief's own) says how many rows each batch of the session has."""
         with self._lock:
             self._session += 1
             session = self._session
+            self._sessions[session] = (split, plan, start)
         for link in self.links.values():
             link.session = session
             link.last = time.monotonic()  # idle between sessions is not a stall
@@ -403,6 +490,29 @@ class ChiefHub:
         for s in socks:
             with contextlib.suppress(OSError):
                 s.close()
+        rendezvous.remove_job_dir(self.dir)  # chief.json and the secret; ended.json stays
+
+
+def _claimed(claim: dict[str, Any] | None) -> str:
+    """`, claiming to be streamer 0 (task 3 on node n1, pid 77)` for a refused peer's hello."""
+    if not claim:
+        return ""
+
+    def show(key: str) -> str:
+        return str(claim.get(key))[:40]
+
+    who = show("type")
+    if claim.get("rank") is not None:
+        who += f" {show('rank')}"
+    return (f", claiming to be {who} of job {show('job')} (task {show('procid')} on node "
+            f"{show('node')}, pid {show('pid')})")
+
+
+def _rows(plan: Any, g: int) -> int:
+    """Rows of batch g under the chief's plan (a shard plan asks its shard's plan)."""
+    if hasattr(plan, "shard_of"):
+        return len(plan.local(plan.shard_of(g)).indices(g))
+    return len(plan.indices(g))
 
 
 def write_ended(directory: Path, info: TaskInfo, status: int, text: str = "") -> None:
@@ -411,7 +521,7 @@ def write_ended(directory: Path, info: TaskInfo, status: int, text: str = "") ->
         atomic_write(directory / ENDED_FILE, json.dumps({
             "job": info.job_id, "status": int(status), "text": text, "at": time.time(),
             "pid": os.getpid(), "node": info.node,
-        }) + "\n")
+        }) + "\n", mode=0o600)
 
 
 class ChiefEnded(Exception):
@@ -425,9 +535,12 @@ class ChiefEnded(Exception):
 
 def read_ended(directory: Path, job_id: str) -> ChiefEnded | None:
     """This job's chief's ended record, if it has written one (see ENDED_FRESH_S)."""
+    raw = rendezvous.read_own(directory / ENDED_FILE)  # ours, bounded, not a symlink
     try:
-        record = json.loads((directory / ENDED_FILE).read_text())
-    except (OSError, ValueError):
+        record = json.loads(raw) if raw is not None else None
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(record, dict):
         return None
     try:
         if str(record["job"]) != str(job_id) or float(record["at"]) < _started() - ENDED_FRESH_S:
@@ -525,7 +638,7 @@ class RemoteStream(DataPosition):
         log.info(f"Waiting for {n} streamer(s) to prime the data pipeline")
         self.hub.wait_connected()
         self._s0 = self._g
-        self._session = self.hub.open(self.split, self._g)
+        self._session = self.hub.open(self.split, self._g, self.plan)
         total = self.plan.total_batches
         for link in self.hub.links.values():  # primed: each has its first batch queued
             if total is not None and self._s0 + link.rank >= total:
@@ -726,48 +839,83 @@ class ShardProducer:
 
 
 class StreamerConnection:
-    """A streamer's or coordinator's link to its chief, found through the rendezvous file."""
+    """A streamer's or coordinator's link to its chief, found through the rendezvous file and
+    opened with the handshake of runtime/job/channel.py (the chief proves the secret too)."""
 
-    def __init__(self, info: TaskInfo, model_dir: Path, hello: dict[str, Any]) -> None:
+    def __init__(self, info: TaskInfo, model_dir: Path, hello: dict[str, Any],
+                 secret: bytes | None = None) -> None:
         self.info = info
-        self.dir = rendezvous_dir(model_dir, info.job_id)
-        path = self.dir / ADDR_FILE
+        self.dir = d = rendezvous.job_dir(model_dir, info.job_id)
+        claim = {"job": info.job_id, "procid": info.procid, "node": info.node,
+                 "pid": os.getpid(), **hello}
         deadline = time.monotonic() + rendezvous_timeout()
+        refused: str | None = None
         while True:
-            sock = _connect(path)
+            key = secret or channel.env_secret() or rendezvous.read_secret(d)
+            sock = _connect(d, info.job_id) if key is not None else None
             if sock is not None:
-                break
-            ended = read_ended(self.dir, info.job_id)
+                assert key is not None
+                try:
+                    self.sock = _handshake(sock, key, claim)
+                    return
+                except (OSError, Closed, FrameError, RuntimeFailure) as e:
+                    refused = str(e) if isinstance(e, RuntimeFailure) else None
+                    with contextlib.suppress(OSError):
+                        sock.close()
+            ended = read_ended(d, info.job_id)  # the chief ended (maybe just now): its outcome
             if ended is not None:
                 raise ended
             if time.monotonic() > deadline:
-                raise RuntimeFailure(f"{info.name} found no chief at {path} within "
+                if refused:
+                    raise RuntimeFailure(refused)
+                raise RuntimeFailure(f"{info.name} found no chief at {d / ADDR_FILE} within "
                                      f"{rendezvous_timeout():g} s; is task 0 running?")
             time.sleep(POLL_S)
-        self.sock = sock
-        try:
-            send_frame(sock, {"job": info.job_id, "procid": info.procid, "node": info.node,
-                              "pid": os.getpid(), **hello})
-        except OSError:  # the chief stopped listening just now: did it end?
-            ended = read_ended(self.dir, info.job_id)
-            if ended is not None:
-                raise ended from None
-            raise
 
     def ended(self) -> ChiefEnded | None:
         """The chief's ended record, once the connection closed without an `end` frame."""
         return read_ended(self.dir, self.info.job_id)
 
 
-def _connect(path: Path) -> socket.socket | None:
-    try:
-        addr = json.loads(path.read_text())
-    except (OSError, ValueError):
+def _handshake(sock: socket.socket, secret: bytes, claim: dict[str, Any]) -> socket.socket:
+    """Answer the chief's challenge and check its proof; the connected socket."""
+    sock.settimeout(HELLO_TIMEOUT_S)
+    challenge, _ = recv_frame(sock)
+    chief_nonce = challenge.get("nonce")
+    if challenge.get("type") != "challenge" or not isinstance(chief_nonce, str):
+        raise FrameError("no challenge")
+    task_nonce = channel.nonce()
+    hello = {**claim, "nonce": task_nonce}
+    hello["proof"] = channel.hello_proof(secret, chief_nonce, task_nonce,
+                                         channel.claim_text(hello))
+    send_frame(sock, hello)
+    welcome, _ = recv_frame(sock)
+    expected = channel.welcome_proof(secret, task_nonce, chief_nonce)
+    if welcome.get("type") != "welcome" or not channel.proof_ok(welcome.get("proof"), expected):
+        raise RuntimeFailure("the process listening at the chief's address did not prove it "
+                             "holds the job's secret; the job's rendezvous files were replaced "
+                             "or the launcher's secret differs between tasks.")
+    sock.settimeout(None)
+    return sock
+
+
+def _connect(d: Path, job_id: str) -> socket.socket | None:
+    """A TCP connection to the chief chief.json names (None: no live chief there yet)."""
+    addr = rendezvous.read_address(d)
+    if addr is None or addr.get("job") != job_id:
         return None
-    for host in addr.get("hosts", []):
+    if rendezvous.chief_gone(addr):  # a kill -9'd chief's leftover (the next chief removes it)
+        return None
+    port = addr.get("port")
+    hosts = addr.get("hosts")
+    if type(port) is not int or not isinstance(hosts, list):
+        return None
+    for host in hosts[:8]:
+        if not isinstance(host, str):
+            continue
         try:
-            sock = socket.create_connection((host, int(addr["port"])), timeout=2.0)
-        except OSError:
+            sock = socket.create_connection((host, port), timeout=2.0)
+        except (OSError, ValueError, OverflowError):
             continue
         sock.settimeout(None)
         _tune(sock)
@@ -802,7 +950,7 @@ class _Control:
                         self.cv.notify_all()
                         return
                     self.cv.notify_all()
-        except (_Closed, OSError):
+        except Exception:  # noqa: BLE001 - EOF, a bad frame or an error: the chief is lost
             with self.cv:
                 self.lost = self.ended is None
                 self.request = None

@@ -45,7 +45,7 @@ import numpy as np
 from cs2sim.runtime.numerics.clipping import check_clipping
 from cs2sim.runtime.numerics.loss_scale import build_loss_scaler
 from cs2sim.runtime.numerics.schedules import Schedule, build_schedule, check_learning_rate
-from cs2sim.runtime.schema import REQUIRED, Key, Schema, non_negative, positive, unit_interval
+from cs2sim.runtime.schema import REQUIRED, Key, Schema, non_negative, unit_interval
 from cs2sim.runtime.threads import run_chunks, workers
 from cs2sim.system.errors import ConfigError, RuntimeFailure
 
@@ -335,6 +335,28 @@ def _number_phrase(v: Any) -> str | None:
     return None if ok else "must be a number >= 0"
 
 
+def _epsilon_phrase(v: Any) -> str | None:
+    """Adam's epsilon keeps m / (sqrt(v) + eps) finite: 0 < eps <= 1 (0 gives 0/0 = NaN)."""
+    try:
+        x = float(v)
+        ok = not isinstance(v, bool) and math.isfinite(x) and 0 < x <= 1.0
+    except (TypeError, ValueError):
+        ok = False
+    return None if ok else "must be a number in (0, 1] (Adam divides by sqrt(v) + epsilon)"
+
+
+def _closed(lo: float, hi: float, why: str) -> Any:
+    """Schema check: lo <= v <= hi, with the reason shown."""
+    def check(v: Any) -> str | None:
+        return None if lo <= v <= hi else f"must be in [{lo:g}, {hi:g}] ({why})"
+    return check
+
+
+MAX_LOSS_SCALE = 2.0**64  # past this a float32 gradient times the scale overflows at once
+MAX_STEPS_PER_INCREASE = 10**9
+MAX_GRAD_ACCUM = 2**16
+
+
 _NUM = (int, float)
 OPTIMIZER_SCHEMA: Schema = {
     "optimizer_type": Key(
@@ -360,44 +382,54 @@ OPTIMIZER_SCHEMA: Schema = {
         (int, float, str),
         None,
         "Adam epsilon (default 1e-8; 1e-5 with mixed precision)",
-        check=_number_phrase,
+        check=_epsilon_phrase,
     ),
     "eps": Key(
         (int, float, str),
         None,
         "Adam epsilon (PyTorch spelling; overrides epsilon)",
-        check=_number_phrase,
+        check=_epsilon_phrase,
     ),
     "correct_bias": Key(
         bool, None, "Adam bias correction (default True for adam, False for adamw)"
     ),
     "use_bias_correction": Key(bool, None, "TF spelling of correct_bias"),
     "weight_decay_rate": Key(
-        _NUM, 0.0, "decoupled (adamw) or L2 (sgd, adam) weight decay", check=non_negative
+        _NUM, 0.0, "decoupled (adamw) or L2 (sgd, adam) weight decay",
+        check=_closed(0, 1, "a fraction of the weights per step"),
     ),
     "weight_decay": Key(
-        _NUM, None, "weight_decay_rate (Model Zoo 2.x spelling; overrides it)", check=non_negative
+        _NUM, None, "weight_decay_rate (Model Zoo 2.x spelling; overrides it)",
+        check=_closed(0, 1, "a fraction of the weights per step"),
     ),
     "exclude_from_weight_decay": Key(
         list, None, "regexes of parameter names not decayed (default: biases and norms)"
     ),
-    "max_gradient_norm": Key(_NUM, None, "clip gradients by global norm (None or 0 = off)"),
-    "max_gradient_value": Key(_NUM, None, "clip gradients to [-v, v] (None or 0 = off)"),
-    "grad_accum_steps": Key(int, 1, "micro-batches accumulated per optimizer step", check=positive),
+    "max_gradient_norm": Key(_NUM, None, "clip gradients by global norm (None or 0 = off)",
+                             check=non_negative),
+    "max_gradient_value": Key(_NUM, None, "clip gradients to [-v, v] (None or 0 = off)",
+                              check=non_negative),
+    "grad_accum_steps": Key(int, 1, "micro-batches accumulated per optimizer step",
+                            check=_closed(1, MAX_GRAD_ACCUM, "micro-batches per step")),
     "use_cs_grad_accum": Key(bool, False, "PyTorch gradient accumulation on the CS system"),
     "loss_scaling_factor": Key(
         (int, float, str), 1.0, "a number (static) or 'dynamic'", check=_scale_phrase
     ),
     "initial_loss_scale": Key(
-        _NUM, None, "dynamic loss scale at the start (2**15; 2**31 for cbfloat16)", check=positive
+        _NUM, None, "dynamic loss scale at the start (2**15; 2**31 for cbfloat16)",
+        check=_closed(2.0**-64, MAX_LOSS_SCALE, "a power-of-two-like scale of the loss"),
     ),
-    "steps_per_increase": Key(int, 2000, "steps between loss scale doublings", check=positive),
-    "min_loss_scale": Key(_NUM, None, "smallest dynamic loss scale (2**-14)", check=positive),
+    "steps_per_increase": Key(int, 2000, "steps between loss scale doublings",
+                              check=_closed(1, MAX_STEPS_PER_INCREASE, "steps")),
+    "min_loss_scale": Key(_NUM, None, "smallest dynamic loss scale (2**-14)",
+                          check=_closed(2.0**-64, MAX_LOSS_SCALE, "a scale of the loss")),
     "max_loss_scale": Key(
-        _NUM, None, "largest dynamic loss scale (2**15; 2**31 for cbfloat16)", check=positive
+        _NUM, None, "largest dynamic loss scale (2**15; 2**31 for cbfloat16)",
+        check=_closed(2.0**-64, MAX_LOSS_SCALE, "a scale of the loss"),
     ),
     "overflow_tolerance": Key(
-        _NUM, 0.05, "overflowed-step ratio beyond which the loss scale halves", check=non_negative
+        _NUM, 0.05, "overflowed-step ratio beyond which the loss scale halves",
+        check=_closed(0, 1, "a ratio of steps"),
     ),
     "log_summaries": Key(bool, False, "write lr, loss_scale and gradient-norm summaries"),
 }
@@ -483,4 +515,20 @@ def check_optimizer_params(opt_params: Mapping, half: str = "float32") -> None:
         _float(opt_params, "max_gradient_norm", 0.0), _float(opt_params, "max_gradient_value", 0.0)
     )
     build_loss_scaler(opt_params, half)
-    OPTIMIZERS[kind]({}, 0.0, **_hyper(opt_params, kind, half))
+    # the bounds must agree even when a static scale leaves them unused (the initial scale is
+    # clamped into them, as in TF)
+    from cs2sim.runtime.numerics.loss_scale import loss_scale_defaults
+
+    bounds = {**loss_scale_defaults(half),
+              **{k: opt_params[k] for k in ("min_loss_scale", "max_loss_scale")
+                 if opt_params.get(k) is not None}}
+    lo, hi = float(bounds["min_loss_scale"]), float(bounds["max_loss_scale"])
+    if not lo <= hi:
+        raise ConfigError(f"optimizer.min_loss_scale ({lo:g}) is above optimizer.max_loss_scale "
+                          f"({hi:g}); the smallest loss scale must not exceed the largest.")
+    hyper = _hyper(opt_params, kind, half)
+    for i, beta in enumerate(("beta1", "beta2")):
+        if beta in hyper and opt_params.get("betas") is not None and not 0 <= hyper[beta] < 1:
+            raise ConfigError(f"optimizer.betas[{i}] ({beta}) must be in [0, 1), not "
+                              f"{hyper[beta]!r}.")
+    OPTIMIZERS[kind]({}, 0.0, **hyper)

@@ -19,7 +19,9 @@ from typing import Any, Protocol
 from cs2sim.system.sched import queue
 from cs2sim.system.sched.allocation import Allocation, Events
 from cs2sim.system.sched.fit import NodeInfo
+from cs2sim.system.sched.guard import JobGuard
 from cs2sim.system.sched.layout import Task, layout
+from cs2sim.system.sched.pycmd import secret_env
 from cs2sim.system.sched.request import JobRequest
 from cs2sim.system.sched.runner import StepResult, run_step
 
@@ -73,9 +75,14 @@ class EmbeddedBackend:
 
         assert isinstance(store, Store)
         self.store = store
-        self.log_root = log_root if log_root is not None else store.home / "slurm"
+        if log_root is None:  # a member of a shared store may not write its owner's home
+            from cs2sim.system.store_remote import member_log_root
+
+            log_root = store.home / "slurm" if store.remote is None else member_log_root()
+        self.log_root = log_root
         self.base_env = base_env
         self._nodes: list[NodeInfo] | None = None
+        self.guard: JobGuard | None = None
 
     @property
     def nodes(self) -> list[NodeInfo]:
@@ -91,6 +98,10 @@ class EmbeddedBackend:
         cancel` prints `srun: Job has been cancelled` and `srun: error: Unable to allocate
         resources: Job/step already completing or completed`; Ctrl-C or SIGTERM while pending
         prints `srun: Job allocation N has been revoked`; srun exits 1 in both cases."""
+        # the job's guard (guard.py): if this launcher is killed, the queue keeps the job's
+        # nodes until the guard has ended every process of the job
+        if self.guard is None:
+            self.guard = JobGuard.start()
         job_id = queue.submit(self.store, request, user=user, nodes=self.nodes)
         # The FIFO exists from here on; the state read below comes after it, so a pass that
         # started the job in between is seen by the read, and any later one wakes us.
@@ -107,6 +118,7 @@ class EmbeddedBackend:
                     events("srun: Job has been cancelled")
                     events("srun: error: Unable to allocate resources: Job/step already "
                            "completing or completed")
+                    self._drop_guard()
                     return None
                 if not queued:
                     events(f"srun: job {job_id} queued and waiting for resources")
@@ -114,6 +126,7 @@ class EmbeddedBackend:
                 if stop_requested() is not None:
                     queue.finish(self.store, job_id, "CANCELLED", None, self.nodes)
                     events(f"srun: Job allocation {job_id} has been revoked")
+                    self._drop_guard()
                     return None
                 now = time.monotonic()
                 if now >= recheck_at:
@@ -136,6 +149,7 @@ class EmbeddedBackend:
         tasks = self.tasks(alloc, user=login_name())
         env = dict(os.environ if self.base_env is None else self.base_env)
         env.update(alloc.request.env)
+        env.update(secret_env())
         log_dir = None if alloc.request.pty else self.log_root / str(alloc.job_id)
 
         def stop() -> int | None:
@@ -147,7 +161,7 @@ class EmbeddedBackend:
         return run_step(tasks, alloc.request.command, job_id=alloc.job_id, out=out, err=err,
                         log_dir=log_dir, base_env=env,
                         kill_on_bad_exit=alloc.request.kill_on_bad_exit, pty=alloc.request.pty,
-                        stop_requested=stop, on_started=on_started)
+                        stop_requested=stop, on_started=on_started, guard=self.guard)
 
     _last_check = 0.0
 
@@ -170,6 +184,12 @@ class EmbeddedBackend:
             state = "COMPLETED" if result.exit_code == 0 else "FAILED"
             code = result.exit_code
         queue.finish(self.store, alloc.job_id, state, code, self.nodes)
+        self._drop_guard()  # run_step ended every process: the guard may go
+
+    def _drop_guard(self) -> None:
+        if self.guard is not None:
+            self.guard.close()
+            self.guard = None
 
     def cancel(self, job_id: int, *, user: str, admin: bool) -> None:
         queue.cancel(self.store, job_id, user=user, admin=admin)

@@ -17,6 +17,17 @@ from dataclasses import dataclass
 __all__ = ["PyCommand", "FLOW_WORDS", "classify", "exec_argv"]
 
 FLOW_ENV = "CS2SIM_FLOW"  # runtime/job/flow.py reads it; system/ may not import runtime
+# The job's secret (hex), a fresh one per job in every task's environment: the chief's channel
+# (runtime/job/channel.py) admits only peers that prove they hold it. A process's environment
+# is readable by its own user only (/proc/<pid>/environ is 0400).
+SECRET_ENV = "CS2SIM_JOB_SECRET"
+
+
+def secret_env() -> dict[str, str]:
+    """The environment entry that gives one job its secret."""
+    import secrets
+
+    return {SECRET_ENV: secrets.token_hex(32)}
 FLOW_WORDS = {"python": "", "python3": "", "python-ws": "ws", "python-pt": "pt"}
 
 

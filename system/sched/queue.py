@@ -35,6 +35,7 @@ from cs2sim.system import audit
 from cs2sim.system.errors import CsError, PermissionDenied, ResourceError, UsageError
 from cs2sim.system.jobs import next_id, process_alive, process_start, this_host
 from cs2sim.system.sched.fit import NodeInfo, Pending, fifo_pass, never_fits
+from cs2sim.system.sched.guard import guard_running
 from cs2sim.system.sched.request import Component, JobRequest
 
 if TYPE_CHECKING:
@@ -256,7 +257,8 @@ class _Alive:
             return True  # another host's launcher: only that host can tell
         key = (pid, start)
         if key not in self.seen:
-            self.seen[key] = process_alive(pid, start)
+            # a killed launcher's job lives on while its guard ends its processes (guard.py)
+            self.seen[key] = process_alive(pid, start) or guard_running(pid)
         return self.seen[key]
 
 

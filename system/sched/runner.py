@@ -11,8 +11,10 @@ Every task: its own Slurm environment (layout.Task.env), stdout/stderr on pipes 
 (which writes each complete line to its own stdout/stderr and to the task's log file), stdin
 /dev/null (Slurm's default for all tasks but the first, which we also close: no task reads the
 launcher's terminal except in pty mode), PR_SET_PDEATHSIG so a launcher killed with SIGKILL
-takes its tasks with it, and one process group per job so a terminal's Ctrl-C reaches only the
-launcher, which then stops the whole job.
+takes its tasks with it, and a session of its own (so a terminal's Ctrl-C reaches only the
+launcher, which then stops the whole job, and everything the task starts can be found by its
+session id). Whatever a task started is ended with the job, before its nodes are freed, on
+every path, kill -9 of the launcher included: see guard.py.
 
 Kill-on-bad-exit: the first task to fail is reported as srun does
 (`srun: error: <node>: task <id>: Exited with exit code <n>`); the others get SIGTERM, then
@@ -35,8 +37,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cs2sim.system.sched.guard import JobGuard, become_subreaper, end_processes
 from cs2sim.system.sched.layout import Task
-from cs2sim.system.sched.pycmd import FLOW_ENV, PyCommand, classify, exec_argv
+from cs2sim.system.sched.pycmd import FLOW_ENV, SECRET_ENV, PyCommand, classify, exec_argv
 
 __all__ = ["StepResult", "TaskExit", "run_step", "preload"]
 
@@ -98,11 +101,11 @@ def _libc_prctl() -> Callable[[int, int], int] | None:
         return None
 
 
-def _child_common(task: Task, out_w: int, err_w: int, pgid: int, prctl: object) -> None:
-    """In the child, before running anything: process group, death signal, fds, signals."""
-    if pgid >= 0:
+def _child_common(task: Task, out_w: int, err_w: int, session: bool, prctl: object) -> None:
+    """In the child, before running anything: its session, death signal, fds, signals."""
+    if session:
         with contextlib.suppress(OSError):
-            os.setpgid(0, pgid)
+            os.setsid()  # session id = this task's pid: its descendants carry it
     if prctl is not None:
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # type: ignore[operator]
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGCHLD, signal.SIGHUP):
@@ -184,12 +187,12 @@ def _print_user_traceback(e: BaseException) -> None:
 
 
 def _child(task: Task, argv: tuple[str, ...], pycmd: PyCommand | None, base_env: dict[str, str],
-           fds: tuple[int, int], pgid: int, prctl: object, keep_fds: set[int],
+           fds: tuple[int, int], session: bool, prctl: object, keep_fds: set[int],
            go: int) -> None:
     """Body of a forked task; never returns."""
     code = 1
     try:
-        _child_common(task, fds[0], fds[1], pgid, prctl)
+        _child_common(task, fds[0], fds[1], session, prctl)
         for fd in keep_fds:  # the other tasks' pipe ends and the launcher's files
             with contextlib.suppress(OSError):
                 os.close(fd)
@@ -261,7 +264,9 @@ class _Step:
         self.pids: dict[int, Task] = {}
         self.exits: dict[int, TaskExit] = {}
         self.stopping: set[int] = set()  # procids we signalled
-        self.pgid = -1
+        self.sids: set[int] = set()  # every task's session (its pid), pty mode aside
+        self.close_in_child: set[int] = set()  # the guard's pipe: no task may hold it
+        self.exclude: set[int] = set()  # the launcher's children that are not the job's
         self.sel = selectors.DefaultSelector()
         self.partial: dict[tuple[int, int], bytes] = {}
         self.logs: dict[int, int] = {}
@@ -295,19 +300,14 @@ class _Step:
                 pid = os.fork()
                 if pid == 0:
                     _child(task, self.argv, pycmd, base_env, (out_w, err_w),
-                           -1 if self.pty else (0 if self.pgid < 0 else self.pgid),
-                           prctl, others, go_r)
-                if not self.pty:
-                    if self.pgid < 0:
-                        self.pgid = pid
-                    with contextlib.suppress(OSError):  # the child may have done it already
-                        os.setpgid(pid, self.pgid)
+                           not self.pty, prctl, others | self.close_in_child, go_r)
                 self.pids[pid] = task
                 if out_w >= 0:
                     os.close(out_w)
                     os.close(err_w)
                     self.sel.register(out_r, selectors.EVENT_READ, (task.procid, 1))
                     self.sel.register(err_r, selectors.EVENT_READ, (task.procid, 2))
+            self.sids = set(self.pids) if not self.pty else set()
             self._write_pids()
         finally:
             os.close(go_w)  # go: every task starts now
@@ -381,10 +381,20 @@ class _Step:
         return done
 
     def signal_all(self, sig: int) -> None:
+        """Signal every running task's whole process group (the task and what it started)."""
         for pid, task in list(self.pids.items()):
             self.stopping.add(task.procid)
+            if not self.pty:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pid, sig)  # its group: the task is its session's leader
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, sig)
+                os.kill(pid, sig)  # a task that has not reached its setsid yet
+
+    def end_leftovers(self) -> int:
+        """SIGKILL what the tasks left behind (their sessions; orphans re-parented to us)."""
+        if self.pty:
+            return end_processes(set(), parent=os.getpid(), exclude=self.exclude)
+        return end_processes(self.sids, parent=os.getpid(), exclude=self.exclude)
 
     def close(self) -> None:
         for key in list(self.sel.get_map().values()):
@@ -409,19 +419,30 @@ def run_step(
     stop_requested: Callable[[], int | None] = lambda: None,
     grace: float = GRACE_S,
     on_started: Callable[[float], None] | None = None,
+    guard: JobGuard | None = None,
 ) -> StepResult:
-    """Start every task, merge their output, enforce kill-on-bad-exit, wait for all.
+    """Start every task, merge their output, enforce kill-on-bad-exit, wait for all; then end
+    whatever the tasks left running (guard.py), so the caller may free the nodes.
 
     `stop_requested()` is polled: a signal number (SIGINT on Ctrl-C, SIGTERM on cancel) stops
-    the step. Messages go to `err` exactly as srun words them.
+    the step. Messages go to `err` exactly as srun words them. `guard` (the job's guard.py
+    process) learns the tasks' sessions, to end them if this launcher is killed.
     """
     t0 = time.perf_counter()
     step = _Step(tasks, argv, log_dir, out, err, pty)
     env = dict(os.environ if base_env is None else base_env)
     result = StepResult([], 0, log_dir=log_dir)
     first_bad: TaskExit | None = None
+    if guard is not None:
+        step.close_in_child.add(guard.fd)
+        step.exclude.add(guard.pid)
+    become_subreaper()  # orphans of the tasks' processes come to us, not to init
+    cleaned = False
     try:
         step.start(env)
+        if guard is not None:
+            marker = f"{SECRET_ENV}={env[SECRET_ENV]}" if env.get(SECRET_ENV) else None
+            guard.watch(sorted(step.sids), marker)
         result.started_s = time.perf_counter() - t0
         if on_started is not None:
             on_started(result.started_s)
@@ -446,6 +467,9 @@ def run_step(
             if kill_at is not None and time.monotonic() > kill_at and step.pids:
                 step.signal_all(signal.SIGKILL)
                 kill_at = None
+            if not step.pids and not cleaned:
+                step.end_leftovers()  # what the tasks started ends with them
+                cleaned = True
             if not step.pids and step.sel.get_map():
                 step.pump(0.05)  # drain what the last tasks wrote
                 if not step.pids:
@@ -461,6 +485,7 @@ def run_step(
                 except ChildProcessError:
                     break
                 step.pids.pop(pid, None)
+        step.end_leftovers()  # on every path: no process of the job outlives the step
         step.close()
     result.exits = [step.exits[t.procid] for t in tasks if t.procid in step.exits]
     # the rest, grouped per node as srun does: "srun: error: n1: tasks 2-4: Terminated"

@@ -38,6 +38,7 @@ from cs2sim.system.sched import queue
 from cs2sim.system.sched.allocation import Allocation, Events
 from cs2sim.system.sched.fit import NodeInfo
 from cs2sim.system.sched.hostlist import expand
+from cs2sim.system.sched.pycmd import secret_env
 from cs2sim.system.sched.request import Component, JobRequest, SrunCommand
 from cs2sim.system.sched.runner import StepResult, TaskExit
 
@@ -89,6 +90,19 @@ def srun_missing() -> str | None:
             return (f"the scheduler is slurm but `{tool}` is not on PATH; install the Slurm "
                     "client (slurm-client) or set CS2_SCHEDULER=embedded.")
     return None
+
+
+def _end_with_launcher() -> None:
+    """In srun, before exec: SIGTERM when the launcher dies (a kill -9 cannot run our cleanup).
+    srun then cancels the step ("forcing job termination"), and Slurm kills the step's tasks.
+    What a task started and left behind (re-parented to init) is beyond Slurm's reach under
+    proctrack/linuxproc; a site that needs that uses proctrack/cgroup (docs/security.md)."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def _client(args: list[str], timeout: float = CLIENT_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
@@ -285,6 +299,7 @@ class SlurmBackend:
                              "request.srun_command (csrun_wse does).")
         env = dict(os.environ if self.base_env is None else self.base_env)
         env.update(request.env)
+        env.update(secret_env())  # srun passes it to every task (the chief's channel)
         # the task runs the same command words on every node: `python-ws` etc. must resolve to
         # this installation (same path on every node, see docs/slurm.md)
         bindir = os.path.dirname(sys.executable)
@@ -300,6 +315,7 @@ class SlurmBackend:
                 stdout=None if pty else subprocess.PIPE,
                 stderr=None if pty else subprocess.PIPE,
                 start_new_session=not pty,  # Ctrl-C reaches the launcher, which cancels the job
+                preexec_fn=_end_with_launcher,
             )
         except OSError as e:
             raise ConfigError(f"cannot run srun: {e.strerror}; install the Slurm client or set "

@@ -91,6 +91,9 @@ def preload() -> None:
     import cs2sim.csshell.prompts  # noqa: F401
     import cs2sim.system.cluster  # noqa: F401
     import cs2sim.system.machine  # noqa: F401
+    import cs2sim.system.sched.backend  # noqa: F401
+    import cs2sim.system.store_remote  # noqa: F401
+    import cs2sim.system.store_service  # noqa: F401
 
 
 def run_as(user: pwd.struct_passwd, fn: Callable[[], Any], env: dict[str, str]) -> Any:

@@ -59,11 +59,18 @@ def cs_as_other(home: Path, *argv: str, **env: str) -> tuple[int, str, str]:
     return run_as(OTHER, run, {**base, **env})  # type: ignore[no-any-return]
 
 
-def open_to_all(home: Path) -> None:
-    """A store an admin has shared with everyone (dir 0777, files 0666)."""
-    home.chmod(0o777)
-    for p in home.iterdir():
-        p.chmod(0o666)
+@contextlib.contextmanager
+def shared_with_other(home: Path) -> Iterator[None]:
+    """A store an admin has shared with the other user's group, through its store service
+    (issue 21: group write on the files was no boundary; docs/security.md)."""
+    from cs2sim.system.store_service import PID_NAME, share
+
+    assert OTHER is not None
+    share(home, OTHER.pw_gid)
+    try:
+        yield
+    finally:
+        os.kill(int((home / PID_NAME).read_text()), 15)  # the service share() started
 
 
 def test_spoofed_logname_does_not_make_another_user_an_admin(shared: Path) -> None:
@@ -72,9 +79,9 @@ def test_spoofed_logname_does_not_make_another_user_an_admin(shared: Path) -> No
     with Store.open(home) as store:  # created by root: root is its admin
         Machine(store).status()
         admin_name = entries(store)[0].user if entries(store) else "root"
-    open_to_all(home)
     spoof = {"LOGNAME": "root", "USER": "root", "LNAME": "root", "USERNAME": "root"}
-    code, out, err = cs_as_other(home, "-c", "system standby --yes", **spoof)
+    with shared_with_other(home):
+        code, out, err = cs_as_other(home, "-c", "system standby --yes", **spoof)
     assert code == 77, (code, out, err)
     assert f"you are logged in as {OTHER.pw_name} (user)" in err
     with Store.open(home) as store:

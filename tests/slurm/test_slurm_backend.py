@@ -4,9 +4,12 @@ pass through; kill-on-bad-exit, scancel and the console's queue view."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import signal
+import sqlite3
 import subprocess
 import time
 from pathlib import Path
@@ -260,3 +263,47 @@ def test_a_node_failure_fails_the_job_naming_node_and_tasks(site, tmp_path):
             "(Slurm: Node failure)") in err
     row = store_row(Path(site["CS2_HOME"]), job)
     assert row is not None and row["state"] == "NODE_FAIL", row
+
+
+def test_kill_9_of_the_launcher_ends_the_job_and_its_tasks_processes(site, tmp_path):
+    """srun dies with its launcher (PR_SET_PDEATHSIG) and cancels the step: Slurm ends the
+    tasks and what they started while they run (docs/security.md: what escapes
+    proctrack/linuxproc)."""
+    tag = str(time.time_ns() % 10**8).zfill(8)
+    body = f"sleep 600.{tag}1 & touch {tmp_path}/ready.$SLURM_PROCID; sleep 600.{tag}2"
+    proc = subprocess.Popen(
+        [script("csrun_wse"), "--total-nodes=1", "--tasks-per-node=2", "--cpus-per-task=1",
+         "bash", "-c", body], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env=site, stdin=subprocess.DEVNULL)
+
+    def tagged() -> list[int]:
+        out = subprocess.run(["pgrep", "-f", f"^sleep 600.{tag}"], capture_output=True,
+                             text=True).stdout
+        return [int(p) for p in out.split()]
+
+    try:
+        deadline = time.monotonic() + 30
+        while len(list(tmp_path.glob("ready.*"))) < 2 or len(tagged()) < 4:
+            assert time.monotonic() < deadline, "the tasks did not start"
+            time.sleep(0.1)
+        job = None
+        while job is None:  # the launcher records the job once srun or squeue named its id
+            assert time.monotonic() < deadline, "the launcher recorded no Slurm job"
+            with contextlib.suppress(sqlite3.Error), \
+                    sqlite3.connect(Path(site["CS2_HOME"]) / "cs2sim.db") as db:
+                job = db.execute("SELECT max(id) FROM slurm_jobs").fetchone()[0]
+            time.sleep(0.1)
+        proc.kill()
+        proc.communicate(timeout=10)
+        deadline = time.monotonic() + 40  # srun's KillWait may apply
+        while tagged():
+            assert time.monotonic() < deadline, f"left running: {tagged()}"
+            time.sleep(0.2)
+        assert gone_from_squeue(job)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=10)
+        for pid in tagged():  # only this test's own, by pid
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

@@ -111,6 +111,7 @@ def test_a_stalled_streamer_is_named_after_the_timeout(tmp_path, jobs, monkeypat
     monkeypatch.setenv("CS2SIM_STREAMER_TIMEOUT", "1.5")
     argv = ["-m", "train", "-p", FC_SMALL, "-o", str(tmp_path / "md")]
     params, hub, job = _chief(tmp_path, "fc_mnist", argv, (1, 2), jobs, job="815")
+    hub.wait_connected(30)  # starting the streamers is not what is timed (a loaded host is slow)
     seed = params["runconfig"]["seed"]
     remote = RemoteStream(hub, build_input(params, "train", "fc_mnist", seed), "train")
     stopped = job.proc(2)  # streamer rank 1

@@ -1,0 +1,235 @@
+"""The chief's channel, frame by frame: bounded frames, the job's secret, the handshake.
+
+Anyone on the host (or the network) can connect to the chief's port, so nothing a peer sends is
+trusted before it has proved it holds the job's secret, and nothing is allocated before it is
+checked:
+
+Frames. A 4-byte length, a JSON header (an object), then the raw bytes of the arrays the header
+lists as [name, dtype, shape]. The length is checked against MAX_HEADER before anything is
+allocated; the header must parse (bounded depth: a header is at most MAX_HEADER bytes and
+json's own recursion guard turns deeper nesting into an error) and be an object; arrays are
+checked (`check_arrays`: numeric dtypes only, at most MAX_NDIM dimensions, a byte size within
+MAX_FRAME_BYTES, and exactly the names, dtypes and shapes the receiver expects) before a single
+byte is received into them. Any violation raises FrameError with one phrase saying what was
+wrong; the connection is then closed by the caller (a stream cannot be resynchronised).
+
+Secret. 32 random bytes per job, known only to the job's own tasks: the launcher hands it to
+every task in $CS2SIM_JOB_SECRET (a process's environment is readable only by its user), or,
+when a job is started without our launcher (a bare `srun`), the chief writes it to a 0600 file
+in its 0700 rendezvous directory (runtime/job/rendezvous.py) and the other tasks read it there.
+
+Handshake (mutual, challenge-response; the secret never crosses the wire):
+    chief  -> task   {"type": "challenge", "nonce": Nc}
+    task   -> chief  hello {..., "nonce": Nt, "proof": HMAC(secret, "hello"|Nc|Nt|claim)}
+    chief  -> task   {"type": "welcome", "proof": HMAC(secret, "welcome"|Nt|Nc)}
+The claim (type, job, rank, task) is inside the MAC, so a proof cannot be replayed for another
+claim or connection (each side's nonce is fresh). A peer that fails is closed at once and named
+in the job's log by the chief (runtime/job/streamers.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import math
+import os
+import secrets
+import socket
+import struct
+from typing import Any
+
+import numpy as np
+
+from cs2sim.system.sched.pycmd import SECRET_ENV
+
+__all__ = ["Closed", "FrameError", "SECRET_ENV", "MAX_HEADER", "send_frame", "recv_header",
+           "recv_frame", "recv_arrays", "check_arrays", "Layout", "new_secret", "env_secret",
+           "hello_proof", "welcome_proof", "proof_ok", "claim_text", "nonce"]
+
+MAX_HEADER = 64 * 1024  # bytes of JSON header; our largest (a hello, an error text) is < 2 KiB
+MAX_ARRAYS = 64  # arrays in one frame
+MAX_NDIM = 8
+MAX_FRAME_BYTES = 1 << 31  # 2 GiB of array bytes in one frame (a batch of GPT-3 XL is ~16 MiB)
+NUMERIC_KINDS = "biuf"  # bool, signed and unsigned integers, floats: no objects, strings, voids
+_LEN = struct.Struct("!I")
+
+Layout = list[tuple[str, np.dtype, tuple[int, ...]]]  # [(name, dtype, shape)] in frame order
+
+
+class Closed(Exception):
+    """The peer closed the connection."""
+
+
+class FrameError(Exception):
+    """The peer sent something that is not a valid frame (the text says what)."""
+
+
+# -- frames ---------------------------------------------------------------------------------------
+def send_frame(sock: socket.socket, header: dict[str, Any],
+               arrays: dict[str, np.ndarray] | None = None) -> None:
+    """One frame: length, JSON header (with the arrays' dtype/shape), the arrays' bytes."""
+    arrays = arrays or {}
+    header = dict(header)
+    header["arrays"] = [[k, a.dtype.str, list(a.shape)] for k, a in arrays.items()]
+    head = json.dumps(header, separators=(",", ":")).encode()
+    sock.sendall(_LEN.pack(len(head)) + head)
+    for a in arrays.values():
+        sock.sendall(memoryview(np.ascontiguousarray(a)).cast("B"))
+
+
+def _recv_into(sock: socket.socket, view: memoryview) -> None:
+    got = 0
+    while got < len(view):
+        n = sock.recv_into(view[got:])
+        if n == 0:
+            raise Closed()
+        got += n
+
+
+def recv_header(sock: socket.socket, max_header: int = MAX_HEADER) -> dict[str, Any]:
+    """The next frame's header (an object); its arrays' bytes are NOT read (see recv_arrays)."""
+    size = bytearray(_LEN.size)
+    _recv_into(sock, memoryview(size))
+    n = _LEN.unpack(size)[0]
+    if n > max_header:  # checked before allocating: a 4 GiB length costs nothing
+        raise FrameError(f"a header of {n:,} bytes (at most {max_header:,})")
+    head = bytearray(n)
+    _recv_into(sock, memoryview(head))
+    try:
+        header = json.loads(head)
+    except (ValueError, RecursionError) as e:  # RecursionError: nesting deeper than json allows
+        raise FrameError(f"a header that is not JSON ({type(e).__name__})") from None
+    if not isinstance(header, dict):
+        raise FrameError(f"a header that is a JSON {type(header).__name__}, not an object")
+    return header
+
+
+def _parse_layout(listed: Any) -> Layout:
+    """The header's `arrays` entry as a layout; FrameError unless every entry is well formed."""
+    if listed is None:
+        return []
+    if not isinstance(listed, list) or len(listed) > MAX_ARRAYS:
+        raise FrameError(f"an array list that is not a list of at most {MAX_ARRAYS} entries")
+    out: Layout = []
+    total = 0
+    for item in listed:
+        if not (isinstance(item, list) and len(item) == 3 and isinstance(item[0], str)
+                and isinstance(item[1], str) and isinstance(item[2], list)):
+            raise FrameError("an array entry that is not [name, dtype, shape]")
+        name, dtype_text, shape = item
+        try:
+            dtype = np.dtype(dtype_text)
+        except (TypeError, ValueError):
+            raise FrameError(f"array {name[:40]!r} with the unknown dtype {dtype_text[:20]!r}"
+                             ) from None
+        if dtype.kind not in NUMERIC_KINDS or dtype.hasobject or dtype.subdtype is not None:
+            raise FrameError(f"array {name[:40]!r} of dtype {dtype_text[:20]!r} (numeric "
+                             "dtypes only)")
+        if len(shape) > MAX_NDIM or not all(type(d) is int and 0 <= d < 1 << 40 for d in shape):
+            raise FrameError(f"array {name[:40]!r} with the impossible shape {str(shape)[:60]}")
+        nbytes = dtype.itemsize * math.prod(shape)
+        total += nbytes
+        if total > MAX_FRAME_BYTES:
+            raise FrameError(f"arrays of more than {MAX_FRAME_BYTES:,} bytes in one frame")
+        out.append((name, dtype, tuple(shape)))
+    if len({n for n, _, _ in out}) != len(out):
+        raise FrameError("two arrays of the same name")
+    return out
+
+
+def check_arrays(header: dict[str, Any], expected: Layout | None = None) -> Layout:
+    """The frame's array layout, validated; with `expected`, it must be exactly that."""
+    listed = header.get("arrays")
+    if expected is not None and listed == _raw(expected):  # every batch: one list comparison
+        return expected
+    layout = _parse_layout(listed)
+    if expected is not None and layout != expected:
+        def show(lay: Layout) -> str:
+            return ", ".join(f"{n} {d.str}{list(s)}" for n, d, s in lay)[:200] or "none"
+        raise FrameError(f"arrays {show(layout)} where {show(expected)} were expected")
+    return layout
+
+
+def _raw(layout: Layout) -> list[list[Any]]:
+    """A layout as a header lists it ([name, dtype.str, [dims]]), cached per layout object."""
+    key = id(layout)
+    hit = _RAW.get(key)
+    if hit is None or hit[0] is not layout:
+        hit = (layout, [[n, d.str, list(sh)] for n, d, sh in layout])
+        if len(_RAW) > 64:
+            _RAW.clear()
+        _RAW[key] = hit
+    return hit[1]
+
+
+_RAW: dict[int, tuple[Layout, list[list[Any]]]] = {}
+
+
+def recv_arrays(sock: socket.socket, layout: Layout) -> dict[str, np.ndarray]:
+    """Receive the arrays of a checked layout straight into new numpy arrays."""
+    arrays: dict[str, np.ndarray] = {}
+    for name, dtype, shape in layout:
+        a = np.empty(shape, dtype=dtype)
+        if a.nbytes:
+            _recv_into(sock, memoryview(a).cast("B"))
+        arrays[name] = a
+    return arrays
+
+
+def recv_frame(sock: socket.socket, expected: Layout | None = None
+               ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The next frame: (header, arrays); a frame carrying arrays must match `expected`
+    (None: no arrays allowed at all). Raises Closed at EOF, FrameError when malformed."""
+    header = recv_header(sock)
+    layout = check_arrays(header, expected if header.get("arrays") else None)
+    if layout and expected is None:
+        raise FrameError("arrays in a frame that carries none")
+    header.pop("arrays", None)
+    return header, recv_arrays(sock, layout)
+
+
+# -- the secret and the proofs ---------------------------------------------------------------------
+def new_secret() -> bytes:
+    """A fresh job secret."""
+    return secrets.token_bytes(32)
+
+
+def env_secret() -> bytes | None:
+    """The secret the launcher put in this task's environment (None when there is none)."""
+    text = os.environ.get(SECRET_ENV, "").strip()
+    try:
+        secret = bytes.fromhex(text)
+    except ValueError:
+        return None
+    return secret if len(secret) >= 16 else None
+
+
+def nonce() -> str:
+    """A fresh challenge."""
+    return secrets.token_hex(16)
+
+
+def claim_text(hello: dict[str, Any]) -> str:
+    """The part of a hello its proof covers (canonical JSON: who the task says it is)."""
+    keys = ("type", "job", "rank", "procid", "node", "pid")
+    return json.dumps([hello.get(k) for k in keys], separators=(",", ":"), default=str)
+
+
+def _mac(secret: bytes, *parts: str) -> str:
+    return hmac.new(secret, "|".join(parts).encode(), hashlib.sha256).hexdigest()
+
+
+def hello_proof(secret: bytes, chief_nonce: str, task_nonce: str, claim: str) -> str:
+    """What a task sends to prove it holds the secret (bound to both nonces and its claim)."""
+    return _mac(secret, "hello", chief_nonce, task_nonce, claim)
+
+
+def welcome_proof(secret: bytes, task_nonce: str, chief_nonce: str) -> str:
+    """What the chief sends back to prove the same."""
+    return _mac(secret, "welcome", task_nonce, chief_nonce)
+
+
+def proof_ok(given: Any, expected: str) -> bool:
+    """Constant-time comparison of a received proof."""
+    return isinstance(given, str) and hmac.compare_digest(given.encode(), expected.encode())
