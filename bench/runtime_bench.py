@@ -17,12 +17,14 @@ Method (it must survive a machine that other work shares):
     with, never one sampled once at the start.
   * Every row states its shapes (vocabulary included); the machine's load average (1 min) is
     recorded at the start and the end, and per repeat.
-Rows: fc_mnist (target >= 1.4x PyTorch samples/s), the 4-layer d=256 GPT at V=256 T=128
-(>= 1.2x tokens/s), the same GPT at GPT-2's vocabulary V=50,257 with T=32, where the output
-projection and the loss dominate (>= 1.0x); ours only: cbfloat16 + dynamic loss scaling against
-fp32, and fc_mnist's GlobalRate through the whole Trainer against the bare step. Then a per-layer
-profile of our GPT steps (exclusive time by kind of layer). The pipelined and weight-streaming
-executors get rows through the hook in bench/cases.py (EXECUTOR_FACTORIES) once they exist.
+Rows: fc_mnist (target >= 1.4x PyTorch samples/s), the 4-layer d=256 GPT at V=256 T=128 (>= 1.2x
+tokens/s), the same GPT at GPT-2's vocabulary V=50,257 with T=32, where the output projection
+and the loss dominate (>= 1.0x), the 4-layer d=256 BERT (masked LM on 20 gathered positions +
+next sentence) and LLaMA (RMSNorm, SwiGLU, rotary) at T=128 (>= 1.0x each); ours only: cbfloat16
++ dynamic loss scaling against fp32, and fc_mnist's GlobalRate through the whole Trainer against
+the bare step. Then a per-layer profile of our GPT steps (exclusive time by kind of layer). The
+pipelined and weight-streaming executors get rows through the hook in bench/cases.py
+(EXECUTOR_FACTORIES) once they exist.
 Every figure is a host measurement (wall clock on this machine). Results go to
 bench/results/runtime.md. PyTorch is optional (`pip install -e '.[bench]'`): without it the bench
 reports our figures alone and says so.
@@ -49,6 +51,7 @@ from cs2sim.runtime.threads import env_set_by_runtime  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "cs2sim.runtime.md"
 WORKER = ROOT / "bench" / "bench_worker.py"
+ROWS = ("fc", "gpt", "gpt_v50k", "bert", "llama")  # the rows compared with PyTorch
 SETTLE = 0.05  # s between windows: a spinning OpenMP pool of the previous side goes to sleep
 
 
@@ -197,13 +200,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-profile", action="store_true", help="skip the per-layer profile")
     ap.add_argument("--out", type=Path, default=RESULTS, help="results file (markdown)")
     ap.add_argument("--rows", default="",
-                    help="comma-separated row keys (fc, gpt, gpt_v50k) to run only those rows "
+                    help="comma-separated row keys (fc, gpt, gpt_v50k, bert, llama) to run only "
+                         "those rows "
                          "against PyTorch, without the executor, cbfloat16 and Trainer rows")
     args = ap.parse_args(argv)
     only = [k for k in args.rows.split(",") if k]
-    unknown = [k for k in only if k not in ("fc", "gpt", "gpt_v50k")]
+    unknown = [k for k in only if k not in ROWS]
     if unknown:
-        ap.error(f"unknown row {unknown[0]!r}; expected fc, gpt or gpt_v50k")
+        ap.error(f"unknown row {unknown[0]!r}; expected one of {', '.join(ROWS)}")
     repeats, window = (2, 0.1) if args.quick else (args.repeats, args.window)
     load_start = os.getloadavg()
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -231,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
               f"windows ~{window}s")
 
         rows: list[Row] = []
-        for key in only or ["fc", "gpt", "gpt_v50k"]:
+        for key in only or list(ROWS):
             case = CASES[key]
             row = Row(case.label, case.unit, case.units_per_step, case.target)
             row.flops = ours.ask(op="flops", case=key)["flops_per_step"]

@@ -60,6 +60,7 @@ __all__ = [
     "fill_resolved",
     "ACCEPTED_NO_EFFECT",
     "resolve_precision",
+    "grad_accumulation",
     "model_schema",
     "optimizer_schema",
 ]
@@ -138,6 +139,26 @@ INPUT_SCHEMA: Schema = {
     "add_special_tokens": Key(bool, None, "TF GPT processors: add BOS/EOS; no effect here"),
     "use_multiple_workers": Key(bool, False, "TF: shard input files across input workers; "
                                 "here a data_dir list is always sharded across the workers"),
+    # gradient accumulation (runtime/executors/accumulate.py)
+    "micro_batch_size": Key(int, None, "CS-2 gradient accumulation (Release 2.1+): the batch "
+                            "(per CS-X) runs as micro-batches of this many samples, one update "
+                            "(needs runconfig.use_cs_grad_accum)", check=positive),
+    # BERT (runtime/data/mlm.py, runtime/data/vocab.py)
+    "vocab_file": Key(str, None, "BERT: a WordPiece vocabulary (one token a line); absent or "
+                      "missing -> the byte-level fallback vocabulary"),
+    "do_lower": Key(bool, True, "BERT: lower-case the text before tokenizing"),
+    "max_predictions_per_seq": Key(int, None, "BERT: masked positions per sequence (default 20)",
+                                   check=positive),
+    "masked_lm_prob": Key((int, float), 0.15, "BERT: share of the tokens masked",
+                          check=lambda v: None if 0 < v < 1 else "must be in (0, 1)"),
+    "scale_mlm_weights": Key(bool, None, "BERT TF: divide the MLM loss by the batch's masked "
+                             "tokens (times mlm_loss_weight)"),
+    "dynamic_mlm_scale": Key(bool, False, "BERT PyTorch: divide the MLM loss by the batch's "
+                             "masked tokens (instead of mlm_loss_weight)"),
+    "whole_word_masking": Key(bool, False, "BERT: mask whole words (only false is implemented)"),
+    "mask_whole_word": Key(bool, False, "TF spelling of whole_word_masking"),
+    "buckets": Key(list, None, "VSL sequence-length buckets; no effect (samples are never "
+                   "padded here)"),
 }
 # eval_input: same keys, no shuffling and a single pass unless asked.
 EVAL_INPUT_SCHEMA: Schema = {
@@ -195,6 +216,9 @@ RUNCONFIG_SCHEMA: Schema = {
                                check=non_negative),
     "num_wgt_servers": Key(int, 12, "MemoryX weight servers", check=positive),
     "num_act_servers": Key(int, 1, "activation servers", check=positive),
+    "use_cs_grad_accum": Key(bool, False, "let the CS-2 compiler split the batch into "
+                             "micro-batches (gradient accumulation; runtime/executors/"
+                             "accumulate.py)"),
     "execution_strategy": Key(str, None, "pipeline or weight_streaming (PyTorch flag)",
                               choices=("pipeline", "weight_streaming")),
     "mount_dirs": Key(list, None, "directories to mount in the appliance's containers"),
@@ -541,8 +565,50 @@ def validate_params(raw: dict, model_name: str, *,
             _normalise_runconfig(params[name], given, source, warnings)
             _resolve_intervals(params[name], given, model_name, source, warnings)
     _share_vocab_size(params, schemas["model"])
+    _complete(params, model_name, source, warnings)
     _check_bounds(params, source)
+    grad_accumulation(params, source)
     return params, warnings
+
+
+def _complete(params: dict, model_name: str, source: str, warnings: list[str]) -> None:
+    """What a model derives from other sections (BERT: vocab_size from the vocab_file)."""
+    try:
+        cls = registry.get(model_name)
+    except ConfigError:  # model_schema resolved the name already: a stand-in schema (tests)
+        return
+    complete = getattr(cls, "complete_params", None)
+    if complete is not None:
+        complete(params, source, warnings)
+
+
+def grad_accumulation(params: dict, source: str = "params") -> tuple[int, int | None, int]:
+    """(input batches per update, micro-batch size per CS-X or None, CS-X systems): the three
+    Model Zoo spellings of gradient accumulation, checked (runtime/executors/accumulate.py
+    runs them). optimizer.grad_accum_steps k sums k input batches into one update;
+    train_input.micro_batch_size m (with runconfig.use_cs_grad_accum, or its older spelling
+    optimizer.use_cs_grad_accum) runs the batch of each CS-X as micro-batches of m samples.
+    A setting that cannot be honoured is a ConfigError, never ignored."""
+    ti, rc, opt = (params.get(k) or {} for k in ("train_input", "runconfig", "optimizer"))
+    k = int(opt.get("grad_accum_steps") or 1)
+    m = ti.get("micro_batch_size")
+    systems = int(rc.get("num_csx") or 1)
+    on = rc.get("use_cs_grad_accum") or opt.get("use_cs_grad_accum")
+    if m is None:
+        return k, None, systems
+    if not on:
+        raise ConfigError(f"{source}: train_input.micro_batch_size ({m}) needs "
+                          "runconfig.use_cs_grad_accum: true (gradient accumulation on the CS "
+                          "system); set it, or remove micro_batch_size.")
+    B = int(ti["batch_size"])
+    if B % systems:
+        raise ConfigError(f"{source}: train_input.batch_size ({B}) must be a multiple of "
+                          f"num_csx ({systems}) for micro-batches; change one of them.")
+    if (B // systems) % m:
+        raise ConfigError(f"{source}: the batch of each CS-X ({B} // num_csx {systems} = "
+                          f"{B // systems}) is not a multiple of train_input.micro_batch_size "
+                          f"({m}); choose batch_size and num_csx so that it is.")
+    return k, int(m), systems
 
 
 def apply_cli_overrides(params: dict, args: dict[str, Any]) -> dict:

@@ -26,7 +26,7 @@ from cs2sim.system.errors import ConfigError
 if TYPE_CHECKING:
     from cs2sim.runtime.nn.model import Model
 
-__all__ = ["GROUP", "register", "get", "names"]
+__all__ = ["GROUP", "register", "get", "names", "explicit"]
 
 GROUP = "cs2sim.models"
 
@@ -61,6 +61,13 @@ def register(cls: type[Model]) -> type[Model]:
     with _lock:
         _registered[name] = cls
     return cls
+
+
+def explicit() -> dict[str, type[Model]]:
+    """The explicit registrations of this process ({name: class}), for a process started with
+    `spawn` to register again (a class pickles by reference to its module)."""
+    with _lock:
+        return dict(_registered)
 
 
 def names() -> list[str]:

@@ -210,10 +210,40 @@ def parse_command(command: list[str]) -> RunCommand:
         raise AnalyzerError(f"cannot read {run_py} ({e.strerror}); give the path of the "
                             "model's run.py") from None
     found = re.search(r"""main\(\s*["']([\w-]+)["']""", text)
-    if found is None:
-        raise AnalyzerError(f"{run_py} is not a cs2sim Model Zoo run.py (no main(\"<model>\") "
-                            "call); give the model's run.py")
-    return RunCommand(launcher, run_py, found.group(1), command[2:])
+    if found is not None:
+        return RunCommand(launcher, run_py, found.group(1), command[2:])
+    own = re.search(r"""main\(\s*([A-Za-z_]\w*)\s*\)""", text)
+    if own is None:
+        raise AnalyzerError(f"{run_py} is not a cs2sim run.py (no main(\"<model>\") or "
+                            "main(<ModelClass>) call); give the model's run.py")
+    return RunCommand(launcher, run_py, register_own_model(run_py, own.group(1)), command[2:])
+
+
+def register_own_model(run_py: Path, class_name: str) -> str:
+    """A user's run.py passes its model class to main (docs/own-model.md): import the run.py
+    as a module (its main() call is under `if __name__ == "__main__"`), register the class in
+    the model table and return its NAME."""
+    import importlib.util
+
+    from cs2sim.runtime import registry
+
+    folder = str(run_py.resolve().parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)  # as `python run.py` has it: the model's module beside it
+    spec = importlib.util.spec_from_file_location("cs2sim_user_run", run_py)
+    if spec is None or spec.loader is None:
+        raise AnalyzerError(f"cannot import {run_py}; give the model's run.py")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:  # noqa: BLE001 - the user's code: one line, what to do
+        raise AnalyzerError(f"importing {run_py} failed ({type(e).__name__}: {e}); run "
+                            f"`python {run_py} --help` to see the problem") from None
+    cls = getattr(module, class_name, None)
+    if not isinstance(cls, type):
+        raise AnalyzerError(f"{run_py} passes {class_name} to main() but defines or imports no "
+                            "such class; give the model's run.py")
+    return registry.register(cls).NAME
 
 
 # -- site facts ------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cs2sim.runtime.artifacts.atomic import atomic_write
 from cs2sim.runtime.compiler.cache import (
     COMPILER_VERSION,
     checksum,
@@ -27,7 +28,9 @@ from cs2sim.runtime.compiler.cache import (
     publish,
     staging_dir,
 )
+from cs2sim.runtime.compiler.errors import KernelMatchError
 from cs2sim.runtime.compiler.io import InputCluster
+from cs2sim.runtime.compiler.kernels import REPORT_NAME
 from cs2sim.runtime.compiler.passes import PASSES, VALIDATE_LAST, Compilation
 from cs2sim.runtime.compiler.plan import PLAN_FILE, Plan
 from cs2sim.runtime.compiler.report import REPORT_FILE, render_report
@@ -142,6 +145,11 @@ def _notes(c: Compilation, seconds: float) -> list[str]:
         lines.append(f"Replicas: {p.replicas} (copies of the model, data parallel; "
                      + ("runconfig.multireplica)" if c.multireplica else
                         "set runconfig.multireplica: True to let the compiler add more)"))
+    micro = (c.params.get("train_input") or {}).get("micro_batch_size")
+    if micro:
+        lines.append(f"Gradient accumulation (train_input.micro_batch_size): compiled at the "
+                     f"micro-batch of {micro} samples per CS-X; the executors sum the gradients "
+                     "of a step's micro-batches into one update.")
     if c.stream is not None:
         s = c.stream
         lines.append(f"Micro-batches: {s.micro_batches} of {s.micro_batch_size} samples per "
@@ -161,6 +169,20 @@ BOUND_TEXT = {
     "stream": "weights in from MemoryX and gradients out through SwarmX",
     "memory": "the activations do not fit: micro-batches stream the weights again",
 }
+
+
+def _with_report(e: KernelMatchError, model_dir: Path) -> KernelMatchError:
+    """Write the kernel-matching report to model_dir; the error then names it."""
+    report = getattr(e, "report", None)
+    if not report:
+        return e
+    model_dir.mkdir(parents=True, exist_ok=True)
+    path = model_dir / REPORT_NAME
+    atomic_write(path, report)
+    out = KernelMatchError(f"{str(e).rstrip('.')}; the kernel matching report is in "
+                           f"{path.resolve()}.")
+    out.report = report  # type: ignore[attr-defined]
+    return out
 
 
 def compile_run(model_name: str, params: dict[str, Any], model_dir: Path, *, mode: ExecMode,
@@ -214,7 +236,10 @@ def compile_run(model_name: str, params: dict[str, Any], model_dir: Path, *, mod
         c.log.append(f"Recompiling: {final} was damaged ({why})")
         discard(final)
     for i in range(1, len(PASSES)):
-        run(i)
+        try:
+            run(i)
+        except KernelMatchError as e:
+            raise _with_report(e, Path(model_dir)) from None
         if stop_after == "validate" and PASSES[i].name == VALIDATE_LAST:
             break
     if on_stage:

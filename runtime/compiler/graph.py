@@ -110,14 +110,25 @@ def build_meta_model(model_name: str, params: dict[str, Any], half: str) -> Any:
         return registry.get(model_name)(params["model"], Policy(half), 0)
 
 
+def _graph_batch(params: dict[str, Any], batch: int) -> int:
+    """The batch the compiler sees: with gradient accumulation the micro-batch of all systems
+    (train_input.micro_batch_size x num_csx), else the batch."""
+    from cs2sim.runtime.params import grad_accumulation
+
+    _, micro, systems = grad_accumulation(params)
+    return batch if micro is None else micro * systems
+
+
 def extract_graph(model_name: str, params: dict[str, Any], half: str,
                   model: Any | None = None) -> Graph:
-    """Pass 1: the layer graph of `model_name` at the train batch size, as a Graph."""
+    """Pass 1: the layer graph of `model_name` at the train (micro-)batch size, as a Graph."""
     model = model if model is not None else build_meta_model(model_name, params, half)
     ti = params.get("train_input") or {}
-    batch = int(ti.get("batch_size") or 1)
+    batch = _graph_batch(params, int(ti.get("batch_size") or 1))
+    if hasattr(model, "set_input"):  # a graph that depends on the input (BERT: predictions)
+        model.set_input(ti)
     seq_len = None
-    if getattr(model, "family", "") == "lm":
+    if hasattr(getattr(model, "cfg", None), "max_positions"):  # a sequence model
         cfg_T = int(model.cfg.max_positions)
         seq_len = int(ti.get("max_sequence_length") or cfg_T)
         specs = model.layer_graph(batch, seq_len)
@@ -127,7 +138,9 @@ def extract_graph(model_name: str, params: dict[str, Any], half: str,
         input_shape = tuple(model.input_shape(batch))
     act = 4 if half == "float32" else 2
     in_per_sample = math.prod(input_shape[1:])
-    if seq_len is not None:  # token ids and labels, int32 each
+    if seq_len is not None and hasattr(model, "input_bytes_per_sample"):
+        input_bytes = int(model.input_bytes_per_sample(seq_len))
+    elif seq_len is not None:  # token ids and labels, int32 each
         input_bytes = 4 * seq_len * 2
     else:  # features in the activation format, an int32 label
         input_bytes = act * in_per_sample + 4

@@ -6,6 +6,11 @@ Per model family (the model class's `family`, runtime/registry.py):
   lm     token files in data_dir (runtime/data/tokens.py), else a byte-level corpus of the Python
          standard library (runtime/data/corpus.py).
          Batches {"input_ids": int32 (B, T), "labels": int32 (B, T)}.
+  mlm    BERT's masked-LM (+ next-sentence) samples of the same text (runtime/data/mlm.py):
+         input_ids, token_type_ids (B, T), masked_lm_positions / _ids / _weights (B, P),
+         next_sentence_label (B,).
+  pairs  BERT fine-tuning's labelled segment pairs of the same text (runtime/data/classify.py):
+         input_ids, token_type_ids (B, T), labels (B,).
 The split's section is `train_input` or `eval_input` (validated params; missing keys take the
 INPUT_SCHEMA defaults). Its `shuffle_seed` overrides `seed` for shuffling. `num_workers` > 0, or
 else `num_parallel_calls` (0 and -1: AUTOTUNE), starts input worker processes
@@ -21,8 +26,10 @@ import os
 from typing import Any
 
 from cs2sim.runtime import registry
+from cs2sim.runtime.data.classify import build_pairs
 from cs2sim.runtime.data.corpus import stdlib_corpus
 from cs2sim.runtime.data.digits import DIGITS_TOTAL, EVAL_SIZE, DigitsArrays, digits_cache
+from cs2sim.runtime.data.mlm import build_mlm
 from cs2sim.runtime.data.mnist import MnistFiles, find_idx_files
 from cs2sim.runtime.data.shards import ConcatRecipe, ShardPlan, data_dirs, shard
 from cs2sim.runtime.data.stream import SPLIT_SALT, BatchStream, Plan
@@ -131,7 +138,15 @@ def _lm(cfg: dict, params: dict, split: str) -> tuple[Any, str]:
         f"{meta['tokens']} tokens from {meta['files']} files{eot}; {why})")
 
 
-BUILDERS = {"mnist": _mnist, "lm": _lm}
+def _mlm(cfg: dict, params: dict, split: str) -> tuple[list[Any], str]:
+    return build_mlm(cfg, params, split, SECTION[split])
+
+
+def _pairs(cfg: dict, params: dict, split: str) -> tuple[list[Any], str]:
+    return build_pairs(cfg, params, split, SECTION[split])
+
+
+BUILDERS = {"mnist": _mnist, "lm": _lm, "mlm": _mlm, "pairs": _pairs}
 
 
 def _combine(recipes: list[Any]) -> Any:

@@ -10,8 +10,10 @@ A checkpoint step is a synchronisation point: after that step's update the produ
 consistent `TrainState` (weights, optimizer, loss scaler, data position, RNG states), copied
 before it computes the next step. No other step copies anything.
 
-`QueuedExecutor` implements the thread, the queue and the snapshots; an executor only supplies
-`load` and `execute_step` (runtime/executors/cpu.py; the CS-2 executors of the next issue too).
+`QueuedExecutor` implements the thread, the queue, the snapshots and one training step's shape
+(`execute_step`: the micro-batches of gradient accumulation, runtime/executors/accumulate.py,
+each through `compute_gradients`, then one `apply_update`); an executor supplies `load` and those
+parts (runtime/executors/cpu.py, pipelined.py, weight_streaming.py).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from cs2sim.runtime.artifacts.checkpoint import TrainState
+from cs2sim.runtime.executors.accumulate import NONE, Accumulation
 from cs2sim.system.errors import RuntimeFailure
 
 __all__ = [
@@ -188,18 +191,51 @@ class QueuedExecutor:
         self.optimizer: Any = None
         self.scaler: Any = None
         self.params: dict = {}
+        self.accumulation: Accumulation = NONE
         # Called with the global step before each step runs (the CS-2 path checks the system is
         # still ACTIVE); raising stops the run after the outputs already queued.
         self.before_step: Callable[[int], None] | None = None
 
     def load(self, model: Any, optimizer: Any, scaler: Any, params: dict) -> LoadReport:
-        """Keep references to the objects the steps use."""
+        """Keep references to the objects the steps use, and the gradient accumulation."""
         self.model, self.optimizer, self.scaler, self.params = model, optimizer, scaler, params
+        self.accumulation = (Accumulation.from_params(params, getattr(self, "plan", None))
+                             if params else NONE)
         return LoadReport()
 
-    def execute_step(self, batch: dict[str, np.ndarray], step: int) -> StepResult:
-        """Run global step `step` (1-based) on `batch`: forward, backward, update."""
+    # -- one training step: the executor supplies these three parts ------------------------------
+    def begin_gradients(self) -> None:
+        """Clear the gradients a step accumulates into."""
         raise NotImplementedError
+
+    def compute_gradients(self, batch: dict[str, np.ndarray], step: int, scale: float) -> float:
+        """Forward and backward of `batch` (a micro-batch of the step), ADDING the gradients of
+        scale * loss(batch) to the step's; returns loss(batch), the mean over its rows."""
+        raise NotImplementedError
+
+    def apply_update(self, step: int, loss: float, scale: float) -> StepResult:
+        """Unscale and check, clip, update (skipped when not finite), update the loss scale."""
+        raise NotImplementedError
+
+    def end_gradients(self) -> None:
+        """After the step's last micro-batch, before the update (nothing by default)."""
+
+    def execute_step(self, batch: dict[str, np.ndarray], step: int) -> StepResult:
+        """Run global step `step` (1-based) on `batch`: its micro-batches' forward and backward
+        (one without accumulation), then one update (accumulate.py: the same update as the
+        whole batch in one go)."""
+        scale = float(self.scaler.scale)
+        self.begin_gradients()
+        parts = self.accumulation.split(batch)
+        if len(parts) == 1:  # exactly the whole batch's numbers
+            loss = self.compute_gradients(batch, step, scale)
+        else:
+            loss = 0.0
+            for part, rows in parts:
+                loss += self.compute_gradients(part, step, scale * rows.weight) * rows.weight
+            loss = float(np.float32(loss))
+        self.end_gradients()
+        return self.apply_update(step, loss, scale)
 
     def run(
         self, stream: Any, start_step: int, stop_step: int, checkpoint_steps: Collection[int]
@@ -229,7 +265,7 @@ class QueuedExecutor:
                         self.before_step(step)
                     t0 = self.clock()
                     try:
-                        batch = next(stream)
+                        batch = self.accumulation.next_batch(stream)
                     except StopIteration:
                         raise RuntimeFailure(
                             f"The training data ran out before global step {step} (its input "

@@ -37,14 +37,20 @@ class CpuExecutor(QueuedExecutor):
         self.clip = build_clipper(params.get("optimizer") or {})
         return LoadReport()
 
-    def execute_step(self, batch: dict[str, np.ndarray], step: int) -> StepResult:
-        """Forward, backward, unscale/check, clip, update (skipped when not finite)."""
-        model, scaler = self.model, self.scaler
-        model.zero_grad()
-        loss = float(model.forward_loss(batch))  # 1)
-        scale = float(scaler.scale)
-        model.backward(scale)  # 2)
-        grads = model.grads()
+    def begin_gradients(self) -> None:
+        """Zero the model's gradients."""
+        self.model.zero_grad()
+
+    def compute_gradients(self, batch: dict[str, np.ndarray], step: int, scale: float) -> float:
+        """Forward (1), backward of scale * loss into the gradients (2)."""
+        loss = float(self.model.forward_loss(batch))  # 1)
+        self.model.backward(scale)  # 2)
+        return loss
+
+    def apply_update(self, step: int, loss: float, scale: float) -> StepResult:
+        """Unscale/check, clip, update (skipped when not finite), loss-scale update."""
+        scaler = self.scaler
+        grads = self.model.grads()
         isfinite, norm = scaler.unscale_(grads)  # 3)
         if isfinite:  # 4)
             if self.clip.enabled:

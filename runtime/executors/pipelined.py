@@ -226,14 +226,15 @@ class PipelinedExecutor(QueuedExecutor):
             self.download_to_host()
 
     # -- one global step -------------------------------------------------------------------------
-    def execute_step(self, batch: dict[str, np.ndarray], step: int) -> StepResult:
-        """Micro-batches through the stages forward, back, then every stage's update."""
+    def begin_gradients(self) -> None:
+        """Zero every stage's gradients (a step's micro-batches add into them)."""
         if not self._streamers_ready:
             self._streamers_ready = True
             log.info("Streamers are ready")
-        scale = float(self.scaler.scale)
-        loss = self.compute_gradients(batch, step, scale)
-        # the global checks, then each stage's update in place
+        self.wafer.zero_grad()
+
+    def apply_update(self, step: int, loss: float, scale: float) -> StepResult:
+        """The global checks (norm over all stages), then each stage's update in place."""
         grads = self.wafer.grads()
         isfinite, norm = self.scaler.unscale_(grads)
         if isfinite:
@@ -246,15 +247,14 @@ class PipelinedExecutor(QueuedExecutor):
                           float(norm))
 
     def compute_gradients(self, batch: dict[str, np.ndarray], step: int, scale: float) -> float:
-        """The pipeline's forward and backward of one global batch: the stages' gradients of
-        scale * loss (in `self.wafer.grads()`); returns the batch's loss."""
+        """The pipeline's forward and backward of one (micro-)batch: adds the gradients of
+        scale * loss to the stages' (`self.wafer.grads()`); returns the batch's loss."""
         parts, shards = shard_batch(batch, self.microbatches_for(batch))
         M, S = len(parts), len(self.stages)
         side_by_side = self._rows(batch) // M >= MIN_SIDE_BY_SIDE_ROWS
         for holder, s in zip(self.shards, shards, strict=False):
             holder.lo, holder.hi, holder.total = s.lo, s.hi, s.total
         self.bank.reset(shards[0].total)
-        self.wafer.zero_grad()
         acts: list[Any] = [self.replicas[m].inputs(parts[m])[0] for m in range(M)]
         labels = [self.replicas[m].inputs(parts[m])[1] for m in range(M)]
         losses = [0.0] * M
@@ -317,7 +317,7 @@ class PipelinedExecutor(QueuedExecutor):
         """How many micro-batches this batch is split into (see MIN_MICROBATCH_ROWS)."""
         if self.fixed_microbatches is not None:
             return self.fixed_microbatches
-        B = len(self.wafer.inputs(batch)[0])
+        B = len(next(iter(batch.values())))
         m = max(2, min(DEFAULT_MICROBATCHES, self._rows(batch) // MIN_MICROBATCH_ROWS))
         return min(m, B)
 
@@ -325,6 +325,8 @@ class PipelinedExecutor(QueuedExecutor):
         """GEMM rows of the whole batch: samples times the positions of a token sequence (1 for
         a feature vector)."""
         x = self.wafer.inputs(batch)[0]
+        if isinstance(x, dict):  # several inputs (BERT's ids and segments): the first is rows
+            x = next(iter(x.values()))
         per = int(np.prod(x.shape[1:] if x.dtype.kind in "iu" else x.shape[1:-1], dtype=np.int64))
         return len(x) * max(per, 1)
 

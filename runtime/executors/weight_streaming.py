@@ -88,16 +88,25 @@ class WeightStreamingExecutor(QueuedExecutor):
                   f"{len(model.blocks)} layers streamed per step")
         return LoadReport(self.compile_time, took, self.est_samples_per_sec)
 
-    def execute_step(self, batch: dict[str, np.ndarray], step: int) -> StepResult:
-        """Layer by layer on every system forward and back, then MemoryX's update."""
+    def begin_gradients(self) -> None:
+        """A new step: the first contribution to each of MemoryX's accumulators replaces it."""
+        assert self.swarmx is not None, "load() first"
+        self.swarmx.begin_step()
+
+    def end_gradients(self) -> None:
+        """Zero the accumulators no layer contributed to."""
+        assert self.swarmx is not None
+        self.swarmx.end_step()
+
+    def apply_update(self, step: int, loss: float, scale: float) -> StepResult:
+        """MemoryX's update: unscale and check, clip, optimizer step, loss scale."""
         assert self.memoryx is not None, "load() first"
-        loss = self.compute_gradients(batch, float(self.scaler.scale))
         isfinite, norm, lr, used = self.memoryx.apply_update(step)
         return StepResult(loss, lr, used, isfinite, norm)
 
-    def compute_gradients(self, batch: dict[str, np.ndarray], scale: float) -> float:
-        """Forward and backward of one global batch over the N systems: MemoryX's gradient
-        accumulators end up holding the gradient of scale * loss; returns the batch's loss."""
+    def compute_gradients(self, batch: dict[str, np.ndarray], step: int, scale: float) -> float:
+        """Forward and backward of one (micro-)batch over the N systems: adds the gradient of
+        scale * loss into MemoryX's accumulators; returns the batch's loss."""
         mx, sx = self.memoryx, self.swarmx
         assert mx is not None and sx is not None, "load() first"
         parts, shards = shard_batch(batch, self.num_csx)
@@ -105,7 +114,6 @@ class WeightStreamingExecutor(QueuedExecutor):
         for holder, s in zip(self.shards, shards, strict=False):
             holder.lo, holder.hi, holder.total = s.lo, s.hi, s.total
         self.bank.reset(shards[0].total)
-        sx.begin_step()  # MemoryX's accumulators are overwritten by the first contributions
         systems = self.systems[:n]
         inputs = [sys_.inputs(part) for sys_, part in zip(systems, parts, strict=True)]
         acts: list[Any] = [x for x, _ in inputs]
@@ -127,7 +135,6 @@ class WeightStreamingExecutor(QueuedExecutor):
                 else:
                     acts[i] = sys_.blocks[k].backward(acts[i])
                 sx.reduce(k)
-        sx.end_step()
         return float(np.float32(sum(lo * s.weight for lo, s in zip(losses, shards, strict=True))))
 
     def snapshot(self, step: int, stream: Any) -> TrainState:

@@ -68,9 +68,13 @@ class Measurement:
 
 
 def _worker(model_dir: str, job: str, rank: int, n: int, model_name: str, params: dict,
-            seed: int, threads: int, extra_work: int) -> None:
+            seed: int, threads: int, extra_work: int, models: dict | None = None) -> None:
     """A streamer task without Slurm: the same connection and loop as the real one."""
+    from cs2sim.runtime import registry
     from cs2sim.runtime.data import build_input
+
+    for cls in (models or {}).values():  # a user's own model, registered by its run.py
+        registry.register(cls)
 
     info = TaskInfo(Role.STREAMER, job_id=job, procid=rank + 1, node=socket.gethostname(),
                     streamer_rank=rank, num_streamers=n, cpus_per_task=threads)
@@ -87,6 +91,7 @@ def measure_delivery(model_name: str, params: dict, *, workers: int, threads: in
                      seconds: float = 1.0, extra_work: int = 0, seed: int | None = None,
                      split: str = "train") -> Measurement:
     """samples/s that `workers` streamer processes of `threads` threads deliver to one chief."""
+    from cs2sim.runtime import registry
     from cs2sim.runtime.data import build_input
 
     if seed is None:
@@ -98,7 +103,7 @@ def measure_delivery(model_name: str, params: dict, *, workers: int, threads: in
         hub = ChiefHub(info, Path(tmp), prefetch=4)
         procs = [_CTX.Process(target=_worker, daemon=True, name=f"cs2sim-measure-{k}",
                               args=(tmp, job, k, workers, model_name, params, seed, threads,
-                                    extra_work))
+                                    extra_work, registry.explicit()))
                  for k in range(workers)]
         try:
             with _main_hidden():

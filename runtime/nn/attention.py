@@ -1,4 +1,11 @@
-"""Causal multi-head self-attention: fused qkv, optional rotary, causal softmax, output projection.
+"""Multi-head self-attention: fused qkv, optional rotary, causal or bidirectional softmax, output.
+
+Causal (GPT-2, GPT-J, LLaMA: each position sees itself and the positions before it) or
+bidirectional (BERT's encoder: every position sees every position, no mask). Grouped-query
+attention (LLaMA-2 70B's `num_kv_groups`): the qkv projection makes nh query heads but only g
+key and value heads; query head j reads key/value head j // (nh / g). The g heads are repeated
+into the per-head buffer after the projection (their gradients summed back before it), so the
+score and value products below are the same for every form.
 
 All heads and samples go through batched matmuls on (B, nh, T, hs) arrays: no Python loop over
 batch or heads. The B * nh independent (sample, head) problems are split into groups that the
@@ -30,11 +37,12 @@ from cs2sim.runtime.nn.rotary import Rotary
 from cs2sim.runtime.nn.spec import LayerSpec, make_spec
 from cs2sim.runtime.numerics.precision import Policy
 
-__all__ = ["CausalSelfAttention"]
+__all__ = ["SelfAttention", "CausalSelfAttention"]
 
 
-class CausalSelfAttention(Module):
-    """x (B, T, C) -> (B, T, C): each position attends to itself and the positions before it."""
+class SelfAttention(Module):
+    """x (B, T, C) -> (B, T, C): causal (each position attends to itself and the positions
+    before it) unless `causal` is False (every position attends to all)."""
 
     def __init__(
         self,
@@ -51,36 +59,74 @@ class CausalSelfAttention(Module):
         init: Init = GPT_INIT,
         out_init: Init = GPT_INIT,
         policy: Policy = FP32,
+        causal: bool = True,
+        kv_heads: int | None = None,
+        rotary_interleaved: bool = True,
     ) -> None:
         super().__init__(policy)
         if dim % num_heads:
             raise ValueError(f"hidden size {dim} is not divisible by {num_heads} heads")
         self.dim, self.nh, self.hs = dim, num_heads, dim // num_heads
+        self.causal = causal
+        self.kv = kv_heads or num_heads  # key/value heads (grouped-query attention: fewer)
+        if num_heads % self.kv:
+            raise ValueError(f"{num_heads} heads cannot share {self.kv} key/value groups evenly")
         if rotary_dim > self.hs:
             raise ValueError(f"rotary_dim {rotary_dim} exceeds the head size {self.hs}")
         # fused q, k, v projection; output projection; dropout on the attention probabilities
-        self.qkv = Dense(dim, 3 * dim, rng, bias=qkv_bias, init=init, policy=policy)
+        kv_width = 2 * self.kv * self.hs
+        self.qkv = Dense(dim, dim + kv_width, rng, bias=qkv_bias, init=init, policy=policy)
         self.proj = Dense(dim, dim, rng, bias=out_bias, init=out_init, policy=policy)
         self.drop = Dropout(dropout, drop_rng or np.random.default_rng(0), policy)
-        self.rotary = Rotary(rotary_dim, max_positions) if rotary_dim else None
+        self.rotary = (Rotary(rotary_dim, max_positions, interleaved=rotary_interleaved)
+                       if rotary_dim else None)
         # attention_type "scaled_dot_product" divides the scores by sqrt(hs); "dot_product" not
         self.scale = 1.0 / math.sqrt(self.hs) if scaled else 1.0
         self._masks: dict[int, np.ndarray] = {}
 
-    @staticmethod
-    def parts(T: int) -> list[tuple[slice, int]]:
+    def parts(self, T: int) -> list[tuple[slice, int]]:
         """(query rows, keys they see) of the causal parts: queries [0, T/2) see keys [0, T/2),
-        the rest see all T keys (one part for short sequences)."""
-        if T < 32:
+        the rest see all T keys (one part for short sequences or bidirectional attention)."""
+        if T < 32 or not self.causal:
             return [(slice(0, T), T)]
         h = T // 2
         return [(slice(0, h), h), (slice(h, T), T)]
 
-    def mask(self, T: int) -> np.ndarray:
-        """(T, T) additive causal mask: 0 on and below the diagonal, -inf above."""
+    def mask(self, T: int) -> np.ndarray | None:
+        """(T, T) additive causal mask: 0 on and below the diagonal, -inf above (None when
+        bidirectional)."""
+        if not self.causal:
+            return None
         if T not in self._masks:
             self._masks[T] = np.triu(np.full((T, T), -np.inf, dtype=np.float32), k=1)
         return self._masks[T]
+
+    def _split_heads(self, qkv: np.ndarray, heads: np.ndarray) -> None:
+        """qkv (B, T, C + 2 g hs) -> heads (3, B, nh, T, hs), the g key/value heads repeated."""
+        B, T, _ = qkv.shape
+        nh, hs, g = self.nh, self.hs, self.kv
+        if g == nh:
+            np.copyto(heads, qkv.reshape(B, T, 3, nh, hs).transpose(2, 0, 3, 1, 4))
+            return
+        C, r = nh * hs, nh // g
+        np.copyto(heads[0], qkv[..., :C].reshape(B, T, nh, hs).transpose(0, 2, 1, 3))
+        for i in (1, 2):  # k, v: (B, T, g, hs) -> each of the r query heads of a group
+            part = qkv[..., C + (i - 1) * g * hs:C + i * g * hs].reshape(B, T, g, hs)
+            np.copyto(heads[i].reshape(B, g, r, T, hs), part.transpose(0, 2, 1, 3)[:, :, None])
+
+    def _merge_heads(self, dheads: np.ndarray, dqkv: np.ndarray) -> None:
+        """dheads (3, B, nh, T, hs) -> dqkv (B, T, C + 2 g hs), a group's heads summed."""
+        _, B, nh, T, hs = dheads.shape
+        g = self.kv
+        if g == nh:
+            np.copyto(dqkv.reshape(B, T, 3, nh, hs), dheads.transpose(1, 3, 0, 2, 4))
+            return
+        C, r = nh * hs, nh // g
+        np.copyto(dqkv[..., :C].reshape(B, T, nh, hs), dheads[0].transpose(0, 2, 1, 3))
+        for i in (1, 2):
+            summed = dheads[i].reshape(B, g, r, T, hs).sum(axis=2)  # (B, g, T, hs)
+            np.copyto(dqkv[..., C + (i - 1) * g * hs:C + i * g * hs].reshape(B, T, g, hs),
+                      summed.transpose(0, 2, 1, 3))
 
     def forward(self, x: np.ndarray, epilogue: Epilogue | None = None) -> np.ndarray:
         """x (B, T, C) -> (B, T, C); `epilogue` runs on each block of the output projection's
@@ -91,7 +137,7 @@ class CausalSelfAttention(Module):
         # 1) project to q, k, v for all heads and move the heads next to the batch dim
         qkv = self.qkv.forward(x)  # (B, T, 3C)
         heads = self.buf("heads", (3, B, nh, T, hs), qkv.dtype)  # (3, B, nh, T, hs)
-        np.copyto(heads, qkv.reshape(B, T, 3, nh, hs).transpose(2, 0, 3, 1, 4))
+        self._split_heads(qkv, heads)
         q, k, v = heads  # each (B, nh, T, hs), contiguous
         # 2) rotary position embedding on q and k (GPT-J), then the 1/sqrt(hs) scale on q
         if self.rotary is not None:
@@ -112,8 +158,9 @@ class CausalSelfAttention(Module):
             for rows, n in parts:
                 a = attg[g0:g1, rows, :n]  # (g, r, n) queries `rows` against keys [0, n)
                 np.matmul(qg[g0:g1, rows], kg[g0:g1, :n].swapaxes(-1, -2), out=a)
-                a += mask[rows, :n]  # future positions -> -inf
-                a -= a.max(axis=-1, keepdims=True)  # the row max is finite: the diagonal
+                if mask is not None:
+                    a += mask[rows, :n]  # future positions -> -inf
+                a -= a.max(axis=-1, keepdims=True)  # the row max is finite (the diagonal)
                 np.exp(a, out=a)
                 a *= 1.0 / a.sum(axis=-1, keepdims=True)  # rows sum to 1 (fp32 sums)
                 self.policy.cast(a, out=a)
@@ -201,11 +248,11 @@ class CausalSelfAttention(Module):
         if self.rotary is not None:  # the inverse rotation carries the gradient back
             self.rotary.rotate(dq, out=dq, inverse=True)
             self.rotary.rotate(dk, out=dk, inverse=True)
-        # 5) back to the fused (B, T, 3C) layout and through the qkv projection
-        dqkv = self.buf("dqkv", (B, T, 3, nh, hs), dy.dtype)  # (B, T, 3, nh, hs)
-        np.copyto(dqkv, dheads.transpose(1, 3, 0, 2, 4))
+        # 5) back to the fused (B, T, C + 2 g hs) layout and through the qkv projection
+        dqkv = self.buf("dqkv", (B, T, self.qkv.n_out), dy.dtype)  # (B, T, C + 2 g hs)
+        self._merge_heads(dheads, dqkv)
         self.policy.cast(dqkv, out=dqkv)
-        return self.qkv.backward(dqkv.reshape(B, T, 3 * C), dx_epilogue)  # (B, T, C)
+        return self.qkv.backward(dqkv, dx_epilogue)  # (B, T, C)
 
     def specs(self, name: str, in_shape: tuple[int, ...], names: dict[int, str]) -> list[LayerSpec]:
         """qkv "dense", the "attention" core, output "dense"."""
@@ -218,12 +265,17 @@ class CausalSelfAttention(Module):
             ("head_dim", self.hs),
             ("seq", T),
             ("rotary_dim", rd),
-            ("causal", True),
+            ("causal", self.causal),
             ("dropout", self.drop.rate),
             ("scale", self.scale),
         )
+        if self.kv != self.nh:
+            attrs += (("kv_heads", self.kv),)
         return [
             *self.qkv.specs(f"{name}.qkv", in_shape, names),
             make_spec(f"{name}.core", "attention", (B, T, C), core_flops, attrs=attrs),
             *self.proj.specs(f"{name}.proj", in_shape, names),
         ]
+
+
+CausalSelfAttention = SelfAttention  # the decoders' name for it (causal by default)

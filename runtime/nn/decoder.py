@@ -1,4 +1,4 @@
-"""`DecoderLM`: a decoder-only language model (GPT-2 and GPT-J are two settings of it).
+"""`DecoderLM`: a decoder-only language model (GPT-2, GPT-J and LLaMA are settings of it).
 
 blocks = [embed (LMEmbedding), h0 .. h{L-1} (Block), head (LMHead: ln_f, output layer, CE)].
 `DecoderConfig` holds the architecture in layer terms; the model files map their YAML keys onto it.
@@ -50,17 +50,23 @@ class DecoderConfig:
     scaled: bool = True  # divide scores by sqrt(head size)
     loss_scaling: str = "num_tokens"  # or "batch_size"
     loss_weight: float = 1.0
+    norm: str = "layernorm"  # or "rmsnorm" (LLaMA: a gain, no bias)
+    kv_heads: int | None = None  # key/value heads of grouped-query attention (None: num_heads)
+    rotary_interleaved: bool = True  # GPT-J's pairs; LLaMA rotates halves
 
     def param_count(self) -> int:
         """Trainable scalars, from the shapes (a tied weight counts once)."""
         V, C, F, L = self.vocab_size, self.hidden_size, self.filter_size, self.num_layers
         embed = V * C + (self.max_positions * C if self.position == "learned" else 0)
+        qkv = C + 2 * (self.kv_heads or self.num_heads) * (C // self.num_heads)  # q, k, v width
         attn = (
-            3 * C * C + (3 * C if self.qkv_bias else 0) + C * C + (C if self.attn_out_bias else 0)
+            C * qkv + (qkv if self.qkv_bias else 0) + C * C + (C if self.attn_out_bias else 0)
         )
-        mlp = 2 * C * F + ((F + C) if self.ffn_bias else 0)
-        norms = 2 * C * (1 if (self.parallel and not self.untied_ln) else 2)
-        head = 2 * C + (0 if self.tied else V * C) + (V if self.out_bias else 0)
+        gated = self.nonlinearity == "swiglu"  # gate and up projections, then down
+        mlp = (3 if gated else 2) * C * F + (((2 if gated else 1) * F + C) if self.ffn_bias else 0)
+        per_norm = C if self.norm == "rmsnorm" else 2 * C
+        norms = per_norm * (1 if (self.parallel and not self.untied_ln) else 2)
+        head = per_norm + (0 if self.tied else V * C) + (V if self.out_bias else 0)
         return embed + L * (attn + mlp + norms) + head
 
     def activation_bytes(self, batch_size: int, seq_len: int) -> int:
@@ -71,6 +77,7 @@ class DecoderConfig:
         backward, plus ~2 F of GELU temporaries; the head holds logits and their gradient (2 V).
         """
         C, F, nh, T = self.hidden_size, self.filter_size, self.num_heads, seq_len
+        F = 2 * F if self.nonlinearity == "swiglu" else F  # gate | up and their gradient
         per_token_layer = 28 * C + 6 * F + 2 * nh * T
         per_token = self.num_layers * per_token_layer + 2 * self.vocab_size + 8 * C
         return 4 * batch_size * seq_len * per_token
@@ -136,6 +143,9 @@ class DecoderLM(Model):
                     init=init,
                     out_init=out_init,
                     policy=policy,
+                    norm=cfg.norm,
+                    kv_heads=cfg.kv_heads,
+                    rotary_interleaved=cfg.rotary_interleaved,
                 ),
             )
         self.add_block(
@@ -151,6 +161,7 @@ class DecoderLM(Model):
                 loss_scaling=cfg.loss_scaling,
                 loss_weight=cfg.loss_weight,
                 policy=policy,
+                norm=cfg.norm,
             ),
         )
 

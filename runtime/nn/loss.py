@@ -15,16 +15,19 @@ __all__ = ["SoftmaxCrossEntropy"]
 class SoftmaxCrossEntropy(Module):
     """logits (..., V), int labels (...) -> scale * sum of -log softmax(logits)[label] (fp32).
 
-    `scale` defaults to 1 / number of rows (the mean). forward caches the probabilities;
-    backward turns them into the gradient IN PLACE, so call it at most once per forward.
+    `scale` defaults to 1 / number of rows (the mean). With `weights` (one per row) the loss is
+    scale * sum of weight * CE (BERT's masked-LM loss: 0 for padded predictions). forward caches
+    the probabilities; backward turns them into the gradient IN PLACE, so call it at most once
+    per forward.
     """
 
     def __init__(self, policy: Policy = FP32) -> None:
         super().__init__(policy)
         self.probs: np.ndarray | None = None
 
-    def forward(self, logits: np.ndarray, labels: np.ndarray, scale: float | None = None) -> float:
-        """The scaled loss; also sets ce_sum (sum over rows) and count (rows)."""
+    def forward(self, logits: np.ndarray, labels: np.ndarray, scale: float | None = None,
+                weights: np.ndarray | None = None) -> float:
+        """The scaled loss; also sets ce_sum (sum over rows), count (rows) and row_ce (N,)."""
         V = logits.shape[-1]
         z = logits.reshape(-1, V)  # (N, V)
         y = labels.reshape(-1)  # (N,)
@@ -47,8 +50,10 @@ class SoftmaxCrossEntropy(Module):
         # 2) the scaled sum
         self.scale = 1.0 / N if scale is None else scale
         self.ce_sum, self.count = float(ce.sum()), N
-        self.probs, self.labels, self.shape = probs, y, logits.shape
-        loss = z.dtype.type(self.ce_sum * self.scale)  # an fp32 value (float64 in gradient checks)
+        self.probs, self.labels, self.shape, self.row_ce = probs, y, logits.shape, ce
+        self.weights = None if weights is None else weights.reshape(-1).astype(z.dtype, copy=False)
+        total = self.ce_sum if self.weights is None else float(ce @ self.weights)
+        loss = z.dtype.type(total * self.scale)  # an fp32 value (float64 in gradient checks)
         return float(loss)
 
     def num_correct(self) -> int:
@@ -62,9 +67,12 @@ class SoftmaxCrossEntropy(Module):
         d = self.probs  # (N, V) reused in place
         d[np.arange(d.shape[0]), self.labels] -= 1.0
         factor = self.scale * loss_scale
+        w = self.weights
 
         def rows(r0: int, r1: int) -> None:
             d[r0:r1] *= factor
+            if w is not None:
+                d[r0:r1] *= w[r0:r1, None]  # (r, V) * (r, 1)
             self.policy.cast(d[r0:r1], out=d[r0:r1])
 
         for_rows(rows, d.shape[0], d.shape[1] * d.itemsize)

@@ -26,7 +26,10 @@ KINDS = (
     "gelu",  # activations, elementwise
     "dropout",
     "layernorm",
-    "attention",  # causal softmax(q k^T / sqrt(hs)) v over all heads, optional rotary
+    "rmsnorm",  # LLaMA's normalisation (no centring, no bias)
+    "swiglu",  # silu(gate) * up of the gated feed-forward
+    "gather",  # rows picked by index (BERT's masked positions, the [CLS] row)
+    "attention",  # softmax(q k^T / sqrt(hs)) v over all heads, causal or not, optional rotary
     "add",  # residual sum
     "softmax_ce",  # softmax cross-entropy loss head
 )

@@ -1,8 +1,10 @@
-"""Decoder blocks shared by gpt2 and gptj: embedding block, transformer block, LM loss head.
+"""Decoder blocks shared by gpt2, gptj and llama: embedding block, transformer block, LM head.
 
 GPT-2 (sequential, pre-LN):  x = x + drop(attn(ln_1(x)));  x = x + drop(mlp(ln_2(x)))
 GPT-J (parallel, one LN):    x = x + drop(attn(ln_1(x))) + drop(mlp(ln_1(x)))
 (GPT-NeoX's "untied" variant of the parallel form gives the MLP its own ln_2.)
+LLaMA is GPT-2's sequential block with RMSNorm for the layer norms (`norm="rmsnorm"`), the
+SwiGLU feed-forward (`act="swiglu"`, glu.py) and, in LLaMA-2 70B, grouped-query attention.
 """
 
 from __future__ import annotations
@@ -14,15 +16,20 @@ from cs2sim.runtime.nn.attention import CausalSelfAttention
 from cs2sim.runtime.nn.dense import Dense
 from cs2sim.runtime.nn.dropout import Dropout
 from cs2sim.runtime.nn.embedding import Embedding, FixedPositions, LearnedPositions, TiedProjection
+from cs2sim.runtime.nn.glu import GatedMLP
 from cs2sim.runtime.nn.init import GPT_INIT, Init
 from cs2sim.runtime.nn.layernorm import LayerNorm
 from cs2sim.runtime.nn.loss import SoftmaxCrossEntropy
 from cs2sim.runtime.nn.module import FP32, Module
 from cs2sim.runtime.nn.parallel import Epilogue, needs_rows
+from cs2sim.runtime.nn.rmsnorm import RMSNorm
 from cs2sim.runtime.nn.spec import LayerSpec, make_spec
 from cs2sim.runtime.numerics.precision import Policy
 
-__all__ = ["MLP", "Block", "LMEmbedding", "LMHead", "POSITIONS"]
+__all__ = ["MLP", "Block", "LMEmbedding", "LMHead", "POSITIONS", "NORMS", "make_mlp"]
+
+# norm name -> layer class (both have the begin / rows / end phases the fused block uses)
+NORMS: dict[str, type] = {"layernorm": LayerNorm, "rmsnorm": RMSNorm}
 
 
 class MLP(Module):
@@ -44,17 +51,19 @@ class MLP(Module):
         self.act = Activation(act, policy)
         self.proj = Dense(filter_size, dim, rng, bias=bias, init=out_init, policy=policy)
 
-    def forward(self, x: np.ndarray) -> np.ndarray:
-        """(B, T, C) -> (B, T, C)."""
+    def forward(self, x: np.ndarray, epilogue: Epilogue | None = None) -> np.ndarray:
+        """(B, T, C) -> (B, T, C); `epilogue` runs on each block of proj's product."""
         if not (self.act.fusable and x.ndim >= 2):
-            return self.proj.forward(self.act.forward(self.fc.forward(x)))  # (B, T, F) inside
+            self._fused = None
+            h = self.act.forward(self.fc.forward(x))  # (B, T, F)
+            return self.proj.forward(h, epilogue=epilogue)
         # GELU fused into fc's product: each block of the (N, F) pre-activation goes through it
         # as soon as BLAS writes it (Activation.fused_forward)
         N = x.size // x.shape[-1]
-        epilogue, y, t = self.act.fused_forward((N, self.fc.n_out), x.dtype)
-        h = self.fc.forward(x, epilogue=epilogue)  # (B, T, F) pre-activation
+        act_epilogue, y, t = self.act.fused_forward((N, self.fc.n_out), x.dtype)
+        h = self.fc.forward(x, epilogue=act_epilogue)  # (B, T, F) pre-activation
         self._fused = (h.reshape(N, -1), t)
-        return self.proj.forward(y.reshape(h.shape))  # (B, T, C)
+        return self.proj.forward(y.reshape(h.shape), epilogue=epilogue)  # (B, T, C)
 
     def backward(self, dy: np.ndarray, dx_epilogue: Epilogue | None = None) -> np.ndarray:
         """(B, T, C) -> (B, T, C); `dx_epilogue` runs on each block of dx as fc's product
@@ -73,8 +82,16 @@ class MLP(Module):
         return [*fc, *act, *self.proj.specs(f"{name}.proj", act[-1].out_shape, names)]
 
 
+def make_mlp(dim: int, filter_size: int, act: str, rng: np.random.Generator, bias: bool,
+             init: Init, out_init: Init, policy: Policy) -> Module:
+    """The feed-forward of a block: SwiGLU's gated form for act "swiglu", else fc-act-proj."""
+    if act == "swiglu":
+        return GatedMLP(dim, filter_size, rng, bias, init, out_init, policy)
+    return MLP(dim, filter_size, act, rng, bias, init, out_init, policy)
+
+
 class Block(Module):
-    """One transformer block, sequential (GPT-2) or parallel (GPT-J)."""
+    """One transformer block, sequential (GPT-2, LLaMA) or parallel (GPT-J)."""
 
     def __init__(
         self,
@@ -99,10 +116,14 @@ class Block(Module):
         init: Init = GPT_INIT,
         out_init: Init = GPT_INIT,
         policy: Policy = FP32,
+        norm: str = "layernorm",
+        kv_heads: int | None = None,
+        rotary_interleaved: bool = True,
     ) -> None:
         super().__init__(policy)
         self.parallel = parallel
-        self.ln_1 = LayerNorm(dim, eps, policy)
+        Norm = NORMS[norm]
+        self.ln_1 = Norm(dim, eps, policy)
         self.attn = CausalSelfAttention(
             dim,
             num_heads,
@@ -117,10 +138,12 @@ class Block(Module):
             init=init,
             out_init=out_init,
             policy=policy,
+            kv_heads=kv_heads,
+            rotary_interleaved=rotary_interleaved,
         )
         # the sequential block always has ln_2; the parallel one only when "untied"
-        self.ln_2 = LayerNorm(dim, eps, policy) if (untied_ln or not parallel) else None
-        self.mlp = MLP(dim, filter_size, act, rng, ffn_bias, init, out_init, policy)
+        self.ln_2 = Norm(dim, eps, policy) if (untied_ln or not parallel) else None
+        self.mlp = make_mlp(dim, filter_size, act, rng, ffn_bias, init, out_init, policy)
         self.drop_attn = Dropout(resid_dropout, drop_rng, policy)
         self.drop_mlp = Dropout(resid_dropout, drop_rng, policy)
 
@@ -316,9 +339,10 @@ class LMHead(Module):
         loss_scaling: str = "num_tokens",
         loss_weight: float = 1.0,
         policy: Policy = FP32,
+        norm: str = "layernorm",
     ) -> None:
         super().__init__(policy)
-        self.ln_f = LayerNorm(dim, eps, policy)
+        self.ln_f = NORMS[norm](dim, eps, policy)
         if tied_to is not None:
             self.out = TiedProjection(tied_to, bias=bias, policy=policy)
         else:
@@ -341,7 +365,7 @@ class LMHead(Module):
         return self.ln_f.backward(self.out.backward(self.ce.backward(loss_scale)))
 
     def specs(self, name: str, in_shape: tuple[int, ...], names: dict[int, str]) -> list[LayerSpec]:
-        """Final "layernorm", output "dense" (tied or not), "softmax_ce"."""
+        """Final "layernorm" (or "rmsnorm"), output "dense" (tied or not), "softmax_ce"."""
         s = self.ln_f.specs(f"{name}.ln_f", in_shape, names)
         s += self.out.specs(f"{name}.out", in_shape, names)
         return s + self.ce.specs(f"{name}.ce", s[-1].out_shape, names)

@@ -409,9 +409,10 @@ OPTIMIZER_SCHEMA: Schema = {
                              check=non_negative),
     "max_gradient_value": Key(_NUM, None, "clip gradients to [-v, v] (None or 0 = off)",
                               check=non_negative),
-    "grad_accum_steps": Key(int, 1, "micro-batches accumulated per optimizer step",
+    "grad_accum_steps": Key(int, 1, "input batches whose gradients are summed into one "
+                            "optimizer step (runtime/executors/accumulate.py)",
                             check=_closed(1, MAX_GRAD_ACCUM, "micro-batches per step")),
-    "use_cs_grad_accum": Key(bool, False, "PyTorch gradient accumulation on the CS system"),
+    "use_cs_grad_accum": Key(bool, None, "older spelling of runconfig.use_cs_grad_accum"),
     "loss_scaling_factor": Key(
         (int, float, str), 1.0, "a number (static) or 'dynamic'", check=_scale_phrase
     ),

@@ -25,6 +25,9 @@ SMALLER_CONFIGS = {
     "fc_mnist": "configs/params_small.yaml",
     "gpt2": "configs/params_tiny.yaml",
     "gptj": "configs/params_continuous_pretraining.yaml",
+    "bert": "configs/params_tiny.yaml",
+    "bert_classifier": "configs/params_tiny.yaml",
+    "llama": "configs/params_tiny.yaml",
 }
 
 

@@ -39,6 +39,7 @@ import numpy as np
 from cs2sim.runtime.artifacts import checkpoint as ckpt
 from cs2sim.runtime.artifacts.perf import RunPerf, write_performance
 from cs2sim.runtime.artifacts.summaries import EVAL_DIR, Summaries
+from cs2sim.runtime.executors.accumulate import Accumulation
 from cs2sim.runtime.executors.base import Executor, StepOutput, capture_state, restore_state
 from cs2sim.runtime.executors.cpu import CpuExecutor
 from cs2sim.runtime.training.callbacks import (
@@ -217,7 +218,13 @@ class Trainer:
         stream = comp.stream("train", cfg.seed)
         try:
             start = self._restore_for_train(model, opt, scaler, stream)
-            stop = cfg.stop_step(start, _batches_per_epoch(stream))
+            accumulation = Accumulation.from_params(self.params)
+            if accumulation.active:
+                log.info(accumulation.describe(int(self.params["train_input"]["batch_size"]))
+                         + ".")
+            # an update takes `batches` input batches (optimizer.grad_accum_steps)
+            stop = cfg.stop_step(start, max(1, _batches_per_epoch(stream)
+                                            // accumulation.batches))
             if stop <= start:
                 log.info(f"Global step {start} already reaches the requested {stop}; "
                          "nothing to train (raise --max_steps or use --steps).")

@@ -11,7 +11,8 @@ from cs2sim.system.hardware import WSE2, WaferSpec
 
 ZOO = Path(__file__).resolve().parents[2] / "runtime" / "modelzoo"
 WS_CONFIGS = {"params_gpt2_small_ws.yaml", "params_gpt3_xl.yaml", "params_gptj_6b.yaml",
-              "params_continuous_pretraining.yaml"}
+              "params_continuous_pretraining.yaml", "params_llama_7b.yaml",
+              "params_bert_large_msl128_ws.yaml"}
 
 
 def configs() -> list[tuple[str, Path]]:

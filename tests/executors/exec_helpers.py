@@ -14,6 +14,9 @@ CONFIGS = {
     "fc_mnist": "params_small.yaml",
     "gpt2": "params_tiny.yaml",
     "gptj": "params_tiny.yaml",
+    "bert": "params_tiny.yaml",
+    "bert_classifier": "params_tiny.yaml",
+    "llama": "params_tiny.yaml",
 }
 
 

@@ -39,7 +39,9 @@ def test_swarmx_sum_of_n_systems_is_the_single_system_gradient(model, n):
     loss, want = _host_grads(comp, params, batch, scale=8.0)
     ex = WeightStreamingExecutor(n)
     ex.load(m, comp.optimizer(m), comp.scaler(), params)
-    got_loss = ex.compute_gradients(batch, 8.0)
+    ex.begin_gradients()
+    got_loss = ex.compute_gradients(batch, 1, 8.0)
+    ex.end_gradients()
     assert got_loss == pytest.approx(loss, rel=1e-6)
     assert ex.swarmx.reductions == n * len(m.blocks)  # one reduce per system and layer
     # every layer broadcast forward, every layer but the output layer again for backward
@@ -98,6 +100,7 @@ def test_pipelined_stages_own_their_weights_and_hold_the_host_gradient():
     for st in ex.stages:  # on the wafer: not the host's arrays
         for n, a in st.params.items():
             assert a is not m.parameters()[n]
+    ex.begin_gradients()
     assert ex.compute_gradients(batch, 1, 1.0) == pytest.approx(loss, rel=1e-6)
     for name, g in want.items():
         np.testing.assert_allclose(ex.wafer.grads()[name], g, rtol=2e-5,

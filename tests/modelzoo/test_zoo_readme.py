@@ -63,9 +63,11 @@ def checkout(tmp_path) -> Path:
     return copy
 
 
-def test_the_doc_lists_the_three_commands():
+def test_the_doc_lists_a_command_for_every_model():
     cmds = doc_training_commands()
-    assert len(cmds) == 3 and all(" python run.py " in c for c in cmds)
+    assert len(cmds) == 5 and all(" python run.py " in c for c in cmds)
+    for model in ("fc_mnist", "gpt2", "gptj", "bert", "llama"):
+        assert any(c.startswith(f"cd runtime/modelzoo/{model} ") for c in cmds), model
 
 
 @pytest.mark.slow

@@ -39,7 +39,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SEEDS = sorted((ROOT / "tests" / "modelzoo" / "configs").glob("*.yaml")) + sorted(
     (ROOT / "runtime" / "modelzoo").glob("*/configs/*.yaml"))
 SEED_TEXT = [(p, p.read_text()) for p in SEEDS]
-MODEL_OF = {"fc": "fc_mnist", "gpt2": "gpt2", "gpt3": "gpt2", "gptj": "gptj", "params": None}
+MODEL_OF = {"fc": "fc_mnist", "gpt2": "gpt2", "gpt3": "gpt2", "gptj": "gptj", "bert": "bert",
+            "llama": "llama", "params": None}
 
 MAX_SECONDS = 5.0  # per example, on a loaded 2-core CI host; typical is a few milliseconds
 MAX_PEAK_BYTES = 64 << 20  # per example, Python allocations (tracemalloc)

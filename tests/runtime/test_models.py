@@ -46,6 +46,23 @@ def lm_batch(B: int, T: int, V: int, seed: int = 0) -> dict[str, np.ndarray]:
     return {"input_ids": ids[:, :-1], "labels": ids[:, 1:]}
 
 
+TINY_BERT = {**TINY_LM, "dropout_rate": 0.0, "layer_norm_epsilon": 1e-5}
+TINY_LLAMA = {**TINY_LM, "num_heads": 2, "rotary_dim": 4}
+
+
+def bert_batch(B: int, T: int, V: int, P: int = 2, seed: int = 0) -> dict[str, np.ndarray]:
+    r = np.random.default_rng(seed)
+    pos = np.sort(np.stack([r.choice(np.arange(1, T), P, replace=False) for _ in range(B)]),
+                  axis=1).astype(np.int32)
+    ids = r.integers(0, V, (B, T)).astype(np.int32)
+    return {"input_ids": ids, "token_type_ids": (np.arange(T) >= T // 2)[None].repeat(B, 0)
+            .astype(np.int32), "masked_lm_positions": pos,
+            "masked_lm_ids": r.integers(0, V, (B, P)).astype(np.int32),
+            "masked_lm_weights": np.ones((B, P), np.float32),
+            "next_sentence_label": r.integers(0, 2, B).astype(np.int32),
+            "labels": r.integers(0, 2, B).astype(np.int32)}
+
+
 def mnist_batch(B: int, seed: int = 0) -> dict[str, np.ndarray]:
     r = np.random.default_rng(seed)
     return {"x": r.random((B, 784), dtype=np.float32), "y": r.integers(0, 10, B).astype(np.int32)}
@@ -235,6 +252,9 @@ def test_backward_accumulates_until_zero_grad(name: str) -> None:
         "fc_mnist": ({"hidden_sizes": [8]}, mnist_batch(4)),
         "gpt2": (TINY_LM, lm_batch(2, 4, 11)),
         "gptj": (TINY_GPTJ, lm_batch(2, 4, 11)),
+        "llama": (TINY_LLAMA, lm_batch(2, 4, 11)),
+        "bert": (TINY_BERT, bert_batch(2, 6, 11)),
+        "bert_classifier": ({**TINY_BERT, "task_dropout": 0.0}, bert_batch(2, 6, 11)),
     }[name]
     m = registry.get(name)(mp, FP32, 0)
     m.forward_loss(batch)
@@ -371,6 +391,22 @@ YAML_MODEL_KEYS = {
         "tf_summary",
     },
 }
+# the model sections of the published BERT (TF R1.7.1 params_bert_large_msl128.yaml, PyTorch
+# bert_base_MSL128.yaml, RoBERTa, the R1.8 weight-streaming and R2.0 variants) and LLaMA
+# (Release 1.9.1 params_llama_7b.yaml, Release 2.0 params_llama2_70b.yaml) configs
+YAML_MODEL_KEYS["bert"] = {
+    "hidden_size", "use_position_embedding", "use_segment_embedding", "position_embedding_type",
+    "max_position_embeddings", "share_embedding_weights", "num_hidden_layers", "dropout_rate",
+    "layer_norm_epsilon", "num_heads", "attention_dropout_rate", "filter_size",
+    "encoder_nonlinearity", "use_ffn_bias", "use_vsl", "mixed_precision", "boundary_casting",
+    "tf_summary", "vocab_size", "mlm_loss_weight", "enable_vts", "disable_nsp",
+    "attention_kernel", "pooler_nonlinearity", "mlm_loss_scaling", "use_nsp_bias",
+}
+YAML_MODEL_KEYS["bert_classifier"] = YAML_MODEL_KEYS["bert"] | {
+    "task_dropout", "problem_type", "num_labels", "compute_eval_metrics"}
+YAML_MODEL_KEYS["llama"] = YAML_MODEL_KEYS["gpt2"] - {"use_vsl"} | {
+    "rotary_dim", "use_rms_norm", "norm_type", "attention_module", "extra_attention_params",
+    "embedding_dropout_rate", "use_bfloat16"}
 
 
 @pytest.mark.parametrize("name", registry.names())
@@ -378,7 +414,8 @@ def test_schema_accepts_every_model_zoo_key(name: str) -> None:
     entry = registry.get(name)
     assert entry.NAME == name
     assert YAML_MODEL_KEYS[name] <= set(entry.SCHEMA)
-    assert entry.family == {"fc_mnist": "mnist", "gpt2": "lm", "gptj": "lm"}[name]
+    assert entry.family == {"fc_mnist": "mnist", "gpt2": "lm", "gptj": "lm", "llama": "lm",
+                            "bert": "mlm", "bert_classifier": "pairs"}[name]
     for key, spec in entry.SCHEMA.items():
         assert spec.doc, key
         assert spec.default is None or spec.choices is None or spec.default in spec.choices, key

@@ -598,7 +598,23 @@ GPTJ = dict(model={"vocab_size": 257, "hidden_size": 32, "num_hidden_layers": 1,
             train_input={"batch_size": 4, "max_sequence_length": 16, "vocab_size": 257})
 
 
-@pytest.mark.parametrize(("name", "cfg"), [("fc_mnist", FC), ("gptj", GPTJ)])
+BERT = dict(model={"vocab_size": 260, "hidden_size": 32, "num_hidden_layers": 1, "num_heads": 2,
+                   "filter_size": 64, "max_position_embeddings": 32, "dropout_rate": 0.1,
+                   "mixed_precision": True, "fp16_type": "cbfloat16"},
+            optimizer={"optimizer_type": "adamw", "learning_rate": 0.003,
+                       "max_gradient_norm": 1.0, "loss_scaling_factor": "dynamic"},
+            train_input={"batch_size": 4, "max_sequence_length": 32,
+                         "max_predictions_per_seq": 5, "dynamic_mlm_scale": True})
+LLAMA = dict(model={"vocab_size": 257, "hidden_size": 32, "num_hidden_layers": 1,
+                    "num_heads": 4, "filter_size": 48, "max_position_embeddings": 16,
+                    "attention_module": "multiquery_attention",
+                    "extra_attention_params": {"num_kv_groups": 2}, "dropout_rate": 0.1},
+             optimizer={"optimizer_type": "adamw", "learning_rate": 0.003},
+             train_input={"batch_size": 4, "max_sequence_length": 16, "vocab_size": 257})
+
+
+@pytest.mark.parametrize(("name", "cfg"), [("fc_mnist", FC), ("gptj", GPTJ), ("bert", BERT),
+                                           ("llama", LLAMA)])
 def test_real_models_resume_bit_identical(tmp_path, name, cfg, one_blas_thread):
     """Dropout RNG, Adam moments, the loss scale and the data position all come back."""
     full = real_trainer(name, tmp_path / "full", max_steps=16, **cfg).train()

@@ -55,7 +55,7 @@ def test_command_names_the_model_and_the_flow(tmp_path):
         parse_command(["bash", RUN_PY])
     other = tmp_path / "run.py"
     other.write_text("print('hi')\n")
-    with pytest.raises(AnalyzerError, match="not a cs2sim Model Zoo run.py"):
+    with pytest.raises(AnalyzerError, match="not a cs2sim run.py"):
         parse_command(["python", str(other)])
 
 
@@ -173,6 +173,26 @@ def test_on_a_terminal_a_rich_progress_bar_then_the_report(tmp_path):
     child.close()
     assert child.exitstatus == 0
     assert "#" * 30 not in seen.getvalue()  # the real script's '#' lines are for pipes only
+
+
+def test_a_run_py_that_passes_its_own_model_class_is_analyzed():
+    """docs/own-model.md: `main(ResidualMLP)`; the analyzer imports the run.py (its main() is
+    under __main__), registers the class and analyzes it by its NAME."""
+    from cs2sim.runtime import registry
+
+    run_py = ROOT / "examples" / "own_model" / "run.py"
+    cmd = parse_command(["python", str(run_py), "--mode=validate_only"])
+    assert cmd.model == "residual_mlp"
+    assert registry.get("residual_mlp").NAME == "residual_mlp"
+    assert registry.get("residual_mlp").family == "mnist"
+
+
+def test_a_run_py_naming_a_class_it_lacks_is_one_line(tmp_path):
+    bad = tmp_path / "run.py"
+    bad.write_text("from cs2sim.runtime.cli.main import main\n"
+                   "if __name__ == '__main__':\n    main(Missing)\n")
+    with pytest.raises(AnalyzerError, match="passes Missing to main"):
+        parse_command(["python", str(bad)])
 
 
 # -- the recommended line and the examples, as a user runs them (issue 23) ------------------------

@@ -219,7 +219,7 @@ class GPT2Model(DecoderLM):
 
     def __init__(self, model_params: dict[str, Any], policy: Policy, seed: int) -> None:
         mp = fill_defaults(self.SCHEMA, model_params)
-        cfg = decoder_config(mp, self.PARALLEL)
+        cfg = self.config(mp)
         emb, init, out = self.initializers(mp, cfg)
         super().__init__(
             cfg,
@@ -231,6 +231,11 @@ class GPT2Model(DecoderLM):
             init_seed=mp.get("weight_initialization_seed"),
             dropout_seed=mp.get("dropout_seed"),
         )
+
+    @classmethod
+    def config(cls, mp: dict[str, Any]) -> DecoderConfig:
+        """The DecoderConfig of a defaults-filled model section."""
+        return decoder_config(mp, cls.PARALLEL)
 
     @staticmethod
     def default_initializers(mp: dict[str, Any], cfg: DecoderConfig) -> tuple[Init, Init, Init]:
@@ -256,7 +261,7 @@ class GPT2Model(DecoderLM):
     @classmethod
     def param_count(cls, model_params: dict[str, Any]) -> int:
         """Trainable scalars, from the shapes (no allocation)."""
-        return decoder_config(fill_defaults(cls.SCHEMA, model_params), cls.PARALLEL).param_count()
+        return cls.config(fill_defaults(cls.SCHEMA, model_params)).param_count()
 
     @classmethod
     def param_bytes_estimate(
@@ -264,6 +269,6 @@ class GPT2Model(DecoderLM):
     ) -> int:
         """Host bytes to train at batch_size x seq_len (default max_positions); no allocation."""
         mp = fill_defaults(cls.SCHEMA, model_params)
-        cfg = decoder_config(mp, cls.PARALLEL)
+        cfg = cls.config(mp)
         acts = cfg.activation_bytes(batch_size, seq_len or cfg.max_positions)
         return training_bytes(cfg.param_count(), acts, bool(mp.get("mixed_precision")))

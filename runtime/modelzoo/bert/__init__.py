@@ -1,0 +1,1 @@
+"""bert: BERT pretraining (masked LM + next sentence; RoBERTa with disable_nsp)."""

@@ -1,0 +1,1 @@
+"""llama: the LLaMA decoder (RMSNorm, SwiGLU, rotary positions, no biases, untied output)."""

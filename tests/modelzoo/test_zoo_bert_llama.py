@@ -1,0 +1,123 @@
+"""BERT's and LLaMA's published Model Zoo configs: unchanged, no unknown key, compiled in the
+mode they belong to (BERT and its fine-tuning classifiers pipelined, as every site ran them in
+the csrun_wse era; the weight-streaming BERT variants and LLaMA for weight streaming), and the
+vocab_file fallback.
+
+The three files of tests/modelzoo/configs/ always run. More published variants (weight-streaming
+BERT, RoBERTa, the fine-tuning classifiers' BERT encoder, LLaMA-2 with grouped-query attention)
+run from the shared reference set (shared/modelzoo-configs/, beside the repository) when it has
+them: VARIANTS names each with its release and path in Cerebras/modelzoo.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from cs2sim.runtime.cli.main import main
+from cs2sim.runtime.params import load_params, validate_params
+
+HERE = Path(__file__).parent / "configs"
+ROOT = Path(__file__).resolve().parents[2]
+SHARED = [Path(os.environ.get("CS2SIM_SHARED", ROOT.parent / "shared")) / "modelzoo-configs",
+          Path("/work/shared/modelzoo-configs")]
+# file in shared/modelzoo-configs -> (model, mode it belongs to, release:path in Cerebras/modelzoo)
+VARIANTS = {
+    "bert_large_msl128_pt.yaml": ("bert", "pipelined", "R_1.7.1:modelzoo/transformers/pytorch/"
+                                  "bert/configs/bert_large_MSL128.yaml"),
+    "bert_large_msl128_ws_pt.yaml": ("bert", "ws", "Release_1.8.0:modelzoo/transformers/pytorch/"
+                                     "bert/configs/bert_large_MSL128_ws.yaml"),
+    "bert_base_msl128_tf.yaml": ("bert", "pipelined", "R_1.7.1:modelzoo/transformers/tf/bert/"
+                                 "configs/params_bert_base_msl128.yaml"),
+    "roberta_base_pt.yaml": ("bert", "pipelined", "R_1.7.1:modelzoo/transformers/pytorch/bert/"
+                             "configs/roberta_base.yaml"),
+    "roberta_base_msl512_tf.yaml": ("bert", "pipelined", "R_1.7.1:modelzoo/transformers/tf/bert/"
+                                    "configs/params_roberta_base_msl512.yaml"),
+    "bert_base_classifier_sst2_pt.yaml": ("bert_classifier", "pipelined", "R_1.7.1:modelzoo/"
+                                          "transformers/pytorch/bert/fine_tuning/classifier/"
+                                          "configs/bert_base_classifier_sst2.yaml"),
+    "bert_base_classifier_mnli_pt.yaml": ("bert_classifier", "pipelined", "R_1.7.1:modelzoo/"
+                                          "transformers/pytorch/bert/fine_tuning/classifier/"
+                                          "configs/bert_base_classifier_mnli.yaml"),
+    "llama2_7b_pt.yaml": ("llama", "ws", "Release_2.0.2:modelzoo/transformers/pytorch/llama/"
+                          "configs/params_llama2_7b.yaml"),
+    "llama2_70b_pt.yaml": ("llama", "ws", "Release_2.0.2:modelzoo/transformers/pytorch/llama/"
+                           "configs/params_llama2_70b.yaml"),
+}
+OURS = {"bert_large_msl128_tf.yaml": ("bert", "pipelined"),
+        "bert_base_msl128_pt.yaml": ("bert", "pipelined"),
+        "llama_7b_pt.yaml": ("llama", "ws")}
+
+
+def _shared(name: str) -> Path | None:
+    return next((d / name for d in SHARED if (d / name).is_file()), None)
+
+
+CASES = [(HERE / n, m, mode) for n, (m, mode) in OURS.items()]
+CASES += [(_shared(n) or Path(n), m, mode) for n, (m, mode, _) in VARIANTS.items()]
+
+
+@pytest.fixture(autouse=True)
+def _one_blas_thread():
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):
+        yield
+
+
+def _need(path: Path) -> None:
+    if not path.is_file():
+        pytest.skip(f"{path.name} is not in shared/modelzoo-configs ({VARIANTS[path.name][2]})")
+
+
+@pytest.mark.parametrize(("path", "model", "mode"), CASES, ids=[c[0].name for c in CASES])
+def test_loads_unchanged_without_unknown_keys(path, model, mode):
+    _need(path)
+    _, warnings = validate_params(load_params(path), model, source=path.name)
+    assert not [w for w in warnings if "unknown key" in w], warnings
+
+
+@pytest.mark.parametrize(("path", "model", "mode"), CASES, ids=[c[0].name for c in CASES])
+def test_validates_and_compiles_in_its_mode(capsys, tmp_path, monkeypatch, path, model, mode):
+    _need(path)
+    if mode == "ws":
+        monkeypatch.setenv("CS2SIM_FLOW", "ws")  # as `python-ws run.py ...`
+    else:
+        monkeypatch.delenv("CS2SIM_FLOW", raising=False)
+    md = tmp_path / "md"
+    for stop in ("validate_only", "compile_only"):
+        code = main(model, ["-m", stop, "-p", str(path), "-o", str(md)])
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        assert "unknown key" not in out + err
+    report = next(md.glob("cs_*/compile_report.txt")).read_text()
+    assert ("Layer Name" in report) == (mode == "ws")  # the per-layer table of weight streaming
+
+
+def test_llama_7b_compiles_for_weight_streaming_in_micro_batches(capsys, tmp_path, monkeypatch):
+    """use_cs_grad_accum: the 2048-sample batch does not fit one wafer's activations; the
+    compiler runs it as micro-batches and says so."""
+    monkeypatch.setenv("CS2SIM_FLOW", "ws")
+    assert main("llama", ["-m", "compile_only", "-p", str(HERE / "llama_7b_pt.yaml"),
+                          "-o", str(tmp_path)]) == 0
+    capsys.readouterr()
+    log = next(tmp_path.glob("cs_*/compile.log")).read_text()
+    found = re.search(r"2048 samples per system in (\d+) micro-batch\(es\) of (\d+)", log)
+    assert found and int(found[1]) > 1 and int(found[1]) * int(found[2]) >= 2048, log
+    assert "Micro-batches: " in next(tmp_path.glob("cs_*/compile_report.txt")).read_text()
+
+
+def test_missing_vocab_file_is_one_line_and_the_fallback(capsys, tmp_path):
+    """The TF config names a vocab_file and no vocab_size: one line says the file is not there
+    and which vocabulary is used instead; validation goes on (no traceback)."""
+    code = main("bert", ["-m", "validate_only", "-p", str(HERE / "bert_large_msl128_tf.yaml"),
+                         "-o", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    lines = [ln for ln in (out + err).splitlines() if "vocab_file ../" in ln]
+    assert len(lines) == 1, lines
+    assert "is not there" in lines[0] and "fallback vocabulary" in lines[0]
+    assert "30522 rows" in lines[0] and "Traceback" not in out + err
