@@ -34,6 +34,7 @@ import os
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,9 +55,20 @@ FAULT_REASON_ENV = "CS2SIM_FAULT_REASON"
 
 class SystemStopped(RuntimeFailure):
     """The system left ACTIVE (a forced standby, a fault) while the job ran: exit 75 (EX_TEMPFAIL,
-    "try again later": the message says where the same command starts again)."""
+    "try again later": the message says where the same command starts again).
+
+    The middle of the message (`resume`, what the checkpoints on disk allow) is computed when the
+    message is shown, not when the watch stops the run: the user node still writes the
+    checkpoints of the steps already in the output queue, after the executor raised."""
 
     exit_code = 75
+
+    def __init__(self, head: str, resume: Callable[[], str], tail: str) -> None:
+        super().__init__(head)
+        self._head, self._resume, self._tail = head, resume, tail
+
+    def __str__(self) -> str:
+        return f"{self._head}; {self._resume()}, {self._tail}"
 
 
 class CsRun:
@@ -231,12 +243,13 @@ class CsRun:
         # what brings the system back: from FAULT a standby comes first (system/state.py)
         fix = ("`system standby` and `system activate`" if status.state is State.FAULT
                else "`system activate`")
-        resume = (self.trainer.resume_text() if self.trainer is not None
-                  else "running the same command again resumes from its last checkpoint, if any")
+        trainer = self.trainer
         raise SystemStopped(
             f"System {status.name} went to {status.state} while job {self.job.id} ran, so "
-            f"training stopped before global step {step}; {resume}, once an admin has run "
-            f"{fix}."
+            f"training stopped before global step {step}",
+            trainer.resume_text if trainer is not None else lambda: (
+                "running the same command again resumes from its last checkpoint, if any"),
+            f"once an admin has run {fix}.",
         )
 
 
