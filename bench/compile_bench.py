@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from cs2sim.runtime.compiler import compile_run  # noqa: E402
+from cs2sim.runtime.modelzoo import WEIGHT_STREAMING_CONFIGS  # noqa: E402
 from cs2sim.runtime.params import load_params, validate_params  # noqa: E402
 from cs2sim.system.state import ExecMode  # noqa: E402
 
@@ -32,10 +33,8 @@ P, W = ExecMode.PIPELINED, ExecMode.WEIGHT_STREAMING
 GPT3_175B = {"model": {"hidden_size": 12288, "num_hidden_layers": 96, "num_heads": 96,
                        "filter_size": 49152},
              "train_input": {"batch_size": 192}, "runconfig": {"num_csx": 64}}
-WS_CONFIGS = {"params_gpt2_small_ws.yaml", "params_gpt3_xl.yaml", "params_gptj_6b.yaml",
-              "params_continuous_pretraining.yaml"}
 CASES = [(f"{d.name}/{c.stem.removeprefix('params_') or c.stem}", d.name, c.name,
-          W if c.name in WS_CONFIGS else P, {})
+          W if c.name in WEIGHT_STREAMING_CONFIGS else P, {})
          for d in sorted(ZOO.iterdir()) if (d / "configs").is_dir()
          for c in sorted((d / "configs").glob("*.yaml"))]
 CASES += [("GPT-NeoX-20B shape b256", "gpt2", "../../../../bench/fidelity/gpt_neox_20b_b256.yaml",

@@ -227,6 +227,9 @@ def make_session(ctx: Context, history: Path | None) -> PromptSession[str]:
         PROMPT,
         completer=TableCompleter(ctx.table),
         complete_while_typing=False,  # Tab and `?`, as on a network device's console
+        # room for the first Tab's menu to show every top-level command (prompt_toolkit's
+        # default of 8 lines, less the toolbar, hid the last two), plus the toolbar's line
+        reserve_space_for_menu=len(ctx.table.root.children) + 2,
         auto_suggest=AutoSuggestFromHistory(),
         history=ForgivingFileHistory(str(history)) if history is not None else None,
         bottom_toolbar=Toolbar(ctx),

@@ -178,7 +178,9 @@ def configure(threads: int | None = None) -> ThreadSettings:
         wait_in_time=bool(_env_in_time) or not _env_set,
         user_count=next((n for n in USER_COUNT_ENV if os.environ.get(n)), None),
     )
-    log.info("thread settings: %s", _settings.describe())
+    # A developer's diagnostic (run with --logging DEBUG, or see docs/benchmarks.md): on the
+    # console at INFO its "AFTER BLAS loaded (no effect on it)" read like a warning on every run.
+    log.debug("thread settings: %s", _settings.describe())
     return _settings
 
 

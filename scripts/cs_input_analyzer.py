@@ -78,9 +78,11 @@ Arguments:
                                    estimate (e.g. after validate-only).
     --threads                      (Optional) Thread counts to measure (default 12,16,20).
     --measure-seconds              (Optional) Length of each measurement (default 1.0).
-Example usage:
-    cs_input_analyzer --available-nodes=3 python run.py --mode=validate_only --cs_ip=0.0.0.0
-    cs_input_analyzer --mount-dirs="/data/ml,/lab/ml" python run.py --mode=compile_only
+Example usage (in a model's directory, e.g. a copy of the Model Zoo's fc_mnist):
+    cs_input_analyzer --available-nodes=3 python run.py --mode=validate_only --cs_ip={{ip}}
+    cs_input_analyzer --mount-dirs="$PWD" python run.py --mode=compile_only
+The report ends with the csrun_wse line that trains on the CS-2 with the recommendation
+(with --cs_ip; without it run.py would train on the host CPU).
 """
 
 
@@ -189,6 +191,11 @@ class RunCommand:
     def weight_streaming(self) -> bool:
         return self.launcher == "python-ws"
 
+    @property
+    def wrapper(self) -> str:
+        """The word csrun_wse runs for this flow: python (pipelined), python-ws or python-pt."""
+        return "python" if self.launcher == "python3" else self.launcher
+
 
 def parse_command(command: list[str]) -> RunCommand:
     """`python[-ws|-pt] run.py ...` -> which model, which flow."""
@@ -240,6 +247,20 @@ def register_own_model(run_py: Path, class_name: str) -> str:
 
 
 # -- site facts ------------------------------------------------------------------------------------
+def first_system() -> tuple[str, str]:
+    """(name, IP) of the cluster's first CS-2 system, from the cluster description alone (the
+    store is not opened): the system the recommended line trains on without a --cs_ip."""
+    from cs2sim.system.cluster import load_cluster
+
+    system = load_cluster().systems[0]
+    return str(system.name), str(system.ip)
+
+
+def system_ip() -> str:
+    """The IP of the cluster's first CS-2 system (what the recommended line's --cs_ip names)."""
+    return first_system()[1]
+
+
 def site_facts() -> tuple[int, int]:
     """(default node count, CPUs of a worker node) from the cluster configuration."""
     from cs2sim.system.cluster import load_cluster
@@ -258,11 +279,13 @@ def compile_model(cmd: RunCommand, on_stage: Any) -> tuple[Any, dict, Path]:
     from cs2sim.runtime.artifacts.perf import write_compile_perf
     from cs2sim.runtime.cli.compile_run import _target
     from cs2sim.runtime.cli.compile_run import stop_after as compile_stop
-    from cs2sim.runtime.cli.main import _load, build_parser
+    from cs2sim.runtime.cli.main import _load, build_parser, default_params
     from cs2sim.runtime.compiler import compile_run
     from cs2sim.system.state import ExecMode
 
     args = build_parser(cmd.model).parse_args(cmd.args)
+    if args.params is None:  # the model's default params, found as run.py finds them
+        args.params = str(default_params(cmd.model, cmd.run_py.resolve().parent)[0])
     stop = compile_stop(args)
     if stop is None:
         raise AnalyzerError("cs_input_analyzer analyzes a compile: give run.py "
@@ -271,8 +294,10 @@ def compile_model(cmd: RunCommand, on_stage: Any) -> tuple[Any, dict, Path]:
         **{**vars(args), "mode": "train", "wafer_map": None}))
     model_dir = Path(args.model_dir or params["runconfig"]["model_dir"])
     mode = ExecMode.WEIGHT_STREAMING if cmd.weight_streaming else ExecMode.PIPELINED
+    # for the system the recommended line trains on, so that run reuses this compile
+    target = _target(args.cs_ip) if args.cs_ip else first_system()[0]
     res = compile_run(cmd.model, params, model_dir, mode=mode, stop_after=stop,
-                      target=_target(args.cs_ip), on_stage=on_stage)
+                      target=target, on_stage=on_stage)
     if res.plan is not None:
         write_compile_perf(model_dir, res)
     return res, params, model_dir
@@ -348,8 +373,10 @@ def recommend(options: list[PerThreads], need: float | None, available: int,
                           f"{needed} would meet the need", needed)
 
 
-def run_command_for(cmd: RunCommand, rec: Recommendation) -> str:
-    """The csrun_wse line that trains with the recommendation."""
+def run_command_for(cmd: RunCommand, rec: Recommendation, ip: str | None = None) -> str:
+    """The csrun_wse line that trains on the CS-2 with the recommendation: the flow's wrapper,
+    --mode=train, and --cs_ip (the command's own, else `ip`: without it run.py trains on the
+    host CPU)."""
     rest = [a for a in cmd.args if a not in ("--validate_only", "--compile_only")
             and not a.startswith("--mode=")]
     cleaned, skip = [], False
@@ -365,8 +392,10 @@ def run_command_for(cmd: RunCommand, rec: Recommendation) -> str:
              f"--cpus-per-task={rec.cpus_per_task}"]
     if rec.single_task_nodes:
         flags.append(f"--single-task-nodes={rec.single_task_nodes}")
-    return " ".join(["csrun_wse", *flags, cmd.launcher, str(cmd.run_py), "--mode=train",
-                     *cleaned])
+    has_ip = any(a == "--cs_ip" or a.startswith("--cs_ip=") for a in cleaned)
+    target = [] if has_ip or ip is None else [f"--cs_ip={ip}"]
+    return " ".join(["csrun_wse", *flags, cmd.wrapper, str(cmd.run_py), "--mode=train",
+                     *cleaned, *target])
 
 
 # -- progress -------------------------------------------------------------------------------------
@@ -508,7 +537,7 @@ def analyze(options: Options, out: TextIO, err: TextIO) -> dict[str, Any]:
             "expected_samples_per_sec": round(rec.expected, 3),
             "meets_need": rec.meets_need, "reason": rec.reason,
             "nodes_needed": rec.nodes_needed,
-            "csrun_wse": run_command_for(cmd, rec),
+            "csrun_wse": run_command_for(cmd, rec, system_ip()),
         },
         "labels": {"measurements": "host measurements (this machine)",
                    "est_samples_per_sec": "CS-2 estimate (compiler)",
@@ -584,7 +613,7 @@ def render(report: dict[str, Any]) -> str:
         f"{_rate(r['expected_samples_per_sec'])} samples/s (estimate){share}",
         f"  {verdict[r['meets_need']]}; {r['reason']}.",
         "",
-        "Train with:",
+        "Train with (on the CS-2):",
         f"  {r['csrun_wse']}",
         "",
         f"The per-worker rate is saved in {report['measurement_file']}: the run's compile "
@@ -602,10 +631,10 @@ def main(argv: list[str] | None = None) -> int:
         options = parse_args(argv)
         if options is None:
             try:
-                nodes = str(site_facts()[0])
+                nodes, ip = str(site_facts()[0]), system_ip()
             except Exception:  # noqa: BLE001 - help must print even with a broken cluster file
-                nodes = "see the cluster configuration"
-            out.write(HELP.replace("{nodes}", nodes))
+                nodes, ip = "see the cluster configuration", "<CS IP>"
+            out.write(HELP.replace("{nodes}", nodes).replace("{ip}", ip))
             return 0
         report = analyze(options, out, err)
     except AnalyzerError as e:

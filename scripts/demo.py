@@ -1,6 +1,6 @@
 """The README's main job: a CS-2 installation's workflow, end to end, on a throwaway system.
 
-    python -m scripts.demo [--boot-seconds 2] [--max-steps 20]
+    python -m scripts.demo [--boot-seconds 2] [--max-steps 20] [--keep]
 
 Every step runs the real command (a `cs`, `csrun_cpu`, `csrun_wse` or `run.py` process) against
 a throwaway $CS2_HOME, echoed as the user or admin would type it, followed by what it printed:
@@ -12,12 +12,17 @@ a throwaway $CS2_HOME, echoed as the user or admin would type it, followed by wh
 3. The user tries seed 002's weight-streaming command: the system is PIPELINED, so it is refused
    before anything is allocated, naming the fix.
 4. The admin changes the execution mode in `cs>` (seed 002, Section 1).
-5. The user runs seed 002's `csrun_wse ... --cyclic python-ws run.py ...` line unchanged but for
-   a small --max_steps and the system's address; the queue view is shown while it runs.
+5. GPT-J in weight streaming: the real 6B shape is compiled only, on a CPU node, for the
+   compiler's estimate; then the user runs seed 002's `csrun_wse ... --cyclic python-ws run.py
+   ...` line unchanged but for a small --max_steps and the system's address. Its params file is
+   GPT-J's architecture at a small size (a stand-in that trains on this host), and the demo says
+   so, with both estimates side by side. The queue view is shown while the job runs.
 6. What the runs left in their model_dirs.
 
-All throughput figures are labelled: `Rate`/`GlobalRate` and samples_per_sec are measured on
-this host; est_samples_per_sec is the compiler's CS-2 estimate.
+Output comes in the order things happen (a job's lines as it prints them). All throughput
+figures are labelled: `Rate`/`GlobalRate` and samples_per_sec are measured on this host;
+est_samples_per_sec is the compiler's CS-2 estimate. The demo's directory (its system, the model
+copies and what the runs left) is removed at the end unless --keep is given.
 """
 
 from __future__ import annotations
@@ -30,10 +35,15 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 import cs2sim.runtime.modelzoo as modelzoo
+from cs2sim.system.store import default_home
 
 MODELZOO = Path(modelzoo.__file__).parent
 BIN = Path(sys.executable).parent  # the console scripts installed next to this interpreter
@@ -127,18 +137,59 @@ def show_report(model_dir: Path, lines: int = 7) -> None:
         print("".join(reports[-1].read_text().splitlines(keepends=True)[:lines]))
 
 
-def queue_while_running(demo: Demo, proc: subprocess.Popen[str], timeout: float = 120) -> None:
-    """Show `jobs show` once the launched job is RUNNING (the queue view, as squeue)."""
+def queue_view(demo: Demo, launched: threading.Event, proc: subprocess.Popen[str],
+               say: Any, timeout: float = 120) -> None:
+    """Once the launcher has launched, show `jobs show` as soon as the job is RUNNING (the queue
+    view, as squeue shows it), between the job's own lines as it happens."""
+    if not launched.wait(timeout):
+        return
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
         out = subprocess.run([demo.tool("cs"), "-c", "jobs show"], env=demo.env, text=True,
                              capture_output=True).stdout
         if " R " in out:
-            print("\n# In another terminal, while the job runs: the queue")
-            print("cs> jobs show")
-            print(out, flush=True)
+            say(f"\n# In another terminal, while the job runs: the queue\ncs> jobs show\n{out}\n")
             return
         time.sleep(0.2)
+
+
+def launch_live(demo: Demo, line: str, cwd: Path) -> int:
+    """Run a launcher line, its output printed as it comes, the queue view in between."""
+    print(f"$ {line}", flush=True)
+    argv = [demo.tool("csrun_wse"), *shlex.split(line)[1:]]
+    proc = subprocess.Popen(argv, cwd=cwd, env=demo.env, text=True, bufsize=1,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    lock = threading.Lock()
+    launched = threading.Event()
+
+    def say(text: str) -> None:
+        with lock:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+
+    viewer = threading.Thread(target=queue_view, args=(demo, launched, proc, say), daemon=True)
+    viewer.start()
+    for out_line in proc.stdout or []:
+        say(out_line)
+        if out_line.startswith("Launching:"):
+            launched.set()
+    proc.wait()
+    launched.set()
+    viewer.join()
+    return proc.returncode
+
+
+def shape(params_file: Path) -> str:
+    """A GPT model's size in words, from its params file: layers, width, heads, vocabulary."""
+    m = yaml.safe_load(params_file.read_text())["model"]
+    return (f"{m['num_hidden_layers']} layers, width {m['hidden_size']}, {m['num_heads']} heads, "
+            f"vocabulary {m['vocab_size']:,}")
+
+
+def estimate(model_dir: Path) -> float | None:
+    """est_samples_per_sec (the compiler's CS-2 estimate) from a model_dir's performance.json."""
+    perf = model_dir / "performance" / "performance.json"
+    return json.loads(perf.read_text()).get("est_samples_per_sec") if perf.is_file() else None
 
 
 def story(demo: Demo, steps: int) -> None:
@@ -171,28 +222,22 @@ def story(demo: Demo, steps: int) -> None:
         demo.cs(command)
         print()
 
-    print("# 5. Seed 002's command: 98 tasks (chief, coordinator, 96 input streamers) train GPT-J")
-    print(f"$ {seed}", flush=True)
-    argv = [demo.tool("csrun_wse"), *shlex.split(seed)[1:]]
-    proc = subprocess.Popen(argv, cwd=gptj, env=demo.env, text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)
-    lines: list[str] = []
-    import threading
-
-    reader = threading.Thread(target=lambda: lines.extend(proc.stdout or []), daemon=True)
-    reader.start()
-    queue_while_running(demo, proc)
-    proc.wait()
-    reader.join()
-    # the launcher's merged output, without the 96 streamers' start-up lines
-    noisy = ("Input streamer", "streaming batches")
-    kept = [ln for ln in lines if not any(n in ln for n in noisy)]
-    sys.stdout.write("".join(kept))
-    if len(kept) < len(lines):
-        print(f"    ({len(lines) - len(kept)} input-streamer lines not shown; every task's log "
-              f"is in $CS2_HOME/slurm/<job>/)")
-    if proc.returncode:
-        raise DemoStopped(f"the seed's csrun_wse line exited {proc.returncode}.")
+    small, real = "configs/params_continuous_pretraining.yaml", "configs/params_gptj_6b.yaml"
+    print(f"# 5. GPT-J in weight streaming. The seed's params file, {small}, is GPT-J's\n"
+          f"#    architecture at a small size ({shape(gptj / small)}): a stand-in that\n"
+          f"#    trains on this host. The real 6B shape ({real}: {shape(gptj / real)})\n"
+          "#    is compiled only, on a CPU node, for the compiler's estimate:")
+    demo.run(["csrun_cpu", "python-ws", "run.py", "--mode=compile_only", "-p", real, "-o",
+              "model_dir_6b", "--cs_ip", IP], cwd=gptj)
+    print("\n# Seed 002's command: 98 tasks (chief, coordinator, 96 input streamers) train the "
+          "small stand-in")
+    if launch_live(demo, seed, gptj):
+        raise DemoStopped("the seed's csrun_wse line exited with an error.")
+    est_small, est_real = estimate(gptj / "model_dir"), estimate(gptj / "model_dir_6b")
+    print("\n# GPT-J, CS-2 estimates from the compiler (samples/s; the Rate lines above are this "
+          "host's):")
+    print(f"#    the stand-in trained above ({shape(gptj / small)}): {est_small:,.1f}")
+    print(f"#    GPT-J 6B, compiled only ({shape(gptj / real)}): {est_real:,.1f}")
     show_artifacts(gptj / "model_dir")
 
     print("# 6. The system and its audit log")
@@ -206,21 +251,35 @@ def main(argv: list[str] | None = None) -> int:
                    help="how long the simulated reboot takes (default 2)")
     p.add_argument("--max-steps", type=int, default=20,
                    help="<num_train_steps> of seed 002's command (default 20)")
+    p.add_argument("--keep", action="store_true",
+                   help="keep the demo's directory (its system, model copies and runs) to "
+                        "continue on it; by default it is removed at the end")
     args = p.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="cs2demo-"))
     home = root / "cs2home"
     demo = Demo(home, args.boot_seconds)
-    print(f"cs2sim demo: a CS-2 installation's workflow on a throwaway system ({root})\n")
+    fate = "kept (--keep)" if args.keep else "removed at the end; --keep keeps it"
+    print(f"cs2sim demo: a CS-2 installation's workflow on a throwaway system in {root} "
+          f"({fate})\n")
     try:
         story(demo, args.max_steps)
     except DemoStopped as e:
         print(f"The demo stopped: {e}", file=sys.stderr)
         return 1
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
     print("\nNow try it yourself in the interactive shell (Tab completes, `?` helps, Ctrl-D "
           "leaves):")
     cs_cmd = demo.tool("cs")
-    print(f"    CS2_HOME={home} {cs_cmd}      # continue on the demo's system")
-    print(f"    {cs_cmd}    # your own system, kept in ~/.cs2sim")
+    if args.keep:
+        print(f"    CS2_HOME={home} {cs_cmd}      # continue on the demo's system")
+    own = os.environ.get("CS2_HOME")
+    where = f"{default_home()} (your $CS2_HOME)" if own else f"{default_home()}"
+    print(f"    {cs_cmd}    # your own system, kept in {where}")
+    if not args.keep:
+        print(f"    (the demo's system was removed with {root}; `python -m scripts.demo --keep` "
+              "keeps it to continue on)")
     return 0
 
 

@@ -76,7 +76,8 @@ def _job_dict(job: QueueJob) -> dict[str, Any]:
         "name": job.name,
         "user": job.user,
         "state": job.state,
-        "reason": job.reason,
+        # the queue keeps Slurm's word "None" for "no reason"; JSON says null
+        "reason": job.reason if job.reason not in ("", "None") else None,
         "nodes": [list(p) for p in job.nodes],
         "node_count": job.node_count,
         "command": job.command,

@@ -58,6 +58,8 @@ def _target(cs_ip: str | None) -> str | None:
 
 def summary_lines(res: Any) -> list[str]:
     """What a finished compile says (labels say: CS-2 estimate / host measurement)."""
+    from cs2sim.runtime.compiler.report import pe_share
+
     what = "Validation" if res.stop_after == "validate" else "Compilation"
     lines = []
     if res.reused:
@@ -75,7 +77,7 @@ def summary_lines(res: Any) -> list[str]:
         lines.append(f"Estimated performance (CS-2 estimate, compile_report.txt): "
                      f"{e['samples_per_sec']:.1f} samples/s, {e['bound']} bound, "
                      f"{res.active_pes:,} of {res.total_pes:,} PEs active "
-                     f"({res.active_pes / res.total_pes:.1%}), "
+                     f"({pe_share(res.active_pes, res.total_pes)}), "
                      f"{e['compute_utilization']:.0%} compute utilization{where}"
                      + (f", {plan.replicas} replicas" if plan.replicas > 1 else ""))
     return lines

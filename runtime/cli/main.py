@@ -10,13 +10,22 @@ without training (runtime/cli/compile_run.py).
 One error boundary: a `CsError` becomes ``error: <message>`` and its exit code, Ctrl-C exits 130,
 an OSError (a path, a permission, a full disk) is one line naming the file, anything else is
 reported as an internal error in one line; `--traceback` re-raises instead.
+
+Said once per job. Under csrun_wse every task runs this same command, so until the tasks split
+into their parts (the chief trains, streamers feed it, coordinators wait) they all meet the same
+errors, and Ctrl-C reaches them all. The chief (task 0) says such an error once for the job; a
+streamer or coordinator waits SHARED_ERROR_GRACE_S first, in which the chief's failure makes the
+launcher stop it (kill-on-bad-exit): only if it is still running then was the error its own, and
+it says it. A streamer or coordinator never repeats the chief's "interrupted" sentence.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -26,7 +35,8 @@ from cs2sim.runtime.cli.compile_run import stop_after as compile_stop
 from cs2sim.runtime.cli.runlog import RunLog
 from cs2sim.system.errors import CsError, UsageError
 
-__all__ = ["MODES", "build_parser", "main", "check_flags", "model_home"]
+__all__ = ["MODES", "build_parser", "main", "check_flags", "model_home", "default_params",
+           "script_dir"]
 
 MODES = ("train", "eval", "eval_all", "train_and_eval")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
@@ -46,6 +56,9 @@ MSG_NO_EFFECT = ("note: --{flag} {value} is stored in runconfig.{flag} and has n
                  "yet ({why}).")
 DEFAULT_PARAMS = {"fc_mnist": "configs/params.yaml"}  # other models require -p
 EXIT_INTERRUPTED = 130
+SHARED_ERROR_GRACE_S = 10.0  # how long a non-chief task leaves a shared error to the chief
+MSG_HOST_JOB = ("This job trains on the host CPU of node {node}, not on a CS-2: run.py has no "
+                "--cs_ip; add --cs_ip <the system's IP> to train on the CS-2.")
 
 # REFERENCE §3.1 validation messages, verbatim
 MSG_ONE_OF = "Please only use one of validate_only and compile_only."
@@ -57,8 +70,36 @@ HOST_DEVICES = ("cpu", "/cpu:0", "/device:cpu:0")
 
 
 def model_home(model_name: str) -> Path:
-    """The directory of a model's run.py and configs/."""
+    """The directory of a built-in model's run.py and configs/ in this installation."""
     return Path(__file__).parents[1] / "modelzoo" / model_name
+
+
+def script_dir() -> Path | None:
+    """The directory of the script this process runs by path (`python run.py`), None in an
+    interpreter or under `python -m ...` (a test runner, a tool)."""
+    import sys
+
+    main = sys.modules.get("__main__")
+    main_file = getattr(main, "__file__", None)
+    if not main_file or getattr(main, "__spec__", None) is not None:
+        return None
+    return Path(main_file).resolve().parent
+
+
+def default_params(model_name: str, home: Path | None) -> tuple[Path, str]:
+    """The params file a run without -p uses, and how it was found (for the "Params file:"
+    line): `configs/params.yaml` next to the run.py (`home`), else in the working directory.
+    Never the installation's copy: a copied model directory is the user's own (issue 23)."""
+    rel = DEFAULT_PARAMS[model_name]
+    places = [(home, "next to run.py")] if home is not None else []
+    places.append((Path.cwd(), "in the working directory"))
+    for where, how in places:
+        path = where / rel  # type: ignore[operator]
+        if path.is_file():
+            return path, how
+    looked = " or ".join(dict.fromkeys(str(w / rel) for w, _ in places))  # type: ignore[operator]
+    raise UsageError(f"no -p/--params given and there is no {looked}; pass -p with your "
+                     "params file.")
 
 
 class _Exit(Exception):
@@ -95,7 +136,8 @@ def build_parser(model_name: str, writer: Callable[[str], None] = lambda t: None
                         "compile_only to compile for the CS-2 without training.")
     p.add_argument("-p", "--params", required=default_params is None, default=None,
                    help="Path to the params YAML"
-                        + (f" (default: {default_params})." if default_params else "."))
+                        + (f" (default: {default_params} next to run.py, else in the working "
+                           "directory)." if default_params else "."))
     p.add_argument("-o", "--model_dir", default=None,
                    help="Model directory where checkpoints will be written. If directory exists, "
                         "weights are loaded from the checkpoint file.")
@@ -178,7 +220,8 @@ def _overrides(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[str, ...
     YAML's max_steps, `--max_steps` its steps (and both clear num_steps / num_epochs).
     """
     values = {k: v for k, v in vars(args).items()
-              if k not in ("params", "params_given", "traceback") and v is not None}
+              if k not in ("params", "params_given", "params_found", "traceback", "home", "split")
+              and v is not None}
     clears: tuple[str, ...] = ()
     if args.steps is not None:
         clears = ("max_steps", "num_steps", "num_epochs")
@@ -225,13 +268,18 @@ def _run(model_name: str, args: argparse.Namespace, runlog: RunLog) -> int:
 
     log = logging.getLogger("cs2sim.run")
     check_flags(model_name, args)
+    stop = compile_stop(args)  # --validate_only / --compile_only / --mode=...: no training
+    if args.params is None:  # fc_mnist only: -p is required for the others
+        found, args.params_found = default_params(model_name, args.home)
+        args.params = str(found)
     # Under csrun_wse every task runs this command; Slurm's environment says which part it is.
     task = task_info()
     # What the run uses is said once, by the task that trains (not by each of 96 streamers).
     say = log.info if task.role in (Role.CHIEF, Role.STANDALONE) else log.debug
-    given = "" if args.params_given else " (the default; choose another with -p)"
+    given = ("" if args.params_given
+             else f" (the default {args.params_found}; choose another with -p)")
     say(f"Params file: {Path(args.params).resolve()}{given}")  # a compile says it too
-    if stop := compile_stop(args):  # --validate_only / --compile_only / --mode=...: no training
+    if stop:
         return run_compile(model_name, args, runlog, _load, stop)
     params, half, warnings = _load(model_name, args)
     rc = params["runconfig"]
@@ -259,12 +307,38 @@ def _run(model_name: str, args: argparse.Namespace, runlog: RunLog) -> int:
 
         cs = CsRun(model_name, params, model_dir, args.cs_ip)
         cs.gate()
+    elif task.role is Role.CHIEF:  # launched on the cluster, but not for the CS-2
+        log.warning(MSG_HOST_JOB.format(node=task.node or "?"))
     from cs2sim.runtime.job.streamers import chief_task, serve_task
 
+    args.split = True  # from here on each task does its own part (see main's error boundary)
     if task.role in (Role.STREAMER, Role.COORDINATOR):
-        return serve_task(task, model_name, params, model_dir)  # they never train
+        with _streamer_voice(task.role, rc["logging"]):
+            return serve_task(task, model_name, params, model_dir)  # they never train
     with chief_task(task, model_dir):  # its streamers feed the input; all hear its outcome
         return _run_mode(model_name, args, runlog, params, half, warnings, model_dir, cs)
+
+
+@contextlib.contextmanager
+def _streamer_voice(role: Any, level: str) -> Iterator[None]:
+    """What an input streamer task prints: its own warnings and errors only. Its progress and
+    the input pipeline's notices (AUTOTUNE, worker counts) are the chief's to say, once: it
+    builds the same pipeline from the same params (a 96-streamer job would say each 96 times).
+    --logging DEBUG shows everything."""
+    from cs2sim.runtime.job.roles import Role
+
+    if role is not Role.STREAMER or level == "DEBUG":
+        yield
+        return
+    loggers = {"cs2sim": logging.WARNING, "cs2sim.data": logging.ERROR}
+    old = {name: logging.getLogger(name).level for name in loggers}
+    for name, quiet in loggers.items():
+        logging.getLogger(name).setLevel(quiet)
+    try:
+        yield
+    finally:
+        for name, was in old.items():
+            logging.getLogger(name).setLevel(was)
 
 
 def _run_mode(model_name: str, args: argparse.Namespace, runlog: RunLog, params: dict,
@@ -302,50 +376,76 @@ def _run_mode(model_name: str, args: argparse.Namespace, runlog: RunLog, params:
     return 0
 
 
-def main(model: str | type, argv: Sequence[str] | None = None) -> int:
+def main(model: str | type, argv: Sequence[str] | None = None,
+         home: str | Path | None = None) -> int:
     """Parse `argv`, run the mode, return the exit code (the run.py entry point).
 
     `model` is a model's name in the model table (runtime/registry.py), or a model class, which
-    is registered under its NAME first: a user's own run.py passes its class."""
+    is registered under its NAME first: a user's own run.py passes its class. `home` is where
+    the default params (`configs/params.yaml`, for a model that has one) are looked for first:
+    default the directory of the running script (the run.py), then the working directory."""
     import sys
 
     from cs2sim.runtime import registry
 
     model_name = model if isinstance(model, str) else registry.register(model).NAME
     argv = list(sys.argv[1:] if argv is None else argv)
+    part = _part_of_a_job()
+    args: argparse.Namespace | None = None
     with RunLog() as runlog:
         show_traceback = "--traceback" in argv
+
+        def fail(message: str) -> None:
+            """The run's one error line: said by the chief for the whole job (module doc)."""
+            if part is not None and not getattr(args, "split", False):
+                time.sleep(SHARED_ERROR_GRACE_S)  # the chief says it, and srun stops us ...
+            runlog.error(message)  # ... or it did not fail: the error is this task's own
+
         try:
             args = build_parser(model_name, runlog.write).parse_args(argv)
             args.params_given = args.params is not None
-            if args.params is None:  # fc_mnist only: -p is required for the others
-                args.params = str(model_home(model_name) / DEFAULT_PARAMS[model_name])
+            args.split = False
+            args.home = Path(home) if home is not None else script_dir()
             return _run(model_name, args, runlog)
         except _Exit as e:
             return e.status
         except CsError as e:
             if show_traceback:
                 raise
-            runlog.error(f"error: {e}")
+            fail(f"error: {e}")
             return e.exit_code
         except KeyboardInterrupt:
             if show_traceback:
                 raise
-            if runlog.resume_text is None:  # before training began, or an evaluation
-                runlog.error("error: interrupted.")
-            else:
-                runlog.error(f"error: interrupted; {runlog.resume_text()}.")
+            if part is None:  # Ctrl-C reaches every task of a job: the chief says it once
+                if runlog.resume_text is None:  # before training began, or an evaluation
+                    runlog.error("error: interrupted.")
+                else:
+                    runlog.error(f"error: interrupted; {runlog.resume_text()}.")
             return EXIT_INTERRUPTED
         except OSError as e:  # the file system said no: a path, a permission, a full disk
             if show_traceback:
                 raise
             where = f" ({e.filename})" if e.filename else ""
-            runlog.error(f"error: {e.strerror or e}{where}; check the path, its permissions "
-                         "and the free disk space.")
+            fail(f"error: {e.strerror or e}{where}; check the path, its permissions and the "
+                 "free disk space.")
             return 1
         except Exception as e:  # noqa: BLE001 - the one boundary: no traceback reaches a user
             if show_traceback:
                 raise
-            runlog.error(f"error: internal error ({type(e).__name__}: {e}); rerun with "
-                         "--traceback and report it.")
+            fail(f"error: internal error ({type(e).__name__}: {e}); rerun with --traceback "
+                 "and report it.")
             return 1
+
+
+def _part_of_a_job() -> str | None:
+    """"streamer" / "coordinator" when this process is such a task of a launched job, else None
+    (the chief, or a run of its own). A broken Slurm environment counts as None: the error that
+    names it is then said by every task, which is all it can do."""
+    from cs2sim.runtime.job.roles import Role, task_info
+
+    try:
+        role = task_info().role
+    except CsError:
+        return None
+    return role.value if role in (Role.STREAMER, Role.COORDINATOR) else None

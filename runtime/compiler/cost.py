@@ -8,7 +8,7 @@ Every figure comes from a public WSE-2 / CS-2 fact in system/hardware.py, the ke
 | FLOP per PE-cycle         | peak fp16 FLOP/s / (cores x clock)                      (8.02)     |
 | SIMD width (multiply-add) | FLOP per PE-cycle / 2                                   (4)        |
 | SRAM bytes per PE-cycle   | memory bandwidth / cores / clock                        (21.4)     |
-| kernel efficiency         | KERNEL_PEAK_SHARE of that peak (calibration.py)         (0.46)     |
+| kernel efficiency         | KERNEL_PEAK_SHARE of that peak (calibration.py)         (0.44)     |
 | fabric link               | one 32-bit wavelet per cycle per direction (SDK)        (4.4 GB/s) |
 | a port                    | 100 Gb/s less RoCE framing, per direction               (12.2 GB/s)|
 | PE memory for data        | 48 KiB less PE_RESERVED_BYTES for code and FIFOs        (40 KiB)   |

@@ -27,6 +27,7 @@ from cs2sim.runtime.compiler.io import InputCluster, as_dict
 from cs2sim.runtime.compiler.kernels import KERNELS, Match, match_kernels
 from cs2sim.runtime.compiler.placement import Placement, fmt_bytes, place_pipelined
 from cs2sim.runtime.compiler.plan import Plan
+from cs2sim.runtime.compiler.report import pe_share
 from cs2sim.runtime.compiler.streaming import StreamPlan, plan_streaming
 from cs2sim.system.hardware import WaferSpec
 from cs2sim.system.state import ExecMode
@@ -181,7 +182,8 @@ def _estimate(c: Compilation) -> list[str]:
            else ", input cluster not known")
     return [f"estimate: {e.samples_per_sec:.1f} samples/s ({e.bound} bound), compute "
             f"{e.compute_samples_per_sec:.1f}, transmission {e.transmission_samples_per_sec:.1f}"
-            f"{inp}, {e.active_share:.1%} of PEs active, {e.compute_utilization:.0%} compute "
+            f"{inp}, {pe_share(e.active_pes, e.total_pes)} of PEs active, "
+            f"{e.compute_utilization:.0%} compute "
             "utilization"]
 
 

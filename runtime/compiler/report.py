@@ -16,7 +16,7 @@ from typing import Any
 
 from cs2sim.runtime.compiler.plan import Plan
 
-__all__ = ["render_report", "parse_report", "REPORT_FILE"]
+__all__ = ["render_report", "parse_report", "pe_share", "REPORT_FILE"]
 
 REPORT_FILE = "compile_report.txt"
 _LABELS = ("Samples/s", "Compute Samples/s", "Transmission Samples/s", "Active PEs",
@@ -33,6 +33,15 @@ _NOTES = {"Bound": "bound", "Ports used": "ports_used", "Micro-batches": "micro_
 
 def _pct(x: float) -> str:
     return f"{round(100 * x)}%"
+
+
+def pe_share(active: int, total: int) -> str:
+    """The share of the wafer's PEs a compile uses, written the same everywhere: the report's
+    Active PEs, the compile's log line, the coordinator's "using P% out of N cores" line and
+    the wafer map (3 significant digits: 4,991 of 753,972 PEs is "0.662%"). The real report
+    rounds to a whole percent and so shows a small model as "1%" or "0%"; one value in every
+    place matters more here than that rounding."""
+    return f"{100 * active / total:.3g}%"
 
 
 def _num(x: float) -> str:
@@ -61,7 +70,7 @@ def render_report(plan: Plan, notes: list[str]) -> str:
     e = plan.estimate
     values = (_num(e["samples_per_sec"]), _num(e["compute_samples_per_sec"]),
               _num(e["transmission_samples_per_sec"]),
-              _pct(e["active_pes"] / e["total_pes"]), _pct(e["compute_utilization"]))
+              pe_share(e["active_pes"], e["total_pes"]), _pct(e["compute_utilization"]))
     lines = ["Estimated Overall Performance", "-------------------------------"]
     lines += [f"{label + ':':<30}{v}" for label, v in zip(_LABELS, values, strict=True)]
     if plan.kernels:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from cs2sim.runtime.compiler.plan import Plan
+from cs2sim.runtime.compiler.report import pe_share
 from cs2sim.system.hardware import WaferSpec
 
 __all__ = ["save_png", "render_rich", "block_legend", "kernel_colours", "PALETTE",
@@ -141,7 +142,7 @@ def _pipelined(plan: Plan, wafer: WaferSpec) -> Any:
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7,
               title=f"{plan.replicas} replica(s); shades: kernels of a block", title_fontsize=7)
     ax.set_title(f"{plan.model}: pipelined placement on {wafer.name}, "
-                 f"{e['active_pes'] / e['total_pes']:.1%} of PEs\n"
+                 f"{pe_share(e['active_pes'], e['total_pes'])} of PEs\n"
                  f"CS-2 estimate {e['samples_per_sec']:,.0f} samples/s, {e['bound']} bound, "
                  f"{e.get('ports_used', 0):g} of {wafer.ports} ports", fontsize=9)
     return fig

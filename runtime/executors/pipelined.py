@@ -158,13 +158,14 @@ class PipelinedExecutor(QueuedExecutor):
     def __init__(self, plan: Any = None, *, microbatches: int | None = None,
                  compile_time: float | None = None, est_samples_per_sec: float | None = None,
                  active_pes: int | None = None, total_pes: int | None = None,
-                 queue_depth: int = 16, **kw: Any) -> None:
+                 pe_share: str | None = None, queue_depth: int = 16, **kw: Any) -> None:
         super().__init__(queue_depth, **kw)
         self.plan = plan
         self.fixed_microbatches = None if microbatches is None else max(1, int(microbatches))
         self.microbatches = self.fixed_microbatches or DEFAULT_MICROBATCHES  # replicas made
         self.compile_time, self.est_samples_per_sec = compile_time, est_samples_per_sec
         self.active_pes, self.total_pes = active_pes, total_pes
+        self.pe_share = pe_share  # as the compiler writes it (runtime/compiler/report.py)
         self.data_replicas = _plan_replicas(plan)  # copies of the kernels on the wafer
         self.side_by_side_rows = MIN_SIDE_BY_SIDE_ROWS
         self._cost: dict[tuple[str, int], float] = {}  # (F|B, stage) -> seconds, run alone
@@ -221,9 +222,8 @@ class PipelinedExecutor(QueuedExecutor):
         log.info("Fabric programmed")
         log.debug(f"{len(self.stages)} stages, {n_bytes} bytes of weights loaded in "
                   f"{programming:.3f} s")
-        if self.active_pes and self.total_pes:
-            share = 100.0 * self.active_pes / self.total_pes
-            log.info(f"Coordinator fully up. Waiting for Streaming (using {share:.2f}% out of "
+        if self.pe_share and self.total_pes:
+            log.info(f"Coordinator fully up. Waiting for Streaming (using {self.pe_share} out of "
                      f"{self.total_pes} cores on the fabric)")
         return LoadReport(self.compile_time, programming, self.est_samples_per_sec)
 

@@ -17,6 +17,11 @@
               system is active again, from the checkpoints that exist (Trainer.resume_text).
     finish    COMPLETED, CANCELLED (standby, Ctrl-C) or FAILED, with the outcome in the audit log.
 
+Test knob (the testing kit's `fault_at_step`, scripts/testkit/faults.py): with
+CS2SIM_FAULT_AT_STEP=N in its environment the run puts its system in FAULT just before global
+step N (reason from CS2SIM_FAULT_REASON; audited as the user "testkit"), exactly as if the
+hardware had failed there, so a test knows which checkpoints exist when the run stops.
+
 Rate and GlobalRate on the console are host measurements (the simulated systems run on this
 host's CPU); they are not paced to the compiler's estimate, which is printed once and written to
 performance.json as est_samples_per_sec next to the measured samples_per_sec.
@@ -29,6 +34,7 @@ import os
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,13 +49,26 @@ log = logging.getLogger("cs2sim.run")
 
 WATCH_S = 0.05  # at most this often a step boundary re-reads the system's state
 JOB_ENV = "CS2SIM_JOB_ID"  # set by a launcher that registered the job itself (it finishes it)
+FAULT_AT_STEP_ENV = "CS2SIM_FAULT_AT_STEP"  # the testing kit's fault (module docstring)
+FAULT_REASON_ENV = "CS2SIM_FAULT_REASON"
 
 
 class SystemStopped(RuntimeFailure):
     """The system left ACTIVE (a forced standby, a fault) while the job ran: exit 75 (EX_TEMPFAIL,
-    "try again later": the message says where the same command starts again)."""
+    "try again later": the message says where the same command starts again).
+
+    The middle of the message (`resume`, what the checkpoints on disk allow) is computed when the
+    message is shown, not when the watch stops the run: the user node still writes the
+    checkpoints of the steps already in the output queue, after the executor raised."""
 
     exit_code = 75
+
+    def __init__(self, head: str, resume: Callable[[], str], tail: str) -> None:
+        super().__init__(head)
+        self._head, self._resume, self._tail = head, resume, tail
+
+    def __str__(self) -> str:
+        return f"{self._head}; {self._resume()}, {self._tail}"
 
 
 class CsRun:
@@ -69,6 +88,8 @@ class CsRun:
         self.trainer: Any = None
         self._next_watch = 0.0
         self._machines: list[Any] | None = None
+        raw = os.environ.get(FAULT_AT_STEP_ENV, "").strip()
+        self._fault_at: int | None = int(raw) if raw.isdigit() else None
 
     # 1. the gate -------------------------------------------------------------------------------
     def gate(self) -> None:
@@ -186,12 +207,14 @@ class CsRun:
                      "samples/sec on a CS-2 (est_samples_per_sec in performance.json); Rate and "
                      "GlobalRate below are measured on this host.")
         if self.mode is ExecMode.PIPELINED:
+            from cs2sim.runtime.compiler.report import pe_share
             from cs2sim.runtime.executors.pipelined import PipelinedExecutor
 
+            share = pe_share(res.active_pes, res.total_pes) if res.active_pes else None
             ex: QueuedExecutor = PipelinedExecutor(
                 res.plan, compile_time=res.compile_time,
                 est_samples_per_sec=res.est_samples_per_sec, active_pes=res.active_pes,
-                total_pes=res.total_pes)
+                total_pes=res.total_pes, pe_share=share)
         else:
             from cs2sim.runtime.executors.weight_streaming import WeightStreamingExecutor
 
@@ -218,6 +241,8 @@ class CsRun:
     # 3. the watch ------------------------------------------------------------------------------
     def watch(self, step: int) -> None:
         """Before global step `step`: stop if the system is no longer ACTIVE in this mode."""
+        if self._fault_at is not None and step >= self._fault_at:
+            self._inject_fault(step)
         now = time.monotonic()
         if now < self._next_watch:
             return
@@ -231,16 +256,17 @@ class CsRun:
         # what brings the system back: from FAULT a standby comes first (system/state.py)
         fix = ("`system standby` and `system activate`" if status.state is State.FAULT
                else "`system activate`")
-        resume = (self.trainer.resume_text() if self.trainer is not None
-                  else "running the same command again resumes from its last checkpoint, if any")
         held = tuple(getattr(self.job, "systems", ())) or (status.name,)
         others = [n for n in held if n != status.name]
         freed = (f" (its {len(held)} systems, {', '.join(held)}, are released)"
                  if others else "")
+        trainer = self.trainer
         raise SystemStopped(
             f"System {status.name} went to {status.state} while job {self.job.id} ran, so "
-            f"training stopped before global step {step}{freed}; {resume}, once an admin has "
-            f"run {fix}" + (f" on {status.name}." if others else ".")
+            f"training stopped before global step {step}{freed}",
+            trainer.resume_text if trainer is not None else lambda: (
+                "running the same command again resumes from its last checkpoint, if any"),
+            f"once an admin has run {fix}" + (f" on {status.name}." if others else "."),
         )
 
     def _watched(self) -> list[Any]:
@@ -252,6 +278,17 @@ class CsRun:
             self._machines = [self.machine if n == self.machine.name
                               else Machine(self.store, n) for n in held]
         return self._machines
+
+
+    def _inject_fault(self, step: int) -> None:
+        """The test knob: the system goes to FAULT now, before `step` (then the watch sees it)."""
+        from cs2sim.system.users import Identity, Role
+
+        self._fault_at = None  # once
+        self._next_watch = 0.0  # the watch below reads the state at once
+        reason = (os.environ.get(FAULT_REASON_ENV) or "").strip() or (
+            f"injected fault before global step {step}")
+        self.machine.inject_fault(Identity("testkit", Role.ADMIN, "internal"), reason)
 
 
 def refused_exit_code() -> int:

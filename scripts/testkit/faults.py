@@ -1,10 +1,14 @@
 """Fault injection for tests of a user's error handling, and what a real CS-2 would show.
 
-* the system faults mid-job (`fault_when_running`): once a job RUNS on the system (and an
-  optional `when()` holds), after `delay` seconds the system is put in FAULT (one store
-  transaction, audited as `testkit`). The run stops before its next step with exit 75 (`error:
-  System cs2-1 went to FAULT while job N ran ...`); its checkpoints are kept, and the same
-  command resumes once an admin has run `system standby` and `system activate`.
+* the system faults mid-job. The run stops before its next step with exit 75 (`error: System
+  cs2-1 went to FAULT while job N ran ...`); its checkpoints are kept, and the same command
+  resumes once an admin has run `system standby` and `system activate`. When it happens:
+  - `fault_at_step(N)`: just before global step N, exactly (the run does it: runtime/job/
+    cs_run.py's CS2SIM_FAULT_AT_STEP), for runs started after the call;
+  - `fault_after_checkpoint(model_dir)`: once a new checkpoint of a trained step is written;
+  - `fault_when_running(delay, when=...)`: `delay` s after a job is registered RUNNING (and an
+    optional `when()` holds), which can be before its first step.
+  The kit's faults are one store transaction each, audited as the user `testkit`.
 * a node is lost (`lose_node`): every task process of the job on that node is killed (SIGKILL).
   The launcher's kill-on-bad-exit stops the other tasks and names it (`srun: error: worker-3:
   task 5: Killed`); the launcher exits 137 and the job is FAILED.
@@ -24,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FaultTimer", "job_processes", "kill_all"]
+__all__ = ["FaultTimer", "job_processes", "kill_all", "checkpoint_steps"]
 
 
 class FaultTimer:
@@ -97,6 +101,16 @@ def job_processes(home: Path, job: Any, *, node: str | None = None,
             continue
         pids.append(int(pid))
     return pids
+
+
+def checkpoint_steps(model_dir: Path) -> set[int]:
+    """The global steps of the checkpoints in model_dir (model-ckpt-<step>.npz)."""
+    steps = set()
+    for path in Path(model_dir).glob("model-ckpt-*.npz"):
+        tail = path.stem.rsplit("-", 1)[-1]
+        if tail.isdigit():
+            steps.add(int(tail))
+    return steps
 
 
 def kill_all(pids: list[int], sig: int = signal.SIGKILL) -> int:

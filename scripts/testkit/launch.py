@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import shutil
 import sys
+import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cs2sim.scripts.testkit.result import CsResult
 
-__all__ = ["LaunchResult", "launcher", "model_copy", "named_model_dir", "find_job", "task_logs"]
+__all__ = ["LaunchResult", "launcher", "scripts_dir", "model_copy", "named_model_dir", "find_job",
+           "task_logs"]
 
 MODEL_DIR_FLAGS = ("--model_dir", "-o")
 
@@ -35,9 +37,18 @@ class LaunchResult(CsResult):
         return None if self.job is None else int(self.job.id)
 
 
+def scripts_dir() -> Path:
+    """Where cs2sim's console scripts (cs, csrun_wse, python-ws, ...) are installed for this
+    Python: its environment's scripts directory (a venv's bin/), else the interpreter's own."""
+    for where in (sysconfig.get_path("scripts"), str(Path(sys.executable).parent)):
+        if where and (Path(where) / "cs").exists():
+            return Path(where)
+    return Path(sys.executable).parent
+
+
 def launcher(word: str) -> str:
-    """The installed console script `word` (csrun_wse, csrun_cpu, ...) next to this Python."""
-    path = Path(sys.executable).parent / word
+    """The installed console script `word` (csrun_wse, csrun_cpu, ...) of this Python."""
+    path = scripts_dir() / word
     if not path.exists():
         raise AssertionError(f"{word} is not installed next to {sys.executable}; install cs2sim "
                              "(pip install -e .) in the environment that runs the tests.")

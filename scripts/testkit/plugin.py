@@ -13,18 +13,24 @@ Override these two in your conftest.py to change what `cs2_system` builds:
 Each fixture is per test and keeps nothing in the process (no os.environ changes), so tests run
 in parallel (pytest-xdist) without sharing a store, and nothing is left behind: every process a
 system started is stopped and its directory removed at teardown.
+
+pytest loads this module in EVERY session of an environment where cs2sim is installed, including
+sessions that never use the kit. So it imports only pytest at load time; the kit itself (and
+pexpect, numpy, yaml behind it) is imported when a test asks for one of these fixtures. A kit that
+cannot be imported then fails that test with the reason, never the whole session.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from cs2sim.scripts.testkit.console import ConsoleSession
-from cs2sim.scripts.testkit.result import CsResult
-from cs2sim.scripts.testkit.system import ThrowawaySystem
+if TYPE_CHECKING:
+    from cs2sim.scripts.testkit.console import ConsoleSession
+    from cs2sim.scripts.testkit.result import CsResult
+    from cs2sim.scripts.testkit.system import ThrowawaySystem
 
 __all__ = ["cs2_cluster", "cs2_boot_seconds", "cs2_systems", "cs2_system", "cs2_console",
            "cs2_cs"]
@@ -47,6 +53,8 @@ def cs2_systems(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Callable[..., ThrowawaySystem]]:
     """make(**ThrowawaySystem options) -> a new system; all are closed at teardown."""
+    from cs2sim.scripts.testkit.system import ThrowawaySystem
+
     made: list[ThrowawaySystem] = []
     root = tmp_path_factory.mktemp("cs2kit")
 

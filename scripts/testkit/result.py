@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["CsResult", "plain"]
@@ -20,12 +20,22 @@ def plain(text: str) -> str:
 
 @dataclass(frozen=True)
 class CsResult:
-    """The output (stdout), errors (stderr) and exit status of one command."""
+    """The output (stdout), errors (stderr) and exit status of one command.
+
+    `combined` is both streams as a terminal shows them, line by line in the order they were
+    written (a launcher's refusal is on stderr, its progress on stdout: read `combined` to see
+    what a user saw)."""
 
     command: str
     output: str
     errors: str
     exit_code: int
+    interleaved: str | None = field(default=None, repr=False)
+
+    @property
+    def combined(self) -> str:
+        """stdout and stderr merged in the order their lines came (else stdout, then stderr)."""
+        return self.output + self.errors if self.interleaved is None else self.interleaved
 
     @property
     def ok(self) -> bool:
@@ -40,7 +50,7 @@ class CsResult:
         """This result if it succeeded; else AssertionError showing what the command printed."""
         if not self.ok:
             raise AssertionError(
-                f"`{self.command}` exited {self.exit_code}\n--- output ---\n{self.output}"
-                f"--- errors ---\n{self.errors}"
+                f"`{self.command}` exited {self.exit_code}\n--- output and errors ---\n"
+                f"{self.combined}"
             )
         return self

@@ -4,7 +4,10 @@ Everything cs2sim knows about a system lives under $CS2_HOME (the SQLite store w
 modes, audit log, accounts and jobs; the console's history) plus the cluster description. A
 throwaway system is a fresh $CS2_HOME in its own temporary directory, handed to every process
 it starts through `env`, so two tests (or two pytest-xdist workers) never share anything and
-nothing of the user's own ~/.cs2sim is touched. It never changes os.environ.
+nothing of the user's own ~/.cs2sim is touched. It never changes os.environ. `env` also puts
+cs2sim's console scripts and this Python first on PATH, as an activated venv would: a user's
+script that calls `cs` or `csrun_wse` finds them even when the tests run from a venv nobody
+activated.
 
 Setting up a test's starting point goes through the store directly (`put_in`), one transaction
 with an audit row by the user "testkit", so a test does not wait for reboots and the audit log
@@ -13,12 +16,14 @@ still explains every state the system was in.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -64,6 +69,7 @@ class ThrowawaySystem:
             **base,
             "CS2_HOME": str(self.home),
             "CS2_BOOT_SECONDS": f"{boot_seconds:g}",
+            "PATH": _with_scripts(base.get("PATH", os.defpath)),
         }
         self.home.mkdir(mode=0o700)
         if cluster is not None:  # $CS2_HOME/cluster.yaml: found by cs, launchers and runs alike
@@ -260,16 +266,8 @@ class ThrowawaySystem:
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )
         self._processes.append(proc)
-        try:
-            out, err = proc.communicate(input, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            out, err = proc.communicate()
-            raise AssertionError(
-                f"`{label or ' '.join(argv)}` did not finish in {timeout:g} s; it was killed.\n"
-                f"--- output ---\n{out}--- errors ---\n{err}"
-            ) from None
-        return CsResult(label or " ".join(argv), out, err, proc.returncode)
+        out, err, both = _communicate(proc, input, timeout, label or " ".join(argv))
+        return CsResult(label or " ".join(argv), out, err, proc.returncode, both)
 
     def start(
         self, argv: Sequence[str], *, cwd: str | os.PathLike[str] | None = None
@@ -319,18 +317,12 @@ class ThrowawaySystem:
         """Wait for a launcher from `start_launch`; its LaunchResult."""
         from cs2sim.scripts.testkit.launch import LaunchResult, find_job, named_model_dir, task_logs
 
-        try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            out, err = proc.communicate()
-            raise AssertionError(f"the launcher did not finish in {timeout:g} s; it was killed."
-                                 f"\n--- output ---\n{out[-3000:]}--- errors ---\n{err[-3000:]}"
-                                 ) from None
+        command = " ".join(str(a) for a in proc.args)  # type: ignore[union-attr]
+        out, err, both = _communicate(proc, None, timeout, command)
         job = find_job(self.store, proc.pid)
         where = Path(cwd) if cwd is not None else Path.cwd()
         return LaunchResult(
-            " ".join(str(a) for a in proc.args), out, err, proc.returncode, job=job,
+            command, out, err, proc.returncode, both, job=job,
             tasks=task_logs(self.home, job.id) if job is not None else {},
             model_dir=named_model_dir(list(argv), where),
         )
@@ -345,21 +337,31 @@ class ThrowawaySystem:
 
         return list(queue.jobs(self.store, all_states=all_states))
 
-    def running_job(self, timeout: float = 60) -> Any:
-        """Wait until a launched job is RUNNING on the cluster; that job (QueueJob)."""
+    def running_job(self) -> Any:
+        """The launched job RUNNING on the cluster now (a QueueJob; the newest), or None.
+        Answers at once; `wait_for_running_job` waits for one."""
+        running = [j for j in self.jobs(all_states=False) if j.state == "RUNNING"]
+        return running[-1] if running else None
+
+    def wait_for_running_job(self, timeout: float = 60) -> Any:
+        """Wait until a launched job is RUNNING on the cluster; that job (QueueJob).
+        AssertionError if none is within `timeout` seconds."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            running = [j for j in self.jobs(all_states=False) if j.state == "RUNNING"]
-            if running:
-                return running[-1]
+        while True:
+            job = self.running_job()
+            if job is not None:
+                return job
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no job was RUNNING within {timeout:g} s")
             time.sleep(0.05)
-        raise AssertionError(f"no job was RUNNING within {timeout:g} s")
 
     # -- faults (scripts/testkit/faults.py says what a real CS-2 shows for each) -----------------
     def fault_when_running(self, delay: float = 0.5, reason: str = "injected fault: fabric "
                            "link down", timeout: float = 120, when: Any = None) -> Any:
-        """Once a job runs on the system (and `when()` is true, if given: e.g. a checkpoint
-        exists), after `delay` s put the system in FAULT. Returns a FaultTimer."""
+        """Once a job runs on the system (and `when()` is true, if given), after `delay` s put
+        the system in FAULT. Returns a FaultTimer. A job "runs" from its registration, before
+        its first step: to have checkpoints to keep, use `fault_after_checkpoint` or
+        `fault_at_step`."""
         from cs2sim.scripts.testkit.faults import FaultTimer
 
         def ready() -> bool:
@@ -367,6 +369,38 @@ class ThrowawaySystem:
 
         return FaultTimer(ready, lambda: self.put_in("FAULT", reason=reason), delay, timeout,
                           "a system fault")
+
+    def fault_after_checkpoint(self, model_dir: str | os.PathLike[str], delay: float = 0.0,
+                               reason: str = "injected fault: fabric link down",
+                               timeout: float = 300) -> Any:
+        """Once a job runs and a NEW checkpoint of a trained step (model-ckpt-<N>.npz, N > 0,
+        not in `model_dir` when this was called) is there, after `delay` s put the system in
+        FAULT: the run stops at its next step with that checkpoint to resume from."""
+        from cs2sim.scripts.testkit.faults import FaultTimer, checkpoint_steps
+
+        where = Path(model_dir)
+        before = checkpoint_steps(where)
+
+        def ready() -> bool:
+            new = checkpoint_steps(where) - before
+            return any(step > 0 for step in new) and bool(self.status().running_jobs)
+
+        return FaultTimer(ready, lambda: self.put_in("FAULT", reason=reason), delay, timeout,
+                          "a system fault after a checkpoint")
+
+    def fault_at_step(self, step: int, reason: str = "injected fault: fabric link down",
+                      timeout: float = 300) -> Any:
+        """For runs started after this: the system goes to FAULT just before global step
+        `step` (the run itself does it, CS2SIM_FAULT_AT_STEP, so it happens at exactly that
+        step). Returns a FaultTimer whose `wait()` is True once the system is in FAULT."""
+        from cs2sim.scripts.testkit.faults import FaultTimer
+
+        if step < 1:
+            raise ValueError(f"step must be 1 or more (global steps start at 1), not {step}")
+        self.env["CS2SIM_FAULT_AT_STEP"] = str(int(step))
+        self.env["CS2SIM_FAULT_REASON"] = reason
+        return FaultTimer(lambda: self.state == "FAULT", lambda: None, 0.0, timeout,
+                          f"a system fault at step {step}")
 
     def lose_node(self, node: str, delay: float = 0.5, timeout: float = 120) -> Any:
         """Once a job has tasks on `node`, after `delay` s kill them all (SIGKILL): the node is
@@ -417,11 +451,18 @@ class ThrowawaySystem:
         after this: an input pipeline slower than the wafer (suspected_input_bottleneck)."""
         self.env["CS2SIM_INPUT_EXTRA_WORK"] = str(int(rounds))
 
-    def console(self, *args: str, width: int = 160, timeout: float = 15) -> Any:
-        """The interactive `cs>` (a ConsoleSession) at its first prompt."""
+    def console(self, *args: str, user: str | None = None, password: str | None = None,
+                width: int = 160, timeout: float = 15) -> Any:
+        """The interactive `cs>` (a ConsoleSession) at its first prompt.
+
+        user: log in as that account (`cs --user NAME`); with `password` the session answers
+        the password prompt itself, else it stops at that question (`session.question`) for
+        the test to `answer()`. A refused login raises ConsoleError with cs's message."""
         from cs2sim.scripts.testkit.console import ConsoleSession
 
-        session = ConsoleSession(self.env, *args, width=width, timeout=timeout)
+        login = ("--user", user) if user is not None else ()
+        session = ConsoleSession(self.env, *login, *args, width=width, timeout=timeout,
+                                 password=password)
         self._consoles.append(session)
         return session
 
@@ -451,6 +492,54 @@ class ThrowawaySystem:
 
     def __repr__(self) -> str:
         return f"ThrowawaySystem(home={str(self.home)!r})"
+
+
+def _communicate(proc: subprocess.Popen[str], input: str | None, timeout: float,
+                 label: str) -> tuple[str, str, str]:
+    """(stdout, stderr, both interleaved by line as they came) of a process, waited for; a
+    process still running after `timeout` s is killed with its children (AssertionError)."""
+    lock = threading.Lock()
+    out: list[str] = []
+    err: list[str] = []
+    both: list[str] = []
+
+    def pump(stream: Any, mine: list[str]) -> None:
+        for line in iter(stream.readline, ""):
+            with lock:
+                mine.append(line)
+                both.append(line)
+
+    readers = [threading.Thread(target=pump, args=(stream, mine), daemon=True)
+               for stream, mine in ((proc.stdout, out), (proc.stderr, err)) if stream is not None]
+    for reader in readers:
+        reader.start()
+    if proc.stdin is not None:
+        with contextlib.suppress(BrokenPipeError):
+            proc.stdin.write(input or "")
+            proc.stdin.close()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        for reader in readers:
+            reader.join(5)
+        raise AssertionError(
+            f"`{label}` did not finish in {timeout:g} s; it was killed.\n"
+            f"--- output and errors ---\n{''.join(both)[-6000:]}") from None
+    for reader in readers:  # the pipes end when the last process holding them does
+        reader.join(timeout)
+    return "".join(out), "".join(err), "".join(both)
+
+
+def _with_scripts(path: str) -> str:
+    """PATH with cs2sim's console scripts (and this Python) first, as an activated venv has it:
+    a user's script that calls `cs`, `csrun_wse` or `python` finds this installation's, even
+    when the tests run from a venv nobody activated."""
+    from cs2sim.scripts.testkit.launch import scripts_dir
+
+    first = [str(scripts_dir()), str(Path(sys.executable).parent)]
+    rest = [p for p in path.split(os.pathsep) if p and p not in first]
+    return os.pathsep.join(dict.fromkeys(first + rest))
 
 
 def _mode(text: str) -> str:

@@ -6,13 +6,12 @@ import copy
 from pathlib import Path
 from typing import Any
 
+from cs2sim.runtime.modelzoo import WEIGHT_STREAMING_CONFIGS
 from cs2sim.runtime.params import load_params, validate_params
 from cs2sim.system.hardware import WSE2, WaferSpec
 
 ZOO = Path(__file__).resolve().parents[2] / "runtime" / "modelzoo"
-WS_CONFIGS = {"params_gpt2_small_ws.yaml", "params_gpt3_xl.yaml", "params_gptj_6b.yaml",
-              "params_continuous_pretraining.yaml", "params_llama_7b.yaml",
-              "params_bert_large_msl128_ws.yaml"}
+WS_CONFIGS = WEIGHT_STREAMING_CONFIGS
 
 
 def configs() -> list[tuple[str, Path]]:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import io
 import json
 
-from cs2sim.runtime.cli.main import main
+from cs2sim.runtime.cli.main import main, model_home
 from cs2sim.runtime.cli.runlog import RunLog
 from cs2sim.runtime.compiler.plan import Plan
 
 
 def _run(argv, monkeypatch, flow=None):
+    """`python run.py ARGV` in fc_mnist's directory (its default params: configs/params.yaml)."""
+    monkeypatch.chdir(model_home("fc_mnist"))
     out, err = io.StringIO(), io.StringIO()
     if flow:
         monkeypatch.setenv("CS2SIM_FLOW", flow)

@@ -17,7 +17,9 @@ def _check_overall(parsed, e):
     assert math.isclose(o["Compute Samples/s"], e["compute_samples_per_sec"], abs_tol=0.051)
     assert math.isclose(o["Transmission Samples/s"], e["transmission_samples_per_sec"],
                         abs_tol=0.051)
-    assert o["Active PEs"] == round(100 * e["active_pes"] / e["total_pes"]) / 100
+    # one value everywhere (runtime/compiler/report.py pe_share): 3 significant digits
+    share = e["active_pes"] / e["total_pes"]
+    assert o["Active PEs"] == float(f"{100 * share:.3g}") / 100
     assert o["Compute Utilization"] == round(100 * e["compute_utilization"]) / 100
 
 
@@ -79,3 +81,26 @@ def test_weight_streaming_splits_the_batch_over_systems_and_micro_batches(tmp_pa
     assert p.micro_batch_size * (p.micro_batches - 1) < 1024
     text = (big.directory / "compile_report.txt").read_text()
     assert f"Micro-batches: {p.micro_batches} of {p.micro_batch_size} samples" in text
+
+
+def test_the_pe_share_is_one_value_in_report_log_and_coordinator_line(tmp_path, monkeypatch,
+                                                                       capsys):
+    import re
+
+    from cs2sim.runtime.cli.main import main, model_home
+
+    monkeypatch.setenv("CS2_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("CS2SIM_FLOW", raising=False)
+    monkeypatch.chdir(model_home("fc_mnist"))
+    md = str(tmp_path / "md")
+    common = ["-p", "configs/params_small.yaml", "-o", md, "--cs_ip", "127.0.1.1"]
+    assert main("fc_mnist", ["--mode=compile_only", *common]) == 0
+    assert main("fc_mnist", ["--mode", "train", *common, "--max_steps", "1"]) == 0
+    out = capsys.readouterr().out
+    (cs,) = (tmp_path / "md").glob("cs_*")
+    share = re.search(r"^Active PEs:\s+(\S+)$", (cs / "compile_report.txt").read_text(),
+                      re.M).group(1)
+    assert share != "1%" and re.fullmatch(r"0\.\d{3}%", share)  # a small model's real share
+    assert f"PEs active ({share})" in out  # the compile's log line
+    assert f"Waiting for Streaming (using {share} out of 753972 cores on the fabric)" in out
+    assert f"{share} of PEs active" in (cs / "compile.log").read_text()

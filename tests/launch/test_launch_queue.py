@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -179,6 +180,9 @@ def test_jobs_show_lists_het_components(tmp_path, cs2_home):
         assert [r[0].split("+")[1] for r in rows] == ["0", "1", "2"]
         assert [r[3] for r in rows] == ["R", "R", "R"]
         assert [r[-1] for r in rows] == ["chief-0", "worker-0", "worker-[1-2]"]
+        shown = run([script("cs"), "-c", "jobs show --output-format json"])
+        (job,) = json.loads(shown.stdout)
+        assert job["state"] == "RUNNING" and job["reason"] is None  # null, not "None"
     finally:
         gate.touch()
         launcher.wait(timeout=30)

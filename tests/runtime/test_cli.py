@@ -368,14 +368,55 @@ def test_run_says_which_params_file_and_model_dir(capsys, tmp_path, monkeypatch)
     monkeypatch.chdir(tmp_path)
     code, out, err = run(capsys, "fc_mnist", "-m", "eval", "--eval_steps", "1",
                          "--eval_random_weights")
+    assert code == 2 and out == ""  # no default params here: never the installation's copy
+    assert err == (f"error: no -p/--params given and there is no {tmp_path}/configs/params.yaml;"
+                   " pass -p with your params file.\n")
+    (tmp_path / "configs").mkdir()
+    default = tmp_path / "configs" / "params.yaml"
+    default.write_text((model_home("fc_mnist") / "configs" / "params.yaml").read_text())
+    code, out, err = run(capsys, "fc_mnist", "-m", "eval", "--eval_steps", "1",
+                         "--eval_random_weights")
     assert code == 0, err
-    default = model_home("fc_mnist") / "configs" / "params.yaml"
-    assert f"Params file: {default} (the default; choose another with -p)" in out
+    assert (f"Params file: {default} (the default in the working directory; choose another "
+            "with -p)") in out
     assert (f"Model directory: {tmp_path / 'model_dir'} (runconfig.model_dir; choose another "
             "with -o)") in out
     code, out, err = run(capsys, "fc_mnist", "-m", "eval", "-p", FC_SMALL, "-o", "m",
                          "--eval_steps", "1", "--eval_random_weights")
     assert f"Params file: {FC_SMALL}\n" in out and f"Model directory: {tmp_path / 'm'}\n" in out
+
+
+def test_a_copied_model_directory_uses_its_own_params(tmp_path):
+    """`cp -r fc_mnist mine && cd mine && python run.py` (no -p): the copy's configs/params.yaml,
+    so an edit there is a new compile, never the installation's file and its cached compile."""
+    import shutil
+
+    work = tmp_path / "mine"
+    shutil.copytree(model_home("fc_mnist"), work, ignore=shutil.ignore_patterns("__pycache__"))
+    env = {**os.environ, "CS2_HOME": str(tmp_path / "home"), "OPENBLAS_NUM_THREADS": "1"}
+
+    def compile_only() -> str:
+        proc = subprocess.run([sys.executable, "run.py", "--mode=compile_only", "-o", "md"],
+                              cwd=work, env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
+        return proc.stdout
+
+    out = compile_only()
+    assert (f"Params file: {work / 'configs' / 'params.yaml'} (the default next to run.py; "
+            "choose another with -p)") in out
+    params = work / "configs" / "params.yaml"
+    params.write_text(params.read_text().replace("        - 300\n", "        - 200\n"))
+    out = compile_only()
+    assert "Reusing existing compilation" not in out
+    assert len(list((work / "md").glob("cs_*/compile_report.txt"))) == 2
+    assert "Reusing existing compilation" in compile_only()  # unchanged again: reused
+    # the copy run by a Python that has no cs2sim (-S: no site-packages): one sentence
+    proc = subprocess.run([sys.executable, "-S", "run.py", "--mode=compile_only"], cwd=work,
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr == (f"error: run.py needs cs2sim, which {sys.executable} cannot import; "
+                           "run it with the venv cs2sim is installed in (activate it, or call "
+                           "its bin/python).\n")
 
 
 def test_eval_without_a_checkpoint_is_an_error_unless_asked(capsys, tmp_path):

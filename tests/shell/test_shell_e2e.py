@@ -144,6 +144,18 @@ def test_tab_completion_and_question_mark_help(spawn: Any) -> None:
     sh.prompt()
 
 
+def test_the_first_tab_on_an_empty_line_shows_every_top_level_command(spawn: Any) -> None:
+    """A newcomer's first Tab: all of them, `system` and `user` too, without scrolling."""
+    from cs2sim.csshell.commands import COMMANDS
+
+    sh = spawn()
+    sh.send("\t")
+    for _, node in sorted(COMMANDS.root.children.items()):  # the menu's rows, top to bottom
+        sh.expect(node.summary, timeout=5)
+    sh.send("\x03")
+    sh.prompt()
+
+
 def test_ctrl_c_cancels_the_line_or_the_question_never_the_shell(spawn: Any, home: Path) -> None:
     sh = spawn()
     sh.send("system standby")

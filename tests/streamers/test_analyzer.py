@@ -193,3 +193,57 @@ def test_a_run_py_naming_a_class_it_lacks_is_one_line(tmp_path):
                    "if __name__ == '__main__':\n    main(Missing)\n")
     with pytest.raises(AnalyzerError, match="passes Missing to main"):
         parse_command(["python", str(bad)])
+
+
+# -- the recommended line and the examples, as a user runs them (issue 23) ------------------------
+def _train_line(report: str) -> str:
+    lines = report.splitlines()
+    at = lines.index("Train with (on the CS-2):")
+    return lines[at + 1].strip()
+
+
+@pytest.mark.slow
+def test_the_recommended_line_run_as_printed_trains_on_the_cs2(cs2_system):
+    work = cs2_system.model_copy("fc_mnist")
+    # 128-CPU worker nodes at 64 threads: 2 workers a node; 2 nodes: a chief and 3 streamers
+    report = cs2_system.run(
+        ["cs_input_analyzer", "--available-nodes=2", "--threads=64", "--measure-seconds=0.3",
+         "python", "run.py", "--mode=compile_only", "-p", "configs/params_small.yaml",
+         "--max_steps", "10"], cwd=work).check().output
+    line = _train_line(report)
+    assert line.startswith("csrun_wse --total-nodes=2 ") and " python run.py --mode=train " in line
+    assert line.endswith(f"--max_steps 10 --cs_ip={cs2_system.ip}")
+    result = cs2_system.run(["sh", "-c", line], cwd=work)  # as printed
+    assert result.ok, result.combined[-3000:]
+    assert f"running on cs2-1 ({cs2_system.ip}) in PIPELINED mode" in result.output
+    assert "| Train Device=CSX, Step=10," in result.output
+    assert "not on a CS-2" not in result.combined
+
+
+@pytest.mark.slow
+def test_without_p_the_analyzer_uses_the_default_params_as_run_py_does(cs2_system):
+    work = cs2_system.model_copy("fc_mnist")
+    result = cs2_system.run(
+        ["cs_input_analyzer", "--output-format=json", "--threads=64", "--measure-seconds=0.3",
+         "python", "run.py", "--mode=validate_only"], cwd=work)
+    assert result.ok, result.combined[-3000:]
+    directory = json.loads(result.output)["compile"]["directory"]
+    # run.py compiles for the system --cs_ip names; the analyzer for the one its line names
+    run = cs2_system.run(["python", "run.py", "--mode=validate_only", "--cs_ip", cs2_system.ip],
+                         cwd=work).check()
+    assert f"Params file: {work / 'configs' / 'params.yaml'} (the default next to run.py" in \
+        run.output
+    assert f"Reusing existing compilation in {directory}" in run.output  # the same params
+
+
+@pytest.mark.slow
+def test_the_help_examples_run_as_written(cs2_system):
+    work = cs2_system.model_copy("fc_mnist")
+    help_text = cs2_system.run(["cs_input_analyzer", "--help"]).check().output
+    examples = [ln.strip() for ln in help_text.split("Example usage")[1].splitlines()
+                if ln.strip().startswith("cs_input_analyzer ")]
+    assert len(examples) == 2 and f"--cs_ip={cs2_system.ip}" in examples[0]
+    for example in examples:
+        result = cs2_system.run(["bash", "-c", example], cwd=work)
+        assert result.ok, f"{example}\n{result.combined[-3000:]}"
+        assert f"--cs_ip={cs2_system.ip}" in _train_line(result.output)

@@ -59,3 +59,31 @@ def test_ctrl_c_cancels_a_question(cs2_console, cs2_system):
     assert cs2_console.question is None
     assert cs2_system.state == "ACTIVE"
     assert "ACTIVE" in cs2_console.send("system status")
+
+
+def _account(system, name: str, password: str, role: str = "admin") -> None:
+    pw = system.root / f"new-{name}"
+    pw.write_text(password + "\n")
+    pw.chmod(0o600)
+    system.cs(f"user add {name} --role {role} --password-file {pw}").check()
+
+
+def test_the_password_prompt_is_answered(cs2_system):
+    _account(cs2_system, "bob", "s3cret")
+    console = cs2_system.console(user="bob", password="s3cret")
+    assert console.question is None
+    assert console.send("system standby --yes") == "System cs2-1 is in STANDBY.\n"
+    assert [e.user for e in cs2_system.audit() if e.command == "system standby"] == ["bob"]
+    assert console.exit() == 0
+
+
+def test_the_password_prompt_is_a_question_a_test_can_answer(cs2_system):
+    _account(cs2_system, "bob", "s3cret")
+    console = cs2_system.console(user="bob")
+    assert console.question == "Password for bob:"
+    console.answer("wrong")
+    assert console.closed and console.question is None
+    assert "error:" in console.transcript
+    assert console.wait() != 0
+    with pytest.raises(ConsoleError, match="refused the login"):
+        cs2_system.console(user="bob", password="wrong")

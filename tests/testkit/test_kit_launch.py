@@ -50,19 +50,38 @@ def test_a_refused_job_queues_nothing(cs2_system):
                                   cwd=work)
     assert result.exit_code == 69
     assert result.job is None and result.tasks == {}
+    # the refusal is on stderr; `combined` is what the user saw on the terminal
+    assert result.output == "" and result.combined == result.errors
+    assert result.combined.startswith("error: System cs2-1 is ACTIVE in PIPELINED mode")
 
 
-def test_fault_mid_job_stops_the_run_with_its_checkpoints(cs2_system):
+def test_fault_at_step_stops_the_run_there_with_its_checkpoints(cs2_system):
     work = cs2_system.model_copy("fc_mnist")
-    saved = work / "model_dir"
-    fault = cs2_system.fault_when_running(
-        delay=0.2, when=lambda: any(saved.glob("model-ckpt-*.npz")))
+    fault = cs2_system.fault_at_step(12, reason="fabric link down")
+    argv = fc_job(cs2_system, 200000, "--save_checkpoints_steps", "5")
+    proc = cs2_system.start_launch("csrun_wse", *argv, cwd=work)
+    job = cs2_system.wait_for_running_job(timeout=120)
+    assert cs2_system.running_job().id == job.id  # answered at once while it runs
+    result = cs2_system.finish_launch(proc, argv, cwd=work)
+    assert fault.wait() and cs2_system.state == "FAULT"
+    assert result.exit_code == 75, result.combined[-3000:]
+    assert "training stopped before global step 12" in result.combined
+    assert "`system standby` and `system activate`" in result.combined
+    assert sorted(p.name for p in result.model_dir.glob("model-ckpt-*.npz")) == [
+        "model-ckpt-10.npz", "model-ckpt-5.npz"]
+    faults = [e for e in cs2_system.audit() if e.command == "system fault"]
+    assert [(e.user, e.detail) for e in faults] == [("testkit", "fabric link down")], faults
+    assert cs2_system.running_job() is None
+
+
+def test_fault_after_checkpoint_leaves_one_to_resume_from(cs2_system):
+    work = cs2_system.model_copy("fc_mnist")
+    fault = cs2_system.fault_after_checkpoint(work / "model_dir")
     result = cs2_system.csrun_wse(*fc_job(cs2_system, 200000, "--save_checkpoints_steps", "50"),
                                   cwd=work)
     assert fault.wait() and cs2_system.state == "FAULT"
-    assert result.exit_code == 75, result.output[-2000:] + result.errors[-2000:]
-    assert "went to FAULT" in result.output + result.errors
-    assert "`system standby` and `system activate`" in result.output + result.errors
+    assert result.exit_code == 75, result.combined[-3000:]
+    assert "went to FAULT" in result.combined
     assert list(result.model_dir.glob("model-ckpt-*.npz"))
 
 

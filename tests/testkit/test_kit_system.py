@@ -197,3 +197,31 @@ def test_conftest_overrides_shape_cs2_system(tmp_path):
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "1 passed" in proc.stdout
+
+
+def test_a_users_script_finds_cs_without_an_activated_venv(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    env["PATH"] = "/usr/bin:/bin"  # what a CI job has when nobody activated the venv
+    script = tmp_path / "switch.sh"
+    script.write_text("set -e\ncs -c 'system standby --yes'\n"
+                      "cs -c 'config execmode setup weight-streaming'\ncs -c 'system activate'\n"
+                      "python -c 'import cs2sim'\ncommand -v csrun_wse python-ws >/dev/null\n")
+    with ThrowawaySystem(env=env) as system:
+        result = system.run(["sh", str(script)])
+        assert result.ok, result.combined
+        assert system.active_mode == "WEIGHT_STREAMING"
+
+
+def test_combined_output_keeps_the_order_of_both_streams(cs2_system):
+    code = ("import sys, time\nfor i in range(3):\n    print(f'out {i}', flush=True)\n"
+            "    time.sleep(0.2)\n    print(f'err {i}', file=sys.stderr, flush=True)\n"
+            "    time.sleep(0.2)")
+    result = cs2_system.run([sys.executable, "-c", code])
+    assert result.output == "out 0\nout 1\nout 2\n" and result.errors == "err 0\nerr 1\nerr 2\n"
+    assert result.combined == "out 0\nerr 0\nout 1\nerr 1\nout 2\nerr 2\n"
+
+
+def test_running_job_answers_at_once(cs2_system):
+    assert cs2_system.running_job() is None
+    with pytest.raises(AssertionError, match="no job was RUNNING within 0.2 s"):
+        cs2_system.wait_for_running_job(timeout=0.2)

@@ -12,9 +12,15 @@ from pathlib import Path
 if importlib.util.find_spec("cs2sim") is None:  # not installed here: the checkout this file is in
     sys.modules["cs2sim"] = types.ModuleType("cs2sim")
     sys.modules["cs2sim"].__path__ = [str(Path(__file__).resolve().parents[3])]
-from cs2sim.runtime.job.bootstrap import ensure_environment  # noqa: E402 - stdlib only
+try:
+    from cs2sim.runtime.job.bootstrap import ensure_environment  # noqa: E402 - stdlib only
+except ImportError:  # a copy of this directory, outside the checkout, and no cs2sim installed
+    ensure_environment = None
 
 if __name__ == "__main__":
+    if ensure_environment is None:
+        sys.exit(f"error: run.py needs cs2sim, which {sys.executable} cannot import; run it with "
+                 "the venv cs2sim is installed in (activate it, or call its bin/python).")
     problem = ensure_environment(__file__)
     if problem:
         sys.exit(problem)
