@@ -84,6 +84,7 @@ SCHEMA: tuple[str, ...] = (
         systems TEXT NOT NULL DEFAULT ''           -- every CS-2 it holds, `system` first
     )""",
     "CREATE INDEX jobs_by_state ON jobs (system, state)",
+    "CREATE INDEX jobs_running ON jobs (state)",  # who holds a system: the RUNNING jobs, fast
     """CREATE TABLE allocations (
         node TEXT PRIMARY KEY,
         job_id INTEGER NOT NULL REFERENCES jobs (id) ON DELETE CASCADE
@@ -94,6 +95,7 @@ SCHEMA: tuple[str, ...] = (
 def _v1_to_v2(db: sqlite3.Connection) -> None:
     """A job holds several CS-2 systems (weight streaming over num_csx systems)."""
     db.execute("ALTER TABLE jobs ADD COLUMN systems TEXT NOT NULL DEFAULT ''")
+    db.execute("CREATE INDEX jobs_running ON jobs (state)")
 
 
 # MIGRATIONS[v] upgrades a store from schema v to v + 1, inside the opening transaction.
