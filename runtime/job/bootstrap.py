@@ -32,9 +32,13 @@ GUARD = "CS2SIM_REEXEC"  # set on the re-executed process: never re-exec twice
 VENV_DIRS = (".venv", "venv")
 
 
-def project_root(run_py: str | os.PathLike[str]) -> Path:
-    """The checkout a model's run.py belongs to: runtime/modelzoo/<model>/run.py -> root."""
-    return Path(run_py).resolve().parents[3]
+def project_root(run_py: str | os.PathLike[str]) -> Path | None:
+    """The checkout a model's run.py belongs to (runtime/modelzoo/<model>/run.py -> root), or
+    None for a run.py elsewhere (a user's copy of a model directory)."""
+    parents = Path(run_py).resolve().parents
+    if len(parents) > 3 and (parents[3] / "runtime" / "job" / "bootstrap.py").is_file():
+        return parents[3]
+    return None
 
 
 def missing_dependency() -> str | None:
@@ -59,10 +63,14 @@ def venv_python(root: Path) -> Path | None:
 
 def ensure_environment(run_py: str) -> str | None:
     """Make the project importable (maybe by re-executing in its venv); else an error line."""
-    root = project_root(run_py)
     missing = missing_dependency()
     if missing is None:
         return None
+    root = project_root(run_py)
+    if root is None:  # a copy outside the checkout: only an activated venv or $CS2SIM_VENV helps
+        return (f"error: run.py needs the Python package {missing!r}, which {sys.executable} "
+                "cannot import; run it with the python of the venv cs2sim is installed in "
+                "(activate it, or set CS2SIM_VENV to it).")
     exe = venv_python(root)
     if exe is not None and os.environ.get(GUARD) is None:
         env = {**os.environ, GUARD: str(exe)}

@@ -113,3 +113,14 @@ def test_without_a_venv_the_error_says_how_to_install(checkout):
         "error: run.py needs the Python package 'numpy', which ")
     assert done.stderr.endswith(f"cd {checkout} && python3 -m venv .venv && .venv/bin/pip "
                                 "install -e .\n")
+
+
+def test_project_root_is_the_checkout_only_for_a_run_py_inside_one(tmp_path):
+    """A copy of a model directory anywhere (even one level below /) is not taken for a
+    checkout: no IndexError, no venv of an unrelated tree."""
+    from cs2sim.runtime.job.bootstrap import project_root
+
+    assert project_root(ROOT / "runtime" / "modelzoo" / "fc_mnist" / "run.py") == ROOT
+    assert project_root("/run.py") is None
+    assert project_root("/fcx/run.py") is None
+    assert project_root(tmp_path / "a" / "b" / "c" / "run.py") is None

@@ -9,9 +9,10 @@ import sys
 import types
 from pathlib import Path
 
-if importlib.util.find_spec("cs2sim") is None:  # not installed here: the checkout this file is in
-    sys.modules["cs2sim"] = types.ModuleType("cs2sim")
-    sys.modules["cs2sim"].__path__ = [str(Path(__file__).resolve().parents[3])]
+_checkout = Path(__file__).resolve().parents  # runtime/modelzoo/<model>/run.py of a checkout?
+if importlib.util.find_spec("cs2sim") is None and len(_checkout) > 3:  # not installed here
+    sys.modules["cs2sim"] = types.ModuleType("cs2sim")  # the checkout this file is in, if any
+    sys.modules["cs2sim"].__path__ = [str(_checkout[3])]
 try:
     from cs2sim.runtime.job.bootstrap import ensure_environment  # noqa: E402 - stdlib only
 except ImportError:  # a copy of this directory, outside the checkout, and no cs2sim installed
