@@ -49,7 +49,7 @@ from bench.cases import CASES, EXECUTOR_FACTORIES, executor_note  # noqa: E402
 from cs2sim.runtime.artifacts.atomic import atomic_write  # noqa: E402
 from cs2sim.runtime.threads import env_set_by_runtime  # noqa: E402
 
-RESULTS = ROOT / "bench" / "results" / "cs2sim.runtime.md"
+RESULTS = ROOT / "bench" / "results" / "runtime.md"
 WORKER = ROOT / "bench" / "bench_worker.py"
 ROWS = ("fc", "gpt", "gpt_v50k", "bert", "llama")  # the rows compared with PyTorch
 SETTLE = 0.05  # s between windows: a spinning OpenMP pool of the previous side goes to sleep
@@ -201,13 +201,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=RESULTS, help="results file (markdown)")
     ap.add_argument("--rows", default="",
                     help="comma-separated row keys (fc, gpt, gpt_v50k, bert, llama) to run only "
-                         "those rows "
-                         "against PyTorch, without the executor, cbfloat16 and Trainer rows")
+                         "those rows against PyTorch, without the cbfloat16 and Trainer rows; an "
+                         "executor name (pipelined, weight_streaming) adds its rows for the GPT "
+                         "keys given")
     args = ap.parse_args(argv)
-    only = [k for k in args.rows.split(",") if k]
+    words = [k for k in args.rows.split(",") if k]
+    executors = [k for k in words if k in EXECUTOR_FACTORIES]
+    only = [k for k in words if k not in executors]
     unknown = [k for k in only if k not in ROWS]
     if unknown:
-        ap.error(f"unknown row {unknown[0]!r}; expected one of {', '.join(ROWS)}")
+        ap.error(f"unknown row {unknown[0]!r}; expected one of {', '.join(ROWS)} or an "
+                 f"executor ({', '.join(EXECUTOR_FACTORIES)})")
     repeats, window = (2, 0.1) if args.quick else (args.repeats, args.window)
     load_start = os.getloadavg()
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -248,8 +252,8 @@ def main(argv: list[str] | None = None) -> int:
                 row.ref_label = "none"
             rows.append(row)
         # issue 9's executors, in the same interleaving (the hook in bench/cases.py)
-        for name in [] if only else EXECUTOR_FACTORIES:
-            for key in ("gpt", "gpt_v50k"):
+        for name in executors if only else EXECUTOR_FACTORIES:
+            for key in [k for k in ("gpt", "gpt_v50k") if not only or k in only]:
                 case = CASES[key]
                 row = Row(f"{case.label} [{name}]", case.unit, case.units_per_step, case.target)
                 if ref is not None:

@@ -104,6 +104,14 @@ class Context:
             self._machine = Machine(self.store, self.system)
         return self._machine
 
+    def use_system(self, name: str) -> None:
+        """Act on system `name` from now on (UsageError naming the known ones if none)."""
+        from cs2sim.system.machine import Machine
+
+        machine = Machine(self.store, name)
+        self.system, self._machine = machine.name, machine
+        self.seen_mode = None  # what this session showed was another system's mode
+
     def saw_mode(self) -> None:
         """Record that this session has just shown the configured mode (and who set it)."""
         origin = self.machine.mode_origin()

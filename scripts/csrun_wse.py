@@ -8,7 +8,9 @@ Exit codes: the worst task's (128 + signal for a task killed by one), 130 after 
 job runs, 1 for a command-line error, a job that can never fit, or a job that never started
 (cancelled with `jobs cancel`, or Ctrl-C / SIGTERM while queued: srun exits 1 then too), 69 when
 the target CS-2 refuses the job (not ACTIVE or in the other execution mode; nothing is
-allocated then).
+allocated then). A job naming a CS-2 (`--cs_ip`) reserves it, and a weight-streaming one its
+num_csx systems: it is queued until they are free, and refused (69) when one is not ACTIVE in
+its mode or the cluster has fewer.
 """
 
 from __future__ import annotations
@@ -57,8 +59,15 @@ def _dry_run(launch: object, nodes: list[object]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """The csrun_wse command line."""
-    from cs2sim.system.cluster import cluster_source, load_cluster
-    from cs2sim.system.sched.flags import LaunchError, cs_ip_of, parse_wse, wse_help
+    from cs2sim.system.cluster import cluster_source, gres_nodes, load_cluster
+    from cs2sim.system.sched.flags import (
+        LaunchError,
+        cs_ip_of,
+        num_csx_of,
+        parse_wse,
+        with_systems,
+        wse_help,
+    )
     from cs2sim.system.sched.pycmd import flow_of
     from cs2sim.system.store import Store
 
@@ -67,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cluster = load_cluster(cluster_source())
         site = cluster.site
-        worker_cpus = [n.cpus for n in cluster.nodes if n.name != site.gres_node]
+        worker_cpus = [n.cpus for n in cluster.nodes if n.name not in gres_nodes(site)]
         launch = parse_wse(argv, site, worker_cpus, messages)
     except LaunchError as e:
         _print(messages)
@@ -90,9 +99,14 @@ def main(argv: list[str] | None = None) -> int:
 
             mode = (ExecMode.WEIGHT_STREAMING if flow_of(launch.run_args[0]) == "ws"
                     else ExecMode.PIPELINED)
-            Machine.for_target(store, cs_ip).check_job(mode)  # JobRefused: nothing allocated
+            # the systems it reserves: its --cs_ip's, and num_csx - 1 more in weight streaming
+            count = num_csx_of(launch.run_args) if mode is ExecMode.WEIGHT_STREAMING else 1
+            machine = Machine.for_target(store, cs_ip)
+            machine.check_job(mode, count)  # JobRefused: nothing allocated
+            launch = with_systems(launch, machine.job_systems(count), site)
     except CsError as e:
         return fail(e)
+    assert launch.srun is not None and launch.request is not None
     from cs2sim.system.sched.backend import select_backend
 
     try:

@@ -20,6 +20,8 @@ from cs2sim.system.state import ExecMode
 
 __all__ = [
     "DEFAULT_PATH",
+    "EXAMPLE_PATH",
+    "gres_nodes",
     "MODELS",
     "NODE_ROLES",
     "SystemSpec",
@@ -33,6 +35,8 @@ __all__ = [
 ]
 
 DEFAULT_PATH = Path(__file__).with_name("cluster_default.yaml")
+# A Wafer-Scale Cluster of four CS-2s in weight streaming (CS2_CLUSTER=<this path>; docs/cluster.md)
+EXAMPLE_PATH = Path(__file__).with_name("cluster_four_cs2.yaml")
 MODELS = ("CS-2",)  # the hardware model (system/hardware.py) is the WSE-2's
 NODE_ROLES = ("chief", "worker")
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
@@ -82,7 +86,8 @@ class SiteSpec:
     """The site variables a sys-admin sets at the top of the real `csrun_cpu` (REFERENCE §2.1).
 
     `csrun_cpu --def_nodes` (etc.) prints them; `csrun_wse` uses them when a flag is not given.
-    `gres_node` is the CPU node wired to the CS-2 (Slurm GRES `gres_resource`): the chief's
+    `gres_node` is the CPU node wired to the CS-2 (Slurm GRES `gres_resource`; several,
+    comma-separated, in a cluster of several CS-2s, so several jobs' chiefs can run): the chief's
     component asks for the GRES, `csrun_cpu` excludes that node.
     """
 
@@ -92,8 +97,16 @@ class SiteSpec:
     mount_dirs: str = ""  # comma-separated; the current directory is always mounted
     singularity_image: str = "/opt/cerebras/cbcore_latest.sif"  # a name only: nothing is read
     gres_resource: str = "cs:cerebras:1"  # PSC Neocortex's GRES string
-    gres_node: str = ""  # "" -> the first node of role chief
+    gres_node: str = ""  # "" -> the first node of role chief; "a,b": several nodes have it
     scheduler: str = "embedded"  # "embedded" | "slurm" (CS2_SCHEDULER overrides it for one run)
+    # On Slurm, each CS-2 system is a license of count 1 named as the system (slurm.conf
+    # `Licenses=cs2-1:1,...`): csrun_wse's line asks for the systems its job reserves.
+    system_licenses: bool = False
+
+
+def gres_nodes(site: SiteSpec) -> frozenset[str]:
+    """The nodes that carry the CS-2 GRES (`site.gres_node`, comma-separated)."""
+    return frozenset(n for n in site.gres_node.split(",") if n)
 
 
 @dataclass(frozen=True)
@@ -180,14 +193,19 @@ def _site(check: _Checker, item: dict[str, Any], nodes: list[NodeSpec]) -> SiteS
     if texts["scheduler"] not in SCHEDULERS:
         check.fail("site.scheduler", f"is {texts['scheduler']!r}; use one of: "
                    + ", ".join(SCHEDULERS))
+    licenses = item.get("system_licenses", base.system_licenses)
+    if not isinstance(licenses, bool):
+        check.fail("site.system_licenses", f"must be true or false (got {licenses!r})")
     chiefs = [n.name for n in nodes if n.role == "chief"]
     if not texts["gres_node"]:
         texts["gres_node"] = chiefs[0] if chiefs else ""
-    elif texts["gres_node"] not in {n.name for n in nodes}:
-        check.fail(
-            "site.gres_node", f"is {texts['gres_node']!r}, which is not a node listed in `nodes`"
-        )
-    return SiteSpec(def_nodes, tasks, cpus, **texts)
+    else:  # one node, or several comma-separated (a cluster of several CS-2s: one per system)
+        known = {n.name for n in nodes}
+        for name in texts["gres_node"].split(","):
+            if name not in known:
+                check.fail("site.gres_node",
+                           f"names {name!r}, which is not a node listed in `nodes`")
+    return SiteSpec(def_nodes, tasks, cpus, **texts, system_licenses=licenses)
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:

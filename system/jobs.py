@@ -9,6 +9,12 @@ finish its job, so liveness is read lazily, like
 ACTIVATING: a RUNNING job on this host whose process no longer exists (or is a zombie, or whose
 pid now belongs to a younger process) is marked FAILED by the next reader, and its nodes freed.
 These functions work inside the caller's transaction; system/machine.py is the entry point.
+
+A job holds its CS-2 systems exclusively: `systems` lists them (the first is `system`, the one
+its --cs_ip names; a weight-streaming job over num_csx systems holds num_csx). A system is held
+while a live record says so: a RUNNING job here, or a RUNNING launch of the embedded queue whose
+request reserved it (system/sched/queue.py, its `systems` column), so a launched job holds its
+systems from the moment the queue starts it, before its chief registers it (`holders`).
 """
 
 from __future__ import annotations
@@ -37,11 +43,16 @@ __all__ = [
     "get",
     "next_id",
     "describe",
+    "holders",
+    "on_system",
+    "node_conflict",
+    "has_column",
 ]
 
 JOB_STATES = ("RUNNING", "COMPLETED", "FAILED", "CANCELLED")
 END_STATES = ("COMPLETED", "FAILED", "CANCELLED")
-_COLUMNS = "id, system, user, mode, command, state, pid, host, started_at, ended_at, nodes"
+_COLUMNS = ("id, system, user, mode, command, state, pid, host, started_at, ended_at, nodes,"
+            " systems")
 
 
 @dataclass(frozen=True)
@@ -59,6 +70,7 @@ class Job:
     started_at: float
     ended_at: float | None
     nodes: tuple[str, ...]
+    systems: tuple[str, ...] = ()  # every CS-2 system it holds, `system` first
 
 
 def this_host() -> str:
@@ -102,7 +114,7 @@ def process_alive(pid: int, start: str | None = None) -> bool:
 
 
 def _job(row: tuple[Any, ...]) -> Job:
-    (id_, system, user, mode, command, state, pid, host, started, ended, nodes) = row
+    (id_, system, user, mode, command, state, pid, host, started, ended, nodes, held) = row
     return Job(
         id_,
         system,
@@ -115,16 +127,55 @@ def _job(row: tuple[Any, ...]) -> Job:
         started,
         ended,
         tuple(n for n in nodes.split(",") if n),
+        tuple(n for n in held.split(",") if n) or (system,),
     )
 
 
+ON_SYSTEM = "(system = ? OR ',' || systems || ',' LIKE '%,' || ? || ',%')"  # holds it
+
+
+def on_system(system: str) -> tuple[str, tuple[str, str]]:
+    """The WHERE clause (and its parameters) of the jobs that hold `system`."""
+    return ON_SYSTEM, (system, system)
+
+
 def running(db: sqlite3.Connection, system: str) -> list[Job]:
-    """The jobs recorded as RUNNING on `system`, oldest first (no liveness check)."""
+    """The jobs recorded as RUNNING on `system` (among the systems they hold), oldest first
+    (no liveness check)."""
     rows = db.execute(
-        f"SELECT {_COLUMNS} FROM jobs WHERE system = ? AND state = 'RUNNING' ORDER BY id",
-        (system,),
+        f"SELECT {_COLUMNS} FROM jobs WHERE state = 'RUNNING' AND {ON_SYSTEM} ORDER BY id",
+        (system, system),
     ).fetchall()
     return [_job(row) for row in rows]
+
+
+def holders(db: sqlite3.Connection, *, alive: bool = True) -> dict[str, int]:
+    """System name -> the id of the job holding it: RUNNING jobs of this table (with `alive`,
+    not those of this host whose process is gone: the next reader of their system marks them
+    FAILED) and RUNNING launches of the embedded queue that reserved systems."""
+    held: dict[str, int] = {}
+    rows = db.execute(
+        "SELECT id, system, systems FROM jobs WHERE state = 'RUNNING' ORDER BY id").fetchall()
+    gone = {j.id for j in dead(db, [get(db, r[0]) for r in rows])} if alive and rows else set()
+    for job_id, system, systems in rows:
+        if job_id not in gone:
+            for name in systems.split(",") if systems else [system]:
+                held.setdefault(name, job_id)
+    if has_column(db, "sched_jobs", "systems"):
+        for job_id, systems in db.execute(
+                "SELECT id, systems FROM sched_jobs WHERE state = 'RUNNING' AND systems != ''"
+                " ORDER BY id"):
+            for name in systems.split(","):
+                held.setdefault(name, job_id)
+    return held
+
+
+def has_column(db: sqlite3.Connection, table: str, column: str) -> bool:
+    """Whether `table` has `column` (read from its CREATE statement: a member of a shared store
+    may not run PRAGMAs, system/store_service.py)."""
+    row = db.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?",
+                     (table,)).fetchone()
+    return bool(row) and f" {column} " in str(row[0]).replace("\n", " ")
 
 
 def get(db: sqlite3.Connection, job_id: int) -> Job | None:
@@ -158,31 +209,41 @@ def insert(
     nodes: tuple[str, ...],
     now: float,
     job_id: int | None = None,
+    systems: tuple[str, ...] = (),
 ) -> tuple[Job | None, str | None]:
     """Record a RUNNING job (under `job_id` if given and free, else the next id) and allocate
-    its nodes; (None, why) if a node is taken."""
-    for node in nodes:
-        if "," in node or not node:
-            return None, f"Invalid node name {node!r}; node names are non-empty, without commas."
-        holder = db.execute("SELECT job_id FROM allocations WHERE node = ?", (node,)).fetchone()
-        if holder:
-            return None, (
-                f"Node {node} is allocated to job {holder[0]}; wait for it to finish "
-                "or choose other nodes."
-            )
+    its nodes; (None, why) if a node is taken. `systems`: every system it holds (default:
+    `system` alone); the caller has checked that they are free."""
+    taken = node_conflict(db, nodes)
+    if taken:
+        return None, taken
     host = this_host()
     if job_id is None or get(db, job_id) is not None:
         job_id = next_id(db)
     db.execute(
         "INSERT INTO jobs (id, system, user, mode, command, state, pid, pid_start, host,"
-        " started_at, nodes) VALUES (?, ?, ?, ?, ?, 'RUNNING', ?, ?, ?, ?, ?)",
+        " started_at, nodes, systems) VALUES (?, ?, ?, ?, ?, 'RUNNING', ?, ?, ?, ?, ?, ?)",
         (job_id, system, user, str(mode), command, pid, process_start(pid), host, now,
-         ",".join(nodes)),
+         ",".join(nodes), ",".join(systems) if len(systems) > 1 else ""),
     )
     db.executemany(
         "INSERT INTO allocations (node, job_id) VALUES (?, ?)", [(node, job_id) for node in nodes]
     )
     return get(db, job_id), None
+
+
+def node_conflict(db: sqlite3.Connection, nodes: tuple[str, ...]) -> str | None:
+    """Why these nodes cannot be allocated (a bad name, a node another job holds), or None."""
+    for node in nodes:
+        if "," in node or not node:
+            return f"Invalid node name {node!r}; node names are non-empty, without commas."
+        holder = db.execute("SELECT job_id FROM allocations WHERE node = ?", (node,)).fetchone()
+        if holder:
+            return (
+                f"Node {node} is allocated to job {holder[0]}; wait for it to finish "
+                "or choose other nodes."
+            )
+    return None
 
 
 def next_id(db: sqlite3.Connection) -> int:

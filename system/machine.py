@@ -148,6 +148,7 @@ class SystemStatus:
     running_jobs: tuple[Job, ...]
     fault_reason: str = ""
     audit_id: int | None = None  # the audit row of the change that returned this (else None)
+    held_by: int | None = None  # the job holding it (a system job, or a launch the queue started)
 
     @property
     def pending_mode_change(self) -> bool:
@@ -175,6 +176,7 @@ class Machine:
         elif system not in names:
             raise UsageError(f"Unknown system {system!r}; known systems: {', '.join(names)}.")
         self.name = system
+        self.several = len(names) > 1  # refusals then say which system they are about
         with store.read() as db:
             self.ip = self._row(db).ip
 
@@ -185,10 +187,12 @@ class Machine:
             row = self._row(db)
             running = jobs.running(db, self.name)
             stale = self._boot_due(row, self._clock()) or bool(jobs.dead(db, running))
+            held_by = jobs.holders(db, alive=False).get(self.name)
         if stale:
             with self.store.transaction() as db:
                 row = self._settle(db, self._clock())
                 running = jobs.running(db, self.name)
+                held_by = jobs.holders(db, alive=False).get(self.name)
         return SystemStatus(
             name=row.name,
             ip=row.ip,
@@ -200,6 +204,7 @@ class Machine:
             software_version=software_version(),
             running_jobs=tuple(running),
             fault_reason=row.fault_reason or "",
+            held_by=held_by,
         )
 
     def running_jobs(self) -> list[Job]:
@@ -322,17 +327,27 @@ class Machine:
         pid: int,
         nodes: tuple[str, ...] = (),
         job_id: int | None = None,
+        num_csx: int = 1,
     ) -> Job:
-        """Record a RUNNING job; refused unless ACTIVE in `mode` and its nodes are free.
-        `job_id`: the scheduler's id of the job (SLURM_JOB_ID), kept as the job's id so users
-        see one id everywhere; a new id of the shared sequence if none is given (or it is
-        already taken: a Slurm id meeting an older job's)."""
+        """Record a RUNNING job; refused unless each of its systems is ACTIVE in `mode` and free,
+        and its nodes are free. `job_id`: the scheduler's id of the job (SLURM_JOB_ID), kept as
+        the job's id so users see one id everywhere; a new id of the shared sequence if none is
+        given (or it is already taken: a Slurm id meeting an older job's). `num_csx`: the job
+        holds this system and the next num_csx - 1 of the cluster (`job_systems`); a launch the
+        queue started under `job_id` already holds them, anyone else holding one refuses it."""
         mode = ExecMode(mode)
+        names = self.job_systems(num_csx)
+        machines = [self if n == self.name else Machine(self.store, n, clock=self._clock)
+                    for n in names]
         job: Job | None = None
         with self.store.transaction() as db:
             now = self._clock()  # under the write lock: see _attempt
-            row = self._settle(db, now)
-            refusal = self._job_refusal(row, mode, now)
+            rows = [m._settle(db, now) for m in machines]
+            refusal = self._systems_refusal(rows, mode, now)
+            if refusal is None:
+                taken = jobs.node_conflict(db, tuple(nodes))
+                taken = taken or self._held_refusal(db, names, job_id)
+                refusal = ResourceError(taken) if taken else None
             if refusal is None:
                 job, taken = jobs.insert(
                     db,
@@ -344,40 +359,64 @@ class Machine:
                     nodes=tuple(nodes),
                     now=now,
                     job_id=job_id,
+                    systems=names,
                 )
                 refusal = ResourceError(taken) if taken else None
+            on = "" if len(names) == 1 else f" on {', '.join(names)}"
             detail = (
-                str(refusal) if refusal else f"job {job.id if job else '?'} ({mode}): {command}"
+                str(refusal) if refusal else
+                f"job {job.id if job else '?'} ({mode}){on}: {command}"
             )
-            auditlog.record(
-                db,
-                user=who.name,
-                system=self.name,
-                command="job start",
-                from_state=row.state,
-                to_state=row.state,
-                at=now,
-                outcome="refused" if refusal else "ok",
-                detail=detail,
-            )
+            for m, r in zip(machines if refusal is None else machines[:1], rows, strict=False):
+                auditlog.record(  # each system's log shows the job it runs
+                    db,
+                    user=who.name,
+                    system=m.name,
+                    command="job start",
+                    from_state=r.state,
+                    to_state=r.state,
+                    at=now,
+                    outcome="refused" if refusal else "ok",
+                    detail=detail,
+                )
         if refusal is not None:
             raise refusal
         assert job is not None
         return job
 
-    def check_job(self, mode: ExecMode) -> SystemStatus:
+    def check_job(self, mode: ExecMode, num_csx: int = 1) -> SystemStatus:
         """The system's status if a job in `mode` could start now; else JobRefused (one sentence
-        naming the system, its state and active mode, and the admin commands that fix it).
+        naming the system, its state and active mode, and the admin commands that fix it). With
+        `num_csx` the job takes this system and the next num_csx - 1 (`job_systems`): refused
+        if the cluster has fewer, or if any of them is not ACTIVE in `mode`, naming it.
 
         Launchers call this before allocating anything; `register_job` checks again atomically.
         """
         mode = ExecMode(mode)
+        names = self.job_systems(num_csx)
+        machines = [self if n == self.name else Machine(self.store, n, clock=self._clock)
+                    for n in names]
         with self.store.transaction() as db:
             now = self._clock()  # under the write lock: see _attempt
-            refusal = self._job_refusal(self._settle(db, now), mode, now)
+            rows = [m._settle(db, now) for m in machines]
+            refusal = self._systems_refusal(rows, mode, now)
         if refusal is not None:
             raise refusal
         return self.status()
+
+    def job_systems(self, count: int = 1) -> tuple[str, ...]:
+        """The `count` systems a job on this system takes: this one, then the next ones in the
+        cluster description's order (wrapping round). JobRefused if the cluster has fewer."""
+        names = list_systems(self.store)
+        count = int(count)
+        if count > len(names):
+            raise JobRefused(
+                f"This job asks for {count} CS-2 systems (runconfig.num_csx) but the cluster has "
+                f"{len(names)} ({', '.join(names)}); lower num_csx to {len(names)} or fewer, or "
+                "ask an admin to add systems to the cluster description (cluster.yaml)."
+            )
+        first = names.index(self.name)
+        return tuple(names[(first + k) % len(names)] for k in range(max(1, count)))
 
     @classmethod
     def for_target(cls, store: Store, cs_ip: str, **kwargs: Callable[[], float]) -> Machine:
@@ -450,8 +489,15 @@ class Machine:
             job = jobs.get(db, job_id)
             if job is None:
                 raise UsageError(f"No job {job_id}; see the running jobs with `system show`.")
-            if jobs.finish(db, job_id, state, now):
-                self._audit_job_end(db, job.user, self._row(db), now, f"job {job_id} {state}")
+            ended = jobs.finish(db, job_id, state, now)
+            if ended:  # each system it held logs its end
+                for name in job.systems:
+                    row = changes.read_row(db, name)
+                    auditlog.record(db, user=job.user, system=name, command="job end",
+                                    from_state=row.state, to_state=row.state, at=now,
+                                    detail=f"job {job_id} {state}")
+        if ended:
+            _kick_queue(self.store)
 
     # -- internals --------------------------------------------------------------------------
     def _row(self, db: sqlite3.Connection) -> changes.Row:
@@ -520,6 +566,8 @@ class Machine:
         try:
             next_state(row.state, action, ready_in=ready_in)
         except InvalidTransition as e:
+            if self.several:  # in a cluster of several, say which system refused
+                return InvalidTransition(f"{self.name}: {e}")
             return e
         if action is Action.BOOTED and ready_in is not None and ready_in > 0:
             return InvalidTransition(
@@ -570,6 +618,41 @@ class Machine:
                 f"{mode}; launch it with `{LAUNCHERS[row.active_mode]}`, or ask an admin to "
                 f"switch modes (`system standby`, `config execmode setup`, `system activate`)."
             )
+        return None
+
+    def _systems_refusal(
+        self, rows: list[changes.Row], mode: ExecMode, now: float
+    ) -> CsError | None:
+        """Why a job in `mode` cannot start on these systems (one system: as always; several:
+        one sentence naming each that is not ready and what an admin runs for it)."""
+        if len(rows) == 1:
+            return self._job_refusal(rows[0], mode, now)
+        bad = [r for r in rows if self._job_refusal(r, mode, now) is not None]
+        if not bad:
+            return None
+        names = ", ".join(r.name for r in rows)
+        problems = "; ".join(f"{r.name} is {_row_text(r, now)} ({_fix_text(r, mode)})"
+                             for r in bad)
+        return JobRefused(
+            f"This job needs {len(rows)} CS-2 systems ACTIVE in {mode} ({names}; num_csx "
+            f"{len(rows)} from --cs_ip {rows[0].name}), and {problems}; or start it with "
+            "--cs_ip naming other systems (`system list` in cs shows them all)."
+        )
+
+    def _held_refusal(
+        self, db: sqlite3.Connection, names: tuple[str, ...], job_id: int | None
+    ) -> str | None:
+        """Why a system of the job is not free: another job (or launch) holds it."""
+        held = jobs.holders(db)
+        for name in names:
+            holder = held.get(name)
+            if holder is None or holder == job_id:
+                continue
+            job = jobs.get(db, holder)
+            who = jobs.describe(job) if job is not None else f"job {holder} (a running launch)"
+            return (f"System {name} is in use by {who}; wait for it to end (`jobs show`), "
+                    f"cancel it (`jobs cancel {holder}`), or start this job on another system "
+                    "(--cs_ip).")
         return None
 
     def _attempt(
@@ -722,3 +805,42 @@ def list_systems(store: Store) -> list[str]:
 def _names(db: sqlite3.Connection) -> list[str]:
     rows = db.execute("SELECT name FROM systems WHERE in_cluster = 1 ORDER BY position").fetchall()
     return [name for (name,) in rows]
+
+
+def _kick_queue(store: Store) -> None:
+    """A job that ended frees its systems: a launch waiting for them may start now (its launcher
+    is woken; best effort, the waiters re-check on their own too)."""
+    try:
+        from cs2sim.system.sched.queue import kick
+
+        kick(store)
+    except CsError:
+        pass
+
+
+def _row_text(row: changes.Row, now: float) -> str:
+    """`in STANDBY`, `ACTIVE in PIPELINED mode`, `ACTIVATING (ready in 3 s)`."""
+    if row.state is State.ACTIVE:
+        return f"ACTIVE in {row.active_mode} mode"
+    if row.state is State.ACTIVATING:
+        ready_in = None if row.activating_until is None else row.activating_until - now
+        return f"ACTIVATING ({ready_text(ready_in)})"
+    return f"in {row.state}"
+
+
+def _fix_text(row: changes.Row, mode: ExecMode) -> str:
+    """What an admin runs to make the system ACTIVE in `mode` (`cs --system NAME ...`)."""
+    word = mode.label.lower().replace(" ", "-")
+    steps: list[str] = []
+    if row.state is State.ACTIVATING:
+        if row.configured_mode is mode:
+            return "wait for it to become ACTIVE"
+        steps = ["system standby --yes", f"config execmode setup {word}", "system activate"]
+    elif row.state is State.ACTIVE:
+        steps = ["system standby --yes", f"config execmode setup {word}", "system activate"]
+    else:  # STANDBY, FAULT: a fault is cleared by a standby first (state.py)
+        steps = ["system standby --yes"] if row.state is State.FAULT else []
+        if row.configured_mode is not mode:
+            steps.append(f"config execmode setup {word}")
+        steps.append("system activate")
+    return f"an admin runs `cs --system {row.name} -c \"{'; '.join(steps)}\"`"

@@ -29,11 +29,11 @@ if TYPE_CHECKING:
 __all__ = ["SCHEMA_VERSION", "DB_NAME", "MIGRATIONS", "default_home", "Store"]
 
 DB_NAME = "cs2sim.db"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 BUSY_TIMEOUT_S = 10.0  # a writer waits this long for another's transaction before giving up
 
-# Version 1. The CHECK constraints keep a hand-edited or buggy write from storing a state the
-# state machine does not know.
+# Version 2 (version 1 lacked jobs.systems). The CHECK constraints keep a hand-edited or buggy
+# write from storing a state the state machine does not know.
 SCHEMA: tuple[str, ...] = (
     "CREATE TABLE schema_version (version INTEGER NOT NULL)",
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -80,17 +80,26 @@ SCHEMA: tuple[str, ...] = (
         host TEXT NOT NULL,
         started_at REAL NOT NULL,
         ended_at REAL,
-        nodes TEXT NOT NULL DEFAULT ''             -- comma-separated node names
+        nodes TEXT NOT NULL DEFAULT '',            -- comma-separated node names
+        systems TEXT NOT NULL DEFAULT ''           -- every CS-2 it holds, `system` first
     )""",
     "CREATE INDEX jobs_by_state ON jobs (system, state)",
+    "CREATE INDEX jobs_running ON jobs (state)",  # who holds a system: the RUNNING jobs, fast
     """CREATE TABLE allocations (
         node TEXT PRIMARY KEY,
         job_id INTEGER NOT NULL REFERENCES jobs (id) ON DELETE CASCADE
     )""",
 )
 
+
+def _v1_to_v2(db: sqlite3.Connection) -> None:
+    """A job holds several CS-2 systems (weight streaming over num_csx systems)."""
+    db.execute("ALTER TABLE jobs ADD COLUMN systems TEXT NOT NULL DEFAULT ''")
+    db.execute("CREATE INDEX jobs_running ON jobs (state)")
+
+
 # MIGRATIONS[v] upgrades a store from schema v to v + 1, inside the opening transaction.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1_to_v2}
 
 
 def default_home() -> Path:

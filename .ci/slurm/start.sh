@@ -15,6 +15,8 @@
 #   SLURM_CI_NODE_PORT  port of node1; nodeK uses PORT+K-1       (17001)
 #   SLURM_CI_SCHED      SchedulerParameters (heterogeneous jobs need a short bf_interval)
 #                                              (batch_sched_delay=0,bf_interval=1)
+#   SLURM_CI_LICENSES   cluster licenses, e.g. cs2-1:1,cs2-2:1 (one per CS-2 system: csrun_wse
+#                       asks for its systems' with site.system_licenses)      (none)
 # A second cluster can run beside the first with its own SLURM_CI_DIR, ports and SLURM_CI_ETC=0;
 # its clients then need SLURM_CONF=$SLURM_CI_DIR/slurm.conf.
 # Idempotent: when every daemon of this state dir is alive and the nodes answer, it does nothing.
@@ -30,6 +32,9 @@ TIMEOUT=${SLURM_CI_TIMEOUT:-60}
 CTLD_PORT=${SLURM_CI_CTLD_PORT:-16817}
 NODE_PORT=${SLURM_CI_NODE_PORT:-17001}
 SCHED=${SLURM_CI_SCHED:-batch_sched_delay=0,bf_interval=1}
+LICENSES=${SLURM_CI_LICENSES:-}
+LICENSE_LINE=""  # no line at all without licenses: the default config stays byte for byte
+[ -z "$LICENSES" ] || LICENSE_LINE=$'\n'"Licenses=$LICENSES"
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
@@ -95,7 +100,7 @@ ReturnToService=2
 EnforcePartLimits=ALL
 # Heterogeneous jobs (csrun_wse) start only in the backfill pass: run it every second.
 SchedulerParameters=$SCHED
-MailProg=/bin/true
+MailProg=/bin/true$LICENSE_LINE
 StateSaveLocation=$DIR/state
 SlurmctldPidFile=$DIR/slurmctld.pid
 SlurmctldLogFile=$DIR/log/slurmctld.log

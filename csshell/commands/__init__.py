@@ -25,8 +25,10 @@ from cs2sim.csshell.commands.shell import exit_cmd, help_cmd
 from cs2sim.csshell.commands.system import (
     system_activate,
     system_fault,
+    system_list,
     system_show,
     system_standby,
+    system_use,
 )
 from cs2sim.csshell.table import Arg, Command, CommandTable, Option
 
@@ -57,7 +59,7 @@ NAME = Arg("name", "The account name.", required=True)
 GROUPS: dict[str, str] = {
     "config": "Configure the system.",
     "config execmode": "Show or change the execution mode.",
-    "system": "Show the system or change its state.",
+    "system": "Show the systems or change a system's state.",
     "software": "Show the installed software.",
     "audit": "Show who did what, when.",
     "user": "Manage accounts and passwords.",
@@ -93,6 +95,18 @@ ROWS: tuple[Command, ...] = (
         "Show the system's state (same as `system show`).",
         system_show,
         options=(FORMAT,),
+    ),
+    Command(
+        "system list",
+        "List every CS-2 system of the cluster: state, modes and the job on it.",
+        system_list,
+        options=(FORMAT,),
+    ),
+    Command(
+        "system use",
+        "Act on another CS-2 system from now on (as `cs --system NAME`).",
+        system_use,
+        args=(Arg("name", "The system's name, as `system list` shows it.", required=True),),
     ),
     Command(
         "system standby",

@@ -26,7 +26,10 @@ def software_show(ctx: Context, inv: Invocation) -> None:
 
         ctx.echo(json.dumps(versions), wrap=False)
         return
-    for line in kv_lines(list(versions.items())):
+    rows = list(versions.items())
+    if ctx.machine.several:  # a cluster of several CS-2s: say whose firmware this is
+        rows.insert(0, ("system", f"{ctx.machine.name} ({ctx.machine.ip})"))
+    for line in kv_lines(rows):
         ctx.echo(line)
 
 
@@ -60,6 +63,10 @@ def audit_show(ctx: Context, inv: Invocation) -> None:
         )
         for e in entries
     ]
+    if ctx.machine.several:  # this system's rows and the cluster-wide ones: say which is which
+        rows = [(*r[:3], e.system or "-", *r[3:]) for r, e in zip(rows, entries, strict=True)]
+        ctx.table_out((*AUDIT_COLUMNS[:3], "system", *AUDIT_COLUMNS[3:]), rows)
+        return
     ctx.table_out(AUDIT_COLUMNS, rows)
 
 

@@ -55,6 +55,8 @@ def execmode_show(ctx: Context, inv: Invocation) -> None:
             wrap=False,
         )
         return
+    if ctx.machine.several:  # a cluster of several CS-2s: say which system's mode this is
+        ctx.echo(f"{'System':<{LABEL_WIDTH}} : {status.name} ({status.ip})")
     for line in mode_lines(status):
         ctx.echo(line)
 
@@ -77,7 +79,8 @@ def execmode_setup(ctx: Context, inv: Invocation) -> None:
         )
     machine.setup_execmode(ctx.identity, mode)
     ctx.saw_mode()
-    ctx.echo(f"Selected execution mode configuration: ✔ {mode.label}")
+    on = f" (on {machine.name})" if machine.several else ""  # several systems: say which
+    ctx.echo(f"Selected execution mode configuration: ✔ {mode.label}{on}")
 
 
 def execmode_withdraw(ctx: Context, inv: Invocation) -> None:

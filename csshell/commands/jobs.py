@@ -39,8 +39,10 @@ def squeue_time(seconds: float) -> str:
     return f"{minutes}:{s:02d}"
 
 
-def queue_rows(jobs: list[QueueJob], now: float) -> list[tuple[str, ...]]:
-    """One row per job component, squeue style."""
+def queue_rows(jobs: list[QueueJob], now: float,
+               systems: bool = False) -> list[tuple[str, ...]]:
+    """One row per job component, squeue style; with `systems`, a last column naming the CS-2
+    systems the job holds (on its first component's row)."""
     from cs2sim.system.sched.hostlist import compress
 
     rows: list[tuple[str, ...]] = []
@@ -59,8 +61,11 @@ def queue_rows(jobs: list[QueueJob], now: float) -> list[tuple[str, ...]]:
                 where = compress(list(job.nodes[k]))
             else:
                 where = f"({job.reason})" if job.reason else ""
-            rows.append((jobid, job.name, job.user, ST.get(job.state, job.state),
-                         squeue_time(elapsed), str(comp.nodes), where))
+            row = (jobid, job.name, job.user, ST.get(job.state, job.state),
+                   squeue_time(elapsed), str(comp.nodes), where)
+            if systems:
+                row += (",".join(job.systems) if k == 0 and job.systems else "-",)
+            rows.append(row)
     return rows
 
 
@@ -82,6 +87,7 @@ def _job_dict(job: QueueJob) -> dict[str, Any]:
         "exit_code": job.exit_code,
         "launcher_pid": job.pid,
         "host": job.host,
+        "systems": list(job.systems),
     }
 
 
@@ -148,8 +154,10 @@ def jobs_show(ctx: Context, inv: Invocation) -> None:
     if not shown.jobs and not note:
         ctx.echo("No jobs in the queue." if not all_states else "No jobs yet.")
         return
-    if shown.jobs:
-        ctx.table_out(JOBS_COLUMNS, queue_rows(list(shown.jobs), time.time()))
+    if shown.jobs:  # a cluster of several CS-2s: which systems each job holds
+        several = ctx.machine.several
+        columns = JOBS_COLUMNS + (("SYSTEMS",) if several else ())
+        ctx.table_out(columns, queue_rows(list(shown.jobs), time.time(), several))
     if note:
         ctx.echo(note)
 

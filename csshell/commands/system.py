@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "system_fault",
+    "system_list",
+    "system_use",
     "system_show",
     "system_standby",
     "system_activate",
@@ -76,6 +78,50 @@ def system_show(ctx: Context, inv: Invocation) -> None:
     ctx.echo(label.format("Running Jobs", len(status.running_jobs) or "none"))
     if status.running_jobs:
         ctx.table_out(JOB_COLUMNS, job_rows(status.running_jobs))
+    elif status.held_by is not None and ctx.machine.several:
+        ctx.echo(label.format("Reserved By", f"job {status.held_by} (a launch starting; "
+                              "`jobs show` lists it)"))
+
+
+LIST_COLUMNS = ("", "system", "ip", "state", "active mode", "configured mode", "job")
+
+
+def system_list(ctx: Context, inv: Invocation) -> None:
+    """Every CS-2 system of the cluster: state, modes and the job holding it (`*`: the one
+    this session acts on)."""
+    from cs2sim.system.machine import Machine, list_systems
+
+    statuses = [Machine(ctx.store, name).status() for name in list_systems(ctx.store)]
+    if inv.option("output_format") == "json":
+        import json
+
+        ctx.echo(json.dumps([{
+            "system": st.name, "ip": st.ip, "state": str(st.state),
+            "execmode": str(st.configured_mode), "active_execmode": str(st.active_mode),
+            "job": st.held_by, "current": st.name == ctx.machine.name,
+        } for st in statuses]), wrap=False)
+        return
+    now = time.time()
+    rows = []
+    for st in statuses:
+        state = str(st.state)
+        left = st.ready_in(now)
+        if left is not None:
+            state += f" (ready in {seconds(left)})"
+        configured = str(st.configured_mode) + (" (at activate)" if st.pending_mode_change
+                                                else "")
+        rows.append(("*" if st.name == ctx.machine.name else "", st.name, st.ip, state,
+                     str(st.active_mode), configured,
+                     "-" if st.held_by is None else str(st.held_by)))
+    ctx.table_out(LIST_COLUMNS, rows)
+
+
+def system_use(ctx: Context, inv: Invocation) -> None:
+    """Act on another system of the cluster from now on (as `cs --system NAME`)."""
+    ctx.use_system(inv.args["name"])
+    status = ctx.machine.status()
+    ctx.echo(f"Now acting on {status.name} ({status.ip}): {status.state}, "
+             f"{status.active_mode}.")
 
 
 def system_standby(ctx: Context, inv: Invocation) -> None:
@@ -139,7 +185,8 @@ def system_activate(ctx: Context, inv: Invocation) -> None:
         )
     mode = ExecMode(started.configured_mode)  # what it booted into (setup needs STANDBY)
     if not outcome.since:
-        ctx.echo(f"System activated in {mode.label} mode.")
+        which = f" {machine.name}" if machine.several else ""  # several systems: say which
+        ctx.echo(f"System{which} activated in {mode.label} mode.")
         return
     then = outcome.since[0]
     more = len(outcome.since) - 1

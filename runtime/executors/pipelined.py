@@ -27,6 +27,13 @@ Here:
     Each stage accumulates its micro-batches' gradients; the dynamic loss scaling check and the
     gradient clipping use the global norm over all stages (a global reduction, as the CS-2's
     loss scaling kernel does); then every stage updates its weights in place.
+  * the plan's `replicas` (data parallel on one wafer: the compiler placed that many copies of
+    the kernels when the model is small for the wafer) are run: the global batch is split into
+    that many contiguous replica shards, each split into its micro-batches, and every replica's
+    micro-batches flow through the stages at the same ticks (replica r's micro-batch m reaches
+    stage s at tick m + s); each replica's gradients add into the stages' (the wafer reduces
+    them). `split` is the last step's (replica, rows) per micro-batch; the trace numbers
+    micro-batches across replicas in that order. Without a plan: one replica.
   * checkpoints download the weights and optimizer state from the stages (`snapshot`); at the
     end of a run the host model and optimizer receive the final wafer state.
 
@@ -68,9 +75,12 @@ TRACE_EVENTS = 100_000
 # Micro-batches in flight per global step. The CS-2 streams samples one by one; here a
 # micro-batch is a host GEMM's worth of rows, since numpy's kernels lose efficiency below ~128
 # rows (measured: fc_mnist at batch 256 costs 1.09x the host step with 2 micro-batches, 1.19x
-# with 4). Unless the executor is given a number, a step uses as many micro-batches of at least
-# MIN_MICROBATCH_ROWS rows as fit, between 2 (a pipeline still fills and drains) and
-# DEFAULT_MICROBATCHES, never more than the batch has samples.
+# with 4). Unless the executor is given a number, a step uses as many micro-batches as the
+# runtime has worker threads (a tick's stages then keep every thread busy, in the largest
+# products), each of at least MIN_MICROBATCH_ROWS rows, between 2 (a pipeline still fills and
+# drains) and DEFAULT_MICROBATCHES, never more than the batch has samples. Measured (issue 19,
+# CPU time of one thread, the 4-layer GPT of bench/runtime_bench.py, 1024 rows): 4 micro-batches
+# cost 1.12x the host step, 2 cost 1.03x; fc_mnist B256 1.18x and 1.06x.
 DEFAULT_MICROBATCHES = 4
 MIN_MICROBATCH_ROWS = 128
 # A tick's stages run side by side only when each micro-batch has at least this many GEMM rows:
@@ -79,6 +89,7 @@ MIN_MICROBATCH_ROWS = 128
 # (measured: fc_mnist, 128-row micro-batches, 1.24x slower side by side; the 4-layer GPT,
 # 256-row micro-batches, 1.10x faster).
 MIN_SIDE_BY_SIDE_ROWS = 256
+BALANCE = 1.15  # side by side when packing the tick's tasks on the threads wastes <= 15% (below)
 
 
 @dataclass
@@ -155,6 +166,10 @@ class PipelinedExecutor(QueuedExecutor):
         self.compile_time, self.est_samples_per_sec = compile_time, est_samples_per_sec
         self.active_pes, self.total_pes = active_pes, total_pes
         self.pe_share = pe_share  # as the compiler writes it (runtime/compiler/report.py)
+        self.data_replicas = _plan_replicas(plan)  # copies of the kernels on the wafer
+        self.side_by_side_rows = MIN_SIDE_BY_SIDE_ROWS
+        self._cost: dict[tuple[str, int], float] = {}  # (F|B, stage) -> seconds, run alone
+        self.split: list[tuple[int, Shard]] = []  # the last step's (replica, rows) per mb
         self.stages: list[Stage] = []
         # the last TRACE_EVENTS (step, tick, stage, micro-batch, F|B) events, for tests and tools
         self.trace: deque[tuple[int, int, int, int, str]] = deque(maxlen=TRACE_EVENTS)
@@ -193,7 +208,7 @@ class PipelinedExecutor(QueuedExecutor):
         self.conflicts = {(i, j) for i in range(len(used)) for j in range(len(used))
                           if i != j and used[i] & used[j]}
         self.bank = MaskBank()
-        self.shards = [Shard() for _ in range(self.microbatches)]
+        self.shards = [Shard() for _ in range(self.microbatches * self.data_replicas)]
         shared_p = {id(a): a for a in _all_arrays(self.wafer, "p")}
         shared_g = {id(a): g for a, g in zip(_all_arrays(self.wafer, "p"),
                                               _all_arrays(self.wafer, "g"), strict=True)}
@@ -249,24 +264,26 @@ class PipelinedExecutor(QueuedExecutor):
     def compute_gradients(self, batch: dict[str, np.ndarray], step: int, scale: float) -> float:
         """The pipeline's forward and backward of one (micro-)batch: adds the gradients of
         scale * loss to the stages' (`self.wafer.grads()`); returns the batch's loss."""
-        parts, shards = shard_batch(batch, self.microbatches_for(batch))
+        parts, shards, of = self._split(batch)
         M, S = len(parts), len(self.stages)
-        side_by_side = self._rows(batch) // M >= MIN_SIDE_BY_SIDE_ROWS
+        side_by_side = self._rows(batch) // M >= self.side_by_side_rows
         for holder, s in zip(self.shards, shards, strict=False):
             holder.lo, holder.hi, holder.total = s.lo, s.hi, s.total
         self.bank.reset(shards[0].total)
+        # micro-batch j of the flat list is number `pos[j]` of its replica: it reaches stage s
+        # at tick pos[j] + s, at the same tick as the other replicas' micro-batch pos[j]
+        pos = [j - of.index(of[j]) for j in range(M)]
+        ticks = max(pos) + 1 + S - 1
         acts: list[Any] = [self.replicas[m].inputs(parts[m])[0] for m in range(M)]
         labels = [self.replicas[m].inputs(parts[m])[1] for m in range(M)]
         losses = [0.0] * M
         last = len(self.wafer.blocks) - 1
         debug = trace_log.isEnabledFor(logging.DEBUG)
-        # forward: at tick t stage s works on micro-batch t - s
-        for t in range(M + S - 1):
+        # forward: at tick t stage s works on (each replica's) micro-batch t - s
+        for t in range(ticks):
             tasks = []
-            for st in self.stages:
-                m = t - st.index
-                if not 0 <= m < M:
-                    continue
+            for st, m in ((st, m) for m in range(M) for st in self.stages
+                          if pos[m] == t - st.index):
 
                 def fwd(st: Stage = st, m: int = m) -> None:
                     blocks = self.replicas[m].blocks
@@ -278,15 +295,13 @@ class PipelinedExecutor(QueuedExecutor):
                             x = blocks[b].forward(x)
                     acts[m] = x
                 tasks.append((st.index, m, fwd))
-            self._run_tick(tasks, side_by_side)
+            self._run_tick(tasks, side_by_side, "F")
             self._record(step, t, [(s, m) for s, m, _ in tasks], "F", debug)
         # backward: stage S-1 first; the loss head is seeded with this shard's share of the mean
-        for t in range(M + S - 1):
+        for t in range(ticks):
             tasks = []
-            for st in reversed(self.stages):
-                m = t - (S - 1 - st.index)
-                if not 0 <= m < M:
-                    continue
+            for st, m in ((st, m) for m in range(M) for st in reversed(self.stages)
+                          if pos[m] == t - (S - 1 - st.index)):
 
                 def bwd(st: Stage = st, m: int = m) -> None:
                     blocks = self.replicas[m].blocks
@@ -296,29 +311,70 @@ class PipelinedExecutor(QueuedExecutor):
                             blocks[b].backward(d)
                     acts[m] = d
                 tasks.append((st.index, m, bwd))
-            self._run_tick(tasks, side_by_side)
+            self._run_tick(tasks, side_by_side, "B")
             self._record(step, t, [(s, m) for s, m, _ in tasks], "B", debug)
         return float(np.float32(sum(lo * s.weight for lo, s in zip(losses, shards, strict=True))))
 
-    def _run_tick(self, tasks: list[tuple[int, int, Any]], side_by_side: bool) -> None:
+    def _run_tick(self, tasks: list[tuple[int, int, Any]], side_by_side: bool,
+                  phase: str) -> None:
         """Run one tick's (stage, micro-batch, work) tasks: side by side over the worker threads
-        when allowed (large enough micro-batches), there are several and no two share a weight;
-        else one after another in order (a single task then splits its kernels over the
-        threads)."""
-        busy = [s for s, _, _ in tasks]
-        if len(tasks) < 2 or workers() < 2 or not side_by_side or any(
-                (a, b) in self.conflicts for a in busy for b in busy):
-            for _, _, work in tasks:
+        when allowed (large enough micro-batches), there are several, no two share a weight and
+        they keep the threads equally busy (`_balanced`); else one after another in order (each
+        task then splits its kernels over the threads, and its time is measured)."""
+        busy = [s for s, _, _ in tasks]  # a stage twice (two replicas): one after the other
+        if len(tasks) < 2 or workers() < 2 or not side_by_side or len(set(busy)) < len(busy) \
+                or any((a, b) in self.conflicts for a in busy for b in busy) \
+                or not self._balanced([(phase, s) for s in busy]):
+            for s, _, work in tasks:
+                t0 = time.perf_counter()
                 work()
+                took = time.perf_counter() - t0  # the least seen: other load only adds to it
+                self._cost[(phase, s)] = min(took, self._cost.get((phase, s), took))
             return
         run_chunks(lambda i: tasks[i][2](), len(tasks))
+
+    def _balanced(self, keys: list[tuple[str, int]]) -> bool:
+        """Whether these stage tasks, one per thread, keep the threads about equally busy.
+
+        A task run alone splits its kernels over the W threads and takes c (measured, `_cost`);
+        side by side it runs on one thread, taking about W x c. Greedy packing of the tasks onto
+        W threads then ends after W x (the fullest thread's sum of c), against sum of c one after
+        another: side by side only when that is at most BALANCE x as long (it saves the threads'
+        meetings inside every product, which the estimate leaves out). A stage not measured yet
+        runs alone first. Measured (issue 19, the 4-layer GPT, two threads): a decoder layer
+        beside the embedding or the loss head left one thread idle for most of the tick."""
+        costs = [self._cost.get(k) for k in keys]
+        if any(c is None for c in costs):
+            return False
+        W = workers()
+        load = [0.0] * W
+        for c in sorted(costs, reverse=True):  # type: ignore[type-var]
+            load[load.index(min(load))] += c  # type: ignore[operator]
+        return W * max(load) <= BALANCE * sum(costs)  # type: ignore[arg-type]
+
+    def _split(self, batch: dict[str, np.ndarray]) -> tuple[list[dict[str, np.ndarray]],
+                                                             list[Shard], list[int]]:
+        """The step's micro-batches over the replicas: (parts, their rows in the global batch,
+        the replica of each), replica by replica."""
+        replica_parts, replica_rows = shard_batch(batch, self.data_replicas)
+        parts: list[dict[str, np.ndarray]] = []
+        shards: list[Shard] = []
+        of: list[int] = []
+        for r, (part, rows) in enumerate(zip(replica_parts, replica_rows, strict=True)):
+            sub, sub_rows = shard_batch(part, self.microbatches_for(part))
+            parts += sub
+            shards += [Shard(rows.lo + s.lo, rows.lo + s.hi, rows.total) for s in sub_rows]
+            of += [r] * len(sub)
+        self.split = list(zip(of, shards, strict=True))
+        return parts, shards, of
 
     def microbatches_for(self, batch: dict[str, np.ndarray]) -> int:
         """How many micro-batches this batch is split into (see MIN_MICROBATCH_ROWS)."""
         if self.fixed_microbatches is not None:
             return self.fixed_microbatches
         B = len(next(iter(batch.values())))
-        m = max(2, min(DEFAULT_MICROBATCHES, self._rows(batch) // MIN_MICROBATCH_ROWS))
+        m = max(2, min(DEFAULT_MICROBATCHES, self._rows(batch) // MIN_MICROBATCH_ROWS,
+                       workers()))
         return min(m, B)
 
     def _rows(self, batch: dict[str, np.ndarray]) -> int:
@@ -368,6 +424,14 @@ class PipelinedExecutor(QueuedExecutor):
         self.optimizer.load_state_dict(self._optimizer_state())
         if hasattr(self.model, "set_rng_state"):
             self.model.set_rng_state(self.wafer.rng_state())
+
+
+def _plan_replicas(plan: Any) -> int:
+    """The plan's data-parallel replicas (a Plan or its JSON dict); 1 without a plan."""
+    if plan is None:
+        return 1
+    n = plan.get("replicas", 1) if isinstance(plan, dict) else getattr(plan, "replicas", 1)
+    return max(1, int(n or 1))
 
 
 def _subset_state(state: dict[str, Any], names: Collection[str]) -> dict[str, Any]:

@@ -87,6 +87,7 @@ class CsRun:
         self.executor: QueuedExecutor | None = None
         self.trainer: Any = None
         self._next_watch = 0.0
+        self._machines: list[Any] | None = None
         raw = os.environ.get(FAULT_AT_STEP_ENV, "").strip()
         self._fault_at: int | None = int(raw) if raw.isdigit() else None
 
@@ -98,8 +99,14 @@ class CsRun:
 
         self.store = Store.open()
         self.machine = Machine.for_target(self.store, self.cs_ip)
-        self.machine.check_job(self.mode)
         self._check_num_csx()
+        # a weight-streaming job holds num_csx systems: the named one and the next ones
+        self.machine.check_job(self.mode, self.systems_wanted)
+
+    @property
+    def systems_wanted(self) -> int:
+        """How many CS-2 systems the job holds (num_csx in weight streaming, else one)."""
+        return self.num_csx if self.mode is ExecMode.WEIGHT_STREAMING else 1
 
     def _check_num_csx(self) -> None:
         n = self.num_csx
@@ -145,11 +152,14 @@ class CsRun:
             who = local_identity(self.store)
             self.job = self.machine.register_job(
                 who, self.mode, self.command, os.getpid(),
-                job_id=int(slurm) if slurm.isascii() and slurm.isdigit() else None)
+                job_id=int(slurm) if slurm.isascii() and slurm.isdigit() else None,
+                num_csx=self.systems_wanted)
         # the two differ only when a Slurm id met an older job's id in the store: name both
         under = f" (Slurm job {slurm})" if slurm and slurm != str(self.job.id) else ""
-        log.info(f"Job {self.job.id}{under} is running on {self.machine.name} "
-                 f"({self.machine.ip}) in {self.mode} mode.")
+        held = tuple(self.job.systems) or (self.machine.name,)
+        on = (f"{self.machine.name} ({self.machine.ip})" if len(held) == 1
+              else f"{len(held)} CS-2 systems ({', '.join(held)})")
+        log.info(f"Job {self.job.id}{under} is running on {on} in {self.mode} mode.")
         if not owned:
             trainer.executor = self.prepare()
             getattr(trainer, mode_name)()
@@ -237,20 +247,37 @@ class CsRun:
         if now < self._next_watch:
             return
         self._next_watch = now + WATCH_S
-        status = self.machine.status()
-        if status.state is State.ACTIVE and status.active_mode is self.mode:
+        for machine in self._watched():
+            status = machine.status()
+            if status.state is not State.ACTIVE or status.active_mode is not self.mode:
+                break
+        else:
             return
         # what brings the system back: from FAULT a standby comes first (system/state.py)
         fix = ("`system standby` and `system activate`" if status.state is State.FAULT
                else "`system activate`")
+        held = tuple(getattr(self.job, "systems", ())) or (status.name,)
+        others = [n for n in held if n != status.name]
+        freed = (f" (its {len(held)} systems, {', '.join(held)}, are released)"
+                 if others else "")
         trainer = self.trainer
         raise SystemStopped(
             f"System {status.name} went to {status.state} while job {self.job.id} ran, so "
-            f"training stopped before global step {step}",
+            f"training stopped before global step {step}{freed}",
             trainer.resume_text if trainer is not None else lambda: (
                 "running the same command again resumes from its last checkpoint, if any"),
-            f"once an admin has run {fix}.",
+            f"once an admin has run {fix}" + (f" on {status.name}." if others else "."),
         )
+
+    def _watched(self) -> list[Any]:
+        """The machines of every system the job holds (the named one first)."""
+        if getattr(self, "_machines", None) is None:
+            from cs2sim.system.machine import Machine
+
+            held = tuple(getattr(self.job, "systems", ())) or (self.machine.name,)
+            self._machines = [self.machine if n == self.machine.name
+                              else Machine(self.store, n) for n in held]
+        return self._machines
 
 
     def _inject_fault(self, step: int) -> None:

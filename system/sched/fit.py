@@ -90,18 +90,25 @@ class Pending:
     job_id: int
     components: tuple[Component, ...]
     exclude: frozenset[str] = frozenset()
+    systems: tuple[str, ...] = ()  # CS-2 systems it reserves: all must be free
 
 
 def fifo_pass(
-    pending: Iterable[Pending], free: list[NodeInfo]
+    pending: Iterable[Pending], free: list[NodeInfo], held: set[str] | None = None
 ) -> Iterator[tuple[Pending, list[list[str]] | None]]:
     """Yield (job, nodes) for each job started, oldest first, then (head, None) for the job that
-    blocks the queue (its reason is Resources; the rest wait on Priority). `free` is consumed."""
+    blocks the queue (its reason is Resources; the rest wait on Priority). A job starts when its
+    nodes fit `free` and none of its CS-2 systems is in `held`. `free` and `held` are consumed."""
+    held = set() if held is None else held
     for job in pending:
+        if held.intersection(job.systems):
+            yield job, None
+            return
         nodes = place(job.components, free, job.exclude)
         if nodes is None:
             yield job, None
             return
         used = {n for part in nodes for n in part}
         free[:] = [n for n in free if n.name not in used]
+        held.update(job.systems)
         yield job, nodes

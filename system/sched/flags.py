@@ -39,6 +39,8 @@ __all__ = [
     "WSE_USAGE",
     "CPU_USAGE",
     "cs_ip_of",
+    "num_csx_of",
+    "with_systems",
 ]
 
 WSE_USAGE = (
@@ -337,7 +339,7 @@ def parse_cpu(
         command=out.run_args,
         mount_dirs=mount,
         image=site.singularity_image,
-        exclude=(site.gres_node,) if out.exclude_gres and site.gres_node else (),
+        exclude=tuple(n for n in site.gres_node.split(",") if n) if out.exclude_gres else (),
         pty=True,
     )
     return out
@@ -351,6 +353,65 @@ def cs_ip_of(run_args: tuple[str, ...]) -> str | None:
         if word == "--cs_ip" and i + 1 < len(run_args):
             return run_args[i + 1]
     return None
+
+
+def _flag_value(run_args: tuple[str, ...], *names: str) -> str | None:
+    """The value of the first of `names` in a command line (`--x V` or `--x=V`), if any."""
+    for i, word in enumerate(run_args):
+        for name in names:
+            if word.startswith(name + "="):
+                return word.split("=", 1)[1]
+            if word == name and i + 1 < len(run_args):
+                return run_args[i + 1]
+    return None
+
+
+def num_csx_of(run_args: tuple[str, ...]) -> int:
+    """How many CS-2 systems a run.py command line asks for: its `--num_csx`, else its params
+    file's runconfig.num_csx (`-p`/`--params`, relative to the current directory), else 1. A
+    value run.py would refuse counts as 1 here: run.py then says what is wrong with it."""
+    text = _flag_value(run_args, "--num_csx")
+    if text is None:
+        path = _flag_value(run_args, "-p", "--params")
+        if path is None:
+            return 1
+        from cs2sim.system.errors import ConfigError
+        from cs2sim.system.yamlsafe import DEFAULT_LIMITS, load_yaml
+
+        try:
+            with open(path, "rb") as f:
+                data = load_yaml(f.read(DEFAULT_LIMITS.max_bytes + 1), f"params file {path}")
+        except (OSError, ConfigError):
+            return 1
+        runconfig = data.get("runconfig") if isinstance(data, dict) else None
+        value = runconfig.get("num_csx") if isinstance(runconfig, dict) else None
+        text = str(value) if isinstance(value, int) and not isinstance(value, bool) else None
+    return int(text) if text is not None and text.isascii() and text.isdigit() and int(text) > 0 \
+        else 1
+
+
+def with_systems(launch: WseLaunch, systems: tuple[str, ...], site: SiteSpec) -> WseLaunch:
+    """The launch reserving these CS-2 systems: the request holds them (the embedded scheduler
+    starts it when all are free) and, when the site maps systems to Slurm licenses
+    (`site.system_licenses`), the srun line's first component asks for one license per
+    system (`--licenses=cs2-1:1,cs2-2:1`)."""
+    import dataclasses
+
+    assert launch.request is not None and launch.srun is not None
+    request = dataclasses.replace(launch.request, systems=tuple(systems))
+    srun = launch.srun
+    if site.system_licenses and systems:
+        srun = license_line(srun, systems)
+    return dataclasses.replace(launch, request=request, srun=srun)
+
+
+def license_line(srun: SrunCommand, systems: tuple[str, ...]) -> SrunCommand:
+    """The srun line with `--licenses=<system>:1,...` after `srun` (Slurm takes it for the
+    first component of a heterogeneous job, the chief's): one Slurm license per CS-2 system."""
+    flag = "--licenses=" + ",".join(f"{name}:1" for name in systems)
+    text = srun.text.replace("srun ", f"srun {flag} ", 1)
+    argv = (srun.argv[0], flag, *srun.argv[1:])
+    return SrunCommand(text, argv)
 
 
 def wse_help(site: SiteSpec) -> str:

@@ -33,7 +33,14 @@ from typing import TYPE_CHECKING
 
 from cs2sim.system import audit
 from cs2sim.system.errors import CsError, PermissionDenied, ResourceError, UsageError
-from cs2sim.system.jobs import next_id, process_alive, process_start, this_host
+from cs2sim.system.jobs import (
+    has_column,
+    holders,
+    next_id,
+    process_alive,
+    process_start,
+    this_host,
+)
 from cs2sim.system.sched.fit import NodeInfo, Pending, fifo_pass, never_fits
 from cs2sim.system.sched.guard import guard_running
 from cs2sim.system.sched.request import Component, JobRequest
@@ -59,6 +66,7 @@ __all__ = [
     "schedule",
     "state",
     "recheck",
+    "kick",
 ]
 
 STATES = ("PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED")
@@ -80,7 +88,8 @@ SCHEMA = (
         started_at REAL,
         ended_at REAL,
         nodes TEXT NOT NULL DEFAULT '[]',       -- JSON: node names per component
-        exit_code INTEGER
+        exit_code INTEGER,
+        systems TEXT NOT NULL DEFAULT ''        -- CS-2 systems it holds while RUNNING
     )""",
     "CREATE INDEX IF NOT EXISTS sched_jobs_by_state ON sched_jobs (state, id)",
     """CREATE TABLE IF NOT EXISTS sched_alloc (
@@ -90,7 +99,7 @@ SCHEMA = (
 )
 _COLS = (
     "id, het_size, name, user, state, reason, request, command, pid, host, submitted_at,"
-    " started_at, ended_at, nodes, exit_code"
+    " started_at, ended_at, nodes, exit_code, systems"
 )
 _ready: set[str] = set()
 
@@ -114,6 +123,7 @@ class QueueJob:
     ended_at: float | None
     nodes: tuple[tuple[str, ...], ...]
     exit_code: int | None
+    systems: tuple[str, ...] = ()  # the CS-2 systems it reserves (held while RUNNING)
 
     @property
     def node_count(self) -> int:
@@ -132,19 +142,26 @@ def _ensure(store: Store) -> None:
         with store.transaction() as db:
             for statement in SCHEMA:
                 db.execute(statement)
+    else:  # a queue made before jobs reserved CS-2 systems gets the column
+        with store.read() as db:
+            missing = not has_column(db, "sched_jobs", "systems")
+        if missing:
+            with store.transaction() as db:
+                if not has_column(db, "sched_jobs", "systems"):
+                    db.execute("ALTER TABLE sched_jobs ADD COLUMN systems TEXT NOT NULL"
+                               " DEFAULT ''")
     _ready.add(key)
 
 
 def cluster_nodes(store: Store) -> list[NodeInfo]:
     """The cluster's CPU nodes in configured order; the GRES node carries the site's GRES."""
-    from cs2sim.system.cluster import cluster_source, load_cluster
+    from cs2sim.system.cluster import cluster_source, gres_nodes, load_cluster
 
     cluster = load_cluster(cluster_source(store.home))
     site = cluster.site
-    return [
-        NodeInfo(n.name, n.cpus, site.gres_resource if n.name == site.gres_node else "")
-        for n in cluster.nodes
-    ]
+    wired = gres_nodes(site)
+    return [NodeInfo(n.name, n.cpus, site.gres_resource if n.name in wired else "")
+            for n in cluster.nodes]
 
 
 def _encode(request: JobRequest) -> str:
@@ -167,12 +184,13 @@ def _decode(text: str) -> tuple[tuple[Component, ...], frozenset[str]]:
 
 def _job(row: tuple[object, ...]) -> QueueJob:
     (id_, size, name, user, state, reason, request, command, pid, host, sub, start, end,
-     nodes, code) = row
+     nodes, code, systems) = row
     comps, _ = _decode(str(request))
     return QueueJob(
         int(id_), int(size), str(name), str(user), str(state), str(reason), comps,  # type: ignore[call-overload]
         str(command), int(pid), str(host), float(sub), start, end,  # type: ignore[call-overload,arg-type]
         tuple(tuple(p) for p in json.loads(str(nodes))), code,  # type: ignore[arg-type]
+        tuple(n for n in str(systems).split(",") if n),
     )
 
 
@@ -194,9 +212,10 @@ def submit(
         next_id = next_job_id(db)
         db.execute(
             f"INSERT INTO sched_jobs ({_COLS.replace(', exit_code', '')}, pid_start)"
-            " VALUES (?, ?, ?, ?, 'PENDING', 'None', ?, ?, ?, ?, ?, NULL, NULL, '[]', ?)",
+            " VALUES (?, ?, ?, ?, 'PENDING', 'None', ?, ?, ?, ?, ?, NULL, NULL, '[]', ?, ?)",
             (next_id, len(request.components), request.job_name, user, _encode(request),
-             " ".join(request.command), pid, this_host(), now, process_start(pid)),
+             " ".join(request.command), pid, this_host(), now, ",".join(request.systems),
+             process_start(pid)),
         )
         schedule(db, nodes, now, woken)
     _wake(store, [j for j in woken if j != next_id])
@@ -306,20 +325,21 @@ def _pass(
     held = db.execute("SELECT group_concat(node, char(10)) FROM sched_alloc").fetchone()[0]
     used = set(held.split("\n")) if held else set()
     free = [n for n in nodes if n.name not in used]
+    systems = set(holders(db))  # CS-2 systems held by running jobs and launches
     cur = db.execute(
-        "SELECT id, request, pid, pid_start, host FROM sched_jobs WHERE state = 'PENDING'"
-        " ORDER BY id")
+        "SELECT id, request, pid, pid_start, host, systems FROM sched_jobs"
+        " WHERE state = 'PENDING' ORDER BY id")
     dead: list[int] = []
 
     def pending() -> Iterator[Pending]:
-        for job_id, request, pid, start, host in cur:
+        for job_id, request, pid, start, host, wanted in cur:
             if not alive(pid, start, host):
                 dead.append(job_id)
                 continue
             comps, exclude = _decode(request)
-            yield Pending(job_id, comps, exclude)
+            yield Pending(job_id, comps, exclude, tuple(n for n in wanted.split(",") if n))
 
-    results = list(fifo_pass(pending(), free))
+    results = list(fifo_pass(pending(), free, systems))
     cur.close()
     for job_id in dead:
         db.execute(
@@ -358,6 +378,23 @@ def poll(store: Store, job_id: int, nodes: list[NodeInfo]) -> QueueJob:
     if row is None:
         raise UsageError(f"No job {job_id} in the queue; see `cs -c \"jobs show\"`.")
     return _job(row)
+
+
+def kick(store: Store) -> None:
+    """Run a pass if launches are waiting (something they wait for may be free now: a CS-2
+    system whose job ended outside the queue) and wake the launchers of the jobs it starts."""
+    with store.read() as db:
+        has = db.execute(
+            "SELECT count(*) FROM sqlite_master WHERE name = 'sched_jobs'").fetchone()[0]
+        waiting = has and db.execute(
+            "SELECT 1 FROM sched_jobs WHERE state = 'PENDING' LIMIT 1").fetchone()
+    if not waiting:
+        return
+    _ensure(store)
+    woken: list[int] = []
+    with store.transaction() as db:
+        schedule(db, cluster_nodes(store), None, woken)
+    _wake(store, woken)
 
 
 def finish(store: Store, job_id: int, state: str, exit_code: int | None,

@@ -43,6 +43,7 @@ class JobRequest:
     pty: bool = False  # csrun_cpu: one interactive task on the launcher's terminal
     kill_on_bad_exit: bool = True
     env: dict[str, str] = field(default_factory=dict)  # extra environment for every task
+    systems: tuple[str, ...] = ()  # CS-2 systems it reserves (its --cs_ip's and num_csx - 1 more)
 
     @property
     def nodes(self) -> int:

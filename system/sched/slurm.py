@@ -14,7 +14,11 @@ What real Slurm does that we rely on (measured on Slurm 22.05, /work/notes/slurm
   components' node lists (`scontrol show job`) and name task and node in our one-line report;
 * a request larger than the cluster pends forever (EnforcePartLimits does not reject a het job),
   so the node count is checked against `sinfo` before srun starts;
-* `scancel <base id>` ends every component; `scontrol show job` then says CANCELLED.
+* `scancel <base id>` ends every component; `scontrol show job` then says CANCELLED;
+* with `site.system_licenses`, each CS-2 system is a license of count 1 named as the system
+  (slurm.conf `Licenses=cs2-1:1,...`): the srun line asks for the systems its job reserves
+  (flags.with_systems), so Slurm queues the job until they are free, as the embedded scheduler
+  does; squeue's Licenses column says which systems a job holds.
 """
 
 from __future__ import annotations
@@ -64,7 +68,7 @@ STOP_MARKERS = ("Terminating StepId", "CANCELLED AT", "Job step aborted", "Force
 # squeue -O: fixed-width fields (wide enough never to cut a value we show)
 SQUEUE_FORMAT = ("JobID:20,HetJobID:20,HetJobOffset:8,Name:200,UserName:64,State:20,Reason:64,"
                  "NumNodes:8,NodeList:400,SubmitTime:24,StartTime:24,EndTime:24,Command:400,"
-                 "AllocSID:12")
+                 "AllocSID:12,Licenses:400")
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS slurm_jobs (
         id INTEGER PRIMARY KEY,  -- Slurm's base job id (component 0)
@@ -584,6 +588,10 @@ def squeue_jobs(text: str, fmt: str) -> list[queue.QueueJob]:
         state = SQUEUE_STATES.get(state, state)
         reason = head["Reason"] if head["Reason"] not in ("None", "") else ""
         nodes = tuple(tuple(expand(p["NodeList"])) if p["NodeList"] else () for p in parts)
+        # site.system_licenses: one license per CS-2 system, named as the system (cs2-1:1,...)
+        held = head.get("Licenses", "")
+        systems = tuple(w.split(":", 1)[0] for w in held.split(",")
+                        if w and held not in ("(null)", "N/A"))
         jobs.append(queue.QueueJob(
             id=base, het_size=len(parts), name=head["Name"], user=head["UserName"], state=state,
             reason=reason,
@@ -591,6 +599,6 @@ def squeue_jobs(text: str, fmt: str) -> list[queue.QueueJob]:
             command=head["Command"], pid=0, host="", submitted_at=_epoch(head["SubmitTime"])
             or 0.0, started_at=_epoch(head["StartTime"]) if state != "PENDING" else None,
             ended_at=_epoch(head["EndTime"]) if state not in ("PENDING", "RUNNING") else None,
-            nodes=nodes if state != "PENDING" else (), exit_code=None))
+            nodes=nodes if state != "PENDING" else (), exit_code=None, systems=systems))
     return jobs
 

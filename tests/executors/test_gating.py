@@ -118,9 +118,12 @@ def test_num_csx_beyond_swarmx_or_on_pipelined_is_refused(capsys, tmp_path, monk
 @pytest.mark.parametrize("flow,mode,num_csx", [("tf", ExecMode.PIPELINED, 1),
                                                ("ws", ExecMode.WEIGHT_STREAMING, 2)])
 def test_a_run_registers_its_job_and_finishes_it(capsys, tmp_path, monkeypatch, flow, mode,
-                                                 num_csx):
-    if mode is ExecMode.WEIGHT_STREAMING:
-        _to_mode(mode)
+                                                 num_csx, cs2_home):
+    if mode is ExecMode.WEIGHT_STREAMING:  # num_csx 2 holds two systems: a cluster of two
+        two = "".join(f"  - {{name: cs2-{i}, ip: 127.0.1.{i}, execmode: WEIGHT_STREAMING}}\n"
+                      for i in (1, 2))
+        Store.open()  # CS2_HOME exists
+        (cs2_home / "cluster.yaml").write_text(f"systems:\n{two}")
         monkeypatch.setenv("CS2SIM_FLOW", flow)
     seen = []
     import cs2sim.runtime.job.cs_run as cs_run

@@ -148,14 +148,25 @@ def test_pipeline_ticks_are_in_the_debug_log(caplog):
 
 
 def test_micro_batches_are_sized_for_the_host_gemms():
-    params, comp, m, batch = _parts(model="fc_mnist")  # batch 64 of 784 features
-    ex = PipelinedExecutor()
-    ex.load(m, comp.optimizer(m), comp.scaler(), params)
-    assert ex.microbatches_for(batch) == 2  # 64 rows: the minimum of 2 (still a pipeline)
-    big = {k: v.repeat(8, axis=0) for k, v in batch.items()}  # 512 samples
-    assert ex.microbatches_for(big) == 4
-    params, comp, m, batch = _parts(model="gpt2")  # 16 sequences of 64 tokens: 1024 rows
-    ex = PipelinedExecutor()
-    ex.load(m, comp.optimizer(m), comp.scaler(), params)
-    assert ex.microbatches_for(batch) == 4
+    from cs2sim.runtime.threads import set_workers, workers
+
+    before = workers()
+    try:
+        set_workers(4)  # as many micro-batches as threads, each of at least 128 rows, 2 to 4
+        params, comp, m, batch = _parts(model="fc_mnist")  # batch 64 of 784 features
+        ex = PipelinedExecutor()
+        ex.load(m, comp.optimizer(m), comp.scaler(), params)
+        assert ex.microbatches_for(batch) == 2  # 64 rows: the minimum of 2 (still a pipeline)
+        big = {k: v.repeat(8, axis=0) for k, v in batch.items()}  # 512 samples
+        assert ex.microbatches_for(big) == 4
+        params, comp, m, batch = _parts(model="gpt2")  # 16 sequences of 64 tokens: 1024 rows
+        ex = PipelinedExecutor()
+        ex.load(m, comp.optimizer(m), comp.scaler(), params)
+        assert ex.microbatches_for(batch) == 4
+        set_workers(2)  # two threads: two micro-batches keep both busy, in larger products
+        assert ex.microbatches_for(batch) == 2
+        set_workers(1)
+        assert ex.microbatches_for(batch) == 2
+    finally:
+        set_workers(before)
     assert PipelinedExecutor(microbatches=3).fixed_microbatches == 3

@@ -99,16 +99,18 @@ def test_squeue_rows_fold_het_components():
 
     text = "\n".join([
         row("427", "427", "0", "python-ws", "ann", "RUNNING", "None", "1", "node1",
-            "2026-11-23T11:05:10", "2026-11-23T11:05:11", "N/A", "python-ws", "2861"),
+            "2026-11-23T11:05:10", "2026-11-23T11:05:11", "N/A", "python-ws", "2861",
+            "cs2-1:1,cs2-2:1"),  # its CS-2 systems, one license each (site.system_licenses)
         row("428", "427", "1", "python-ws", "ann", "RUNNING", "None", "2", "node[2-3]",
-            "2026-11-23T11:05:10", "2026-11-23T11:05:11", "N/A", "python-ws", "2861"),
+            "2026-11-23T11:05:10", "2026-11-23T11:05:11", "N/A", "python-ws", "2861",
+            "(null)"),
         row("430", "0", "0", "sleep", "bob", "PENDING", "Resources", "4", "",
-            "2026-11-23T11:06:10", "N/A", "N/A", "sleep", "2900"),
+            "2026-11-23T11:06:10", "N/A", "N/A", "sleep", "2900", "(null)"),
     ])
     jobs = squeue_jobs(text, fmt)
-    assert [(j.id, j.het_size, j.state, j.reason, j.nodes) for j in jobs] == [
-        (427, 2, "RUNNING", "", (("node1",), ("node2", "node3"))),
-        (430, 1, "PENDING", "Resources", ()),
+    assert [(j.id, j.het_size, j.state, j.reason, j.nodes, j.systems) for j in jobs] == [
+        (427, 2, "RUNNING", "", (("node1",), ("node2", "node3")), ("cs2-1", "cs2-2")),
+        (430, 1, "PENDING", "Resources", (), ()),
     ]
     assert [c.nodes for c in jobs[0].components] == [1, 2] and jobs[1].node_count == 4
     assert jobs[0].started_at is not None and jobs[1].started_at is None
