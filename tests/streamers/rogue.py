@@ -65,8 +65,9 @@ def main() -> None:
         done.append({"what": what, "port": s.getsockname()[1]})
         try:
             s.sendall(data)
-            time.sleep(0.3)
-            peaks.append(peak_kb(addr["pid"]))  # while the connections are held
+            for wait in (0.05, 0.25):  # while the connections are held (the chief may be quick)
+                time.sleep(wait)
+                peaks.append(peak_kb(addr["pid"]))
             time.sleep(hold)  # holding the connection, as the probe did
         except OSError:
             pass
