@@ -3,15 +3,14 @@ mode they belong to (BERT and its fine-tuning classifiers pipelined, as every si
 the csrun_wse era; the weight-streaming BERT variants and LLaMA for weight streaming), and the
 vocab_file fallback.
 
-The three files of tests/modelzoo/configs/ always run. More published variants (weight-streaming
-BERT, RoBERTa, the fine-tuning classifiers' BERT encoder, LLaMA-2 with grouped-query attention)
-run from the shared reference set (shared/modelzoo-configs/, beside the repository) when it has
-them: VARIANTS names each with its release and path in Cerebras/modelzoo.
+The three files of tests/modelzoo/configs/ and the further published variants in
+configs/variants/ (weight-streaming BERT, RoBERTa, the fine-tuning classifiers' BERT encoder,
+LLaMA-2 with grouped-query attention) are byte-for-byte copies from Cerebras/modelzoo:
+VARIANTS names each with its release and path (PROVENANCE.md has the commits).
 """
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -21,10 +20,8 @@ from cs2sim.runtime.cli.main import main
 from cs2sim.runtime.params import load_params, validate_params
 
 HERE = Path(__file__).parent / "configs"
-ROOT = Path(__file__).resolve().parents[2]
-SHARED = [Path(os.environ.get("CS2SIM_SHARED", ROOT.parent / "shared")) / "modelzoo-configs",
-          Path("/work/shared/modelzoo-configs")]
-# file in shared/modelzoo-configs -> (model, mode it belongs to, release:path in Cerebras/modelzoo)
+VARIANT_DIR = HERE / "variants"
+# file in configs/variants -> (model, mode it belongs to, release:path in Cerebras/modelzoo)
 VARIANTS = {
     "bert_large_msl128_pt.yaml": ("bert", "pipelined", "R_1.7.1:modelzoo/transformers/pytorch/"
                                   "bert/configs/bert_large_MSL128.yaml"),
@@ -52,12 +49,8 @@ OURS = {"bert_large_msl128_tf.yaml": ("bert", "pipelined"),
         "llama_7b_pt.yaml": ("llama", "ws")}
 
 
-def _shared(name: str) -> Path | None:
-    return next((d / name for d in SHARED if (d / name).is_file()), None)
-
-
 CASES = [(HERE / n, m, mode) for n, (m, mode) in OURS.items()]
-CASES += [(_shared(n) or Path(n), m, mode) for n, (m, mode, _) in VARIANTS.items()]
+CASES += [(VARIANT_DIR / n, m, mode) for n, (m, mode, _) in VARIANTS.items()]
 
 
 @pytest.fixture(autouse=True)
@@ -68,21 +61,14 @@ def _one_blas_thread():
         yield
 
 
-def _need(path: Path) -> None:
-    if not path.is_file():
-        pytest.skip(f"{path.name} is not in shared/modelzoo-configs ({VARIANTS[path.name][2]})")
-
-
 @pytest.mark.parametrize(("path", "model", "mode"), CASES, ids=[c[0].name for c in CASES])
 def test_loads_unchanged_without_unknown_keys(path, model, mode):
-    _need(path)
     _, warnings = validate_params(load_params(path), model, source=path.name)
     assert not [w for w in warnings if "unknown key" in w], warnings
 
 
 @pytest.mark.parametrize(("path", "model", "mode"), CASES, ids=[c[0].name for c in CASES])
 def test_validates_and_compiles_in_its_mode(capsys, tmp_path, monkeypatch, path, model, mode):
-    _need(path)
     if mode == "ws":
         monkeypatch.setenv("CS2SIM_FLOW", "ws")  # as `python-ws run.py ...`
     else:
@@ -121,3 +107,12 @@ def test_missing_vocab_file_is_one_line_and_the_fallback(capsys, tmp_path):
     assert len(lines) == 1, lines
     assert "is not there" in lines[0] and "fallback vocabulary" in lines[0]
     assert "30522 rows" in lines[0] and "Traceback" not in out + err
+
+
+def test_every_variant_is_here_with_its_provenance():
+    assert sorted(p.name for p in VARIANT_DIR.glob("*.yaml")) == sorted(VARIANTS)
+    provenance = (HERE / "PROVENANCE.md").read_text()
+    for name, (_, _, where) in VARIANTS.items():
+        release, path = where.split(":")
+        assert re.search(rf"^\| {re.escape(name)} \| {release} \([0-9a-f]{{7}}\) \| "
+                         rf"{re.escape(path)} \|$", provenance, re.M), name
