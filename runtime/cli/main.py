@@ -24,6 +24,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import os
+import signal
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -77,8 +80,6 @@ def model_home(model_name: str) -> Path:
 def script_dir() -> Path | None:
     """The directory of the script this process runs by path (`python run.py`), None in an
     interpreter or under `python -m ...` (a test runner, a tool)."""
-    import sys
-
     main = sys.modules.get("__main__")
     main_file = getattr(main, "__file__", None)
     if not main_file or getattr(main, "__spec__", None) is not None:
@@ -384,8 +385,6 @@ def main(model: str | type, argv: Sequence[str] | None = None,
     is registered under its NAME first: a user's own run.py passes its class. `home` is where
     the default params (`configs/params.yaml`, for a model that has one) are looked for first:
     default the directory of the running script (the run.py), then the working directory."""
-    import sys
-
     from cs2sim.runtime import registry
 
     model_name = model if isinstance(model, str) else registry.register(model).NAME
@@ -414,14 +413,20 @@ def main(model: str | type, argv: Sequence[str] | None = None,
                 raise
             fail(f"error: {e}")
             return e.exit_code
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as e:
             if show_traceback:
                 raise
+            from cs2sim.runtime.job.cs_run import Terminated
+
+            what = "cancelled (SIGTERM)" if isinstance(e, Terminated) else "interrupted"
             if part is None:  # Ctrl-C reaches every task of a job: the chief says it once
                 if runlog.resume_text is None:  # before training began, or an evaluation
-                    runlog.error("error: interrupted.")
+                    runlog.error(f"error: {what}.")
                 else:
-                    runlog.error(f"error: interrupted; {runlog.resume_text()}.")
+                    runlog.error(f"error: {what}; {runlog.resume_text()}.")
+            if isinstance(e, Terminated):  # its job is recorded: now die of the signal, so
+                runlog.close()  # that srun reports the chief as the other tasks: "Terminated"
+                _die_of(signal.SIGTERM)
             return EXIT_INTERRUPTED
         except OSError as e:  # the file system said no: a path, a permission, a full disk
             if show_traceback:
@@ -436,6 +441,16 @@ def main(model: str | type, argv: Sequence[str] | None = None,
             fail(f"error: internal error ({type(e).__name__}: {e}); rerun with --traceback "
                  "and report it.")
             return 1
+
+
+def _die_of(signum: int) -> NoReturn:
+    """End this process by the signal's default action (as if never caught), output flushed."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+    os._exit(128 + signum)  # not reached: the default action of SIGTERM ends the process
 
 
 def _part_of_a_job() -> str | None:

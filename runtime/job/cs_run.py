@@ -15,7 +15,10 @@
               every WATCH_S seconds); after a forced `system standby` the run stops before its next
               step with SystemStopped, whose message says what the same command will do once the
               system is active again, from the checkpoints that exist (Trainer.resume_text).
-    finish    COMPLETED, CANCELLED (standby, Ctrl-C) or FAILED, with the outcome in the audit log.
+    finish    COMPLETED, CANCELLED (standby, Ctrl-C, SIGTERM) or FAILED, with the outcome in the
+              audit log. SIGTERM (`jobs cancel` or scancel of the launched job: srun stops its
+              tasks with it) stops the run as Ctrl-C does (`Terminated`); the caller then lets
+              the process die of the signal, so srun reports the chief as it does the others.
 
 Test knob (the testing kit's `fault_at_step`, scripts/testkit/faults.py): with
 CS2SIM_FAULT_AT_STEP=N in its environment the run puts its system in FAULT just before global
@@ -32,7 +35,9 @@ from __future__ import annotations
 import logging
 import os
 import shlex
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -43,7 +48,7 @@ from cs2sim.runtime.job.flow import execution_mode, launcher_word
 from cs2sim.system.errors import ConfigError, JobRefused, RuntimeFailure
 from cs2sim.system.state import ExecMode, State
 
-__all__ = ["CsRun", "SystemStopped", "WATCH_S"]
+__all__ = ["CsRun", "SystemStopped", "Terminated", "WATCH_S"]
 
 log = logging.getLogger("cs2sim.run")
 
@@ -51,6 +56,16 @@ WATCH_S = 0.05  # at most this often a step boundary re-reads the system's state
 JOB_ENV = "CS2SIM_JOB_ID"  # set by a launcher that registered the job itself (it finishes it)
 FAULT_AT_STEP_ENV = "CS2SIM_FAULT_AT_STEP"  # the testing kit's fault (module docstring)
 FAULT_REASON_ENV = "CS2SIM_FAULT_REASON"
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM reached a run that holds its CS-2 job: it stops as after Ctrl-C (the checkpoints
+    on disk kept) and records the job CANCELLED instead of dying with the job still RUNNING (the
+    next reader would find the process gone and record FAILED)."""
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated()
 
 
 class SystemStopped(RuntimeFailure):
@@ -165,15 +180,20 @@ class CsRun:
             getattr(trainer, mode_name)()
             return 0
         outcome = "FAILED"
+        # signal handlers can only be set from the main thread (a test may call from another)
+        on_main = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGTERM, _raise_terminated) if on_main else None
         try:
             trainer.executor = self.prepare()
             getattr(trainer, mode_name)()
             outcome = "COMPLETED"
             return 0
-        except (SystemStopped, KeyboardInterrupt):
+        except (SystemStopped, KeyboardInterrupt):  # Terminated included
             outcome = "CANCELLED"
             raise
         finally:
+            if on_main:
+                signal.signal(signal.SIGTERM, previous)
             try:
                 self.machine.finish_job(self.job.id, outcome)
             except Exception as e:  # noqa: BLE001 - the run's own error matters more

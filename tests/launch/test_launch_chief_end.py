@@ -4,6 +4,7 @@ seconds with exit 0; a streamer that dies reaches the user as srun reports it.""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -81,8 +82,18 @@ def test_the_id_a_standby_refusal_names_is_the_launched_job_and_cancels_it(tmp_p
     assert shown.stdout.splitlines()[2].split()[0].split("+")[0] == str(queue_id)
     cancelled = run([script("cs"), "-c", f"jobs cancel {queue_id}"])
     assert cancelled.returncode == 0 and f"Cancelled job {queue_id} (running" in cancelled.stdout
-    proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGTERM
     assert wait_for(lambda: not Machine(store).status().running_jobs, timeout=30)
+    # the chief took SIGTERM as a cancel: it said so once, recorded its CS-2 job CANCELLED
+    # (not FAILED by the next reader finding its process gone), then died of the signal
+    assert err.count("error: cancelled (SIGTERM)") == 1, err[-2000:]
+    assert re.search(r"srun: error: chief-0: tasks? [\d-]+: Terminated", err), err[-2000:]
+    from cs2sim.system import jobs
+
+    with store.read() as db:
+        assert jobs.get(db, queue_id).state == "CANCELLED"
+    ends = [e.detail for e in Machine(store).audit() if e.command == "job end"]
+    assert ends == [f"job {queue_id} CANCELLED"]
     ok = run([script("cs"), "-c", "system standby --yes"])  # nothing runs any more
     assert ok.returncode == 0, ok.stderr
