@@ -87,7 +87,9 @@ MIN_MICROBATCH_ROWS = 128
 # below it a stage's work is mostly Python between small numpy calls, and two threads fighting
 # for the GIL (each handover a ~0.15 ms wake-up on this kind of VM) lose more than they gain
 # (measured: fc_mnist, 128-row micro-batches, 1.24x slower side by side; the 4-layer GPT,
-# 256-row micro-batches, 1.10x faster).
+# 256-row micro-batches, 1.10x faster; again once a chunk's kernels ran whole on its thread
+# (runtime/threads.py workers()): fc_mnist's step 1.22x the host's with this bound, 1.27x-1.30x
+# side by side).
 MIN_SIDE_BY_SIDE_ROWS = 256
 BALANCE = 1.15  # side by side when packing the tick's tasks on the threads wastes <= 15% (below)
 

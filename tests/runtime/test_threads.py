@@ -171,6 +171,34 @@ def test_a_chunk_may_split_its_own_work_without_deadlock() -> None:
         threads.set_workers(threads.available_cores())
 
 
+def test_inside_a_chunk_a_kernel_runs_whole_on_its_thread() -> None:
+    """A chunk's own kernels (a pipelined stage beside another) see one worker: a product runs
+    as one BLAS call, not cut into blocks for threads that are busy elsewhere; outside a chunk
+    the configured count is back, and the numbers are the same bits either way."""
+    from cs2sim.runtime.nn import parallel
+
+    threads.set_workers(2)
+    try:
+        rng = np.random.default_rng(0)
+        a = rng.standard_normal((512, 256), dtype=np.float32)
+        b = rng.standard_normal((256, 512), dtype=np.float32)
+        seen: list[tuple[int, int]] = []
+        outs = [np.empty((512, 512), np.float32) for _ in range(2)]
+
+        def chunk(i: int) -> None:
+            seen.append((threads.workers(), len(parallel._blocks(a, b, outs[i], None,
+                                                                 threads.workers()))))
+            parallel.gemm(a, b, outs[i])
+
+        threads.run_chunks(chunk, 2)
+        assert seen == [(1, 1), (1, 1)]
+        assert threads.workers() == 2 and len(parallel._blocks(a, b, outs[0], None, 2)) == 2
+        whole = parallel.gemm(a, b, np.empty((512, 512), np.float32))  # split over 2 threads
+        assert all(np.array_equal(o, whole) for o in outs)
+    finally:
+        threads.set_workers(threads.available_cores())
+
+
 def test_run_chunks_names_each_thread_by_one_slot() -> None:
     import threading
     import time
