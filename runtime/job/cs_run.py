@@ -192,8 +192,8 @@ class CsRun:
             outcome = "CANCELLED"
             raise
         finally:
-            if on_main:
-                signal.signal(signal.SIGTERM, previous)
+            if on_main:  # None: the previous handler was not Python's; the default then
+                signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
             try:
                 self.machine.finish_job(self.job.id, outcome)
             except Exception as e:  # noqa: BLE001 - the run's own error matters more
