@@ -15,17 +15,16 @@ from cs2sim.runtime.nn.parallel import for_rows
 from cs2sim.runtime.nn.spec import LayerSpec, make_spec
 from cs2sim.runtime.numerics.precision import Policy
 
-__all__ = ["LayerNorm"]
+__all__ = ["LayerNorm", "RowNorm"]
 
 
-class LayerNorm(Module):
-    """x (..., C) -> (..., C); gamma (C,) = 1, beta (C,) = 0 at init. Statistics stay fp32."""
+class RowNorm(Module):
+    """A normalisation over the last axis whose rows are independent (LayerNorm, RMSNorm): the
+    whole forward and backward drive the three phases a subclass defines, so that a block can
+    also run them itself (transformer.Block): begin (the buffers), rows (any disjoint row
+    ranges, any thread), end (backward's column sums, over all rows at once)."""
 
-    def __init__(self, dim: int, eps: float = 1e-5, policy: Policy = FP32) -> None:
-        super().__init__(policy)
-        self.dim, self.eps = dim, eps
-        self.add_param("weight", np.ones(dim, dtype=np.float32))
-        self.add_param("bias", np.zeros(dim, dtype=np.float32))
+    dim: int
 
     def forward(self, x: np.ndarray) -> np.ndarray:
         """x (..., C) -> y (..., C)."""
@@ -34,9 +33,47 @@ class LayerNorm(Module):
         for_rows(lambda r0, r1: self.forward_rows(r0, r1), len(x2), x2.itemsize * self.dim)
         return y.reshape(x.shape)
 
-    # The three phases of forward and backward, so that a block can run the rows of a layer norm
-    # inside the product that writes its input, block by block (transformer.Block): begin (the
-    # buffers), rows (any disjoint row ranges, any thread), end (the column sums of backward).
+    def backward(self, dy: np.ndarray) -> np.ndarray:
+        """dy (..., C) -> dx (..., C); accumulates the parameters' gradients."""
+        dy2 = dy.reshape(-1, self.dim)  # (N, C)
+        dx = self.begin_backward(dy2)
+        for_rows(lambda r0, r1: self.backward_rows(r0, r1), len(dy2), dy2.itemsize * self.dim)
+        self.end_backward()
+        return dx.reshape(dy.shape)
+
+    def begin_forward(self, x2: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def forward_rows(self, r0: int, r1: int) -> None:
+        raise NotImplementedError
+
+    def begin_backward(self, dy2: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def backward_rows(self, r0: int, r1: int) -> None:
+        raise NotImplementedError
+
+    def end_backward(self) -> None:
+        raise NotImplementedError
+
+    def _vector(self, name: str, n: int, value: float, dtype: np.dtype) -> np.ndarray:
+        """(n,) all `value`, kept: `a @ v` with 1/C is each row's mean of a (C columns), a BLAS
+        product (a third of the time of a.mean(axis=1) here); `v @ a` with ones sums a's rows."""
+        v = self._bufs.get(name)
+        if v is None or v.shape != (n,) or v.dtype != dtype:
+            v = self._bufs[name] = np.full(n, value, dtype)
+        return v
+
+
+class LayerNorm(RowNorm):
+    """x (..., C) -> (..., C); gamma (C,) = 1, beta (C,) = 0 at init. Statistics stay fp32."""
+
+    def __init__(self, dim: int, eps: float = 1e-5, policy: Policy = FP32) -> None:
+        super().__init__(policy)
+        self.dim, self.eps = dim, eps
+        self.add_param("weight", np.ones(dim, dtype=np.float32))
+        self.add_param("bias", np.zeros(dim, dtype=np.float32))
+
     def begin_forward(self, x2: np.ndarray) -> np.ndarray:
         """Set up forward of x2 (N, C) (its rows may still be written); -> y (N, C), filled by
         forward_rows."""
@@ -47,7 +84,7 @@ class LayerNorm(Module):
         self._y = self.buf("y", x2.shape, x2.dtype)  # (N, C)
         self.gamma = self.half(self.p["weight"], "w")  # (C,)
         self._beta = self.half(self.p["bias"], "b")  # (C,)
-        self._mean_of = self._mean_vector(C, x2.dtype)  # (C,) all 1/C: row means are products
+        self._mean_of = self._vector("mean_of", C, 1.0 / C, x2.dtype)  # (C,) all 1/C
         return self._y
 
     def forward_rows(self, r0: int, r1: int) -> None:
@@ -67,21 +104,13 @@ class LayerNorm(Module):
         np.add(ys, self._beta, out=ys)
         self.policy.cast(ys, out=ys)
 
-    def backward(self, dy: np.ndarray) -> np.ndarray:
-        """dy (..., C) -> dx (..., C); accumulates dgamma, dbeta."""
-        dy2 = dy.reshape(-1, self.dim)  # (N, C)
-        dx = self.begin_backward(dy2)
-        for_rows(lambda r0, r1: self.backward_rows(r0, r1), len(dy2), dy2.itemsize * self.dim)
-        self.end_backward()
-        return dx.reshape(dy.shape)
-
     def begin_backward(self, dy2: np.ndarray) -> np.ndarray:
         """Set up backward of dy2 (N, C) (its rows may still be written); -> dx (N, C), filled by
         backward_rows."""
         self._dy2 = dy2
         self._dx = self.buf("dx", self.xhat.shape, self.xhat.dtype)  # (N, C)
         self._g = self.buf("g", self.xhat.shape, self.xhat.dtype)  # (N, C) scratch
-        self._mean_of = self._mean_vector(self.dim, dy2.dtype)  # (C,)
+        self._mean_of = self._vector("mean_of", self.dim, 1.0 / self.dim, dy2.dtype)  # (C,)
         return self._dx
 
     def backward_rows(self, r0: int, r1: int) -> None:
@@ -102,24 +131,9 @@ class LayerNorm(Module):
     def end_backward(self) -> None:
         """Accumulate dgamma, dbeta: sums over all rows, as products with a ones vector (after
         every row is done, never per block: the sums' order must not depend on the blocks)."""
-        ones = self._ones(len(self._dy2), self._dy2.dtype)  # (N,)
+        ones = self._vector("ones", len(self._dy2), 1.0, self._dy2.dtype)  # (N,)
         self.accumulate("weight", ones @ self._g)  # (C,) sum of dy * xhat
         self.accumulate("bias", ones @ self._dy2)  # (C,)
-
-    def _mean_vector(self, C: int, dtype: np.dtype) -> np.ndarray:
-        """(C,) all 1/C: `a @ it` is the mean of each row of a, a BLAS product (a third of the
-        time of a.mean(axis=1) here)."""
-        v = self._bufs.get("mean_of")
-        if v is None or v.dtype != dtype:
-            v = self._bufs["mean_of"] = np.full(C, 1.0 / C, dtype)
-        return v
-
-    def _ones(self, n: int, dtype: np.dtype) -> np.ndarray:
-        """(n,) ones: `it @ a` sums the rows of a (n, C)."""
-        v = self._bufs.get("ones")
-        if v is None or v.shape != (n,) or v.dtype != dtype:
-            v = self._bufs["ones"] = np.ones(n, dtype)
-        return v
 
     def specs(self, name: str, in_shape: tuple[int, ...], names: dict[int, str]) -> list[LayerSpec]:
         """One "layernorm" kernel (~8 flops per element)."""

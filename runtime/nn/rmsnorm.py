@@ -9,28 +9,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from cs2sim.runtime.nn.module import FP32, Module
-from cs2sim.runtime.nn.parallel import for_rows
+from cs2sim.runtime.nn.layernorm import RowNorm
+from cs2sim.runtime.nn.module import FP32
 from cs2sim.runtime.nn.spec import LayerSpec, make_spec
 from cs2sim.runtime.numerics.precision import Policy
 
 __all__ = ["RMSNorm"]
 
 
-class RMSNorm(Module):
+class RMSNorm(RowNorm):
     """x (..., C) -> (..., C); gamma (C,) = 1 at init. Statistics stay fp32."""
 
     def __init__(self, dim: int, eps: float = 1e-6, policy: Policy = FP32) -> None:
         super().__init__(policy)
         self.dim, self.eps = dim, eps
         self.add_param("weight", np.ones(dim, dtype=np.float32))
-
-    def forward(self, x: np.ndarray) -> np.ndarray:
-        """x (..., C) -> y (..., C)."""
-        x2 = x.reshape(-1, self.dim)  # (N, C)
-        y = self.begin_forward(x2)
-        for_rows(lambda r0, r1: self.forward_rows(r0, r1), len(x2), x2.itemsize * self.dim)
-        return y.reshape(x.shape)
 
     def begin_forward(self, x2: np.ndarray) -> np.ndarray:
         """Set up forward of x2 (N, C) (its rows may still be written); -> y (N, C)."""
@@ -55,14 +48,6 @@ class RMSNorm(Module):
         np.multiply(xh, self.gamma, out=ys)
         self.policy.cast(ys, out=ys)
 
-    def backward(self, dy: np.ndarray) -> np.ndarray:
-        """dy (..., C) -> dx (..., C); accumulates dgamma."""
-        dy2 = dy.reshape(-1, self.dim)  # (N, C)
-        dx = self.begin_backward(dy2)
-        for_rows(lambda r0, r1: self.backward_rows(r0, r1), len(dy2), dy2.itemsize * self.dim)
-        self.end_backward()
-        return dx.reshape(dy.shape)
-
     def begin_backward(self, dy2: np.ndarray) -> np.ndarray:
         """Set up backward of dy2 (N, C) (its rows may still be written); -> dx (N, C)."""
         self._dy2 = dy2
@@ -86,12 +71,6 @@ class RMSNorm(Module):
         """Accumulate dgamma: the column sums of dy * xhat over all rows (one product)."""
         ones = self._vector("ones", len(self._dy2), 1.0, self._dy2.dtype)  # (N,)
         self.accumulate("weight", ones @ self._g)  # (C,)
-
-    def _vector(self, name: str, n: int, value: float, dtype: np.dtype) -> np.ndarray:
-        v = self._bufs.get(name)
-        if v is None or v.shape != (n,) or v.dtype != dtype:
-            v = self._bufs[name] = np.full(n, value, dtype)
-        return v
 
     def specs(self, name: str, in_shape: tuple[int, ...], names: dict[int, str]) -> list[LayerSpec]:
         """One "rmsnorm" kernel (~5 flops per element)."""
