@@ -310,7 +310,8 @@ def _run(model_name: str, args: argparse.Namespace, runlog: RunLog) -> int:
         cs.gate()
     elif task.role is Role.CHIEF:  # launched on the cluster, but not for the CS-2
         log.warning(MSG_HOST_JOB.format(node=task.node or "?"))
-    from cs2sim.runtime.job.streamers import chief_task, serve_task
+    from cs2sim.runtime.job.hub import chief_task
+    from cs2sim.runtime.job.streamers import serve_task
 
     args.split = True  # from here on each task does its own part (see main's error boundary)
     if task.role in (Role.STREAMER, Role.COORDINATOR):
@@ -346,7 +347,7 @@ def _run_mode(model_name: str, args: argparse.Namespace, runlog: RunLog, params:
               half: str, warnings: list[str], model_dir: Path, cs: Any = None) -> int:
     import logging
 
-    from cs2sim.runtime.job.streamers import streamed_input
+    from cs2sim.runtime.job.remote_stream import streamed_input
     from cs2sim.runtime.params import write_params
     from cs2sim.runtime.training.runconfig import Components
     from cs2sim.runtime.training.trainer import Trainer
