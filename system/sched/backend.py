@@ -76,9 +76,10 @@ class EmbeddedBackend:
         assert isinstance(store, Store)
         self.store = store
         if log_root is None:  # a member of a shared store may not write its owner's home
-            from cs2sim.system.store_remote import member_log_root
+            from cs2sim.system.paths import private_dir, user_tmp_dir
 
-            log_root = store.home / "slurm" if store.remote is None else member_log_root()
+            log_root = (store.home / "slurm" if store.remote is None
+                        else private_dir(user_tmp_dir("cs2sim"), "slurm"))
         self.log_root = log_root
         self.base_env = base_env
         self._nodes: list[NodeInfo] | None = None
