@@ -676,9 +676,12 @@ def _plain(v: Any) -> Any:
     return v
 
 
-def write_params(params: dict, path: str | os.PathLike[str]) -> None:
-    """Write params as YAML, atomically (temp file in the same directory, then os.replace)."""
-    atomic_write(path, yaml.safe_dump(_plain(params), sort_keys=False, default_flow_style=False))
+def write_params(params: dict, path: str | os.PathLike[str],
+                 within: str | os.PathLike[str] | None = None) -> None:
+    """Write params as YAML, atomically (temp file in the same directory, then os.replace);
+    below `within` (model_dir) no symlink is followed (runtime/artifacts/atomic.py)."""
+    atomic_write(path, yaml.safe_dump(_plain(params), sort_keys=False, default_flow_style=False),
+                 within=within)
 
 
 # -- mixed precision (REFERENCE §6.2) -------------------------------------------------------------

@@ -28,12 +28,14 @@ from pathlib import Path
 
 from cs2sim.system.errors import CsError
 
-__all__ = ["shared_dir", "private_dir", "user_tmp_dir", "check_private", "UnsafeDirectory"]
+__all__ = ["shared_dir", "private_dir", "user_tmp_dir", "check_private", "UnsafePath",
+           "UnsafeDirectory"]
 
 
-class UnsafeDirectory(CsError, PermissionError):
-    """A directory that must be this user's alone is not (an OSError too, for callers that
-    treat any file-system failure alike); exit code 77, like other permission refusals."""
+class UnsafePath(CsError, PermissionError):
+    """A path cs2sim would write through is not the user's own (a symlink, another user's
+    directory, a FIFO where a file belongs); an OSError too, for callers that treat any
+    file-system failure alike; exit code 77, like other permission refusals."""
 
     exit_code = 77
 
@@ -43,6 +45,10 @@ class UnsafeDirectory(CsError, PermissionError):
 
     def __str__(self) -> str:
         return self.message
+
+
+class UnsafeDirectory(UnsafePath):
+    """A directory that must be this user's alone is not."""
 
 
 def shared_dir(home: Path, name: str) -> Path:

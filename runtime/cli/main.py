@@ -367,7 +367,7 @@ def _run_mode(model_name: str, args: argparse.Namespace, runlog: RunLog, params:
     for w in warnings:
         log.warning(w)
     for rel in PARAMS_FILES[args.mode]:
-        write_params(params, model_dir / rel)
+        write_params(params, model_dir / rel, within=model_dir)
     log.info(f"Checkpoints and summaries will be saved in: {model_dir}")
     runlog.attach(trainer)
     t0 = time.perf_counter()

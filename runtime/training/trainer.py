@@ -364,7 +364,7 @@ class Trainer:
                     )
                 log.warning("No checkpoint to evaluate; evaluating randomly initialized weights "
                             "(--eval_random_weights).")
-        with Summaries(self.model_dir / EVAL_DIR) as tb:
+        with Summaries(self.model_dir / EVAL_DIR, within=self.model_dir) as tb:
             return self._evaluate(model, state, tb)
 
     def eval_all(self) -> list[EvalResult]:
@@ -378,7 +378,7 @@ class Trainer:
             )
         model = self.components.model(self.config.seed)
         results: list[EvalResult] = []
-        with Summaries(self.model_dir / EVAL_DIR) as tb:
+        with Summaries(self.model_dir / EVAL_DIR, within=self.model_dir) as tb:
             for path in paths:
                 try:
                     state = ckpt.load_checkpoint(path)
