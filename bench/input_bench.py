@@ -37,8 +37,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from cs2sim.runtime.cli.main import _load, build_parser, model_home  # noqa: E402
-from cs2sim.runtime.job.input_measure import measure_delivery  # noqa: E402
 from cs2sim.runtime.job.channel import recv_frame, send_frame  # noqa: E402
+from cs2sim.runtime.job.input_measure import measure_delivery  # noqa: E402
 
 CTX = mp.get_context("spawn")
 CONFIGS = {"fc_mnist": "params.yaml", "gpt2": "params_gpt2_small.yaml"}

@@ -16,7 +16,6 @@ import sys
 import zipfile
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from cs2sim.runtime.artifacts import checkpoint as ckpt

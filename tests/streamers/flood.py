@@ -15,7 +15,6 @@ import socket
 import struct
 import sys
 import threading
-import time
 
 
 def main() -> None:

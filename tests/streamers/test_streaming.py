@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from cs2sim.runtime.data import build_input
-from cs2sim.runtime.job.roles import task_info
 from cs2sim.runtime.job.hub import ChiefHub
 from cs2sim.runtime.job.remote_stream import RemoteStream
+from cs2sim.runtime.job.roles import task_info
 from cs2sim.system.errors import RuntimeFailure
 from tests.streamers.conftest import FC_SMALL, GPT2_TINY, Job, chief_params, slurm_env
 
