@@ -178,7 +178,7 @@ def _with_report(e: KernelMatchError, model_dir: Path) -> KernelMatchError:
         return e
     model_dir.mkdir(parents=True, exist_ok=True)
     path = model_dir / REPORT_NAME
-    atomic_write(path, report)
+    atomic_write(path, report, within=model_dir)
     out = KernelMatchError(f"{str(e).rstrip('.')}; the kernel matching report is in "
                            f"{path.resolve()}.")
     out.report = report  # type: ignore[attr-defined]

@@ -26,6 +26,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from cs2sim.runtime.artifacts.atomic import open_regular
 from cs2sim.system.paths import UnsafeDirectory, private_dir, user_tmp_dir
 
 __all__ = ["data_cache_dir", "cached_entry", "verify_entry"]
@@ -76,10 +77,10 @@ def verify_entry(entry: Path) -> str | None:
         st = os.lstat(entry)
         if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
             return "it is not a directory of yours"
-        done = entry / COMPLETE
-        if os.lstat(done).st_size > MAX_MANIFEST:
-            return "its manifest is too large"
-        want = json.loads(done.read_bytes())
+        with open_regular(entry / COMPLETE, follow=False) as f:  # a FIFO: refused, no wait
+            if os.fstat(f.fileno()).st_size > MAX_MANIFEST:
+                return "its manifest is too large"
+            want = json.loads(f.read(MAX_MANIFEST + 1))
     except FileNotFoundError:
         return "it is incomplete"
     except (OSError, ValueError, RecursionError):

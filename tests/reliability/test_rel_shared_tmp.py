@@ -110,6 +110,10 @@ def test_a_cache_entry_with_changed_content_is_built_again(tmp_path: Path, caplo
     np.savez(tmp_path / "elsewhere.npz", y=np.zeros(10, dtype=np.int32))
     entry = cache.cached_entry("digits-test", build, root)
     assert len(built) == 3 and not (entry / "digits.npz").is_symlink()
+    (entry / cache.COMPLETE).unlink()
+    os.mkfifo(entry / cache.COMPLETE)  # read with a blocking open, this would hang the run
+    entry = cache.cached_entry("digits-test", build, root)
+    assert len(built) == 4 and (entry / cache.COMPLETE).is_file()
 
 
 @needs_other
