@@ -4,7 +4,7 @@
 
 1. Channel: the same batches (fc_mnist: 256 x 784 float32 = 784 KiB; gpt2 small: 32 x 1024 x 2
    int32 = 256 KiB) moved from one producer process to one consumer by
-     - TCP loopback with our frames (runtime/job/streamers.py; received into numpy arrays),
+     - TCP loopback with our frames (runtime/job/channel.py; received into numpy arrays),
      - multiprocessing.Queue (pickle through a pipe, what runtime/data/workers.py uses),
      - shared memory (a ring of slots in multiprocessing.shared_memory, two semaphores; the
        consumer copies the batch out, as it must own it),

@@ -26,7 +26,7 @@ Handshake (mutual, challenge-response; the secret never crosses the wire):
     chief  -> task   {"type": "welcome", "proof": HMAC(secret, "welcome"|Nt|Nc)}
 The claim (type, job, rank, task) is inside the MAC, so a proof cannot be replayed for another
 claim or connection (each side's nonce is fresh). A peer that fails is closed at once and named
-in the job's log by the chief (runtime/job/streamers.py).
+in the job's log by the chief (runtime/job/door.py).
 """
 
 from __future__ import annotations
