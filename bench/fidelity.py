@@ -8,7 +8,8 @@ a params YAML in bench/fidelity/ (GPT-2 / GPT-3 shapes through the `gpt2` model,
 `gptj`, fc_mnist through its own; BERT and LLaMA only when a `bert` / `llama` model is
 registered, else skipped with a note). Roles:
 
-  calibration  the runs of issue 17's table: they set the parameters of calibration.py and are
+  calibration  the runs of docs/cost-model.md's table: they set the parameters of calibration.py and
+  are
                scored (target: each within 1.5x, median within 1.25x)
   held out     other published CS-2 runs (other sizes, batch sizes, numbers of CS-2): NOT used
                to set anything; scored separately

@@ -66,7 +66,7 @@ __all__ = [
 ]
 
 
-# Bounds known up front (issue 6 item 5): a value past them cannot be meant and would only
+# Bounds known up front: a value past them cannot be meant and would only
 # fail late (a NaN at step 2, a MemoryError, an overflow), so validation refuses it.
 MAX_INT = 2**53  # largest integer a float holds exactly; bigger counts are typos or attacks
 MAX_BATCH_SIZE = 2**20
@@ -243,7 +243,8 @@ RUNCONFIG_ALIASES: dict[str, tuple[str, ...]] = {
     "seed": ("tf_random_seed",),
 }
 
-# The two logging intervals (REFERENCE §4.4). PyTorch: runconfig.log_steps sets console lines AND
+# The two logging intervals (Model Zoo's logging intervals, docs/sources.md). PyTorch:
+# runconfig.log_steps sets console lines AND
 # summaries. TF (a file that spells save_summary_steps / log_step_count_steps and not log_steps):
 # summaries every save_summary_steps (default 100), console lines every log_step_count_steps
 # (tf.estimator's default 100; Model Zoo's TF gpt2/gptj set_defaults use save_summary_steps).
@@ -503,7 +504,7 @@ def _learning_rates(value: Any, where: str = "optimizer.learning_rate") -> list[
 
 
 def _check_bounds(params: dict, source: str) -> None:
-    """Cross-key bounds known before step 1 (issue 6 item 5)."""
+    """Cross-key bounds known before step 1."""
     for where, lr in _learning_rates(params["optimizer"].get("learning_rate")):
         if isinstance(lr, float) and not math.isfinite(lr):
             raise ConfigError(f"{source}: {where} must be a finite number, not {_a(lr)}.")
@@ -612,7 +613,8 @@ def grad_accumulation(params: dict, source: str = "params") -> tuple[int, int | 
 
 
 def apply_cli_overrides(params: dict, args: dict[str, Any]) -> dict:
-    """A copy of `params` whose runconfig takes every CLI value that is not None (REFERENCE §3.1).
+    """A copy of `params` whose runconfig takes every CLI value that is not None (Model Zoo's
+    run.py, docs/sources.md).
 
     Flags that are store_true must default to None in the parser, or a False would clobber the
     YAML. A TF spelling given on the command line also sets its canonical key.
@@ -681,7 +683,8 @@ def write_params(params: dict, path: str | os.PathLike[str]) -> None:
     atomic_write(path, yaml.safe_dump(_plain(params), sort_keys=False, default_flow_style=False))
 
 
-# -- mixed precision (REFERENCE §6.2) -------------------------------------------------------------
+# -- mixed precision (Model Zoo's mixed-precision keys, docs/sources.md)
+# -------------------------------------------------------------
 
 FP16_TYPES = ("float16", "bfloat16", "cbfloat16")
 DYNAMIC = ("dynamic", "tf_dynamic")

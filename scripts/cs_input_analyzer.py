@@ -4,7 +4,8 @@
                       [--target-samples-per-sec R] [--threads 12,16,20] [--measure-seconds S]
                       python run.py --mode=validate_only|compile_only ...
 
-The procedure of the real script (REFERENCE §2.5), on this simulator:
+The procedure of the real script (Model Zoo's cs_input_analyzer, docs/sources.md), on this
+simulator:
 1. compile (or validate) the command's model for the command's flow (`python` pipelined,
    `python-ws` weight streaming) with the CS-2 compiler (runtime/compiler), as `run.py
    --mode=compile_only` would: the compile directory is the one a later run reuses;
@@ -16,7 +17,8 @@ The procedure of the real script (REFERENCE §2.5), on this simulator:
 3. report: measured samples/s per worker and in total (host measurements), what the compiled
    model needs (est_samples_per_sec, a CS-2 estimate; none after validate-only, or
    --target-samples-per-sec), and the recommended `nodes:`, `tasks_per_node:`,
-   `cpus_per_task:` (seed 001) with the matching csrun_wse command; "input-bound" when even
+   `cpus_per_task:` (Cerebras' Performance Optimization Practices) with the matching csrun_wse
+   command; "input-bound" when even
    that layout delivers less than the wafer takes;
 4. the per-worker rate is saved in model_dir/performance/input_measurement.json, where the
    run's compile (runtime/job/cs_run.py) finds it: its estimate is then bounded by its input
@@ -52,7 +54,8 @@ THREADS = (12, 16, 20)  # the real script's THREADS=( 12 16 20 )
 START = "------------ Starting input performance analysis and resource estimator ------------"
 FINISH = "------------------------------- Finished Analysis ----------------------------------"
 BAR_WIDTH = 67  # the real script's bar: 67 '#' at 100%
-WS_SINGLE_TASK_NODES = 2  # weight streaming needs at least 2 single-task nodes (seed 002)
+WS_SINGLE_TASK_NODES = 2  # weight streaming needs at least 2 single-task nodes (the Weight
+# Streaming Quickstart)
 LAUNCHERS = ("python", "python3", "python-ws", "python-pt")
 
 HELP = f"""{USAGE}

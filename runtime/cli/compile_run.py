@@ -1,6 +1,7 @@
 """The run.py side of the compiler: `--validate_only` / `--compile_only` / `--mode=...`.
 
-Both spellings of the workflow run here (REFERENCE §3.1, seed 001): the TF flags
+Both spellings of the workflow run here (Model Zoo's run.py and Cerebras' Performance Optimization
+Practices, docs/sources.md): the TF flags
 `--validate_only` / `--compile_only` and the `--mode=validate_only|compile_only` form of
 `csrun_cpu python run.py --mode=compile_only`. Neither trains nor needs a CS-2: the execution mode
 comes from the wrapper (`python` pipelined, `python-ws` weight streaming; runtime/job/flow.py) and

@@ -1,6 +1,7 @@
 """MemoryX: the weight store of weight streaming; it owns the weights and the optimizer.
 
-REFERENCE §7 / seed 004: MemoryX "stores weights and optimizer state" and "performs the weight
+Cerebras' MemoryX glossary page and Weight Streaming Execution page (docs/sources.md): MemoryX
+"stores weights and optimizer state" and "performs the weight
 update (any optimizer)"; the CS-X systems hold no weights between steps, they receive each layer
 from MemoryX through SwarmX and send gradients back.
 

@@ -18,7 +18,8 @@ Here:
     t - s (fill: tick 0 only stage 0 works, the pipeline is full from tick S-1 while
     micro-batches remain, then it drains), then
     the backward flows the other way (stage S-1 first). Every (tick, stage, micro-batch, F|B) is
-    recorded in `trace` and logged at DEBUG on `cs2sim.run.pipeline` (seed 003's Fig. 15).
+    recorded in `trace` and logged at DEBUG on `cs2sim.run.pipeline` (Cerebras' Pipelined Execution
+    page's Fig. 15).
     The stages busy at one tick work on different micro-batches with different weights, as the
     wafer's regions do at once: they run side by side on the runtime's worker threads (each
     stage's kernels then single-threaded inside it), one meeting of the threads per tick instead
@@ -78,7 +79,7 @@ TRACE_EVENTS = 100_000
 # with 4). Unless the executor is given a number, a step uses as many micro-batches as the
 # runtime has worker threads (a tick's stages then keep every thread busy, in the largest
 # products), each of at least MIN_MICROBATCH_ROWS rows, between 2 (a pipeline still fills and
-# drains) and DEFAULT_MICROBATCHES, never more than the batch has samples. Measured (issue 19,
+# drains) and DEFAULT_MICROBATCHES, never more than the batch has samples. Measured (host
 # CPU time of one thread, the 4-layer GPT of bench/runtime_bench.py, 1024 rows): 4 micro-batches
 # cost 1.12x the host step, 2 cost 1.03x; fc_mnist B256 1.18x and 1.06x.
 DEFAULT_MICROBATCHES = 4
@@ -343,7 +344,7 @@ class PipelinedExecutor(QueuedExecutor):
         W threads then ends after W x (the fullest thread's sum of c), against sum of c one after
         another: side by side only when that is at most BALANCE x as long (it saves the threads'
         meetings inside every product, which the estimate leaves out). A stage not measured yet
-        runs alone first. Measured (issue 19, the 4-layer GPT, two threads): a decoder layer
+        runs alone first. Measured (the 4-layer GPT, two threads): a decoder layer
         beside the embedding or the loss head left one thread idle for most of the tick."""
         costs = [self._cost.get(k) for k in keys]
         if any(c is None for c in costs):

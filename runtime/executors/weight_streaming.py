@@ -105,8 +105,10 @@ class WeightStreamingExecutor(QueuedExecutor):
     """Train on N simulated CS-X systems in weight-streaming mode."""
 
     device = "CSX"
-    checkpoint_before_load = False  # seed 002: weights are loaded, then checkpoint 0 is saved
-    announce_weight_init = True  # seed 002: "Completed weight initialization on CPU in: ..."
+    checkpoint_before_load = False  # the Weight Streaming Quickstart: weights are loaded, then
+    # checkpoint 0 is saved
+    announce_weight_init = True  # the Weight Streaming Quickstart: "Completed weight initialization
+    # on CPU in: ..."
 
     def __init__(self, num_csx: int = 1, plan: Any = None, *, compile_time: float | None = None,
                  est_samples_per_sec: float | None = None, queue_depth: int = 16,

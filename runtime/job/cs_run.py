@@ -9,7 +9,8 @@
               counts it); a kill -9 leaves a dead pid that the next reader marks FAILED. Under a
               launcher that registered the job itself ($CS2SIM_JOB_ID), that job is used and the
               launcher records its end.
-    compile   runtime/compiler (reused when nothing changed), with REFERENCE §4.2b's lines.
+    compile   runtime/compiler (reused when nothing changed), with the lines of the PSC Neocortex
+    run transcript (docs/sources.md).
     train     on PipelinedExecutor or WeightStreamingExecutor; before every step the executor
               asks `watch` whether the system is still ACTIVE in this mode (a store read at most
               every WATCH_S seconds); after a forced `system standby` the run stops before its next
@@ -218,7 +219,8 @@ class CsRun:
         if res.reused:
             log.info(f"Reusing existing compilation in {res.directory}")
         n, took = seen[0], time.perf_counter() - t0
-        # REFERENCE §4.2b: "Cerebras compilation completed: ... 19/? [00:25s,  1.35s/stages]"
+        # the PSC Neocortex run transcript (docs/sources.md): "Cerebras compilation completed: ...
+        # 19/? [00:25s,  1.35s/stages]"
         log.info(f"Cerebras compilation completed: {n}/{n} [{int(took) // 60:02d}:"
                  f"{int(took) % 60:02d}s, {took / max(n, 1):5.2f}s/stages]")
         log.info("=============== Cerebras Compilation Completed ===============")

@@ -1,6 +1,7 @@
 """Where a job's tasks find their chief: `<model_dir>/.cs2sim/rendezvous/<job id>/`.
 
-model_dir is on the file system every node shares (seed 001), so the chief writes its address
+model_dir is on the file system every node shares (Cerebras' Performance Optimization Practices), so
+the chief writes its address
 there (`chief.json`) and, when the launcher gave no secret, the job's secret (`secret`). Both are
 for the job's user only:
 

@@ -8,7 +8,8 @@ chief's end and exit with its outcome.
 Channel. The chief listens on a TCP socket and writes its address to
 `<model_dir>/.cs2sim/rendezvous/<job id>/chief.json` (runtime/job/rendezvous.py: 0600 in a 0700
 directory, removed at the job's end, or by the next reader after a kill -9); model_dir is on the
-file system every node shares (seed 001), so the tasks find each other on one host or many.
+file system every node shares (Cerebras' Performance Optimization Practices), so the tasks find each
+other on one host or many.
 Every connection must first prove it holds the job's secret (runtime/job/channel.py: HMAC
 challenge-response, bounded frames); one that does not is closed and named in the job's log,
 and the job goes on. TCP was measured against the alternatives (bench/input_bench.py, `channel`):
@@ -599,7 +600,8 @@ class RemoteStream(DataPosition):
 
     It takes the local BatchStream's plan (so it knows the batch count and the data position),
     never its data. `start()` opens a session at the current position and waits until every
-    streamer has delivered its first batch (REFERENCE §4.2b's two lines); that wait is
+    streamer has delivered its first batch (the two lines of the PSC Neocortex run transcript,
+    docs/sources.md); that wait is
     start-up (`startup_seconds`), later waits are `wait_seconds` (the wafer waiting on input).
     """
 

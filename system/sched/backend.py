@@ -1,9 +1,9 @@
 """The launcher's view of a scheduler: one small interface, two implementations.
 
 `EmbeddedBackend` (here) allocates nodes of the cluster description in the store and runs every
-task as a local process. The Slurm backend (the "slurm" helper's, later) runs the same request
+task as a local process. The Slurm backend (`slurm.py`) runs the same request
 through real `srun` using `request.srun_command`'s argv. csrun_wse / csrun_cpu only ever talk
-to a Backend; /work/notes/launch-api.md documents the contract.
+to a Backend; the `Backend` protocol below is the contract.
 """
 
 from __future__ import annotations

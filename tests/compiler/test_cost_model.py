@@ -1,4 +1,5 @@
-"""Invariants of the cost model (issue 17): what must hold for any model, never a target figure."""
+"""Invariants of the cost model (docs/cost-model.md): what must hold for any model, never a target
+figure."""
 
 from __future__ import annotations
 

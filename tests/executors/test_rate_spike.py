@@ -4,7 +4,8 @@ checkpoint and GlobalRate stays smooth.
 While the user node writes a checkpoint (its time proportional to the checkpoint's bytes: here
 ~23 MB of weights and Adam state), the executor keeps computing into the bounded output queue;
 when the user node comes back it finds a burst of ready outputs, and the Rate of the next log
-steps (an EMA over log intervals, REFERENCE §4.1) jumps. GlobalRate divides all samples by all
+steps (an EMA over log intervals, cerebras.pytorch's RateTracker, docs/sources.md) jumps. GlobalRate
+divides all samples by all
 time and barely moves.
 """
 

@@ -24,7 +24,7 @@ GPTJ = Path(__file__).resolve().parents[2] / "runtime" / "modelzoo" / "gptj"
 
 def weight_streaming_gptj(tmp_path: Path) -> Path:
     """A user's copy of the GPT-J model directory, on a system the admin switched to weight
-    streaming (seed 002, Section 1)."""
+    streaming (the Weight Streaming Quickstart, Section 1)."""
     work = tmp_path / "gptj"
     work.mkdir()
     shutil.copy(GPTJ / "run.py", work / "run.py")

@@ -1,4 +1,4 @@
-"""Params mutation fuzz (issue 6): every mutated params file is either accepted or refused in
+"""Params mutation fuzz: every mutated params file is either accepted or refused in
 ONE sentence (a CsError), never a traceback; each one is read, validated and written back with
 bounded time and memory.
 

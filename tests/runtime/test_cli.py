@@ -1,4 +1,5 @@
-"""run.py end to end through `runtime.cli.main`: flags and messages (REFERENCE §3.1), overrides,
+"""run.py end to end through `runtime.cli.main`: flags and messages (Model Zoo's run.py,
+docs/sources.md), overrides,
 artifacts, accuracy of fc_mnist on the digits, and the host-memory refusal."""
 
 from __future__ import annotations
@@ -314,7 +315,7 @@ def test_progress_bar_only_when_stdout_and_stderr_are_both_terminals():
             assert ("on_load" in trainer.events) is bar
 
 
-# -- issue 7: the real run.py flags, which params/model_dir, eval without checkpoint ---------------
+# -- the real run.py flags, which params/model_dir, eval without checkpoint ---------------
 
 def test_real_model_zoo_flags_are_accepted_and_stored(capsys, tmp_path):
     md = tmp_path / "m"

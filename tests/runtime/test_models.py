@@ -320,7 +320,8 @@ def test_loss_scalings_coincide_when_loss_weight_is_one_over_length() -> None:
 # ---------------------------------------------------------------------------------------------
 # schemas and configuration forms
 # ---------------------------------------------------------------------------------------------
-# the model-section keys of the Model Zoo files (REFERENCE §3.4-3.7, GPT-J 6B TF and PyTorch)
+# the model-section keys of the Model Zoo files (Model Zoo's params files, docs/sources.md, GPT-J 6B
+# TF and PyTorch)
 YAML_MODEL_KEYS = {
     "fc_mnist": {
         "hidden_sizes",

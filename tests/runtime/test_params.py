@@ -159,7 +159,7 @@ def test_required_key_and_bad_section_shape(monkeypatch):
                                     "required (at least batch_size).")
     assert error({"train_input": {}, "model": {}}).startswith(
         "params.yaml: train_input.batch_size is required")
-    # issue 6 item 5: no silent defaults for a missing model section
+    # no silent defaults for a missing model section
     assert error({"train_input": {"batch_size": 8}}).startswith(
         "params.yaml: section model is missing; it is required")
     assert error({"train_input": {"batch_size": 8}, "model": None}).startswith(
@@ -192,7 +192,7 @@ def test_unknown_key_warns_with_suggestion_and_is_dropped():
     assert ("params.yaml: unknown key model.hiden_size ignored (did you mean hidden_size?)"
             in warnings)
     assert "params.yaml: unknown key model.zzz ignored" in warnings
-    # issue 6 item 3: what is ignored is not kept (so never re-serialized into params_train.yaml)
+    # what is ignored is not kept (so never re-serialized into params_train.yaml)
     assert params["model"]["hidden_size"] == 50 and "hiden_size" not in params["model"]
 
 
@@ -371,7 +371,8 @@ def test_cli_override_is_validated():
     assert str(e.value) == "command line: --max_steps must be >= 0, not -1."
 
 
-# -- resolve_precision (REFERENCE §6.2) ------------------------------------------------------------
+# -- resolve_precision (Model Zoo's mixed-precision keys, docs/sources.md)
+# ------------------------------------------------------------
 
 def resolved(model: dict, optimizer: dict | None = None, csconfig: dict | None = None):
     raw = minimal(model=model, optimizer=optimizer or {}, csconfig=csconfig or {})
@@ -602,7 +603,8 @@ runconfig:
     ("fc_mnist", FC_MNIST_TF), ("fc_mnist", FC_MNIST_PT), ("gpt2", GPT2_TF), ("gpt2", GPT2_PT),
 ], ids=["fc_mnist-tf", "fc_mnist-pt", "gpt2-tf", "gpt2-pt"])
 def test_reference_configs_with_real_schemas(monkeypatch, tmp_path, model_name, text):
-    """REFERENCE §3.4-3.7 verbatim: no error, and no warning outside `optimizer` (whose schema
+    """Model Zoo's params files verbatim (docs/sources.md): no error, and no warning outside
+    `optimizer` (whose schema
     is a stand-in until runtime/numerics/optim.py exists)."""
     monkeypatch.setattr(P, "model_schema", REAL_MODEL_SCHEMA)
     monkeypatch.setattr(P, "optimizer_schema", REAL_OPTIMIZER_SCHEMA)
@@ -617,7 +619,7 @@ def test_reference_configs_with_real_schemas(monkeypatch, tmp_path, model_name, 
     assert half == ("float32" if text is FC_MNIST_TF else "float16")
 
 
-# -- issue 6 item 5: bounds known up front -------------------------------------------------------
+# -- bounds known up front -----------------------------------------------------------------------
 
 @pytest.mark.parametrize(("raw", "message"), [
     (minimal(eval_input={"batch_size": 1e308}),
@@ -677,7 +679,7 @@ def test_data_dir_is_a_string_or_a_list_of_paths():
         "params.yaml: train_input.data_dir must name at least one directory, not a list.")
 
 
-# -- issue 6 item 3: one bounded YAML loader for params and cluster files --------------------------
+# -- one bounded YAML loader for params and cluster files --------------------------
 
 def _bomb(depth: int, indent: str = "  ") -> str:
     lines = ["runconfig:", f"{indent}a0: &a0 [x, x, x, x, x, x, x, x, x]"]

@@ -73,4 +73,4 @@ def test_one_system_looks_as_before(store: Store) -> None:
     assert "Reserved" not in out(ctx)
     ctx = make_context(store)
     assert run_line(ctx, "config execmode show; software show") == 0
-    assert "System" not in out(ctx) and "system " not in out(ctx)  # the seed's lines alone
+    assert "System" not in out(ctx) and "system " not in out(ctx)  # the Quickstart's lines alone

@@ -26,7 +26,8 @@ pytestmark = [
     pytest.mark.slurm,
     pytest.mark.slow,
     pytest.mark.skipif(bool(missing), reason=f"needs {', '.join(missing)} (the exec and "
-                       "streamers branches): the seed's run.py cannot train on a CS-2 without"),
+                       "streamers branches): the Quickstart's run.py cannot train on a CS-2 "
+                       "without"),
 ]
 GPTJ = Path(__file__).resolve().parents[2] / "runtime" / "modelzoo" / "gptj"
 SEED_FLAGS = ["--total-nodes", "4", "--tasks-per-node", "2", "--cpus-per-task", "8",

@@ -195,7 +195,7 @@ def test_a_run_py_naming_a_class_it_lacks_is_one_line(tmp_path):
         parse_command(["python", str(bad)])
 
 
-# -- the recommended line and the examples, as a user runs them (issue 23) ------------------------
+# -- the recommended line and the examples, as a user runs them -------------------------------
 def _train_line(report: str) -> str:
     lines = report.splitlines()
     at = lines.index("Train with (on the CS-2):")

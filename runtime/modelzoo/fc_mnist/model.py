@@ -1,6 +1,6 @@
 """FC-MNIST: 784 -> hidden Dense layers (activation, dropout) -> 10 logits; mean cross-entropy.
 
-Both Model Zoo forms of the model section are accepted (REFERENCE §3.4, §3.5):
+Both Model Zoo forms of the model section are accepted (Model Zoo's params files, docs/sources.md):
   TF       hidden_sizes: [500, 300]          one Dense per entry
   PyTorch  depth: 10, hidden_size: 50        depth Dense layers of hidden_size units
 hidden_sizes overrides depth/hidden_size; with neither, the TF model's [500, 300] is built.

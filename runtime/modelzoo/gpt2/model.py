@@ -1,6 +1,7 @@
 """GPT-2: pre-LN decoder blocks, learned positions, final layer norm, output tied to the embedding.
 
-Every key of Model Zoo's GPT-2 model sections (REFERENCE §3.6 TF and §3.7 PyTorch) is accepted.
+Every key of Model Zoo's GPT-2 model sections (TF and PyTorch; Model Zoo's params files,
+docs/sources.md) is accepted.
 Keys that shape the numpy math: vocab_size, hidden_size, num_hidden_layers, num_heads, filter_size,
 nonlinearity, max_position_embeddings, use_position_embedding, position_embedding_type, rotary_dim,
 share_embedding_weights, *dropout_rate, layer_norm_epsilon, use_projection_bias_in_attention (q/k/v
@@ -13,7 +14,8 @@ mixed_precision / fp16_type / use_bfloat16 are read by runtime/params.py to choo
 
 Loss: "num_tokens" -> sum CE / (B * T); "batch_size" -> sum CE * loss_weight / B. With
 loss_weight = 1 / max_sequence_length (as the Model Zoo configs set it) the two coincide.
-Init (REFERENCE §3.6 set_defaults): truncated normal std initializer_range (0.02); the two
+Init (Model Zoo's TF GPT-2 `set_defaults`, docs/sources.md): truncated normal std initializer_range
+(0.02); the two
 residual output projections std 0.02 / sqrt(2 * num_hidden_layers).
 """
 
