@@ -1,6 +1,6 @@
 """The machine: one CS-2 system as every other layer sees it (the facade over system/).
 
-Rules this file keeps (the contract in DESIGN.md):
+Rules this file keeps:
 
 1. Every attempt to change the system is ONE ``BEGIN IMMEDIATE`` transaction that re-reads the
    state inside it, asks state.next_state, writes the change and its audit row, and commits;

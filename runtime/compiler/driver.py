@@ -47,7 +47,7 @@ log = logging.getLogger("cs2sim.compiler")
 
 @dataclass(frozen=True)
 class CompileResult:
-    """What a compile produced (see CONTRACTS.md)."""
+    """What a compile produced."""
 
     directory: Path
     checksum: str

@@ -3,6 +3,9 @@
     roles.py          which task of a csrun_wse job this process is (chief, coordinator,
                       input streamer), from Slurm's environment only
     streamers.py      the input streamer tasks and the chief's hub they feed over TCP
+    channel.py        that channel frame by frame: bounded frames, the job's secret, the
+                      handshake
+    rendezvous.py     where a job's tasks find their chief (under model_dir)
     input_measure.py  the input pipeline measured alone (cs_input_analyzer)
     cs_run.py         the `--cs_ip` path: the system's gate, the job record, the executors
     flow.py           which wrapper started the run (`python` / `python-ws` / `python-pt`)

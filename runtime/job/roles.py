@@ -204,5 +204,5 @@ def task_role(env: Mapping[str, str] | None = None) -> Role:
 
 
 def rendezvous_dir(model_dir: Path, job_id: str) -> Path:
-    """Where a job's tasks meet (CONTRACTS.md): on the file system every node shares."""
+    """Where a job's tasks meet: on the file system every node shares."""
     return Path(model_dir) / ".cs2sim" / "rendezvous" / str(job_id)
