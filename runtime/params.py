@@ -41,7 +41,7 @@ import yaml
 
 from cs2sim.runtime import registry
 from cs2sim.runtime.artifacts.atomic import atomic_write
-from cs2sim.runtime.schema import REQUIRED, Key, Schema, non_negative, positive
+from cs2sim.runtime.schema import REQUIRED, Key, Range, Schema, non_negative, positive
 from cs2sim.system.errors import ConfigError
 from cs2sim.system.yamlsafe import DEFAULT_LIMITS, load_yaml
 
@@ -77,22 +77,18 @@ AUTOTUNE = -1  # tf.data.experimental.AUTOTUNE
 MAX_SEED = 2**63 - 1  # numpy seeds are non-negative; a seed is hashed into 64 bits
 
 
-def _parallel_calls(v: Any) -> str | None:
-    return None if -1 <= v <= MAX_WORKERS else f"must be in [-1, {MAX_WORKERS}] (0/-1: AUTOTUNE)"
+_PARALLEL_CALLS = f"must be in [-1, {MAX_WORKERS}] (0/-1: AUTOTUNE)"
+_parallel_calls = Range(-1, MAX_WORKERS, below=_PARALLEL_CALLS, above=_PARALLEL_CALLS)
 
 
-def between(lo: int, hi: int) -> Any:
+def between(lo: int, hi: int) -> Range:
     """Schema check: lo <= v <= hi."""
-    def check(v: Any) -> str | None:
-        return None if lo <= v <= hi else f"must be in [{lo}, {hi}]"
-    return check
+    return Range(lo, hi)
 
 
-def at_most(hi: int) -> Any:
+def at_most(hi: int) -> Range:
     """Schema check: 0 < v <= hi."""
-    def check(v: Any) -> str | None:
-        return "must be > 0" if v <= 0 else None if v <= hi else f"must be at most {hi}"
-    return check
+    return Range(0, hi, lo_open=True, below="must be > 0", above=f"must be at most {hi}")
 
 
 def _cs_ip(v: Any) -> str | None:
@@ -150,7 +146,7 @@ INPUT_SCHEMA: Schema = {
     "max_predictions_per_seq": Key(int, None, "BERT: masked positions per sequence (default 20)",
                                    check=positive),
     "masked_lm_prob": Key((int, float), 0.15, "BERT: share of the tokens masked",
-                          check=lambda v: None if 0 < v < 1 else "must be in (0, 1)"),
+                          check=Range(0, 1, lo_open=True, hi_open=True)),
     "scale_mlm_weights": Key(bool, None, "BERT TF: divide the MLM loss by the batch's masked "
                              "tokens (times mlm_loss_weight)"),
     "dynamic_mlm_scale": Key(bool, False, "BERT PyTorch: divide the MLM loss by the batch's "
