@@ -54,8 +54,8 @@ THREADS = (12, 16, 20)  # the real script's THREADS=( 12 16 20 )
 START = "------------ Starting input performance analysis and resource estimator ------------"
 FINISH = "------------------------------- Finished Analysis ----------------------------------"
 BAR_WIDTH = 67  # the real script's bar: 67 '#' at 100%
-WS_SINGLE_TASK_NODES = 2  # weight streaming needs at least 2 single-task nodes (the Weight
-# Streaming Quickstart)
+# weight streaming needs at least 2 single-task nodes (the Weight Streaming Quickstart)
+WS_SINGLE_TASK_NODES = 2
 LAUNCHERS = ("python", "python3", "python-ws", "python-pt")
 
 HELP = f"""{USAGE}

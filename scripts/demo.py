@@ -52,12 +52,13 @@ MODELZOO = Path(modelzoo.__file__).parent
 BIN = Path(sys.executable).parent  # the console scripts installed next to this interpreter
 IP = "127.0.1.1"  # the built-in cluster's CS-2 (an identifier; nothing is contacted)
 
-# Seed 002's command, unchanged but for <CS IP> and <num_train_steps>
+# The Weight Streaming Quickstart's command, unchanged but for <CS IP> and <num_train_steps>
 SEED_002 = ("csrun_wse --total-nodes 14 --tasks-per-node 8 --cpus-per-task 16 --single-task-nodes"
             " 2 --cyclic python-ws run.py --model_dir model_dir --cs_ip {ip} --params"
             " configs/params_continuous_pretraining.yaml --mode train --max_steps {steps}")
 
-# Seed 002, Section 1: (caption, cs command, why it differs from what the admin types)
+# The Weight Streaming Quickstart, Section 1: (caption, cs command, why it differs from what the
+# admin types)
 ADMIN_STEPS: list[tuple[str, str, str]] = [
     ("Step 2: check the current execution mode", "config execmode show", ""),
     ("Step 3: put the system in STANDBY", "system standby --yes",
@@ -216,7 +217,8 @@ def story(demo: Demo, steps: int) -> None:
     show_artifacts(fc / "model_dir")
 
     seed = SEED_002.format(ip=IP, steps=steps)
-    print("# 3. Seed 002's weight-streaming job on a PIPELINED system: refused, nothing allocated")
+    print("# 3. The Weight Streaming Quickstart's weight-streaming job on a PIPELINED system: "
+          "refused, nothing allocated")
     demo.run(shlex.split(seed), cwd=gptj, expect=69, shown=seed)
     print()
 
@@ -234,8 +236,8 @@ def story(demo: Demo, steps: int) -> None:
           "#    is compiled only, on a CPU node, for the compiler's estimate:")
     demo.run(["csrun_cpu", "python-ws", "run.py", "--mode=compile_only", "-p", real, "-o",
               "model_dir_6b", "--cs_ip", IP], cwd=gptj)
-    print("\n# Seed 002's command: 98 tasks (chief, coordinator, 96 input streamers) train the "
-          "small stand-in")
+    print("\n# The Weight Streaming Quickstart's command: 98 tasks (chief, coordinator, 96 input "
+          "streamers) train the small stand-in")
     if launch_live(demo, seed, gptj):
         raise DemoStopped("the Weight Streaming Quickstart's csrun_wse line exited with an error.")
     est_small, est_real = estimate(gptj / "model_dir"), estimate(gptj / "model_dir_6b")

@@ -40,10 +40,10 @@ EXAMPLE_PATH = Path(__file__).with_name("cluster_four_cs2.yaml")
 MODELS = ("CS-2",)  # the hardware model (system/hardware.py) is the WSE-2's
 NODE_ROLES = ("chief", "worker")
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
-MEMORYX_TB = (4.0, 2400.0)  # "can scale from 4TB to 2.4PB" (Cerebras' MemoryX page,
-# docs/sources.md)
-MAX_SYSTEMS = 192  # "clusters of up to 192 Cerebras CS-2s" (Cerebras' MemoryX and cluster pages,
-# docs/sources.md)
+# Cerebras' MemoryX and cluster pages (docs/sources.md): MemoryX "can scale from 4TB to 2.4PB",
+# "clusters of up to 192 Cerebras CS-2s"
+MEMORYX_TB = (4.0, 2400.0)
+MAX_SYSTEMS = 192
 
 
 @dataclass(frozen=True)

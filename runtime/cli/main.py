@@ -257,8 +257,8 @@ def _load(model_name: str, args: argparse.Namespace) -> tuple[dict, str, list[st
     return params, half, warnings + more
 
 
-PARAMS_FILES = {  # mode -> effective params written (Model Zoo's run.py: <mode>/params_<mode>.yaml;
-# docs/sources.md)
+# mode -> effective params written (Model Zoo's run.py: <mode>/params_<mode>.yaml; docs/sources.md)
+PARAMS_FILES = {
     "train": ("train/params_train.yaml",),
     "eval": ("eval/params_eval.yaml",),
     "eval_all": ("eval/params_eval.yaml",),

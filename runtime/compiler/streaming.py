@@ -1,6 +1,7 @@
 """Pass 3+4 (weight streaming): one layer at a time on the whole wafer, weights from MemoryX.
 
-Seed 004: per layer, MemoryX streams its weights in (SwarmX broadcasts them to every CS-X), the
+Cerebras' Weight Streaming Execution page (docs/sources.md): per layer, MemoryX streams its weights
+in (SwarmX broadcasts them to every CS-X), the
 wafer computes the forward for its share of the batch and keeps the layer's output; after the
 loss, per layer in reverse: weights in again (the output layer's stay from its forward), the
 backward, gradients out to SwarmX (summed over the systems) and MemoryX (which updates).

@@ -1,6 +1,7 @@
 """The pipelined executor: every layer resident on the wafer, micro-batches flowing through it.
 
-Seed 003 (Figs. 14, 15): the compiler maps each kernel to a rectangle of the wafer; the whole
+Cerebras' Pipelined Execution page, Figs. 14, 15 (docs/sources.md): the compiler maps each kernel to
+a rectangle of the wafer; the whole
 network stays resident; samples stream in, activations flow from layer to layer, gradients flow
 back, and "weights are updated on the WSE at the end of each backprop step. The weights remain in
 the memory of the WSE region assigned by the compiler to that layer." Losses stream to the user
@@ -61,6 +62,7 @@ from cs2sim.runtime.executors.base import (
     StepResult,
     rng_states,
 )
+from cs2sim.runtime.executors.planview import PlanView
 from cs2sim.runtime.executors.replicas import MaskBank, Shard, make_replica, shard_batch
 from cs2sim.runtime.numerics.clipping import build_clipper
 from cs2sim.runtime.numerics.optim import build_optimizer
@@ -112,23 +114,12 @@ class Stage:
         return int(sum(p.nbytes for p in self.params.values()))
 
 
-def _plan_blocks(plan: Any) -> list[str] | None:
-    """The plan's block names in execution order (a Plan, its JSON dict, or None)."""
-    if plan is None:
-        return None
-    if hasattr(plan, "blocks_in_order"):
-        return list(plan.blocks_in_order())
-    kernels = plan.get("kernels") if isinstance(plan, dict) else None
-    if kernels is None:
-        return None
-    out: list[str] = []
-    for k in kernels:
-        if not out or out[-1] != k["block"]:
-            out.append(k["block"])
-    return out
+def _plan_blocks(plan: PlanView | None) -> list[str] | None:
+    """The plan's block names in execution order, or None without a plan."""
+    return None if plan is None else list(plan.blocks_in_order())
 
 
-def stages_from_plan(block_names: list[str], plan: Any) -> list[Stage]:
+def stages_from_plan(block_names: list[str], plan: PlanView | None) -> list[Stage]:
     """Group the model's blocks into stages at the plan's block names (no plan: one per block).
 
     A block the plan places no kernel for (e.g. a reshape) joins the stage before it.
@@ -158,7 +149,7 @@ class PipelinedExecutor(QueuedExecutor):
 
     device = "CSX"
 
-    def __init__(self, plan: Any = None, *, microbatches: int | None = None,
+    def __init__(self, plan: PlanView | None = None, *, microbatches: int | None = None,
                  compile_time: float | None = None, est_samples_per_sec: float | None = None,
                  active_pes: int | None = None, total_pes: int | None = None,
                  pe_share: str | None = None, queue_depth: int = 16, **kw: Any) -> None:
@@ -429,12 +420,9 @@ class PipelinedExecutor(QueuedExecutor):
             self.model.set_rng_state(self.wafer.rng_state())
 
 
-def _plan_replicas(plan: Any) -> int:
-    """The plan's data-parallel replicas (a Plan or its JSON dict); 1 without a plan."""
-    if plan is None:
-        return 1
-    n = plan.get("replicas", 1) if isinstance(plan, dict) else getattr(plan, "replicas", 1)
-    return max(1, int(n or 1))
+def _plan_replicas(plan: PlanView | None) -> int:
+    """The plan's data-parallel replicas; 1 without a plan."""
+    return 1 if plan is None else max(1, int(plan.replicas or 1))
 
 
 def _subset_state(state: dict[str, Any], names: Collection[str]) -> dict[str, Any]:

@@ -212,8 +212,8 @@ class Trainer:
         self.model_dir.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
         model = comp.model(cfg.seed)
-        if getattr(self.executor, "announce_weight_init", False):  # weight streaming (the Weight
-        # Streaming Quickstart)
+        # weight streaming (the Weight Streaming Quickstart)
+        if getattr(self.executor, "announce_weight_init", False):
             log.info("Completed weight initialization on CPU in: "
                      f"{time.perf_counter() - t0:.3f} seconds")
         opt, scaler = comp.optimizer(model), comp.scaler()
@@ -247,8 +247,8 @@ class Trainer:
         if source:
             log.info(f"Training data: {source}.")
         # pipelined CS-2 (the PSC Neocortex run transcript, docs/sources.md) saves checkpoint 0,
-        # then programs the fabric; weight
-        # streaming (the Weight Streaming Quickstart) loads the weights into MemoryX first
+        # then programs the fabric; weight streaming (the Weight Streaming Quickstart) loads the
+        # weights into MemoryX first
         before = getattr(ex, "checkpoint_before_load", True)
         if not before:
             report = ex.load(model, opt, scaler, self.params)

@@ -48,8 +48,8 @@ WSE_USAGE = (
     "[--cpus-per-task] [--single-task-nodes] [--cyclic] command_for_cs_execution"
 )
 CPU_USAGE = "Usage: csrun_cpu [--help] [--alloc-node] [--mount-dirs] command_to_execute"
-MIN_WS_SINGLE_TASK_NODES = 2  # the chief and at least one coordinator (the Weight Streaming
-# Quickstart's command)
+# the chief and at least one coordinator (the Weight Streaming Quickstart's command)
+MIN_WS_SINGLE_TASK_NODES = 2
 # csrun_cpu unsets these "within the singularity container scope" (Model Zoo's csrun_cpu,
 # docs/sources.md)
 UNSET_VARS = ("PYTHONPATH", "GITTOP", "LLVM_TOP", "LLVM_MLIR_PATH", "LD_LIBRARY_PATH", "CBCORE",

@@ -147,8 +147,8 @@ def test_a_run_registers_its_job_and_finishes_it(capsys, tmp_path, monkeypatch, 
                                                                         num_csx)
     assert perf["est_samples_per_sec"] > 0 and perf["programming_time"] > 0
     assert perf["compile_time"] > 0 and perf["samples_per_sec"] > 0
-    if mode is ExecMode.PIPELINED:  # the PSC Neocortex transcript's milestones, in order
-    # (docs/sources.md)
+    # the milestones of the PSC Neocortex transcript or the Quickstart, in order (docs/sources.md)
+    if mode is ExecMode.PIPELINED:
         marks = ["Starting Cerebras Compilation", "Programming CS-2 fabric",
                  "Fabric programmed", "Coordinator fully up. Waiting for Streaming (using ",
                  "Waiting for 1 streamer(s) to prime the data pipeline", "Streamers are ready",

@@ -1,4 +1,5 @@
-"""Seed 000 on the event file: the user node and the wafer are decoupled, so Rate spikes after a
+"""Cerebras' "Measure throughput of your model" on the event file (docs/sources.md): the user node
+and the wafer are decoupled, so Rate spikes after a
 checkpoint and GlobalRate stays smooth.
 
 While the user node writes a checkpoint (its time proportional to the checkpoint's bytes: here

@@ -102,7 +102,7 @@ def test_another_users_private_store_is_exit_77_not_1(shared: Path) -> None:
 
 
 def test_read_only_home_says_the_write_failed(shared: Path) -> None:
-    """Issue 7: a read-only CS2_HOME is a write that failed, not an unreadable store."""
+    """A read-only CS2_HOME is a write that failed, not an unreadable store."""
     assert OTHER is not None
     home = shared / "ro"
     home.mkdir()

@@ -452,7 +452,7 @@ def test_params_train_yaml_holds_resolved_values(capsys, tmp_path):
 
 
 def test_unknown_keys_are_not_written_back(capsys, tmp_path):
-    """Issue 6 item 3: an ignored key (here aliases within the limits) is not re-serialized."""
+    """An ignored key (here aliases within the limits) is not re-serialized."""
     text = Path(FC_SMALL).read_text().replace(
         "runconfig:\n", "runconfig:\n    junk: &a [1, 2, 3]\n    junk2: [*a, *a, *a]\n")
     (tmp_path / "p.yaml").write_text(text)

@@ -1,4 +1,4 @@
-"""Issue 19: a cluster of several CS-2s at the console, under pexpect: `cs --system NAME` acts on
+"""A cluster of several CS-2s at the console, under pexpect: `cs --system NAME` acts on
 that system (the show commands and the toolbar name it), `system list` lists them all, `system
 use` switches, and refusals and audit rows name their system; one system is as before."""
 

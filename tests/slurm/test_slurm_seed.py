@@ -1,4 +1,5 @@
-"""Seed 002's csrun_wse line (python-ws GPT-J continuous pretraining, small --max_steps) on the
+"""The Weight Streaming Quickstart's csrun_wse line (python-ws GPT-J continuous pretraining, small
+--max_steps) on the
 real Slurm test cluster and on the embedded scheduler: both complete and leave the same model_dir.
 
 The seed asks for 14 nodes of 8 tasks x 16 CPUs; the test cluster has 4 nodes of 16 CPUs, so the

@@ -188,7 +188,7 @@ def test_slow_streamers_show_as_an_input_bottleneck(tmp_path, jobs):
 
 def test_tasks_that_come_after_the_chief_ended_exit_at_once_with_its_outcome(tmp_path, jobs,
                                                                              monkeypatch):
-    # Issue 22: the chief (this process) ends before any other task has started: they find its
+    # The chief (this process) ends before any other task has started: they find its
     # ended record and leave within seconds, not after the rendezvous timeout.
     from cs2sim.runtime.job.streamers import ENDED_FILE, read_ended
 
