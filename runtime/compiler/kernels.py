@@ -101,10 +101,6 @@ class Match:
     kernel: Kernel
 
 
-def _by_kind() -> dict[str, Kernel]:
-    return {k: kern for kern in KERNELS for k in kern.kinds}
-
-
 def _problem(op: Op, dtype: str, table: dict[str, Kernel]) -> str | None:
     """Why `op` has no kernel, or None when it has one."""
     kern = table.get(op.kind)

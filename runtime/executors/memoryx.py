@@ -36,8 +36,6 @@ class MemoryX:
         self.grads: dict[str, np.ndarray] = model.grads()  # name -> reduced gradient
         self.optimizer, self.scaler = optimizer, scaler
         self.clip = build_clipper(optimizer_params or {})
-        self.bytes_sent = 0  # weight bytes streamed out (SwarmX broadcasts)
-        self.bytes_received = 0  # gradient bytes reduced in
 
     @property
     def nbytes(self) -> int:

@@ -53,7 +53,6 @@ class SwarmX:
         for name in self.layers[layer]:
             np.copyto(self.weights[name], self.memoryx.weights[name])
             sent += self.weights[name].nbytes
-        self.memoryx.bytes_sent += sent * self.num_systems
         self.broadcasts += 1
         return sent
 
@@ -68,7 +67,6 @@ class SwarmX:
             else:
                 acc[name] += g
             g.fill(0)
-            self.memoryx.bytes_received += g.nbytes
         self.reductions += 1
 
     @staticmethod

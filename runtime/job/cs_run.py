@@ -46,7 +46,7 @@ from typing import Any
 
 from cs2sim.runtime.executors.base import QueuedExecutor
 from cs2sim.runtime.job.flow import execution_mode, launcher_word
-from cs2sim.system.errors import ConfigError, JobRefused, RuntimeFailure
+from cs2sim.system.errors import ConfigError, RuntimeFailure
 from cs2sim.system.state import ExecMode, State
 
 __all__ = ["CsRun", "SystemStopped", "Terminated", "WATCH_S"]
@@ -311,8 +311,3 @@ class CsRun:
         reason = (os.environ.get(FAULT_REASON_ENV) or "").strip() or (
             f"injected fault before global step {step}")
         self.machine.inject_fault(Identity("testkit", Role.ADMIN, "internal"), reason)
-
-
-def refused_exit_code() -> int:
-    """The exit code of a refused job (JobRefused), documented in docs/training.md."""
-    return JobRefused.exit_code
