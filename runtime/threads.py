@@ -45,6 +45,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from cs2sim.system import knobs
+
 __all__ = [
     "SPIN_ENV",
     "SMALL_GEMM_MACS",
@@ -176,7 +178,7 @@ def configure(threads: int | None = None) -> ThreadSettings:
         wait_env={k: os.environ[k] for k in SPIN_ENV if k in os.environ},
         # the user's own values were there when the process started; ours if set before numpy
         wait_in_time=bool(_env_in_time) or not _env_set,
-        user_count=next((n for n in USER_COUNT_ENV if os.environ.get(n)), None),
+        user_count=next((n for n in USER_COUNT_ENV if knobs.raw(n)), None),
     )
     # A developer's diagnostic (run with --logging DEBUG, or see docs/benchmarks.md): on the
     # console at INFO its "AFTER BLAS loaded (no effect on it)" read like a warning on every run.
@@ -234,7 +236,7 @@ def workers() -> int:
     if not _workers:
         for name in USER_COUNT_ENV:
             try:
-                _workers = max(1, int(os.environ.get(name, "")))
+                _workers = max(1, int(knobs.raw(name) or ""))
                 break
             except ValueError:
                 continue

@@ -46,6 +46,7 @@ from typing import Any
 import yaml
 
 import cs2sim.runtime.modelzoo as modelzoo
+from cs2sim.system import knobs
 from cs2sim.system.store import default_home
 
 MODELZOO = Path(modelzoo.__file__).parent
@@ -282,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     cs_cmd = demo.tool("cs")
     if args.keep:
         print(f"    CS2_HOME={home} {cs_cmd}      # continue on the demo's system")
-    own = os.environ.get("CS2_HOME")
+    own = knobs.raw("CS2_HOME")
     where = f"{default_home()} (your $CS2_HOME)" if own else f"{default_home()}"
     print(f"    {cs_cmd}    # your own system, kept in {where}")
     if not args.keep:

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable
 from types import FrameType
 
+from cs2sim.system import knobs
 from cs2sim.system.errors import CsError
 
 __all__ = ["Signals", "fail", "write_out", "write_err"]
@@ -64,7 +65,7 @@ def preload_for(argv: tuple[str, ...]) -> tuple[str, ...]:
         mods += ("numpy", "yaml", "cs2sim.runtime.cli.main", "cs2sim.runtime.params",
                  "cs2sim.runtime.training.trainer", "cs2sim.runtime.job.roles",
                  "cs2sim.runtime.job.streamers", "cs2sim.runtime.job.cs_run")
-    extra = os.environ.get("CS2SIM_PRELOAD", "")
+    extra = knobs.text("CS2SIM_PRELOAD")
     return mods + tuple(m for m in extra.split(",") if m)
 
 

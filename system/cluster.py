@@ -9,12 +9,12 @@ changes.
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
+from cs2sim.system import knobs
 from cs2sim.system.errors import ConfigError, UsageError
 from cs2sim.system.state import ExecMode
 
@@ -126,7 +126,7 @@ class Cluster:
 
 def cluster_source(home: Path | None = None) -> Path:
     """Which file describes the cluster: $CS2_CLUSTER, $CS2_HOME/cluster.yaml, or the default."""
-    env = os.environ.get("CS2_CLUSTER")
+    env = knobs.raw("CS2_CLUSTER")
     if env:
         path = Path(env).expanduser()
         if not path.is_file():

@@ -46,6 +46,7 @@ from typing import Any
 
 from cs2sim.runtime.executors.base import QueuedExecutor
 from cs2sim.runtime.job.flow import execution_mode, launcher_word
+from cs2sim.system import knobs
 from cs2sim.system.errors import ConfigError, RuntimeFailure
 from cs2sim.system.state import ExecMode, State
 
@@ -104,7 +105,7 @@ class CsRun:
         self.trainer: Any = None
         self._next_watch = 0.0
         self._machines: list[Any] | None = None
-        raw = os.environ.get(FAULT_AT_STEP_ENV, "").strip()
+        raw = knobs.text(FAULT_AT_STEP_ENV)
         self._fault_at: int | None = int(raw) if raw.isdigit() else None
 
     # 1. the gate -------------------------------------------------------------------------------
@@ -154,7 +155,7 @@ class CsRun:
 
         self.trainer = trainer
         owned = True
-        launcher_job = os.environ.get(JOB_ENV, "").strip()
+        launcher_job = knobs.text(JOB_ENV)
         if launcher_job.isdigit():  # a launcher (csrun_wse) registered the job and finishes it
             from cs2sim.system import jobs
 
@@ -308,6 +309,6 @@ class CsRun:
 
         self._fault_at = None  # once
         self._next_watch = 0.0  # the watch below reads the state at once
-        reason = (os.environ.get(FAULT_REASON_ENV) or "").strip() or (
+        reason = knobs.text(FAULT_REASON_ENV) or (
             f"injected fault before global step {step}")
         self.machine.inject_fault(Identity("testkit", Role.ADMIN, "internal"), reason)

@@ -18,8 +18,7 @@ The variable is inherited, so tasks a launcher starts under `python-ws` see the 
 
 from __future__ import annotations
 
-import os
-
+from cs2sim.system import knobs
 from cs2sim.system.errors import UsageError
 from cs2sim.system.state import ExecMode
 
@@ -36,7 +35,7 @@ FLOWS: dict[str, tuple[str, ExecMode, str]] = {
 
 def flow() -> str:
     """The current flow's key in FLOWS ("tf" when no wrapper set one)."""
-    value = os.environ.get(FLOW_ENV, "").strip().lower() or "tf"
+    value = knobs.text(FLOW_ENV).lower() or "tf"
     if value not in FLOWS:
         raise UsageError(
             f"{FLOW_ENV}={value!r} is not a flow cs2sim knows ({', '.join(FLOWS)}); start the "

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from cs2sim.system import knobs
 from cs2sim.system.sched import queue
 from cs2sim.system.sched.allocation import Allocation, Events
 from cs2sim.system.sched.fit import NodeInfo
@@ -233,10 +234,7 @@ def _recheck_interval(ahead: int) -> float:
     +-20% jitter so launchers queued together do not re-check together."""
     import random
 
-    try:
-        first = float(os.environ.get(RECHECK_ENV, RECHECK_S))
-    except ValueError:
-        first = RECHECK_S
+    first = knobs.number(RECHECK_ENV, RECHECK_S)
     base = min(max(RECHECK_MAX_S, first), first * (1 + ahead // RECHECK_STEP))
     return base * random.uniform(0.8, 1.2)
 
@@ -290,7 +288,7 @@ def scheduler_name(site: object) -> str:
     from cs2sim.system.cluster import SCHEDULERS
     from cs2sim.system.errors import ConfigError
 
-    env = os.environ.get(SCHEDULER_ENV, "").strip().lower()
+    env = knobs.text(SCHEDULER_ENV).lower()
     if env:
         if env not in SCHEDULERS:
             raise ConfigError(f"{SCHEDULER_ENV}={env} is not a scheduler; use one of: "
