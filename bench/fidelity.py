@@ -99,7 +99,7 @@ def ref_cluster(p: dict, model: str) -> InputCluster:
     """The reference cluster's input workers: 5 nodes at REF_INPUT_NODE_BYTES_S each."""
     from cs2sim.runtime.compiler.graph import extract_graph
     from cs2sim.runtime.compiler.placement import wafer_sample_bytes
-    from cs2sim.runtime.params import resolve_precision
+    from cs2sim.runtime.numerics.mixed_precision import resolve_precision
 
     half, _ = resolve_precision(copy.deepcopy(p))
     per_sample = wafer_sample_bytes(extract_graph(model, p, half))
@@ -212,7 +212,7 @@ def fit() -> int:
     import cs2sim.runtime.compiler.streaming as streaming
     from cs2sim.runtime.compiler.graph import extract_graph
     from cs2sim.runtime.compiler.kernels import match_kernels
-    from cs2sim.runtime.params import resolve_precision
+    from cs2sim.runtime.numerics.mixed_precision import resolve_precision
     from cs2sim.system.hardware import WSE2
 
     prepared = []

@@ -13,7 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["REQUIRED", "Key", "Range", "Schema", "positive", "non_negative", "unit_interval"]
+__all__ = ["REQUIRED", "Key", "Range", "Schema", "positive", "non_negative", "unit_interval",
+           "shown"]
 
 
 class _Required:
@@ -87,3 +88,16 @@ class Range:
 positive = Range(lo=0, lo_open=True)  # a number > 0
 non_negative = Range(lo=0)  # a number >= 0
 unit_interval = Range(0, 1, hi_open=True)  # 0 <= v < 1 (a dropout rate)
+
+
+def shown(v: Any) -> str:
+    """How a wrong value is shown in a message: `a mapping`, `a list`, `true`, or its repr
+    (at most 40 characters)."""
+    if isinstance(v, dict):
+        return "a mapping"
+    if isinstance(v, (list, tuple)):
+        return "a list"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."

@@ -236,12 +236,12 @@ def _overrides(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[str, ...
 
 def _load(model_name: str, args: argparse.Namespace) -> tuple[dict, str, list[str]]:
     """Validated effective params (YAML + CLI), the half format and the warnings."""
+    from cs2sim.runtime.numerics.mixed_precision import resolve_precision
     from cs2sim.runtime.numerics.optim import check_optimizer_params
     from cs2sim.runtime.params import (
         apply_cli_overrides,
         fill_resolved,
         load_params,
-        resolve_precision,
         validate_params,
     )
 

@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from cs2sim.runtime import params as P
+from cs2sim.runtime.numerics import mixed_precision as MP
 from cs2sim.runtime.schema import REQUIRED, Key, non_negative, positive, unit_interval
 from cs2sim.system.errors import ConfigError
 
@@ -377,7 +378,7 @@ def test_cli_override_is_validated():
 def resolved(model: dict, optimizer: dict | None = None, csconfig: dict | None = None):
     raw = minimal(model=model, optimizer=optimizer or {}, csconfig=csconfig or {})
     params, _ = P.validate_params(raw, "x")
-    half, warnings = P.resolve_precision(params)
+    half, warnings = MP.resolve_precision(params)
     return half, warnings, params
 
 
@@ -428,13 +429,13 @@ def test_bad_fp16_type_and_model_to_float16():
     params, _ = P.validate_params(minimal(), "x")
     params["model"]["to_float16"] = True
     with pytest.raises(ConfigError, match="model.to_float16 must be false"):
-        P.resolve_precision(params)
+        MP.resolve_precision(params)
 
 
 def test_precision_opt_level_in_model_moves_to_runconfig():
     params, _ = P.validate_params(minimal(), "x")
     params["model"]["precision_opt_level"] = 0
-    _, warnings = P.resolve_precision(params)
+    _, warnings = MP.resolve_precision(params)
     assert params["runconfig"]["precision_opt_level"] == 0
     assert "precision_opt_level" not in params["model"]
     assert warnings == ['Passing `precision_opt_level` via `model` params is deprecated. '
@@ -615,7 +616,7 @@ def test_reference_configs_with_real_schemas(monkeypatch, tmp_path, model_name, 
     assert [w for w in warnings if not w.startswith(stand_in or "\0")] == []
     if model_name == "gpt2":
         assert params["model"]["vocab_size"] == 50257  # from train_input in the TF config
-    half, _ = P.resolve_precision(params)
+    half, _ = MP.resolve_precision(params)
     assert half == ("float32" if text is FC_MNIST_TF else "float16")
 
 

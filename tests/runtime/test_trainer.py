@@ -568,7 +568,8 @@ def one_blas_thread():
 
 def real_trainer(model_name: str, model_dir: Path, model: dict, optimizer: dict,
                  train_input: dict, inject=None, **runconfig) -> Trainer:
-    from cs2sim.runtime.params import resolve_precision, validate_params
+    from cs2sim.runtime.numerics.mixed_precision import resolve_precision
+    from cs2sim.runtime.params import validate_params
 
     raw = {"train_input": train_input, "model": model, "optimizer": optimizer,
            "runconfig": {"log_steps": 5, "checkpoint_steps": 10, "seed": 7, **runconfig}}

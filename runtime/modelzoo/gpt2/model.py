@@ -143,11 +143,11 @@ MODEL_SCHEMA: Schema = {
     "dropout_seed": Key(int, None, "Seed of the dropout masks (default: the run's seed)."),
     # Cerebras / precision flags
     "mixed_precision": Key(
-        bool, False, "16-bit activations/weights/gradients (read by params.resolve_precision)."
+        bool, False, "16-bit activations/weights/gradients (read by numerics.mixed_precision)."
     ),
     "fp16_type": Key(str, None, "16-bit format when mixed_precision is on.", choices=HALF_FORMATS),
     "use_bfloat16": Key(
-        bool, False, "Older form of fp16_type: bfloat16 (read by params.resolve_precision)."
+        bool, False, "Older form of fp16_type: bfloat16 (read by numerics.mixed_precision)."
     ),
     "precision_opt_level": Key(int, None, "Deprecated in model (runconfig key); no effect here."),
     "boundary_casting": Key(bool, False, "TF Cerebras flag; no effect here."),
