@@ -16,10 +16,9 @@ PIPELINED, so it is refused
 4. The admin changes the execution mode in `cs>` (the Weight Streaming Quickstart, Section 1).
 5. GPT-J in weight streaming: the real 6B shape is compiled only, on a CPU node, for the
    compiler's estimate; then the user runs the Weight Streaming Quickstart's `csrun_wse ... --cyclic
-   python-ws run.py
-   ...` line unchanged but for a small --max_steps and the system's address. Its params file is
-   GPT-J's architecture at a small size (a stand-in that trains on this host), and the demo says
-   so, with both estimates side by side. The queue view is shown while the job runs.
+   python-ws run.py ...` line unchanged but for a small --max_steps and the system's address. Its
+   params file is GPT-J's architecture at a small size (a stand-in that trains on this host), and
+   the demo says so, with both estimates side by side. The queue view is shown while the job runs.
 6. What the runs left in their model_dirs.
 
 Output comes in the order things happen (a job's lines as it prints them). All throughput

@@ -1,8 +1,8 @@
 """TensorBoard event files, written with tensorboardX (a maintained writer).
 
 Training summaries go to `<model_dir>` (the Weight Streaming Quickstart: "Tensorboard event files
-are stored in
-<model_dir> directory"), evaluation summaries to `<model_dir>/eval/`. Tags (Model Zoo's TensorBoard
+are stored in <model_dir> directory"), evaluation summaries to `<model_dir>/eval/`. Tags (Model
+Zoo's TensorBoard
 tags, docs/sources.md):
 
     training   loss, local_samples_per_sec (Rate), avg_samples_per_sec (GlobalRate),

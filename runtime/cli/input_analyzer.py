@@ -17,8 +17,7 @@ simulator:
    model needs (est_samples_per_sec, a CS-2 estimate; none after validate-only, or
    --target-samples-per-sec), and the recommended `nodes:`, `tasks_per_node:`,
    `cpus_per_task:` (Cerebras' Performance Optimization Practices) with the matching csrun_wse
-   command; "input-bound" when even
-   that layout delivers less than the wafer takes;
+   command; "input-bound" when even that layout delivers less than the wafer takes;
 4. the per-worker rate is saved in model_dir/performance/input_measurement.json, where the
    run's compile (runtime/job/cs_run.py) finds it: its estimate is then bounded by its input
    workers and names "input" as the bound when they fall short (predicted_input_bottleneck).
@@ -26,11 +25,11 @@ simulator:
 Sizing (ours; the real tool's rules are unpublished): a worker node of C CPUs runs C // t
 workers of t threads; the per-worker rate is the 1-worker measurement at t threads (a worker on
 a real node has its own t cores; this host's are shared, and a worker here runs at most this
-host's CPU count of threads). For each t the analyzer takes the
-fewest nodes whose workers deliver the need (pipelined: the chief shares the first node with
-workers, as csrun_wse without --single-task-nodes lays it out; weight streaming: 2 single-task
-nodes first), the thread count needing the fewest nodes (then the fewest CPUs) wins, and the
-tasks are spread evenly over the worker nodes. When the need cannot be met with
+host's CPU count of threads). For each t the analyzer takes the fewest nodes whose workers deliver
+the need (pipelined: the chief shares the first node with workers, as csrun_wse without
+--single-task-nodes lays it out; weight streaming: 2 single-task nodes first), the thread count
+needing the fewest nodes (then the fewest CPUs) wins, and the tasks are spread evenly over the
+worker nodes. When the need cannot be met with
 --available-nodes, it recommends all of them at the best rate and says how far short that is.
 Without a need (validate-only and no target) it sizes for all available nodes.
 """

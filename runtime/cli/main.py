@@ -45,9 +45,8 @@ MODES = ("train", "eval", "eval_all", "train_and_eval")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 EXECUTION_STRATEGIES = ("pipeline", "weight_streaming")
 # Real run.py flags (Model Zoo's run.py, docs/sources.md) whose feature is not in this version:
-# accepted, stored in
-# runconfig under the same name, and answered with one note. A later version that implements
-# one removes its entry here.
+# accepted, stored in runconfig under the same name, and answered with one note. A later version
+# that implements one removes its entry here.
 NO_EFFECT_YET = {
     "num_csx": "it sets the CS-X systems of a weight-streaming run with --cs_ip (python-ws)",
     "num_wgt_servers": "MemoryX weight servers belong to the weight-streaming executor",

@@ -36,8 +36,8 @@ __all__ = ["Kernel", "KERNELS", "Match", "match_kernels", "matching_report", "DT
 REPORT_NAME = "kernel_matching_report.txt"  # written to model_dir when matching fails
 
 # Mixed precision: 16-bit inputs to arithmetic, FP32 accumulation (Cerebras' Data Formats page,
-# docs/sources.md); float32 runs
-# the same kernels on register pairs (half the values per memory word).
+# docs/sources.md); float32 runs the same kernels on register pairs (half the values per memory
+# word).
 DTYPES = ("float16", "cbfloat16", "bfloat16", "float32")
 
 

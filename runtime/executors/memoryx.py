@@ -1,9 +1,9 @@
 """MemoryX: the weight store of weight streaming; it owns the weights and the optimizer.
 
 Cerebras' MemoryX glossary page and Weight Streaming Execution page (docs/sources.md): MemoryX
-"stores weights and optimizer state" and "performs the weight
-update (any optimizer)"; the CS-X systems hold no weights between steps, they receive each layer
-from MemoryX through SwarmX and send gradients back.
+"stores weights and optimizer state" and "performs the weight update (any optimizer)"; the CS-X
+systems hold no weights between steps, they receive each layer from MemoryX through SwarmX and send
+gradients back.
 
 Here MemoryX holds the master fp32 weights (the arrays of the host model, which is only a
 container for them: no layer of it computes in weight streaming), the gradient accumulators

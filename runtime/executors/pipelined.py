@@ -1,11 +1,11 @@
 """The pipelined executor: every layer resident on the wafer, micro-batches flowing through it.
 
 Cerebras' Pipelined Execution page, Figs. 14, 15 (docs/sources.md): the compiler maps each kernel to
-a rectangle of the wafer; the whole
-network stays resident; samples stream in, activations flow from layer to layer, gradients flow
-back, and "weights are updated on the WSE at the end of each backprop step. The weights remain in
-the memory of the WSE region assigned by the compiler to that layer." Losses stream to the user
-node; "at specified intervals, all the weights can be downloaded to the chief node".
+a rectangle of the wafer; the whole network stays resident; samples stream in, activations flow from
+layer to layer, gradients flow back, and "weights are updated on the WSE at the end of each backprop
+step. The weights remain in the memory of the WSE region assigned by the compiler to that layer."
+Losses stream to the user node; "at specified intervals, all the weights can be downloaded to the
+chief node".
 
 Here:
   * programming (`load`): the compiled plan's blocks become STAGES (consecutive model blocks
@@ -17,10 +17,9 @@ Here:
   * one global step: the batch is split into M micro-batches (2 to 4, `microbatches_for`) that
     flow through the S stages on a clock: at tick t stage s runs the forward of micro-batch
     t - s (fill: tick 0 only stage 0 works, the pipeline is full from tick S-1 while
-    micro-batches remain, then it drains), then
-    the backward flows the other way (stage S-1 first). Every (tick, stage, micro-batch, F|B) is
-    recorded in `trace` and logged at DEBUG on `cs2sim.run.pipeline` (Cerebras' Pipelined Execution
-    page's Fig. 15).
+    micro-batches remain, then it drains), then the backward flows the other way (stage S-1 first).
+    Every (tick, stage, micro-batch, F|B) is recorded in `trace` and logged at DEBUG on
+    `cs2sim.run.pipeline` (Cerebras' Pipelined Execution page's Fig. 15).
     The stages busy at one tick work on different micro-batches with different weights, as the
     wafer's regions do at once: they run side by side on the runtime's worker threads (each
     stage's kernels then single-threaded inside it), one meeting of the threads per tick instead

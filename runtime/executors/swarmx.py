@@ -1,10 +1,10 @@
 """SwarmX: the broadcast/reduce fabric between MemoryX and the CS-X systems.
 
 Cerebras' Glossary and Weight Streaming Execution page (docs/sources.md): SwarmX "broadcasts weights
-from MemoryX to all CS-2s, reduces (sums)
-gradients back". One broadcast per layer copies the layer's weights out of MemoryX into the
-systems' weight buffer; one reduce per layer and system adds that system's gradient of the layer
-into MemoryX's accumulator and clears the system's buffer for the next contribution.
+from MemoryX to all CS-2s, reduces (sums) gradients back". One broadcast per layer copies the
+layer's weights out of MemoryX into the systems' weight buffer; one reduce per layer and system adds
+that system's gradient of the layer into MemoryX's accumulator and clears the system's buffer for
+the next contribution.
 
 The N simulated systems of one host process share one receive buffer per weight: a broadcast
 delivers identical bytes to every system, so N copies would cost N times the host memory for the

@@ -1,12 +1,11 @@
 """The weight-streaming executor: one layer at a time on N CS-X systems, weights in MemoryX.
 
 Cerebras' Weight Streaming Execution page (docs/sources.md): in weight streaming the model's weights
-live in MemoryX, outside the systems; each
-layer's weights are streamed to the wafer(s) for its forward and again for its backward, the
-activations stay on the wafer between layers, the output layer's weights are kept from its
-forward to its backward, gradients stream back out, and MemoryX applies the optimizer. With N
-systems SwarmX broadcasts every layer to all of them and sums their gradients; each system
-trains on its 1/N share of the global batch (data parallel).
+live in MemoryX, outside the systems; each layer's weights are streamed to the wafer(s) for its
+forward and again for its backward, the activations stay on the wafer between layers, the output
+layer's weights are kept from its forward to its backward, gradients stream back out, and MemoryX
+applies the optimizer. With N systems SwarmX broadcasts every layer to all of them and sums their
+gradients; each system trains on its 1/N share of the global batch (data parallel).
 
 The compiled plan says what runs (runtime/compiler/plan.py): its `layers`, in order, are the
 streamed layers (each one broadcast: a group of consecutive model blocks, a block the plan lists no

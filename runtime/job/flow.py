@@ -4,9 +4,8 @@
 On a CS-2 support cluster the first word of the command decides the flow: `python run.py` is the
 pipelined (TF CerebrasEstimator) flow, `python-ws run.py` weight streaming, `python-pt run.py`
 the PyTorch flow (pipelined). Cerebras does not publish what the wrappers contain (not published,
-docs/sources.md
-item 2). Ours (`scripts/wrappers.py`, installed as the console scripts `python-ws` and
-`python-pt`) set one environment variable and exec this interpreter with the same arguments, so
+docs/sources.md item 2). Ours (`scripts/wrappers.py`, installed as the console scripts `python-ws`
+and `python-pt`) set one environment variable and exec this interpreter with the same arguments, so
 run.py, the compiler and the executors ask `execution_mode()` and never parse argv[0]:
 
     CS2SIM_FLOW=ws   weight streaming  (python-ws)

@@ -14,9 +14,9 @@ the variables the launcher (embedded scheduler or real Slurm) sets, never from a
 
 Numbering, as real Slurm 22.05 gives it (measured on a 4-node test cluster:
 tests/streamers/slurm_layout.json, see docs/sources.md#slurm): csrun_wse's `srun A : B : C` is ONE
-step over every
-component; SLURM_PROCID is global, components' tasks are contiguous PROCID ranges in order, and
-SLURM_JOB_ID is the base id in every task. SLURM_HET_JOB_ID / SLURM_HET_JOB_OFFSET are NOT set
+step over every component; SLURM_PROCID is global, components' tasks are contiguous PROCID ranges in
+order, and SLURM_JOB_ID is the base id in every task. SLURM_HET_JOB_ID / SLURM_HET_JOB_OFFSET are
+NOT set
 by real Slurm, so the tasks per component come from, in order of preference:
   1. SLURM_NTASKS_HET_GROUP_<k> for every component (a launcher may set them);
   2. SLURM_TASKS_PER_NODE (the whole step, e.g. `1(x2),3(x2)`, in node order) and the node

@@ -2,10 +2,10 @@
 
 A JobRequest is a heterogeneous job: one Component per `:`-separated part of the real csrun_wse's
 srun line (Model Zoo's csrun_wse, docs/sources.md). `srun_command` is the ONE function that builds
-that line: csrun_wse
-prints it (`Launching: ...`), the embedded backend runs the request it describes, and the Slurm
-backend runs exactly its argv. The text keeps the real script's spacing (its unset variables leave
-double spaces), so the echo matches what the bash script prints for the same flags.
+that line: csrun_wse prints it (`Launching: ...`), the embedded backend runs the request it
+describes, and the Slurm backend runs exactly its argv. The text keeps the real script's spacing
+(its unset variables leave double spaces), so the echo matches what the bash script prints for the
+same flags.
 """
 
 from __future__ import annotations
@@ -129,8 +129,8 @@ def cpu_command(
     *, alloc_node: bool, exclude_node: str, mount_dirs: str, image: str, run_args: tuple[str, ...]
 ) -> SrunCommand:
     """csrun_cpu's line (Model Zoo's csrun_cpu, docs/sources.md): `srun --pty --nodes=1
-    [--exclude=N] --exclusive ...`,
-    or the bare `singularity exec ...` when the node is not allocated. `exclude_node` is the
+    [--exclude=N] --exclusive ...`, or the bare `singularity exec ...` when the node is not
+    allocated. `exclude_node` is the
     whole `--exclude=...` word or ""."""
     exclude_arg = exclude_node
     run = " ".join(run_args)

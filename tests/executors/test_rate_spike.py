@@ -1,13 +1,11 @@
 """Cerebras' "Measure throughput of your model" on the event file (docs/sources.md): the user node
-and the wafer are decoupled, so Rate spikes after a
-checkpoint and GlobalRate stays smooth.
+and the wafer are decoupled, so Rate spikes after a checkpoint and GlobalRate stays smooth.
 
 While the user node writes a checkpoint (its time proportional to the checkpoint's bytes: here
 ~23 MB of weights and Adam state), the executor keeps computing into the bounded output queue;
 when the user node comes back it finds a burst of ready outputs, and the Rate of the next log
 steps (an EMA over log intervals, cerebras.pytorch's RateTracker, docs/sources.md) jumps. GlobalRate
-divides all samples by all
-time and barely moves.
+divides all samples by all time and barely moves.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The Weight Streaming Quickstart's exact csrun_wse line end to end (a small --max_steps): the
-admin switches the CS-2
-to weight streaming, then 98 real tasks train GPT-J's continuous pretraining on the embedded
-cluster. Needs the --cs_ip executors (runtime/job/cs_run.py) and the task roles / streamers
-(runtime/job/roles.py, runtime/job/streamers.py) of the exec and streamers branches: skipped, with
+admin switches the CS-2 to weight streaming, then 98 real tasks train GPT-J's continuous pretraining
+on the embedded cluster. Needs the --cs_ip executors (runtime/job/cs_run.py) and the task roles /
+streamers (runtime/job/roles.py, runtime/job/streamers.py) of the exec and streamers branches:
+skipped, with
 that reason, in a checkout that lacks them."""
 
 from __future__ import annotations

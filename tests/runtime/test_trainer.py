@@ -392,8 +392,8 @@ def test_executor_keeps_computing_while_user_node_saves_a_checkpoint(tmp_path):
 
 def test_global_rate_excludes_input_startup_and_event_file_opening(tmp_path, monkeypatch):
     """Cerebras' "Measure throughput of your model" (docs/sources.md): GlobalRate counts from the
-    executable being loaded. Bringing up the input
-    workers and opening the event file happen before; on a virtual clock they take 100 s and
+    executable being loaded. Bringing up the input workers and opening the event file happen before;
+    on a virtual clock they take 100 s and
     50 s, the steps 1 s each, so the first log step's GlobalRate must be 5 steps / 5 s."""
     import cs2sim.runtime.training.trainer as T
 

@@ -19,7 +19,7 @@ Keys accepted with NO effect here (CS kernels, TF graph and GPU flags): use_vsl,
 boundary_casting, tf_summary, attention_kernel, enable_gpu_optimizations, pad_token_id (our
 sequences are never padded), compute_eval_metrics (always computed), embedding_size (must equal
 hidden_size), precision_opt_level, to_float16; mixed_precision / fp16_type / use_bfloat16 are
-read by runtime/params.py. Refused with one sentence: use_pre_normalization true and
+read by numerics/mixed_precision.py. Refused with one sentence: use_pre_normalization true and
 label_smoothing > 0 (not implemented).
 """
 

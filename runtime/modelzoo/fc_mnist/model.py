@@ -7,7 +7,7 @@ hidden_sizes overrides depth/hidden_size; with neither, the TF model's [500, 300
 Weights start glorot-uniform (the Keras Dense default), biases at zero.
 
 Keys with no effect on this numpy model (accepted so Model Zoo files load): mixed_precision,
-fp16_type and use_bfloat16 are read by runtime/params.py to choose the Policy the model is given;
+fp16_type and use_bfloat16 choose the Policy the model is given (numerics/mixed_precision.py);
 to_float16, precision_opt_level, boundary_casting, tf_summary and compute_eval_metrics (accuracy
 is always computed in eval) change nothing here.
 """

@@ -10,13 +10,13 @@ use_untied_layer_norm (parallel blocks only), attention_type, the initializers a
 loss_scaling, loss_weight.
 Keys accepted with NO effect here: boundary_casting, tf_summary, use_vsl (TF graph/CS flags),
 attention_softmax_fp32 (our softmax is always fp32), use_cache, precision_opt_level, to_float16;
-mixed_precision / fp16_type / use_bfloat16 are read by runtime/params.py to choose the Policy.
+mixed_precision / fp16_type / use_bfloat16 are read by numerics/mixed_precision.py to choose the
+Policy.
 
 Loss: "num_tokens" -> sum CE / (B * T); "batch_size" -> sum CE * loss_weight / B. With
 loss_weight = 1 / max_sequence_length (as the Model Zoo configs set it) the two coincide.
 Init (Model Zoo's TF GPT-2 `set_defaults`, docs/sources.md): truncated normal std initializer_range
-(0.02); the two
-residual output projections std 0.02 / sqrt(2 * num_hidden_layers).
+(0.02); the two residual output projections std 0.02 / sqrt(2 * num_hidden_layers).
 """
 
 from __future__ import annotations
