@@ -1,6 +1,7 @@
 """`<model_dir>/performance/performance.json`: the run's throughput, as Model Zoo writes it.
 
-Keys of seed 002 / REFERENCE §5.1 (`json.dump(..., sort_keys=True, indent=4)`):
+Keys of Model Zoo's perf_utils.save_perf (docs/sources.md) (`json.dump(..., sort_keys=True,
+indent=4)`):
 
     compile_time, programming_time, est_samples_per_sec   CS-2 figures (compiler, fabric
         programming, the compiler's estimate); null on the host, where nothing is compiled

@@ -1,7 +1,9 @@
 """TensorBoard event files, written with tensorboardX (a maintained writer).
 
-Training summaries go to `<model_dir>` (seed 002: "Tensorboard event files are stored in
-<model_dir> directory"), evaluation summaries to `<model_dir>/eval/`. Tags (REFERENCE §4.3):
+Training summaries go to `<model_dir>` (the Weight Streaming Quickstart: "Tensorboard event files
+are stored in <model_dir> directory"), evaluation summaries to `<model_dir>/eval/`. Tags (Model
+Zoo's TensorBoard
+tags, docs/sources.md):
 
     training   loss, local_samples_per_sec (Rate), avg_samples_per_sec (GlobalRate),
                avg_steps_per_sec (GlobalRate / batch size), lr, loss_scale

@@ -22,6 +22,7 @@ from pathlib import Path
 from cs2sim.runtime.artifacts.atomic import atomic_write
 from cs2sim.runtime.job import rendezvous
 from cs2sim.runtime.job.roles import TaskInfo
+from cs2sim.system import procfs
 from cs2sim.system.errors import CsError
 
 __all__ = ["ENDED_FILE", "ENDED_FRESH_S", "ChiefEnded", "write_ended", "read_ended", "prune",
@@ -69,15 +70,8 @@ def read_ended(directory: Path, job_id: str) -> ChiefEnded | None:
 
 def _started() -> float:
     """When this process started (epoch seconds; /proc), else when this module was imported."""
-    try:
-        stat = Path("/proc/self/stat").read_bytes()
-        ticks = int(stat[stat.rfind(b")") + 2 :].split()[19])
-        for line in Path("/proc/stat").read_text().splitlines():
-            if line.startswith("btime "):
-                return int(line.split()[1]) + ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        pass
-    return _IMPORTED
+    started = procfs.started_at()
+    return started if started is not None else _IMPORTED
 
 
 _IMPORTED = time.time()

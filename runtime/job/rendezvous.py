@@ -1,7 +1,8 @@
 """Where a job's tasks find their chief: `<model_dir>/.cs2sim/rendezvous/<job id>/`.
 
-model_dir is on the file system every node shares, so the chief writes its address
-there (`chief.json`) and, when the launcher gave no secret, the job's secret (`secret`). Both are
+model_dir is on the file system every node shares (Cerebras' Performance Optimization Practices), so
+the chief writes its address there (`chief.json`) and, when the launcher gave no secret, the job's
+secret (`secret`). Both are
 for the job's user only:
 
 * the directories `.cs2sim/rendezvous` and `<job id>` are created 0700 and must be real

@@ -1,4 +1,4 @@
-"""A store shared by several OS users keeps its roles (issue 21 item 4): a member attacks it by
+"""A store shared by several OS users keeps its roles: a member attacks it by
 every means the sharing gives them, as a REAL second OS user (created here with useradd, removed
 afterwards), and cannot become admin, read the password hashes, or erase or rewrite the audit
 log; an existing empty store is refused, never recreated. Needs root; skipped otherwise."""

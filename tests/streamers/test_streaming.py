@@ -189,11 +189,11 @@ def test_slow_streamers_show_as_an_input_bottleneck(tmp_path, jobs):
 
 def test_tasks_that_come_after_the_chief_ended_exit_at_once_with_its_outcome(tmp_path, jobs,
                                                                              monkeypatch):
-    # Issue 22: the chief (this process) ends before any other task has started: they find its
+    # The chief (this process) ends before any other task has started: they find its
     # ended record and leave within seconds, not after the rendezvous timeout.
     from cs2sim.runtime.job.ended import ENDED_FILE, read_ended
 
-    # DEBUG: a streamer's notices are the chief's to say (issue 23, runtime/cli/main.py); here
+    # DEBUG: a streamer's notices are the chief's to say (runtime/cli/main.py); here
     # the streamer's own log shows why it left
     argv = ["-m", "train", "-p", FC_SMALL, "-o", str(tmp_path / "md"), "--logging", "DEBUG"]
     info = task_info(slurm_env("821", 0, (1, 1, 2)))
