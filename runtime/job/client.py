@@ -17,6 +17,7 @@ from cs2sim.runtime.job import channel, rendezvous
 from cs2sim.runtime.job.channel import POLL_S, Closed, FrameError, recv_frame, send_frame
 from cs2sim.runtime.job.ended import ChiefEnded, read_ended
 from cs2sim.runtime.job.roles import TaskInfo
+from cs2sim.system import knobs
 from cs2sim.system.errors import RuntimeFailure
 
 __all__ = ["StreamerConnection", "Control", "rendezvous_timeout", "HANDSHAKE_S"]
@@ -26,10 +27,7 @@ HANDSHAKE_S = 5.0  # the chief's challenge and welcome must both arrive within t
 
 def rendezvous_timeout() -> float:
     """Seconds a streamer or coordinator waits for the chief's address."""
-    try:
-        return float(os.environ.get("CS2SIM_RENDEZVOUS_TIMEOUT", 600.0))
-    except ValueError:
-        return 600.0
+    return knobs.number("CS2SIM_RENDEZVOUS_TIMEOUT", 600.0)
 
 
 class StreamerConnection:

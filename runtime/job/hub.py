@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import queue
 import socket
 import threading
@@ -50,6 +49,7 @@ from cs2sim.runtime.job import channel, ended, rendezvous
 from cs2sim.runtime.job.channel import POLL_S, Closed, FrameError, Layout, printable, send_frame
 from cs2sim.runtime.job.door import Door
 from cs2sim.runtime.job.roles import Role, TaskInfo
+from cs2sim.system import knobs
 from cs2sim.system.errors import RuntimeFailure
 
 __all__ = ["ChiefHub", "Link", "chief_task", "active_hub", "streamer_timeout"]
@@ -61,10 +61,7 @@ CHIEF_BUFFER = 64  # batches the chief holds ready over all its streamers (>= 1 
 
 def streamer_timeout() -> float:
     """Seconds without a batch (or a connection at start-up) before a streamer is named dead."""
-    try:
-        return float(os.environ.get("CS2SIM_STREAMER_TIMEOUT", 120.0))
-    except ValueError:
-        return 120.0
+    return knobs.number("CS2SIM_STREAMER_TIMEOUT", 120.0)
 
 
 @dataclass
@@ -121,7 +118,7 @@ class ChiefHub:
         self._layouts: dict[str, Layout] = {}  # split -> its first batch's layout (rows = 0)
         self._expect: dict[tuple[str, int], Layout] = {}  # (split, rows) -> the exact layout
         self.bad_hello: str | None = None
-        hosts = [h for h in (host or os.environ.get("CS2SIM_CHIEF_HOST"),
+        hosts = [h for h in (host or knobs.raw("CS2SIM_CHIEF_HOST"),
                              _host_address(), "127.0.0.1") if h]
         rendezvous.write_address(self.dir, {
             "hosts": list(dict.fromkeys(hosts)), "port": self.port, "node": info.node,

@@ -35,6 +35,7 @@ from cs2sim.runtime.job.coordinator import coordinate
 from cs2sim.runtime.job.ended import ChiefEnded, exit_status
 from cs2sim.runtime.job.remote_stream import for_streamers
 from cs2sim.runtime.job.roles import Role, TaskInfo
+from cs2sim.system import knobs
 
 __all__ = ["ShardProducer", "streamer_loop", "serve_task", "producing_threads",
            "extra_work_rounds"]
@@ -52,10 +53,7 @@ def producing_threads(cpus_per_task: int | None) -> int:
 
 def extra_work_rounds() -> int:
     """The CS2SIM_INPUT_EXTRA_WORK test knob (see the module docstring); 0 when unset."""
-    try:
-        return max(0, int(os.environ.get("CS2SIM_INPUT_EXTRA_WORK", "0")))
-    except ValueError:
-        return 0
+    return max(0, knobs.integer("CS2SIM_INPUT_EXTRA_WORK", 0))
 
 
 
