@@ -31,9 +31,12 @@ at 0.70x, which is why it was refitted on all five.)
 
 from __future__ import annotations
 
-__all__ = ["KERNEL_PEAK_SHARE", "LAYER_PASS_SECONDS", "REF_INPUT_NODE_BYTES_S", "PARAMETERS"]
+__all__ = ["KERNEL_PEAK_SHARE", "LAYER_PASS_SECONDS", "REF_INPUT_NODE_BYTES_S", "PIPE_PEAK_SHARE",
+           "PIPE_OP_CYCLES", "PARAMETERS"]
 
 KERNEL_PEAK_SHARE = 0.44
+PIPE_PEAK_SHARE = 0.147
+PIPE_OP_CYCLES = 10.2
 LAYER_PASS_SECONDS = 2.4e-3
 REF_INPUT_NODE_BYTES_S = 112.7e6
 

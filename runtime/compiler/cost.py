@@ -35,12 +35,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from cs2sim.runtime.compiler.calibration import KERNEL_PEAK_SHARE
+from cs2sim.runtime.compiler.calibration import (
+    KERNEL_PEAK_SHARE,
+    PIPE_OP_CYCLES,
+    PIPE_PEAK_SHARE,
+)
 from cs2sim.runtime.compiler.graph import OPTIMIZER_STATE_BYTES, Graph, Op
 from cs2sim.runtime.compiler.kernels import Kernel, Match
 from cs2sim.system.hardware import WaferSpec
 
-__all__ = ["OpCost", "op_costs", "Rates", "rates", "GRAD_BYTES"]
+__all__ = ["OpCost", "op_costs", "Rates", "rates", "GRAD_BYTES", "knee_pes"]
 
 GRAD_BYTES = 4  # gradients leave the wafer as FP32 (mixed precision accumulates in FP32)
 
@@ -53,7 +57,9 @@ class Rates:
     simd: float
     mem_bytes_per_cycle: float
     clock_hz: float
-    peak_share: float  # KERNEL_PEAK_SHARE
+    peak_share: float  # KERNEL_PEAK_SHARE (weight streaming)
+    pipe_share: float  # PIPE_PEAK_SHARE (pipelined kernels on long vectors)
+    op_cycles: float  # PIPE_OP_CYCLES: fixed cycles of one vector op of a pipelined kernel
     link_bytes_s: float  # one fabric link, one direction
     wavelet_bytes: int
     port_bytes_s: float  # payload of one port, one direction
@@ -76,6 +82,8 @@ def rates(wafer: WaferSpec) -> Rates:
         mem_bytes_per_cycle=wafer.memory_bandwidth_per_pe_bytes_s / wafer.clock_hz,
         clock_hz=wafer.clock_hz,
         peak_share=KERNEL_PEAK_SHARE,
+        pipe_share=PIPE_PEAK_SHARE,
+        op_cycles=PIPE_OP_CYCLES,
         link_bytes_s=wafer.link_bytes_s,
         wavelet_bytes=wafer.wavelet_bytes,
         port_bytes_s=wafer.port_payload_bytes_s,
@@ -99,7 +107,7 @@ class OpCost:
     bwd_cycles: float
     work: int  # parallel units of one sample (weights, scores or output elements)
     wavelets: float  # stream kernels: wavelets into a PE per element and sample (fwd + bwd)
-    max_pes: int  # PEs one sample's work keeps busy before the links bind (pipelined)
+    max_pes: int  # pipelined: PEs whose time still goes mostly to arithmetic (the knee)
     state_bytes: int  # pipelined: weights, half copy, gradient, optimizer state
     act_bytes: int  # stored for backward, per in-flight sample
     in_flight: int  # samples in flight at this op (pipelined)
@@ -110,6 +118,9 @@ class OpCost:
     boundary_bytes: int  # the op's output per sample (a WS layer's output is kept)
     keep_bytes: int  # its input per sample when its backward needs it (WS working set)
     ws_units: int  # elements of one sample the op's work spreads over in weight streaming
+    positions: int = 1  # positions of a sample (tokens): a matrix PE's inputs arrive per position
+    pipe_arith: float = 0.0  # pipelined: PE-cycles of arithmetic per sample (at PIPE_PEAK_SHARE)
+    op_cycles: float = 0.0  # pipelined: PIPE_OP_CYCLES
 
     @property
     def cycles(self) -> float:
@@ -121,29 +132,59 @@ class OpCost:
         """On-wafer bytes in pipelined mode."""
         return self.state_bytes + self.act_bytes * self.in_flight
 
-    def fabric_cycles(self, pes: int) -> float:
-        """Wavelets through the busiest PE's ramp per sample (forward + backward)."""
-        p = max(1, min(pes, self.max_pes))
+    def vector_ops(self, pes: int) -> float:
+        """Vector ops a PE starts per sample (pipelined): one per input or partial-sum wavelet
+        of its tile for a matrix kernel (4 sqrt(tile), forward and backward; a sample's
+        positions ride in the same op), one per pass for a stream kernel."""
+        p = max(1, pes)
         if self.dataflow == "matrix":
             return 4.0 * math.sqrt(max(1.0, self.work / p))
+        return 2.0
+
+    def pe_cycles(self, pes: int) -> float:
+        """Cycles one PE of the kernel spends per sample (pipelined): its share of the
+        arithmetic plus the fixed cost of every vector op it starts."""
+        p = max(1, min(pes, self.work))  # PEs past one unit of work each have nothing to do
+        return self.pipe_arith / p + self.op_cycles * self.vector_ops(p)
+
+    def fabric_cycles(self, pes: int) -> float:
+        """Wavelets through the busiest PE's ramp per sample (forward + backward)."""
+        p = max(1, pes)
+        if self.dataflow == "matrix":
+            return 4.0 * math.sqrt(max(1.0, self.work / p)) * self.positions
         return self.wavelets * max(1.0, self.work / p)
 
     def samples_per_sec(self, pes: int, r: Rates) -> tuple[float, float]:
         """(compute, fabric) samples/s of this kernel on `pes` PEs (pipelined, one replica)."""
-        p = max(1, min(pes, self.max_pes))
-        compute = p * r.clock_hz * r.peak_share / self.cycles if self.cycles else math.inf
+        p = max(1, pes)
+        t = self.pe_cycles(p)
+        compute = r.clock_hz / t if t > 0 else math.inf
         return compute, r.clock_hz / self.fabric_cycles(p)
+
+    def arith_share(self, pes: int, rate: float, r: Rates) -> float:
+        """The share of a PE's time spent on multiply-adds and elementwise arithmetic when the
+        kernel runs at `rate` samples/s on `pes` PEs (its Compute Utilization)."""
+        if rate <= 0:
+            return 0.0
+        return min(1.0, self.pipe_arith / max(1, pes) * rate / r.clock_hz)
 
 
 def _roofline(flops: float, nbytes: float, r: Rates) -> float:
     return max(flops / r.flops_per_cycle, nbytes / r.mem_bytes_per_cycle)
 
 
-def _link_cap(cycles: float, work: int, r: Rates) -> int:
-    """Matrix kernels: PEs where 4 sqrt(tile) wavelets catch up with the multiply-adds."""
-    # compute per PE = cycles / (p x share); wavelets = 4 sqrt(work / p): equal at this p
-    root = cycles / (4.0 * r.peak_share * math.sqrt(max(work, 1)))
-    return max(1, min(work, int(root * root)))
+def knee_pes(arith: float, work: int, dataflow: str, op_cycles: float) -> int:
+    """The most PEs a pipelined kernel is given: where its PEs would spend as long starting
+    vector ops as doing arithmetic (Compute Utilization 50%). Past it, doubling the kernel's
+    PEs buys less than 1.7x its rate: a matrix PE's arithmetic falls as 1/p but the vector ops
+    it starts (one per input and partial sum of its tile) only as 1/sqrt(p)."""
+    if op_cycles <= 0:
+        return max(1, work)
+    if dataflow == "matrix":
+        # arith / p = op_cycles x 4 sqrt(work / p)  ->  sqrt(p) = arith / (4 op_cycles sqrt(work))
+        root = arith / (4.0 * op_cycles * math.sqrt(max(work, 1)))
+        return max(1, min(work, int(root * root)))
+    return max(1, min(work, int(arith / (2.0 * op_cycles))))  # two ops a sample: fwd, bwd
 
 
 def _cost(op: Op, kern: Kernel, g: Graph, r: Rates, n_ops: int) -> OpCost:
@@ -170,11 +211,13 @@ def _cost(op: Op, kern: Kernel, g: Graph, r: Rates, n_ops: int) -> OpCost:
     else:
         work = elems
     work = max(1, int(work))
+    # pipelined: arithmetic at PIPE_PEAK_SHARE of the roofline (weight streaming uses
+    # KERNEL_PEAK_SHARE, streaming.py)
+    pipe_arith = (fwd_cycles + bwd_cycles) / r.pipe_share
+    max_pes = knee_pes(pipe_arith, work, kern.dataflow, r.op_cycles)
     if kern.dataflow == "matrix":
-        max_pes = _link_cap(fwd_cycles + bwd_cycles, work, r)
         wavelets = 0.0
     else:
-        max_pes = work  # one element a PE
         wavelets = 3.0 if kern.name == "add" else 2.0  # in per element: forward + backward
     per_param = 4 + (0 if g.dtype == "float32" else 2) + 4 + OPTIMIZER_STATE_BYTES.get(
         g.optimizer, 8)
@@ -193,7 +236,9 @@ def _cost(op: Op, kern: Kernel, g: Graph, r: Rates, n_ops: int) -> OpCost:
         weight_bytes=op.params * a, grad_bytes=op.params * GRAD_BYTES,
         boundary_bytes=op.out_elems * a,
         keep_bytes=op.in_elems * a if kern.keeps_input else 0,
-        ws_units=max(1, int(elems)))
+        ws_units=max(1, int(elems)),
+        positions=max(1, op.positions) if kern.parallel == "weights" else 1,
+        pipe_arith=pipe_arith, op_cycles=r.op_cycles)
 
 
 def op_costs(g: Graph, matches: tuple[Match, ...], wafer: WaferSpec) -> tuple[OpCost, ...]:
