@@ -299,7 +299,7 @@ def compile_model(cmd: RunCommand, on_stage: Any) -> tuple[Any, dict, Path]:
     res = compile_run(cmd.model, params, model_dir, mode=mode, stop_after=stop,
                       target=target, on_stage=on_stage)
     if res.plan is not None:
-        write_compile_perf(model_dir, res)
+        write_compile_perf(model_dir, res, time_to_train_doc(res.plan, params))
     return res, params, model_dir
 
 
@@ -517,7 +517,8 @@ def analyze(options: Options, out: TextIO, err: TextIO) -> dict[str, Any]:
         "flow": "WEIGHT_STREAMING" if cmd.weight_streaming else "PIPELINED",
         "compile": {"directory": str(res.directory), "stop_after": res.stop_after,
                     "reused": res.reused, "compile_time": round(res.compile_time, 3),
-                    "est_samples_per_sec": res.est_samples_per_sec},
+                    "est_samples_per_sec": res.est_samples_per_sec,
+                    "time_to_train": time_to_train_doc(res.plan, params)},
         "need": {"samples_per_sec": need, "source": need_source},
         "host": {"cpus": host_cpus, "worker_node_cpus": node_cpus,
                  "available_nodes": available, "extra_work_rounds": work,
@@ -544,6 +545,14 @@ def analyze(options: Options, out: TextIO, err: TextIO) -> dict[str, Any]:
                    "node_samples_per_sec": "estimate: per-worker measurement x workers/node",
                    "expected_samples_per_sec": "estimate from host measurements"},
     }
+
+
+def time_to_train_doc(plan: Any, params: dict) -> dict[str, Any] | None:
+    """The compile's time to train for the run's max_steps (runtime/compiler/timetrain.py)."""
+    from cs2sim.runtime.compiler.timetrain import for_plan
+
+    ttt = for_plan(plan, params) if plan is not None else None
+    return {**ttt.as_dict(), "line": ttt.line()} if ttt else None
 
 
 def _rate(x: float | None) -> str:
@@ -612,6 +621,9 @@ def render(report: dict[str, Any]) -> str:
         f"{_rate(r['expected_samples_per_sec'] / max(r['streamers'], 1))} = "
         f"{_rate(r['expected_samples_per_sec'])} samples/s (estimate){share}",
         f"  {verdict[r['meets_need']]}; {r['reason']}.",
+        "",
+        "Time to train (CS-2 estimate): " + ((c.get("time_to_train") or {}).get("line")
+                                             or "not known (no estimate or max_steps)"),
         "",
         "Train with (on the CS-2):",
         f"  {r['csrun_wse']}",

@@ -23,7 +23,7 @@ from typing import Any
 __all__ = ["checksum", "COMPLETE", "complete_stage", "staging_dir", "publish", "discard",
            "COMPILER_VERSION"]
 
-COMPILER_VERSION = "cs2sim-compiler-2"  # 2: the cost model of issue 17
+COMPILER_VERSION = "cs2sim-compiler-3"  # 3: the pipelined per-PE model, steps in the plan
 COMPLETE = "COMPLETE"
 
 

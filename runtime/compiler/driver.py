@@ -34,6 +34,7 @@ from cs2sim.runtime.compiler.kernels import REPORT_NAME
 from cs2sim.runtime.compiler.passes import PASSES, VALIDATE_LAST, Compilation
 from cs2sim.runtime.compiler.plan import PLAN_FILE, Plan
 from cs2sim.runtime.compiler.report import REPORT_FILE, render_report
+from cs2sim.runtime.compiler.timetrain import for_plan
 from cs2sim.system.hardware import WSE2, WaferSpec
 from cs2sim.system.state import ExecMode
 
@@ -145,19 +146,21 @@ def _notes(c: Compilation, seconds: float) -> list[str]:
         lines.append(f"Replicas: {p.replicas} (copies of the model, data parallel; "
                      + ("runconfig.multireplica)" if c.multireplica else
                         "set runconfig.multireplica: True to let the compiler add more)"))
+    plan = c.plan
+    assert plan is not None
     micro = (c.params.get("train_input") or {}).get("micro_batch_size")
-    if micro:
-        lines.append(f"Gradient accumulation (train_input.micro_batch_size): compiled at the "
-                     f"micro-batch of {micro} samples per CS-X; the executors sum the gradients "
-                     "of a step's micro-batches into one update.")
+    lines.append(batch_line(plan, c.target)
+                 + (" (train_input.micro_batch_size: the executors sum the gradients of a "
+                    "step's micro-batches into one update)" if micro else ""))
     if c.stream is not None:
         s = c.stream
-        lines.append(f"Micro-batches: {s.micro_batches} of {s.micro_batch_size} samples per "
-                     f"CS-X ({s.batch_per_system} samples on each of {s.num_csx} CS-X); "
-                     f"each micro-batch streams every layer's weights in again.")
-        lines.append(f"Layer passes: {2 * len(s.layers) * s.micro_batches} per step and CS-X "
+        lines.append(f"Layer passes: {2 * len(s.layers) * plan.micro_batches} per step and CS-X "
                      f"(forward and backward of {len(s.layers)} layers per micro-batch); "
-                     "output layer weights retained from forward to backward.")
+                     "each micro-batch streams every layer's weights in again; output layer "
+                     "weights retained from forward to backward.")
+    ttt = for_plan(plan, c.params)
+    lines.append("Time to train: " + (ttt.line() + " (CS-2 estimate: docs/cost-model.md)"
+                                      if ttt else "not known (runconfig.max_steps is not set)"))
     return lines
 
 
@@ -169,6 +172,16 @@ BOUND_TEXT = {
     "stream": "weights in from MemoryX and gradients out through SwarmX",
     "memory": "the activations do not fit: micro-batches stream the weights again",
 }
+
+
+def batch_line(plan: Plan, target: str | None = None) -> str:
+    """What one step runs, in the same words in the report, the compile's and the run's logs:
+    micro-batches and their size, samples on each system (pipelined: each replica), systems."""
+    unit = "replica" if plan.mode == "PIPELINED" and plan.replicas > 1 else "CS-X"
+    count = plan.replicas if unit == "replica" else plan.num_csx
+    named = f" ({target})" if target and plan.num_csx == 1 else ""
+    return (f"Micro-batches: {plan.micro_batches} of {plan.micro_batch_size} samples per "
+            f"{unit} a step ({plan.batch_per_system} samples on each of {count} {unit}{named})")
 
 
 def _with_report(e: KernelMatchError, model_dir: Path) -> KernelMatchError:
