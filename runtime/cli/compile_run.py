@@ -58,7 +58,6 @@ def _target(cs_ip: str | None) -> str | None:
 
 def summary_lines(res: Any, params: dict | None = None) -> list[str]:
     """What a finished compile says (labels say: CS-2 estimate / host measurement)."""
-    from cs2sim.runtime.compiler.driver import batch_line
     from cs2sim.runtime.compiler.report import pe_share
     from cs2sim.runtime.compiler.timetrain import for_plan
 
@@ -81,7 +80,7 @@ def summary_lines(res: Any, params: dict | None = None) -> list[str]:
                      f"({pe_share(res.active_pes, res.total_pes)}), "
                      f"{e['compute_utilization']:.0%} compute utilization{where}"
                      + (f", {plan.replicas} replicas" if plan.replicas > 1 else ""))
-        lines.append(batch_line(plan, plan.target))
+        lines.append(plan.batch_line(plan.target))
         ttt = for_plan(plan, params) if params is not None else None
         if ttt is not None:
             lines.append(f"Time to train (CS-2 estimate): {ttt.line()}")

@@ -183,8 +183,8 @@ def knee_pes(arith: float, work: int, dataflow: str, op_cycles: float) -> int:
     if dataflow == "matrix":
         # arith / p = op_cycles x 4 sqrt(work / p)  ->  sqrt(p) = arith / (4 op_cycles sqrt(work))
         root = arith / (4.0 * op_cycles * math.sqrt(max(work, 1)))
-        return max(1, min(work, int(root * root)))
-    return max(1, min(work, int(arith / (2.0 * op_cycles))))  # two ops a sample: fwd, bwd
+        return max(1, int(min(float(work), root * root)))
+    return max(1, int(min(float(work), arith / (2.0 * op_cycles))))  # two ops a sample: fwd, bwd
 
 
 def _cost(op: Op, kern: Kernel, g: Graph, r: Rates, n_ops: int) -> OpCost:

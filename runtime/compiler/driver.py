@@ -149,7 +149,7 @@ def _notes(c: Compilation, seconds: float) -> list[str]:
     plan = c.plan
     assert plan is not None
     micro = (c.params.get("train_input") or {}).get("micro_batch_size")
-    lines.append(batch_line(plan, c.target)
+    lines.append(plan.batch_line(c.target)
                  + (" (train_input.micro_batch_size: the executors sum the gradients of a "
                     "step's micro-batches into one update)" if micro else ""))
     if c.stream is not None:
@@ -172,16 +172,6 @@ BOUND_TEXT = {
     "stream": "weights in from MemoryX and gradients out through SwarmX",
     "memory": "the activations do not fit: micro-batches stream the weights again",
 }
-
-
-def batch_line(plan: Plan, target: str | None = None) -> str:
-    """What one step runs, in the same words in the report, the compile's and the run's logs:
-    micro-batches and their size, samples on each system (pipelined: each replica), systems."""
-    unit = "replica" if plan.mode == "PIPELINED" and plan.replicas > 1 else "CS-X"
-    count = plan.replicas if unit == "replica" else plan.num_csx
-    named = f" ({target})" if target and plan.num_csx == 1 else ""
-    return (f"Micro-batches: {plan.micro_batches} of {plan.micro_batch_size} samples per "
-            f"{unit} a step ({plan.batch_per_system} samples on each of {count} {unit}{named})")
 
 
 def _with_report(e: KernelMatchError, model_dir: Path) -> KernelMatchError:

@@ -242,13 +242,12 @@ class CsRun:
                 self.num_csx, res.plan, compile_time=res.compile_time,
                 est_samples_per_sec=res.est_samples_per_sec)
         from cs2sim.runtime.artifacts.perf import plan_batches
-        from cs2sim.runtime.compiler.driver import batch_line
         from cs2sim.runtime.compiler.timetrain import for_plan
 
         systems = list(getattr(self.job, "systems", ()) or (self.machine.name,))
         ttt = for_plan(res.plan, self.params) if res.plan is not None else None
         if res.plan is not None:  # what the compile chose for a step, as its report says
-            log.info(f"{batch_line(res.plan)} on {', '.join(systems)}.")
+            log.info(f"{res.plan.batch_line()} on {', '.join(systems)}.")
         if ttt is not None:
             log.info(f"Time to train (CS-2 estimate): {ttt.line()}.")
         ex.run_info = {"system": self.machine.name, "systems": systems,
