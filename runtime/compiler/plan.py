@@ -60,7 +60,7 @@ class Plan:
         named = f" ({target})" if target and self.num_csx == 1 else ""
         return (f"Micro-batches: {self.micro_batches} of {self.micro_batch_size} samples per "
                 f"{unit} a step ({self.batch_per_system} samples on each of {count} "
-                f"{unit}{'s' if count != 1 else ''}{named})")
+                f"{unit}{'s' if count != 1 and unit == 'replica' else ''}{named})")
 
     def blocks_in_order(self) -> list[str]:
         """Model block names in execution order (pipeline stages / streamed layers)."""
