@@ -49,8 +49,11 @@ class Accumulation:
         """The accumulation the params ask for (ConfigError if it cannot be honoured), or the
         compiled plan's micro-batch where the params leave it to the compiler."""
         k, m, n = grad_accumulation(params)
+        chosen = _get(plan, "micro_batch_size", None) if plan is not None else None
         if m is None and plan is not None and _get(plan, "micro_batches", 1) > 1:
-            m = _get(plan, "micro_batch_size", None) or None  # the compiler split the batch
+            m = chosen or None  # the compiler split the batch
+        elif m is not None and chosen and chosen < m and _get(plan, "layers", None):
+            m = int(chosen)  # the given micro-batch did not fit: the compiler split it again
         return cls(k, m, n)
 
     @property
