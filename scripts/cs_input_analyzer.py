@@ -509,7 +509,8 @@ def analyze(options: Options, out: TextIO, err: TextIO) -> dict[str, Any]:
     from cs2sim.runtime.compiler.io import save_measurement
 
     chosen = next(p for p in per if p.threads == rec.cpus_per_task)
-    saved = save_measurement(model_dir, cmd.model, chosen.per_worker, chosen.threads, 1)
+    saved = save_measurement(model_dir, cmd.model, chosen.per_worker, chosen.threads, 1,
+                             rec.streamers)
     input_bound = None if not need else rec.expected < need
     return {
         "model": cmd.model,

@@ -322,14 +322,24 @@ def refused_exit_code() -> int:
 
 
 def known_input_cluster(model_dir: Any, model_name: str) -> Any:
-    """The input workers of this task's job (its streamer tasks) at the per-worker rate
-    cs_input_analyzer saved in model_dir, or None when either is unknown (a compile then says
-    it assumed the workers keep up)."""
-    from cs2sim.runtime.compiler.io import InputCluster, load_measurement
+    """The input workers of this task's job (its streamer tasks; outside a CS-2 job, the ones
+    cs_input_analyzer recommended) at the per-worker rate it saved in model_dir, or None when
+    either is unknown (a compile then says it assumed the workers keep up)."""
+    from cs2sim.runtime.compiler.io import (
+        InputCluster,
+        load_measurement,
+        recommended_streamers,
+    )
     from cs2sim.runtime.job.roles import task_info
 
-    workers = task_info().num_streamers
     rate = load_measurement(model_dir, model_name)
-    if workers < 1 or rate is None:
+    if rate is None:
         return None
-    return InputCluster(workers, rate)
+    workers = task_info().num_streamers
+    if workers >= 1:
+        return InputCluster(workers, rate)
+    advised = recommended_streamers(model_dir, model_name)  # a compile outside a CS-2 job
+    if advised is None:
+        return None
+    return InputCluster(advised, rate, "cs_input_analyzer (host measurement), the "
+                        f"{advised} streamer task(s) it recommended")
