@@ -198,6 +198,8 @@ def compile_run(model_name: str, params: dict[str, Any], model_dir: Path, *, mod
     if stop_after not in STOPS:
         raise ValueError(f"stop_after must be one of {STOPS}, not {stop_after!r}")
     t0 = time.perf_counter()
+    if stop_after == "validate":
+        input_cluster = None  # validation stops before anything the input cluster bounds
     names = stages(stop_after)
     n = len(names)
     c = Compilation(model_name, params, _half(params), ExecMode(mode), target,
