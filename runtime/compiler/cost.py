@@ -8,7 +8,8 @@ Every figure comes from a public WSE-2 / CS-2 fact in system/hardware.py, the ke
 | FLOP per PE-cycle         | peak fp16 FLOP/s / (cores x clock)                      (8.02)     |
 | SIMD width (multiply-add) | FLOP per PE-cycle / 2                                   (4)        |
 | SRAM bytes per PE-cycle   | memory bandwidth / cores / clock                        (21.4)     |
-| kernel efficiency         | KERNEL_PEAK_SHARE of that peak (calibration.py)         (0.44)     |
+| kernel efficiency         | weight streaming: KERNEL_PEAK_SHARE of that peak        (0.44)     |
+|                           | pipelined: PIPE_PEAK_SHARE of it (calibration.py)       (0.147)    |
 | fabric link               | one 32-bit wavelet per cycle per direction (SDK)        (4.4 GB/s) |
 | a port                    | 100 Gb/s less RoCE framing, per direction               (12.2 GB/s)|
 | PE memory for data        | 48 KiB less PE_RESERVED_BYTES for code and FIFOs        (40 KiB)   |
@@ -17,11 +18,13 @@ Every figure comes from a public WSE-2 / CS-2 fact in system/hardware.py, the ke
 |   stream kernels          | bytes = elements x values read + written (kernels.py)              |
 | backward FLOPs            | forward x the kernel's `bwd` (dense 2, a first dense layer 1)      |
 | wavelets per PE, sample   | matrix: a tile of t units takes ~sqrt(t) inputs and passes ~sqrt(t)|
-|                           | partial sums on, forward and backward: 4 sqrt(t); stream: every    |
-|                           | element in, forward and backward: 2 per element (3 for a sum)      |
-| useful PEs of an op       | matrix: where its wavelets start to outlast its multiply-adds      |
-|                           | (the minimum tile: ~5 weights a PE for a dense layer); stream: one |
-|                           | element per PE                                                     |
+|                           | partial sums on, forward and backward: 4 sqrt(t) a position;       |
+|                           | stream: every element in, fwd and bwd: 2 per element (3 for a sum) |
+| pipelined PE time, sample | arithmetic / p + PIPE_OP_CYCLES x vector ops: a matrix PE starts   |
+|                           | one per wavelet of its tile (4 sqrt(t); a sample's positions ride  |
+|                           | in the same op), a stream PE two (forward, backward)               |
+| PEs of a pipelined op     | at most its knee (knee_pes): where its PEs would spend as long     |
+|                           | starting vector ops as on arithmetic; never more than its work     |
 | pipelined memory of an op | params x (4 master + 2 half copy + 4 gradient + optimizer state)   |
 |                           | + in-flight samples x its input (+ attention probabilities)        |
 | in-flight samples at op i | 1 + ceil(2 x ops from i to the loss / positions per sample)        |
