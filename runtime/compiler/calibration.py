@@ -26,13 +26,15 @@ PIPE_PEAK_SHARE = 0.147 -- the share of the dense fp16 peak a pipelined kernel's
     R1.6.0 compiler's estimate 860.3 samples/s with Active PEs 92% and Compute Utilization 85%
     (a public compile_report.txt from PSC Neocortex). Its kernels fill the wafer, so the
     fixed cost of their vector ops (the next parameter) hardly moves it.
-PIPE_OP_CYCLES = 10.2 -- the fixed cycles a pipelined kernel's PE spends on each vector op it
+PIPE_OP_CYCLES = 2.8 -- the fixed cycles a pipelined kernel's PE spends on each vector op it
     starts (waking the task a wavelet triggers and setting up the operands), on top of the
-    op's arithmetic. A matrix PE starts one per input and partial sum of its tile, so tiny
-    tiles (a GEMV per sample, as an MNIST vector) spend their time starting ops and the
-    compiler stops growing such kernels early. Set from fc_mnist TF b256 (784-500-300-10): the
-    R1.1 compiler's estimate 1,270,553 samples/s, compute-bound on "0%" of the PEs (ALCF
-    ai-testbed user docs, Model Zoo R1.1, and a user's compile report from that system).
+    op's arithmetic. A matrix PE starts one per input and partial sum of its tile; the compiler
+    splits a kernel no finer than ops of PIPE_OP_CYCLES x SIMD elements (cost.py knee_pes), so
+    a GEMV per sample (an MNIST vector) keeps tiles of about 130 weights and its kernels stay
+    small, while a GEMM of 1,024 tokens may be split to the last weight. Set from fc_mnist TF
+    b256 (784-500-300-10): the R1.1 compiler's estimate 1,270,553 samples/s, compute-bound on
+    "0%" of the PEs (ALCF ai-testbed user docs, Model Zoo R1.1, and a user's compile report from
+    that system).
 REF_INPUT_NODE_BYTES_S = 112.7e6 -- bytes/s of samples one input worker node of the reference
     (ALCF, R1.1) cluster delivered to its CS-2: fc_mnist TF b256, 358,417 samples/s x 1,572 B
     over the 5 worker nodes csrun_wse reserves there by default. Used only to model that cluster
@@ -53,7 +55,7 @@ __all__ = ["KERNEL_PEAK_SHARE", "LAYER_PASS_SECONDS", "REF_INPUT_NODE_BYTES_S", 
 
 KERNEL_PEAK_SHARE = 0.44
 PIPE_PEAK_SHARE = 0.147
-PIPE_OP_CYCLES = 10.2
+PIPE_OP_CYCLES = 2.8
 LAYER_PASS_SECONDS = 2.4e-3
 REF_INPUT_NODE_BYTES_S = 112.7e6
 

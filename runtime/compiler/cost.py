@@ -23,8 +23,8 @@ Every figure comes from a public WSE-2 / CS-2 fact in system/hardware.py, the ke
 | pipelined PE time, sample | arithmetic / p + PIPE_OP_CYCLES x vector ops: a matrix PE starts   |
 |                           | one per wavelet of its tile (4 sqrt(t); a sample's positions ride  |
 |                           | in the same op), a stream PE two (forward, backward)               |
-| PEs of a pipelined op     | at most its knee (knee_pes): where its PEs would spend as long     |
-|                           | starting vector ops as on arithmetic; never more than its work     |
+| PEs of a pipelined op     | at most its knee (knee_pes): no vector op shorter than             |
+|                           | PIPE_OP_CYCLES x SIMD elements; never more than its work           |
 | pipelined memory of an op | params x (4 master + 2 half copy + 4 gradient + optimizer state)   |
 |                           | + in-flight samples x its input (+ attention probabilities)        |
 | in-flight samples at op i | 1 + ceil(2 x ops from i to the loss / positions per sample)        |
@@ -121,7 +121,7 @@ class OpCost:
     boundary_bytes: int  # the op's output per sample (a WS layer's output is kept)
     keep_bytes: int  # its input per sample when its backward needs it (WS working set)
     ws_units: int  # elements of one sample the op's work spreads over in weight streaming
-    positions: int = 1  # positions of a sample (tokens): a matrix PE's inputs arrive per position
+    positions: int = 1  # matrix: multiply-adds a unit of work does a sample (a weight: tokens)
     pipe_arith: float = 0.0  # pipelined: PE-cycles of arithmetic per sample (at PIPE_PEAK_SHARE)
     op_cycles: float = 0.0  # pipelined: PIPE_OP_CYCLES
 
@@ -176,18 +176,20 @@ def _roofline(flops: float, nbytes: float, r: Rates) -> float:
     return max(flops / r.flops_per_cycle, nbytes / r.mem_bytes_per_cycle)
 
 
-def knee_pes(arith: float, work: int, dataflow: str, op_cycles: float) -> int:
-    """The most PEs a pipelined kernel is given: where its PEs would spend as long starting
-    vector ops as doing arithmetic (Compute Utilization 50%). Past it, doubling the kernel's
-    PEs buys less than 1.7x its rate: a matrix PE's arithmetic falls as 1/p but the vector ops
-    it starts (one per input and partial sum of its tile) only as 1/sqrt(p)."""
-    if op_cycles <= 0:
-        return max(1, work)
+def knee_pes(work: int, dataflow: str, op_cycles: float, simd: float, positions: int = 1) -> int:
+    """The most PEs a pipelined kernel is split over: no finer than vector ops of
+    op_cycles x simd elements, the length whose arithmetic at the full SIMD rate takes as long
+    as starting the op (a shorter op spends most of its time starting). A matrix PE's ops run
+    along its tile's side times the sample's positions, so a GEMV per sample (positions 1)
+    needs tiles of (op_cycles x simd)^2 weights while a GEMM of 1,024 tokens may go down to one
+    weight a PE; a stream PE's op runs over its elements. The bound depends on the hardware and
+    the shape only, so more arithmetic per sample never buys a faster kernel."""
+    length = max(0.0, op_cycles) * simd
     if dataflow == "matrix":
-        # arith / p = op_cycles x 4 sqrt(work / p)  ->  sqrt(p) = arith / (4 op_cycles sqrt(work))
-        root = arith / (4.0 * op_cycles * math.sqrt(max(work, 1)))
-        return max(1, int(min(float(work), root * root)))
-    return max(1, int(min(float(work), arith / (2.0 * op_cycles))))  # two ops a sample: fwd, bwd
+        tile = max(1.0, (length / max(1, positions)) ** 2)
+    else:
+        tile = max(1.0, length)
+    return max(1, int(work / tile))
 
 
 def _cost(op: Op, kern: Kernel, g: Graph, r: Rates, n_ops: int) -> OpCost:
@@ -217,7 +219,10 @@ def _cost(op: Op, kern: Kernel, g: Graph, r: Rates, n_ops: int) -> OpCost:
     # pipelined: arithmetic at PIPE_PEAK_SHARE of the roofline (weight streaming uses
     # KERNEL_PEAK_SHARE, streaming.py)
     pipe_arith = (fwd_cycles + bwd_cycles) / r.pipe_share
-    max_pes = knee_pes(pipe_arith, work, kern.dataflow, r.op_cycles)
+    # multiply-adds a unit of work does per sample: the length factor of a matrix PE's ops and
+    # ramp (a weight's: the sample's positions; an attention score's: 2 x the head's width)
+    positions = max(1, round(fwd_flops / (2 * work))) if kern.dataflow == "matrix" else 1
+    max_pes = knee_pes(work, kern.dataflow, r.op_cycles, r.simd, positions)
     if kern.dataflow == "matrix":
         wavelets = 0.0
     else:
@@ -240,7 +245,7 @@ def _cost(op: Op, kern: Kernel, g: Graph, r: Rates, n_ops: int) -> OpCost:
         boundary_bytes=op.out_elems * a,
         keep_bytes=op.in_elems * a if kern.keeps_input else 0,
         ws_units=max(1, int(elems)),
-        positions=max(1, op.positions) if kern.parallel == "weights" else 1,
+        positions=positions,
         pipe_arith=pipe_arith, op_cycles=r.op_cycles)
 
 

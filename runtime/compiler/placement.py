@@ -5,8 +5,8 @@
    fit: PlacementError with bytes needed, capacity and the fix (weight streaming).
 2. Throughput is the slowest kernel's. For a target rate R a kernel gets max(its memory
    minimum, the PEs whose time per sample (arithmetic plus the vector ops they start) and
-   whose ramps both keep up with R), never more than its knee (where its PEs would spend as
-   long starting vector ops as on arithmetic: cost.py knee_pes). R is the largest rate whose
+   whose ramps both keep up with R), never more than its knee (no vector op shorter than
+   PIPE_OP_CYCLES x SIMD elements: cost.py knee_pes). R is the largest rate whose
    PEs fit the budget (bisection), and never more than what feeds the wafer: the ports routed
    to the input kernel (io.py) and, when known, the input cluster. So kernels are not grown
    past what feeds them.
