@@ -30,7 +30,7 @@ PIPE_OP_CYCLES = 2.8 -- the fixed cycles a pipelined kernel's PE spends on each 
     starts (waking the task a wavelet triggers and setting up the operands), on top of the
     op's arithmetic. A matrix PE starts one per input and partial sum of its tile; the compiler
     splits a kernel no finer than ops of PIPE_OP_CYCLES x SIMD elements (cost.py knee_pes), so
-    a GEMV per sample (an MNIST vector) keeps tiles of about 130 weights and its kernels stay
+    a GEMV per sample (an MNIST vector) keeps tiles of about 125 weights and its kernels stay
     small, while a GEMM of 1,024 tokens may be split to the last weight. Set from fc_mnist TF
     b256 (784-500-300-10): the R1.1 compiler's estimate 1,270,553 samples/s, compute-bound on
     "0%" of the PEs (ALCF ai-testbed user docs, Model Zoo R1.1, and a user's compile report from
