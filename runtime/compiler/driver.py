@@ -122,8 +122,10 @@ def _notes(c: Compilation, seconds: float) -> list[str]:
     lines = [f"cs2sim compile of {c.model_name} for {c.mode.value}"
              f"{' on ' + c.target if c.target else ''} ({c.wafer.name}, "
              f"{c.wafer.width} x {c.wafer.height} PEs), checksum {c.checksum}",
-             f"{g.num_params:,} parameters, batch size {g.batch_size}, {g.dtype}; "
-             f"passes ran in {seconds:.3f} s (host measurement)",
+             f"{g.num_params:,} parameters, batch size "
+             f"{(c.params.get('train_input') or {}).get('batch_size', g.batch_size)} (graph "
+             f"compiled at {g.batch_size} samples a pass), {g.dtype}; passes ran in "
+             f"{seconds:.3f} s (host measurement)",
              f"These are CS-2 estimates from the cost model (docs/cost-model.md), not "
              f"measurements; bound by {e.bound}.",
              f"Bound: {e.bound} ({BOUND_TEXT[e.bound]})"]
