@@ -3,13 +3,14 @@
     .venv/bin/python bench/doc_figures.py            # print both tables
     .venv/bin/python bench/doc_figures.py --write    # rewrite them in the docs
 
-Two tables, each between `<!-- NAME:begin -->` and `<!-- NAME:end -->` in its page:
+Three tables, each between `<!-- NAME:begin -->` and `<!-- NAME:end -->` in its page:
   shipped-estimates (docs/compiler.md)  every shipped config compiled as run.py compiles it (its
                                         mode, batch, micro-batches): estimate, bound, Active PEs,
                                         Compute Utilization, what a step runs
   time-to-train (docs/cost-model.md)    GPT-J 6B (the shipped config) and the GPT-NeoX-20B shape
                                         in weight streaming on 1, 2 and 4 CS-2 for 10,000 steps,
                                         a checkpoint every 1,000
+  fidelity (docs/cost-model.md)         bench/fidelity.py's cases against the published figures
 All figures are CS-2 estimates of this simulator's cost model, not measurements.
 """
 
@@ -94,8 +95,31 @@ def time_to_train_table(tmp: Path) -> list[str]:
     return rows
 
 
+def fidelity_table(tmp: Path) -> list[str]:
+    """bench/fidelity.py's cases: published, ours, ratio, bound; and the error summary."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import fidelity
+
+    rows = ["| case | role | published | ours | ratio | bound | source |",
+            "|---|---|---:|---:|---:|---|---|"]
+    done = [fidelity.run_case(case, tmp / "fidelity") for case in fidelity.CASES]
+    for r in done:
+        ours = "-" if r.ours is None else fidelity.fmt(r.ours)
+        ratio = "-" if r.ours is None else f"{r.ours / r.case.published:.2f}"
+        rows.append(f"| {r.case.label} | {r.case.role} | {fidelity.fmt(r.case.published)} | "
+                    f"{ours} | {ratio} | {r.bound or r.note} | {r.case.source} |")
+    rows.append("")
+    for role in ("calibration", "held out"):
+        got = fidelity.summary(done, role)
+        if got:
+            rows.append(f"{role.capitalize()}: {got[2]} cases, median error {got[0]:.2f}x, "
+                        f"worst {got[1]:.2f}x.")
+    return rows
+
+
 TABLES = {"shipped-estimates": (DOCS / "compiler.md", shipped_estimates),
-          "time-to-train": (DOCS / "cost-model.md", time_to_train_table)}
+          "time-to-train": (DOCS / "cost-model.md", time_to_train_table),
+          "fidelity": (DOCS / "cost-model.md", fidelity_table)}
 
 
 def block(name: str, text: str) -> str | None:
