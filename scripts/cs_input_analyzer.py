@@ -299,7 +299,9 @@ def compile_model(cmd: RunCommand, on_stage: Any) -> tuple[Any, dict, Path]:
     res = compile_run(cmd.model, params, model_dir, mode=mode, stop_after=stop,
                       target=target, on_stage=on_stage)
     if res.plan is not None:
-        write_compile_perf(model_dir, res, time_to_train_doc(res.plan, params))
+        from cs2sim.runtime.compiler.timetrain import report_doc
+
+        write_compile_perf(model_dir, res, report_doc(res.plan, params))
     return res, params, model_dir
 
 
@@ -507,6 +509,7 @@ def analyze(options: Options, out: TextIO, err: TextIO) -> dict[str, Any]:
     # a later compile of this model_dir (the run's) reads the rate: its estimate then names
     # "input" as the bound when the job's workers deliver less than the wafer takes
     from cs2sim.runtime.compiler.io import save_measurement
+    from cs2sim.runtime.compiler.timetrain import report_doc
 
     chosen = next(p for p in per if p.threads == rec.cpus_per_task)
     saved = save_measurement(model_dir, cmd.model, chosen.per_worker, chosen.threads, 1,
@@ -519,7 +522,7 @@ def analyze(options: Options, out: TextIO, err: TextIO) -> dict[str, Any]:
         "compile": {"directory": str(res.directory), "stop_after": res.stop_after,
                     "reused": res.reused, "compile_time": round(res.compile_time, 3),
                     "est_samples_per_sec": res.est_samples_per_sec,
-                    "time_to_train": time_to_train_doc(res.plan, params)},
+                    "time_to_train": report_doc(res.plan, params)},
         "need": {"samples_per_sec": need, "source": need_source},
         "host": {"cpus": host_cpus, "worker_node_cpus": node_cpus,
                  "available_nodes": available, "extra_work_rounds": work,
@@ -546,14 +549,6 @@ def analyze(options: Options, out: TextIO, err: TextIO) -> dict[str, Any]:
                    "node_samples_per_sec": "estimate: per-worker measurement x workers/node",
                    "expected_samples_per_sec": "estimate from host measurements"},
     }
-
-
-def time_to_train_doc(plan: Any, params: dict) -> dict[str, Any] | None:
-    """The compile's time to train for the run's max_steps (runtime/compiler/timetrain.py)."""
-    from cs2sim.runtime.compiler.timetrain import for_plan
-
-    ttt = for_plan(plan, params) if plan is not None else None
-    return {**ttt.as_dict(), "line": ttt.line()} if ttt else None
 
 
 def _rate(x: float | None) -> str:

@@ -27,7 +27,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["TimeToTrain", "time_to_train", "for_plan", "PROGRAMMING_SECONDS",
+__all__ = ["TimeToTrain", "time_to_train", "for_plan", "report_doc", "PROGRAMMING_SECONDS",
            "CHECKPOINT_SECONDS_PER_BILLION", "checkpoint_saves", "fmt_duration"]
 
 PROGRAMMING_SECONDS = 123.0
@@ -134,3 +134,9 @@ def for_plan(plan: Any, params: dict[str, Any], *, steps: int | None = None,
     every = int(rc.get("checkpoint_steps") or rc.get("save_checkpoints_steps") or 0)
     return time_to_train(float(rate), per_step, int(est.get("num_params") or 0), int(steps),
                          every, int(getattr(plan, "num_csx", 1) or 1))
+
+
+def report_doc(plan: Any, params: dict[str, Any]) -> dict[str, Any] | None:
+    """for_plan's figures and its sentence ("line"), as reports store them; None when unknown."""
+    ttt = for_plan(plan, params) if plan is not None else None
+    return {**ttt.as_dict(), "line": ttt.line()} if ttt else None
