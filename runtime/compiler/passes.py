@@ -251,7 +251,8 @@ def _plan(c: Compilation) -> list[str]:
                   layer_order=[x["block"] for x in (layers or kernels)],
                   input=as_dict(c.input_cluster))
     return [f"plan: {len(kernels) or len(layers)} entries, blocks "
-            f"{', '.join(c.plan.blocks_in_order()[:6])}{' ...' if len(g.blocks) > 6 else ''}"]
+            f"{', '.join(c.plan.blocks_in_order()[:6])}{' ...' if len(g.blocks) > 6 else ''}",
+            c.plan.batch_line(c.target)]
 
 
 def _step_batches(c: Compilation, micro: int, size: int, per_system: int) -> tuple[int, int, int]:

@@ -72,6 +72,7 @@ def test_report_plan_map_log_and_performance_agree(tmp_path, monkeypatch, case):
     assert parse_report(report)["notes"]["micro_batches"] == str(plan.micro_batches)
     assert line in title(plan)  # the wafer map (the layer timeline in weight streaming)
     assert line in log  # the compile's log
+    assert plan.batch_line(plan.target) in (cdir / "compile.log").read_text()
     perf = json.loads((md / "performance" / "performance.json").read_text())
     assert (perf["micro_batches"], perf["micro_batch_size"], perf["batch_per_system"],
             perf["num_csx"]) == got
