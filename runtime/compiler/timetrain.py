@@ -1,7 +1,8 @@
 """Time to train: how long a run of N steps will take on the CS-2 system(s), from a compile.
 
-The point of compiling first (Cerebras' "Performance Optimization Practices": compile on CPU, then run) is to learn this before using the machine. The total is
-three parts, each a CS-2 estimate:
+The point of compiling first (Cerebras' "Performance Optimization Practices": compile on CPU,
+then run) is to learn this before using the machine. The total is three parts, each a CS-2
+estimate:
 
   programming  loading the compiled program onto the fabric, once per run (the systems of a
                multi-system run are programmed in parallel): PROGRAMMING_SECONDS, from the
