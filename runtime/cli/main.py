@@ -44,6 +44,7 @@ __all__ = ["MODES", "build_parser", "main", "check_flags", "model_home", "defaul
 MODES = ("train", "eval", "eval_all", "train_and_eval")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 EXECUTION_STRATEGIES = ("pipeline", "weight_streaming")
+DEVICES = ("CPU", "GPU", "CSX")  # the first word of Model Zoo R1.8+'s run.py
 # Real run.py flags (REFERENCE §3.2) whose feature is not in this version: accepted, stored in
 # runconfig under the same name, and answered with one note. A later version that implements
 # one removes its entry here.
@@ -389,6 +390,21 @@ def main(model: str | type, argv: Sequence[str] | None = None,
 
     model_name = model if isinstance(model, str) else registry.register(model).NAME
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in DEVICES:  # Model Zoo R1.8+: `run.py {CPU,GPU,CSX} ...`
+        device, argv = argv[0], argv[1:]
+        if device == "CSX":
+            from cs2sim.runtime.cli.appliance import run_csx
+
+            where = Path(home) if home is not None else script_dir()
+            found = None
+            if model_name in DEFAULT_PARAMS:
+                with contextlib.suppress(CsError):
+                    found = default_params(model_name, where)[0]
+            return run_csx(model_name, argv, where, found)
+        if device == "GPU":
+            sys.stderr.write("error: this installation has no GPU; run `python run.py CPU ...` "
+                             "on the host or `python run.py CSX ...` on the cluster.\n")
+            return 2
     part = _part_of_a_job()
     args: argparse.Namespace | None = None
     with RunLog() as runlog:
