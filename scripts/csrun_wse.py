@@ -117,7 +117,13 @@ def main(argv: list[str] | None = None) -> int:
             return 0
     except CsError as e:
         return fail(e)
-    return run_job(backend, launch.request)
+    request = launch.request
+    wsjob = os.environ.get("CS2SIM_WSJOB")  # started by the cluster server: named after its job
+    if wsjob:
+        import dataclasses
+
+        request = dataclasses.replace(request, name=wsjob)
+    return run_job(backend, request)
 
 
 def run_job(backend: Backend, request: JobRequest, *, ignore_int: bool = False) -> int:

@@ -68,6 +68,8 @@ class _Launch:
     deadline: float | None
     stop_reason: str = ""  # set when the server stops it (cancel, time limit, shutdown)
     stop_phase: str = ""
+    sched_job: str = ""  # the scheduler's id of the launch's job, once it has one
+    next_lookup: float = 0.0
 
 
 class Dispatcher:
@@ -224,6 +226,8 @@ class Dispatcher:
         now = time.monotonic()
         for job_id, launch in list(self.launches.items()):
             code = launch.proc.poll()
+            if not launch.sched_job and now >= launch.next_lookup:
+                self._find_sched_job(launch, now)
             if code is None:
                 if launch.deadline is not None and now >= launch.deadline and not launch.stop_reason:
                     limit = self.book.get(job_id).spec.get("job_time_sec")  # type: ignore[union-attr]
@@ -234,6 +238,20 @@ class Dispatcher:
                 continue
             del self.launches[job_id]
             self._record_end(job_id, launch, code)
+
+    def _find_sched_job(self, launch: _Launch, now: float) -> None:
+        """The scheduler job the launch submitted (`jobs show` lists it; its task logs are the
+        job's): looked up at most once a second until found."""
+        from cs2sim.system.sched import queue
+
+        launch.next_lookup = now + 1.0
+        mine = [j for j in queue.jobs(self.store, all_states=True) if j.pid == launch.proc.pid]
+        if mine:
+            launch.sched_job = str(mine[-1].id)
+            job = self.book.get(launch.job_id)
+            if job is not None:
+                job.sched_job = launch.sched_job
+                self.book.save(job)
 
     def _record_end(self, job_id: str, launch: _Launch, code: int) -> None:
         job = self.book.get(job_id)

@@ -358,6 +358,10 @@ class Server:
                         raise Refused(f"{job.id}'s logs exceed {MAX_EXPORT >> 20} MiB; copy "
                                       f"them from {root} instead.", 1)
                     z.write(path, f"{base}/{path.relative_to(root)}")
+            if job.sched_job:  # every task's own log (coordinator, workers, the chief)
+                for path in sorted((self.home / "slurm" / job.sched_job).glob("task-*.log")):
+                    if not path.is_symlink():
+                        z.write(path, f"{base}/tasks/{path.name}")
             z.writestr(f"{base}/job.json", _json(job.public(self.home)))
             compile_dir = job.spec.get("compile_dir")
             if args.get("compile") and compile_dir and job.compile_hash:
