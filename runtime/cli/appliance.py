@@ -234,6 +234,8 @@ def _run(model_name: str, args: argparse.Namespace, params_path: Path, pipeline:
     labels = dict(label.split("=", 1) for label in args.job_labels)
     stage = "validate" if args.validate_only else "compile"
     hash_ = _checksum(model_name, job_argv, pipeline)
+    if not (args.compile_only or args.validate_only):  # refused before anything is reserved
+        conn().call("check", num_csx=args.num_csx, mode=_mode(pipeline))
     out.say("compiling")
     if complete_stage(compile_dir / hash_) in (stage, "compile"):
         out.say("cached", hash=hash_)

@@ -46,6 +46,7 @@ OPS: dict[str, Op] = {op.name: op for op in (
     Op("ping", {}, "anyone", "op_ping"),
     Op("submit", {"kind": str, "priority": str, "labels": dict, "num_csx": int,
                   "mode": str, "spec": dict}, "runner", "op_submit"),
+    Op("check", {"num_csx": int, "mode": str}, "anyone", "op_check"),
     Op("get_jobs", {"all": bool, "mine": bool, "labels": dict, "limit": int},
        "anyone", "op_get_jobs"),
     Op("get_job", {"name": str}, "owner", "op_get_job"),

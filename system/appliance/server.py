@@ -221,6 +221,13 @@ class Server:
                 reply = {"ok": False, "error": str(e), "code": e.code}
             except CsError as e:
                 reply = {"ok": False, "error": str(e), "code": e.exit_code}
+            except (ValueError, KeyError, TypeError) as e:  # a value the schema let through
+                reply = {"ok": False, "error": f"bad request: {type(e).__name__} {e}.",
+                         "code": 2}
+            except Exception as e:  # noqa: BLE001 - one line in the log, never a traceback
+                log.error("%s failed for %s: %s: %s", op.name, caller.name, type(e).__name__, e)
+                reply = {"ok": False, "error": f"the cluster server failed to {op.name} "
+                         f"({type(e).__name__}); see its log {self.dir / 'server.log'}."}
             wire.send_obj(conn, {"ok": True, **reply} if "ok" not in reply else reply)
 
     def _allow(self, op: ops.Op, caller: ops.Caller, args: dict[str, Any]) -> None:
@@ -301,6 +308,12 @@ class Server:
         self.dispatcher.wake()
         self._changed()
         return {"job": job.public(self.home)}
+
+    def op_check(self, caller: ops.Caller, args: dict[str, Any]) -> dict[str, Any]:
+        """Could an execute job of num_csx systems in this mode ever run? (JobRefused if not)."""
+        self.dispatcher.refusal(ExecMode(args.get("mode", "WEIGHT_STREAMING")),
+                                max(1, int(args.get("num_csx", 1))))
+        return {}
 
     def op_get_jobs(self, caller: ops.Caller, args: dict[str, Any]) -> dict[str, Any]:
         since = None if args.get("all") else None
