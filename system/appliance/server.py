@@ -406,6 +406,20 @@ class Server:
         connection is the job's client: when it goes away before the end the job is
         cancelled (a killed `run.py CSX` leaves no job running)."""
         job = self._job(args["name"])
+        try:
+            self._watch(conn, job, args)
+        except (OSError, wire.Closed):
+            job = self._job(job.id)
+            if args.get("attach") and job.phase not in ENDED:
+                self._client_gone(job)
+            raise
+
+    def _client_gone(self, job: WsJob) -> None:
+        log.info("%s: its client went away; cancelling it", job.id)
+        self.dispatcher.stop_job(job, "CANCELLED", "its client (run.py CSX) went away before "
+                                 "the job ended")
+
+    def _watch(self, conn: socket.socket, job: WsJob, args: dict[str, Any]) -> None:
         log_path = job_log_dir(self.home, job.id) / "launch.log"
         offset = max(0, int(args.get("offset", 0)))
         last: tuple[str, str, str] | None = None
@@ -428,8 +442,7 @@ class Server:
             ready, _, _ = select.select([conn], [], [], 0)
             if ready and not conn.recv(1, socket.MSG_PEEK):  # the client went away
                 if args.get("attach"):
-                    self.dispatcher.stop_job(job, "CANCELLED", "its client (run.py CSX) went "
-                                             "away before the job ended")
+                    self._client_gone(job)
                 return
             with self.changed:
                 if self.generation == gen:
