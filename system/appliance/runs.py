@@ -54,6 +54,24 @@ class Launchers:
     wse: tuple[str, ...]
 
 
+def _as_user(uid: int) -> Callable[[], None]:
+    """The child's setup: become the job's owner when the server runs as root (a job never runs
+    with more rights than its user), then die with the server (set after the uid change, which
+    clears a parent-death signal)."""
+    import pwd
+
+    user = pwd.getpwuid(uid) if os.getuid() == 0 and uid != 0 else None
+
+    def setup() -> None:  # pragma: no cover - runs in the child between fork and exec
+        if user is not None:
+            os.setgroups([])
+            os.setgid(user.pw_gid)
+            os.setuid(user.pw_uid)
+        _die_with_parent()
+
+    return setup
+
+
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
@@ -205,10 +223,10 @@ class Dispatcher:
         try:
             proc = subprocess.Popen(argv, cwd=spec["cwd"], env=env, stdin=subprocess.DEVNULL,
                                     stdout=out, stderr=subprocess.STDOUT,
-                                    start_new_session=True, preexec_fn=_die_with_parent)
-        except OSError as e:
+                                    start_new_session=True, preexec_fn=_as_user(job.uid))
+        except (OSError, KeyError, subprocess.SubprocessError) as e:
             job.phase, job.ended = "FAILED", time.time()
-            job.reason = f"the launch could not start: {e.strerror or e}"
+            job.reason = f"the launch could not start: {getattr(e, 'strerror', None) or e}"
             self.book.save(job)
             self.on_change()
             return
