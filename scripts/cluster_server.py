@@ -6,6 +6,7 @@
     cs-cluster-server status  whether it answers, its pid, version and who you are to it
     cs-cluster-server stop    stop it (its running jobs are stopped and recorded FAILED)
     cs-cluster-server serve   run it in the foreground (what `start` runs, detached)
+    cs-cluster-server token   get a token for --mgmt_address (TCP): written to ~/.cs/token
 
 The server runs wsjobs through csrun_cpu (compile) and csrun_wse (execute), so they share the
 scheduler with launcher jobs. docs/appliance.md explains the design.
@@ -41,7 +42,7 @@ def start_command() -> list[str]:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="cs-cluster-server",
                                 description="The Wafer-Scale Cluster management server.")
-    p.add_argument("command", choices=("start", "stop", "status", "serve"))
+    p.add_argument("command", choices=("start", "stop", "status", "serve", "token"))
     p.add_argument("--tcp", metavar="HOST:PORT", help="also listen on TCP with TLS")
     p.add_argument("--cert", help="the TLS certificate (PEM) for --tcp")
     p.add_argument("--key", help="the TLS private key (PEM) for --tcp")
@@ -107,6 +108,19 @@ def main(argv: list[str] | None = None) -> int:
                         raise
                     time.sleep(0.05)
         conn = connect(home)
+        if args.command == "token":
+            from cs2sim.system.appliance.tls import token_path
+
+            token = conn.call("token")["token"]
+            path = token_path()
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(token + "\n")
+            os.replace(tmp, path)
+            print(f"Your token for the cluster server's TCP address is in {path} (0600).")
+            return 0
         if args.command == "status":
             info = conn.call("ping")
             print(f"The cluster server for {home} is running (pid {info['pid']}, version "

@@ -19,6 +19,7 @@ import os
 import pwd
 import select
 import socket
+import ssl
 import threading
 import time
 import zipfile
@@ -71,6 +72,10 @@ def _user_name(uid: int) -> str:
         return f"uid{uid}"
 
 
+# who is at the other end of a new connection (and the socket to go on with), or None: refused
+Identify = Callable[[socket.socket], "tuple[ops.Caller, socket.socket] | None"]
+
+
 class Refused(Exception):
     """A request the server answers with an error (its text is the one sentence shown)."""
 
@@ -104,8 +109,7 @@ class Server:
                                      self._changed)
         self.conns: dict[int, int] = {}  # uid -> open connections
         self.conns_lock = threading.Lock()
-        self.listeners: list[tuple[socket.socket, Callable[[socket.socket], ops.Caller | None]]]
-        self.listeners = []
+        self.listeners: list[tuple[socket.socket, Identify]] = []
         self._stop = threading.Event()
         self.tokens: Any = None  # tls.TokenBook when TCP is on
         path = socket_path(self.home)
@@ -117,8 +121,7 @@ class Server:
         self.listeners.append((sock, self._unix_caller))
         (self.dir / "server.pid").write_text(f"{os.getpid()}\n")
 
-    def add_tcp(self, sock: socket.socket, identify: Callable[[socket.socket], ops.Caller | None],
-                tokens: Any) -> None:
+    def add_tcp(self, sock: socket.socket, identify: Identify, tokens: Any) -> None:
         """Serve TCP too (tls.py wraps and identifies its connections)."""
         self.listeners.append((sock, identify))
         self.tokens = tokens
@@ -136,8 +139,8 @@ class Server:
         except CsError:
             return False
 
-    def _unix_caller(self, conn: socket.socket) -> ops.Caller | None:
-        return self.caller_for(wire.peer_cred(conn).uid, "unix")
+    def _unix_caller(self, conn: socket.socket) -> tuple[ops.Caller, socket.socket] | None:
+        return self.caller_for(wire.peer_cred(conn).uid, "unix"), conn
 
     # --- serving ------------------------------------------------------------------------------
     def serve_forever(self) -> None:
@@ -161,13 +164,13 @@ class Server:
     def stop(self) -> None:
         self._stop.set()
 
-    def _serve_conn(self, conn: socket.socket,
-                    identify: Callable[[socket.socket], ops.Caller | None]) -> None:
+    def _serve_conn(self, conn: socket.socket, identify: Identify) -> None:
         caller = None
         try:
-            caller = identify(conn)
-            if caller is None:
+            known = identify(conn)
+            if known is None:
                 return  # identify logged why
+            caller, conn = known  # a TCP connection continues inside its TLS session
             if not self._admit(caller.uid):
                 log.info("refused a connection of %s: more than %d open", caller.name,
                          MAX_CONNS_PER_UID)
@@ -199,8 +202,8 @@ class Server:
 
     def _requests(self, conn: socket.socket, caller: ops.Caller) -> None:
         while True:
-            ready, _, _ = select.select([conn], [], [], IDLE_S)
-            if not ready:
+            buffered = isinstance(conn, ssl.SSLSocket) and conn.pending() > 0
+            if not buffered and not select.select([conn], [], [], IDLE_S)[0]:
                 return  # idle too long
             req = wire.recv_obj(conn, MAX_REQUEST, time.monotonic() + REQUEST_S)
             op = ops.OPS.get(str(req.get("op")))
@@ -439,8 +442,7 @@ class Server:
                 offset = self._send_lines(conn, log_path, offset)
                 wire.send_obj(conn, {"event": "end", "job": job.public(self.home)})
                 return
-            ready, _, _ = select.select([conn], [], [], 0)
-            if ready and not conn.recv(1, socket.MSG_PEEK):  # the client went away
+            if _peer_gone(conn):
                 if args.get("attach"):
                     self._client_gone(job)
                 return
@@ -463,6 +465,19 @@ class Server:
         wire.send_obj(conn, {"event": "lines", "text": chunk.decode("utf-8", "replace"),
                              "offset": offset + len(chunk)})
         return offset + len(chunk)
+
+
+def _peer_gone(conn: socket.socket) -> bool:
+    """Has a watching client closed its end? (It sends nothing while it watches, so anything
+    readable is its end of file, or a TLS close.)"""
+    if not select.select([conn], [], [], 0)[0]:
+        return False
+    try:
+        if isinstance(conn, ssl.SSLSocket):
+            return True
+        return not conn.recv(1, socket.MSG_PEEK)
+    except OSError:
+        return True
 
 
 def _json(obj: Any) -> str:
