@@ -95,9 +95,12 @@ def test_forced_standby_mid_run_fails_the_job_keeping_checkpoints(cs2_appliance)
     proc = cs2_appliance.start_csx(model, *LONG, "--num_csx", "2")
     _until_training(proc)
     wait_until(lambda: list((model / "md").glob("model-ckpt-*")), 60, "a checkpoint")
+    # one cluster, three front doors: the console lists the execute job under the wsjob's name
+    job_id = _execute(cs2_appliance)["meta"]["name"]
+    shown = system.cs("jobs show").check()
+    assert job_id in shown.output, shown.output
     # the console refuses an unforced standby, naming the running wsjob
     refused = system.cs(None, "--system", "cs2-2", "-c", "system standby --yes")
-    job_id = _execute(cs2_appliance)["meta"]["name"]
     assert refused.exit_code != 0 and job_id in refused.combined, refused.combined
     system.cs(None, "--system", "cs2-2", "-c", "system standby --force --yes").check()
     out, err = proc.communicate(timeout=120)
