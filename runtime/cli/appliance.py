@@ -27,7 +27,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,7 @@ ENV_KEEP = ("CS2", "SLURM", "PATH", "HOME", "LANG", "LC_", "PYTHON", "VIRTUAL_EN
 TRAIN_RE = re.compile(r"\| Train Device=[^,]*, Step=(\d+), Loss=([^,\s]+)")
 FINISHED_RE = re.compile(r"Training finished with (\d+) samples")
 log = logging.getLogger("cs2sim.run")
+Loader = Callable[[list[str]], dict[str, Any]]  # run.py argv -> its effective params
 
 
 def _labels(text: str) -> str:
@@ -148,23 +149,21 @@ def _env(args: argparse.Namespace) -> dict[str, str]:
     return env
 
 
-def _checksum(model_name: str, argv: list[str], pipeline: bool) -> str:
+def _checksum(model_name: str, argv: list[str], pipeline: bool, load: Loader) -> str:
     """The compile hash the compile job would produce (the graph pass only, on this node)."""
-    from cs2sim.runtime.cli.main import _load, build_parser
     from cs2sim.runtime.compiler.driver import compile_checksum
     from cs2sim.system.state import ExecMode
 
-    ns = build_parser(model_name).parse_args([*argv, "--compile_only"])
-    ns.params_given, ns.split, ns.home = True, False, None
-    params, _, _ = _load(model_name, argparse.Namespace(**{**vars(ns), "mode": "train",
-                                                           "wafer_map": None}))
+    params = load([*argv, "--compile_only"])
     mode = ExecMode.PIPELINED if pipeline else ExecMode.WEIGHT_STREAMING
     return "cs_" + compile_checksum(model_name, params, mode=mode)
 
 
-def run_csx(model_name: str, argv: Sequence[str], home: Path | None,
-            default_params: Path | None) -> int:
-    """The CSX command line (module docstring); returns the exit code."""
+def run_csx(model_name: str, argv: Sequence[str], default_params: Path | None, load: Loader,
+            run_py: Path) -> int:
+    """The CSX command line (module docstring); returns the exit code. `load(run.py argv)` gives
+    the effective params of a run.py command line and `run_py` is the model's run.py (both from
+    runtime/cli/main.py, which calls this)."""
     parser = build_csx_parser(model_name)
     try:
         args = parser.parse_args(list(argv))
@@ -189,7 +188,7 @@ def run_csx(model_name: str, argv: Sequence[str], home: Path | None,
 
     with RunLog() as runlog:
         try:
-            return _run(model_name, args, params_path.resolve(), pipeline, runlog)
+            return _run(model_name, args, params_path.resolve(), pipeline, runlog, load, run_py)
         except CsError as e:
             runlog.error(f"error: {e}")
             return e.exit_code
@@ -203,7 +202,7 @@ def run_csx(model_name: str, argv: Sequence[str], home: Path | None,
 
 
 def _run(model_name: str, args: argparse.Namespace, params_path: Path, pipeline: bool,
-         runlog: Any) -> int:
+         runlog: Any, load: Loader, run_py: Path) -> int:
     import yaml
 
     from cs2sim.runtime.compiler.cache import complete_stage
@@ -226,14 +225,13 @@ def _run(model_name: str, args: argparse.Namespace, params_path: Path, pipeline:
 
     out = _Out()
     wrapper = "python" if pipeline else "python-ws"
-    base = {"cwd": str(Path.cwd()), "run_py": str(Path(sys.argv[0]).resolve())
-            if Path(sys.argv[0]).name == "run.py" else str(_run_py(model_name)),
+    base = {"cwd": str(Path.cwd()), "run_py": str(run_py),
             "wrapper": wrapper, "env": _env(args), "job_time_sec": args.job_time_sec or 0,
             "mount_dirs": args.mount_dirs, "num_wgt_servers": args.num_wgt_servers,
             "num_act_servers": args.num_act_servers, "compile_dir": str(compile_dir)}
     labels = dict(label.split("=", 1) for label in args.job_labels)
     stage = "validate" if args.validate_only else "compile"
-    hash_ = _checksum(model_name, job_argv, pipeline)
+    hash_ = _checksum(model_name, job_argv, pipeline, load)
     if not (args.compile_only or args.validate_only):  # refused before anything is reserved
         conn().call("check", num_csx=args.num_csx, mode=_mode(pipeline))
     out.say("compiling")
@@ -275,12 +273,6 @@ def _run(model_name: str, args: argparse.Namespace, params_path: Path, pipeline:
     end = _follow(conn(), job["meta"]["name"], out, "execute",
                   _Training(out, batch, log_steps, args.num_csx))
     return 0 if end["status"]["phase"] == "SUCCEEDED" else _failed(end)
-
-
-def _run_py(model_name: str) -> Path:
-    from cs2sim.runtime.cli.main import model_home
-
-    return model_home(model_name) / "run.py"
 
 
 def _mode(pipeline: bool) -> str:

@@ -255,6 +255,14 @@ def _load(model_name: str, args: argparse.Namespace) -> tuple[dict, str, list[st
     return params, half, warnings + more
 
 
+def _params_of(model_name: str, argv: list[str]) -> dict[str, Any]:
+    """The effective params of a run.py command line, as its compile sees them."""
+    ns = build_parser(model_name).parse_args(argv)
+    ns.params_given, ns.split, ns.home = True, False, None
+    return _load(model_name, argparse.Namespace(**{**vars(ns), "mode": "train",
+                                                   "wafer_map": None}))[0]
+
+
 PARAMS_FILES = {  # mode -> effective params written (REFERENCE §5.4, <mode>/params_<mode>.yaml)
     "train": ("train/params_train.yaml",),
     "eval": ("eval/params_eval.yaml",),
@@ -400,7 +408,10 @@ def main(model: str | type, argv: Sequence[str] | None = None,
             if model_name in DEFAULT_PARAMS:
                 with contextlib.suppress(CsError):
                     found = default_params(model_name, where)[0]
-            return run_csx(model_name, argv, where, found)
+            main_file = Path(sys.argv[0]).resolve()
+            run_py = main_file if main_file.name == "run.py" else model_home(model_name) / "run.py"
+            return run_csx(model_name, argv, found, lambda job_argv: _params_of(model_name, job_argv),
+                           run_py)
         if device == "GPU":
             sys.stderr.write("error: this installation has no GPU; run `python run.py CPU ...` "
                              "on the host or `python run.py CSX ...` on the cluster.\n")

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from cs2sim.system import wire
+from cs2sim.system.appliance.errors import RequestFailed, ServerGone
 from cs2sim.system.appliance.server import MAX_REQUEST, socket_path
-from cs2sim.system.errors import CsError
 
 __all__ = ["Connection", "ServerGone", "RequestFailed", "connect", "MAX_REPLY",
            "START_WAIT_S"]
@@ -27,20 +27,6 @@ MAX_REPLY = 96 * 1024 * 1024  # a log export's zip travels in one reply
 REPLY_S = 60.0
 START_WAIT_S = 15.0
 EVENT_S = 30.0  # a watch with no event for this long: the server is gone (it sends every phase)
-
-
-class ServerGone(CsError):
-    """The cluster server cannot be reached, or went away mid-conversation."""
-
-    exit_code = 1
-
-
-class RequestFailed(CsError):
-    """The server refused or failed a request; `exit_code` is the one it gave."""
-
-    def __init__(self, message: str, code: int = 1) -> None:
-        super().__init__(message)
-        self.exit_code = code
 
 
 class Connection:

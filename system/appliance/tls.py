@@ -30,6 +30,7 @@ from typing import Any
 
 from cs2sim.system import wire
 from cs2sim.system.appliance import ops
+from cs2sim.system.appliance.errors import ServerGone
 from cs2sim.system.errors import CsError
 
 __all__ = ["TokenBook", "listen_tls", "connect_tls", "token_path", "HANDSHAKE_S"]
@@ -117,8 +118,6 @@ def listen_tls(server: Any, address: str, cert: str | None, key: str | None) -> 
 
 def connect_tls(home: Path, address: str, credentials_path: str | None) -> socket.socket:
     """A TLS connection to `address` that has presented the user's token."""
-    from cs2sim.system.appliance.client import ServerGone
-
     host, _, port = address.rpartition(":")
     if not host or not port.isdigit():
         raise CsError(f"--mgmt_address {address!r} is not HOST:PORT; give e.g. "
