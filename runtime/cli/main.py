@@ -410,8 +410,8 @@ def main(model: str | type, argv: Sequence[str] | None = None,
                     found = default_params(model_name, where)[0]
             main_file = Path(sys.argv[0]).resolve()
             run_py = main_file if main_file.name == "run.py" else model_home(model_name) / "run.py"
-            return run_csx(model_name, argv, found, lambda job_argv: _params_of(model_name, job_argv),
-                           run_py)
+            return run_csx(model_name, argv, found,
+                           lambda job_argv: _params_of(model_name, job_argv), run_py)
         if device == "GPU":
             sys.stderr.write("error: this installation has no GPU; run `python run.py CPU ...` "
                              "on the host or `python run.py CSX ...` on the cluster.\n")

@@ -247,7 +247,8 @@ class Dispatcher:
             if not launch.sched_job and now >= launch.next_lookup:
                 self._find_sched_job(launch, now)
             if code is None:
-                if launch.deadline is not None and now >= launch.deadline and not launch.stop_reason:
+                due = launch.deadline is not None and now >= launch.deadline
+                if due and not launch.stop_reason:
                     limit = self.book.get(job_id).spec.get("job_time_sec")  # type: ignore[union-attr]
                     self._signal(launch, "FAILED",
                                  f"the job ran past its time limit (--job_time_sec {limit})")

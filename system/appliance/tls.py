@@ -92,7 +92,8 @@ def listen_tls(server: Any, address: str, cert: str | None, key: str | None) -> 
     (server.dir / "server.tcp").write_text(f"{host or '127.0.0.1'}:{sock.getsockname()[1]}\n")
 
     def identify(conn: socket.socket) -> tuple[ops.Caller, socket.socket] | None:
-        peer = "%s:%s" % conn.getpeername()[:2]
+        host, port = conn.getpeername()[:2]
+        peer = f"{host}:{port}"
         try:
             conn.settimeout(HANDSHAKE_S)
             deadline = time.monotonic() + HANDSHAKE_S

@@ -12,10 +12,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "reliability"))
 from rel_helpers import other_user, run_as  # noqa: E402
+from test_csx_queue import _submit  # noqa: E402
 
 from cs2sim.system.appliance.client import RequestFailed, connect  # noqa: E402
 from cs2sim.system.cluster import EXAMPLE_PATH  # noqa: E402
-from test_csx_queue import _submit  # noqa: E402
 
 OTHER = other_user()
 

@@ -5,7 +5,6 @@ checkpoints kept)."""
 from __future__ import annotations
 
 import os
-import signal
 from pathlib import Path
 
 from appliance_helpers import TRAIN

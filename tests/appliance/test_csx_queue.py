@@ -52,6 +52,6 @@ def test_priority_then_age_and_the_reason_each_waits(cs2_appliance):
     ends = {n: jobs[ids[n]]["status"]["completionTime"] for n in ids}
     starts = {n: jobs[ids[n]]["status"]["startTime"] for n in ids}
     # each started once the one before it had ended: c, d, b, a
-    for before, after in zip("cdb", "dba"):
+    for before, after in zip("cdb", "dba", strict=True):
         assert starts[after] >= ends[before], (started, starts, ends)
     conn.close()
