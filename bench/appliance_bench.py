@@ -8,7 +8,7 @@
 2. `csctl get jobs -a` with 1,000 jobs in the server's history: the whole csctl process, and the
    request alone (one connection, one `get_jobs`, in this process).
 3. The server's idle CPU with 100 queued execute jobs that cannot start (a system of every
-   window in STANDBY): its utime + stime over a 10 s window, as a fraction of one core.
+   window held by another run): its utime + stime over a 20 s window, as a fraction of one core.
 
 All figures are host measurements on this machine. Usage: python bench/appliance_bench.py
 [--rounds N]
@@ -119,22 +119,32 @@ def history(root: Path) -> tuple[float, float]:
 
 
 def idle_cpu(root: Path) -> float:
-    from cs2sim.system.appliance.jobs import JobBook, WsJob, new_id
+    from cs2sim.system.appliance.client import connect
+    from cs2sim.system.machine import Machine
+    from cs2sim.system.state import ExecMode
+    from cs2sim.system.store import Store
+    from cs2sim.system.users import Identity, Role
 
     home = root / "home3"
     env = _env(home)
-    subprocess.run([str(BIN / "cs"), "--system", "cs2-1", "-c", "system standby --yes"],
-                   env=env, check=True, capture_output=True)
-    (home / "wsjob").mkdir(mode=0o700, exist_ok=True)
-    book = JobBook(home / "wsjob" / "server.db")
-    now = time.time()
-    for i in range(100):
-        book.add(WsJob(id=new_id(), kind="execute", user="bench", uid=os.getuid(),
-                       priority=("p1", "p2", "p3")[i % 3], created=now + i, num_csx=4,
-                       spec={"exec_mode": "WEIGHT_STREAMING"}, epoch=10**9))
-    book.close()
+    os.environ.update(CS2_HOME=str(home), CS2_CLUSTER=env["CS2_CLUSTER"], CS2_BOOT_SECONDS="0")
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+    store = Store.open(home)
+    # another user's run holds cs2-1: every window of four systems includes it
+    Machine(store, "cs2-1").register_job(Identity("other", Role.USER, "bench"),
+                                         ExecMode.WEIGHT_STREAMING, "held by the bench",
+                                         sleeper.pid)
     subprocess.run([sys.executable, "-m", "cs2sim.scripts.cluster_server", "start"], env=env,
                    check=True, capture_output=True)
+    conn = connect(home)
+    spec = {"cwd": str(root), "run_py": str(root / "run.py"), "wrapper": "python-ws",
+            "args": [], "env": {}}
+    for i in range(100):
+        conn.call("submit", kind="execute", priority=("p1", "p2", "p3")[i % 3], num_csx=4,
+                  mode="WEIGHT_STREAMING", spec=spec)
+    queued = [j for j in conn.call("get_jobs")["jobs"] if j["status"]["phase"] == "QUEUED"]
+    assert len(queued) == 100, len(queued)
+    conn.close()
     pid = int((home / "wsjob" / "server.pid").read_text())
     tick = os.sysconf("SC_CLK_TCK")
 
@@ -144,9 +154,10 @@ def idle_cpu(root: Path) -> float:
 
     time.sleep(3)
     c0, t0 = cpu(), time.perf_counter()
-    time.sleep(10)
+    time.sleep(20)
     used = (cpu() - c0) / (time.perf_counter() - t0)
     _stop(env)
+    sleeper.kill()
     return used
 
 
@@ -169,7 +180,7 @@ def main() -> int:
         print(f"  the csctl process: {whole:.3f} s; the request alone: {call:.3f} s "
               "(target: under 0.3 s)")
         cores = idle_cpu(root)
-        print(f"server idle with 100 queued jobs: {cores:.4f} core over 10 s "
+        print(f"server idle with 100 queued jobs: {cores:.4f} core over 20 s "
               "(host measurement; target: under 0.01)")
     finally:
         shutil.rmtree(root, ignore_errors=True)

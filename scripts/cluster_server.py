@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 0
             except ServerGone:
                 pass
-            from cs2sim.system.appliance.server import server_dir
+            from cs2sim.system.appliance.address import server_dir
 
             home.mkdir(parents=True, exist_ok=True, mode=0o700)
             log = open(server_dir(home) / "server.log", "ab")  # noqa: SIM115

@@ -25,8 +25,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from cs2sim.system.errors import CsError
 
 __all__ = ["main", "COLUMNS", "TYPES", "format_age"]
@@ -109,12 +107,16 @@ def _config(path: str) -> dict[str, Any]:
         text = Path(path).read_text()
     except OSError:
         return {}
+    import yaml
+
     data = yaml.safe_load(text) if len(text) < 65536 else None
     return data if isinstance(data, dict) else {}
 
 
 def _emit(obj: Any, fmt: str) -> None:
     if fmt == "yaml":
+        import yaml
+
         sys.stdout.write(yaml.safe_dump(obj, sort_keys=False))
     else:
         sys.stdout.write(json.dumps(obj, indent=2) + "\n")
@@ -260,6 +262,8 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.write(f"# {args.csconfig}"
                              f"{'' if cfg else ' (none: the local server of $CS2_HOME)'}\n")
             if cfg:
+                import yaml
+
                 sys.stdout.write(yaml.safe_dump(cfg, sort_keys=True))
             return 0
         p.print_help()

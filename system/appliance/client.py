@@ -18,7 +18,7 @@ from typing import Any
 
 from cs2sim.system import wire
 from cs2sim.system.appliance.errors import RequestFailed, ServerGone
-from cs2sim.system.appliance.server import MAX_REQUEST, socket_path
+from cs2sim.system.appliance.address import MAX_REQUEST, socket_path
 
 __all__ = ["Connection", "ServerGone", "RequestFailed", "connect", "MAX_REPLY",
            "START_WAIT_S"]

@@ -29,6 +29,7 @@ from typing import Any
 
 from cs2sim.system import wire
 from cs2sim.system.appliance import ops
+from cs2sim.system.appliance.address import MAX_REQUEST, server_dir, socket_path
 from cs2sim.system.appliance.jobs import (
     ENDED,
     KINDS,
@@ -46,23 +47,12 @@ from cs2sim.system.store import Store
 __all__ = ["Server", "server_dir", "socket_path", "SERVER_VERSION", "MAX_REQUEST"]
 
 SERVER_VERSION = "1.9.1-cs2sim"
-MAX_REQUEST = 256 * 1024
 MAX_CONNS, MAX_CONNS_PER_UID = 128, 16
 REQUEST_S, IDLE_S = 10.0, 300.0
 MAX_EXPORT = 64 * 1024 * 1024  # a log export larger than this is refused
 WATCH_POLL_S = 0.1
 HISTORY_S = 7 * 24 * 3600  # `csctl get jobs -a`: the past week, as the real tool
 log = logging.getLogger("cs2sim.appliance")
-
-
-def server_dir(home: Path) -> Path:
-    from cs2sim.system.paths import shared_dir
-
-    return shared_dir(Path(home), "wsjob")
-
-
-def socket_path(home: Path) -> Path:
-    return Path(home) / "wsjob" / "server.sock"
 
 
 def _user_name(uid: int) -> str:
