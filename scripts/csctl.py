@@ -205,7 +205,7 @@ def _job_rows(jobs: list[dict[str, Any]], now: float) -> None:
 def _label(args: argparse.Namespace) -> int:
     add, remove = {}, []
     for word in args.labels:
-        if "=" in word:
+        if "=" in word and not word.startswith("="):
             k, v = word.split("=", 1)
             add[k] = v
         elif word.endswith("-") and len(word) > 1:

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from cs2sim.system import wire
-from cs2sim.system.appliance.errors import RequestFailed, ServerGone
 from cs2sim.system.appliance.address import MAX_REQUEST, socket_path
+from cs2sim.system.appliance.errors import RequestFailed, ServerGone
 
 __all__ = ["Connection", "ServerGone", "RequestFailed", "connect", "MAX_REPLY",
            "START_WAIT_S"]

@@ -55,3 +55,26 @@ def test_priority_then_age_and_the_reason_each_waits(cs2_appliance):
     for before, after in zip("cdb", "dba", strict=True):
         assert starts[after] >= ends[before], (started, starts, ends)
     conn.close()
+
+
+def test_the_client_says_it_is_queueing_only_when_it_waits_and_why(cs2_appliance):
+    system = cs2_appliance.system
+    model = system.model_copy("fc_mnist")
+    held = system.hold_job(name="cs2-3")
+    proc = cs2_appliance.start_csx(model, "-p", "configs/params_small.yaml", "--mode", "train",
+                                   "-o", "md", "--max_steps", "10", "--num_csx", "4")
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if "Poll ingress status" in line:
+            break
+    assert ("current job status: Queueing, msg: job is queueing. Job queue status: current job "
+            "is top of queue but likely blocked by running jobs") in seen[-1], seen
+    assert "systems held: cs2-3" in seen[-1] and "please run 'csctl get jobs'" in seen[-1]
+    assert any("compile job id" in s for s in seen)  # the compile job did not wait
+    assert sum("Poll ingress" in s for s in seen) == 1
+    system.release_job(held)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out + err
+    assert "current job status: Scheduled, msg: job is scheduled." in out
+    assert out.index("job is scheduled") < out.index("Preparing to execute using 4 CSX")
