@@ -43,6 +43,7 @@ ENV_KEEP = ("CS2", "SLURM", "PATH", "HOME", "LANG", "LC_", "PYTHON", "VIRTUAL_EN
             "USER", "LOGNAME", "OMP_", "OPENBLAS", "MKL", "TZ", "COLUMNS")
 TRAIN_RE = re.compile(r"\| Train Device=[^,]*, Step=(\d+), Loss=([^,\s]+)")
 FINISHED_RE = re.compile(r"Training finished with (\d+) samples")
+ERROR_RE = re.compile(r"^(?:\S+ \S+ [A-Z]+:\s+)?error: (.+)$")  # the run's, not srun's
 log = logging.getLogger("cs2sim.run")
 Loader = Callable[[list[str]], dict[str, Any]]  # run.py argv -> its effective params
 
@@ -223,6 +224,9 @@ def _run(model_name: str, args: argparse.Namespace, params_path: Path, pipeline:
         return connect(home, start=None if args.mgmt_address else start,
                        mgmt_address=args.mgmt_address, credentials_path=args.credentials_path)
 
+    if not args.disable_version_check:
+        _check_version(conn())
+
     out = _Out()
     wrapper = "python" if pipeline else "python-ws"
     base = {"cwd": str(Path.cwd()), "run_py": str(run_py),
@@ -271,8 +275,22 @@ def _run(model_name: str, args: argparse.Namespace, params_path: Path, pipeline:
     batch = int((raw.get("train_input") or {}).get("batch_size") or 1)
     log_steps = int(runconfig.get("log_steps") or runconfig.get("save_summary_steps") or 1)
     end = _follow(conn(), job["meta"]["name"], out, "execute",
-                  _Training(out, batch, log_steps, args.num_csx))
+                  _Training(out, batch, log_steps, args.num_csx, args.mode))
     return 0 if end["status"]["phase"] == "SUCCEEDED" else _failed(end)
+
+
+def _check_version(conn: Any) -> None:
+    """The server must speak this client's operations (a server left running from an older
+    installation does not)."""
+    from cs2sim.system.appliance.ops import PROTOCOL
+
+    info = conn.call("ping")
+    conn.close()
+    if info.get("protocol") != PROTOCOL:
+        raise CsError(f"the cluster server (version {info.get('version')}, protocol "
+                      f"{info.get('protocol')}) does not speak this client's protocol "
+                      f"{PROTOCOL}; restart it with `cs-cluster-server stop` (the next run "
+                      "starts a new one), or pass --disable_version_check.")
 
 
 def _mode(pipeline: bool) -> str:
@@ -284,10 +302,11 @@ def _mode(pipeline: bool) -> str:
 class _Training:
     """The execute job's lines, in the table's order, with Rate / GlobalRate measured here."""
 
-    def __init__(self, out: _Out, batch: int, log_steps: int, num_csx: int) -> None:
+    def __init__(self, out: _Out, batch: int, log_steps: int, num_csx: int, mode: str) -> None:
         from cs2sim.runtime.training.metrics import RateTracker
 
         self.out, self.batch, self.log_steps, self.num_csx = out, batch, log_steps, num_csx
+        self.mode = mode
         self.tracker = RateTracker()
         self.keys = [line.key for line in LINES]
         first, last = self.keys.index("preparing"), self.keys.index("beginning")
@@ -340,16 +359,20 @@ class _Training:
 
     def succeeded(self) -> None:
         self._through("beginning")
-        self.out.say("completed")
-        seconds = time.monotonic() - self.began
-        samples = self.samples if self.samples is not None else int(self.tracker.total_count)
-        self.out.say("processed", samples=samples, seconds=seconds)
+        if self.mode in ("train", "train_and_eval"):
+            self.out.say("completed")
+            seconds = time.monotonic() - self.began
+            samples = self.samples if self.samples is not None else int(self.tracker.total_count)
+            self.out.say("processed", samples=samples, seconds=seconds)
+        if self.mode != "train":
+            self.out.say("eval_completed")
 
 
 def _follow(conn: Any, name: str, out: _Out, kind: str, training: _Training | None
             ) -> dict[str, Any]:
     """Watch a job to its end, printing what the table says when it happens."""
-    waited, notes, running, partial = False, set(), False, ""
+    waited, notes, running = False, set(), False
+    said: list[str] = []
     try:
         for event in conn.watch(name, attach=True):
             if event["event"] in ("phase", "end"):
@@ -368,11 +391,16 @@ def _follow(conn: Any, name: str, out: _Out, kind: str, training: _Training | No
                 if event["event"] == "end":
                     if training is not None and phase == "SUCCEEDED":
                         training.succeeded()
+                    if said:  # the first: what went wrong, not what followed from it
+                        job["status"]["said"] = said[0]
                     return job
-            elif event["event"] == "lines" and training is not None:
-                text = partial + event["text"]
-                for line in text.splitlines():
-                    training.line(line)
+            elif event["event"] == "lines":
+                for line in event["text"].splitlines():
+                    m = ERROR_RE.search(line)
+                    if m:  # the run's own one-line error, if it fails
+                        said.append(m.group(1))
+                    if training is not None:
+                        training.line(line)
     finally:
         conn.close()
     raise AssertionError("a watch ends with an end event")
@@ -382,6 +410,8 @@ def _failed(job: dict[str, Any]) -> int:
     status = job["status"]
     name = job["meta"]["name"]
     reason = status.get("reason") or "see its log"
+    if status.get("said"):
+        reason += f" ({status['said'].rstrip('.')})"
     code = status.get("exitCode")
     raise _JobEnded(f"{name} {status['phase']}: {reason}; its logs are in {status['logPath']} "
                     f"(`csctl log-export {name}` zips them).",

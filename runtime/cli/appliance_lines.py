@@ -65,6 +65,7 @@ LINES: tuple[Line, ...] = (
          "GlobalRate={global_rate}", repeat=True),
     Line("completed", "Training completed successfully!"),
     Line("processed", "Processed {samples} sample(s) in {seconds:.2f} seconds."),
+    Line("eval_completed", "Evaluation completed successfully!"),
 )
 BY_KEY = {line.key: line for line in LINES}
 

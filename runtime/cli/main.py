@@ -51,8 +51,8 @@ DEVICES = ("CPU", "GPU", "CSX")  # the first word of Model Zoo R1.8+'s run.py
 NO_EFFECT_YET = {
     "num_csx": "it sets the CS-X systems of a weight-streaming run with --cs_ip (python-ws)",
     "num_wgt_servers": "MemoryX weight servers belong to the weight-streaming executor",
-    "mount_dirs": "there are no appliance containers to mount into; runs see the host's files",
-    "python_paths": "there are no appliance containers; runs use this interpreter's sys.path",
+    "mount_dirs": "it belongs to the appliance: `python run.py CSX ... --mount_dirs ...`",
+    "python_paths": "it belongs to the appliance: `python run.py CSX ... --python_paths ...`",
     "execution_strategy": "the execution mode comes from the launcher (python, python-ws, "
                           "python-pt)",
 }

@@ -14,10 +14,11 @@ token's owner on TCP), never from anything the request says about itself:
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Caller", "Op", "OPS", "ArgError", "check_args", "MAX_STR", "MAX_LIST"]
+__all__ = ["Caller", "Op", "OPS", "PROTOCOL", "ArgError", "check_args", "MAX_STR", "MAX_LIST"]
 
 MAX_STR = 4096  # any one string argument
 MAX_LIST = 256  # any list or dict argument's entries
@@ -60,6 +61,11 @@ OPS: dict[str, Op] = {op.name: op for op in (
     Op("token", {}, "anyone", "op_token"),
     Op("shutdown", {}, "admin", "op_shutdown"),
 )}
+
+
+# which operations with which arguments: a client and a server that disagree cannot work together
+PROTOCOL = hashlib.sha256(repr(sorted((o.name, sorted(o.schema), o.who) for o in OPS.values()))
+                          .encode()).hexdigest()[:12]
 
 
 class ArgError(ValueError):

@@ -171,9 +171,9 @@ class Server:
                 self._requests(conn, caller)
             finally:
                 self._leave(caller.uid)
-        except (wire.Closed, OSError) as e:
-            log.info("connection of %s closed: %s", caller.name if caller else "?",
-                     type(e).__name__)
+        except (wire.Closed, OSError) as e:  # a client that hung up: routine, not news
+            log.debug("connection of %s closed: %s", caller.name if caller else "?",
+                      type(e).__name__)
         except wire.FrameError as e:
             log.info("closed a connection of %s: it sent %s", caller.name if caller else "?", e)
         finally:
@@ -266,7 +266,8 @@ class Server:
 
     # --- operations ---------------------------------------------------------------------------
     def op_ping(self, caller: ops.Caller, args: dict[str, Any]) -> dict[str, Any]:
-        return {"version": SERVER_VERSION, "pid": os.getpid(), "user": caller.name,
+        return {"version": SERVER_VERSION, "protocol": ops.PROTOCOL, "pid": os.getpid(),
+                "user": caller.name,
                 "admin": caller.admin, "started": self.started}
 
     def op_submit(self, caller: ops.Caller, args: dict[str, Any]) -> dict[str, Any]:
