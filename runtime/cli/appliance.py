@@ -43,6 +43,7 @@ ENV_KEEP = ("CS2", "SLURM", "PATH", "HOME", "LANG", "LC_", "PYTHON", "VIRTUAL_EN
             "USER", "LOGNAME", "OMP_", "OPENBLAS", "MKL", "TZ", "COLUMNS")
 TRAIN_RE = re.compile(r"\| Train Device=[^,]*, Step=(\d+), Loss=([^,\s]+)")
 FINISHED_RE = re.compile(r"Training finished with (\d+) samples")
+STAMP_RE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) ")
 ERROR_RE = re.compile(r"^(?:\S+ \S+ [A-Z]+:\s+)?error: (.+)$")  # the run's, not srun's
 log = logging.getLogger("cs2sim.run")
 Loader = Callable[[list[str]], dict[str, Any]]  # run.py argv -> its effective params
@@ -279,6 +280,17 @@ def _run(model_name: str, args: argparse.Namespace, params_path: Path, pipeline:
     return 0 if end["status"]["phase"] == "SUCCEEDED" else _failed(end)
 
 
+def _logged_at(text: str) -> float | None:
+    """The time a job's log line carries (`YYYY-MM-DD HH:MM:SS,mmm`, local time), or None."""
+    m = STAMP_RE.match(text)
+    if m is None:
+        return None
+    try:
+        return time.mktime(time.strptime(m.group(1), "%Y-%m-%d %H:%M:%S")) + int(m.group(2)) / 1e3
+    except (ValueError, OverflowError):
+        return None
+
+
 def _check_version(conn: Any) -> None:
     """The server must speak this client's operations (a server left running from an older
     installation does not)."""
@@ -319,14 +331,20 @@ class _Training:
     def running(self) -> None:
         self._through("weights")
 
-    def _through(self, key: str) -> None:
+    def _through(self, key: str, at: float | None = None) -> None:
+        """Print the staging lines up to `key`; `at`: when the job logged the event that lets
+        them be printed (None: now)."""
         while self.printed < len(self.staging):
             line = self.staging[self.printed]
             self.printed += 1
             self.out.say(line.key, **({"n": self.num_csx} if line.key == "preparing" else {}))
-            if line.key == "programming_done":  # the executable is loaded: count from here
-                self.tracker.reset()
-                self.began = time.monotonic()
+            if line.key == "programming_done":
+                # the executable is loaded: count from the moment the job says it was, so the
+                # rates are samples received here over time since then (a log line can reach
+                # this node in the same read as the first step's)
+                now = time.time()
+                self.tracker.reset(min(at, now) if at is not None else now)
+                self.began = time.monotonic() - (now - self.tracker.start_time)
             if line.key == key:
                 return
 
@@ -339,7 +357,7 @@ class _Training:
                     end = idx + 1  # the group: up to the next line that waits for an event
                     while end < len(self.staging) and not self.staging[end].after:
                         end += 1
-                    self._through(self.staging[end - 1].key)
+                    self._through(self.staging[end - 1].key, _logged_at(text))
                     break
             f = FINISHED_RE.search(text)
             if f:

@@ -50,15 +50,17 @@ LINES: tuple[Line, ...] = (
     Line("preparing", "Preparing to execute using {n} CSX"),
     Line("weights", "About to send initial weights"),
     Line("weights_done", "Finished sending initial weights",
-         after=r"Completed weight initialization|Loading CPU pre-initialized"),
+         after=r"Completed weight initialization|Loading CPU pre-initialized|Programming CS-2 "
+               r"fabric"),
     Line("finalizing", "Finalizing appliance staging for the run"),
     Line("programming_wait", "Waiting for device programming to complete"),
     Line("programming_done", "Device programming is complete",
-         after=r"Loading CPU pre-initialized|\| Train Device"),
+         after=r"Loading CPU pre-initialized|Fabric programmed|\| Train Device"),
     Line("network", "Using network type: ROCE"),
     Line("priming", "Waiting for input workers to prime the data pipeline and begin "
          "streaming ..."),
-    Line("streaming", "Input workers have begun streaming input data", after=r"\| Train Device"),
+    Line("streaming", "Input workers have begun streaming input data",
+         after=r"Streamers are ready|\| Train Device"),
     Line("staging_done", "Appliance staging is complete"),
     Line("beginning", "Beginning appliance run"),
     Line("train", "| Train Device=CSX, Step={step}, Loss={loss}, Rate={rate}, "

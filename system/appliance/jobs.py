@@ -170,9 +170,18 @@ class JobBook:
                        job.row())
 
     def save(self, job: WsJob) -> None:
+        """Write the job's state; its labels are `set_labels`'s alone (a label patched while
+        the dispatcher saves a phase is not lost)."""
+        cols = [c for c in WsJob._COLUMNS if c not in ("id", "labels")]
+        values = dict(zip(WsJob._COLUMNS, job.row(), strict=True))
         with self.transaction() as db:
-            db.execute(f"INSERT OR REPLACE INTO wsjobs VALUES "
-                       f"({','.join('?' * len(WsJob._COLUMNS))})", job.row())
+            db.execute(f"UPDATE wsjobs SET {', '.join(f'{c} = ?' for c in cols)} WHERE id = ?",
+                       [values[c] for c in cols] + [job.id])
+
+    def set_labels(self, job_id: str, labels: dict[str, str]) -> None:
+        with self.transaction() as db:
+            db.execute("UPDATE wsjobs SET labels = ? WHERE id = ?",
+                       (json.dumps(labels, sort_keys=True), job_id))
 
     def get(self, job_id: str) -> WsJob | None:
         with self._lock:

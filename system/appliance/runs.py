@@ -20,6 +20,7 @@ tasks and frees its nodes; the next server run marks such jobs FAILED (JobBook.r
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 import signal
 import subprocess
@@ -44,6 +45,7 @@ KILL_GRACE_S = 30.0  # a launch told to stop gets this long before SIGKILL
 EXIT_SYSTEM_STOPPED = 75  # the run's exit code when its system left ACTIVE (forced standby, fault)
 EXIT_REFUSED = 69
 PR_SET_PDEATHSIG = 1
+log = logging.getLogger("cs2sim.appliance")
 
 
 @dataclass(frozen=True)
@@ -154,18 +156,17 @@ class Dispatcher:
             self.cond.notify_all()
 
     def _loop(self) -> None:
-        while True:
-            with self.cond:
-                if self.stopping:
-                    break
-            try:
-                self._reap()
-                self._start_ready()
-            except CsError:  # a store hiccup: try again at the next tick
-                pass
-            with self.cond:
-                if self.stopping:
-                    break
+        # the lock is held while deciding (a cancel cannot slip between reading a job QUEUED and
+        # starting it) and released while waiting
+        with self.cond:
+            while not self.stopping:
+                try:
+                    self._reap()
+                    self._start_ready()
+                except CsError:  # a store hiccup: try again at the next tick
+                    pass
+                except Exception as e:  # noqa: BLE001 - one line in the log; the loop goes on
+                    log.error("dispatcher: %s: %s", type(e).__name__, e)
                 self.cond.wait(self._next_wait())
         self._stop_all()
 

@@ -310,9 +310,8 @@ class Server:
         return {}
 
     def op_get_jobs(self, caller: ops.Caller, args: dict[str, Any]) -> dict[str, Any]:
-        since = None if args.get("all") else None
         jobs = self.book.all(active_only=not args.get("all"),
-                             since=time.time() - HISTORY_S if args.get("all") else since)
+                             since=time.time() - HISTORY_S if args.get("all") else None)
         if args.get("mine"):
             jobs = [j for j in jobs if j.uid == caller.uid]
         want = args.get("labels") or {}
@@ -345,10 +344,7 @@ class Server:
             job.labels[str(k)] = str(v)
         for k in args.get("remove", []):
             job.labels.pop(str(k), None)
-        with self.dispatcher.cond:  # the dispatcher saves jobs from its own thread too
-            fresh = self._job(job.id)
-            fresh.labels = job.labels
-            self.book.save(fresh)
+        self.book.set_labels(job.id, job.labels)
         return {"name": job.id}
 
     def op_log_export(self, caller: ops.Caller, args: dict[str, Any]) -> dict[str, Any]:
