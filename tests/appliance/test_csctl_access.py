@@ -4,7 +4,6 @@ user lists jobs but is refused someone else's (and the attempt is audited)."""
 from __future__ import annotations
 
 import sys
-import tempfile
 import zipfile
 from pathlib import Path
 
@@ -15,24 +14,8 @@ from rel_helpers import other_user, run_as  # noqa: E402
 from test_csx_queue import _submit  # noqa: E402
 
 from cs2sim.system.appliance.client import RequestFailed, connect  # noqa: E402
-from cs2sim.system.cluster import EXAMPLE_PATH  # noqa: E402
 
 OTHER = other_user()
-
-
-@pytest.fixture
-def shared_cluster(cs2_systems):
-    """A four-system cluster whose $CS2_HOME another OS user can reach (not read)."""
-    from cs2sim.scripts.testkit.appliance import ApplianceCluster
-
-    top = Path(tempfile.mkdtemp(prefix="cs2sim-appliance-"))
-    top.chmod(0o755)
-    system = cs2_systems(cluster=EXAMPLE_PATH, root=top)
-    system.root.chmod(0o711)
-    system.home.chmod(0o711)
-    cluster = ApplianceCluster(system)
-    yield cluster
-    cluster.close()
 
 
 def test_own_job_get_label_export_cancel_and_another_user_is_refused(shared_cluster, tmp_path):
@@ -88,4 +71,34 @@ def test_own_job_get_label_export_cancel_and_another_user_is_refused(shared_clus
     assert job["status"]["phase"] == "CANCELLED" and "csctl cancel job" in job["status"]["reason"]
     again = cluster.csctl("cancel", "job", name)
     assert again.exit_code == 1 and "already ended (CANCELLED)" in again.errors
+    system.release_job(held)
+
+
+@pytest.mark.skipif(OTHER is None, reason="needs root to act as another OS user")
+def test_two_users_jobs_queue_by_priority_then_age(shared_cluster):
+    cluster, system = shared_cluster, shared_cluster.system
+    model = system.model_copy("fc_mnist")
+    held = system.hold_job(name="cs2-1")  # every window of four systems includes it
+    cluster.start()
+
+    def submit_as_other(priority: str, name: str) -> str:
+        return str(run_as(OTHER, lambda: _submit(connect(system.home), model, system, priority,
+                                                 name), {"CS2_HOME": str(system.home)}))
+
+    conn = connect(system.home)
+    ids = {"a": _submit(conn, model, system, "p2", "a"),  # root, p2, oldest
+           "b": submit_as_other("p2", "b"),             # nobody, p2
+           "c": submit_as_other("p1", "c"),             # nobody, p1: first
+           "d": _submit(conn, model, system, "p3", "d")}  # root, p3: last
+    notes = conn.call("get_jobs")["notes"]
+    assert notes[ids["c"]].startswith("current job is top of queue")
+    assert notes[ids["a"]] == "1 execute job(s) queued before current job"
+    assert notes[ids["b"]] == "2 execute job(s) queued before current job"
+    assert notes[ids["d"]] == "3 execute job(s) queued before current job"
+    rows = [r.split() for r in cluster.csctl("get", "jobs").check().output.splitlines()[1:]]
+    assert [(r[0], r[5]) for r in rows] == [(ids["c"], OTHER.pw_name), (ids["a"], "root"),
+                                            (ids["b"], OTHER.pw_name), (ids["d"], "root")]
+    for job_id in ids.values():  # the admin (the server's own user) may cancel anyone's
+        conn.call("cancel", name=job_id)
+    conn.close()
     system.release_job(held)
