@@ -54,6 +54,7 @@ def _serve(home: object, args: argparse.Namespace) -> int:
 
     from cs2sim.system.appliance.server import Server, server_dir
 
+    Path(str(home)).mkdir(parents=True, exist_ok=True, mode=0o700)
     log_path = server_dir(Path(str(home))) / "server.log"
     logging.basicConfig(filename=log_path, level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s")

@@ -188,8 +188,12 @@ class JobBook:
             row = self._db.execute("SELECT * FROM wsjobs WHERE id = ?", (job_id,)).fetchone()
         return None if row is None else WsJob.from_row(row)
 
-    def all(self, *, active_only: bool = False, since: float | None = None) -> list[WsJob]:
-        sql, args = "SELECT * FROM wsjobs", []
+    def all(self, *, active_only: bool = False, since: float | None = None,
+            with_spec: bool = True) -> list[WsJob]:
+        """Jobs by phase / age; without `with_spec` their specs (command line, environment)
+        are not read, which a listing does not need."""
+        cols = ", ".join(c if with_spec or c != "spec" else "'{}'" for c in WsJob._COLUMNS)
+        sql, args = f"SELECT {cols} FROM wsjobs", []
         where = []
         if active_only:
             where.append("phase IN ('QUEUED', 'RUNNING')")

@@ -311,7 +311,8 @@ class Server:
 
     def op_get_jobs(self, caller: ops.Caller, args: dict[str, Any]) -> dict[str, Any]:
         jobs = self.book.all(active_only=not args.get("all"),
-                             since=time.time() - HISTORY_S if args.get("all") else None)
+                             since=time.time() - HISTORY_S if args.get("all") else None,
+                             with_spec=False)
         if args.get("mine"):
             jobs = [j for j in jobs if j.uid == caller.uid]
         want = args.get("labels") or {}
