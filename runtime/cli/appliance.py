@@ -225,6 +225,13 @@ def _run(model_name: str, args: argparse.Namespace, params_path: Path, pipeline:
         return connect(home, start=None if args.mgmt_address else start,
                        mgmt_address=args.mgmt_address, credentials_path=args.credentials_path)
 
+    def call(op: str, **values: Any) -> dict[str, Any]:
+        c = conn()
+        try:
+            return dict(c.call(op, **values))
+        finally:
+            c.close()
+
     if not args.disable_version_check:
         _check_version(conn())
 
@@ -238,7 +245,7 @@ def _run(model_name: str, args: argparse.Namespace, params_path: Path, pipeline:
     stage = "validate" if args.validate_only else "compile"
     hash_ = _checksum(model_name, job_argv, pipeline, load)
     if not (args.compile_only or args.validate_only):  # refused before anything is reserved
-        conn().call("check", num_csx=args.num_csx, mode=_mode(pipeline))
+        call("check", num_csx=args.num_csx, mode=_mode(pipeline))
     out.say("compiling")
     if complete_stage(compile_dir / hash_) in (stage, "compile"):
         out.say("cached", hash=hash_)
@@ -247,7 +254,7 @@ def _run(model_name: str, args: argparse.Namespace, params_path: Path, pipeline:
         flag = "--validate_only" if args.validate_only else "--compile_only"
         cargv = [a for a in job_argv]
         cargv[cargv.index("-o") + 1] = str(compile_dir)
-        reply = conn().call("submit", kind="compile", priority=args.job_priority, labels=labels,
+        reply = call("submit", kind="compile", priority=args.job_priority, labels=labels,
                             mode=_mode(pipeline),
                             spec={**base, "args": [*cargv, flag], "compile_hash": hash_})
         job = reply["job"]
@@ -268,7 +275,7 @@ def _run(model_name: str, args: argparse.Namespace, params_path: Path, pipeline:
     workers = max(1, args.num_workers_per_csx) * args.num_csx
     shape = ["--total-nodes=3", "--single-task-nodes=2", f"--tasks-per-node={workers}",
              "--cpus-per-task=1"]
-    reply = conn().call("submit", kind="execute", priority=args.job_priority, labels=labels,
+    reply = call("submit", kind="execute", priority=args.job_priority, labels=labels,
                         num_csx=args.num_csx, mode=_mode(pipeline),
                         spec={**base, "args": job_argv, "shape": shape, "compile_hash": hash_})
     job = reply["job"]

@@ -296,7 +296,8 @@ class Server:
         labels = {str(k): str(v) for k, v in args.get("labels", {}).items()}
         job = WsJob(id=new_id(), kind=kind, user=caller.name, uid=caller.uid,
                     priority=priority, created=time.time(), labels=labels, num_csx=num_csx,
-                    spec=spec, epoch=self.epoch)
+                    spec=spec, epoch=self.epoch,
+                    compile_hash=str(spec.get("compile_hash", ""))[:80])
         job_log_dir(self.home, job.id).mkdir(parents=True, exist_ok=True)
         self.book.add(job)
         self.dispatcher.wake()

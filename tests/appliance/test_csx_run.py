@@ -5,6 +5,7 @@ second run that finds the compile cached and submits no compile job."""
 from __future__ import annotations
 
 import sys
+import zipfile
 
 from appliance_helpers import TRAIN, keys_of, losses, messages
 
@@ -52,3 +53,14 @@ def test_two_systems_lines_in_order_losses_equal_host_and_cached_compile(cs2_app
     compile_hash = next(m for m in messages(res.output) if m.startswith("Compile artifacts"))
     assert compile_hash.rsplit(" ", 1)[1] in messages(again.output)[1]
     assert [j["meta"]["type"] for j in cs2_appliance.jobs()] == ["compile", "execute", "execute"]
+
+    # the execute job's logs, every task's own and (-c) its compile artifacts, in one zip
+    name = jobs[1]["meta"]["name"]
+    cs2_appliance.csctl("log-export", name, "-c", "-p", str(system.root)).check()
+    with zipfile.ZipFile(system.root / f"log-export-{name}.zip") as z:
+        names = z.namelist()
+        base = f"log-export-{name}/"
+        assert {base + "launch.log", base + "job.json", base + "compile/COMPLETE"} <= set(names)
+        tasks = [n for n in names if n.startswith(base + "tasks/task-")]
+        assert len(tasks) >= 3  # chief, coordinator, input worker(s)
+        assert "| Train Device=CSX, Step=100" in z.read(base + "launch.log").decode()
