@@ -176,6 +176,9 @@ class Server:
                       type(e).__name__)
         except wire.FrameError as e:
             log.info("closed a connection of %s: it sent %s", caller.name if caller else "?", e)
+        except Exception as e:  # noqa: BLE001 - one line in the log, never a traceback
+            log.error("a connection of %s failed: %s: %s", caller.name if caller else "?",
+                      type(e).__name__, e)
         finally:
             conn.close()
 
