@@ -64,3 +64,18 @@ def test_two_systems_lines_in_order_losses_equal_host_and_cached_compile(cs2_app
         tasks = [n for n in names if n.startswith(base + "tasks/task-")]
         assert len(tasks) >= 3  # chief, coordinator, input worker(s)
         assert "| Train Device=CSX, Step=100" in z.read(base + "launch.log").decode()
+
+
+def test_compile_only_runs_a_compile_job_alone_and_then_finds_it_cached(cs2_appliance):
+    model = cs2_appliance.system.model_copy("fc_mnist")
+    argv = [*TRAIN, "--compile_only", "--compile_dir", "compiles", "--job_labels", "stage=c"]
+    first = cs2_appliance.run_csx(model, *argv)
+    assert first.exit_code == 0, first.combined
+    assert keys_of(first.output) == ["compiling", "compile_init", "compile_id",
+                                     "compile_written", "compile_ok"]
+    assert list((model / "compiles").glob("cs_*/COMPLETE"))
+    second = cs2_appliance.run_csx(model, *argv)
+    assert keys_of(second.output) == ["compiling", "cached"]
+    jobs = cs2_appliance.jobs()
+    assert [(j["meta"]["type"], j["meta"]["labels"]) for j in jobs] == [("compile",
+                                                                         {"stage": "c"})]
