@@ -117,13 +117,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
     except CsError as e:
         return fail(e)
-    request = launch.request
-    wsjob = os.environ.get("CS2SIM_WSJOB")  # started by the cluster server: named after its job
-    if wsjob:
-        import dataclasses
-
-        request = dataclasses.replace(request, name=wsjob)
-    return run_job(backend, request)
+    return run_job(backend, launch.request)
 
 
 def run_job(backend: Backend, request: JobRequest, *, ignore_int: bool = False) -> int:
@@ -134,6 +128,11 @@ def run_job(backend: Backend, request: JobRequest, *, ignore_int: bool = False) 
     from cs2sim.system.sched.runner import preload
 
     assert isinstance(request, JobRequest)
+    wsjob = os.environ.get("CS2SIM_WSJOB")  # started by the cluster server: named after its job
+    if wsjob:
+        import dataclasses
+
+        request = dataclasses.replace(request, name=wsjob)
     signals = Signals()  # Ctrl-C while queued cancels the wait, even for csrun_cpu
     t0 = time.perf_counter()
     try:

@@ -32,18 +32,23 @@ def test_pipeline_on_a_weight_streaming_cluster_names_the_fix(cs2_appliance):
     _nothing_reserved(cs2_appliance)
 
 
-def test_a_system_in_standby_blocks_a_job_that_needs_all_four(cs2_appliance):
+@pytest.mark.parametrize("state", ["STANDBY", "FAULT"])
+def test_a_system_not_active_blocks_a_job_that_needs_all_four(cs2_appliance, state):
     system = cs2_appliance.system
     from cs2sim.system.machine import Machine
     from cs2sim.system.users import local_identity
 
     store = system.store
-    Machine(store, "cs2-3").standby(local_identity(store))
+    machine, admin = Machine(store, "cs2-3"), local_identity(store)
+    if state == "STANDBY":
+        machine.standby(admin)
+    else:
+        machine.inject_fault(admin, "fabric link down")
     model = system.model_copy("fc_mnist")
     res = cs2_appliance.run_csx(model, *TRAIN, "--num_csx", "4")
     assert res.exit_code == 69, res.combined
     err = res.errors.strip()
-    assert err.count("\n") == 0 and "cs2-3 is in STANDBY" in err and "system activate" in err
+    assert err.count("\n") == 0 and f"cs2-3 is in {state}" in err, err
     _nothing_reserved(cs2_appliance)
 
 
