@@ -90,6 +90,8 @@ class _Launch:
     stop_phase: str = ""
     sched_job: str = ""  # the scheduler's id of the launch's job, once it has one
     next_lookup: float = 0.0
+    allocated: bool = True  # an execute job's launch: once the scheduler gave it its systems
+    pending: str = ""  # the scheduler's reason while it has not
 
 
 class Dispatcher:
@@ -181,11 +183,13 @@ class Dispatcher:
         return wait
 
     def _start_ready(self) -> None:
-        queued = sorted((j for j in self.book.all(active_only=True) if j.phase == "QUEUED"),
+        queued = sorted((j for j in self.book.all(active_only=True)
+                         if j.phase == "QUEUED" and j.id not in self.launches),
                         key=WsJob.order_key)
         compiles = sum(1 for j in self._running_jobs() if j.kind == "compile")
         execute_ahead = 0
-        notes: dict[str, str] = {}
+        notes = {job_id: note for job_id, la in self.launches.items()
+                 if (note := self._pending_note(la))}
         for job in queued:
             if job.kind == "compile":
                 if compiles < MAX_COMPILES:
@@ -234,10 +238,51 @@ class Dispatcher:
         finally:
             out.close()
         limit = spec.get("job_time_sec") or 0
-        self.launches[job.id] = _Launch(job.id, proc,
-                                        time.monotonic() + limit if limit > 0 else None)
-        job.phase, job.started, job.systems, job.reason = "RUNNING", time.time(), list(systems), ""
+        launch = _Launch(job.id, proc, time.monotonic() + limit if limit > 0 else None,
+                         allocated=not systems)
+        self.launches[job.id] = launch
+        # an execute job is RUNNING once the scheduler has given its launch the systems (the
+        # chosen ones were free, but a launcher job or, on real Slurm, anyone's job may take
+        # the nodes first); a compile job at once
+        job.phase = "RUNNING" if launch.allocated else "QUEUED"
+        job.started = time.time() if launch.allocated else None
+        job.systems, job.reason = list(systems), ""
         job.spec = {**spec, "pid": proc.pid}
+        self.book.save(job)
+        self.on_change()
+
+    @staticmethod
+    def _pending_note(launch: _Launch) -> str:
+        """Why a launched execute job still waits: the scheduler's own reason, once it says
+        its job is PENDING (a launch allocated at once never says it waited)."""
+        return "" if launch.allocated else launch.pending
+
+    def _check_allocated(self, launch: _Launch) -> None:
+        """Has the scheduler given the launch its systems? Its queue says so (the embedded
+        scheduler), or the job's chief has registered on them (any scheduler)."""
+        from cs2sim.system.sched import queue
+
+        job = self.book.get(launch.job_id)
+        if job is None or not job.systems:
+            launch.allocated = True
+            return
+        mine = [j for j in queue.jobs(self.store) if j.pid == launch.proc.pid]
+        if mine:
+            launch.sched_job = str(mine[-1].id)
+        status = Machine(self.store, job.systems[0]).status()
+        registered = any(j.command.startswith(f"{job.id}: ") for j in status.running_jobs)
+        if not registered and not (mine and mine[-1].state == "RUNNING"):
+            if mine and mine[-1].state == "PENDING":
+                note = (f"scheduler job {mine[-1].id} is PENDING ({mine[-1].reason}), "
+                        f"waiting for {', '.join(job.systems)}")
+                if note != launch.pending:
+                    launch.pending = note
+                    self.queue_notes = {**self.queue_notes, job.id: note}
+                    self.on_change()
+            return  # not submitted yet, waiting, or on a scheduler whose queue is not ours
+        launch.allocated = True
+        job.phase, job.started = "RUNNING", time.time()
+        job.sched_job = launch.sched_job or job.sched_job
         self.book.save(job)
         self.on_change()
 
@@ -247,6 +292,8 @@ class Dispatcher:
             code = launch.proc.poll()
             if not launch.sched_job and now >= launch.next_lookup:
                 self._find_sched_job(launch, now)
+            if code is None and not launch.allocated and not launch.stop_reason:
+                self._check_allocated(launch)
             if code is None:
                 due = launch.deadline is not None and now >= launch.deadline
                 if due and not launch.stop_reason:
