@@ -10,7 +10,9 @@ Order: QUEUED jobs sorted by priority (p1 first), then age. Compile jobs need CP
 start while fewer than MAX_COMPILES run. Execute jobs start strictly in order: the first one
 waits until num_csx systems in a row (the cluster description's order) are ACTIVE in its mode and
 held by no job; the ones behind it wait for it (the real cluster's "N execute job(s) queued
-before current job").
+before current job"). A started execute job stays QUEUED until the scheduler has allocated its
+launch (the scheduler's queue says RUNNING, or the job's chief has registered on its systems);
+while the scheduler holds it PENDING, its reason is the job's queue note.
 
 Every launch is started from the dispatcher thread (which lives as long as the server) with a
 parent-death signal, so a killed server takes its launches with it and each launch stops its
