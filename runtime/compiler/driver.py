@@ -38,7 +38,7 @@ from cs2sim.runtime.compiler.timetrain import for_plan
 from cs2sim.system.hardware import WSE2, WaferSpec
 from cs2sim.system.state import ExecMode
 
-__all__ = ["CompileResult", "compile_run", "LOG_FILE", "STOPS", "stages"]
+__all__ = ["CompileResult", "compile_run", "compile_checksum", "LOG_FILE", "STOPS", "stages"]
 
 LOG_FILE = "compile.log"
 WAFER_MAP_FILE = "wafer_map.png"
@@ -190,6 +190,30 @@ def _with_report(e: KernelMatchError, model_dir: Path) -> KernelMatchError:
     return out
 
 
+def _checksum(c: Compilation, wafer: WaferSpec, input_cluster: InputCluster | None) -> str:
+    """The compile directory's checksum (cache.py: what forces a recompile), after the graph
+    pass."""
+    assert c.graph is not None
+    return checksum({"compiler": COMPILER_VERSION, "graph": c.graph.fingerprint(),
+                     "mode": c.mode.value, "num_csx": c.num_csx, "target": c.target,
+                     "wafer": [wafer.name, wafer.width, wafer.height,
+                               wafer.sram_per_pe_bytes, wafer.reserved_per_pe_bytes,
+                               wafer.ports],
+                     "multireplica": c.multireplica,
+                     "input": input_cluster.fingerprint() if input_cluster else None})
+
+
+def compile_checksum(model_name: str, params: dict[str, Any], *, mode: ExecMode,
+                     target: str | None = None, wafer: WaferSpec = WSE2) -> str:
+    """The checksum `compile_run` would give these params, from the graph pass alone (what the
+    appliance client looks up before it asks for a compile job)."""
+    c = Compilation(model_name, params, _half(params), ExecMode(mode), target,
+                    _num_csx(params) if mode == ExecMode.WEIGHT_STREAMING else 1, wafer, None,
+                    multireplica=_multireplica(params))
+    PASSES[0].run(c)
+    return _checksum(c, wafer, None)
+
+
 def compile_run(model_name: str, params: dict[str, Any], model_dir: Path, *, mode: ExecMode,
                 stop_after: str = "compile", target: str | None = None,
                 on_stage: Callable[[str, int, int], None] | None = None,
@@ -220,14 +244,7 @@ def compile_run(model_name: str, params: dict[str, Any], model_dir: Path, *, mod
         log.debug("%s: %s", p.name, "; ".join(lines))
 
     run(0)
-    assert c.graph is not None
-    c.checksum = checksum({"compiler": COMPILER_VERSION, "graph": c.graph.fingerprint(),
-                           "mode": c.mode.value, "num_csx": c.num_csx, "target": c.target,
-                           "wafer": [wafer.name, wafer.width, wafer.height,
-                                     wafer.sram_per_pe_bytes, wafer.reserved_per_pe_bytes,
-                                     wafer.ports],
-                           "multireplica": c.multireplica,
-                           "input": input_cluster.fingerprint() if input_cluster else None})
+    c.checksum = _checksum(c, wafer, input_cluster)
     model_dir = Path(model_dir)
     final = model_dir / f"cs_{c.checksum}"
     done = complete_stage(final)

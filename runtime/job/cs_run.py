@@ -99,6 +99,9 @@ class CsRun:
         self.num_csx = int(params["runconfig"].get("num_csx") or 1)
         self.command = command or " ".join(
             [launcher_word(), *(shlex.quote(a) for a in sys.argv)])
+        wsjob = knobs.raw("CS2SIM_WSJOB")  # the cluster server's execute job runs this
+        if wsjob and not command:
+            self.command = f"{wsjob}: {self.command}"
         self.machine: Any = None
         self.job: Any = None
         self.executor: QueuedExecutor | None = None

@@ -337,7 +337,7 @@ def test_real_model_zoo_flags_are_accepted_and_stored(capsys, tmp_path):
         "note: --num_csx 2 is stored in runconfig.num_csx and has no effect here yet (it sets "
         "the CS-X systems of a weight-streaming run with --cs_ip (python-ws)).",
         "note: --mount_dirs /data is stored in runconfig.mount_dirs and has no effect here yet "
-        "(there are no appliance containers to mount into; runs see the host's files)."]
+        "(it belongs to the appliance: `python run.py CSX ... --mount_dirs ...`)."]
 
 
 def test_checkpoint_path_resumes_unless_is_pretrained_checkpoint(capsys, tmp_path):
