@@ -116,7 +116,11 @@ def _data_dirs(v: Any) -> str | None:
 INPUT_SCHEMA: Schema = {
     "data_dir": Key((str, list), None, "directory or token file, or a list of them (shards, "
                     "in order); absent -> built-in data", check=_data_dirs),
-    "data_processor": Key(str, None, "Model Zoo processor name; informational here"),
+    "data_processor": Key(str, None, "the reader of data_dir (runtime/data/processors.py: "
+                          "GptHDF5DataProcessor, GptTfRecordsProcessor, ...); null -> the "
+                          "model's default reader"),
+    "stand_in_data": Key(bool, False, "train on the built-in stand-in data when data_dir is "
+                         "unset or does not exist, without the WARNING (the small configs)"),
     "batch_size": Key(int, REQUIRED, "samples per batch", check=at_most(MAX_BATCH_SIZE)),
     "shuffle": Key(bool, True, "shuffle every epoch with a permutation from (seed, epoch)"),
     "shuffle_seed": Key(int, None, "seed of the shuffle; null -> runconfig.seed",
