@@ -117,7 +117,8 @@ class H5Samples:
         for p in parts:
             f, ds = _open_data(p.path)
             self._files.append(f)
-            self._data.append(self._mapped(p.path, ds) or ds)
+            mapped = self._mapped(p.path, ds)
+            self._data.append(ds if mapped is None else mapped)
         self.check_each_batch = int(self.starts[-1]) * 3 * seq_len > CHECK_ALL_VALUES
         if verify and not self.check_each_batch:
             for p, data in zip(parts, self._data, strict=True):

@@ -259,7 +259,7 @@ class Trainer:
         perf = RunPerf(ex.device, 0, 0.0, start, stop, compile_time=report.compile_time,
                        programming_time=report.programming_time,
                        est_samples_per_sec=report.est_samples_per_sec,
-                       run_info=getattr(ex, "run_info", None))
+                       run_info=getattr(ex, "run_info", None), data_source=source or None)
         self._nonfinite_warned = False
         ckpt_time = 0.0
         with Summaries(self.model_dir, purge_step=start + 1 if start else None) as tb:
