@@ -29,8 +29,8 @@ from cs2sim.runtime import registry
 from cs2sim.runtime.data.classify import build_pairs
 from cs2sim.runtime.data.corpus import stdlib_corpus
 from cs2sim.runtime.data.digits import DIGITS_TOTAL, EVAL_SIZE, DigitsArrays, digits_cache
-from cs2sim.runtime.data.mlm import build_mlm
 from cs2sim.runtime.data.hdf5 import H5Files
+from cs2sim.runtime.data.mlm import build_mlm
 from cs2sim.runtime.data.mnist import MnistFiles, find_idx_files
 from cs2sim.runtime.data.processors import Resolved, resolve
 from cs2sim.runtime.data.shards import ConcatRecipe, ShardPlan, data_dirs, shard

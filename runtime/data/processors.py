@@ -61,8 +61,10 @@ _TFR_GPT = Processor(("lm",), "TFRecord files (.tfrecords)", (".tfrecords", ".tf
                      lambda d, s: find_tfrecord_files(d), "tfrecord")
 _TFR_BERT = Processor(("mlm",), "TFRecord files (.tfrecords)", (".tfrecords", ".tfrecord"),
                       lambda d, s: find_tfrecord_files(d), "tfrecord")
-_CSV_BERT = Processor(("mlm",), "BERT CSV files (.csv)", (".csv",), lambda d, s: find_csv_files(d), "csv")
-_TSV_CLS = Processor(("pairs",), "GLUE TSV files (train.tsv, dev.tsv)", (".tsv",), find_tsv_files, "tsv")
+_CSV_BERT = Processor(("mlm",), "BERT CSV files (.csv)", (".csv",),
+                      lambda d, s: find_csv_files(d), "csv")
+_TSV_CLS = Processor(("pairs",), "GLUE TSV files (train.tsv, dev.tsv)", (".tsv",),
+                     find_tsv_files, "tsv")
 
 PROCESSORS: dict[str, Processor] = {
     "TokenFileDataProcessor": _TOKENS,  # nanoGPT-style uint16 .bin / .npy (runtime/data/tokens.py)

@@ -17,7 +17,8 @@ SST2DataProcessor / MNLIDataProcessor (GLUE's files as published): `train.tsv`, 
 `dev.tsv` (SST-2) or `dev_matched.tsv` (MNLI); SST-2 has the columns sentence, label (0/1);
 MNLI sentence1, sentence2, gold_label (contradiction 0, entailment 1, neutral 2, GLUE's order).
 Each sentence (pair) becomes [CLS] A [SEP] (B [SEP]), cut to max_sequence_length by dropping
-tokens from the longer segment, padded with [PAD].
+tokens from the longer segment (the second on a tie, as BERT's `truncate_seq_pair`), padded
+with [PAD].
 """
 
 from __future__ import annotations
@@ -222,7 +223,7 @@ class GlueSamples:
                     label = _label(row[cols[-1]], r, n)
                     room = r.seq_len - (3 if b else 2)
                     while len(a) + len(b) > room:  # drop from the longer segment
-                        (a if len(a) >= len(b) else b).pop()
+                        (a if len(a) > len(b) else b).pop()  # as BERT's truncate_seq_pair
                     row_ids = np.full(r.seq_len, pad, np.int32)
                     seq = [cls, *a, sep] + ([*b, sep] if b else [])
                     row_ids[:len(seq)] = seq
