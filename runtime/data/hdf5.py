@@ -13,8 +13,12 @@ input workers it is cut into n contiguous parts of (nearly) equal size, worker k
 worker and is served once per epoch.
 
 Reading: an uncompressed, unchunked `data` is memory-mapped straight from the file (h5py gives
-its byte offset); otherwise the rows of a batch are read through h5py in ascending order. Each
-worker opens its own files (an h5py handle must not cross a fork or a pickle).
+its byte offset). A compressed one is read by sample: in the Model Zoo's layout (gzip, chunks of
+one sample, no other filter) each sample's chunk is read raw and inflated with zlib, else the
+rows of a batch go through h5py in ascending order. Inflating costs far more than copying a
+memory-mapped window, so a worker keeps the inflated samples (input ids and labels) it has read
+when its part of the data fits CACHE_BYTES: from its second epoch on it reads from memory.
+Each worker opens its own files (an h5py handle must not cross a fork or a pickle).
 
 Checked at load (in the consumer): the layout, `n_examples` against the rows, the sequence
 length against max_sequence_length; token ids >= vocab_size are looked for in the whole file
@@ -25,6 +29,7 @@ position (see docs/training.md), so padded positions count like tokens.
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +42,7 @@ __all__ = ["H5_SUFFIX", "CHECK_ALL_VALUES", "find_h5_files", "H5Part", "H5Sample
 
 H5_SUFFIX = ".h5"
 CHECK_ALL_VALUES = 2**26  # files up to this many int32 values are scanned whole when loaded
+CACHE_BYTES = 256 * 2**20  # a worker keeps its inflated samples when its part fits this
 FEATURES = ("input_ids", "attention_mask", "labels")
 
 
@@ -120,6 +126,13 @@ class H5Samples:
             mapped = self._mapped(p.path, ds)
             self._data.append(ds if mapped is None else mapped)
         self.check_each_batch = int(self.starts[-1]) * 3 * seq_len > CHECK_ALL_VALUES
+        n = int(self.starts[-1])
+        compressed = any(not isinstance(d, np.ndarray) for d in self._data)
+        self._cache: np.ndarray | None = None  # (N, 2, T) inflated ids and labels
+        self._cached: np.ndarray | None = None  # (N,) bool: sample i is in the cache
+        if compressed and n * 2 * seq_len * 4 <= CACHE_BYTES:
+            self._cache = np.empty((n, 2, seq_len), np.int32)
+            self._cached = np.zeros(n, bool)
         if verify and not self.check_each_batch:
             for p, data in zip(parts, self._data, strict=True):
                 ids = np.asarray(data[p.start:p.stop, 0::2])  # (n, 2, T) input ids and labels
@@ -145,22 +158,41 @@ class H5Samples:
     def __len__(self) -> int:
         return int(self.starts[-1])
 
+    def _read(self, j: int, local: np.ndarray) -> np.ndarray:
+        """Rows `local` (b,) of part j's file: (b, 2, T) input ids and labels."""
+        data = self._data[j]
+        if isinstance(data, np.ndarray):
+            return data[local][:, 0::2]
+        if data.chunks == (1, 3, self.T) and data.compression == "gzip" and not (
+                data.shuffle or data.fletcher32 or data.scaleoffset is not None):
+            out = np.empty((len(local), 2, self.T), np.int32)
+            for r, i in enumerate(local):  # the Model Zoo's layout: a sample is a chunk
+                mask, raw = data.id.read_direct_chunk((int(i), 0, 0))
+                row = np.frombuffer(raw if mask else zlib.decompress(raw),
+                                    dtype=data.dtype).reshape(3, self.T)
+                out[r] = row[0::2]
+            return out
+        order = np.argsort(local, kind="stable")  # h5py selects in ascending order only
+        out = np.empty((len(local), 2, self.T), np.int32)
+        out[order] = data[local[order].tolist()][:, 0::2]  # (b, 3, T) -> (b, 2, T)
+        return out
+
     def batch(self, idx: np.ndarray) -> dict[str, np.ndarray]:
         """{"input_ids": int32 (B, T), "labels": int32 (B, T)} for sample indices `idx` (B,)."""
-        out = np.empty((len(idx), 2, self.T), dtype=np.int32)  # (B, 2, T) ids and labels
-        part = np.searchsorted(self.starts, idx, side="right") - 1  # (B,)
-        for j in np.unique(part):
-            rows = np.flatnonzero(part == j)
-            local = idx[rows] - self.starts[j] + self.parts[j].start  # (b,) rows in the file
-            data = self._data[j]
-            if isinstance(data, np.ndarray):
-                out[rows] = data[local][:, 0::2]
-            else:  # h5py reads a selection in ascending order only
-                order = np.argsort(local, kind="stable")
-                got = data[local[order].tolist()]  # (b, 3, T)
-                out[rows[order]] = got[:, 0::2]
-            if self.check_each_batch and len(rows):
-                self._check(int(out[rows].max()), int(out[rows].min()), self.parts[j].path)
+        if self._cached is not None and self._cached[idx].all():
+            out = self._cache[idx]  # type: ignore[index]
+        else:
+            out = np.empty((len(idx), 2, self.T), dtype=np.int32)  # (B, 2, T) ids and labels
+            part = np.searchsorted(self.starts, idx, side="right") - 1  # (B,)
+            for j in np.unique(part):
+                rows = np.flatnonzero(part == j)
+                local = idx[rows] - self.starts[j] + self.parts[j].start  # (b,) file rows
+                out[rows] = self._read(int(j), local)
+                if self.check_each_batch and len(rows):
+                    self._check(int(out[rows].max()), int(out[rows].min()), self.parts[j].path)
+            if self._cached is not None:
+                self._cache[idx] = out  # type: ignore[index]
+                self._cached[idx] = True
         return {"input_ids": np.ascontiguousarray(out[:, 0]),  # (B, T)
                 "labels": np.ascontiguousarray(out[:, 1])}  # (B, T)
 
