@@ -53,7 +53,7 @@ from cs2sim.runtime.training.callbacks import (
 from cs2sim.runtime.training.host_memory import check_host_memory, host_memory_bytes
 from cs2sim.runtime.training.metrics import RateTracker, format_rate
 from cs2sim.runtime.training.runconfig import Components, LoopConfig
-from cs2sim.system.errors import RuntimeFailure
+from cs2sim.system.errors import ConfigError, RuntimeFailure
 
 __all__ = [
     "EVENTS",
@@ -247,6 +247,11 @@ class Trainer:
         # pipelined CS-2 (REFERENCE §4.2b) saves checkpoint 0, then programs the fabric; weight
         # streaming (seed 002) loads the weights into MemoryX first
         before = getattr(ex, "checkpoint_before_load", True)
+        if (self.params.get("optimizer") or {}).get("log_summaries"):
+            if not hasattr(ex, "summary_steps"):
+                raise ConfigError(f"optimizer.log_summaries needs per-layer norms, which the "
+                                  f"{ex.device} executor does not report; set it to false.")
+            ex.summary_steps = cfg.summary_steps  # norms on the steps summaries are written
         if not before:
             report = ex.load(model, opt, scaler, self.params)
         if start == 0 and cfg.save_initial_checkpoint:
@@ -343,6 +348,9 @@ class Trainer:
             "avg_steps_per_sec": global_rate / out.samples if out.samples else 0.0,
             "lr": out.lr,
             "loss_scale": out.loss_scale,
+            # optimizer.log_summaries: the global and per-group norms (runtime/executors/base.py)
+            **({"grad_norm": out.grad_norm} if out.norms and out.grad_norm is not None else {}),
+            **(out.norms or {}),
         }, walltime=now)
 
     # -- eval --------------------------------------------------------------------------------------
