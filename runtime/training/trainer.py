@@ -128,13 +128,16 @@ class Trainer:
         self.callbacks.fire(event, payload)
 
     # -- shared steps ----------------------------------------------------------------------------
-    def check_host_memory(self, mode: str = "train") -> None:
-        """Refuse up front a model the host cannot hold in `mode` (ResourceError, one sentence)."""
+    def check_host_memory(self, mode: str = "train", cs2: bool | None = None) -> None:
+        """Refuse up front a model the host cannot hold in `mode` (ResourceError, one sentence);
+        `cs2`: the run is on the simulated CS-2 (default: the executor is not the host's)."""
         cls = self.components.model_class()
+        if cs2 is None:
+            cs2 = getattr(self.executor, "device", "cpu") != "cpu"
         for training in (True, False):
             if mode in (TRAIN_MODES if training else EVAL_MODES):
                 check_host_memory(self.model_name, cls, self.params, training=training,
-                                  capacity=self.memory_capacity)
+                                  capacity=self.memory_capacity, cs2=cs2)
 
     def _latest(self) -> ckpt.TrainState | None:
         """The latest valid checkpoint in model_dir, announced as Model Zoo does."""

@@ -250,9 +250,9 @@ def test_gptj_6b_refused_for_host_memory(capsys, tmp_path):
     assert code == 1
     assert re.fullmatch(
         r"error: Training gptj \(6\.\dB parameters\) on the host needs about \d+ GiB of memory "
-        r"but this machine has \d+ GiB; run configs/params_continuous_pretraining.yaml or another "
-        r"smaller config on the host \(this config is sized for a CS-2, which this version of "
-        r"cs2sim cannot compile for yet\)\.\n", err), err
+        r"but this machine has \d+ GiB; compile it for the CS-2 instead \(--mode compile_only\), "
+        r"or run configs/params_continuous_pretraining.yaml or another smaller config on the "
+        r"host or on the simulated CS-2 \(--cs_ip\)\.\n", err), err
     assert not md.exists()  # refused before anything was written: no log, no params file
     code, out, err = run(capsys, "gptj", "-m", "eval", "-p", str(cfg), "-o", str(md))
     assert code == 1 and err.startswith("error: Evaluating gptj (6.") and not md.exists()
