@@ -281,6 +281,11 @@ TOP_LEVEL_SCHEMA: Schema = {
 }
 
 SECTIONS = ("train_input", "eval_input", "model", "optimizer", "runconfig", "csconfig")
+# Sections of published configs that configure nothing cs2sim runs: accepted, warned about.
+IGNORED_SECTIONS = {
+    "predict_input": "cs2sim has no predict mode (its modes are train, eval, eval_all, "
+                     "train_and_eval), so nothing reads it",
+}
 
 
 # -- section schemas owned by other files, looked up lazily -----------------------------------
@@ -536,6 +541,9 @@ def validate_params(raw: dict, model_name: str, *,
     if not isinstance(raw, dict):
         raise ConfigError(f"{source} must be a mapping of sections, not {_a(raw)}.")
     allowed = (*TOP_LEVEL_SCHEMA, *SECTIONS)
+    ignored = [f"{source}: {name} is ignored: {why}." for name, why in IGNORED_SECTIONS.items()
+               if name in raw]
+    raw = {k: v for k, v in raw.items() if k not in IGNORED_SECTIONS}
     for name in raw:
         if name not in allowed:
             close = difflib.get_close_matches(str(name), allowed, n=1)
@@ -555,7 +563,7 @@ def validate_params(raw: dict, model_name: str, *,
         "runconfig": RUNCONFIG_SCHEMA,
         "csconfig": CSCONFIG_SCHEMA,
     }
-    warnings: list[str] = []
+    warnings: list[str] = ignored
     params = _validate_section("", {k: raw[k] for k in TOP_LEVEL_SCHEMA if k in raw},
                                TOP_LEVEL_SCHEMA, source, warnings)
     for name, schema in schemas.items():

@@ -220,7 +220,7 @@ def _csv(cfg: dict, params: dict, split: str, res: Resolved) -> tuple[list[Any],
 def _tsv(cfg: dict, params: dict, split: str, res: Resolved) -> tuple[list[Any], str]:
     model = params.get("model") or {}
     seq_len = int(cfg.get("max_sequence_length") or model.get("max_position_embeddings"))
-    task = "mnli" if res.name == "MNLIDataProcessor" else "sst2"
+    task = "mnli" if res.name in ("MNLIDataProcessor", "MnliDataProcessor") else "sst2"
     recipes = [GlueTsv(str(p), task, str(cfg.get("vocab_file") or ""),
                        bool(cfg.get("do_lower", True)), seq_len, int(model.get("num_labels") or 2))
                for f in res.found for p in f]

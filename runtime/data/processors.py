@@ -76,7 +76,9 @@ PROCESSORS: dict[str, Processor] = {
     "BertTfRecordsProcessor": _TFR_BERT,
     "BertCSVDynamicMaskDataProcessor": _CSV_BERT,
     "SST2DataProcessor": _TSV_CLS,
+    "Sst2DataProcessor": _TSV_CLS,  # the TF classifier configs' spelling
     "MNLIDataProcessor": _TSV_CLS,
+    "MnliDataProcessor": _TSV_CLS,  # the TF classifier configs' spelling
 }
 # The reader of a family whose section names none.
 DEFAULT = {"lm": "TokenFileDataProcessor", "mlm": "TokenFileDataProcessor",
