@@ -102,7 +102,8 @@ def _bert(d: Path, n: int) -> tuple[Path, Path, Path]:
 
 
 def _measure(params: dict, model: str, seconds: float) -> tuple[float, float, float]:
-    """(load seconds, samples/s of one worker over its first epoch, and after it)."""
+    """(load seconds, samples/s of one worker over its first epoch, load included, and
+    after it)."""
     t0 = time.perf_counter()
     s = build_input(params, "train", model, 1)
     key = params["_keys"][0]
@@ -111,7 +112,7 @@ def _measure(params: dict, model: str, seconds: float) -> tuple[float, float, fl
     n, t0 = 0, time.perf_counter()
     for _ in range(s.batches_per_epoch - 1):  # the rest of epoch 0
         n += len(next(s)[key])
-    first = n / (time.perf_counter() - t0)
+    first = (n + s.batch_size) / (time.perf_counter() - t0 + load)  # the load included
     n, t0 = 0, time.perf_counter()
     while time.perf_counter() - t0 < seconds:
         n += len(next(s)[key])
@@ -178,12 +179,13 @@ def main() -> int:
              f"`python bench/processor_bench.py --samples {args.samples} --seconds "
              f"{args.seconds}`; GPT rows: max_sequence_length {T}, batch {B}; BERT rows: "
              f"{BERT_T}, batch {B}; shuffled.", "",
-             "| data | processor | load s | epoch 0 samples/s | later samples/s |",
+             "| data | processor | load s | epoch 0 samples/s (load included) "
+             "| later samples/s |",
              "|---|---|---:|---:|---:|"]
     lines += [f"| {n} | {p} | {lo:.2f} | {f:,.0f} | {r:,.0f} |" for n, p, lo, f, r in rows]
     lines += ["", f"Token files / HDF5 in the Model Zoo's layout (gzip, one-sample chunks): "
-              f"{ratio0:.2f}x in epoch 0 (every sample inflated), {ratio:.2f}x after it (the "
-              f"worker's inflated samples kept in memory); token files / uncompressed HDF5: "
+              f"{ratio0:.2f}x over epoch 0 with the load (the worker inflates its part once "
+              f"when it loads), {ratio:.2f}x after it; token files / uncompressed HDF5: "
               f"{ratio_raw:.2f}x.", "",
               f"Preprocessing (`cs2sim-preprocess gpt2-hdf5`, max_seq_length 1024, over "
               f"{size / 2**20:.1f} MiB of the standard library's sources): "

@@ -16,8 +16,9 @@ Reading: an uncompressed, unchunked `data` is memory-mapped straight from the fi
 its byte offset). A compressed one is read by sample: in the Model Zoo's layout (gzip, chunks of
 one sample, no other filter) each sample's chunk is read raw and inflated with zlib, else the
 rows of a batch go through h5py in ascending order. Inflating costs far more than copying a
-memory-mapped window, so a worker keeps the inflated samples (input ids and labels) it has read
-when its part of the data fits CACHE_BYTES: from its second epoch on it reads from memory.
+memory-mapped window, so when a worker's part of the data fits CACHE_BYTES the worker inflates
+it once when it loads, in file order and in slabs of SLAB samples, and serves every epoch's
+batches from memory (input ids and labels only).
 Each worker opens its own files (an h5py handle must not cross a fork or a pickle).
 
 Checked at load (in the consumer): the layout, `n_examples` against the rows, the sequence
@@ -42,7 +43,8 @@ __all__ = ["H5_SUFFIX", "CHECK_ALL_VALUES", "find_h5_files", "H5Part", "H5Sample
 
 H5_SUFFIX = ".h5"
 CHECK_ALL_VALUES = 2**26  # files up to this many int32 values are scanned whole when loaded
-CACHE_BYTES = 256 * 2**20  # a worker keeps its inflated samples when its part fits this
+CACHE_BYTES = 256 * 2**20  # a worker inflates its part once, into memory, when it fits this
+SLAB = 256  # samples per h5py read when inflating a part
 FEATURES = ("input_ids", "attention_mask", "labels")
 
 
@@ -129,13 +131,21 @@ class H5Samples:
         n = int(self.starts[-1])
         compressed = any(not isinstance(d, np.ndarray) for d in self._data)
         self._cache: np.ndarray | None = None  # (N, 2, T) inflated ids and labels
-        self._cached: np.ndarray | None = None  # (N,) bool: sample i is in the cache
         if compressed and n * 2 * seq_len * 4 <= CACHE_BYTES:
+            # the part fits: inflate it once, in file order, in slabs (h5py reads a range of
+            # chunks in one call, far faster than sample by sample)
             self._cache = np.empty((n, 2, seq_len), np.int32)
-            self._cached = np.zeros(n, bool)
+            for j, (p, data) in enumerate(zip(parts, self._data, strict=True)):
+                for lo in range(p.start, p.stop, SLAB):
+                    hi = min(lo + SLAB, p.stop)
+                    at = int(self.starts[j]) + lo - p.start
+                    self._cache[at:at + hi - lo] = np.asarray(data[lo:hi])[:, 0::2]
         if verify and not self.check_each_batch:
-            for p, data in zip(parts, self._data, strict=True):
-                ids = np.asarray(data[p.start:p.stop, 0::2])  # (n, 2, T) input ids and labels
+            for j, (p, data) in enumerate(zip(parts, self._data, strict=True)):
+                if self._cache is not None:  # (n, 2, T) input ids and labels
+                    ids = self._cache[int(self.starts[j]):int(self.starts[j + 1])]
+                else:
+                    ids = np.asarray(data[p.start:p.stop, 0::2])
                 self._check(int(ids.max()) if ids.size else 0, int(ids.min()) if ids.size
                             else 0, p.path)
 
@@ -179,8 +189,8 @@ class H5Samples:
 
     def batch(self, idx: np.ndarray) -> dict[str, np.ndarray]:
         """{"input_ids": int32 (B, T), "labels": int32 (B, T)} for sample indices `idx` (B,)."""
-        if self._cached is not None and self._cached[idx].all():
-            out = self._cache[idx]  # type: ignore[index]
+        if self._cache is not None:
+            out = self._cache[idx]  # (B, 2, T)
         else:
             out = np.empty((len(idx), 2, self.T), dtype=np.int32)  # (B, 2, T) ids and labels
             part = np.searchsorted(self.starts, idx, side="right") - 1  # (B,)
@@ -190,9 +200,6 @@ class H5Samples:
                 out[rows] = self._read(int(j), local)
                 if self.check_each_batch and len(rows):
                     self._check(int(out[rows].max()), int(out[rows].min()), self.parts[j].path)
-            if self._cached is not None:
-                self._cache[idx] = out  # type: ignore[index]
-                self._cached[idx] = True
         return {"input_ids": np.ascontiguousarray(out[:, 0]),  # (B, T)
                 "labels": np.ascontiguousarray(out[:, 1])}  # (B, T)
 

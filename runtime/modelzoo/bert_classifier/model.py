@@ -36,9 +36,8 @@ MODEL_SCHEMA: Schema = {
     # the TF classifier configs' spellings (params_bert_{base,large}_{sst2,mnli}.yaml)
     "cls_dropout_rate": Key((int, float), None, "TF spelling of task_dropout (wins when set).",
                             check=unit_interval),
-    "num_cls_classes": Key(int, None, "TF classifier configs: the classes (then num_labels "
-                           "takes it); BERT pretraining's next-sentence classes otherwise",
-                           check=positive),
+    "num_cls_classes": Key(int, 2, "TF classifier configs' classes: num_labels takes it "
+                           "when num_labels is left at 2", check=positive),
     "pretrain_params_path": Key(str, None, "TF: the pretraining params file whose model "
                                 "section gives the encoder's shape (keys this config leaves "
                                 "at their defaults); no weights come from it"),
@@ -64,10 +63,10 @@ class BertClassifierModel(BertModel):
         model = params["model"]
         if model.get("cls_dropout_rate") is not None:
             model["task_dropout"] = model["cls_dropout_rate"]
-        if model.get("num_cls_classes") is not None:
+        if model["num_cls_classes"] != 2 and model["num_labels"] == 2:
+            # the TF configs give the classes as num_cls_classes (default 2, as BERT's own
+            # next-sentence classes), the PyTorch ones as num_labels
             model["num_labels"] = model["num_cls_classes"]
-        else:  # BERT's own key (its next-sentence classes) keeps BERT's default
-            model["num_cls_classes"] = 2
         path = model.get("pretrain_params_path")
         if path:
             _pretrain_shape(model, str(path), source, warnings)
