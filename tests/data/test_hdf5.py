@@ -203,3 +203,45 @@ def test_gpt2_and_llama_tiny_train_on_hdf5_with_4_input_workers(capsys, tmp_path
     assert perf["data_source"].startswith("4 HDF5 files") and perf["data_stand_in"] is False
     assert (perf["device"] == "cpu") == (where == "host")  # the CS-2 run ran on the CS-2
     assert not [p for p in os.listdir(md) if p.endswith(".tmp")]
+
+
+def _tiny(tmp_path: Path, model: str, **section) -> Path:
+    with open(model_home(model) / "configs" / "params_tiny.yaml") as f:
+        doc = yaml.safe_load(f)
+    for name in ("train_input", "eval_input"):
+        doc[name].pop("stand_in_data", None)
+        doc[name].update(section)
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+@pytest.mark.parametrize("what", ["h5", "tfrecords", "nothing"])
+def test_the_silent_replacements_of_before_are_errors_or_a_warning(capsys, tmp_path,
+                                                                  monkeypatch, what):
+    """A tiny config (no data_processor: the token-file reader) pointed at .h5 files, at
+    .tfrecords files, or at a directory that is not there."""
+    monkeypatch.setenv("CS2_HOME", str(tmp_path / "home"))
+    d = tmp_path / "data"
+    if what == "h5":
+        h5_dir(d, sizes=(16,))
+    elif what == "tfrecords":
+        d.mkdir()
+        (d / "train.tfrecords").write_bytes(b"")
+    cfg = _tiny(tmp_path, "gpt2", data_dir=str(d))
+    code = main("gpt2", ["-m", "train", "-p", str(cfg), "-o", str(tmp_path / "md"),
+                         "--max_steps", "1"])
+    out, err = capsys.readouterr()
+    if what == "nothing":  # a placeholder path: stand-in data, with a WARNING saying so
+        assert code == 0, err
+        warning = [ln for ln in (out + err).splitlines() if "WARNING" in ln and str(d) in ln]
+        assert len(warning) == 1 and "STAND-IN data" in warning[0]
+        assert "Training data: STAND-IN data" in out + err
+        perf = json.loads((tmp_path / "md" / "performance" / "performance.json").read_text())
+        assert perf["data_stand_in"] is True
+        return
+    assert code == 1 and err.count("\n") == 1 and "Traceback" not in err
+    suffix = ".h5" if what == "h5" else ".tfrecords"
+    assert f"{d} holds no token files (.bin/.npy): it holds 1 {suffix} file" in err
+    proc = "GptHDF5DataProcessor" if what == "h5" else "GptTfRecordsProcessor"
+    assert f"set data_processor to {proc}, which reads them" in err
