@@ -128,6 +128,8 @@ INPUT_SCHEMA: Schema = {
     "shuffle_buffer": Key(int, None, "accepted for TF configs; we always permute the whole epoch"),
     "repeat": Key(bool, True, "start a new epoch after the last batch; false -> one pass"),
     "drop_last_batch": Key(bool, True, "drop a last partial batch (a CS-2 needs fixed shapes)"),
+    "drop_last": Key(bool, None, "the PyTorch data processors' spelling of drop_last_batch "
+                     "(wins when set)"),
     "num_workers": Key(int, 0, "input worker processes; 0 -> in-process",
                        check=between(0, MAX_WORKERS)),
     "num_parallel_calls": Key(int, None, "TF spelling of num_workers; 0 or -1 -> AUTOTUNE "

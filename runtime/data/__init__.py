@@ -304,7 +304,9 @@ def build_input(params: dict, split: str, model_name: str, seed: int) -> BatchSt
         return Plan(num_samples=num_samples, batch_size=cfg["batch_size"],
                     shuffle=bool(cfg["shuffle"]),
                     seed=int(seed if shuffle_seed is None else shuffle_seed), salt=salt,
-                    drop_last=bool(cfg["drop_last_batch"]), repeat=bool(cfg["repeat"]))
+                    drop_last=bool(cfg["drop_last_batch"] if cfg.get("drop_last") is None
+                                   else cfg["drop_last"]),
+                    repeat=bool(cfg["repeat"]))
 
     def too_small(plan: Plan, n: int, what: str) -> None:
         if plan.batches_per_epoch < 1:

@@ -245,3 +245,12 @@ def test_the_silent_replacements_of_before_are_errors_or_a_warning(capsys, tmp_p
     assert f"{d} holds no token files (.bin/.npy): it holds 1 {suffix} file" in err
     proc = "GptHDF5DataProcessor" if what == "h5" else "GptTfRecordsProcessor"
     assert f"set data_processor to {proc}, which reads them" in err
+
+
+def test_drop_last_spelling_and_a_partial_last_batch(tmp_path):
+    h5_dir(tmp_path / "h5", sizes=(20,))  # 20 samples, batches of 8
+    kept = build_input(params(tmp_path / "h5", drop_last=False), "train", "gpt2", 1)
+    assert kept.batches_per_epoch == 3 and kept.samples_per_epoch == 20
+    dropped = build_input(params(tmp_path / "h5", drop_last=True, drop_last_batch=False),
+                          "train", "gpt2", 1)
+    assert dropped.batches_per_epoch == 2  # drop_last wins over drop_last_batch
