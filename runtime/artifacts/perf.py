@@ -54,6 +54,9 @@ class RunPerf:
     est_samples_per_sec: float | None = None
     # CS-2 runs (runtime/job/cs_run.py): system, execution_mode, num_csx, job_id
     run_info: dict[str, Any] | None = None
+    # what the run trained on (the input stream's description; "STAND-IN data, ..." when the
+    # built-in stand-in replaced a data set: runtime/data/processors.py)
+    data_source: str | None = None
 
     @property
     def samples_per_sec(self) -> float:
@@ -82,6 +85,8 @@ class RunPerf:
             "input_wait_fraction": round(self.input_wait_fraction, 4),
             "start_step": self.start_step,
             "end_step": self.end_step,
+            "data_source": self.data_source,
+            "data_stand_in": bool(self.data_source and self.data_source.startswith("STAND-IN")),
             "measurement": (
                 "host measurements: samples_per_sec and total_time measured on this machine's "
                 "CPU by the user-node loop; compile_time, programming_time and "

@@ -370,7 +370,8 @@ def _run_mode(model_name: str, args: argparse.Namespace, runlog: RunLog, params:
     if args.mode.startswith("train"):
         runlog.resume_text = trainer.resume_text  # what the message of a Ctrl-C says
     try:
-        trainer.check_host_memory(args.mode)  # a refused run leaves nothing in model_dir
+        # a refused run leaves nothing in model_dir
+        trainer.check_host_memory(args.mode, cs2=cs is not None)
     except CsError:
         for w in warnings:
             log.warning(w)

@@ -92,7 +92,9 @@ def test_fc_mnist_is_sized_to_its_knee_or_its_input_and_not_grown_past_it(tmp_pa
     from cs2sim.system.hardware import WSE2
     from cs2sim.system.state import ExecMode
 
-    r = compile_run("fc_mnist", fc_params(), tmp_path, mode=ExecMode.PIPELINED, draw_map=False)
+    # float32 features (params.yaml alone trains in float16 in the TF flow)
+    r = compile_run("fc_mnist", fc_params(model__mixed_precision=False), tmp_path,
+                    mode=ExecMode.PIPELINED, draw_map=False)
     e = r.plan.estimate
     assert 1 <= e["ports_used"] < WSE2.ports  # the input layer does not get the whole I/O
     per_sample = 784 * 4 + 4 + 4  # float32 features, int32 label in, a loss value out
