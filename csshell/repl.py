@@ -57,6 +57,13 @@ __all__ = [
 ]
 
 PROMPT = "cs> "
+# The prompt as styled text. Its style has an explicit (default) colour only so that the
+# renderer writes the trailing space: prompt_toolkit skips unstyled spaces at the end of a line
+# and moves the cursor instead, so the bytes on the wire would be `cs>` + a cursor move and a
+# script's `expect("cs> ")` would never match. With it the terminal receives `cs> ` literally,
+# then the toolbar, then the cursor move back to the end of the prompt.
+PROMPT_TEXT = [("class:prompt", PROMPT)]
+PROMPT_STYLE = {"prompt": "fg:ansidefault"}
 REFRESH_S = 1.0  # toolbar re-read interval while idle (another shell may change the system)
 
 
@@ -224,7 +231,7 @@ def history_problem(path: Path) -> str | None:
 def make_session(ctx: Context, history: Path | None) -> PromptSession[str]:
     """The cs> PromptSession: completion, `?`, toolbar, history."""
     return PromptSession(
-        PROMPT,
+        PROMPT_TEXT,
         completer=TableCompleter(ctx.table),
         complete_while_typing=False,  # Tab and `?`, as on a network device's console
         # room for the first Tab's menu to show every top-level command (prompt_toolkit's
@@ -234,7 +241,7 @@ def make_session(ctx: Context, history: Path | None) -> PromptSession[str]:
         history=ForgivingFileHistory(str(history)) if history is not None else None,
         bottom_toolbar=Toolbar(ctx),
         key_bindings=_key_bindings(ctx),
-        style=Style.from_dict(STYLE),
+        style=Style.from_dict({**STYLE, **PROMPT_STYLE}),
         refresh_interval=REFRESH_S,
     )
 
@@ -243,7 +250,11 @@ def prompt_loop(ctx: Context, session: PromptSession[str]) -> int:
     """Read and run lines until `exit`, `quit` or Ctrl-D; Ctrl-C only cancels the line."""
     while True:
         try:
-            line = session.prompt()
+            # Raw mode from before the prompt is written: on a dumb terminal prompt_toolkit
+            # prints the prompt first and enters raw mode only afterwards, and a Ctrl-D sent in
+            # that gap was taken by the terminal's line discipline (cooked mode) and lost.
+            with session.input.raw_mode():
+                line = session.prompt()
         except KeyboardInterrupt:
             continue
         except EOFError:
