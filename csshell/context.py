@@ -10,7 +10,8 @@ csshell/terminal.py (control characters made visible; wrapped at spaces on a ter
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import IO, TYPE_CHECKING, Any, Protocol, TypeVar
 
 from cs2sim.csshell.terminal import fit, visible
@@ -145,6 +146,18 @@ class Context:
         if self._columns is not None:
             return self._columns
         return terminal_columns(self.out if stream is None else stream)
+
+    @contextmanager
+    def output_to(self, stream: IO[str]) -> Iterator[None]:
+        """Send the command output (not errors or questions) to `stream` for a while: a pipe's
+        filters, or the pager's buffer. Tables are drawn for `stream` (a terminal or not)."""
+        saved = self.out, self._console, self._columns
+        self.out, self._console, self._columns = stream, None, None
+        try:
+            yield
+        finally:
+            self.out.flush()
+            self.out, self._console, self._columns = saved
 
     def echo(self, text: object = "", wrap: bool = True) -> None:
         """Write one line of plain text (no markup, no colour): control characters made visible,

@@ -9,11 +9,11 @@ So an abbreviation that dispatches also completes, and a word that completes als
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from cs2sim.csshell.lexer import cursor_at_end, split_line
 from cs2sim.system.errors import AmbiguousCommand, UnknownCommand, UsageError
 
 __all__ = [
@@ -86,6 +86,7 @@ class Command:
     run: Handler
     args: tuple[Arg, ...] = ()
     options: tuple[Option, ...] = ()
+    pages: bool = False  # its output is a finished text (a show command): the pager may hold it
 
     @property
     def words(self) -> tuple[str, ...]:
@@ -121,29 +122,16 @@ class Node:
 
 
 def split_commands(line: str) -> list[list[str]]:
-    """Split one input line into commands (separated by `;`), each a list of shell-style words."""
-    lexer = shlex.shlex(line, posix=True, punctuation_chars=";")
-    lexer.whitespace_split = True
-    lexer.commenters = ""  # `#` starts a comment only at the start of a script line (see main)
-    try:
-        tokens = list(lexer)
-    except ValueError as e:
-        raise UsageError(f"cannot read the line: {str(e).lower()}; check the quotes.") from None
-    commands: list[list[str]] = [[]]
-    for token in tokens:
-        if token and set(token) == {";"}:
-            commands.append([])
-        else:
-            commands[-1].append(token)
-    return [c for c in commands if c]
+    """The commands of one input line (separated by an unquoted `;`), each as its words before
+    any output pipe (csshell/lexer.py splits the whole line, pipes included)."""
+    return [stages[0] for stages in split_line(line) if stages[0]]
 
 
 def words_and_partial(text: str) -> tuple[list[str], str]:
-    """The complete words of the last `;` command in `text`, and the word being typed."""
-    segment = text.rsplit(";", 1)[-1]
-    words = (split_commands(segment) or [[]])[0]
-    partial = "" if not segment or segment[-1].isspace() or not words else words.pop()
-    return words, partial
+    """The complete words of the last stage (command or pipe) of the last `;` command in
+    `text`, and the word being typed."""
+    cursor = cursor_at_end(text)
+    return cursor.words, cursor.partial
 
 
 def _quote(words: Iterable[str]) -> str:

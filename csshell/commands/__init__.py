@@ -72,6 +72,7 @@ ROWS: tuple[Command, ...] = (
         "Show the configured execution mode.",
         execmode_show,
         options=(FORMAT,),
+        pages=True,
     ),
     Command(
         "config execmode setup",
@@ -89,18 +90,21 @@ ROWS: tuple[Command, ...] = (
         "Show state, modes, running jobs and software version.",
         system_show,
         options=(FORMAT,),
+        pages=True,
     ),
     Command(
         "system status",
         "Show the system's state (same as `system show`).",
         system_show,
         options=(FORMAT,),
+        pages=True,
     ),
     Command(
         "system list",
         "List every CS-2 system of the cluster: state, modes and the job on it.",
         system_list,
         options=(FORMAT,),
+        pages=True,
     ),
     Command(
         "system use",
@@ -137,12 +141,14 @@ ROWS: tuple[Command, ...] = (
         "Show the versions of the system software.",
         software_show,
         options=(FORMAT,),
+        pages=True,
     ),
     Command(
         "audit show",
         "Show the newest audit log entries.",
         audit_show,
         options=(Option("--last", "How many entries (default 20).", metavar="N"), FORMAT),
+        pages=True,
     ),
     Command(
         "user add",
@@ -154,7 +160,7 @@ ROWS: tuple[Command, ...] = (
             PASSWORD_FILE,
         ),
     ),
-    Command("user list", "List the accounts.", user_list),
+    Command("user list", "List the accounts.", user_list, pages=True),
     Command(
         "user passwd",
         "Set a password (your own, or anyone's as admin).",
@@ -172,6 +178,7 @@ ROWS: tuple[Command, ...] = (
             Option("--limit", "Show at most N jobs (default 200; 0: all of them).", metavar="N"),
             FORMAT,
         ),
+        pages=True,
     ),
     Command(
         "jobs cancel",
@@ -186,6 +193,7 @@ ROWS: tuple[Command, ...] = (
         "Show the commands, or help for the given words.",
         help_cmd,
         args=(Arg("command", "Words of a command, e.g. `config execmode`.", tree=True),),
+        pages=True,
     ),
     Command("exit", "Leave the shell (also `quit` or Ctrl-D).", exit_cmd),
     Command("quit", "Leave the shell (also `exit` or Ctrl-D).", exit_cmd),

@@ -39,6 +39,7 @@ def test_every_prompt_is_literally_cs_space(home: Path, term: str) -> None:
         if term != "dumb":  # the toolbar is drawn after the prompt's four characters
             child.expect_exact("root (admin)")
         child.sendline("software show")
+        child.expect_exact("sqlite")  # the output first: the echoed line also holds `cs> `
         child.expect_exact("cs> ")
         child.sendeof()
         child.expect(pexpect.EOF)
