@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from cs2sim.system.store import Store
     from cs2sim.system.users import Identity
 
-__all__ = ["Context", "ExitShell", "Cancelled", "Prompter"]
+__all__ = ["Context", "ExitShell", "Cancelled", "Prompter", "find_machine"]
 
 T = TypeVar("T")
 PIPE_WIDTH = 1000  # columns of rich output when not on a terminal (no wrapping)
@@ -100,16 +100,13 @@ class Context:
     def machine(self) -> Machine:
         """The system facade; a thin wrapper over the store (it caches no state)."""
         if self._machine is None:
-            from cs2sim.system.machine import Machine
-
-            self._machine = Machine(self.store, self.system)
+            self._machine = find_machine(self.store, self.system)
         return self._machine
 
     def use_system(self, name: str) -> None:
-        """Act on system `name` from now on (UsageError naming the known ones if none)."""
-        from cs2sim.system.machine import Machine
-
-        machine = Machine(self.store, name)
+        """Act on system `name` (or the system with that IP) from now on (UsageError naming
+        the known ones if none)."""
+        machine = find_machine(self.store, name)
         self.system, self._machine = machine.name, machine
         self.seen_mode = None  # what this session showed was another system's mode
 
@@ -223,6 +220,23 @@ class Context:
         if yes or self.assume_yes:
             return True
         return self.prompter.confirm(question, command)
+
+
+def find_machine(store: Store, name: str | None) -> Machine:
+    """The system named `name`, or whose IP it is (as a run's `--cs_ip` names it); the first
+    of the cluster for None."""
+    from cs2sim.system.errors import UsageError
+    from cs2sim.system.machine import Machine
+
+    if name is None:
+        return Machine(store)
+    try:
+        return Machine(store, name)
+    except UsageError as unknown:
+        try:
+            return Machine.for_target(store, name)
+        except UsageError:
+            raise unknown from None
 
 
 def terminal_columns(stream: IO[str]) -> int | None:

@@ -33,6 +33,7 @@ from cs2sim.csshell.commands.shell import question_help
 from cs2sim.csshell.completion import TableCompleter
 from cs2sim.csshell.context import ExitShell
 from cs2sim.csshell.dispatch import one_line, run_line
+from cs2sim.csshell.live import LiveNames
 from cs2sim.csshell.toolbar import STYLE, Toolbar
 from cs2sim.system.errors import CsError
 
@@ -153,7 +154,7 @@ def _key_bindings(ctx: Context) -> KeyBindings:
         def show() -> None:
             ctx.echo(f"{PROMPT}{text}?")  # the typed text may hold control characters
             try:
-                lines = question_help(ctx.table, text)
+                lines = question_help(ctx.table, text, LiveNames(ctx.store))
             except CsError as e:
                 lines = [f"error: {one_line(str(e))}"]
             for line in lines:
@@ -232,7 +233,7 @@ def make_session(ctx: Context, history: Path | None) -> PromptSession[str]:
     """The cs> PromptSession: completion, `?`, toolbar, history."""
     return PromptSession(
         PROMPT_TEXT,
-        completer=TableCompleter(ctx.table),
+        completer=TableCompleter(ctx.table, LiveNames(ctx.store)),
         complete_while_typing=False,  # Tab and `?`, as on a network device's console
         # room for the first Tab's menu to show every top-level command (prompt_toolkit's
         # default of 8 lines, less the toolbar, hid the last two), plus the toolbar's line

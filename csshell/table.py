@@ -19,6 +19,8 @@ from cs2sim.system.errors import AmbiguousCommand, UnknownCommand, UsageError
 __all__ = [
     "Arg",
     "Option",
+    "LIVE_KINDS",
+    "Live",
     "Command",
     "Invocation",
     "Node",
@@ -27,6 +29,12 @@ __all__ = [
     "split_commands",
     "words_and_partial",
 ]
+
+# What a value may be completed from, read when Tab is pressed: the cluster's systems, the queue's
+# job ids, the accounts, files. A Live function maps (kind, the partial word) to (value,
+# description) pairs; the console supplies one that reads the store (csshell/live.py).
+LIVE_KINDS = ("system", "job", "user", "path")
+Live = Callable[[str, str], list[tuple[str, str]]]
 
 # A handler's first argument is the session's Context (csshell/context.py). It is typed Any here
 # because the Context holds this table: naming it would make the two modules import each other.
@@ -42,6 +50,7 @@ class Option:
     choices: tuple[str, ...] = ()
     metavar: str = ""
     exact: bool = False  # only the full name: a flag taking a secret or a path is never guessed
+    live: str = ""  # its values complete from what exists now: a LIVE_KINDS name
 
     @property
     def takes_value(self) -> bool:
@@ -69,6 +78,7 @@ class Arg:
     strict: bool = True  # False: `choices` only complete; the handler parses the value itself
     tree: bool = False  # the rest of the line is a command path (`help config execmode`)
     rest: bool = False  # the rest of the line is free text (`system fault fan 3 stopped`)
+    live: str = ""  # its values complete from what exists now: a LIVE_KINDS name
 
     @property
     def usage(self) -> str:
@@ -295,8 +305,11 @@ class CommandTable:
         walk(start)
         return rows
 
-    def suggest(self, words: Sequence[str], partial: str) -> list[Suggestion]:
-        """What may follow `words` and starts with `partial`: for Tab (text) and `?` (rows).
+    def suggest(
+        self, words: Sequence[str], partial: str, live: Live | None = None
+    ) -> list[Suggestion]:
+        """What may follow `words` and starts with `partial`: for Tab (text) and `?` (rows);
+        with `live`, the existing values of an argument or option that names one.
 
         Raises the same UnknownCommand / AmbiguousCommand as dispatch for a bad earlier word.
         """
@@ -309,7 +322,7 @@ class CommandTable:
                 return found
         command = node.command
         if command.args and command.args[0].tree:  # `help WORDS`: the tree again
-            return self.suggest(rest, partial) + ([] if rest or partial else [_cr(command)])
+            return self.suggest(rest, partial, live) + ([] if rest or partial else [_cr(command)])
         taken, pending, used = _consumed(command, rest)
         if pending is not None or (partial.startswith("--") and "=" in partial):
             option = pending or self._option(command, partial)[0]
@@ -317,6 +330,7 @@ class CommandTable:
             for c in option.choices:
                 if c.startswith(value.lower()):
                     found.append(Suggestion(c + " ", c, option.summary, len(value)))
+            found += _live(live, option.live, value)
             if not option.choices:
                 found.append(Suggestion("", option.metavar, option.summary, 0))
             return found
@@ -325,6 +339,7 @@ class CommandTable:
             for c in arg.choices:
                 if c.startswith(partial.lower()):
                     found.append(Suggestion(c + " ", c, arg.summary, len(partial)))
+            found += _live(live, arg.live, partial)
             if not arg.choices:
                 found.append(Suggestion("", arg.name.upper(), arg.summary, 0))
         for o in command.options:
@@ -346,6 +361,17 @@ class Suggestion:
     display: str
     summary: str
     replace: int
+
+
+def _live(live: Live | None, kind: str, partial: str) -> list[Suggestion]:
+    """The existing values of `kind` that start with `partial` (none without a source)."""
+    if live is None or not kind:
+        return []
+    found = []
+    for value, description in live(kind, partial):
+        end = "" if kind == "path" and value.endswith("/") else " "  # a directory: go on typing
+        found.append(Suggestion(value + end, value, description, len(partial)))
+    return found
 
 
 def _cr(command: Command) -> Suggestion:

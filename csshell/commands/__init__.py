@@ -46,6 +46,7 @@ PASSWORD_FILE = Option(
     "Read the password from the first line of FILE (mode 0600).",
     metavar="FILE",
     exact=True,  # `--password x` must not be taken as `--password-file x`
+    live="path",
 )
 MODE = Arg(
     "mode",
@@ -53,7 +54,7 @@ MODE = Arg(
     choices=("pipelined", "weight-streaming"),
     strict=False,
 )
-NAME = Arg("name", "The account name.", required=True)
+NAME = Arg("name", "The account name.", required=True, live="user")
 
 # Summaries of the words that only group commands.
 GROUPS: dict[str, str] = {
@@ -110,7 +111,8 @@ ROWS: tuple[Command, ...] = (
         "system use",
         "Act on another CS-2 system from now on (as `cs --system NAME`).",
         system_use,
-        args=(Arg("name", "The system's name, as `system list` shows it.", required=True),),
+        args=(Arg("name", "The system's name or IP, as `system list` shows them.", required=True,
+                  live="system"),),
     ),
     Command(
         "system standby",
@@ -145,9 +147,23 @@ ROWS: tuple[Command, ...] = (
     ),
     Command(
         "audit show",
-        "Show the newest audit log entries.",
+        "Show the audit log: who did what, when (filters: user, command, outcome, time).",
         audit_show,
-        options=(Option("--last", "How many entries (default 20).", metavar="N"), FORMAT),
+        options=(
+            Option("--last", "How many entries, the newest (default 20).", metavar="N"),
+            Option("--all", "Every matching entry."),
+            Option("--user", "Only this account's entries.", metavar="NAME", live="user"),
+            Option("--command", "Only entries whose command has these words (`standby`).",
+                   metavar="WORDS"),
+            Option("--outcome", "Only entries that ended so.",
+                   choices=("ok", "refused", "denied", "failed")),
+            Option("--since", "From this time on: a duration back (30m, 1h, 2d) or a time "
+                   "(10:00, 2026-11-26 10:00).", metavar="TIME"),
+            Option("--until", "Before this time (same forms as --since).", metavar="TIME"),
+            Option("--system", "This system's entries (name or IP), or `all` systems "
+                   "(default: the current one).", metavar="NAME", live="system"),
+            FORMAT,
+        ),
         pages=True,
     ),
     Command(
@@ -165,7 +181,7 @@ ROWS: tuple[Command, ...] = (
         "user passwd",
         "Set a password (your own, or anyone's as admin).",
         user_passwd,
-        args=(Arg("name", "The account (default: you)."),),
+        args=(Arg("name", "The account (default: you).", live="user"),),
         options=(PASSWORD_FILE,),
     ),
     Command("user remove", "Delete an account (admin).", user_remove, args=(NAME,)),
@@ -185,7 +201,8 @@ ROWS: tuple[Command, ...] = (
         "Cancel a queued or running launch (its owner or an admin).",
         jobs_cancel,
         args=(
-            Arg("id", "The job id from `jobs show` or `system show` (12 or 12+0).", required=True),
+            Arg("id", "The job id from `jobs show` or `system show` (12 or 12+0).", required=True,
+                live="job"),
         ),
     ),
     Command(

@@ -11,6 +11,7 @@ from cs2sim.system.errors import UsageError
 if TYPE_CHECKING:
     from cs2sim.csshell.context import Context
     from cs2sim.csshell.table import Invocation
+    from cs2sim.system.audit import AuditQuery
 
 __all__ = ["software_show", "audit_show", "user_add", "user_list", "user_passwd", "user_remove"]
 
@@ -33,23 +34,70 @@ def software_show(ctx: Context, inv: Invocation) -> None:
         ctx.echo(line)
 
 
+OUTCOME_WORDS = {"ok": "ok", "refused": "refused", "denied": "denied", "failed": "error",
+                 "error": "error"}
+
+
+def _audit_query(ctx: Context, inv: Invocation) -> AuditQuery:
+    """The rows `audit show` asks for: its filters, and how many (default: the newest 20)."""
+    from cs2sim.csshell.timespec import parse_moment
+    from cs2sim.system.audit import AuditQuery
+
+    raw = inv.option("last")
+    if inv.option("all"):
+        if raw is not None:
+            raise UsageError("give `--last N` or `--all`, not both.")
+        last = None
+    else:
+        raw = raw if raw is not None else str(AUDIT_DEFAULT_LAST)
+        last = int(raw) if raw.isascii() and raw.isdigit() else 0  # isdigit() alone takes "²"
+        if last < 1:
+            raise UsageError(
+                f"`--last` must be a whole number of entries, not `{raw}`; e.g. --last 20 "
+                "(`--all` shows every entry)."
+            )
+    system = inv.option("system")
+    if system is None:
+        system = ctx.machine.name
+    elif system == "all":
+        system = None
+    else:
+        from cs2sim.csshell.context import find_machine
+
+        system = find_machine(ctx.store, system).name
+    since, until = inv.option("since"), inv.option("until")
+    outcome = inv.option("outcome")
+    return AuditQuery(
+        user=inv.option("user"),
+        command=inv.option("command"),
+        outcome=OUTCOME_WORDS[outcome] if outcome is not None else None,
+        since=parse_moment(since, "--since") if since is not None else None,
+        until=parse_moment(until, "--until") if until is not None else None,
+        system=system,
+        last=last,
+    )
+
+
 def audit_show(ctx: Context, inv: Invocation) -> None:
-    """The newest audit entries, oldest first."""
-    raw = inv.option("last", str(AUDIT_DEFAULT_LAST))
-    last = int(raw) if raw.isascii() and raw.isdigit() else 0  # isdigit() alone takes "²"
-    if last < 1:
-        raise UsageError(
-            f"`--last` must be a whole number of entries, not `{raw}`; e.g. --last 20."
-        )
-    entries = ctx.machine.audit(last=last)
+    """The audit entries that match the filters (the newest 20 unless --last or --all), oldest
+    first; a last line says how many older matching entries were left out."""
+    from cs2sim.system.audit import query
+
+    q = _audit_query(ctx, inv)
+    entries, total = query(ctx.store, q)
+    left_out = total - len(entries)
     if inv.option("output_format") == "json":
         import dataclasses
         import json
 
         ctx.echo(json.dumps([dataclasses.asdict(e) for e in entries]), wrap=False)
+        if left_out:
+            ctx.warn(f"{left_out} older matching entries not shown; `--all` lists them.")
         return
     if not entries:
-        ctx.echo("The audit log is empty.")
+        filtered = any(inv.option(k) is not None
+                       for k in ("user", "command", "outcome", "since", "until"))
+        ctx.echo("No audit entries match." if filtered else "The audit log is empty.")
         return
     rows = [
         (
@@ -63,11 +111,14 @@ def audit_show(ctx: Context, inv: Invocation) -> None:
         )
         for e in entries
     ]
-    if ctx.machine.several:  # this system's rows and the cluster-wide ones: say which is which
+    if ctx.machine.several or q.system is None:  # several systems' rows: say which is which
         rows = [(*r[:3], e.system or "-", *r[3:]) for r, e in zip(rows, entries, strict=True)]
         ctx.table_out((*AUDIT_COLUMNS[:3], "system", *AUDIT_COLUMNS[3:]), rows)
-        return
-    ctx.table_out(AUDIT_COLUMNS, rows)
+    else:
+        ctx.table_out(AUDIT_COLUMNS, rows)
+    if left_out:
+        ctx.echo(f"... and {left_out} older matching entries not shown; `--all` lists them "
+                 "(or `--last N`).")
 
 
 def _change(before: str, after: str) -> str:

@@ -9,7 +9,7 @@ from cs2sim.csshell.context import ExitShell
 
 if TYPE_CHECKING:
     from cs2sim.csshell.context import Context
-    from cs2sim.csshell.table import CommandTable, Invocation
+    from cs2sim.csshell.table import CommandTable, Invocation, Live
 
 __all__ = ["help_cmd", "exit_cmd", "columns", "question_help", "HELP_HEADER"]
 
@@ -55,13 +55,19 @@ def exit_cmd(ctx: Context, inv: Invocation) -> None:
     raise ExitShell()
 
 
-def question_help(table: CommandTable, text: str) -> list[str]:
-    """What `?` prints for the line `text` (the part before the `?`)."""
-    from cs2sim.csshell.table import words_and_partial
+def question_help(table: CommandTable, text: str, live: Live | None = None) -> list[str]:
+    """What `?` prints for the line `text` (the part before the `?`): for the last command of
+    a `;` line, or for its last pipe after a `|` (then from the pipes' table)."""
+    from cs2sim.csshell.lexer import cursor_at_end
+    from cs2sim.csshell.pipes import PIPES
 
-    words, partial = words_and_partial(text)  # `?` helps with the last command of a `;` line
-    rows = [(s.display, s.summary) for s in table.suggest(words, partial)]
+    cursor = cursor_at_end(text)
+    if cursor.stage:
+        table = PIPES
+    words, partial = cursor.words, cursor.partial
+    rows = [(s.display, s.summary) for s in table.suggest(words, partial, live)]
     if not rows:
-        where = " ".join(words) or "the top level"
-        return [f"  no command starts with `{partial}` at {where}."]
+        where = " ".join(words) or ("`|`" if cursor.stage else "the top level")
+        what = "pipe" if cursor.stage else "command"
+        return [f"  no {what} starts with `{partial}` at {where}."]
     return columns(rows)
