@@ -13,9 +13,9 @@ from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 from shell_helpers import err, make_context, out, shell_env
 
-from cs2sim.csshell.completion import TableCompleter
 from cs2sim.csshell.commands import COMMANDS
 from cs2sim.csshell.commands.shell import question_help
+from cs2sim.csshell.completion import TableCompleter
 from cs2sim.csshell.dispatch import run_line
 from cs2sim.csshell.lexer import cursor_at_end, split_line
 from cs2sim.csshell.pipes import PIPES
