@@ -191,7 +191,8 @@ ROWS: tuple[Command, ...] = (
         jobs_show,
         options=(
             Option("--all", "Also show jobs that have ended (most recent first)."),
-            Option("--limit", "Show at most N jobs (default 200; 0: all of them).", metavar="N"),
+            Option("--limit", "Show at most N jobs (default: all in the console, paged; 200 in "
+                   "scripts; 0: all).", metavar="N"),
             FORMAT,
         ),
         pages=True,

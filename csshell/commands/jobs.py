@@ -104,13 +104,13 @@ def _slurm(ctx: Context) -> Any:
     return SlurmBackend(ctx.store)
 
 
-DEFAULT_LIMIT = 200  # rows of `jobs show` on a terminal; JSON lists every job unless --limit
+DEFAULT_LIMIT = 200  # rows of `jobs show` for a script; JSON and the console's pager: every job
 
 
-def _limit(inv: Invocation, json_out: bool) -> int | None:
+def _limit(ctx: Context, inv: Invocation, json_out: bool) -> int | None:
     raw = inv.option("limit")
     if raw is None:
-        return None if json_out else DEFAULT_LIMIT
+        return None if json_out or ctx.interactive else DEFAULT_LIMIT
     if not (str(raw).isascii() and str(raw).isdigit()):
         raise UsageError(f"--limit {raw} is not a number of jobs; give one, e.g. --limit 50 "
                          "(0 shows every job).")
@@ -137,7 +137,7 @@ def jobs_show(ctx: Context, inv: Invocation) -> None:
 
     all_states = bool(inv.option("all"))
     json_out = inv.option("output_format") == "json"
-    limit = _limit(inv, json_out)
+    limit = _limit(ctx, inv, json_out)
     slurm = _slurm(ctx)
     if slurm is not None:
         shown = arrange(slurm.queue(all_states=all_states), all_states=all_states, limit=limit)
