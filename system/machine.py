@@ -33,6 +33,7 @@ from cs2sim.system.errors import (
     CsError,
     InvalidTransition,
     JobRefused,
+    NoSuchJob,
     PermissionDenied,
     ResourceError,
     UsageError,
@@ -446,7 +447,7 @@ class Machine:
             now = self._clock()
             job = jobs.get(db, job_id)
             if job is None:
-                raise UsageError(
+                raise NoSuchJob(
                     f"No job {job_id}; see the queue with `jobs show` and the jobs on the "
                     "system with `system show`.")
             if job.user != who.name and who.role is not Role.ADMIN:

@@ -20,6 +20,7 @@ from cs2sim.csshell.commands.admin import (
     user_remove,
 )
 from cs2sim.csshell.commands.execmode import execmode_setup, execmode_show, execmode_withdraw
+from cs2sim.csshell.commands.jobinfo import jobs_log
 from cs2sim.csshell.commands.jobs import jobs_cancel, jobs_show
 from cs2sim.csshell.commands.shell import exit_cmd, help_cmd
 from cs2sim.csshell.commands.system import (
@@ -64,7 +65,7 @@ GROUPS: dict[str, str] = {
     "software": "Show the installed software.",
     "audit": "Show who did what, when.",
     "user": "Manage accounts and passwords.",
-    "jobs": "Show or cancel launches on the support cluster.",
+    "jobs": "Show, follow or cancel launches on the support cluster.",
 }
 
 ROWS: tuple[Command, ...] = (
@@ -187,9 +188,11 @@ ROWS: tuple[Command, ...] = (
     Command("user remove", "Delete an account (admin).", user_remove, args=(NAME,)),
     Command(
         "jobs show",
-        "Show the launch queue, squeue-style (--all: ended jobs too).",
+        "Show the launch queue, squeue-style (--all: ended jobs too), or one job in detail.",
         jobs_show,
+        args=(Arg("id", "A job id: show everything about that job.", live="job"),),
         options=(
+            Option("--watch", "Redraw the queue every 2 s until Ctrl-C."),
             Option("--all", "Also show jobs that have ended (most recent first)."),
             Option("--limit", "Show at most N jobs (default: all in the console, paged; 200 in "
                    "scripts; 0: all).", metavar="N"),
@@ -205,6 +208,20 @@ ROWS: tuple[Command, ...] = (
             Arg("id", "The job id from `jobs show` or `system show` (12 or 12+0).", required=True,
                 live="job"),
         ),
+    ),
+    Command(
+        "jobs log",
+        "Print a job's task logs ($CS2_HOME/slurm/<job>/task-<K>.log).",
+        jobs_log,
+        args=(Arg("id", "The job id (from `jobs show`).", required=True, live="job"),),
+        options=(
+            Option("--task", "Only task K's log (its SLURM_PROCID; 0 is the chief).",
+                   metavar="K"),
+            Option("--tail", "Only the last N lines of each log.", metavar="N"),
+            Option("--follow", "Keep printing what is appended until the job ends (Ctrl-C "
+                   "stops following)."),
+        ),
+        pages=True,
     ),
     Command(
         "help",

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cs2sim.system import audit
-from cs2sim.system.errors import CsError, PermissionDenied, ResourceError, UsageError
+from cs2sim.system.errors import CsError, NoSuchJob, PermissionDenied, ResourceError, UsageError
 from cs2sim.system.jobs import (
     has_column,
     holders,
@@ -376,7 +376,7 @@ def poll(store: Store, job_id: int, nodes: list[NodeInfo]) -> QueueJob:
         row = db.execute(f"SELECT {_COLS} FROM sched_jobs WHERE id = ?", (job_id,)).fetchone()
     _wake(store, [j for j in woken if j != job_id])
     if row is None:
-        raise UsageError(f"No job {job_id} in the queue; see `cs -c \"jobs show\"`.")
+        raise NoSuchJob(f"No job {job_id} in the queue; see `cs -c \"jobs show\"`.")
     return _job(row)
 
 
@@ -550,7 +550,7 @@ def state(store: Store, job_id: int) -> QueueJob:
     with store.read() as db:
         row = db.execute(f"SELECT {_COLS} FROM sched_jobs WHERE id = ?", (job_id,)).fetchone()
     if row is None:
-        raise UsageError(f"No job {job_id} in the queue; see `cs -c \"jobs show\"`.")
+        raise NoSuchJob(f"No job {job_id} in the queue; see `cs -c \"jobs show\"`.")
     return _job(row)
 
 
