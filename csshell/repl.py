@@ -33,6 +33,7 @@ from cs2sim.csshell.commands.shell import question_help
 from cs2sim.csshell.completion import TableCompleter
 from cs2sim.csshell.context import ExitShell
 from cs2sim.csshell.dispatch import one_line, run_line
+from cs2sim.csshell.history import HISTORY_DIR, history_path
 from cs2sim.csshell.live import LiveNames
 from cs2sim.csshell.toolbar import STYLE, Toolbar
 from cs2sim.system.errors import CsError
@@ -194,19 +195,6 @@ class ForgivingFileHistory(FileHistory):
         with contextlib.suppress(OSError):
             private_file(Path(os.fsdecode(self.filename)))
             super().store_string(string)
-
-
-HISTORY_DIR = "histories"
-
-
-def history_path(home: Path, account: str) -> Path:
-    """Where the commands typed as `account` by this OS user are kept: one file per (OS user,
-    account), `$CS2_HOME/histories/<os user>/<account>`, so a `user` account pressing Up never
-    reads an administrator's commands, and one OS user never reads another's (the per-OS-user
-    directory is 0700, the file 0600). The directories are made when the shell first saves."""
-    from cs2sim.system.users import login_name
-
-    return Path(home) / HISTORY_DIR / login_name() / account
 
 
 def _make_history_dirs(path: Path) -> None:

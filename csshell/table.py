@@ -229,7 +229,17 @@ class CommandTable:
 
     def parse(self, words: Sequence[str]) -> Invocation:
         """Resolve `words` to a command and parse its arguments and options."""
-        node, rest = self.walk(words)
+        try:
+            node, rest = self.walk(words)
+        except UnknownCommand as e:
+            turned = self._verb_first(words)
+            if turned is None:
+                raise
+            raise UnknownCommand(
+                f"there is no command `{' '.join(words[: len(turned)])}`; did you mean "
+                f"`{' '.join(turned)}`? (here the object comes first, then the verb)",
+                (" ".join(turned),),
+            ) from e
         if node.command is None:
             if node is self.root:
                 raise UsageError("no command given; type `help` to list the commands.")
@@ -268,6 +278,26 @@ class CommandTable:
         if missing:
             raise UsageError(f"`{command.path}` needs {missing[0].usage}; usage: {command.usage}.")
         return Invocation(command, args, options)
+
+    def _verb_first(self, words: Sequence[str]) -> tuple[str, ...] | None:
+        """The command path that the first two or three `words` name in another order (`show
+        system` -> `system show`, the habit of other consoles), if exactly one does."""
+        from itertools import permutations
+
+        for n in (2, 3):
+            if len(words) < n:
+                break
+            found = set()
+            for order in permutations(words[:n]):
+                try:
+                    node, rest = self.walk(list(order))
+                except (UnknownCommand, AmbiguousCommand):
+                    continue
+                if node.command is not None and not rest:
+                    found.add(node.command.words)
+            if len(found) == 1:
+                return found.pop()
+        return None
 
     def _option(self, command: Command, token: str) -> tuple[Option, str | None]:
         name, eq, value = token.partition("=")

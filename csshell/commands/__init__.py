@@ -22,7 +22,7 @@ from cs2sim.csshell.commands.admin import (
 from cs2sim.csshell.commands.execmode import execmode_setup, execmode_show, execmode_withdraw
 from cs2sim.csshell.commands.jobinfo import jobs_log
 from cs2sim.csshell.commands.jobs import jobs_cancel, jobs_show
-from cs2sim.csshell.commands.shell import exit_cmd, help_cmd
+from cs2sim.csshell.commands.shell import exit_cmd, help_cmd, history_cmd
 from cs2sim.csshell.commands.system import (
     system_activate,
     system_fault,
@@ -177,7 +177,7 @@ ROWS: tuple[Command, ...] = (
             PASSWORD_FILE,
         ),
     ),
-    Command("user list", "List the accounts.", user_list, pages=True),
+    Command("user list", "List the accounts.", user_list, options=(FORMAT,), pages=True),
     Command(
         "user passwd",
         "Set a password (your own, or anyone's as admin).",
@@ -228,6 +228,13 @@ ROWS: tuple[Command, ...] = (
         "Show the commands, or help for the given words.",
         help_cmd,
         args=(Arg("command", "Words of a command, e.g. `config execmode`.", tree=True),),
+        pages=True,
+    ),
+    Command(
+        "history",
+        "Show the commands you typed in the console (this account, this OS user).",
+        history_cmd,
+        options=(Option("--last", "Only the last N commands.", metavar="N"), FORMAT),
         pages=True,
     ),
     Command("exit", "Leave the shell (also `quit` or Ctrl-D).", exit_cmd),

@@ -157,8 +157,18 @@ def user_list(ctx: Context, inv: Invocation) -> None:
     """The accounts (name, role, created)."""
     from cs2sim.system import users
 
-    rows = [(name, role, clock(created)) for name, role, created in users.list_users(ctx.store)]
+    accounts = users.list_users(ctx.store)
     me = ctx.identity
+    if inv.option("output_format") == "json":
+        import json
+
+        ctx.echo(json.dumps({
+            "users": [{"name": name, "role": str(role), "created_at": created}
+                      for name, role, created in accounts],
+            "you": {"name": me.name, "role": str(me.role), "via": str(me.via)},
+        }), wrap=False)
+        return
+    rows = [(name, role, clock(created)) for name, role, created in accounts]
     ctx.table_out(("name", "role", "created"), rows)
     ctx.echo(f"You are {me.name} ({me.role}, {me.via}).")
 

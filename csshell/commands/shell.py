@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from cs2sim.csshell.context import Context
     from cs2sim.csshell.table import CommandTable, Invocation, Live
 
-__all__ = ["help_cmd", "exit_cmd", "columns", "question_help", "HELP_HEADER"]
+__all__ = ["help_cmd", "history_cmd", "exit_cmd", "columns", "question_help", "HELP_HEADER"]
 
 HELP_HEADER = (
     "Commands (any word may be shortened to a unique prefix, e.g. `conf exec sh`; "
@@ -48,6 +48,32 @@ def help_cmd(ctx: Context, inv: Invocation) -> None:
         ctx.echo(f"{' '.join(node.path)}: {node.summary}")
     for line in columns(table.help_rows(node)):
         ctx.echo(line)
+
+
+def history_cmd(ctx: Context, inv: Invocation) -> None:
+    """The commands this account typed in the console (this OS user's file), numbered."""
+    from cs2sim.csshell.history import history_path, read_history
+    from cs2sim.system.errors import UsageError
+
+    commands = read_history(history_path(ctx.store.home, ctx.identity.name))
+    raw = inv.option("last")
+    if raw is not None:
+        if not (raw.isascii() and raw.isdigit() and int(raw) > 0):
+            raise UsageError(f"`--last {raw}`: give a number of commands, e.g. --last 20.")
+        start = max(0, len(commands) - int(raw))
+    else:
+        start = 0
+    if inv.option("output_format") == "json":
+        import json
+
+        ctx.echo(json.dumps(commands[start:]), wrap=False)
+        return
+    if not commands:
+        ctx.echo("No saved commands yet (the interactive console saves what you type).")
+        return
+    width = len(str(len(commands)))
+    for number, command in enumerate(commands[start:], start=start + 1):
+        ctx.echo(f"{number:>{width}}  {command}")
 
 
 def exit_cmd(ctx: Context, inv: Invocation) -> None:
