@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from cs2sim.system.errors import UsageError
 
-__all__ = ["Cursor", "split_line", "cursor_at_end", "OPERATORS"]
+__all__ = ["Cursor", "split_line", "cursor_at_end", "strip_comment", "OPERATORS"]
 
 OPERATORS = frozenset(";|")
 _DOUBLE_ESCAPES = frozenset('\\"$`')
@@ -110,3 +110,25 @@ def cursor_at_end(text: str) -> Cursor:
             words.append(token)
     partial = words.pop() if open_word and words else ""
     return Cursor(stage, words, partial)
+
+
+def strip_comment(line: str) -> str:
+    """`line` without a trailing `# comment` (a script line's): a `#` that starts a word outside
+    quotes begins the comment, as in a POSIX shell; `fan#3` and `"# 3"` are kept."""
+    quote = ""
+    i = 0
+    while i < len(line):
+        ch = line[i]
+        if quote:
+            if ch == quote:
+                quote = ""
+            elif ch == "\\" and quote == '"':
+                i += 1
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "\\":
+            i += 1
+        elif ch == "#" and (i == 0 or line[i - 1].isspace() or line[i - 1] in OPERATORS):
+            return line[:i].rstrip()
+        i += 1
+    return line

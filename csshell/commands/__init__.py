@@ -81,6 +81,7 @@ ROWS: tuple[Command, ...] = (
         "Choose the execution mode (STANDBY only; admin).",
         execmode_setup,
         args=(MODE,),
+        options=(Option("--yes", "Replace another admin's pending choice without asking."),),
     ),
     Command(
         "config execmode withdraw",

@@ -1,0 +1,96 @@
+"""Regression tests for defects found by using the console as other consoles' users do: each
+fails on the code before its fix."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from shell_helpers import Scripted, err, make_context, out, shell_env
+
+from cs2sim.csshell.commands.execmode import menu_options
+from cs2sim.csshell.dispatch import run_line
+from cs2sim.csshell.main import script_lines
+from cs2sim.csshell.menu import Menu
+from cs2sim.system import users
+from cs2sim.system.machine import Machine
+from cs2sim.system.state import ExecMode
+from cs2sim.system.store import Store
+from cs2sim.system.users import Identity, Role
+
+BOB = Identity("bob", Role.ADMIN, "password")
+MODES = [(ExecMode.PIPELINED, "Pipelined"), (ExecMode.WEIGHT_STREAMING, "Weight Streaming")]
+
+
+def bob_chose_weight_streaming(store: Store) -> None:
+    root = make_context(store)
+    users.add_user(store, root.identity, "bob", Role.ADMIN, "a long password 1")
+    assert run_line(root, "system standby --yes") == 0
+    assert run_line(make_context(store, identity=BOB),
+                    "config execmode setup weight-streaming") == 0
+
+
+def test_menu_forgets_input_that_named_nothing() -> None:
+    menu = Menu("Select the execution mode:", MODES, ExecMode.PIPELINED)
+    menu.type("3")
+    assert menu.accept() is None  # Enter on `3`: refused, said once
+    menu.type("2")
+    assert menu.typed == "2" and menu.accept() is ExecMode.WEIGHT_STREAMING
+    menu = Menu("Select the execution mode:", MODES, ExecMode.PIPELINED)
+    menu.type("3")
+    menu.type("2")  # no Enter between: `32` names nothing, `2` does
+    assert menu.accept() is ExecMode.WEIGHT_STREAMING
+
+
+def test_a_second_admins_script_does_not_replace_a_pending_choice(store: Store) -> None:
+    bob_chose_weight_streaming(store)
+    ctx = make_context(store)  # root, a script (ScriptPrompter)
+    assert run_line(ctx, "config execmode setup pipelined") == 1
+    assert "bob chose Weight Streaming" in err(ctx) and "add --yes" in err(ctx)
+    assert Machine(store).status().configured_mode is ExecMode.WEIGHT_STREAMING
+    ctx = make_context(store)
+    assert run_line(ctx, "config execmode setup pipelined --yes") == 0
+    assert Machine(store).status().configured_mode is ExecMode.PIPELINED
+    assert "replacing it with Pipelined" in err(ctx)
+
+
+def test_a_second_admin_at_a_terminal_is_asked(store: Store) -> None:
+    bob_chose_weight_streaming(store)
+    prompter = Scripted(ExecMode.PIPELINED, False)  # the menu's choice, then "no"
+    ctx = make_context(store, prompter=prompter)
+    assert run_line(ctx, "config execmode setup") == 130
+    assert prompter.asked[-1] == "Replace it with Pipelined?"
+    assert Machine(store).status().configured_mode is ExecMode.WEIGHT_STREAMING
+    # the menu did not call bob's pending choice "(current)"
+    labels = dict(prompter.options)
+    assert "current" not in labels[ExecMode.WEIGHT_STREAMING]
+    assert labels[ExecMode.WEIGHT_STREAMING] == "Weight Streaming (pending, chosen by bob)"
+    assert labels[ExecMode.PIPELINED] == "Pipelined (active)"
+    # choosing what bob chose replaces nothing: no question
+    prompter = Scripted(ExecMode.WEIGHT_STREAMING)
+    assert run_line(make_context(store, prompter=prompter), "config execmode setup") == 0
+    assert len(prompter.asked) == 1
+
+
+def test_menu_rows_without_a_pending_change(store: Store) -> None:
+    status = Machine(store).status()
+    assert menu_options(status, None)[0] == (ExecMode.PIPELINED, "Pipelined (current)")
+
+
+def test_a_script_line_may_end_with_a_comment(home: Path, tmp_path: Path) -> None:
+    assert list(script_lines(["system show  # look first", 'system fault "fan #3"', "# x"])) == [
+        (1, "system show"), (2, 'system fault "fan #3"')]
+    script = tmp_path / "c.cs"
+    script.write_text("config execmode show   # what runs now\n")
+    proc = subprocess.run([sys.executable, "-m", "cs2sim.csshell", "-f", str(script)],
+                          env=shell_env(home), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "Configured Execution Mode : PIPELINED\n"
+
+
+def test_a_c_error_names_the_part_that_failed(store: Store) -> None:
+    ctx = make_context(store)
+    assert run_line(ctx, "config execmode show; software show; sytem show") == 2
+    assert err(ctx).startswith("error: command 3 of 3 (`sytem show`): there is no command")
+    assert "Configured Execution Mode" in out(ctx)
