@@ -93,7 +93,7 @@ _JOB_REFUSALS: dict[State, str] = {
     "before jobs can run.",
     State.ACTIVATING: "System {name} is ACTIVATING ({ready}); wait for it to become ACTIVE, "
     "then start the job again.",
-    State.FAULT: "System {name} is in FAULT; an admin must run `system standby` and "
+    State.FAULT: "System {name} is in FAULT ({reason}); an admin must run `system standby` and "
     "`system activate` before jobs can run.",
 }
 
@@ -611,7 +611,8 @@ class Machine:
         if row.state is not State.ACTIVE:
             ready_in = None if row.activating_until is None else row.activating_until - now
             return JobRefused(
-                _JOB_REFUSALS[row.state].format(name=row.name, ready=ready_text(ready_in))
+                _JOB_REFUSALS[row.state].format(name=row.name, ready=ready_text(ready_in),
+                                                reason=row.fault_reason or "no reason given")
             )
         if row.active_mode is not mode:
             return JobRefused(
