@@ -87,9 +87,12 @@ def execmode_setup(ctx: Context, inv: Invocation) -> None:
             status.configured_mode,
             hint="name the mode: `config execmode setup weight-streaming` (or pipelined).",
         )
-    if theirs and origin is not None and mode is not status.configured_mode:
-        _replace_theirs(ctx, inv, status, origin, mode)
-    machine.setup_execmode(ctx.identity, mode)
+    replace = bool(inv.option("yes") or ctx.assume_yes)
+    if theirs and origin is not None and mode is not status.configured_mode and not replace:
+        replace = _ask_to_replace(ctx, status, origin, mode)
+    # without a yes, the system refuses (and audits) replacing another's choice, also one
+    # made between this check and the change
+    machine.setup_execmode(ctx.identity, mode, keep_others=not replace)
     ctx.saw_mode()
     on = f" (on {machine.name})" if machine.several else ""  # several systems: say which
     ctx.echo(f"Selected execution mode configuration: ✔ {mode.label}{on}")
@@ -113,26 +116,23 @@ def menu_options(status: SystemStatus, pending_by: str | None) -> list[tuple[Exe
     return options
 
 
-def _replace_theirs(ctx: Context, inv: Invocation, status: SystemStatus, origin: AuditEntry,
-                    mode: ExecMode) -> None:
-    """Another admin chose a different pending mode: ask (terminal) or refuse (script)."""
+def _ask_to_replace(ctx: Context, status: SystemStatus, origin: AuditEntry,
+                    mode: ExecMode) -> bool:
+    """Another admin chose a different pending mode: on a terminal, ask (a "no" is audited and
+    cancels); a script gets False (the system then refuses, audited)."""
     from cs2sim.csshell.context import Cancelled
     from cs2sim.csshell.render import clock
-    from cs2sim.system.errors import InvalidTransition
 
-    theirs = (f"{origin.user} chose {status.configured_mode.label} at {clock(origin.at)} "
-              "(pending until `system activate`)")
-    if inv.option("yes") or ctx.assume_yes:
-        ctx.warn(f"{theirs}; replacing it with {mode.label} as --yes says.")
-        return
     if not ctx.can_ask:
-        raise InvalidTransition(
-            f"{theirs}; nothing changed: agree with {origin.user} first, or add --yes to "
-            f"replace their choice with {mode.label}.")
-    ctx.echo(f"Note: {theirs}.")
-    if not ctx.prompter.confirm(f"Replace it with {mode.label}?", "config execmode setup"):
-        raise Cancelled(f"Cancelled; {status.configured_mode.label} stays configured, as "
-                        f"{origin.user} chose.")
+        return False
+    ctx.echo(f"Note: {origin.user} chose {status.configured_mode.label} at {clock(origin.at)} "
+             "(pending until `system activate`).")
+    question = f"Replace it with {mode.label}?"
+    if ctx.prompter.confirm(question, "config execmode setup"):
+        return True
+    ctx.machine.record_declined(ctx.identity, Action.SETUP, question)
+    raise Cancelled(f"Cancelled; {status.configured_mode.label} stays configured, as "
+                    f"{origin.user} chose.")
 
 
 def execmode_withdraw(ctx: Context, inv: Invocation) -> None:

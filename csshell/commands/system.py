@@ -137,6 +137,7 @@ def system_standby(ctx: Context, inv: Invocation) -> None:
         )
         ctx.table_out(JOB_COLUMNS, job_rows(jobs))
     if not ctx.confirm(STANDBY_QUESTION, "system standby", bool(inv.option("yes"))):
+        machine.record_declined(ctx.identity, Action.STANDBY, STANDBY_QUESTION)  # audited too
         ctx.echo(f"Cancelled; {machine.name} stays {machine.status().state}.")
         return
     status = machine.standby(ctx.identity, force=force)
@@ -162,6 +163,8 @@ def system_activate(ctx: Context, inv: Invocation) -> None:
     else:
         ctx.echo(boot_plan(status, origin))
         if _unseen_change(ctx, origin) and not _go_ahead(ctx, origin, mode):
+            machine.record_declined(ctx.identity, Action.ACTIVATE,
+                                    f"Boot {machine.name} into {mode.label} mode?")
             ctx.echo(f"Cancelled; nothing was changed ({machine.name} stays "
                      f"{machine.status().state}).")
             return

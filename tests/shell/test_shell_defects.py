@@ -47,12 +47,15 @@ def test_a_second_admins_script_does_not_replace_a_pending_choice(store: Store) 
     bob_chose_weight_streaming(store)
     ctx = make_context(store)  # root, a script (ScriptPrompter)
     assert run_line(ctx, "config execmode setup pipelined") == 1
-    assert "bob chose Weight Streaming" in err(ctx) and "add --yes" in err(ctx)
+    assert "bob chose WEIGHT_STREAMING" in err(ctx)
+    assert "`config execmode setup pipelined --yes`" in err(ctx)
     assert Machine(store).status().configured_mode is ExecMode.WEIGHT_STREAMING
+    last = Machine(store).audit()[-1]  # the refusal is audited, as every attempt is
+    assert (last.user, last.command, last.outcome) == ("root", "config execmode setup",
+                                                       "refused")
     ctx = make_context(store)
     assert run_line(ctx, "config execmode setup pipelined --yes") == 0
     assert Machine(store).status().configured_mode is ExecMode.PIPELINED
-    assert "replacing it with Pipelined" in err(ctx)
 
 
 def test_a_second_admin_at_a_terminal_is_asked(store: Store) -> None:
@@ -62,6 +65,9 @@ def test_a_second_admin_at_a_terminal_is_asked(store: Store) -> None:
     assert run_line(ctx, "config execmode setup") == 130
     assert prompter.asked[-1] == "Replace it with Pipelined?"
     assert Machine(store).status().configured_mode is ExecMode.WEIGHT_STREAMING
+    last = Machine(store).audit()[-1]  # answered no: still one audit row
+    assert (last.command, last.outcome) == ("config execmode setup", "refused")
+    assert "answered no to 'Replace it with Pipelined?'" in last.detail
     # the menu did not call bob's pending choice "(current)"
     labels = dict(prompter.options)
     assert "current" not in labels[ExecMode.WEIGHT_STREAMING]
@@ -94,3 +100,19 @@ def test_a_c_error_names_the_part_that_failed(store: Store) -> None:
     assert run_line(ctx, "config execmode show; software show; sytem show") == 2
     assert err(ctx).startswith("error: command 3 of 3 (`sytem show`): there is no command")
     assert "Configured Execution Mode" in out(ctx)
+
+
+def test_answering_no_is_audited(store: Store) -> None:
+    """Every attempt leaves a row: a `system standby` or `system activate` answered no too."""
+    ctx = make_context(store, prompter=Scripted(False))
+    assert run_line(ctx, "system standby") == 0
+    last = Machine(store).audit()[-1]
+    assert (last.command, last.outcome, last.from_state, last.to_state) == (
+        "system standby", "refused", "ACTIVE", "ACTIVE")
+    assert last.detail.startswith("answered no to")
+    bob_chose_weight_streaming(store)
+    root = make_context(store, prompter=Scripted(False))  # bob's change is unseen by root
+    assert run_line(root, "system activate") == 0  # cancelled: nothing changed
+    last = Machine(store).audit()[-1]
+    assert (last.user, last.command, last.outcome) == ("root", "system activate", "refused")
+    assert "Boot cs2-1 into Weight Streaming mode?" in last.detail
