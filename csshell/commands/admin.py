@@ -147,7 +147,8 @@ def user_add(ctx: Context, inv: Invocation) -> None:
 
     name = inv.args["name"]
     role = users.Role(inv.option("role", "user"))
-    users.require_admin(ctx.store, ctx.identity, f"user add {name}")  # before asking a password
+    # before asking a password; a denial is audited with the role that was asked for
+    users.require_admin(ctx.store, ctx.identity, f"user add {name} --role {role}")
     users.check_name(name)
     users.add_user(ctx.store, ctx.identity, name, role, _new_password(ctx, inv, name, "user add"))
     ctx.echo(f"User {name} added with role {role}.")

@@ -116,3 +116,25 @@ def test_answering_no_is_audited(store: Store) -> None:
     last = Machine(store).audit()[-1]
     assert (last.user, last.command, last.outcome) == ("root", "system activate", "refused")
     assert "Boot cs2-1 into Weight Streaming mode?" in last.detail
+
+
+def test_a_denied_user_add_is_audited_with_its_role(store: Store) -> None:
+    from shell_helpers import ALICE
+
+    ctx = make_context(store, identity=ALICE)
+    assert run_line(ctx, "user add mallory --role admin --password-file /nonexistent") == 77
+    last = Machine(store).audit()[-1]
+    assert (last.user, last.outcome) == ("alice", "denied")
+    assert last.command == "user add mallory --role admin"
+
+
+def test_a_forced_standby_is_audited_as_forced(store: Store) -> None:
+    import os
+
+    machine = Machine(store)
+    root = make_context(store).identity
+    job = machine.register_job(root, ExecMode.PIPELINED, "python run.py", os.getpid())
+    assert run_line(make_context(store), "system standby --force --yes") == 0
+    last = machine.audit()[-1]
+    assert last.command == "system standby" and last.detail.startswith("forced: 1 job(s)")
+    assert str(job.id) in last.detail
