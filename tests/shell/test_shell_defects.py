@@ -138,3 +138,32 @@ def test_a_forced_standby_is_audited_as_forced(store: Store) -> None:
     last = machine.audit()[-1]
     assert last.command == "system standby" and last.detail.startswith("forced: 1 job(s)")
     assert str(job.id) in last.detail
+
+
+def test_a_job_stopped_by_a_forced_standby_has_one_end_everywhere(store: Store) -> None:
+    """The run records itself CANCELLED and exits 75; the queue must not call it FAILED."""
+    import json
+    import os
+
+    from cs2sim.system.sched import queue
+    from cs2sim.system.sched.allocation import Allocation
+    from cs2sim.system.sched.backend import EmbeddedBackend
+    from cs2sim.system.sched.request import Component, JobRequest
+    from cs2sim.system.sched.runner import StepResult
+
+    nodes = queue.cluster_nodes(store)
+    req = JobRequest((Component(1, 1, 1),), ("python", "run.py", "CSX"), name="run")
+    qid = queue.submit(store, req, user="root", nodes=nodes)
+    machine = Machine(store)
+    root = make_context(store).identity
+    machine.register_job(root, ExecMode.PIPELINED, "python run.py CSX", os.getpid(), job_id=qid)
+    assert run_line(make_context(store), "system standby --force --yes") == 0
+    machine.finish_job(qid, "CANCELLED")  # what the stopped run records
+    placed = queue.state(store, qid).nodes
+    EmbeddedBackend(store).release(Allocation(qid, placed, req), StepResult([], 75))
+    ctx = make_context(store)
+    assert run_line(ctx, "jobs show --all --output-format=json") == 0
+    [job] = [j for j in json.loads(out(ctx)) if j["id"] == qid]
+    assert (job["state"], job["exit_code"]) == ("CANCELLED", 75)
+    ends = [e.detail for e in machine.audit() if e.command == "job end"]
+    assert ends == [f"job {qid} CANCELLED"]
