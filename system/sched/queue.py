@@ -350,9 +350,12 @@ def _pass(
     for job, placed in results:
         if placed is None:
             blocked = True
+            # waiting for a CS-2 another job holds: Slurm's reason for a license (one per
+            # system, as on real Slurm) is Licenses; waiting for nodes is Resources
+            why = "Licenses" if systems.intersection(job.systems) else "Resources"
             db.execute(
-                "UPDATE sched_jobs SET reason = 'Resources' WHERE id = ? AND reason != "
-                "'Resources'", (job.job_id,))
+                "UPDATE sched_jobs SET reason = ? WHERE id = ? AND reason != ?",
+                (why, job.job_id, why))
             db.execute(
                 "UPDATE sched_jobs SET reason = 'Priority' WHERE state = 'PENDING'"
                 " AND id > ? AND reason = 'None'", (job.job_id,))
