@@ -167,3 +167,28 @@ def test_a_job_stopped_by_a_forced_standby_has_one_end_everywhere(store: Store) 
     assert (job["state"], job["exit_code"]) == ("CANCELLED", 75)
     ends = [e.detail for e in machine.audit() if e.command == "job end"]
     assert ends == [f"job {qid} CANCELLED"]
+
+
+def test_system_show_names_a_launched_runs_nodes_as_jobs_show_does(store: Store) -> None:
+    import json
+    import os
+
+    from cs2sim.system.sched import queue
+    from cs2sim.system.sched.request import Component, JobRequest
+
+    nodes = queue.cluster_nodes(store)
+    req = JobRequest((Component(1, 1, 1), Component(2, 1, 1)), ("python", "run.py", "CSX"))
+    qid = queue.submit(store, req, user="root", nodes=nodes)
+    placed = [n for part in queue.state(store, qid).nodes for n in part]
+    assert len(placed) == 3
+    root = make_context(store).identity
+    # the run registers itself on the CS-2 under its launch's id, without nodes
+    Machine(store).register_job(root, ExecMode.PIPELINED, "python run.py CSX", os.getpid(),
+                                job_id=qid)
+    ctx = make_context(store)
+    assert run_line(ctx, "system show --output-format=json") == 0
+    [running] = json.loads(out(ctx))["running_jobs"]
+    assert running["id"] == qid and running["nodes"] == placed
+    ctx = make_context(store)
+    assert run_line(ctx, "system show | match python") == 0
+    assert ",".join(placed) in out(ctx)
