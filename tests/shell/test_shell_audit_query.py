@@ -106,3 +106,14 @@ def test_time_forms() -> None:
         2026, 11, 25, 8, 30).timestamp()
     with pytest.raises(Exception, match="`--since 5x` is not a time"):
         parse_moment("5x", "--since", now)
+
+
+def test_audit_filters_in_the_console(spawn) -> None:
+    sh = spawn()
+    sh.run("system standby --yes", "is in STANDBY")
+    sh.run("system activate --expect-mode weight-streaming", "not WEIGHT_STREAMING as expected")
+    shown = sh.run("audit show --outcome refused --since 10m | match system", "system activate")
+    assert "system standby" not in shown.split("audit show --outcome refused")[-1]
+    sh.run("audit show --user root --outcome ok --command standby | match STANDBY | count",
+           "Count: 1 line")
+    sh.run("audit show --since tomorrow", "`--since tomorrow` is not a time")

@@ -135,3 +135,17 @@ def test_jobs_show_n_and_log_after_a_real_launch(home: Path) -> None:
     logged = subprocess.run([*cs, "jobs log 1 --task 0"], env=env, capture_output=True,
                             text=True, timeout=60)
     assert logged.returncode == 0 and logged.stdout == "task 0\n", logged.stderr
+
+
+def test_jobs_show_n_and_log_in_the_console(spawn, home: Path) -> None:
+    store = Store.open(home)
+    try:
+        job = submit(store)
+        write_logs(home, job, {0: "loss 1.5\nloss 1.2\n", 1: "streamer up\n"})
+    finally:
+        store.close()
+    sh = spawn()
+    sh.run(f"jobs show {job}", "Command   : python run.py CSX", "chief + streamers")
+    seen = sh.run(f"jobs log {job} | match loss", "0: loss 1.2")
+    assert "streamer up" not in seen
+    sh.run(f"jobs log {job} --task 1", "streamer up")
