@@ -102,7 +102,7 @@ class Cursor:
 def cursor_at_end(text: str) -> Cursor:
     """The Cursor at the end of `text`, for Tab and `?`."""
     tokens, open_word = _tokens(text)
-    stage, words = 0, []
+    stage, words = 0, list[str]()
     for token, operator in tokens:
         if operator:
             stage, words = (0 if token == ";" else stage + 1), []

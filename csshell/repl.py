@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from prompt_toolkit import PromptSession
 from prompt_toolkit.application import create_app_session, run_in_terminal
 from prompt_toolkit.auto_suggest import AutoSuggestFromHistory
+from prompt_toolkit.formatted_text import FormattedText
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.input import Input, create_input
 from prompt_toolkit.key_binding import KeyBindings, KeyPress, KeyPressEvent
@@ -64,7 +65,7 @@ PROMPT = "cs> "
 # and moves the cursor instead, so the bytes on the wire would be `cs>` + a cursor move and a
 # script's `expect("cs> ")` would never match. With it the terminal receives `cs> ` literally,
 # then the toolbar, then the cursor move back to the end of the prompt.
-PROMPT_TEXT = [("class:prompt", PROMPT)]
+PROMPT_TEXT = FormattedText([("class:prompt", PROMPT)])
 PROMPT_STYLE = {"prompt": "fg:ansidefault"}
 REFRESH_S = 1.0  # toolbar re-read interval while idle (another shell may change the system)
 

@@ -99,11 +99,14 @@ def audit_show(ctx: Context, inv: Invocation) -> None:
                        for k in ("user", "command", "outcome", "since", "until"))
         ctx.echo("No audit entries match." if filtered else "The audit log is empty.")
         return
-    rows = [
+    # several systems' rows (a cluster, or --system all): a column says which is which
+    several = ctx.machine.several or q.system is None
+    rows: list[tuple[object, ...]] = [
         (
             e.id,
             short_clock(e.at),
             e.user,
+            *((e.system or "-",) if several else ()),
             e.command,
             _change(e.from_state, e.to_state),
             e.outcome,
@@ -111,11 +114,8 @@ def audit_show(ctx: Context, inv: Invocation) -> None:
         )
         for e in entries
     ]
-    if ctx.machine.several or q.system is None:  # several systems' rows: say which is which
-        rows = [(*r[:3], e.system or "-", *r[3:]) for r, e in zip(rows, entries, strict=True)]
-        ctx.table_out((*AUDIT_COLUMNS[:3], "system", *AUDIT_COLUMNS[3:]), rows)
-    else:
-        ctx.table_out(AUDIT_COLUMNS, rows)
+    columns = (*AUDIT_COLUMNS[:3], "system", *AUDIT_COLUMNS[3:]) if several else AUDIT_COLUMNS
+    ctx.table_out(columns, rows)
     if left_out:
         ctx.echo(f"... and {left_out} older matching entries not shown; `--all` lists them "
                  "(or `--last N`).")
