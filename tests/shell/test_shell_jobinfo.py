@@ -149,3 +149,20 @@ def test_jobs_show_n_and_log_in_the_console(spawn, home: Path) -> None:
     seen = sh.run(f"jobs log {job} | match loss", "0: loss 1.2")
     assert "streamer up" not in seen
     sh.run(f"jobs log {job} --task 1", "streamer up")
+
+
+def test_jobs_show_watch_redraws_until_ctrl_c(spawn, home: Path) -> None:
+    store = Store.open(home)
+    try:
+        job = submit(store)
+    finally:
+        store.close()
+    sh = spawn()
+    sh.child.sendline("jobs show --watch")
+    sh.expect("Every 2 s: jobs show")
+    sh.expect(f"{job}+0")
+    sh.expect("Every 2 s: jobs show")  # drawn again
+    sh.send("\x03")
+    sh.expect("Stopped watching.")
+    sh.prompt()
+    sh.run("jobs show --watch --output-format=json", "--watch redraws a table")
