@@ -16,7 +16,7 @@ from typing import IO, TYPE_CHECKING
 from cs2sim.csshell.commands.shell import question_help
 from cs2sim.csshell.context import Cancelled, ExitShell
 from cs2sim.csshell.lexer import split_line
-from cs2sim.csshell.pipes import run_piped
+from cs2sim.csshell.pipes import PIPES, json_invocation, parse_pipes, run_piped
 from cs2sim.csshell.terminal import wrap
 from cs2sim.system.errors import CsError, UsageError
 
@@ -104,8 +104,6 @@ def run_line(ctx: Context, line: str) -> int:
 
 def _run(ctx: Context, stages: list[list[str]]) -> None:
     """One command and its pipes: parse all of it first (nothing runs if a pipe is wrong)."""
-    from cs2sim.csshell.pipes import PIPES, json_invocation, parse_pipes
-
     words, last = stages[0], stages[-1]
     if last and last[-1].endswith("?"):  # `conf exec ?`, `show | m?`: what may follow
         table = PIPES if len(stages) > 1 else ctx.table

@@ -22,7 +22,9 @@ from cs2sim.system.errors import AmbiguousCommand, UnknownCommand, UsageError
 if TYPE_CHECKING:
     from cs2sim.csshell.context import Context
 
-__all__ = ["PIPES", "PipeRun", "PipeStream", "parse_pipes", "json_invocation"]
+__all__ = [
+    "PIPES", "PipeRun", "PipeStream", "parse_pipes", "json_invocation", "has_json", "run_piped"
+]
 
 
 class Filter(Protocol):
