@@ -162,3 +162,10 @@ def test_pipes_in_the_console(spawn) -> None:
     sh.child.send("software show | cou?")
     sh.expect("Count the lines instead of showing them.")
     sh.prompt()
+    sh.send("\x03")  # drop the kept line
+    sh.prompt()
+    seen = sh.run("software show | except ^python | last 1", "sqlite")
+    assert "CSoft" not in seen.split("last 1")[-1]
+    sh.run("config execmode show | display json | no-more", '"execmode": "PIPELINED"')
+    sh.run("software show | display json", '"sqlite"')
+    sh.run("system standby --yes | display json", "has no JSON output")
