@@ -1,9 +1,10 @@
 """The pager: output taller than the terminal is shown a screen at a time.
 
 `$PAGER` if set, else `less` if installed (`-R` keeps colour, `-X` leaves the text on the screen
-after `q`, `-K` lets Ctrl-C leave), else a built-in `--More--` (Space: next screen, Enter: next
-line, `q`: stop). Only an interactive shell writing to a terminal pages; scripts, `cs -c` and
-`| no-more` get every line at once. Output that fits is printed as is.
+after `q`, `-K` lets Ctrl-C leave) on a terminal that is not `dumb`, else a built-in `--More--`
+(Space: next screen, Enter: next line, `q`: stop). Only an interactive shell writing to a
+terminal pages; scripts, `cs -c` and `| no-more` get every line at once. Output that fits is
+printed as is.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ def pager_command() -> list[str] | None:
             words = []
         if words and shutil.which(words[0]):
             return words
+    if os.environ.get("TERM", "") in ("", "dumb"):  # less would warn and wait: the built-in
+        return None
     less = shutil.which("less")
     return [less, "-R", "-X", "-K"] if less else None
 
@@ -93,7 +96,9 @@ def page(text: str, out: IO[str], rows: int) -> None:
         return
     command = pager_command()
     if command is None:
-        fd = out.fileno()
+        import sys
+
+        fd = sys.stdin.fileno() if sys.stdin.isatty() else out.fileno()  # where keys come from
         more(lines, out, rows, lambda: read_key(fd))
         return
     out.flush()

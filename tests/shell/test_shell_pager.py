@@ -102,3 +102,14 @@ def test_jobs_show_in_the_console_lists_every_job_through_the_pager(home: Path) 
         assert "not shown" not in sh.child.before
     finally:
         sh.close()
+
+
+def test_a_dumb_terminal_gets_the_built_in_pager(home: Path) -> None:
+    sh = spawn_small(home, TERM="dumb", PAGER="")
+    try:
+        sh.child.sendline("help")
+        sh.expect(MORE)
+        sh.send("q")
+        sh.prompt()
+    finally:
+        sh.close()
