@@ -19,10 +19,22 @@ HELP_HEADER = (
 )
 
 
+MAX_FIRST_COLUMN = 60  # a longer usage (`audit show` and its filters) puts its summary below
+
+
 def columns(rows: Sequence[tuple[str, str]], indent: int = 2) -> list[str]:
-    """Two aligned columns of plain text."""
-    width = max((len(a) for a, _ in rows), default=0)
-    return [f"{' ' * indent}{a:<{width}}  {b}".rstrip() for a, b in rows]
+    """Two aligned columns of plain text; a first cell wider than MAX_FIRST_COLUMN gets its
+    second cell on the next line, in the second column, so one long usage does not push every
+    summary far to the right."""
+    width = max((len(a) for a, _ in rows if len(a) <= MAX_FIRST_COLUMN), default=0)
+    lines = []
+    for a, b in rows:
+        if len(a) > width:
+            lines.append(f"{' ' * indent}{a}")
+            lines.append(f"{' ' * (indent + width)}  {b}".rstrip())
+        else:
+            lines.append(f"{' ' * indent}{a:<{width}}  {b}".rstrip())
+    return lines
 
 
 def help_cmd(ctx: Context, inv: Invocation) -> None:
@@ -48,6 +60,11 @@ def help_cmd(ctx: Context, inv: Invocation) -> None:
         ctx.echo(f"{' '.join(node.path)}: {node.summary}")
     for line in columns(table.help_rows(node)):
         ctx.echo(line)
+    if node is table.root:  # the pipes, from their own table
+        from cs2sim.csshell.pipes import PIPES
+
+        names = ", ".join(f"`| {c.usage}`" for c in PIPES.commands())
+        ctx.echo(f"After any command: {names} (chain them; `| ?` lists them).")
 
 
 def history_cmd(ctx: Context, inv: Invocation) -> None:
