@@ -21,7 +21,10 @@ if TYPE_CHECKING:
     from cs2sim.csshell.table import Invocation
     from cs2sim.system.sched.queue import QueueJob
 
-__all__ = ["job_data", "job_detail", "jobs_log", "job_id", "log_dir", "component_roles"]
+__all__ = [
+    "slurm_backend", "find_job", "job_data", "job_detail", "jobs_log", "job_id", "log_dir",
+    "component_roles",
+]
 
 FOLLOW_POLL_S = 0.2
 MAX_LOG_BYTES = 8 * 2**20  # a whole log shown at most this much (its end); --tail reads less
@@ -37,10 +40,30 @@ def job_id(raw: str) -> int:
     return int(base)
 
 
+def slurm_backend(ctx: Context) -> Any:
+    """The Slurm backend when the site (or $CS2_SCHEDULER) runs launches on Slurm, else None:
+    then the queue is squeue's and cancelling is scancel's, shown with the same columns."""
+    from cs2sim.system.cluster import cluster_source, load_cluster
+    from cs2sim.system.sched.backend import scheduler_name
+
+    if scheduler_name(load_cluster(cluster_source(ctx.store.home)).site) != "slurm":
+        return None
+    from cs2sim.system.sched.slurm import SlurmBackend
+
+    return SlurmBackend(ctx.store)
+
+
 def find_job(ctx: Context, number: int) -> QueueJob:
+    """The launch `number`: from squeue with the Slurm backend, else from the embedded queue."""
     from cs2sim.system.sched import queue
 
-    return queue.state(ctx.store, number)
+    slurm = slurm_backend(ctx)
+    if slurm is None:
+        return queue.state(ctx.store, number)
+    for job in slurm.queue(all_states=True):
+        if job.id == number:
+            return job  # type: ignore[no-any-return]
+    raise NoSuchJob(f"No job {number} in Slurm's queue; see `jobs show --all`.")
 
 
 def job_data(job: QueueJob) -> dict[str, Any]:

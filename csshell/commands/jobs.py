@@ -11,8 +11,9 @@ ST, TIME, NODES, NODELIST(REASON). A heterogeneous job shows one row per compone
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from cs2sim.csshell.commands.jobinfo import slurm_backend
 from cs2sim.system.errors import UsageError
 
 if TYPE_CHECKING:
@@ -69,19 +70,6 @@ def queue_rows(jobs: list[QueueJob], now: float,
                 row += (",".join(job.systems) if k == 0 and job.systems else "-",)
             rows.append(row)
     return rows
-
-
-def _slurm(ctx: Context) -> Any:
-    """The Slurm backend when the site (or $CS2_SCHEDULER) runs launches on Slurm, else None:
-    then the queue is squeue's and cancelling is scancel's, shown with the same columns."""
-    from cs2sim.system.cluster import cluster_source, load_cluster
-    from cs2sim.system.sched.backend import scheduler_name
-
-    if scheduler_name(load_cluster(cluster_source(ctx.store.home)).site) != "slurm":
-        return None
-    from cs2sim.system.sched.slurm import SlurmBackend
-
-    return SlurmBackend(ctx.store)
 
 
 DEFAULT_LIMIT = 200  # rows of `jobs show` for a script; JSON and the console's pager: every job
@@ -153,7 +141,7 @@ def _queue_show(ctx: Context, inv: Invocation) -> None:
     all_states = bool(inv.option("all"))
     json_out = inv.option("output_format") == "json"
     limit = _limit(ctx, inv, json_out)
-    slurm = _slurm(ctx)
+    slurm = slurm_backend(ctx)
     if slurm is not None:
         shown = arrange(slurm.queue(all_states=all_states), all_states=all_states, limit=limit)
     else:
@@ -186,7 +174,7 @@ def jobs_cancel(ctx: Context, inv: Invocation) -> None:
     from cs2sim.system.users import Role
 
     base = str(job_id(inv.args["id"]))
-    slurm = _slurm(ctx)
+    slurm = slurm_backend(ctx)
     if slurm is not None:
         slurm.cancel(int(base), user=ctx.identity.name, admin=ctx.identity.role == Role.ADMIN)
         ctx.echo(f"Cancelled Slurm job {base} (scancel {base}: every component).")
