@@ -4,10 +4,13 @@ Measures, with a plain `pexpect.spawn` and no special environment variables:
   1. spawn of the installed `cs` script -> the `cs>` prompt is visible (process start, imports,
      store open, first render);
   2. the round trip of `config execmode show` (send the line -> its output and the next prompt);
-  3. the import time of `cs -c "config execmode show"` (python -X importtime, top entries).
-Targets (on the 2-core machine): prompt within 0.3 s, round trip median under 10 ms.
+  3. the import time of `cs -c "config execmode show"` (python -X importtime, top entries);
+  4. `audit show --since 1h` over an audit log of --audit-rows rows (default 100,000, spread
+     over 30 days): the query in-process, and `cs -c` end to end.
+Targets (on the 2-core machine): prompt within 0.3 s, round trip median under 10 ms, the audit
+query under 0.2 s.
 
-    python bench/shell_bench.py [--runs 30] [--round-trips 10]
+    python bench/shell_bench.py [--runs 30] [--round-trips 10] [--audit-rows 100000]
 
 All figures are host measurements of this machine at the time of the run.
 
@@ -110,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=30, help="shells to spawn")
     p.add_argument("--round-trips", type=int, default=10, help="commands per shell")
+    p.add_argument("--audit-rows", type=int, default=100_000,
+                   help="audit rows for the `audit show --since 1h` figure (0: skip it)")
     args = p.parse_args(argv)
     with (
         tempfile.TemporaryDirectory(prefix="cs2bench-") as home,
@@ -145,7 +150,51 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\nload average {os.getloadavg()[0]:.2f} at the end (2.0 = both CPUs busy)")
         print(f'\nslowest imports of `cs -c "{SHOW}"` (cumulative, bytecode cached):')
         print("\n".join(import_profile(cached)))
+    if args.audit_rows:
+        print()
+        print("\n".join(audit_query_bench(args.audit_rows)))
     return 0
+
+
+AUDIT_QUERY = "audit show --since 1h"
+
+
+def audit_query_bench(rows: int, repeats: int = 7) -> list[str]:
+    """`audit show --since 1h` over `rows` audit rows spread evenly over 30 days (so the last
+    hour holds rows / 720 of them): the query alone, in-process, and `cs -c` end to end."""
+    from cs2sim.system import audit
+    from cs2sim.system.store import Store
+
+    with tempfile.TemporaryDirectory(prefix="cs2bench-audit-") as home:
+        now = time.time()
+        span = 30 * 86400.0
+        users = ("root", "alice", "bob")
+        commands = ("system standby", "system activate", "config execmode setup")
+        with Store.open(Path(home)) as store:
+            with store.transaction() as db:
+                for i in range(rows):
+                    audit.record(db, user=users[i % 3], command=commands[i % 3], system="cs2-1",
+                                 outcome="ok", at=now - span + i * span / rows)
+            query = audit.AuditQuery(since=now - 3600, system="cs2-1", last=None)
+            times = []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                found, total = audit.query(store, query)
+                times.append(time.perf_counter() - start)
+        env = dict(os.environ, CS2_HOME=home)
+        ends = []
+        for _ in range(3):
+            start = time.perf_counter()
+            proc = subprocess.run([*CMD, "-c", f"{AUDIT_QUERY} --all | count"], env=env,
+                                  capture_output=True, text=True, check=True)
+            ends.append(time.perf_counter() - start)
+    return [
+        f"`{AUDIT_QUERY}` over {rows:,} audit rows ({total:,} in the last hour):",
+        summary("  the query (system/audit.py query, in-process)", times, "ms", 1000.0)
+        + "   target < 200 ms",
+        summary(f"  `cs -c \"{AUDIT_QUERY} --all | count\"` end to end", ends, "s", 1.0)
+        + f"   ({proc.stdout.strip()})",
+    ]
 
 
 def measure(

@@ -10,7 +10,8 @@ csshell/terminal.py (control characters made visible; wrapped at spaces on a ter
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import IO, TYPE_CHECKING, Any, Protocol, TypeVar
 
 from cs2sim.csshell.terminal import fit, visible
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from cs2sim.system.store import Store
     from cs2sim.system.users import Identity
 
-__all__ = ["Context", "ExitShell", "Cancelled", "Prompter"]
+__all__ = ["Context", "ExitShell", "Cancelled", "Prompter", "find_machine"]
 
 T = TypeVar("T")
 PIPE_WIDTH = 1000  # columns of rich output when not on a terminal (no wrapping)
@@ -99,16 +100,13 @@ class Context:
     def machine(self) -> Machine:
         """The system facade; a thin wrapper over the store (it caches no state)."""
         if self._machine is None:
-            from cs2sim.system.machine import Machine
-
-            self._machine = Machine(self.store, self.system)
+            self._machine = find_machine(self.store, self.system)
         return self._machine
 
     def use_system(self, name: str) -> None:
-        """Act on system `name` from now on (UsageError naming the known ones if none)."""
-        from cs2sim.system.machine import Machine
-
-        machine = Machine(self.store, name)
+        """Act on system `name` (or the system with that IP) from now on (UsageError naming
+        the known ones if none)."""
+        machine = find_machine(self.store, name)
         self.system, self._machine = machine.name, machine
         self.seen_mode = None  # what this session showed was another system's mode
 
@@ -145,6 +143,18 @@ class Context:
         if self._columns is not None:
             return self._columns
         return terminal_columns(self.out if stream is None else stream)
+
+    @contextmanager
+    def output_to(self, stream: IO[str]) -> Iterator[None]:
+        """Send the command output (not errors or questions) to `stream` for a while: a pipe's
+        filters, or the pager's buffer. Tables are drawn for `stream` (a terminal or not)."""
+        saved = self.out, self._console, self._columns
+        self.out, self._console, self._columns = stream, None, None
+        try:
+            yield
+        finally:
+            self.out.flush()
+            self.out, self._console, self._columns = saved
 
     def echo(self, text: object = "", wrap: bool = True) -> None:
         """Write one line of plain text (no markup, no colour): control characters made visible,
@@ -210,6 +220,23 @@ class Context:
         if yes or self.assume_yes:
             return True
         return self.prompter.confirm(question, command)
+
+
+def find_machine(store: Store, name: str | None) -> Machine:
+    """The system named `name`, or whose IP it is (as a run's `--cs_ip` names it); the first
+    of the cluster for None."""
+    from cs2sim.system.errors import UsageError
+    from cs2sim.system.machine import Machine
+
+    if name is None:
+        return Machine(store)
+    try:
+        return Machine(store, name)
+    except UsageError as unknown:
+        try:
+            return Machine.for_target(store, name)
+        except UsageError:
+            raise unknown from None
 
 
 def terminal_columns(stream: IO[str]) -> int | None:

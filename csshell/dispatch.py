@@ -9,16 +9,21 @@ unless `--traceback` was given.
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from cs2sim.csshell.commands.shell import question_help
 from cs2sim.csshell.context import Cancelled, ExitShell
-from cs2sim.csshell.table import split_commands
-from cs2sim.system.errors import CsError
+from cs2sim.csshell.lexer import split_line
+from cs2sim.csshell.pipes import PIPES, json_invocation, parse_pipes, run_piped
+from cs2sim.csshell.terminal import wrap
+from cs2sim.system.errors import CsError, UsageError
 
 if TYPE_CHECKING:
     from cs2sim.csshell.context import Context
+    from cs2sim.csshell.pipes import PipeRun
+    from cs2sim.csshell.table import Invocation
 
 __all__ = [
     "run_line",
@@ -80,22 +85,77 @@ def _print_traceback(ctx: Context) -> None:
 
 def run_line(ctx: Context, line: str) -> int:
     """Run the `;`-separated commands of `line`, stopping at the first failure (a command ending
-    in `?` shows what may follow instead). Returns the exit code; ExitShell propagates."""
-    commands: list[list[str]] = []
-    code = guarded(ctx, lambda: commands.extend(split_commands(line)))
-    for words in commands:
+    in `?` shows what may follow instead). Returns the exit code; ExitShell propagates. When the
+    line holds several commands, an error names the one that failed (`command 2 of 3 (...)`)."""
+    commands: list[list[list[str]]] = []
+    code = guarded(ctx, lambda: commands.extend(split_line(line)))
+    where = ctx.where
+    for number, stages in enumerate(commands, start=1):
         if code:
             break
-        code = guarded(ctx, functools.partial(_run, ctx, words))
+        if len(commands) > 1:
+            ctx.where = f"{where}command {number} of {len(commands)} (`{' '.join(stages[0])}`): "
+        try:
+            code = guarded(ctx, functools.partial(_run, ctx, stages))
+        finally:
+            ctx.where = where
     return code
 
 
-def _run(ctx: Context, words: list[str]) -> None:
-    if words[-1].endswith("?"):  # `conf exec ?`, `conf?`: what may follow, like a router
-        _echo_all(ctx, question_help(ctx.table, " ".join(words)[:-1]))
+def _run(ctx: Context, stages: list[list[str]]) -> None:
+    """One command and its pipes: parse all of it first (nothing runs if a pipe is wrong)."""
+    words, last = stages[0], stages[-1]
+    if last and last[-1].endswith("?"):  # `conf exec ?`, `show | m?`: what may follow
+        table = PIPES if len(stages) > 1 else ctx.table
+        _echo_all(ctx, question_help(table, " ".join(last)[:-1]))
         return
+    if not words:
+        raise UsageError("nothing before `|`; write a command first, e.g. `audit show | count`.")
     invocation = ctx.table.parse(words)
-    invocation.command.run(ctx, invocation)
+    pipes = parse_pipes(stages[1:])
+    if pipes.json:
+        invocation = json_invocation(invocation)
+    rows = _pager_rows(ctx, invocation) if not pipes.no_more else None
+    if rows is not None:
+        _run_paged(ctx, invocation, pipes, rows)
+    elif pipes.filters:
+        out, width = ctx.out, ctx.width()
+        run_piped(ctx, invocation, pipes, lambda text: _write(out, text, width))
+    else:
+        invocation.command.run(ctx, invocation)
+
+
+def _write(out: IO[str], text: str, width: int | None) -> None:
+    out.write("\n".join(wrap(text, width)) + "\n")
+
+
+def _pager_rows(ctx: Context, inv: Invocation) -> int | None:
+    """The terminal's height when this command's output may be paged; else None (a script,
+    not a terminal, or a command that streams: `--follow`, `--watch`)."""
+    if not (ctx.interactive and ctx.is_terminal and inv.command.pages):
+        return None
+    if inv.option("follow") or inv.option("watch"):
+        return None
+    try:
+        return os.get_terminal_size(ctx.out.fileno()).lines or None
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _run_paged(ctx: Context, inv: Invocation, pipes: PipeRun, rows: int) -> None:
+    """Collect the output as drawn for the terminal, then show it through the pager (what was
+    collected is shown even when the command fails halfway)."""
+    from cs2sim.csshell.pager import TerminalBuffer, page
+
+    buffer = TerminalBuffer(ctx.out)
+    try:
+        if pipes.filters:
+            run_piped(ctx, inv, pipes, lambda text: buffer.write(text + "\n"))
+        else:
+            with ctx.output_to(buffer):
+                inv.command.run(ctx, inv)
+    finally:
+        page(buffer.getvalue(), ctx.out, rows)
 
 
 def _echo_all(ctx: Context, lines: list[str]) -> None:

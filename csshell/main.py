@@ -93,10 +93,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def script_lines(lines: Iterable[str]) -> Iterable[tuple[int, str]]:
-    """(line number, text) of the script lines to run: blank and `#` comment lines skipped."""
+    """(line number, text) of the script lines to run: blank and `#` comment lines skipped, a
+    trailing `# comment` removed (a `#` inside quotes or a word is kept)."""
+    from cs2sim.csshell.lexer import strip_comment
+
     for number, line in enumerate(lines, start=1):
-        text = line.strip()
-        if text and not text.startswith("#"):
+        text = strip_comment(line).strip()
+        if text:
             yield number, text
 
 

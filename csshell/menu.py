@@ -43,6 +43,7 @@ class Menu(Generic[T]):
         values = [v for v, _ in self.options]
         self.index = values.index(default) if default in values else 0
         self.typed = ""
+        self.rejected = ""  # typed text that Enter refused (shown once, then forgotten)
 
     def match(self, typed: str) -> int | None:
         """The option a typed number or name prefix names, or None."""
@@ -54,7 +55,11 @@ class Menu(Generic[T]):
         return found[0] if key and found else None
 
     def type(self, text: str) -> None:
+        # text that names nothing is not kept under what comes next: `3` then `2` is `2`
+        if self.typed and self.match(self.typed) is None and self.match(text) is not None:
+            self.typed = ""
         self.typed += text
+        self.rejected = ""
         found = self.match(self.typed)
         if found is not None:
             self.index = found
@@ -72,6 +77,7 @@ class Menu(Generic[T]):
     def accept(self) -> T | None:
         """The chosen value, or None while typed text names no option."""
         if self.typed and self.match(self.typed) is None:
+            self.rejected, self.typed = self.typed, ""  # said once; the next key starts afresh
             return None
         return self.options[self.index][0]
 
@@ -80,8 +86,9 @@ class Menu(Generic[T]):
         for i, (_, label) in enumerate(self.options):
             mark, style = ("> ", "class:selected") if i == self.index else ("  ", "")
             lines += [("", mark), (style, f"{i + 1}. {label}"), ("", "\n")]
-        if self.typed and self.match(self.typed) is None:
-            lines.append(("class:bad", f"no option matches {self.typed!r}; "))
+        bad = self.typed if self.typed and self.match(self.typed) is None else self.rejected
+        if bad:
+            lines.append(("class:bad", f"no option matches {bad!r}; "))
         lines += [("class:hint", "↑/↓ or a number or name, then Enter: "), ("", self.typed)]
         return lines
 

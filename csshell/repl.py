@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from prompt_toolkit import PromptSession
 from prompt_toolkit.application import create_app_session, run_in_terminal
 from prompt_toolkit.auto_suggest import AutoSuggestFromHistory
+from prompt_toolkit.formatted_text import FormattedText
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.input import Input, create_input
 from prompt_toolkit.key_binding import KeyBindings, KeyPress, KeyPressEvent
@@ -33,6 +34,8 @@ from cs2sim.csshell.commands.shell import question_help
 from cs2sim.csshell.completion import TableCompleter
 from cs2sim.csshell.context import ExitShell
 from cs2sim.csshell.dispatch import one_line, run_line
+from cs2sim.csshell.history import HISTORY_DIR, history_path
+from cs2sim.csshell.live import LiveNames
 from cs2sim.csshell.toolbar import STYLE, Toolbar
 from cs2sim.system.errors import CsError
 
@@ -57,6 +60,13 @@ __all__ = [
 ]
 
 PROMPT = "cs> "
+# The prompt as styled text. Its style has an explicit (default) colour only so that the
+# renderer writes the trailing space: prompt_toolkit skips unstyled spaces at the end of a line
+# and moves the cursor instead, so the bytes on the wire would be `cs>` + a cursor move and a
+# script's `expect("cs> ")` would never match. With it the terminal receives `cs> ` literally,
+# then the toolbar, then the cursor move back to the end of the prompt.
+PROMPT_TEXT = FormattedText([("class:prompt", PROMPT)])
+PROMPT_STYLE = {"prompt": "fg:ansidefault"}
 REFRESH_S = 1.0  # toolbar re-read interval while idle (another shell may change the system)
 
 
@@ -146,7 +156,7 @@ def _key_bindings(ctx: Context) -> KeyBindings:
         def show() -> None:
             ctx.echo(f"{PROMPT}{text}?")  # the typed text may hold control characters
             try:
-                lines = question_help(ctx.table, text)
+                lines = question_help(ctx.table, text, LiveNames(ctx.store))
             except CsError as e:
                 lines = [f"error: {one_line(str(e))}"]
             for line in lines:
@@ -188,19 +198,6 @@ class ForgivingFileHistory(FileHistory):
             super().store_string(string)
 
 
-HISTORY_DIR = "histories"
-
-
-def history_path(home: Path, account: str) -> Path:
-    """Where the commands typed as `account` by this OS user are kept: one file per (OS user,
-    account), `$CS2_HOME/histories/<os user>/<account>`, so a `user` account pressing Up never
-    reads an administrator's commands, and one OS user never reads another's (the per-OS-user
-    directory is 0700, the file 0600). The directories are made when the shell first saves."""
-    from cs2sim.system.users import login_name
-
-    return Path(home) / HISTORY_DIR / login_name() / account
-
-
 def _make_history_dirs(path: Path) -> None:
     from cs2sim.system.paths import private_dir, shared_dir
 
@@ -224,8 +221,8 @@ def history_problem(path: Path) -> str | None:
 def make_session(ctx: Context, history: Path | None) -> PromptSession[str]:
     """The cs> PromptSession: completion, `?`, toolbar, history."""
     return PromptSession(
-        PROMPT,
-        completer=TableCompleter(ctx.table),
+        PROMPT_TEXT,
+        completer=TableCompleter(ctx.table, LiveNames(ctx.store)),
         complete_while_typing=False,  # Tab and `?`, as on a network device's console
         # room for the first Tab's menu to show every top-level command (prompt_toolkit's
         # default of 8 lines, less the toolbar, hid the last two), plus the toolbar's line
@@ -234,7 +231,7 @@ def make_session(ctx: Context, history: Path | None) -> PromptSession[str]:
         history=ForgivingFileHistory(str(history)) if history is not None else None,
         bottom_toolbar=Toolbar(ctx),
         key_bindings=_key_bindings(ctx),
-        style=Style.from_dict(STYLE),
+        style=Style.from_dict({**STYLE, **PROMPT_STYLE}),
         refresh_interval=REFRESH_S,
     )
 
@@ -243,7 +240,11 @@ def prompt_loop(ctx: Context, session: PromptSession[str]) -> int:
     """Read and run lines until `exit`, `quit` or Ctrl-D; Ctrl-C only cancels the line."""
     while True:
         try:
-            line = session.prompt()
+            # Raw mode from before the prompt is written: on a dumb terminal prompt_toolkit
+            # prints the prompt first and enters raw mode only afterwards, and a Ctrl-D sent in
+            # that gap was taken by the terminal's line discipline (cooked mode) and lost.
+            with session.input.raw_mode():
+                line = session.prompt()
         except KeyboardInterrupt:
             continue
         except EOFError:

@@ -9,16 +9,18 @@ So an abbreviation that dispatches also completes, and a word that completes als
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from cs2sim.csshell.lexer import cursor_at_end, split_line
 from cs2sim.system.errors import AmbiguousCommand, UnknownCommand, UsageError
 
 __all__ = [
     "Arg",
     "Option",
+    "LIVE_KINDS",
+    "Live",
     "Command",
     "Invocation",
     "Node",
@@ -27,6 +29,12 @@ __all__ = [
     "split_commands",
     "words_and_partial",
 ]
+
+# What a value may be completed from, read when Tab is pressed: the cluster's systems, the queue's
+# job ids, the accounts, files. A Live function maps (kind, the partial word) to (value,
+# description) pairs; the console supplies one that reads the store (csshell/live.py).
+LIVE_KINDS = ("system", "job", "user", "path")
+Live = Callable[[str, str], list[tuple[str, str]]]
 
 # A handler's first argument is the session's Context (csshell/context.py). It is typed Any here
 # because the Context holds this table: naming it would make the two modules import each other.
@@ -42,6 +50,7 @@ class Option:
     choices: tuple[str, ...] = ()
     metavar: str = ""
     exact: bool = False  # only the full name: a flag taking a secret or a path is never guessed
+    live: str = ""  # its values complete from what exists now: a LIVE_KINDS name
 
     @property
     def takes_value(self) -> bool:
@@ -69,6 +78,7 @@ class Arg:
     strict: bool = True  # False: `choices` only complete; the handler parses the value itself
     tree: bool = False  # the rest of the line is a command path (`help config execmode`)
     rest: bool = False  # the rest of the line is free text (`system fault fan 3 stopped`)
+    live: str = ""  # its values complete from what exists now: a LIVE_KINDS name
 
     @property
     def usage(self) -> str:
@@ -86,6 +96,7 @@ class Command:
     run: Handler
     args: tuple[Arg, ...] = ()
     options: tuple[Option, ...] = ()
+    pages: bool = False  # its output is a finished text (a show command): the pager may hold it
 
     @property
     def words(self) -> tuple[str, ...]:
@@ -121,29 +132,16 @@ class Node:
 
 
 def split_commands(line: str) -> list[list[str]]:
-    """Split one input line into commands (separated by `;`), each a list of shell-style words."""
-    lexer = shlex.shlex(line, posix=True, punctuation_chars=";")
-    lexer.whitespace_split = True
-    lexer.commenters = ""  # `#` starts a comment only at the start of a script line (see main)
-    try:
-        tokens = list(lexer)
-    except ValueError as e:
-        raise UsageError(f"cannot read the line: {str(e).lower()}; check the quotes.") from None
-    commands: list[list[str]] = [[]]
-    for token in tokens:
-        if token and set(token) == {";"}:
-            commands.append([])
-        else:
-            commands[-1].append(token)
-    return [c for c in commands if c]
+    """The commands of one input line (separated by an unquoted `;`), each as its words before
+    any output pipe (csshell/lexer.py splits the whole line, pipes included)."""
+    return [stages[0] for stages in split_line(line) if stages[0]]
 
 
 def words_and_partial(text: str) -> tuple[list[str], str]:
-    """The complete words of the last `;` command in `text`, and the word being typed."""
-    segment = text.rsplit(";", 1)[-1]
-    words = (split_commands(segment) or [[]])[0]
-    partial = "" if not segment or segment[-1].isspace() or not words else words.pop()
-    return words, partial
+    """The complete words of the last stage (command or pipe) of the last `;` command in
+    `text`, and the word being typed."""
+    cursor = cursor_at_end(text)
+    return cursor.words, cursor.partial
 
 
 def _quote(words: Iterable[str]) -> str:
@@ -231,7 +229,17 @@ class CommandTable:
 
     def parse(self, words: Sequence[str]) -> Invocation:
         """Resolve `words` to a command and parse its arguments and options."""
-        node, rest = self.walk(words)
+        try:
+            node, rest = self.walk(words)
+        except UnknownCommand as e:
+            turned = self._verb_first(words)
+            if turned is None:
+                raise
+            raise UnknownCommand(
+                f"there is no command `{' '.join(words[: len(turned)])}`; did you mean "
+                f"`{' '.join(turned)}`? (here the object comes first, then the verb)",
+                (" ".join(turned),),
+            ) from e
         if node.command is None:
             if node is self.root:
                 raise UsageError("no command given; type `help` to list the commands.")
@@ -271,6 +279,26 @@ class CommandTable:
             raise UsageError(f"`{command.path}` needs {missing[0].usage}; usage: {command.usage}.")
         return Invocation(command, args, options)
 
+    def _verb_first(self, words: Sequence[str]) -> tuple[str, ...] | None:
+        """The command path that the first two or three `words` name in another order (`show
+        system` -> `system show`, the habit of other consoles), if exactly one does."""
+        from itertools import permutations
+
+        for n in (2, 3):
+            if len(words) < n:
+                break
+            found = set()
+            for order in permutations(words[:n]):
+                try:
+                    node, rest = self.walk(list(order))
+                except (UnknownCommand, AmbiguousCommand):
+                    continue
+                if node.command is not None and not rest:
+                    found.add(node.command.words)
+            if len(found) == 1:
+                return found.pop()
+        return None
+
     def _option(self, command: Command, token: str) -> tuple[Option, str | None]:
         name, eq, value = token.partition("=")
         by_name = {o.name: o for o in command.options}
@@ -307,8 +335,11 @@ class CommandTable:
         walk(start)
         return rows
 
-    def suggest(self, words: Sequence[str], partial: str) -> list[Suggestion]:
-        """What may follow `words` and starts with `partial`: for Tab (text) and `?` (rows).
+    def suggest(
+        self, words: Sequence[str], partial: str, live: Live | None = None
+    ) -> list[Suggestion]:
+        """What may follow `words` and starts with `partial`: for Tab (text) and `?` (rows);
+        with `live`, the existing values of an argument or option that names one.
 
         Raises the same UnknownCommand / AmbiguousCommand as dispatch for a bad earlier word.
         """
@@ -321,7 +352,7 @@ class CommandTable:
                 return found
         command = node.command
         if command.args and command.args[0].tree:  # `help WORDS`: the tree again
-            return self.suggest(rest, partial) + ([] if rest or partial else [_cr(command)])
+            return self.suggest(rest, partial, live) + ([] if rest or partial else [_cr(command)])
         taken, pending, used = _consumed(command, rest)
         if pending is not None or (partial.startswith("--") and "=" in partial):
             option = pending or self._option(command, partial)[0]
@@ -329,6 +360,7 @@ class CommandTable:
             for c in option.choices:
                 if c.startswith(value.lower()):
                     found.append(Suggestion(c + " ", c, option.summary, len(value)))
+            found += _live(live, option.live, value)
             if not option.choices:
                 found.append(Suggestion("", option.metavar, option.summary, 0))
             return found
@@ -337,6 +369,7 @@ class CommandTable:
             for c in arg.choices:
                 if c.startswith(partial.lower()):
                     found.append(Suggestion(c + " ", c, arg.summary, len(partial)))
+            found += _live(live, arg.live, partial)
             if not arg.choices:
                 found.append(Suggestion("", arg.name.upper(), arg.summary, 0))
         for o in command.options:
@@ -358,6 +391,17 @@ class Suggestion:
     display: str
     summary: str
     replace: int
+
+
+def _live(live: Live | None, kind: str, partial: str) -> list[Suggestion]:
+    """The existing values of `kind` that start with `partial` (none without a source)."""
+    if live is None or not kind:
+        return []
+    found = []
+    for value, description in live(kind, partial):
+        end = "" if kind == "path" and value.endswith("/") else " "  # a directory: go on typing
+        found.append(Suggestion(value + end, value, description, len(partial)))
+    return found
 
 
 def _cr(command: Command) -> Suggestion:

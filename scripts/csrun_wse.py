@@ -35,17 +35,22 @@ def _print(messages: list[tuple[str, str]]) -> None:
         (write_out if stream == "out" else write_err)(line + "\n")
 
 
-def _dry_run(launch: object, nodes: list[object]) -> None:
-    """Where every task would go on an idle cluster (nothing is allocated)."""
-    from cs2sim.system.sched.fit import NodeInfo, place
+def _dry_run(launch: object, nodes: list[object]) -> int:
+    """Where every task would go on an idle cluster (nothing is allocated); the exit code the
+    real launch would have for a job that can never fit (1, with srun's words)."""
+    from cs2sim.system.sched.fit import NodeInfo, never_fits, place
     from cs2sim.system.sched.layout import layout
 
     request = launch.request  # type: ignore[attr-defined]
     infos = [n for n in nodes if isinstance(n, NodeInfo)]
-    placed = place(request.components, infos, frozenset(request.exclude))
+    why = never_fits(request.components, infos, frozenset(request.exclude))
+    placed = place(request.components, infos, frozenset(request.exclude)) if why is None else None
     if placed is None:
-        write_out("csrun_wse: dry run: this job does not fit the cluster even when idle.\n")
-        return
+        why = why or "Requested node configuration is not available"
+        write_err(f"srun: error: Unable to allocate resources: {why}\n")
+        write_err("csrun_wse: dry run: this job does not fit the cluster even when idle; the "
+                  "launch would be refused the same way.\n")
+        return 1
     tasks = layout(request, 0, placed, {n.name: n.cpus for n in infos})
     write_out(f"csrun_wse: dry run: {len(tasks)} task(s) on {request.nodes} node(s) of an idle "
               "cluster; nothing was allocated.\n")
@@ -55,6 +60,34 @@ def _dry_run(launch: object, nodes: list[object]) -> None:
     for t_node, ids in by_node.items():
         comp = next(t.component for t in tasks if t.node == t_node)
         write_out(f"  component {comp}  {t_node:<12} tasks {','.join(map(str, ids))}\n")
+    return 0
+
+
+def _num_csx_text(run_args: tuple[str, ...]) -> str | None:
+    """The value of an explicit `--num_csx` on the run's command line, if any."""
+    for i, word in enumerate(run_args):
+        if word == "--num_csx" and i + 1 < len(run_args):
+            return run_args[i + 1]
+        if word.startswith("--num_csx="):
+            return word.partition("=")[2]
+    return None
+
+
+def _check_num_csx(run_args: tuple[str, ...], pipelined: bool) -> None:
+    """Refuse (69, before anything is allocated) a number of CS-2 systems the run would refuse
+    once started: fewer than one, or several for a pipelined run (one system runs it)."""
+    from cs2sim.system.errors import JobRefused
+
+    raw = _num_csx_text(run_args)
+    if raw is None:
+        return
+    if not (raw.isascii() and raw.isdigit() and int(raw) >= 1):
+        raise JobRefused(f"--num_csx {raw}: a run needs at least one CS-2 system (a whole "
+                         "number, 1 or more); nothing was allocated.")
+    if pipelined and int(raw) > 1:
+        raise JobRefused(f"--num_csx {raw}: a pipelined run uses one CS-2 system; weight "
+                         "streaming spreads over several (`python-ws run.py ... --num_csx "
+                         f"{raw}`); nothing was allocated.")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,12 +126,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         store = Store.open()
         cs_ip = cs_ip_of(launch.run_args)
-        if cs_ip is not None and not launch.dry_run:
+        ws = flow_of(launch.run_args[0]) == "ws"
+        _check_num_csx(launch.run_args, pipelined=not ws)
+        if cs_ip is not None:  # a dry run is refused as the launch would be (nothing reserved)
             from cs2sim.system.machine import Machine
             from cs2sim.system.state import ExecMode
 
-            mode = (ExecMode.WEIGHT_STREAMING if flow_of(launch.run_args[0]) == "ws"
-                    else ExecMode.PIPELINED)
+            mode = ExecMode.WEIGHT_STREAMING if ws else ExecMode.PIPELINED
             # the systems it reserves: its --cs_ip's, and num_csx - 1 more in weight streaming
             count = num_csx_of(launch.run_args) if mode is ExecMode.WEIGHT_STREAMING else 1
             machine = Machine.for_target(store, cs_ip)
@@ -113,8 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         backend = select_backend(store, site, launch.srun, launch.run_args)
         write_out(f"Launching: {launch.srun.text}\n")
         if launch.dry_run:
-            _dry_run(launch, list(backend.nodes))  # type: ignore[attr-defined]
-            return 0
+            return _dry_run(launch, list(backend.nodes))  # type: ignore[attr-defined]
     except CsError as e:
         return fail(e)
     return run_job(backend, launch.request)
@@ -167,9 +200,19 @@ def run_job(backend: Backend, request: JobRequest, *, ignore_int: bool = False) 
     return result.exit_code
 
 
+BROKEN_PIPE_EXIT = 141  # 128 + SIGPIPE: `csrun_wse --dry-run ... | head -3`, as `cs` exits
+
+
 def entry() -> None:
     """Console-script entry point."""
-    sys.exit(main())
+    try:
+        code = main()
+    except BrokenPipeError:  # the reader left: nothing to say, and no second failure at exit
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        code = BROKEN_PIPE_EXIT
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -70,10 +70,12 @@ def write_row(db: sqlite3.Connection, name: str, updates: Updates) -> None:
 
 
 def standby(db: sqlite3.Connection, row: Row, to: State, now: float) -> tuple[Updates, str]:
-    """STANDBY now; the detail counts the jobs still running (they are not stopped)."""
+    """STANDBY now; the detail says a standby was forced and names the jobs that were running
+    (each stops itself at its next step)."""
     running = jobs.running(db, row.name)
-    detail = (
-        f"{len(running)} job(s) running: " + ", ".join(str(j.id) for j in running)
+    detail = (  # with jobs running only --force gets here: the row says it was forced
+        f"forced: {len(running)} job(s) running, stopped at their next step: "
+        + ", ".join(str(j.id) for j in running)
         if running
         else "no jobs running"
     )

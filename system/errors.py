@@ -14,6 +14,7 @@ these never prints; `csshell` and `scripts` catch `CsError` at their boundary, p
   - AuthenticationFailed       wrong user or password
   - StoreError                 the SQLite store is unreadable, corrupt or of a newer schema
     · StoreAccessDenied        the OS refuses this user the store (file or directory modes; 77)
+  - NoSuchJob                  no job has the id given (exit 1, as scancel's "Invalid job id")
   - ConfigError                a YAML file (cluster.yaml, params.yaml) is invalid; names the key
   - ResourceError              the host cannot do it (memory, nodes); names need and alternatives
   - RuntimeFailure             a training/compile run failed in a way the user can act on
@@ -33,6 +34,7 @@ __all__ = [
     "StoreError",
     "StoreAccessDenied",
     "ConfigError",
+    "NoSuchJob",
     "ResourceError",
     "RuntimeFailure",
 ]
@@ -100,6 +102,10 @@ class StoreAccessDenied(StoreError):
     """The OS does not let this user read or write the store (exit 77, like PermissionDenied)."""
 
     exit_code = 77
+
+
+class NoSuchJob(CsError):
+    """No job has this id (a lookup that found nothing, not a wrong command line: exit 1)."""
 
 
 class ConfigError(CsError):

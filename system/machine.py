@@ -33,6 +33,7 @@ from cs2sim.system.errors import (
     CsError,
     InvalidTransition,
     JobRefused,
+    NoSuchJob,
     PermissionDenied,
     ResourceError,
     UsageError,
@@ -93,7 +94,7 @@ _JOB_REFUSALS: dict[State, str] = {
     "before jobs can run.",
     State.ACTIVATING: "System {name} is ACTIVATING ({ready}); wait for it to become ACTIVE, "
     "then start the job again.",
-    State.FAULT: "System {name} is in FAULT; an admin must run `system standby` and "
+    State.FAULT: "System {name} is in FAULT ({reason}); an admin must run `system standby` and "
     "`system activate` before jobs can run.",
 }
 
@@ -263,9 +264,24 @@ class Machine:
         return self._attempt(who, Action.ACTIVATE, changes.activate(seconds),
                              expect=None if expect is None else ExecMode(expect))
 
-    def setup_execmode(self, who: Identity, mode: ExecMode) -> SystemStatus:
-        """Record the configured mode (STANDBY only); it takes effect at the next activation."""
-        return self._attempt(who, Action.SETUP, changes.setup(ExecMode(mode)))
+    def setup_execmode(self, who: Identity, mode: ExecMode, *,
+                       keep_others: bool = False) -> SystemStatus:
+        """Record the configured mode (STANDBY only); it takes effect at the next activation.
+        With `keep_others`, refused (audited) when it would replace a different pending choice
+        another account made: decided in the transaction, so a choice made meanwhile counts."""
+        mode = ExecMode(mode)
+        return self._attempt(who, Action.SETUP, changes.setup(mode),
+                             keep_others=mode if keep_others else None)
+
+    def record_declined(self, who: Identity, action: Action, question: str) -> None:
+        """Audit an attempt that its user called off at a confirmation question (answered no):
+        every attempt leaves a row, outcome "refused", nothing changed."""
+        with self.store.transaction() as db:
+            now = self._clock()
+            row = self._settle(db, now)
+            auditlog.record(db, user=who.name, system=self.name, command=COMMAND_WORDS[action],
+                            from_state=row.state, to_state=row.state, outcome="refused",
+                            detail=f"answered no to {question!r}; nothing changed", at=now)
 
     def withdraw_execmode(self, who: Identity) -> SystemStatus:
         """Take back a pending mode change (STANDBY only): the active mode is configured again.
@@ -448,7 +464,7 @@ class Machine:
             now = self._clock()
             job = jobs.get(db, job_id)
             if job is None:
-                raise UsageError(
+                raise NoSuchJob(
                     f"No job {job_id}; see the queue with `jobs show` and the jobs on the "
                     "system with `system show`.")
             if job.user != who.name and who.role is not Role.ADMIN:
@@ -608,11 +624,30 @@ class Machine:
             f"setup` or activate expecting {row.configured_mode}."
         )
 
+    def _others_refusal(self, db: sqlite3.Connection, row: changes.Row, who: Identity,
+                        mode: ExecMode) -> CsError | None:
+        """Setting `mode` would replace another account's different pending choice."""
+        if row.configured_mode is row.active_mode or mode is row.configured_mode:
+            return None
+        origin = db.execute(
+            "SELECT user, at FROM audit WHERE system = ? AND outcome = 'ok' AND command = ?"
+            " AND detail LIKE 'configured %' ORDER BY id DESC LIMIT 1",
+            (self.name, COMMAND_WORDS[Action.SETUP]),
+        ).fetchone()
+        if origin is None or origin[0] == who.name:
+            return None
+        when = time.strftime("%H:%M:%S", time.localtime(origin[1]))
+        return InvalidTransition(
+            f"{origin[0]} chose {row.configured_mode} at {when} (pending until `system "
+            f"activate`); nothing changed: agree with {origin[0]} first, or replace that choice "
+            f"on purpose (`config execmode setup {_mode_word(mode)} --yes`).")
+
     def _job_refusal(self, row: changes.Row, mode: ExecMode, now: float) -> CsError | None:
         if row.state is not State.ACTIVE:
             ready_in = None if row.activating_until is None else row.activating_until - now
             return JobRefused(
-                _JOB_REFUSALS[row.state].format(name=row.name, ready=ready_text(ready_in))
+                _JOB_REFUSALS[row.state].format(name=row.name, ready=ready_text(ready_in),
+                                                reason=row.fault_reason or "no reason given")
             )
         if row.active_mode is not mode:
             return JobRefused(
@@ -665,6 +700,7 @@ class Machine:
         *,
         force: bool = False,
         expect: ExecMode | None = None,
+        keep_others: ExecMode | None = None,
     ) -> SystemStatus:
         """One attempt: settle, decide, then either change + audit "ok" or audit the refusal
         (`change` None only checks: an allowed check writes nothing)."""
@@ -686,6 +722,8 @@ class Machine:
                     refusal = self._withdraw_refusal(row)
                 if refusal is None and action is Action.ACTIVATE:
                     refusal = self._expect_refusal(row, expect)
+                if refusal is None and keep_others is not None:
+                    refusal = self._others_refusal(db, row, who, keep_others)
                 outcome: str | None = None  # stays None for a check that passed: no row
                 to, detail = row.state, ""
                 if refusal is not None:
@@ -756,6 +794,10 @@ class BootOutcome:
 
 
 # -- the systems, from the cluster description --------------------------------------------------
+def _mode_word(mode: ExecMode) -> str:
+    return mode.label.lower().replace(" ", "-")
+
+
 def list_systems(store: Store) -> list[str]:
     """The systems of the cluster, in its order (syncing the store with the file if it changed;
     a shared store's service keeps it in sync with its owner's file)."""

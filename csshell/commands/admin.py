@@ -11,6 +11,7 @@ from cs2sim.system.errors import UsageError
 if TYPE_CHECKING:
     from cs2sim.csshell.context import Context
     from cs2sim.csshell.table import Invocation
+    from cs2sim.system.audit import AuditQuery
 
 __all__ = ["software_show", "audit_show", "user_add", "user_list", "user_passwd", "user_remove"]
 
@@ -33,29 +34,79 @@ def software_show(ctx: Context, inv: Invocation) -> None:
         ctx.echo(line)
 
 
+OUTCOME_WORDS = {"ok": "ok", "refused": "refused", "denied": "denied", "failed": "error",
+                 "error": "error"}
+
+
+def _audit_query(ctx: Context, inv: Invocation) -> AuditQuery:
+    """The rows `audit show` asks for: its filters, and how many (default: the newest 20)."""
+    from cs2sim.csshell.timespec import parse_moment
+    from cs2sim.system.audit import AuditQuery
+
+    raw = inv.option("last")
+    if inv.option("all"):
+        if raw is not None:
+            raise UsageError("give `--last N` or `--all`, not both.")
+        last = None
+    else:
+        raw = raw if raw is not None else str(AUDIT_DEFAULT_LAST)
+        last = int(raw) if raw.isascii() and raw.isdigit() else 0  # isdigit() alone takes "²"
+        if last < 1:
+            raise UsageError(
+                f"`--last` must be a whole number of entries, not `{raw}`; e.g. --last 20 "
+                "(`--all` shows every entry)."
+            )
+    system = inv.option("system")
+    if system is None:
+        system = ctx.machine.name
+    elif system == "all":
+        system = None
+    else:
+        from cs2sim.csshell.context import find_machine
+
+        system = find_machine(ctx.store, system).name
+    since, until = inv.option("since"), inv.option("until")
+    outcome = inv.option("outcome")
+    return AuditQuery(
+        user=inv.option("user"),
+        command=inv.option("command"),
+        outcome=OUTCOME_WORDS[outcome] if outcome is not None else None,
+        since=parse_moment(since, "--since") if since is not None else None,
+        until=parse_moment(until, "--until") if until is not None else None,
+        system=system,
+        last=last,
+    )
+
+
 def audit_show(ctx: Context, inv: Invocation) -> None:
-    """The newest audit entries, oldest first."""
-    raw = inv.option("last", str(AUDIT_DEFAULT_LAST))
-    last = int(raw) if raw.isascii() and raw.isdigit() else 0  # isdigit() alone takes "²"
-    if last < 1:
-        raise UsageError(
-            f"`--last` must be a whole number of entries, not `{raw}`; e.g. --last 20."
-        )
-    entries = ctx.machine.audit(last=last)
+    """The audit entries that match the filters (the newest 20 unless --last or --all), oldest
+    first; a last line says how many older matching entries were left out."""
+    from cs2sim.system.audit import query
+
+    q = _audit_query(ctx, inv)
+    entries, total = query(ctx.store, q)
+    left_out = total - len(entries)
     if inv.option("output_format") == "json":
         import dataclasses
         import json
 
         ctx.echo(json.dumps([dataclasses.asdict(e) for e in entries]), wrap=False)
+        if left_out:
+            ctx.warn(f"{left_out} older matching entries not shown; `--all` lists them.")
         return
     if not entries:
-        ctx.echo("The audit log is empty.")
+        filtered = any(inv.option(k) is not None
+                       for k in ("user", "command", "outcome", "since", "until"))
+        ctx.echo("No audit entries match." if filtered else "The audit log is empty.")
         return
-    rows = [
+    # several systems' rows (a cluster, or --system all): a column says which is which
+    several = ctx.machine.several or q.system is None
+    rows: list[tuple[object, ...]] = [
         (
             e.id,
             short_clock(e.at),
             e.user,
+            *((e.system or "-",) if several else ()),
             e.command,
             _change(e.from_state, e.to_state),
             e.outcome,
@@ -63,11 +114,11 @@ def audit_show(ctx: Context, inv: Invocation) -> None:
         )
         for e in entries
     ]
-    if ctx.machine.several:  # this system's rows and the cluster-wide ones: say which is which
-        rows = [(*r[:3], e.system or "-", *r[3:]) for r, e in zip(rows, entries, strict=True)]
-        ctx.table_out((*AUDIT_COLUMNS[:3], "system", *AUDIT_COLUMNS[3:]), rows)
-        return
-    ctx.table_out(AUDIT_COLUMNS, rows)
+    columns = (*AUDIT_COLUMNS[:3], "system", *AUDIT_COLUMNS[3:]) if several else AUDIT_COLUMNS
+    ctx.table_out(columns, rows)
+    if left_out:
+        ctx.echo(f"... and {left_out} older matching entries not shown; `--all` lists them "
+                 "(or `--last N`).")
 
 
 def _change(before: str, after: str) -> str:
@@ -96,7 +147,8 @@ def user_add(ctx: Context, inv: Invocation) -> None:
 
     name = inv.args["name"]
     role = users.Role(inv.option("role", "user"))
-    users.require_admin(ctx.store, ctx.identity, f"user add {name}")  # before asking a password
+    # before asking a password; a denial is audited with the role that was asked for
+    users.require_admin(ctx.store, ctx.identity, f"user add {name} --role {role}")
     users.check_name(name)
     users.add_user(ctx.store, ctx.identity, name, role, _new_password(ctx, inv, name, "user add"))
     ctx.echo(f"User {name} added with role {role}.")
@@ -106,8 +158,18 @@ def user_list(ctx: Context, inv: Invocation) -> None:
     """The accounts (name, role, created)."""
     from cs2sim.system import users
 
-    rows = [(name, role, clock(created)) for name, role, created in users.list_users(ctx.store)]
+    accounts = users.list_users(ctx.store)
     me = ctx.identity
+    if inv.option("output_format") == "json":
+        import json
+
+        ctx.echo(json.dumps({
+            "users": [{"name": name, "role": str(role), "created_at": created}
+                      for name, role, created in accounts],
+            "you": {"name": me.name, "role": str(me.role), "via": str(me.via)},
+        }), wrap=False)
+        return
+    rows = [(name, role, clock(created)) for name, role, created in accounts]
     ctx.table_out(("name", "role", "created"), rows)
     ctx.echo(f"You are {me.name} ({me.role}, {me.via}).")
 

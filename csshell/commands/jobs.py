@@ -12,8 +12,9 @@ like scancel.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from cs2sim.csshell.commands.jobinfo import slurm_backend
 from cs2sim.system.errors import UsageError
 
 if TYPE_CHECKING:
@@ -21,7 +22,9 @@ if TYPE_CHECKING:
     from cs2sim.csshell.table import Invocation
     from cs2sim.system.sched.queue import Listing, QueueJob
 
-__all__ = ["jobs_show", "jobs_cancel", "JOBS_COLUMNS", "squeue_time", "queue_rows", "not_shown"]
+__all__ = [
+    "jobs_show", "jobs_cancel", "JOBS_COLUMNS", "squeue_time", "queue_rows", "not_shown"
+]
 
 JOBS_COLUMNS = ("JOBID", "NAME", "USER", "ST", "TIME", "NODES", "NODELIST(REASON)")
 ST = {"PENDING": "PD", "RUNNING": "R", "COMPLETED": "CD", "FAILED": "F", "CANCELLED": "CA"}
@@ -70,48 +73,13 @@ def queue_rows(jobs: list[QueueJob], now: float,
     return rows
 
 
-def _job_dict(job: QueueJob) -> dict[str, Any]:
-    return {
-        "id": job.id,
-        "components": job.het_size,
-        "name": job.name,
-        "user": job.user,
-        "state": job.state,
-        # the queue keeps Slurm's word "None" for "no reason"; JSON says null
-        "reason": job.reason if job.reason not in ("", "None") else None,
-        "nodes": [list(p) for p in job.nodes],
-        "node_count": job.node_count,
-        "command": job.command,
-        "submitted_at": job.submitted_at,
-        "started_at": job.started_at,
-        "ended_at": job.ended_at,
-        "exit_code": job.exit_code,
-        "launcher_pid": job.pid,
-        "host": job.host,
-        "systems": list(job.systems),
-    }
+DEFAULT_LIMIT = 200  # rows of `jobs show` for a script; JSON and the console's pager: every job
 
 
-def _slurm(ctx: Context) -> Any:
-    """The Slurm backend when the site (or $CS2_SCHEDULER) runs launches on Slurm, else None:
-    then the queue is squeue's and cancelling is scancel's, shown with the same columns."""
-    from cs2sim.system.cluster import cluster_source, load_cluster
-    from cs2sim.system.sched.backend import scheduler_name
-
-    if scheduler_name(load_cluster(cluster_source(ctx.store.home)).site) != "slurm":
-        return None
-    from cs2sim.system.sched.slurm import SlurmBackend
-
-    return SlurmBackend(ctx.store)
-
-
-DEFAULT_LIMIT = 200  # rows of `jobs show` on a terminal; JSON lists every job unless --limit
-
-
-def _limit(inv: Invocation, json_out: bool) -> int | None:
+def _limit(ctx: Context, inv: Invocation, json_out: bool) -> int | None:
     raw = inv.option("limit")
     if raw is None:
-        return None if json_out else DEFAULT_LIMIT
+        return None if json_out or ctx.interactive else DEFAULT_LIMIT
     if not (str(raw).isascii() and str(raw).isdigit()):
         raise UsageError(f"--limit {raw} is not a number of jobs; give one, e.g. --limit 50 "
                          "(0 shows every job).")
@@ -131,15 +99,50 @@ def not_shown(listing: Listing, all_states: bool) -> str | None:
             f"{' --all' if all_states else ''} --limit 0` lists them all.")
 
 
+WATCH_S = 2.0  # `jobs show --watch` redraws this often, as `watch` does by default
+CLEAR = "\x1b[H\x1b[2J"  # cursor home, clear the screen
+
+
 def jobs_show(ctx: Context, inv: Invocation) -> None:
+    """The queue, or one job in detail (`jobs show N`); `--watch` redraws the queue every
+    2 s until Ctrl-C."""
+    from cs2sim.csshell.commands.jobinfo import job_detail, job_id
+
+    json_out = inv.option("output_format") == "json"
+    if inv.args.get("id") is not None:
+        if inv.option("watch") or inv.option("all") or inv.option("limit") is not None:
+            raise UsageError("`jobs show N` shows one job; --all, --limit and --watch are for "
+                             "the queue (`jobs show --watch`).")
+        job_detail(ctx, job_id(inv.args["id"]), json_out)
+        return
+    if not inv.option("watch"):
+        _queue_show(ctx, inv)
+        return
+    if json_out:
+        raise UsageError("--watch redraws a table; for JSON, run `jobs show "
+                         "--output-format=json` when you need it.")
+    try:
+        while True:
+            if ctx.is_terminal:
+                ctx.out.write(CLEAR)
+            ctx.echo(f"Every {WATCH_S:g} s: jobs show{' --all' if inv.option('all') else ''}"
+                     f"    {time.strftime('%H:%M:%S')}  (Ctrl-C stops)")
+            _queue_show(ctx, inv)
+            ctx.flush()
+            time.sleep(WATCH_S)
+    except KeyboardInterrupt:
+        ctx.echo("Stopped watching.")
+
+
+def _queue_show(ctx: Context, inv: Invocation) -> None:
     """The queue: running launches, then pending ones in queue order (with --all, then ended
     ones, most recent first); a last line says how many were left out."""
     from cs2sim.system.sched.queue import arrange, listing
 
     all_states = bool(inv.option("all"))
     json_out = inv.option("output_format") == "json"
-    limit = _limit(inv, json_out)
-    slurm = _slurm(ctx)
+    limit = _limit(ctx, inv, json_out)
+    slurm = slurm_backend(ctx)
     if slurm is not None:
         shown = arrange(slurm.queue(all_states=all_states), all_states=all_states, limit=limit)
     else:
@@ -148,7 +151,9 @@ def jobs_show(ctx: Context, inv: Invocation) -> None:
     if json_out:
         import json
 
-        ctx.echo(json.dumps([_job_dict(j) for j in shown.jobs]), wrap=False)
+        from cs2sim.csshell.commands.jobinfo import job_data
+
+        ctx.echo(json.dumps([job_data(j) for j in shown.jobs]), wrap=False)
         if note:
             ctx.warn(note)  # stdout stays one JSON document
         return
@@ -165,16 +170,12 @@ def jobs_show(ctx: Context, inv: Invocation) -> None:
 
 def jobs_cancel(ctx: Context, inv: Invocation) -> None:
     """Cancel a queued or running launch by its id (the base id of a heterogeneous job)."""
+    from cs2sim.csshell.commands.jobinfo import job_id
     from cs2sim.system.sched.queue import NotQueued, cancel
     from cs2sim.system.users import Role
 
-    raw = inv.args["id"]
-    base = raw.split("+", 1)[0]
-    if not (base.isascii() and base.isdigit()):
-        raise UsageError(f"`{raw}` is not a job id; take one from `jobs show` (e.g. 12 or 12+0).")
-    if int(base) >= 2**63:  # beyond SQLite's integers: no such job can exist
-        raise UsageError(f"No job {base}; see the queue with `jobs show`.")
-    slurm = _slurm(ctx)
+    base = str(job_id(inv.args["id"]))
+    slurm = slurm_backend(ctx)
     if slurm is not None:
         slurm.cancel(int(base), user=ctx.identity.name, admin=ctx.identity.role == Role.ADMIN)
         ctx.echo(f"Cancelled Slurm job {base} (scancel {base}: every component).")
@@ -188,5 +189,9 @@ def jobs_cancel(ctx: Context, inv: Invocation) -> None:
         ctx.echo(f"Stopping job {stopped.id} ({stopped.user}: {stopped.command}) on "
                  f"{stopped.system}: it stops as after Ctrl-C and records itself CANCELLED.")
         return
-    was = "queued" if job.state == "PENDING" else "running"
-    ctx.echo(f"Cancelled job {job.id} ({was}, {job.name}, {job.user}); its nodes are free.")
+    if job.state == "PENDING":  # it held no nodes: say so, not "its nodes are free"
+        ctx.echo(f"Cancelled job {job.id} (queued, {job.name}, {job.user}); it had not "
+                 "started, so no nodes were held.")
+    else:
+        ctx.echo(f"Cancelled job {job.id} (running, {job.name}, {job.user}); its nodes are "
+                 "free.")

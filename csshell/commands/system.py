@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import TYPE_CHECKING
 
@@ -15,6 +16,7 @@ if TYPE_CHECKING:
     from cs2sim.csshell.context import Context
     from cs2sim.csshell.table import Invocation
     from cs2sim.system.audit import AuditEntry
+    from cs2sim.system.jobs import Job
     from cs2sim.system.machine import SystemStatus
 
 __all__ = [
@@ -41,6 +43,8 @@ def _state_text(status: SystemStatus, now: float) -> str:
 def system_show(ctx: Context, inv: Invocation) -> None:
     """State, modes, since when, running jobs and software version of the system."""
     status = ctx.machine.status()
+    status = dataclasses.replace(status, running_jobs=tuple(
+        _with_nodes(ctx, j) for j in status.running_jobs))
     ctx.saw_mode()
     if inv.option("output_format") == "json":
         import json
@@ -81,6 +85,22 @@ def system_show(ctx: Context, inv: Invocation) -> None:
     elif status.held_by is not None and ctx.machine.several:
         ctx.echo(label.format("Reserved By", f"job {status.held_by} (a launch starting; "
                               "`jobs show` lists it)"))
+
+
+def _with_nodes(ctx: Context, job: Job) -> Job:
+    """A launched run's nodes: the run registers itself on the CS-2 without them, under its
+    launch's id; the queue placed it, so `system show` names the nodes `jobs show` names."""
+    if job.nodes:
+        return job
+    from cs2sim.system.errors import CsError
+    from cs2sim.system.sched import queue
+
+    try:
+        launched = queue.state(ctx.store, job.id)
+    except CsError:  # a run started by hand: no launch, no nodes
+        return job
+    nodes = tuple(n for part in launched.nodes for n in part)
+    return dataclasses.replace(job, nodes=nodes) if nodes else job
 
 
 LIST_COLUMNS = ("", "system", "ip", "state", "active mode", "configured mode", "job")
@@ -137,6 +157,7 @@ def system_standby(ctx: Context, inv: Invocation) -> None:
         )
         ctx.table_out(JOB_COLUMNS, job_rows(jobs))
     if not ctx.confirm(STANDBY_QUESTION, "system standby", bool(inv.option("yes"))):
+        machine.record_declined(ctx.identity, Action.STANDBY, STANDBY_QUESTION)  # audited too
         ctx.echo(f"Cancelled; {machine.name} stays {machine.status().state}.")
         return
     status = machine.standby(ctx.identity, force=force)
@@ -162,6 +183,8 @@ def system_activate(ctx: Context, inv: Invocation) -> None:
     else:
         ctx.echo(boot_plan(status, origin))
         if _unseen_change(ctx, origin) and not _go_ahead(ctx, origin, mode):
+            machine.record_declined(ctx.identity, Action.ACTIVATE,
+                                    f"Boot {machine.name} into {mode.label} mode?")
             ctx.echo(f"Cancelled; nothing was changed ({machine.name} stays "
                      f"{machine.status().state}).")
             return

@@ -34,8 +34,11 @@ __all__ = ["FaultTimer", "job_processes", "kill_all", "checkpoint_steps"]
 class FaultTimer:
     """A background thread: when `ready()` is true, wait `delay` seconds, then `act()` once."""
 
-    def __init__(self, ready: Any, act: Any, delay: float, timeout: float, what: str) -> None:
+    def __init__(self, ready: Any, act: Any, delay: float, timeout: float, what: str,
+                 cleanup: Any = None) -> None:
         self.what = what
+        self._cleanup = cleanup  # run once when the timer is over: fired, timed out or cancelled
+        self._cleaned = threading.Lock()
         self.fired_at: float | None = None
         self.error: BaseException | None = None
         self._stop = threading.Event()
@@ -58,6 +61,12 @@ class FaultTimer:
                 self._stop.wait(0.05)
         except BaseException as e:  # noqa: BLE001 - reported by wait()
             self.error = e
+        finally:
+            self._clean()
+
+    def _clean(self) -> None:
+        if self._cleanup is not None and self._cleaned.acquire(blocking=False):
+            self._cleanup()
 
     @property
     def fired(self) -> bool:
@@ -72,8 +81,10 @@ class FaultTimer:
         return self.fired
 
     def cancel(self) -> None:
-        """Do not inject it (if it has not happened yet)."""
+        """Do not inject it (if it has not happened yet), and undo what arming it set up
+        (`fault_at_step`'s variables leave the system's environment at once)."""
         self._stop.set()
+        self._clean()
         self._thread.join(5)
 
 

@@ -218,7 +218,11 @@ class ThrowawaySystem:
         _kill_group(proc)
 
     def audit(self, last: int | None = None) -> list[Any]:
-        """The audit log, oldest first (system.audit.AuditEntry rows)."""
+        """The audit log, oldest first, the newest `last` rows (all for None): frozen
+        `AuditEntry` records (cs2sim.system.audit) with the fields `id`, `at` (epoch seconds),
+        `user`, `system` ("" when not about one), `command` (e.g. "system standby"),
+        `from_state`, `to_state`, `outcome` ("ok", "denied", "refused" or "error") and
+        `detail`."""
         return list(self.machine().audit(last))
 
     # -- processes ------------------------------------------------------------------------------
@@ -390,17 +394,25 @@ class ThrowawaySystem:
 
     def fault_at_step(self, step: int, reason: str = "injected fault: fabric link down",
                       timeout: float = 300) -> Any:
-        """For runs started after this: the system goes to FAULT just before global step
-        `step` (the run itself does it, CS2SIM_FAULT_AT_STEP, so it happens at exactly that
-        step). Returns a FaultTimer whose `wait()` is True once the system is in FAULT."""
+        """For runs started after this, until the fault happens: the system goes to FAULT just
+        before global step `step` (the run itself does it, CS2SIM_FAULT_AT_STEP, so it happens
+        at exactly that step). Returns a FaultTimer whose `wait()` is True once the system is in
+        FAULT; once it is (or the timer is cancelled or times out) the variables leave the
+        system's environment, so later runs are not faulted again."""
         from cs2sim.scripts.testkit.faults import FaultTimer
 
         if step < 1:
             raise ValueError(f"step must be 1 or more (global steps start at 1), not {step}")
-        self.env["CS2SIM_FAULT_AT_STEP"] = str(int(step))
-        self.env["CS2SIM_FAULT_REASON"] = reason
+        armed = {"CS2SIM_FAULT_AT_STEP": str(int(step)), "CS2SIM_FAULT_REASON": reason}
+        self.env.update(armed)
+
+        def disarm() -> None:  # once it fired, timed out or was cancelled: later runs are clean
+            if all(self.env.get(k) == v for k, v in armed.items()):  # not re-armed since
+                for key in armed:
+                    del self.env[key]
+
         return FaultTimer(lambda: self.state == "FAULT", lambda: None, 0.0, timeout,
-                          f"a system fault at step {step}")
+                          f"a system fault at step {step}", cleanup=disarm)
 
     def lose_node(self, node: str, delay: float = 0.5, timeout: float = 120) -> Any:
         """Once a job has tasks on `node`, after `delay` s kill them all (SIGKILL): the node is

@@ -185,6 +185,12 @@ class EmbeddedBackend:
         else:
             state = "COMPLETED" if result.exit_code == 0 else "FAILED"
             code = result.exit_code
+            if (code == SYSTEM_STOPPED_EXIT
+                    and _cs2_job_state(self.store, alloc.job_id) == "CANCELLED"):
+                # the run on the CS-2 was stopped, not failed (its system left ACTIVE, a forced
+                # standby: it recorded itself CANCELLED and exited 75): the queue says the same,
+                # one end, one name. A task that died (any other exit) stays FAILED.
+                state = "CANCELLED"
         queue.finish(self.store, alloc.job_id, state, code, self.nodes)
         self._drop_guard()  # run_step ended every process: the guard may go
 
@@ -282,6 +288,18 @@ class _SignalPipe:
 
 
 SCHEDULER_ENV = "CS2_SCHEDULER"  # embedded | slurm, for one run (overrides cluster.yaml's site)
+
+
+SYSTEM_STOPPED_EXIT = 75  # EX_TEMPFAIL: the run's CS-2 left ACTIVE under it (runtime/job/cs_run.py)
+
+
+def _cs2_job_state(store: Any, job_id: int) -> str | None:
+    """How the CS-2 job with this id (a run registered under its launch's id) ended, if any."""
+    from cs2sim.system import jobs
+
+    with store.read() as db:
+        job = jobs.get(db, job_id)
+    return None if job is None else job.state
 
 
 def scheduler_name(site: object) -> str:

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cs2sim.system import audit
-from cs2sim.system.errors import CsError, PermissionDenied, ResourceError, UsageError
+from cs2sim.system.errors import CsError, NoSuchJob, PermissionDenied, ResourceError, UsageError
 from cs2sim.system.jobs import (
     has_column,
     holders,
@@ -350,9 +350,12 @@ def _pass(
     for job, placed in results:
         if placed is None:
             blocked = True
+            # waiting for a CS-2 another job holds: Slurm's reason for a license (one per
+            # system, as on real Slurm) is Licenses; waiting for nodes is Resources
+            why = "Licenses" if systems.intersection(job.systems) else "Resources"
             db.execute(
-                "UPDATE sched_jobs SET reason = 'Resources' WHERE id = ? AND reason != "
-                "'Resources'", (job.job_id,))
+                "UPDATE sched_jobs SET reason = ? WHERE id = ? AND reason != ?",
+                (why, job.job_id, why))
             db.execute(
                 "UPDATE sched_jobs SET reason = 'Priority' WHERE state = 'PENDING'"
                 " AND id > ? AND reason = 'None'", (job.job_id,))
@@ -376,7 +379,7 @@ def poll(store: Store, job_id: int, nodes: list[NodeInfo]) -> QueueJob:
         row = db.execute(f"SELECT {_COLS} FROM sched_jobs WHERE id = ?", (job_id,)).fetchone()
     _wake(store, [j for j in woken if j != job_id])
     if row is None:
-        raise UsageError(f"No job {job_id} in the queue; see `cs -c \"jobs show\"`.")
+        raise NoSuchJob(f"No job {job_id} in the queue; see `cs -c \"jobs show\"`.")
     return _job(row)
 
 
@@ -550,7 +553,7 @@ def state(store: Store, job_id: int) -> QueueJob:
     with store.read() as db:
         row = db.execute(f"SELECT {_COLS} FROM sched_jobs WHERE id = ?", (job_id,)).fetchone()
     if row is None:
-        raise UsageError(f"No job {job_id} in the queue; see `cs -c \"jobs show\"`.")
+        raise NoSuchJob(f"No job {job_id} in the queue; see `cs -c \"jobs show\"`.")
     return _job(row)
 
 

@@ -51,7 +51,8 @@ def test_num_csx_2_reserves_two_systems_a_second_runs_beside_a_third_waits(tmp_p
     wait_for(lambda: _queue().get("c"), timeout=60)
     jobs = _queue()
     assert jobs["a"].systems == ("cs2-1", "cs2-2") and jobs["b"].systems == ("cs2-3", "cs2-4")
-    assert jobs["c"].state == "PENDING" and jobs["c"].reason == "Resources"
+    # it waits only for CS-2 systems others hold: Slurm's reason for a license, not Resources
+    assert jobs["c"].state == "PENDING" and jobs["c"].reason == "Licenses"
     # the console says which systems each job holds, and which job holds each system
     shown = run([script("cs"), "-c", "jobs show"])
     assert shown.returncode == 0, shown.stderr
@@ -59,7 +60,7 @@ def test_num_csx_2_reserves_two_systems_a_second_runs_beside_a_third_waits(tmp_p
     assert head.split()[-1] == "SYSTEMS"
     row = {r.split()[0]: r.split() for r in rows if r.split() and r.split()[0][0].isdigit()}
     assert row[f"{jobs['a'].id}+0"][-1] == "cs2-1,cs2-2"
-    assert row[f"{jobs['c'].id}+0"][-2:] == ["(Resources)", "cs2-2,cs2-3"]
+    assert row[f"{jobs['c'].id}+0"][-2:] == ["(Licenses)", "cs2-2,cs2-3"]
     listed = json.loads(run([script("cs"), "-c", "system list --output-format json"]).stdout)
     assert [s["job"] for s in listed] == [jobs["a"].id, jobs["a"].id, jobs["b"].id,
                                           jobs["b"].id]

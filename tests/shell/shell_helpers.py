@@ -140,8 +140,9 @@ class Shell:
         return plain(str(self.child.before))
 
     def prompt(self) -> str:
-        """Wait for the next `cs>` prompt (the trailing space is a cursor move, so not matched)."""
-        return self.expect("cs>")
+        """Wait for the next `cs> ` prompt (the four characters are on the wire at every prompt;
+        tests/shell/test_shell_literal_prompt.py holds that)."""
+        return self.expect("cs> ")
 
     def run(self, line: str, *expected: str) -> str:
         """Send `line`, wait for each expected text in order, then for the prompt."""

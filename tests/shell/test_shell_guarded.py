@@ -34,12 +34,13 @@ def _clear(ctx: Any) -> None:
 
 
 def _two_admins(store: Store) -> tuple[Any, Any]:
-    """root configures weight streaming in STANDBY; then alice configures pipelined."""
+    """root configures weight streaming in STANDBY; then alice replaces it with pipelined (on
+    purpose: --yes; without it the replacement is refused)."""
     add_user(store, local_identity(store), "alice", Role.ADMIN, "alice-pass-22")
     root = make_context(store, prompter=Scripted(False))
     assert run_line(root, "system standby --yes; config execmode setup weight-streaming") == 0
     alice = make_context(store, identity=ALICE_ADMIN)
-    assert run_line(alice, "config execmode setup pipelined") == 0
+    assert run_line(alice, "config execmode setup pipelined --yes") == 0
     _clear(root)
     return root, alice
 

@@ -82,8 +82,9 @@ def test_another_admins_change_is_asked_about_before_the_reboot(
     pw = _add_admin(home, tmp_path, "alice")
     root = spawn()
     root.run("system standby --yes; config execmode setup weight-streaming", "✔ Weight Streaming")
+    # root's choice is pending: alice's script replaces it only with --yes
     _cs(home, "--user", "alice", "--password-file", str(pw), "-c",
-        "config execmode setup pipelined")
+        "config execmode setup pipelined --yes")
     root.child.sendline("system activate")
     root.expect("cs2-1 will boot into Pipelined mode (no mode change), as configured by alice")
     root.expect("Note: alice set the configured mode to PIPELINED")

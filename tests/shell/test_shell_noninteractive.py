@@ -102,7 +102,8 @@ def test_stops_at_first_error_with_its_exit_code(
     assert code == 1  # InvalidTransition
     assert out == "Configured Execution Mode : PIPELINED\n"
     assert err == (
-        "error: Execution mode can only be changed in STANDBY; run `system standby` first.\n"
+        "error: command 2 of 3 (`config execmode setup ws`): Execution mode can only be "
+        "changed in STANDBY; run `system standby` first.\n"
     )
     assert state(home)[0] is State.ACTIVE  # the third command never ran
 
@@ -154,7 +155,10 @@ def test_user_login_with_password_file(
     )
     assert code == 77
     assert "You are alice (user, password)." in out
-    assert err.startswith("error: Permission denied: `system standby` needs the admin role")
+    assert err.startswith(
+        "error: command 2 of 2 (`system standby --yes`): Permission denied: `system standby` "
+        "needs the admin role"
+    )
     bad = write_password(tmp_path / "bad.pw", "guess")
     code, _, err = cs(capsys, "--user", "alice", "--password-file", str(bad), "-c", "system show")
     assert code == 77 and "Login failed for alice" in err
@@ -201,7 +205,10 @@ def test_real_process_piped_output_is_plain(home: Path) -> None:
     assert proc.returncode == 2
     assert "\x1b" not in proc.stdout + proc.stderr
     assert "System activated in Pipelined mode." in proc.stdout
-    assert proc.stderr == "error: there is no command `sytem`; did you mean `system`?\n"
+    assert proc.stderr.endswith(
+        "(`sytem`): there is no command `sytem`; did you mean `system`?\n"
+    )
+    assert proc.stderr.startswith("error: command ")  # which `;` part failed
 
 
 def test_real_process_reads_stdin(home: Path) -> None:

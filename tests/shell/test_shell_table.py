@@ -25,7 +25,7 @@ def path_of(line: str) -> str:
         ("so sh", "software show"),
         ("a sh", "audit show"),
         ("u l", "user list"),
-        ("h", "help"),
+        ("he", "help"),  # `h` is help or history
         ("q", "quit"),
     ],
 )

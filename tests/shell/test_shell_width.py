@@ -96,7 +96,7 @@ def test_interactive_shell_at_width(home, width: int) -> None:
     sh.child.setwinsize(40, width)
     try:
         first = sh.prompt()
-        sh.child.sendline("help")
+        sh.child.sendline("help | no-more")  # 40 rows: `help` alone is taller, so it pages
         shown = sh.expect("Leave the shell (also `exit` or Ctrl-D).")  # the last row, whole
         sh.prompt()
     finally:

@@ -170,6 +170,8 @@ def test_console_jobs_show_is_squeue_with_the_same_columns(site, tmp_path):
                                env=site, timeout=60)
         js = subprocess.run([script("cs"), "-c", "jobs show --output-format json"],
                             capture_output=True, text=True, env=site, timeout=60)
+        detail = subprocess.run([script("cs"), "-c", f"jobs show {job}"],
+                                capture_output=True, text=True, env=site, timeout=60)
         cancelled = subprocess.run([script("cs"), "-c", f"jobs cancel {job}"],
                                    capture_output=True, text=True, env=site, timeout=60)
         proc.communicate(timeout=60)
@@ -187,6 +189,14 @@ def test_console_jobs_show_is_squeue_with_the_same_columns(site, tmp_path):
     data = [j for j in json.loads(js.stdout) if j["id"] == job]
     assert data and data[0]["components"] == 2 and data[0]["nodes"] == [["node1"],
                                                                        ["node2", "node3"]]
+    # `jobs show N`: the one job from squeue, its components' nodes and roles
+    assert detail.returncode == 0, detail.stderr
+    fields = {k.strip(): v for k, v in (ln.split(" : ", 1) for ln in detail.stdout.splitlines())}
+    assert fields["Job"] == f"{job} (sleep)" and fields["State"].startswith("RUNNING")
+    assert fields[f"Nodes {job}+0"].startswith("node1 (1 node(s)")
+    assert fields[f"Nodes {job}+0"].endswith(": chief)")
+    assert fields[f"Nodes {job}+1"].startswith("node[2-3] (2 node(s)")
+    assert fields[f"Nodes {job}+1"].endswith(": streamers)")
     assert cancelled.returncode == 0 and f"Cancelled Slurm job {job}" in cancelled.stdout
     assert proc.returncode == 143
     assert store_row(Path(site["CS2_HOME"]), job)["state"] == "CANCELLED"  # type: ignore[index]

@@ -213,7 +213,9 @@ def test_standby_with_running_jobs_records_them(machine, admin):
     assert machine.status().state is State.ACTIVE
     assert machine.audit()[-1].outcome == "refused"
     machine.standby(admin, force=True)
-    assert machine.audit()[-1].detail == f"1 job(s) running: {job.id}"
+    # the row says it was forced, not just `system standby`
+    assert machine.audit()[-1].detail == (
+        f"forced: 1 job(s) running, stopped at their next step: {job.id}")
 
 
 def test_boot_seconds_from_the_environment(monkeypatch):
