@@ -15,6 +15,7 @@ its mode or the cluster has fewer.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import TYPE_CHECKING
