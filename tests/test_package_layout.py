@@ -74,10 +74,12 @@ def test_contracts_fail_on_an_upward_import_and_on_a_circle() -> None:
 
 def test_every_package_of_the_folders_is_installed_under_the_one_import_name() -> None:
     setuptools = PYPROJECT["tool"]["setuptools"]
-    assert setuptools["package-dir"] == {f"cs2sim.{f}": f for f in FOLDERS}
+    assert setuptools["package-dir"] == {"": "src"}  # src/cs2sim/<folder> -> ../../<folder>
+    assert {p.name: p.readlink() for p in (ROOT / "src" / "cs2sim").iterdir()} == {
+        f: Path("..", "..", f) for f in FOLDERS}
     on_disk = {"cs2sim." + ".".join(p.parent.relative_to(ROOT).parts)
                for f in FOLDERS for p in (ROOT / f).rglob("__init__.py")}
-    assert set(setuptools["packages"]) == on_disk
+    assert set(setuptools["packages"]) == on_disk | {"cs2sim"}
     assert all(ep.split(":")[0].startswith("cs2sim.")
                for section in PYPROJECT["project"]["scripts"].values() for ep in [section])
 

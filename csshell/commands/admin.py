@@ -51,7 +51,7 @@ def audit_show(ctx: Context, inv: Invocation) -> None:
     if not entries:
         ctx.echo("The audit log is empty.")
         return
-    rows = [
+    rows: list[tuple[object, ...]] = [
         (
             e.id,
             short_clock(e.at),

@@ -157,8 +157,8 @@ def test_fc_mnist_small_trains_to_90_percent_and_leaves_artifacts(capsys, tmp_pa
     assert acc and acc[0] >= 0.90
     assert "Evaluation completed successfully!" in msgs
     assert any(m.startswith("Avg Eval Loss: ") for m in msgs)
-    assert any(m.startswith("Training data: scikit-learn digits (1497 of 1797") for m in msgs)
-    assert any(m.startswith("Evaluation data: scikit-learn digits (300 of 1797") for m in msgs)
+    assert any(m.startswith("Training data: UCI handwritten digits (1497 of 1797") for m in msgs)
+    assert any(m.startswith("Evaluation data: UCI handwritten digits (300 of 1797") for m in msgs)
     # artifacts
     assert sorted(p.name for p in md.glob("model-ckpt-*.npz")) == [
         "model-ckpt-100.npz", "model-ckpt-200.npz", "model-ckpt-300.npz"]
