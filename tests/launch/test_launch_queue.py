@@ -49,6 +49,7 @@ def test_never_fitting_request_is_refused_at_once(cs2_home):
     assert jobs == [] and nodes == []
 
 
+@pytest.mark.slow
 def test_fifo_order_with_concurrent_launchers(tmp_path, cs2_home):
     gate = tmp_path / "gate"
     out = {k: tmp_path / k for k in ("a", "b")}
@@ -119,6 +120,7 @@ def test_kill_9_of_a_launcher_leaks_no_node(tmp_path, cs2_home):
     wait_for(lambda: all(gone(p) for p in pids), timeout=10)
 
 
+@pytest.mark.slow
 def test_kill_9_of_a_queued_launcher_unblocks_the_queue(tmp_path, cs2_home):
     gate = tmp_path / "gate"
     wse = script("csrun_wse")

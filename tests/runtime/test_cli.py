@@ -256,6 +256,7 @@ def test_gptj_6b_refused_for_host_memory(capsys, tmp_path):
     assert code == 1 and err.startswith("error: Evaluating gptj (6.") and not md.exists()
 
 
+@pytest.mark.slow
 def test_run_py_runs_as_a_script_from_its_directory(tmp_path):
     home = model_home("gptj")
     proc = subprocess.run(
@@ -386,6 +387,7 @@ def test_run_says_which_params_file_and_model_dir(capsys, tmp_path, monkeypatch)
     assert f"Params file: {FC_SMALL}\n" in out and f"Model directory: {tmp_path / 'm'}\n" in out
 
 
+@pytest.mark.slow
 def test_a_copied_model_directory_uses_its_own_params(tmp_path):
     """`cp -r fc_mnist mine && cd mine && python run.py` (no -p): the copy's configs/params.yaml,
     so an edit there is a new compile, never the installation's file and its cached compile."""

@@ -306,6 +306,7 @@ def test_state_dict_resume_gives_identical_batches():
 
 # -- input workers --------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_workers_yield_the_same_sequence_and_stop_cleanly():
     inline = take(digits_stream(num_workers=0), 30)
     with digits_stream(num_workers=2, prefetch_factor=2) as s:
@@ -319,6 +320,7 @@ def test_workers_yield_the_same_sequence_and_stop_cleanly():
     assert not any(Path(f"/proc/{pid}").exists() for pid in pids)
 
 
+@pytest.mark.slow
 def test_start_brings_the_workers_up_before_the_first_batch_without_moving_the_position():
     inline = take(digits_stream(num_workers=0), 6)
     with digits_stream(num_workers=2) as s:
@@ -336,6 +338,7 @@ def test_start_brings_the_workers_up_before_the_first_batch_without_moving_the_p
     assert no_workers_left()
 
 
+@pytest.mark.slow
 def test_workers_resume_and_finite_stream():
     s = digits_stream(num_workers=2)
     take(s, 5)
@@ -379,6 +382,7 @@ ORPHAN = textwrap.dedent("""\
 
 
 @pytest.mark.parametrize("how", ["exit", "kill"])
+@pytest.mark.slow
 def test_workers_never_outlive_the_consumer(how):
     """Normal exit without close() and SIGKILL of the consumer both leave no worker behind."""
     r = subprocess.run([sys.executable, "-c", ORPHAN, how], capture_output=True, text=True,
