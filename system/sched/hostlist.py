@@ -71,8 +71,9 @@ def expand(expr: str) -> list[str]:
       ranges := range ("," range)*
       range  := digits | digits "-" digits           lo <= hi; "01-10" keeps lo's width
     Several bracket groups in one host are a product, the first group varying slowest
-    (rack1-n01, rack1-n02, rack2-n01, ...). A host yields at most MAX_HOSTS names, as Slurm
-    bounds a range, so a hostile expression cannot exhaust memory.
+    (rack1-n01, rack1-n02, rack2-n01, ...), as `scontrol show hostnames` lists two groups (with
+    three or more, Slurm 22.05 lists the same names in another order). A host yields at most
+    MAX_HOSTS names, as Slurm bounds a range, so a hostile expression cannot exhaust memory.
     """
     out: list[str] = []
     for host in _split_hosts(expr):
