@@ -85,7 +85,7 @@ def get(name: str) -> type[Model]:
     ep = _entry_points().get(name)
     if ep is None:
         raise ConfigError(f"unknown model {name!r}; available: {', '.join(names())}.")
-    cls = ep.load()
+    cls: type[Model] = ep.load()
     with _lock:
         _loaded[name] = cls
     return cls

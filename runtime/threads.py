@@ -16,11 +16,11 @@ and a GEMM split over two threads waits a whole scheduler slice whenever one is 
    calls `set_env_defaults()`; a run.py imports runtime before numpy), and child processes
    inherit them.
 2. The runtime splits its own work. `configure()` (called when a model is built,
-   runtime/nn/model.py) sets BLAS to ONE thread per call (through threadpoolctl, a scikit-learn
-   dependency) and runs large products and row-wise elementwise kernels in chunks on its own
-   `workers()` threads (`run_chunks`; the kernels are in runtime/nn/parallel.py). Every thread,
-   the caller included, takes the next chunk when it finishes one, so a descheduled thread just
-   takes fewer chunks; waiting is a futex sleep, never a spin.
+   runtime/nn/model.py) sets BLAS to ONE thread per call (through threadpoolctl, a small
+   pure-Python dependency) and runs large products and row-wise elementwise kernels in chunks on
+   its own `workers()` threads (`run_chunks`; the kernels are in runtime/nn/parallel.py). Every
+   thread, the caller included, takes the next chunk when it finishes one, so a descheduled thread
+   just takes fewer chunks; waiting is a futex sleep, never a spin.
 3. Thread counts fit the work: a product below SMALL_GEMM_MACS multiply-adds runs whole on the
    calling thread (splitting it costs more than a second thread saves).
 4. Results never depend on the thread count or the load: chunks split rows or columns, never

@@ -51,7 +51,7 @@ import cs2sim.runtime.modelzoo as modelzoo
 from cs2sim.system import knobs
 from cs2sim.system.store import default_home
 
-MODELZOO = Path(modelzoo.__file__).parent
+MODELZOO = Path(modelzoo.__file__).resolve().parent
 BIN = Path(sys.executable).parent  # the console scripts installed next to this interpreter
 IP = "127.0.1.1"  # the built-in cluster's CS-2 (an identifier; nothing is contacted)
 

@@ -146,7 +146,10 @@ def holders(db: sqlite3.Connection, *, alive: bool = True) -> dict[str, int]:
     held: dict[str, int] = {}
     rows = db.execute(
         "SELECT id, system, systems FROM jobs WHERE state = 'RUNNING' ORDER BY id").fetchall()
-    gone = {j.id for j in dead(db, [get(db, r[0]) for r in rows])} if alive and rows else set()
+    gone: set[int] = set()
+    if alive and rows:
+        running = [job for r in rows if (job := get(db, r[0])) is not None]  # None: deleted since
+        gone = {j.id for j in dead(db, running)}
     for job_id, system, systems in rows:
         if job_id not in gone:
             for name in systems.split(",") if systems else [system]:

@@ -61,7 +61,7 @@ def test_the_readme_opens_with_the_two_commands_and_the_second_is_what_ci_runs()
     assert demo == DEMO_COMMAND
     ci = command_lines((ROOT / ".ci" / "run").read_text())[-1]
     assert tests == ci == ("python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' && "
-                           ".venv/bin/python -m pytest")
+                           ".venv/bin/python -m pytest -n auto --dist loadfile")
 
 
 def test_every_relative_link_reaches_a_file_and_heading():

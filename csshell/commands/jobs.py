@@ -65,7 +65,7 @@ def queue_rows(jobs: list[QueueJob], now: float,
                 where = compress(list(job.nodes[k]))
             else:
                 where = f"({job.reason})" if job.reason else ""
-            row = (jobid, job.name, job.user, ST.get(job.state, job.state),
+            row: tuple[str, ...] = (jobid, job.name, job.user, ST.get(job.state, job.state),
                    squeue_time(elapsed), str(comp.nodes), where)
             if systems:
                 row += (",".join(job.systems) if k == 0 and job.systems else "-",)

@@ -75,7 +75,7 @@ HOST_DEVICES = ("cpu", "/cpu:0", "/device:cpu:0")
 
 def model_home(model_name: str) -> Path:
     """The directory of a built-in model's run.py and configs/ in this installation."""
-    return Path(__file__).parents[1] / "modelzoo" / model_name
+    return Path(__file__).resolve().parents[1] / "modelzoo" / model_name
 
 
 def script_dir() -> Path | None:

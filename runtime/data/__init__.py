@@ -1,7 +1,7 @@
 """Input pipelines: `build_input(params, split, model_name, seed)` -> a deterministic BatchStream.
 
 Per model family (the model class's `family`, runtime/registry.py):
-  mnist  MNIST IDX files in data_dir (runtime/data/mnist.py), else scikit-learn's digits brought
+  mnist  MNIST IDX files in data_dir (runtime/data/mnist.py), else the UCI digits brought
          to 28x28 (runtime/data/digits.py). Batches {"x": float32 (B, 784), "y": int32 (B,)}.
   lm     token files in data_dir (runtime/data/tokens.py), else a byte-level corpus of the Python
          standard library (runtime/data/corpus.py).
@@ -103,7 +103,7 @@ def _mnist(cfg: dict, params: dict, split: str) -> tuple[list[Any], str]:
     recipe = DigitsArrays(str(digits_cache()), split, bool(cfg["to_float16"]))
     why = cfg.get("_stand_in_why") or f"no MNIST IDX files in {_where(dirs)}"
     n = EVAL_SIZE if split == "eval" else DIGITS_TOTAL - EVAL_SIZE
-    return [recipe], (f"scikit-learn digits ({n} of 1797 real 8x8 images, bilinear-upscaled to "
+    return [recipe], (f"UCI handwritten digits ({n} of 1797 real 8x8 images, bilinear-upscaled to "
                       f"20x20 and padded to 28x28 like MNIST; {why})")
 
 

@@ -1,18 +1,21 @@
-"""The fallback when no MNIST files are present: scikit-learn's real handwritten digits.
+"""The fallback when no MNIST files are present: real handwritten digits shipped with cs2sim.
 
-`sklearn.datasets.load_digits` ships 1797 8x8 images (values 0-16) of digits written by 43 people
-(UCI "Optical Recognition of Handwritten Digits"); no download. We bring them to MNIST's form:
+`digits.csv.gz` beside this module holds 1797 8x8 images (values 0-16) of digits written by 43
+people: the test set of the UCI "Optical Recognition of Handwritten Digits" data set (CC BY 4.0;
+source, citation and license in digits.LICENSE.md), the same file scikit-learn's `load_digits`
+reads. No download. We bring them to MNIST's form:
 1. bilinear upscale 8x8 -> 20x20 (pixel centres aligned, edges clamped), since MNIST digits are
    size-normalised into a 20x20 box;
 2. 4 px of zero padding on every side -> 28x28, MNIST's framing of that box;
 3. values 0-16 -> 0-255 uint8, so batches are pixel/255 exactly as with the IDX files.
 The split is fixed (not the run's seed): 300 eval images drawn per class in proportion
 (stratified, largest remainder) with a seeded permutation, 1497 train, disjoint. The arrays are
-cached as an .npz in the data cache so input workers never import scikit-learn.
+cached as an .npz in the data cache so input workers never parse the text table.
 """
 
 from __future__ import annotations
 
+import gzip
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,10 +24,11 @@ import numpy as np
 from cs2sim.runtime.data.cache import cached_entry
 from cs2sim.runtime.data.mnist import ImageArrays
 
-__all__ = ["DIGITS_TOTAL", "EVAL_SIZE", "SPLIT_SEED", "bilinear_matrix", "upscale_to_mnist",
-           "stratified_split", "digits_cache", "DigitsArrays"]
+__all__ = ["TABLE", "DIGITS_TOTAL", "load_table", "EVAL_SIZE", "SPLIT_SEED", "bilinear_matrix",
+           "upscale_to_mnist", "stratified_split", "digits_cache", "DigitsArrays"]
 
-DIGITS_TOTAL = 1797  # images in sklearn.datasets.load_digits
+TABLE = Path(__file__).with_name("digits.csv.gz")  # (1797, 65): 64 pixels 0..16, then the digit
+DIGITS_TOTAL = 1797  # images in the table
 EVAL_SIZE = 300
 SPLIT_SEED = 0
 BOX, PAD = 20, 4  # MNIST: a 20x20 digit box centred in 28x28
@@ -72,19 +76,25 @@ def stratified_split(labels: np.ndarray, n_eval: int, seed: int) -> tuple[np.nda
     return train, ev
 
 
-def _build(tmp: Path) -> None:
-    from sklearn.datasets import load_digits  # heavy import: only when building the cache
+def load_table(path: Path = TABLE) -> tuple[np.ndarray, np.ndarray]:
+    """(images (1797, 8, 8) float64 in 0..16, digits (1797,) int32) from the shipped table."""
+    with gzip.open(path, "rt", encoding="ascii") as f:
+        table = np.loadtxt(f, delimiter=",", dtype=np.int64)  # (1797, 65)
+    if table.shape != (DIGITS_TOTAL, 65):
+        raise ValueError(f"{path} holds a {table.shape} table, not ({DIGITS_TOTAL}, 65)")
+    return table[:, :64].reshape(-1, 8, 8).astype(np.float64), table[:, 64].astype(np.int32)
 
-    digits = load_digits()
-    x = upscale_to_mnist(digits.images)  # (1797, 784) uint8
-    y = digits.target.astype(np.int32)  # (1797,)
+
+def _build(tmp: Path) -> None:
+    images, y = load_table()  # (1797, 8, 8), (1797,)
+    x = upscale_to_mnist(images)  # (1797, 784) uint8
     train, ev = stratified_split(y, EVAL_SIZE, SPLIT_SEED)
     np.savez(tmp / "digits.npz", train_x=x[train], train_y=y[train], eval_x=x[ev], eval_y=y[ev])
 
 
 def digits_cache(root: Path | None = None) -> Path:
     """Path of the cached .npz (built on first use)."""
-    return cached_entry(f"sklearn-digits-28x28-v{CACHE_VERSION}", _build, root) / "digits.npz"
+    return cached_entry(f"optdigits-28x28-v{CACHE_VERSION}", _build, root) / "digits.npz"
 
 
 @dataclass(frozen=True)

@@ -72,7 +72,9 @@ class Model(Module):
         self.seed = seed
         self.init_rng = _generator(seed if init_seed is None else init_seed, stream=0)
         self.drop_rng = _generator(seed if dropout_seed is None else dropout_seed, stream=1)
-        self.blocks: list[Module] = []
+        # Duck-typed: the body's forward(x)/backward(dy) and the loss head's
+        # forward(x, labels)/backward(loss_scale) differ (see the module docstring).
+        self.blocks: list[Any] = []
         self.block_names: list[str] = []
 
     def add_block(self, name: str, block: Module) -> Module:
@@ -92,7 +94,8 @@ class Model(Module):
         x, labels = self.inputs(batch)
         for block in self.blocks[:-1]:
             x = block.forward(x)
-        return self.blocks[-1].forward(x, labels)
+        loss: float = self.blocks[-1].forward(x, labels)
+        return loss
 
     def backward(self, loss_scale: float = 1.0) -> None:
         """Accumulate the gradients of loss_scale * loss into grads()."""

@@ -32,6 +32,7 @@ class Module:
     """A layer or a group of layers (micrograd's `Module`, with manual forward/backward)."""
 
     training: bool = True
+    children: dict[str, Module]  # set in __init__ past __setattr__ (which fills it)
 
     def __init__(self, policy: Policy = FP32) -> None:
         object.__setattr__(self, "children", {})  # name -> Module, in registration order

@@ -29,7 +29,7 @@ import signal
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cs2sim.system import audit
 from cs2sim.system.errors import CsError, NoSuchJob, PermissionDenied, ResourceError, UsageError
@@ -182,14 +182,15 @@ def _decode(text: str) -> tuple[tuple[Component, ...], frozenset[str]]:
     return comps, frozenset(data.get("exclude", ()))
 
 
-def _job(row: tuple[object, ...]) -> QueueJob:
+def _job(row: tuple[Any, ...]) -> QueueJob:
+    """A sched_jobs row (sqlite's values, untyped: converted here) -> QueueJob."""
     (id_, size, name, user, state, reason, request, command, pid, host, sub, start, end,
      nodes, code, systems) = row
     comps, _ = _decode(str(request))
     return QueueJob(
-        int(id_), int(size), str(name), str(user), str(state), str(reason), comps,  # type: ignore[call-overload]
-        str(command), int(pid), str(host), float(sub), start, end,  # type: ignore[call-overload,arg-type]
-        tuple(tuple(p) for p in json.loads(str(nodes))), code,  # type: ignore[arg-type]
+        int(id_), int(size), str(name), str(user), str(state), str(reason), comps,
+        str(command), int(pid), str(host), float(sub), start, end,
+        tuple(tuple(p) for p in json.loads(str(nodes))), code,
         tuple(n for n in str(systems).split(",") if n),
     )
 

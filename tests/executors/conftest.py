@@ -6,12 +6,9 @@ import pytest
 
 
 @pytest.fixture(autouse=True)
-def cs2_home(tmp_path, monkeypatch):
+def cs2_home(fresh_home, monkeypatch):
     """$CS2_HOME in tmp_path (a fresh store: cs2-1 ACTIVE in PIPELINED), instant reboots."""
-    home = tmp_path / "cs2home"
-    monkeypatch.setenv("CS2_HOME", str(home))
-    monkeypatch.setenv("CS2_BOOT_SECONDS", "0")
-    monkeypatch.delenv("CS2_CLUSTER", raising=False)
+    home = fresh_home
     monkeypatch.delenv("CS2SIM_FLOW", raising=False)
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")

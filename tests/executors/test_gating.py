@@ -117,6 +117,7 @@ def test_num_csx_beyond_swarmx_or_on_pipelined_is_refused(capsys, tmp_path, monk
 
 @pytest.mark.parametrize("flow,mode,num_csx", [("tf", ExecMode.PIPELINED, 1),
                                                ("ws", ExecMode.WEIGHT_STREAMING, 2)])
+@pytest.mark.slow
 def test_a_run_registers_its_job_and_finishes_it(capsys, tmp_path, monkeypatch, flow, mode,
                                                  num_csx, cs2_home):
     if mode is ExecMode.WEIGHT_STREAMING:  # num_csx 2 holds two systems: a cluster of two

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from exec_helpers import CONFIGS
 
 from cs2sim.runtime.artifacts import checkpoint as ckpt
@@ -21,6 +22,8 @@ from cs2sim.system.users import local_identity
 
 HOME = model_home("fc_mnist")
 LONG = ["--max_steps", "1000000"]
+
+pytestmark = pytest.mark.slow  # whole runs stopped and resumed in other processes
 
 
 def _params(tmp_path: Path, every: int = 25) -> str:

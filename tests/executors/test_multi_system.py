@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from exec_helpers import CONFIGS
 from test_job_lifecycle import HOME, LONG, _params, _wait
 
@@ -20,6 +21,7 @@ from cs2sim.system.users import local_identity
 assert CONFIGS  # the small fc_mnist config of the executor tests (via _params)
 
 
+@pytest.mark.slow
 def test_a_forced_standby_of_one_reserved_system_stops_the_job_and_frees_all(tmp_path,
                                                                             monkeypatch):
     monkeypatch.setenv("CS2_CLUSTER", str(EXAMPLE_PATH))  # four CS-2s in weight streaming

@@ -24,6 +24,8 @@ OV = dict(model__hidden_sizes=[1024, 1024], train_input__batch_size=8, runconfig
           runconfig__log_steps=1, runconfig__checkpoint_steps=EVERY,
           runconfig__keep_checkpoint_max=2)
 
+pytestmark = pytest.mark.slow  # runs long enough to show the checkpoint spikes
+
 
 @pytest.mark.parametrize("make", [PipelinedExecutor, lambda: WeightStreamingExecutor(2)],
                          ids=["pipelined", "ws2"])

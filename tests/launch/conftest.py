@@ -8,13 +8,9 @@ from launch_helpers import started
 
 
 @pytest.fixture(autouse=True)
-def cs2_home(tmp_path, monkeypatch):
-    home = tmp_path / "cs2home"
-    monkeypatch.setenv("CS2_HOME", str(home))
-    monkeypatch.setenv("CS2_BOOT_SECONDS", "0")
-    monkeypatch.delenv("CS2_CLUSTER", raising=False)
+def cs2_home(fresh_home, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    return home
+    return fresh_home
 
 
 @pytest.fixture(autouse=True)

@@ -18,6 +18,8 @@ FC = model_home("fc_mnist")
 LAYOUT = ["--total-nodes=3", "--single-task-nodes=2", "--tasks-per-node=3",
           "--cpus-per-task=1"]  # chief, a coordinator, 3 input streamers
 
+pytestmark = pytest.mark.slow  # whole launched jobs
+
 
 def _fc_run(tmp_path: Path, steps: int) -> list[str]:
     return [script("csrun_wse"), *LAYOUT, "python", str(FC / "run.py"), "-m", "train", "-p",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 
+import pytest
 from launch_helpers import RECORD, queue_state, records, run, script, start, wait_for
 
 from cs2sim.system.machine import Machine
@@ -90,6 +91,7 @@ def _standby_ws(cs2_home):
     return store, m, who
 
 
+@pytest.mark.slow
 def test_gating_refuses_before_allocating(cs2_home):
     # the system is ACTIVE in PIPELINED mode: a weight-streaming job is refused
     res = run([script("csrun_wse"), "--total-nodes=4", "--single-task-nodes=2",
@@ -118,6 +120,7 @@ def test_gating_refuses_before_allocating(cs2_home):
     store.close()
 
 
+@pytest.mark.slow
 def test_csrun_cpu_runs_on_one_node_and_never_touches_the_cs2(tmp_path, cs2_home):
     out = tmp_path / "env"
     out.mkdir()

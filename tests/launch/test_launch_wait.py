@@ -8,6 +8,7 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
 from launch_helpers import queue_state, run, script, start, wait_for
 
 from cs2sim.system.sched import queue
@@ -20,6 +21,8 @@ WHOLE = ["--total-nodes=16", "--tasks-per-node=1", "--cpus-per-task=1"]
 N_WAITERS = 12
 WINDOW_S = 4.0
 CPU_BOUND_S = 0.15  # CPU s ALL waiters may use in the window (the old 50 ms poll used ~0.4 s)
+
+pytestmark = pytest.mark.slow  # launchers queued behind whole jobs
 
 
 def _blocker(store: Store) -> int:

@@ -55,6 +55,8 @@ OURS = {"bert_large_msl128_tf.yaml": ("bert", "pipelined"),
 CASES = [(HERE / n, m, mode) for n, (m, mode) in OURS.items()]
 CASES += [(VARIANT_DIR / n, m, mode) for n, (m, mode, _) in VARIANTS.items()]
 
+pytestmark = pytest.mark.slow  # every published BERT/Llama config validated and compiled
+
 
 @pytest.fixture(autouse=True)
 def _one_blas_thread():

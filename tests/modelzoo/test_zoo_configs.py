@@ -131,6 +131,7 @@ def test_large_configs_validate(capsys, tmp_path, name):
 
 
 @pytest.mark.parametrize("name", LARGE)
+@pytest.mark.slow
 def test_large_configs_compile_for_weight_streaming(capsys, tmp_path, monkeypatch, name):
     monkeypatch.setenv("CS2SIM_FLOW", "ws")  # as `python-ws run.py ...`
     code, out, err = run(capsys, MODEL[name], "-m", "compile_only", "-p", str(CONFIGS / name),

@@ -45,6 +45,8 @@ MODEL_OF = {"fc": "fc_mnist", "gpt2": "gpt2", "gpt3": "gpt2", "gptj": "gptj", "b
 MAX_SECONDS = 5.0  # per example, on a loaded 2-core CI host; typical is a few milliseconds
 MAX_PEAK_BYTES = 64 << 20  # per example, Python allocations (tracemalloc)
 
+pytestmark = pytest.mark.slow  # every published params file mutated
+
 
 def model_of(path: Path) -> str:
     """The model a seed file is for."""

@@ -23,11 +23,11 @@ def test_racing_admins_exit_codes_match_the_audit_log(home, monkeypatch) -> None
     Store.open(home).close()
     names = [f"admin{i}" for i in range(WORKERS)]
     ctx = multiprocessing.get_context("spawn")
-    with ctx.Pool(WORKERS) as pool:
-        results = pool.starmap(
+    with ctx.Pool(WORKERS) as pool:  # bounded: a Pool whose worker died would wait forever
+        results = pool.starmap_async(
             rel_workers.admin_commands,
             [(str(home), n, seed, LINES) for seed, n in enumerate(names)],
-        )
+        ).get(timeout=600)
     with Store.open(home) as store:
         machine = Machine(store)
         status = machine.status()

@@ -59,6 +59,8 @@ LINE = st.one_of(
 )
 CONTROL = set(map(chr, range(0x20))) - {"\n"} | set(map(chr, range(0x7F, 0xA0))) | {"\u202e"}
 
+pytestmark = pytest.mark.slow  # thousands of hypothesis console lines
+
 
 @pytest.fixture(scope="module")
 def fuzz_store() -> Iterator[Store]:

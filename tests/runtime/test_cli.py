@@ -158,10 +158,11 @@ def test_fc_mnist_small_trains_to_90_percent_and_leaves_artifacts(capsys, tmp_pa
     assert acc and acc[0] >= 0.90
     assert "Evaluation completed successfully!" in msgs
     assert any(m.startswith("Avg Eval Loss: ") for m in msgs)
-    assert any(m.startswith("Training data: STAND-IN data") and "1497 of 1797" in m
-               for m in msgs)  # the small config asks for the stand-in digits
-    assert any(m.startswith("Evaluation data: STAND-IN data") and "300 of 1797" in m
-               for m in msgs)
+    # the small config asks for the stand-in digits
+    assert any(m.startswith("Training data: STAND-IN data")
+               and "UCI handwritten digits (1497 of 1797" in m for m in msgs)
+    assert any(m.startswith("Evaluation data: STAND-IN data")
+               and "UCI handwritten digits (300 of 1797" in m for m in msgs)
     # artifacts
     assert sorted(p.name for p in md.glob("model-ckpt-*.npz")) == [
         "model-ckpt-100.npz", "model-ckpt-200.npz", "model-ckpt-300.npz"]
@@ -259,6 +260,7 @@ def test_gptj_6b_refused_for_host_memory(capsys, tmp_path):
     assert code == 1 and err.startswith("error: Evaluating gptj (6.") and not md.exists()
 
 
+@pytest.mark.slow
 def test_run_py_runs_as_a_script_from_its_directory(tmp_path):
     home = model_home("gptj")
     proc = subprocess.run(
@@ -389,6 +391,7 @@ def test_run_says_which_params_file_and_model_dir(capsys, tmp_path, monkeypatch)
     assert f"Params file: {FC_SMALL}\n" in out and f"Model directory: {tmp_path / 'm'}\n" in out
 
 
+@pytest.mark.slow
 def test_a_copied_model_directory_uses_its_own_params(tmp_path):
     """`cp -r fc_mnist mine && cd mine && python run.py` (no -p): the copy's configs/params.yaml,
     so an edit there is a new compile, never the installation's file and its cached compile."""

@@ -20,7 +20,9 @@ from cs2sim.runtime.data import build_input
 from cs2sim.runtime.data.corpus import EOT, build_corpus, stdlib_corpus
 from cs2sim.runtime.data.digits import (
     EVAL_SIZE,
+    TABLE,
     bilinear_matrix,
+    load_table,
     stratified_split,
     upscale_to_mnist,
 )
@@ -151,7 +153,7 @@ def test_digits_fallback_shape_range_labels(tmp_path):
     p = {"train_input": {"data_dir": str(tmp_path / "none"), "batch_size": 1497,
                          "drop_last_batch": False}}
     s = build_input(p, "train", "fc_mnist", 1)
-    assert "scikit-learn digits" in s.source and s.samples_per_epoch == 1497
+    assert "UCI handwritten digits" in s.source and s.samples_per_epoch == 1497
     b = next(s)
     x, y = b["x"], b["y"]
     assert x.shape == (1497, 784) and x.dtype == np.float32 and y.dtype == np.int32
@@ -163,6 +165,15 @@ def test_digits_fallback_shape_range_labels(tmp_path):
     assert frame[:, 4:24, 4:24].any(axis=(1, 2)).all()  # every digit has ink in its box
     ev = build_input(p, "eval", "fc_mnist", 1)
     assert ev.samples_per_epoch == EVAL_SIZE
+
+
+def test_the_shipped_digits_table_is_the_uci_test_set():
+    images, digits = load_table()  # (1797, 8, 8), (1797,)
+    assert images.shape == (1797, 8, 8) and digits.shape == (1797,)
+    assert images.min() == 0 and images.max() == 16
+    assert np.bincount(digits).tolist() == [178, 182, 177, 183, 181, 182, 181, 179, 174, 180]
+    assert images[0, 0].tolist() == [0, 0, 5, 13, 9, 1, 0, 0] and digits[:3].tolist() == [0, 1, 2]
+    assert (TABLE.parent / "digits.LICENSE.md").read_text().count("CC BY 4.0") == 1
 
 
 def test_digits_split_is_stratified_and_disjoint():
@@ -295,6 +306,7 @@ def test_state_dict_resume_gives_identical_batches():
 
 # -- input workers --------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_workers_yield_the_same_sequence_and_stop_cleanly():
     inline = take(digits_stream(num_workers=0), 30)
     with digits_stream(num_workers=2, prefetch_factor=2) as s:
@@ -308,6 +320,7 @@ def test_workers_yield_the_same_sequence_and_stop_cleanly():
     assert not any(Path(f"/proc/{pid}").exists() for pid in pids)
 
 
+@pytest.mark.slow
 def test_start_brings_the_workers_up_before_the_first_batch_without_moving_the_position():
     inline = take(digits_stream(num_workers=0), 6)
     with digits_stream(num_workers=2) as s:
@@ -325,6 +338,7 @@ def test_start_brings_the_workers_up_before_the_first_batch_without_moving_the_p
     assert no_workers_left()
 
 
+@pytest.mark.slow
 def test_workers_resume_and_finite_stream():
     s = digits_stream(num_workers=2)
     take(s, 5)
@@ -368,6 +382,7 @@ ORPHAN = textwrap.dedent("""\
 
 
 @pytest.mark.parametrize("how", ["exit", "kill"])
+@pytest.mark.slow
 def test_workers_never_outlive_the_consumer(how):
     """Normal exit without close() and SIGKILL of the consumer both leave no worker behind."""
     r = subprocess.run([sys.executable, "-c", ORPHAN, how], capture_output=True, text=True,

@@ -147,12 +147,14 @@ def test_fc_mnist_gradients(act: str) -> None:
         {"use_bias_in_output": True},
     ],
 )
+@pytest.mark.slow
 def test_gpt2_gradients(extra: dict) -> None:
     errs = loss_check(lambda: GPT2Model({**TINY_LM, **extra}, FP32, 0), lm_batch(2, 5, 11))
     assert "embed.wte.weight" in errs and "head.out.emb.weight" not in errs
 
 
 @pytest.mark.parametrize("extra", [{}, {"use_untied_layer_norm": True}])
+@pytest.mark.slow
 def test_gptj_gradients(extra: dict) -> None:
     errs = loss_check(lambda: GPTJModel({**TINY_GPTJ, **extra}, FP32, 0), lm_batch(2, 5, 11))
     assert {"head.out.weight", "head.out.bias"} <= set(errs) and "embed.wpe.weight" not in errs

@@ -632,7 +632,8 @@ def test_reference_configs_with_real_schemas(monkeypatch, tmp_path, model_name, 
     (minimal(runconfig={"keep_checkpoint_max": 1e308}),
      "params.yaml: runconfig.keep_checkpoint_max must be an integer, not 1e+308."),
     (minimal(runconfig={"keep_checkpoint_max": 2**63}),
-     f"params.yaml: runconfig.keep_checkpoint_max must be at most 2**53 in size, not {2**63}."),
+     "params.yaml: runconfig.keep_checkpoint_max must be at most 2**53 in size, "
+     f"not {2**63}."),
     (minimal(runconfig={"keep_checkpoint_max": 2**40}),
      f"params.yaml: runconfig.keep_checkpoint_max must be in [0, 100000], not {2**40}."),
     (minimal(train_input={"batch_size": 2**30}),
@@ -642,8 +643,8 @@ def test_reference_configs_with_real_schemas(monkeypatch, tmp_path, model_name, 
      "diverges at once (lower it)."),
     (minimal(optimizer={"learning_rate": [{"scheduler": "Linear", "initial_learning_rate": 0.0,
                                            "end_learning_rate": 1e30, "steps": 10}]}),
-     "params.yaml: optimizer.learning_rate[0].end_learning_rate must be at most 10, not 1e+30; "
-     "a step that large diverges at once (lower it)."),
+     "params.yaml: optimizer.learning_rate[0].end_learning_rate must be at most 10, "
+     "not 1e+30; a step that large diverges at once (lower it)."),
     (minimal(model={"dropout": float("nan")}),
      "params.yaml: model.dropout must be a finite number, not nan."),
 ])

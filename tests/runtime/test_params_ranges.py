@@ -43,6 +43,7 @@ def test_out_of_range_params_are_refused_naming_the_key(tmp_path, section, key, 
     assert not list((tmp_path / "md").glob("model-ckpt-*"))  # nothing trained
 
 
+@pytest.mark.slow
 def test_runconfig_cs_ip_in_the_yaml_is_honoured_like_the_flag(tmp_path, monkeypatch):
     monkeypatch.setenv("CS2_HOME", str(tmp_path / "home"))
     res = _run(tmp_path, "runconfig", "cs_ip", "abc")  # no such system: refused, as --cs_ip abc

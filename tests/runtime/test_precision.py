@@ -134,6 +134,7 @@ def test_float16_matches_numpy_cast_on_a_million_random_bit_patterns():
 
 @pytest.mark.parametrize("name", ["bfloat16", "cbfloat16", "float16"])
 @given(data=st.data())
+@pytest.mark.slow
 def test_matches_exact_reference(name, data):
     xs = data.draw(st.lists(values(name), min_size=1, max_size=32))
     got = round_to(np.array(xs, np.float32), name)
@@ -142,6 +143,7 @@ def test_matches_exact_reference(name, data):
 
 @pytest.mark.parametrize("name", ["bfloat16", "cbfloat16", "float16"])
 @given(data=st.data())
+@pytest.mark.slow
 def test_common_range_arrays_match_reference(name, data):
     # all values normal (or zero) in the format: cbfloat16's fast path handles these arrays
     f = FORMATS[name]

@@ -29,7 +29,7 @@ def child(code: str, **env: str) -> dict:
 
 
 def blas_count() -> int:
-    """Threads of numpy's BLAS (scipy, loaded by scikit-learn, may bring its own OpenBLAS)."""
+    """Threads of numpy's BLAS (another library may bring its own OpenBLAS)."""
     blas = [i for i in threadpool_info() if i["user_api"] == "blas"]
     mine = [i for i in blas if "numpy" in i["filepath"]] or blas
     return max(i["num_threads"] for i in mine)

@@ -7,7 +7,10 @@ import re
 import subprocess
 import sys
 
+import pytest
 
+
+@pytest.mark.slow
 def test_demo_tells_the_whole_story(tmp_path):
     mine = tmp_path / "mine"  # the user's own system: the demo never touches it, and says where
     env = dict(os.environ, TMPDIR=str(tmp_path), CS2_HOME=str(mine))

@@ -14,13 +14,9 @@ from cs2sim.system.store import Store
 
 
 @pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def home(fresh_home: Path) -> Path:
     """A fresh $CS2_HOME; reboots take no time unless a test says otherwise."""
-    path = tmp_path / "cs2home"
-    monkeypatch.setenv("CS2_HOME", str(path))
-    monkeypatch.setenv("CS2_BOOT_SECONDS", "0")
-    monkeypatch.delenv("CS2_CLUSTER", raising=False)
-    return path
+    return fresh_home
 
 
 @pytest.fixture

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+import threading
 import time
 
 import pytest
@@ -67,20 +69,20 @@ def test_a_fault_during_the_reboot_is_a_failure_naming_who(store, home, monkeypa
 
 
 @pytest.mark.parametrize("attempt", range(3))
-def test_boot_seconds_0_never_promises_a_wait(store, home, attempt):
+def test_boot_seconds_0_never_promises_a_wait(store, home, attempt, monkeypatch):
     """A refusal under CS2_BOOT_SECONDS=0 must not say "ready in 1 s"; the clock is
     read under the write lock, so a reboot another process committed while we waited is due."""
-    import threading
-
     machine = Machine(store)
     ctx = make_context(store)
     run_line(ctx, "system standby --yes")
     writer = Store.open(home)
     result: list[object] = []
+    waiting = threading.Event()
+    monkeypatch.setattr(store, "_conn", _SignalsBegin(store._conn, waiting))
     with writer.transaction() as db:  # hold the lock while the other admin's standby starts
         thread = threading.Thread(target=lambda: result.append(_try_standby(machine, ctx)))
         thread.start()
-        time.sleep(0.2)  # the standby is waiting for the lock now
+        assert waiting.wait(30)  # the standby asked for the write lock: it waits for it now
         until = time.time()  # an activation with CS2_BOOT_SECONDS=0, committed after it began
         db.execute(
             "UPDATE systems SET state = 'ACTIVATING', state_since = ?, activating_until = ?",
@@ -90,6 +92,21 @@ def test_boot_seconds_0_never_promises_a_wait(store, home, attempt):
     writer.close()
     assert result == ["ok"], result  # the boot was due: settled to ACTIVE, then standby
     assert machine.status().state is State.STANDBY
+
+
+class _SignalsBegin:
+    """A store's connection that sets `event` when a write transaction asks for the lock."""
+
+    def __init__(self, conn: sqlite3.Connection, event: threading.Event) -> None:
+        self._conn, self._event = conn, event
+
+    def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
+        if sql == "BEGIN IMMEDIATE":
+            self._event.set()
+        return self._conn.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._conn, name)
 
 
 def _try_standby(machine: Machine, ctx) -> str:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from shell_helpers import Shell, shell_env, write_password
 
 from cs2sim.csshell.repl import history_path
@@ -19,6 +20,8 @@ from cs2sim.system.users import login_name
 
 QUESTION = "This puts the system in standby. Do you want to proceed?"
 UP = "\x1b[A"
+
+pytestmark = pytest.mark.slow  # several consoles under pexpect
 
 
 def _cs(home: Path, *argv: str) -> subprocess.CompletedProcess[str]:

@@ -16,6 +16,23 @@ STOP = REPO / ".ci" / "slurm" / "stop.sh"
 
 # How long a healthy cluster may take to answer; more means it is not usable for tests.
 ANSWER_SECONDS = 10
+# Tests that start Slurm daemons of their own (munged, slurmctld, slurmd) run only when this is
+# 1: .ci/run sets it; a developer's `python -m pytest` as root never starts daemons by itself.
+DAEMONS_ENV = "CS2SIM_TEST_DAEMONS"
+
+
+def daemons_refusal() -> str | None:
+    """Why a test may not start Slurm daemons here (one sentence), or None when it may."""
+    if os.environ.get(DAEMONS_ENV) != "1":
+        return (f"starts Slurm daemons of its own: set {DAEMONS_ENV}=1 to allow it "
+                "(.ci/run does).")
+    if os.geteuid() != 0:
+        return "start.sh needs root (it starts munged and slurmd)."
+    missing = [b for b in ("slurmctld", "slurmd", "srun", "munged") if shutil.which(b) is None]
+    if missing:
+        return (f"Slurm is not installed ({', '.join(missing)} missing): "
+                "run `bash .ci/slurm/start.sh` as root once to install it.")
+    return None
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from slurm_helpers import START, STOP, alive, cluster_env, free_port_block, probe_cluster
+from slurm_helpers import (
+    START,
+    STOP,
+    alive,
+    cluster_env,
+    daemons_refusal,
+    free_port_block,
+    probe_cluster,
+)
 
 pytestmark = pytest.mark.slurm
 
@@ -26,12 +34,9 @@ NODES = 2
 @pytest.fixture
 def private_cluster() -> Iterator[dict[str, str]]:
     """Environment for a private 2-node cluster; whatever happens, it is stopped afterwards."""
-    if os.geteuid() != 0:
-        pytest.skip("start.sh needs root (it starts munged and slurmd).")
-    missing = [b for b in ("slurmctld", "slurmd", "srun", "munged") if shutil.which(b) is None]
-    if missing:
-        pytest.skip(f"Slurm is not installed ({', '.join(missing)} missing): "
-                    "run `bash .ci/slurm/start.sh` as root once to install it.")
+    refusal = daemons_refusal()
+    if refusal:
+        pytest.skip(refusal)
     # Short path: slurmstepd's unix sockets live under the spool dir (108-byte limit).
     state = Path(tempfile.mkdtemp(prefix="sci-", dir="/tmp"))
     base = free_port_block(NODES + 1)

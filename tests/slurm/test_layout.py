@@ -17,6 +17,7 @@ GROUND_TRUTH = {c["case"]["name"]: c for c in json.loads(DEFAULT_OUT.read_text()
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+@pytest.mark.slow
 def test_real_slurm_layout_matches_ground_truth(slurm: Cluster, case: LayoutCase) -> None:
     if slurm.nodes != ("node1", "node2", "node3", "node4"):
         pytest.skip(f"the ground truth was recorded on the 4-node test cluster, not {slurm.nodes}")

@@ -61,6 +61,7 @@ def _views(directory: Path) -> list[dict[str, object]]:
 
 
 @pytest.mark.parametrize("name", LAYOUT_CASES)
+@pytest.mark.slow
 def test_same_numbering_and_placement_as_embedded(site, tmp_path, name):
     """csrun_wse with these flags on real Slurm and on the embedded scheduler: every task's
     SLURM_* layout view is equal (and equal to the rules of layout_model.py)."""
@@ -85,6 +86,7 @@ def test_same_numbering_and_placement_as_embedded(site, tmp_path, name):
     assert views["slurm"] == predict(case, TEST_NODES, 16)
 
 
+@pytest.mark.slow
 def test_bad_exit_fails_the_job_naming_task_and_node(site, tmp_path):
     """Global task 3 (srun's `task 2` of component 1, on node3) exits 3: srun stops the rest,
     its lines pass through, our line names SLURM_PROCID 3 on node3; the store says FAILED."""
@@ -158,6 +160,7 @@ def test_ctrl_c_cancels_the_job_on_slurm(site, tmp_path):
     assert gone_from_squeue(job)
 
 
+@pytest.mark.slow
 def test_console_jobs_show_is_squeue_with_the_same_columns(site, tmp_path):
     proc = subprocess.Popen(
         [script("csrun_wse"), "--total-nodes=3", "--single-task-nodes=1", "--tasks-per-node=2",
@@ -245,6 +248,7 @@ def test_csrun_cpu_on_slurm_gets_a_terminal(site, tmp_path):
     assert child.exitstatus == 4, text
 
 
+@pytest.mark.slow
 def test_a_node_failure_fails_the_job_naming_node_and_tasks(site, tmp_path):
     """Slurm marks node3 DOWN under a running job (as when its slurmd stops answering): srun's
     `Node failure on node3` lines pass through and our line names the node and the global task

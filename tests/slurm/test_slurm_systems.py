@@ -7,7 +7,6 @@ stopped here: the shared test cluster is never reconfigured."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import tempfile
@@ -16,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from slurm_helpers import START, STOP, cluster_env, free_port_block
+from slurm_helpers import START, STOP, cluster_env, daemons_refusal, free_port_block
 from slurmbe_helpers import launcher_env, script
 
 pytestmark = pytest.mark.slurm
@@ -43,12 +42,9 @@ site:
 @pytest.fixture
 def licensed() -> Iterator[dict[str, str]]:
     """A private six-node cluster with one license per CS-2 system; stopped afterwards."""
-    if os.geteuid() != 0:
-        pytest.skip("start.sh needs root (it starts munged and slurmd).")
-    missing = [b for b in ("slurmctld", "slurmd", "srun", "munged") if shutil.which(b) is None]
-    if missing:
-        pytest.skip(f"Slurm is not installed ({', '.join(missing)} missing): "
-                    "run `bash .ci/slurm/start.sh` as root once to install it.")
+    refusal = daemons_refusal()
+    if refusal:
+        pytest.skip(refusal)
     state = Path(tempfile.mkdtemp(prefix="scl-", dir="/tmp"))  # short: socket paths
     base = free_port_block(NODES + 1)
     env = cluster_env(state, SLURM_CI_NODES=str(NODES), SLURM_CI_ETC="0",

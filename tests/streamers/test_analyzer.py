@@ -17,6 +17,8 @@ from tests.streamers.conftest import FC_SMALL, ROOT
 
 RUN_PY = str(ROOT / "runtime" / "modelzoo" / "fc_mnist" / "run.py")
 
+pytestmark = pytest.mark.slow  # the analyzer measuring real input pipelines
+
 
 def test_flags_both_spellings_and_the_command_starts_at_python():
     a = parse_args(["--available-nodes", "3", "--mount-dirs=/a,/b", "--output-format=json",

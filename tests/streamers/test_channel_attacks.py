@@ -20,6 +20,7 @@ from tests.streamers.conftest import FC_SMALL, Job
 ROGUE = Path(__file__).with_name("rogue.py")
 
 
+@pytest.mark.slow
 def test_a_rogue_process_cannot_disturb_or_crash_a_running_job(tmp_path, jobs):
     # long enough that the chief is still there while the attacks are held (its memory is read)
     base = ["-m", "train", "-p", FC_SMALL, "--max_steps", "200", "--save_checkpoints_steps",

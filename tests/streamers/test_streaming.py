@@ -16,6 +16,8 @@ from cs2sim.runtime.job.roles import task_info
 from cs2sim.system.errors import RuntimeFailure
 from tests.streamers.conftest import FC_SMALL, GPT2_TINY, Job, chief_params, slurm_env
 
+pytestmark = pytest.mark.slow  # whole launched jobs with their streamers
+
 
 def _same(a: dict, b: dict) -> bool:
     return a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)

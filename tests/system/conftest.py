@@ -11,13 +11,9 @@ from cs2sim.system.users import Identity, Role, local_identity
 
 
 @pytest.fixture(autouse=True)
-def cs2_home(tmp_path, monkeypatch):
+def cs2_home(fresh_home):
     """$CS2_HOME in tmp_path, instant reboots (tests that need a boot time set their own)."""
-    home = tmp_path / "cs2home"
-    monkeypatch.setenv("CS2_HOME", str(home))
-    monkeypatch.setenv("CS2_BOOT_SECONDS", "0")
-    monkeypatch.delenv("CS2_CLUSTER", raising=False)
-    return home
+    return fresh_home
 
 
 @pytest.fixture

@@ -43,8 +43,9 @@ def test_racing_processes_leave_a_consistent_store(cs2_home, monkeypatch):
     # no store yet: the racers also race to create it (exactly one wins; the others use it)
     monkeypatch.setenv("CS2_BOOT_SECONDS", "0.01")  # reboots finish while others race
     ctx = multiprocessing.get_context("spawn")
-    with ctx.Pool(3) as pool:
-        attempts = pool.starmap(sys_workers.race, [(str(cs2_home), seed, 40) for seed in range(3)])
+    with ctx.Pool(3) as pool:  # bounded: a Pool whose worker died would wait forever
+        attempts = pool.starmap_async(
+            sys_workers.race, [(str(cs2_home), seed, 40) for seed in range(3)]).get(timeout=600)
     with Store.open() as store:
         machine = Machine(store)
         status = machine.status()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sys_helpers import FakeClock
@@ -29,6 +30,7 @@ STEP = st.one_of(
     max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(steps=st.lists(STEP, max_size=25))
+@pytest.mark.slow
 def test_random_sequences_keep_the_invariants(steps, monkeypatch):
     monkeypatch.setenv("CS2_BOOT_SECONDS", "5")
     with tempfile.TemporaryDirectory() as home, Store.open(Path(home)) as store:

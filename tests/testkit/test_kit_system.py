@@ -131,6 +131,7 @@ def test_runs_a_timeout_as_a_failure_with_the_output(cs2_system):
                         "time.sleep(30)"], timeout=0.5)
 
 
+@pytest.mark.slow
 def test_two_test_processes_in_parallel_keep_their_stores_apart(tmp_path):
     """pytest-xdist style: two pytest runs at once, each switching its own system's mode."""
     test = tmp_path / "test_parallel_mode.py"
@@ -174,6 +175,7 @@ def test_hold_job_is_refused_like_any_job_when_the_system_cannot_run_it(cs2_syst
         cs2_system.hold_job()
 
 
+@pytest.mark.slow
 def test_conftest_overrides_shape_cs2_system(tmp_path):
     """A user's conftest.py overrides cs2_cluster and cs2_boot_seconds; cs2_system follows."""
     (tmp_path / "conftest.py").write_text(

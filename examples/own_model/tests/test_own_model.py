@@ -33,6 +33,7 @@ def run_py(work: Path, *argv: str, env_home: Path) -> subprocess.CompletedProces
                           text=True, timeout=300, env=env)
 
 
+@pytest.mark.slow
 def test_validate_compile_and_train_on_the_host(work, tmp_path):
     home = tmp_path / "home"
     v = run_py(work, "--mode=validate_only", "-p", "configs/params.yaml", "-o", "md",

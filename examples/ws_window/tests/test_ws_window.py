@@ -9,8 +9,12 @@ import shlex
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[1] / "ws_window.py"
 CS = f"{shlex.quote(sys.executable)} -m cs2sim.csshell"  # `cs`, without relying on PATH
+
+pytestmark = pytest.mark.slow  # the example's whole jobs
 
 
 def window(system, *job: str, extra: tuple[str, ...] = ()):

@@ -1,0 +1,41 @@
+"""Fixtures every test directory shares, and the hypothesis profiles.
+
+`fresh_home`: a throwaway $CS2_HOME (a new store: cs2-1 ACTIVE in PIPELINED) in tmp_path, with
+instant reboots and no cluster file from the caller's environment; the directory conftests build
+their own `home`/`cs2_home` fixtures on it.
+
+Hypothesis: no per-example deadline in any profile. The numeric tests' examples run numpy
+kernels whose time depends on the machine's load (2 shared cores), and a deadline would turn a
+busy moment into a failure that says nothing about the code. Profiles: "default" for a
+developer; "ci" (HYPOTHESIS_PROFILE=ci, set by .ci/run) derandomized, so a CI failure replays
+with the same examples, and without the example database, which CI would not keep.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile("default", deadline=None)
+settings.register_profile(
+    "ci",
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    print_blob=True,
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+@pytest.fixture
+def fresh_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """$CS2_HOME = tmp_path/cs2home (created on first use), reboots instant, no $CS2_CLUSTER."""
+    home = tmp_path / "cs2home"
+    monkeypatch.setenv("CS2_HOME", str(home))
+    monkeypatch.setenv("CS2_BOOT_SECONDS", "0")
+    monkeypatch.delenv("CS2_CLUSTER", raising=False)
+    return home
