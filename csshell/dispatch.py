@@ -150,7 +150,10 @@ def _run_paged(ctx: Context, inv: Invocation, pipes: PipeRun, rows: int) -> None
     buffer = TerminalBuffer(ctx.out)
     try:
         if pipes.filters:
-            run_piped(ctx, inv, pipes, lambda text: buffer.write(text + "\n"))
+            def sink(text: str) -> None:
+                buffer.write(text + "\n")
+
+            run_piped(ctx, inv, pipes, sink)
         else:
             with ctx.output_to(buffer):
                 inv.command.run(ctx, inv)

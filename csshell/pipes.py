@@ -226,6 +226,6 @@ class PipeStream(io.TextIOBase):
 def run_piped(ctx: Context, inv: Invocation, run: PipeRun, sink: Callable[[str], None]) -> None:
     """Run the command `inv` with its output going through the pipes' filters to `sink`."""
     stream = PipeStream(run.filters, sink)
-    with ctx.output_to(stream):
+    with ctx.output_to(stream):  # type: ignore[arg-type]  # a TextIOBase is a text stream
         inv.command.run(ctx, inv)
     stream.finish()
