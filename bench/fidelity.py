@@ -275,7 +275,7 @@ def fit_pipelined() -> None:
     import cs2sim.runtime.compiler.cost as cost
     from cs2sim.runtime.compiler.graph import extract_graph
     from cs2sim.runtime.compiler.kernels import match_kernels
-    from cs2sim.runtime.params import resolve_precision
+    from cs2sim.runtime.numerics.mixed_precision import resolve_precision
 
     cases = {c.model: c for c in CASES if c.mode == P and c.role == "calibration"
              and not c.ref_input}

@@ -22,14 +22,18 @@ that, never from anything the client says about itself.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import socket
 import struct
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, NamedTuple
 
 __all__ = ["Closed", "FrameError", "LEN", "PeerCred", "peer_cred", "encode", "send_obj",
-           "recv_exact_into", "recv_obj", "recv_body"]
+           "recv_exact_into", "recv_obj", "recv_body", "unix_address"]
 
 LEN = struct.Struct("!I")  # the frame's length prefix: 4 bytes, network order
 
@@ -53,6 +57,25 @@ def peer_cred(sock: socket.socket) -> PeerCred:
     raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     pid, uid, gid = struct.unpack("3i", raw)
     return PeerCred(pid, uid, gid)
+
+
+@contextlib.contextmanager
+def unix_address(path: Path) -> Iterator[str]:
+    """An address to bind or connect a Unix socket at `path`, for the duration of the call.
+
+    A Unix socket's address is limited to 107 bytes (unix(7), `sun_path`); a deeper path (a
+    pytest tmp dir, a long $CS2_HOME) is reached through this process's open descriptor of its
+    directory, `/proc/self/fd/<n>/<name>`, which names the same directory entry.
+    """
+    text = os.fspath(path)
+    if len(os.fsencode(text)) < 100:
+        yield text
+        return
+    fd = os.open(Path(path).parent, os.O_PATH | os.O_DIRECTORY)
+    try:
+        yield f"/proc/self/fd/{fd}/{Path(path).name}"
+    finally:
+        os.close(fd)
 
 
 def encode(obj: dict[str, Any], max_bytes: int | None = None) -> bytes:

@@ -73,7 +73,8 @@ class Connection:
 def _unix(home: Path) -> socket.socket:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        sock.connect(str(socket_path(home)))
+        with wire.unix_address(socket_path(home)) as address:
+            sock.connect(address)
     except OSError:
         sock.close()
         raise

@@ -105,7 +105,8 @@ class Server:
         path = socket_path(self.home)
         path.unlink(missing_ok=True)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.bind(str(path))
+        with wire.unix_address(path) as address:
+            sock.bind(address)
         os.chmod(path, 0o666)  # any local user may connect; the kernel says who they are
         sock.listen(64)
         self.listeners.append((sock, self._unix_caller))

@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from cs2sim.runtime.cli.main import main
-from cs2sim.runtime.params import load_params, resolve_precision, validate_params
+from cs2sim.runtime.numerics.mixed_precision import resolve_precision
+from cs2sim.runtime.params import load_params, validate_params
 
 TF = Path(__file__).resolve().parents[1] / "modelzoo" / "configs" / "fc_mnist_tf.yaml"
 
