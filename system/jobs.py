@@ -42,6 +42,7 @@ __all__ = [
     "finish",
     "get",
     "next_id",
+    "pid_start",
     "describe",
     "holders",
     "on_system",
@@ -257,6 +258,12 @@ def next_id(db: sqlite3.Connection) -> int:
     if has_queue:
         queued = db.execute("SELECT COALESCE(MAX(id + het_size), 1) FROM sched_jobs").fetchone()[0]
     return int(max(ours, queued))
+
+
+def pid_start(db: sqlite3.Connection, job_id: int) -> str | None:
+    """The recorded start time of a job's process (None if unknown)."""
+    row = db.execute("SELECT pid_start FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    return None if row is None or row[0] is None else str(row[0])
 
 
 def describe(job: Job) -> str:

@@ -44,6 +44,7 @@ from cs2sim.system.jobs import (
 from cs2sim.system.sched.fit import NodeInfo, Pending, fifo_pass, never_fits
 from cs2sim.system.sched.guard import guard_running
 from cs2sim.system.sched.request import Component, JobRequest
+from cs2sim.system.store_ops import operation
 
 if TYPE_CHECKING:
     import sqlite3
@@ -182,6 +183,50 @@ def _decode(text: str) -> tuple[tuple[Component, ...], frozenset[str]]:
     return comps, frozenset(data.get("exclude", ()))
 
 
+class MalformedRow(UserWarning):
+    """A queue row the scheduler could not read (a hand-edited or damaged store): skipped."""
+
+
+def _check_request(request: JobRequest) -> None:
+    """UsageError unless `request` is one a launcher could have made: the queue never holds a
+    request the scheduler cannot read back."""
+    comps = request.components
+    ok = (isinstance(comps, tuple) and 0 < len(comps) <= 64
+          and all(isinstance(c, Component) and 0 < c.nodes <= 100_000
+                  and 0 < c.tasks_per_node <= 100_000
+                  and (c.cpus_per_task is None or 0 < c.cpus_per_task <= 100_000)
+                  and len(c.gres) <= 256 for c in comps)
+          and 0 < len(request.command) <= 4096 and len(request.exclude) <= 100_000
+          and len(request.systems) <= 1024 and len(request.env) <= 4096)
+    if not ok:
+        raise UsageError("The launch request is malformed (no components, a count out of range "
+                         "or a value too long); launch it with csrun_wse or csrun_cpu.")
+
+
+def _readable(rows: list[tuple[object, ...]]) -> list[QueueJob]:
+    """The rows as jobs; a row that cannot be read is skipped with a warning, so one damaged
+    row never breaks `jobs show` or a launcher."""
+    import warnings
+
+    out = []
+    for r in rows:
+        try:
+            out.append(_job(r))
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
+            warnings.warn(f"skipped queue job {str(r[0])[:20]} of the system store: its row is "
+                          f"malformed ({type(e).__name__}); an admin may cancel it",
+                          MalformedRow, stacklevel=2)
+    return out
+
+
+def _one(row: tuple[object, ...], job_id: int) -> QueueJob:
+    try:
+        return _job(row)
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
+        raise UsageError(f"Queue job {job_id} has a malformed row in the system store "
+                         f"({type(e).__name__}); it cannot be shown or run.") from None
+
+
 def _job(row: tuple[object, ...]) -> QueueJob:
     (id_, size, name, user, state, reason, request, command, pid, host, sub, start, end,
      nodes, code, systems) = row
@@ -194,6 +239,8 @@ def _job(row: tuple[object, ...]) -> QueueJob:
     )
 
 
+@operation("queue.submit", args={"request": JobRequest},
+           fill={"user": "user", "pid": "pid", "nodes": "nodes", "now": "none"})
 def submit(
     store: Store, request: JobRequest, *, user: str, pid: int | None = None,
     nodes: list[NodeInfo] | None = None, now: float | None = None,
@@ -201,6 +248,7 @@ def submit(
     """Queue `request` (PENDING) and run a pass; its job id. ResourceError (Slurm's
     `Unable to allocate resources: ...` reason + the cluster's size) if it can never fit."""
     _ensure(store)
+    _check_request(request)
     nodes = cluster_nodes(store) if nodes is None else nodes
     why = never_fits(request.components, nodes, frozenset(request.exclude))
     if why is not None:
@@ -336,7 +384,11 @@ def _pass(
             if not alive(pid, start, host):
                 dead.append(job_id)
                 continue
-            comps, exclude = _decode(request)
+            try:
+                comps, exclude = _decode(request)
+            except (ValueError, TypeError, KeyError, AttributeError):
+                dead.append(job_id)  # a request no launcher made: it can never run
+                continue
             yield Pending(job_id, comps, exclude, tuple(n for n in wanted.split(",") if n))
 
     results = list(fifo_pass(pending(), free, systems))
@@ -368,6 +420,7 @@ def _pass(
     return started, blocked
 
 
+@operation("queue.poll", args={"job_id": int}, fill={"nodes": "nodes"})
 def poll(store: Store, job_id: int, nodes: list[NodeInfo]) -> QueueJob:
     """Run a pass and return the job as it stands."""
     woken: list[int] = []
@@ -377,9 +430,10 @@ def poll(store: Store, job_id: int, nodes: list[NodeInfo]) -> QueueJob:
     _wake(store, [j for j in woken if j != job_id])
     if row is None:
         raise UsageError(f"No job {job_id} in the queue; see `cs -c \"jobs show\"`.")
-    return _job(row)
+    return _one(row, job_id)
 
 
+@operation("queue.kick", args={})
 def kick(store: Store) -> None:
     """Run a pass if launches are waiting (something they wait for may be free now: a CS-2
     system whose job ended outside the queue) and wake the launchers of the jobs it starts."""
@@ -397,13 +451,24 @@ def kick(store: Store) -> None:
     _wake(store, woken)
 
 
+@operation("queue.finish", args={"job_id": int, "state": str, "exit_code": int | None},
+           fill={"nodes": "nodes", "user": "user", "admin": "admin"}, may="owner-or-admin")
 def finish(store: Store, job_id: int, state: str, exit_code: int | None,
-           nodes: list[NodeInfo] | None = None) -> None:
+           nodes: list[NodeInfo] | None = None, *, user: str | None = None,
+           admin: bool = False) -> None:
     """End a job (COMPLETED / FAILED / CANCELLED), free its nodes, and start what now fits (the
-    launchers of the jobs that start are woken)."""
+    launchers of the jobs that start are woken). `user`: the account asking (a shared store's
+    member): only the job's owner or an admin may end it (None: this process launched it)."""
+    if state not in ("COMPLETED", "FAILED", "CANCELLED"):
+        raise UsageError(f"Job state {state!r} is not COMPLETED, FAILED or CANCELLED.")
     nodes = cluster_nodes(store) if nodes is None else nodes
     woken: list[int] = []
     with store.transaction() as db:
+        if user is not None and not admin:
+            owner = db.execute("SELECT user FROM sched_jobs WHERE id = ?", (job_id,)).fetchone()
+            if owner is not None and owner[0] != user:
+                raise PermissionDenied(f"Job {job_id} belongs to {owner[0]}; only its owner or "
+                                       "an admin may end it.")
         db.execute(
             "UPDATE sched_jobs SET state = ?, ended_at = ?, exit_code = ?"
             " WHERE id = ? AND state IN ('PENDING', 'RUNNING')",
@@ -413,6 +478,8 @@ def finish(store: Store, job_id: int, state: str, exit_code: int | None,
     _wake(store, woken)
 
 
+@operation("queue.cancel", args={"job_id": int}, fill={"user": "user", "admin": "admin"},
+           may="owner-or-admin")
 def cancel(store: Store, job_id: int, *, user: str, admin: bool) -> QueueJob:
     """Cancel a pending or running job (its owner or an admin): CANCELLED, nodes freed, and the
     jobs the freed nodes let start are started. A running job's launcher (on this host) gets
@@ -424,7 +491,7 @@ def cancel(store: Store, job_id: int, *, user: str, admin: bool) -> QueueJob:
         row = db.execute(f"SELECT {_COLS} FROM sched_jobs WHERE id = ?", (job_id,)).fetchone()
         if row is None:
             raise NotQueued(f"No job {job_id}; see the queue with `jobs show`.")
-        job = _job(row)
+        job = _one(row, job_id)
         refusal: CsError | None = None
         if job.user != user and not admin:
             refusal = PermissionDenied(
@@ -461,6 +528,7 @@ def cancel(store: Store, job_id: int, *, user: str, admin: bool) -> QueueJob:
     return job
 
 
+@operation("queue.jobs", args={"all_states": bool, "limit": int | None})
 def jobs(store: Store, *, all_states: bool = False, limit: int | None = None) -> list[QueueJob]:
     """The queue after a full reap and a pass: pending and running jobs (and, with
     `all_states`, ended ones too), oldest first; the newest `limit` if given."""
@@ -473,7 +541,7 @@ def jobs(store: Store, *, all_states: bool = False, limit: int | None = None) ->
             f"SELECT {_COLS} FROM (SELECT * FROM sched_jobs {where} ORDER BY id DESC LIMIT ?)"
             " ORDER BY id", (-1 if limit is None else limit,)).fetchall()
     _wake(store, woken)
-    return [_job(r) for r in rows]
+    return _readable(rows)
 
 
 def _settle(db: sqlite3.Connection, nodes: list[NodeInfo], woken: list[int]) -> None:
@@ -516,6 +584,7 @@ def arrange(rows: list[QueueJob], *, all_states: bool, limit: int | None) -> Lis
                    len(pending) - len(shown_pending), len(ended) - len(shown_ended))
 
 
+@operation("queue.listing", args={"all_states": bool, "limit": int | None})
 def listing(store: Store, *, all_states: bool = False, limit: int | None = 200) -> Listing:
     """The queue as `jobs show` lists it (see `arrange`), after a full reap and a pass. Reads at
     most `limit` rows of each kind, so a store with 100,000 ended jobs lists as fast as one."""
@@ -539,21 +608,23 @@ def listing(store: Store, *, all_states: bool = False, limit: int | None = 200) 
                 "SELECT count(*) FROM sched_jobs WHERE state NOT IN ('PENDING', 'RUNNING')"
             ).fetchone()[0]
     _wake(store, woken)
-    got = arrange([_job(r) for r in rows], all_states=all_states, limit=limit)
+    got = arrange(_readable(rows), all_states=all_states, limit=limit)
     shown_pending = sum(1 for j in got.jobs if j.state == "PENDING")
     shown_ended = sum(1 for j in got.jobs if j.state not in ("PENDING", "RUNNING"))
     return Listing(got.jobs, n_pending - shown_pending, n_ended - shown_ended)
 
 
+@operation("queue.state", args={"job_id": int})
 def state(store: Store, job_id: int) -> QueueJob:
     """The job as it stands, read without the write lock (what a waiting launcher checks)."""
     with store.read() as db:
         row = db.execute(f"SELECT {_COLS} FROM sched_jobs WHERE id = ?", (job_id,)).fetchone()
     if row is None:
         raise UsageError(f"No job {job_id} in the queue; see `cs -c \"jobs show\"`.")
-    return _job(row)
+    return _one(row, job_id)
 
 
+@operation("queue.recheck", args={"job_id": int}, fill={"nodes": "nodes"})
 def recheck(store: Store, job_id: int, nodes: list[NodeInfo]) -> int:
     """A waiting launcher's slow safety re-check, for peers that crashed without waking anyone;
     returns how many pending jobs are ahead of `job_id` (the caller spaces its re-checks by it).
