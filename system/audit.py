@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cs2sim.system.store_ops import operation
+from cs2sim.system.store_ops import operation, wire
 
 if TYPE_CHECKING:
     import sqlite3
@@ -25,6 +25,7 @@ OUTCOMES = ("ok", "denied", "refused", "error")
 SQLITE_MAX_INT = 2**63 - 1  # the largest LIMIT sqlite takes
 
 
+@wire
 @dataclass(frozen=True)
 class AuditEntry:
     """One row of the audit log."""

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cs2sim.system.state import ExecMode
+from cs2sim.system.store_ops import wire
 
 if TYPE_CHECKING:
     import sqlite3
@@ -56,6 +57,7 @@ _COLUMNS = ("id, system, user, mode, command, state, pid, host, started_at, ende
             " systems")
 
 
+@wire
 @dataclass(frozen=True)
 class Job:
     """A job registered on a system."""

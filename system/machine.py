@@ -45,7 +45,7 @@ from cs2sim.system.state import (
     next_state,
     withdraw_refusal,
 )
-from cs2sim.system.store_ops import operation
+from cs2sim.system.store_ops import operation, receiver, wire
 from cs2sim.system.systems import list_systems, system_addresses
 from cs2sim.system.users import SYSTEM, Identity, Role, permission_message
 
@@ -118,6 +118,7 @@ def software_version() -> str:
     return f"{CSOFT_RELEASE}-{BUILD_STAMP}-1-{digest.hexdigest()[:8]}"
 
 
+@wire
 @dataclass(frozen=True)
 class SystemStatus:
     """A system as of one read of the store."""
@@ -468,6 +469,11 @@ class Machine(JobsOfMachine):
 
 
 
+# A member's Machine operations run on a Machine the service builds over its own store.
+receiver("machine", lambda store, system: Machine(store, system))
+
+
+@wire
 @dataclass(frozen=True)
 class BootOutcome:
     """A reboot's fate: `booted` is the audit row of its completion (None: it did not

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from cs2sim.system import audit as auditlog
 from cs2sim.system import changes, jobs
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     import sqlite3
 
     from cs2sim.system.jobs import Job
-    from cs2sim.system.machine import SystemStatus
     from cs2sim.system.store import Store
 
 __all__ = ["JobsOfMachine"]
@@ -54,7 +53,7 @@ class JobsOfMachine:
 
         def _settle(self, db: sqlite3.Connection, now: float) -> changes.Row: ...
 
-        def status(self) -> SystemStatus: ...
+        def status(self) -> Any: ...  # a machine.SystemStatus
 
     @operation("job.register", receiver="machine",
                args={"system": str, "mode": ExecMode, "command": str, "nodes": tuple[str, ...],
@@ -128,7 +127,7 @@ class JobsOfMachine:
 
     @operation("job.check", receiver="machine",
                args={"system": str, "mode": ExecMode, "num_csx": int})
-    def check_job(self, mode: ExecMode, num_csx: int = 1) -> SystemStatus:
+    def check_job(self, mode: ExecMode, num_csx: int = 1) -> Any:  # a machine.SystemStatus
         """The system's status if a job in `mode` could start now; else JobRefused (one sentence
         naming the system, its state and active mode, and the admin commands that fix it). With
         `num_csx` the job takes this system and the next num_csx - 1 (`job_systems`): refused

@@ -29,6 +29,7 @@ from cs2sim.system.errors import (
     PermissionDenied,
     UsageError,
 )
+from cs2sim.system.store_ops import wire
 
 __all__ = [
     "State",
@@ -54,6 +55,7 @@ __all__ = [
 ]
 
 
+@wire
 class State(enum.StrEnum):
     """Where the CS-2 system is in its life cycle."""
 
@@ -63,6 +65,7 @@ class State(enum.StrEnum):
     FAULT = "FAULT"
 
 
+@wire
 class ExecMode(enum.StrEnum):
     """The execution mode a system is configured for / booted into (REFERENCE §1.1)."""
 
@@ -105,6 +108,7 @@ _ALIASES = {
 }
 
 
+@wire
 class Action(enum.StrEnum):
     """What can happen to a system; the value is the command word(s) recorded in the audit log."""
 

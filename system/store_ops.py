@@ -39,7 +39,8 @@ from typing import Any
 from cs2sim.system.errors import CsError
 
 __all__ = ["Caller", "Operation", "OPERATIONS", "RequestError", "operation", "current_caller",
-           "acting_for", "encode", "decode", "conforms", "wire_types", "FILLS", "MAY",
+           "acting_for", "encode", "decode", "conforms", "wire", "wire_types", "receiver",
+           "FILLS", "MAY",
            "error_reply", "raise_error"]
 
 
@@ -163,13 +164,11 @@ def run(op: Operation, store: Any, caller: Caller, args: dict[str, Any],
     for key, source in op.fill.items():
         call_args[key] = fills[source]()
     first: Any = store
-    if op.receiver == "machine":
-        from cs2sim.system.machine import Machine
-
+    if op.receiver != "store":
         system = call_args.pop("system", None)
         if not isinstance(system, str):
             raise RequestError(f"request {op.name} needs the system's name")
-        first = Machine(store, system)
+        first = _RECEIVERS[op.receiver](store, system)
     try:
         inspect.signature(op.fn).bind(first, **call_args)
     except TypeError as e:
@@ -213,22 +212,26 @@ def conforms(value: Any, hint: Any) -> bool:
     return isinstance(hint, type) and isinstance(value, hint)
 
 
-@functools.lru_cache(maxsize=1)
-def wire_types() -> dict[str, type]:
-    """The classes a value crossing the socket may be: dataclasses and enums of system/."""
-    from cs2sim.system.audit import AuditEntry
-    from cs2sim.system.jobs import Job
-    from cs2sim.system.machine import BootOutcome, SystemStatus
-    from cs2sim.system.sched.fit import NodeInfo
-    from cs2sim.system.sched.queue import Listing, QueueJob
-    from cs2sim.system.sched.request import Component, JobRequest
-    from cs2sim.system.state import Action, ExecMode, State
-    from cs2sim.system.users import Identity, Role
+_WIRE_TYPES: dict[str, type] = {}
+_RECEIVERS: dict[str, Callable[[Any, str], Any]] = {}
 
-    classes: list[type] = [AuditEntry, Job, BootOutcome, SystemStatus, NodeInfo, Listing,
-                           QueueJob, Component, JobRequest, Action, ExecMode, State, Identity,
-                           Role]
-    return {c.__name__: c for c in classes}
+
+def wire(cls: type) -> type:
+    """Declare a dataclass or enum of system/ a value that may cross the store's socket."""
+    assert cls.__name__ not in _WIRE_TYPES or _WIRE_TYPES[cls.__name__] is cls, cls
+    _WIRE_TYPES[cls.__name__] = cls
+    return cls
+
+
+def wire_types() -> dict[str, type]:
+    """The classes a value crossing the socket may be (declared with `wire`)."""
+    return _WIRE_TYPES
+
+
+def receiver(name: str, make: Callable[[Any, str], Any]) -> None:
+    """Declare how the service builds the object an operation of `receiver=name` is a method
+    of, from its store and the request's "system" argument (the Machine does)."""
+    _RECEIVERS[name] = make
 
 
 @functools.cache
@@ -331,14 +334,13 @@ def error_reply(e: CsError) -> dict[str, Any]:
 
 
 def _error_classes() -> dict[str, type[CsError]]:
-    from cs2sim.system import errors
-    from cs2sim.system.sched import queue
-
-    out: dict[str, type[CsError]] = {RequestError.__name__: RequestError}
-    for module in (errors, queue):
-        for value in vars(module).values():
-            if isinstance(value, type) and issubclass(value, CsError):
-                out[value.__name__] = value
+    """Every CsError class by name (the project's and its subclasses anywhere in system/)."""
+    out: dict[str, type[CsError]] = {}
+    todo: list[type[CsError]] = [CsError]
+    while todo:
+        cls = todo.pop()
+        out.setdefault(cls.__name__, cls)
+        todo.extend(cls.__subclasses__())
     return out
 
 

@@ -50,7 +50,8 @@ from cs2sim.system.store_remote import (
 )
 from cs2sim.system.wire import PeerCred
 
-__all__ = ["serve", "share", "unshare", "stop", "is_shared", "PID_NAME", "LIMITS", "OP_S"]
+__all__ = ["serve", "share", "unshare", "stop", "is_shared", "load_operations", "PID_NAME",
+           "LIMITS", "OP_S"]
 
 LIMITS = Limits()
 OP_S = 10.0  # one operation's SQLite work, at most (then it is interrupted and rolled back)
@@ -177,6 +178,15 @@ class _Session:
             self.account, self.via = entry[1], "password"
 
 
+def load_operations() -> dict[str, store_ops.Operation]:
+    """Import every module that declares operations (and the values they return): the table."""
+    import importlib
+
+    for module in ("users", "audit", "systems", "machine", "sched.queue", "sched.slurm_records"):
+        importlib.import_module(f"cs2sim.system.{module}")
+    return store_ops.OPERATIONS
+
+
 def _prepare(home: Path) -> None:
     """Create the queue's tables, and sync the cluster description, before serving."""
     from cs2sim.system.machine import list_systems
@@ -199,6 +209,7 @@ def serve(home: Path) -> None:
     path = home / DB_NAME
     if path.stat().st_uid != os.getuid():
         raise StoreError(f"only the owner of {path} can serve it")
+    load_operations()
     _prepare(home)
     sock_path = home / SOCKET_NAME
     tmp = home / f".{SOCKET_NAME}.{os.getpid()}"

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 from cs2sim.system import audit
 from cs2sim.system.errors import AuthenticationFailed, PermissionDenied, UsageError
 from cs2sim.system.oslogin import login_name, real_uid
-from cs2sim.system.store_ops import operation
+from cs2sim.system.store_ops import operation, wire
 
 if TYPE_CHECKING:
     import sqlite3
@@ -62,6 +62,7 @@ NAME_RE = re.compile(r"[a-z_][a-z0-9_.-]{0,31}")  # POSIX-style login names
 RESERVED = frozenset({"system"})  # the clock's identity in the audit log
 
 
+@wire
 class Role(enum.StrEnum):
     """What an account may do: admins change the machine, users look."""
 
@@ -69,6 +70,7 @@ class Role(enum.StrEnum):
     USER = "user"
 
 
+@wire
 @dataclass(frozen=True)
 class Identity:
     """Who is acting: name, role, and how they got it ("local" | "password" | "internal")."""

@@ -44,7 +44,7 @@ from cs2sim.system.jobs import (
 from cs2sim.system.sched.fit import NodeInfo, Pending, fifo_pass, never_fits
 from cs2sim.system.sched.guard import guard_running
 from cs2sim.system.sched.request import Component, JobRequest
-from cs2sim.system.store_ops import operation
+from cs2sim.system.store_ops import operation, wire
 
 if TYPE_CHECKING:
     import sqlite3
@@ -105,6 +105,7 @@ _COLS = (
 _ready: set[str] = set()
 
 
+@wire
 @dataclass(frozen=True)
 class QueueJob:
     """One job of the queue (a row of `jobs show`)."""
@@ -553,6 +554,7 @@ def _settle(db: sqlite3.Connection, nodes: list[NodeInfo], woken: list[int]) -> 
     schedule(db, nodes, now, woken)
 
 
+@wire
 @dataclass(frozen=True)
 class Listing:
     """What `jobs show` lists: running jobs, then pending ones in queue order, then (with
