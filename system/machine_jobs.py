@@ -58,7 +58,7 @@ class JobsOfMachine:
     @operation("job.register", receiver="machine",
                args={"system": str, "mode": ExecMode, "command": str, "nodes": tuple[str, ...],
                      "job_id": int | None, "num_csx": int},
-               fill={"who": "identity", "pid": "pid"})
+               fill={"who": "identity", "pid": "pid"}, may="own")
     def register_job(
         self,
         who: Identity,

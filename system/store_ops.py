@@ -98,6 +98,7 @@ MAY: dict[str, str] = {
     "admin": "an admin account; anyone else is refused and the attempt audited",
     "owner-or-admin": "the owner of the job, or an admin; anyone else is refused (audited)",
     "self-or-admin": "an account for itself, or an admin for any account",
+    "own": "anyone, in their own name only (the records it writes are the caller's)",
 }
 
 
@@ -128,7 +129,7 @@ def operation(name: str, *, args: Mapping[str, Any], fill: Mapping[str, str] | N
     def declare(fn: Callable[..., Any]) -> Callable[..., Any]:
         sig = inspect.signature(fn)
         op = Operation(name, fn, dict(args), fill, may, receiver, becomes,
-                       (inspect.getdoc(fn) or "").split("\n", 1)[0])
+                       _first_sentence(inspect.getdoc(fn) or ""))
         assert name not in OPERATIONS, f"operation {name} declared twice"
         OPERATIONS[name] = op
 
@@ -360,3 +361,38 @@ def raise_error(reply: Mapping[str, Any], fallback: str) -> typing.NoReturn:
             if isinstance(k, str) and isinstance(v, str) and not k.startswith("_"):
                 setattr(exc, k, v)
     raise exc
+
+
+def _first_sentence(doc: str) -> str:
+    text = " ".join(doc.split("\n\n", 1)[0].split())
+    return text.split(". ", 1)[0].rstrip(".") + "."
+
+
+def _type_text(hint: Any) -> str:
+    """A type as the docs' table says it (no `|`, which would split a Markdown cell)."""
+    if hint is None or hint is type(None):
+        return "none"
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_text(h) for h in typing.get_args(hint))
+    if origin in (tuple, list):
+        return f"{origin.__name__} of {_type_text(typing.get_args(hint)[0])}"
+    return _type_name(hint)
+
+
+def table_markdown(ops: Mapping[str, Operation] | None = None) -> str:
+    """The table as docs/security.md prints it: request, arguments, what the service fills in,
+    who may call it, what it does (one row per operation, by name)."""
+    ops = OPERATIONS if ops is None else ops
+    rows = ["| request | arguments | filled in by the service | who may call it | what it does |",
+            "|---|---|---|---|---|"]
+    for name in sorted(ops):
+        op = ops[name]
+        args = ", ".join(f"`{k}`: {_type_text(v)}" for k, v in op.args.items()) or "-"
+        fill = ", ".join(f"`{k}` = {v}" for k, v in op.fill.items()) or "-"
+        rows.append(f"| `{name}` | {args} | {fill} | {op.may} | {op.summary} |")
+    rows += ["", "| filled in from | what the service uses |", "|---|---|"]
+    rows += [f"| {k} | {v} |" for k, v in FILLS.items()]
+    rows += ["", "| who may call it | meaning |", "|---|---|"]
+    rows += [f"| {k} | {v} |" for k, v in MAY.items()]
+    return "\n".join(rows)

@@ -241,7 +241,8 @@ def _job(row: tuple[object, ...]) -> QueueJob:
 
 
 @operation("queue.submit", args={"request": JobRequest},
-           fill={"user": "user", "pid": "pid", "nodes": "nodes", "now": "none"})
+           fill={"user": "user", "pid": "pid", "nodes": "nodes", "now": "none"},
+           may="own")
 def submit(
     store: Store, request: JobRequest, *, user: str, pid: int | None = None,
     nodes: list[NodeInfo] | None = None, now: float | None = None,

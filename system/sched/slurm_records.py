@@ -39,7 +39,7 @@ def _ensure(store: Store) -> None:
 
 
 @operation("slurm.record", args={"job_id": int, "het_size": int, "name": str, "command": str},
-           fill={"user": "user", "pid": "pid"})
+           fill={"user": "user", "pid": "pid"}, may="own")
 def record_job(store: Store, job_id: int, het_size: int, name: str, command: str, *,
                user: str | None = None, pid: int | None = None) -> None:
     """Record Slurm job `job_id` launched by this process (PENDING)."""
@@ -68,7 +68,7 @@ def _own(db: sqlite3.Connection, job_id: int, user: str | None) -> None:
                                "records it.")
 
 
-@operation("slurm.started", args={"job_id": int}, fill={"user": "user"})
+@operation("slurm.started", args={"job_id": int}, fill={"user": "user"}, may="own")
 def mark_started(store: Store, job_id: int, *, user: str | None = None) -> None:
     """Record that Slurm job `job_id` started."""
     with store.transaction() as db:
@@ -78,7 +78,8 @@ def mark_started(store: Store, job_id: int, *, user: str | None = None) -> None:
 
 
 @operation("slurm.ended", args={"job_id": int, "state": str, "code": int | None,
-                                "nodes": list[list[str]]}, fill={"user": "user"})
+                                "nodes": list[list[str]]}, fill={"user": "user"},
+           may="own")
 def record_end(store: Store, job_id: int, state: str, code: int | None,
                nodes: list[list[str]], *, user: str | None = None) -> None:
     """Record how Slurm job `job_id` ended (once)."""
