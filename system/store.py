@@ -185,6 +185,9 @@ class Store:
         except sqlite3.Error as e:
             conn.close()
             raise store._error(e) from e
+        except UnicodeDecodeError as e:  # a damaged schema's bytes read as text
+            conn.close()
+            raise store._damaged() from e
         if serve and owner == os.getuid() and _shared(home):
             from cs2sim.system.store_remote import ensure_running
 
@@ -295,6 +298,8 @@ class Store:
                         self._conn.execute("ROLLBACK")
                 if isinstance(e, sqlite3.Error):
                     raise self._error(e) from e
+                if isinstance(e, UnicodeDecodeError):
+                    raise self._damaged() from e
                 raise
 
     @contextlib.contextmanager
@@ -311,6 +316,11 @@ class Store:
                         self._conn.execute("COMMIT")
             except sqlite3.Error as e:
                 raise self._error(e) from e
+            except UnicodeDecodeError as e:  # a damaged page's bytes read as text
+                raise self._damaged() from e
+
+    def _damaged(self) -> StoreError:
+        return _unreadable(self.path, "it is damaged (it holds text that is not UTF-8)")
 
     def close(self) -> None:
         """Close the connection (committed data is already on disk)."""
