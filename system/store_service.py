@@ -109,6 +109,7 @@ class _Session:
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
         from cs2sim.system.store import SCHEMA_VERSION
 
+        self._deadline = time.monotonic() + OP_S
         name = request.get("op")
         if name == "hello":
             self._resume(request.get("resume"))
@@ -134,7 +135,6 @@ class _Session:
             "nodes": self._nodes,
             "none": lambda: None,
         }
-        self._deadline = time.monotonic() + OP_S
         try:
             result = store_ops.run(op, self.store, caller, args, fills)
             reply = {"ok": True, "result": store_ops.encode(result)}

@@ -295,17 +295,22 @@ def test_a_members_idle_connections_do_not_lock_anyone_out(shared, members):
     ready_r, ready_w = os.pipe()
 
     def hold() -> None:
+        store = Store.open(shared)
+        users.authenticate(store, "alice", "s3cret")  # a password login on its connection
         socks = []
-        for _ in range(80):
+        for _ in range(80):  # the first ones push the store's own connection out
             s = socket.socket(socket.AF_UNIX)
             s.connect(str(shared / SOCKET_NAME))
             socks.append(s)
-        os.write(ready_w, b"!")
+        assert store.remote is not None
+        state = str(Machine(store).status().state)  # reconnects, resuming the login
+        os.write(ready_w, f"{state} {store.remote.identity[0]}\n".encode())
         time.sleep(60)
 
     pid = _start_as(hog, hold, _env(shared))
     try:
-        os.read(ready_r, 1)  # the 80 connections are open
+        said = os.read(ready_r, 200).decode()  # the 80 connections are open
+        assert said == "ACTIVE alice\n"  # the hog's own store reconnected as alice
 
         def use() -> str:
             store = Store.open(shared)
