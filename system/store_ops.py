@@ -171,11 +171,16 @@ def run(op: Operation, store: Any, caller: Caller, args: dict[str, Any],
             raise RequestError(f"request {op.name} needs the system's name")
         first = _RECEIVERS[op.receiver](store, system)
     try:
-        inspect.signature(op.fn).bind(first, **call_args)
+        _signature(op.fn).bind(first, **call_args)
     except TypeError as e:
         raise RequestError(f"request {op.name}: {e}") from None
     with acting_for(caller):
         return op.fn(first, **call_args)
+
+
+@functools.cache
+def _signature(fn: Callable[..., Any]) -> inspect.Signature:
+    return inspect.signature(fn)
 
 
 # -- types ------------------------------------------------------------------------------------
@@ -185,32 +190,44 @@ def _type_name(hint: Any) -> str:
 
 def conforms(value: Any, hint: Any) -> bool:
     """Whether `value` (decoded) is of type `hint` (the subset of typing the table uses)."""
+    return _checker(hint)(value)
+
+
+_PLAIN = (str, int, float, bool, type(None))
+
+
+@functools.cache
+def _checker(hint: Any) -> Callable[[Any], bool]:
+    """`conforms` for one type, built once (a request's values are checked on every call)."""
     if hint is Any:
-        return True
+        return lambda v: True
     if hint is None or hint is type(None):
-        return value is None
+        return lambda v: v is None
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
-        return any(conforms(value, h) for h in typing.get_args(hint))
+        alts = tuple(_checker(h) for h in typing.get_args(hint))
+        return lambda v: any(c(v) for c in alts)
     if origin is tuple:
         params = typing.get_args(hint)
-        if not isinstance(value, tuple):
-            return False
         if len(params) == 2 and params[1] is Ellipsis:
-            return all(conforms(v, params[0]) for v in value)
-        return len(params) == len(value) and all(map(conforms, value, params))
+            item = _checker(params[0])
+            return lambda v: type(v) is tuple and all(item(x) for x in v)
+        each = tuple(_checker(h) for h in params)
+        return lambda v: (type(v) is tuple and len(v) == len(each)
+                          and all(c(x) for c, x in zip(each, v, strict=True)))
     if origin is list:
-        (item,) = typing.get_args(hint)
-        return isinstance(value, list) and all(conforms(v, item) for v in value)
+        item = _checker(typing.get_args(hint)[0])
+        return lambda v: type(v) is list and all(item(x) for x in v)
     if origin is dict:
-        k, v = typing.get_args(hint)
-        return isinstance(value, dict) and all(conforms(a, k) and conforms(b, v)
-                                               for a, b in value.items())
+        kc, vc = (_checker(h) for h in typing.get_args(hint))
+        return lambda v: type(v) is dict and all(kc(a) and vc(b) for a, b in v.items())
     if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    return isinstance(hint, type) and isinstance(value, hint)
+        return lambda v: type(v) is float or type(v) is int
+    if hint in (int, str, bool):
+        return lambda v: type(v) is hint
+    if isinstance(hint, type):
+        return lambda v: isinstance(v, hint)
+    return lambda v: False
 
 
 _WIRE_TYPES: dict[str, type] = {}
@@ -236,56 +253,91 @@ def receiver(name: str, make: Callable[[Any, str], Any]) -> None:
 
 
 @functools.cache
-def _hints(cls: type) -> dict[str, Any]:
-    # the classes' modules may import each other's only for type checking: name them all
-    return typing.get_type_hints(cls, localns=dict(wire_types()))
+def _plan(cls: type) -> tuple[tuple[str, ...], dict[str, Callable[[Any], bool]]]:
+    """A wire dataclass's field names and each field's check (its annotation, resolved once;
+    the classes' modules may import each other's only for type checking: name them all)."""
+    hints = typing.get_type_hints(cls, localns=dict(_WIRE_TYPES))
+    names = tuple(f.name for f in dataclasses.fields(cls))
+    return names, {n: _checker(hints[n]) for n in names}
 
 
 def encode(value: Any) -> Any:
     """`value` as JSON-able data, types kept by tags."""
-    if value is None or isinstance(value, (bool, int, float, str)) and not isinstance(
-            value, enum.Enum):
+    kind = type(value)
+    if kind in _PLAIN:
         return value
     if isinstance(value, enum.Enum):
-        return {"$e": type(value).__name__, "v": value.value}
+        return {"$e": kind.__name__, "v": value.value}
+    if kind is list:
+        return [encode(v) for v in value]
+    if kind is tuple or kind is frozenset:
+        return {"$t": [encode(v) for v in value]}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        names, _ = _plan(kind)
+        return {"$d": kind.__name__, "v": {n: encode(getattr(value, n)) for n in names}}
+    if isinstance(value, dict):
+        return {"$m": [[encode(k), encode(v)] for k, v in value.items()]}
     if isinstance(value, (bytes, bytearray, memoryview)):
         import base64
 
         return {"$b": base64.b64encode(bytes(value)).decode()}
-    if isinstance(value, (tuple, frozenset)):
-        return {"$t": [encode(v) for v in value]}
-    if isinstance(value, list):
-        return [encode(v) for v in value]
-    if isinstance(value, dict):
-        return {"$m": [[encode(k), encode(v)] for k, v in value.items()]}
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {"$d": type(value).__name__,
-                "v": {f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(value)}}
-    raise TypeError(f"a {type(value).__name__} cannot cross the store's socket")
+    raise TypeError(f"a {kind.__name__} cannot cross the store's socket")
 
 
 def decode(data: Any, depth: int = 0) -> Any:
     """The value `encode` made; ValueError for anything else (unknown tags or classes, a field
     of the wrong type)."""
+    kind = type(data)
+    if kind in _PLAIN:
+        return data
     if depth > 32:
         raise ValueError("a value nested too deeply")
-    if data is None or isinstance(data, (bool, int, float, str)):
-        return data
-    if isinstance(data, list):
-        return [decode(v, depth + 1) for v in data]
-    if not isinstance(data, dict) or len(data) not in (1, 2):
+    if kind is list:
+        return [v if type(v) in _PLAIN else decode(v, depth + 1) for v in data]
+    if kind is not dict or len(data) not in (1, 2):
         raise ValueError("a value of an unknown shape")
-    if "$t" in data and isinstance(data["$t"], list):
-        return tuple(decode(v, depth + 1) for v in data["$t"])
-    if "$m" in data and isinstance(data["$m"], list):
+    if "$t" in data and type(data["$t"]) is list:
+        return tuple(v if type(v) in _PLAIN else decode(v, depth + 1) for v in data["$t"])
+    name = data.get("$d")
+    if name is not None:
+        cls = _WIRE_TYPES.get(name) if type(name) is str else None
+        fields = data.get("v")
+        if cls is None or not dataclasses.is_dataclass(cls):
+            raise ValueError(f"a value of an unknown type {str(name)[:40]!r}")
+        if type(fields) is not dict:
+            raise ValueError(f"a malformed {name}")
+        names, checks = _plan(cls)
+        kwargs = {}
+        for key, raw in fields.items():
+            check = checks.get(key)
+            if check is None:
+                raise ValueError(f"{name} has no field {str(key)[:40]!r}")
+            value = raw if type(raw) in _PLAIN else decode(raw, depth + 1)
+            if not check(value):
+                raise ValueError(f"{name}.{key} is not {_type_name(_plan_hint(cls, key))}")
+            kwargs[key] = value
+        try:
+            return cls(**kwargs)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"a malformed {name} ({e})") from None
+    name = data.get("$e")
+    if name is not None:
+        cls = _WIRE_TYPES.get(name) if type(name) is str else None
+        if cls is None or not issubclass(cls, enum.Enum):
+            raise ValueError(f"a value of an unknown type {str(name)[:40]!r}")
+        try:
+            return cls(data.get("v"))
+        except ValueError:
+            raise ValueError(f"{str(data.get('v'))[:40]!r} is not a {name}") from None
+    if "$m" in data and type(data["$m"]) is list:
         pairs = [decode(p, depth + 1) for p in data["$m"]]
-        if not all(isinstance(p, list) and len(p) == 2 for p in pairs):
+        if not all(type(p) is list and len(p) == 2 for p in pairs):
             raise ValueError("a malformed mapping")
         try:
             return {k: v for k, v in pairs}
         except TypeError:
             raise ValueError("a mapping with an unhashable key") from None
-    if "$b" in data and isinstance(data["$b"], str):
+    if "$b" in data and type(data["$b"]) is str:
         import base64
         import binascii
 
@@ -293,38 +345,11 @@ def decode(data: Any, depth: int = 0) -> Any:
             return base64.b64decode(data["$b"], validate=True)
         except binascii.Error:
             raise ValueError("malformed bytes") from None
-    for tag in ("$e", "$d"):
-        name = data.get(tag)
-        if name is None:
-            continue
-        cls = wire_types().get(name) if isinstance(name, str) else None
-        if cls is None:
-            raise ValueError(f"a value of an unknown type {str(name)[:40]!r}")
-        if tag == "$e":
-            if not issubclass(cls, enum.Enum):
-                raise ValueError(f"{name} is not an enumeration")
-            try:
-                return cls(data.get("v"))
-            except ValueError:
-                raise ValueError(f"{str(data.get('v'))[:40]!r} is not a {name}") from None
-        fields = data.get("v")
-        if not dataclasses.is_dataclass(cls) or not isinstance(fields, dict):
-            raise ValueError(f"a malformed {name}")
-        hints = _hints(cls)
-        known = {f.name for f in dataclasses.fields(cls)}
-        kwargs = {}
-        for key, raw in fields.items():
-            if key not in known:
-                raise ValueError(f"{name} has no field {str(key)[:40]!r}")
-            value = decode(raw, depth + 1)
-            if not conforms(value, hints[key]):
-                raise ValueError(f"{name}.{key} is not {_type_name(hints[key])}")
-            kwargs[key] = value
-        try:
-            return cls(**kwargs)
-        except (TypeError, ValueError) as e:
-            raise ValueError(f"a malformed {name} ({e})") from None
     raise ValueError("a value of an unknown shape")
+
+
+def _plan_hint(cls: type, key: str) -> Any:
+    return typing.get_type_hints(cls, localns=dict(_WIRE_TYPES))[key]
 
 
 # -- errors ------------------------------------------------------------------------------------
