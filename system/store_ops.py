@@ -119,14 +119,17 @@ class Operation:
 OPERATIONS: dict[str, Operation] = {}
 
 
+F = typing.TypeVar("F", bound=Callable[..., Any])
+
+
 def operation(name: str, *, args: Mapping[str, Any], fill: Mapping[str, str] | None = None,
               may: str = "anyone", receiver: str = "store", becomes: bool = False
-              ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+              ) -> Callable[[F], F]:
     """Declare `fn` an operation of the store (see the module's docstring)."""
     fill = dict(fill or {})
     assert may in MAY and all(v in FILLS for v in fill.values()), (name, may, fill)
 
-    def declare(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def declare(fn: F) -> F:
         sig = inspect.signature(fn)
         op = Operation(name, fn, dict(args), fill, may, receiver, becomes,
                        _first_sentence(inspect.getdoc(fn) or ""))
@@ -146,7 +149,7 @@ def operation(name: str, *, args: Mapping[str, Any], fill: Mapping[str, str] | N
             return remote.call(name, sent)
 
         call.operation = op  # type: ignore[attr-defined]
-        return call
+        return typing.cast(F, call)
 
     return declare
 
