@@ -28,7 +28,6 @@ import contextlib
 import dataclasses
 import enum
 import functools
-import inspect
 import types
 import typing
 from collections.abc import Callable, Iterator, Mapping
@@ -130,9 +129,8 @@ def operation(name: str, *, args: Mapping[str, Any], fill: Mapping[str, str] | N
     assert may in MAY and all(v in FILLS for v in fill.values()), (name, may, fill)
 
     def declare(fn: F) -> F:
-        sig = inspect.signature(fn)
         op = Operation(name, fn, dict(args), fill, may, receiver, becomes,
-                       _first_sentence(inspect.getdoc(fn) or ""))
+                       _first_sentence(fn.__doc__ or ""))
         assert name not in OPERATIONS, f"operation {name} declared twice"
         OPERATIONS[name] = op
 
@@ -142,7 +140,7 @@ def operation(name: str, *, args: Mapping[str, Any], fill: Mapping[str, str] | N
             remote = store.remote
             if remote is None:
                 return fn(first, *a, **kw)
-            bound = sig.bind(first, *a, **kw)
+            bound = _signature(fn).bind(first, *a, **kw)
             sent = {k: v for k, v in bound.arguments.items() if k in op.args}
             if receiver == "machine":
                 sent["system"] = first.name
@@ -182,7 +180,10 @@ def run(op: Operation, store: Any, caller: Caller, args: dict[str, Any],
 
 
 @functools.cache
-def _signature(fn: Callable[..., Any]) -> inspect.Signature:
+def _signature(fn: Callable[..., Any]) -> Any:
+    """The signature of `fn` (inspect is imported only once a request is made or served)."""
+    import inspect
+
     return inspect.signature(fn)
 
 
