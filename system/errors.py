@@ -35,6 +35,7 @@ __all__ = [
     "ConfigError",
     "ResourceError",
     "RuntimeFailure",
+    "CsWarning",
 ]
 
 
@@ -112,3 +113,8 @@ class ResourceError(CsError):
 
 class RuntimeFailure(CsError):
     """A run failed in a way the user can act on."""
+
+
+class CsWarning(UserWarning):
+    """Something the user should know that did not stop the command (a damaged row skipped):
+    its message is one sentence, shown by the console as ``warning: <message>``."""

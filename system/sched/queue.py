@@ -32,7 +32,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cs2sim.system import audit
-from cs2sim.system.errors import CsError, PermissionDenied, ResourceError, UsageError
+from cs2sim.system.errors import (
+    CsError,
+    CsWarning,
+    PermissionDenied,
+    ResourceError,
+    UsageError,
+)
 from cs2sim.system.jobs import (
     has_column,
     holders,
@@ -184,7 +190,7 @@ def _decode(text: str) -> tuple[tuple[Component, ...], frozenset[str]]:
     return comps, frozenset(data.get("exclude", ()))
 
 
-class MalformedRow(UserWarning):
+class MalformedRow(CsWarning):
     """A queue row the scheduler could not read (a hand-edited or damaged store): skipped."""
 
 
@@ -215,8 +221,8 @@ def _readable(rows: list[tuple[object, ...]]) -> list[QueueJob]:
             out.append(_job(r))
         except (ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
             warnings.warn(f"skipped queue job {str(r[0])[:20]} of the system store: its row is "
-                          f"malformed ({type(e).__name__}); an admin may cancel it",
-                          MalformedRow, stacklevel=2)
+                          f"malformed ({type(e).__name__}), so it is not listed; the other jobs "
+                          "are not affected", MalformedRow, stacklevel=2)
     return out
 
 
