@@ -251,6 +251,32 @@ def test_the_owners_cancel_never_signals_a_process_the_member_named(shared, memb
     assert running(shared)  # the service did not signal itself either
 
 
+def test_a_member_cannot_end_or_cancel_anothers_job(shared, member):
+    with Store.open(shared) as store:
+        owner_job = Machine(store).register_job(users.local_identity(store), ExecMode.PIPELINED,
+                                                "run.py", os.getpid())
+
+    def attack() -> list[str]:
+        store = Store.open(shared)
+        out = []
+        for attempt in (lambda: Machine(store).finish_job(owner_job.id, "FAILED"),
+                        lambda: Machine(store).cancel_job(users.local_identity(store),
+                                                          owner_job.id)):
+            try:
+                attempt()
+                out.append("done")
+            except CsError as e:
+                out.append(str(e))
+        return out
+
+    finish, cancel = run_as(member, attack, _env(shared))
+    assert finish == (f"Job {owner_job.id} belongs to root; only its owner or an admin may end "
+                      "it.")
+    assert cancel.startswith(f"Job {owner_job.id} belongs to root; only its owner or an admin")
+    with Store.open(shared) as store:
+        assert [j.id for j in Machine(store).running_jobs()] == [owner_job.id]
+
+
 # -- the poisoned row -----------------------------------------------------------------------------
 def test_a_poisoned_queue_row_is_skipped_and_never_runs(home):
     with Store.open(home) as store:
