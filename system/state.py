@@ -14,6 +14,10 @@ States (REFERENCE §1.2 names STANDBY; the rest is our design, §1.3):
   change back (configured := active).
 * Anything not in TRANSITIONS is refused with InvalidTransition whose message names the current
   state and the command that helps (REFUSALS).
+* Every other refusal rule is stated here too, below the table: by role, by what a system holds
+  (running jobs, a pending mode change, the mode an activation expects), and a job's (its
+  systems' state and mode, another job holding one of them). system/machine.py only applies
+  them, in one transaction, and audits the outcome.
 """
 
 from __future__ import annotations
