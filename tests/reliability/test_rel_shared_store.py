@@ -377,6 +377,28 @@ def test_a_member_dribbling_a_request_blocks_no_one(shared, member):
         os.waitpid(pid, 0)
 
 
+def test_an_answer_larger_than_the_limit_is_refused_in_one_sentence(shared, member):
+    with Store.open(shared) as store, store.transaction() as db:  # ~8 MiB of audit log
+        db.executemany(
+            "INSERT INTO audit (at, user, system, command, from_state, to_state, outcome,"
+            " detail) VALUES (0, 'root', '', 'x', '', '', 'ok', ?)",
+            [("y" * 256,) for _ in range(30_000)])
+
+    def read() -> tuple[str, int]:
+        store = Store.open(shared)
+        try:
+            entries(store)
+            whole = "read"
+        except CsError as e:
+            whole = str(e)
+        return whole, len(entries(store, 100))  # asking for less works
+
+    whole, some = run_as(member, read, _env(shared))
+    assert whole.startswith("the store service refused the request: its answer is ")
+    assert whole.endswith("more than the 4,194,304 the service sends; ask for less.")
+    assert some == 100
+
+
 # -- cs-store --------------------------------------------------------------------------------------
 def _cs_store(*words: str) -> list[str]:
     return [sys.executable, "-m", "cs2sim.scripts.store_service", *words]
