@@ -104,7 +104,10 @@ class RemoteConnection:
     def _exchange(self, request: dict[str, Any]) -> dict[str, Any]:
         assert self._sock is not None
         try:
-            send_obj(self._sock, request)
+            try:
+                send_obj(self._sock, request)
+            except BrokenPipeError:  # refused on connect: its one sentence is waiting to be read
+                return recv_obj(self._sock, MAX_MESSAGE, time.monotonic() + 1.0)
             return recv_obj(self._sock, MAX_MESSAGE, time.monotonic() + CALL_S)
         except (OSError, Closed, FrameError, ValueError) as e:
             self.close()
