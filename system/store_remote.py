@@ -134,13 +134,15 @@ class RemoteConnection:
             reply = self._exchange(request)
         if not reply.get("ok"):
             store_ops.raise_error(reply, self._lost("an answer without a reason"))
-        token = reply.get("session")
-        if isinstance(token, str):
-            self._token = token
         try:
-            return store_ops.decode(reply.get("result"))
+            result = store_ops.decode(reply.get("result"))
         except ValueError as e:
             raise StoreError(self._lost(f"an answer this cs2sim cannot read: {e}")) from None
+        token = reply.get("session")
+        if isinstance(token, str):  # a password login: this connection now acts as it
+            self._token = token
+            self.identity = (str(getattr(result, "name", "")), str(getattr(result, "role", "")))
+        return result
 
     def close(self) -> None:
         if self._sock is not None:
