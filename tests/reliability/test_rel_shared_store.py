@@ -277,6 +277,24 @@ def test_a_member_cannot_end_or_cancel_anothers_job(shared, member):
         assert [j.id for j in Machine(store).running_jobs()] == [owner_job.id]
 
 
+def test_a_members_launch_goes_through_the_queue_operations(shared, member):
+    from cs2sim.system.sched.request import Component, JobRequest
+
+    def launch() -> tuple[int, str, str, int, int, str]:
+        store = Store.open(shared)
+        request = JobRequest((Component(1, 1),), ("python", "run.py"))
+        job_id = queue.submit(store, request, user="root", pid=1)  # both claims ignored
+        job = queue.poll(store, job_id, [])
+        queue.finish(store, job_id, "COMPLETED", 0)
+        return (job_id, job.state, job.user, job.pid, os.getpid(),
+                queue.state(store, job_id).state)
+
+    job_id, state, user, pid, member_pid, end = run_as(member, launch, _env(shared))
+    assert (state, user, pid, end) == ("RUNNING", member.pw_name, member_pid, "COMPLETED")
+    with Store.open(shared) as store:
+        assert queue.state(store, job_id).user == member.pw_name
+
+
 # -- the poisoned row -----------------------------------------------------------------------------
 def test_a_poisoned_queue_row_is_skipped_and_never_runs(home):
     with Store.open(home) as store:
