@@ -9,8 +9,9 @@ them. What the server bounds, whoever the peer is:
 - connections: at most `per_uid` per OS user and `total` in all. A user at their limit who
   connects again takes the place of their own longest-idle connection (closed between two
   requests, so its client reconnects when it next needs one); if every one of theirs is busy,
-  the new connection is refused with one sentence. So one user's connections, idle or not,
-  never keep another user out.
+  the new connection is refused with one sentence. When the server as a whole is full, the
+  longest-idle connection of the user holding the most idle ones makes room. So one user's
+  connections, idle or not, never keep another user out.
 - a request: at most `request_bytes`, and all of its bytes within `receive_s` once it begins
   (system/wire.py's whole-receive deadline: a peer dribbling bytes is closed, not waited for);
 - an answer: at most `result_bytes` (a larger one is replaced by a refusal saying so);
@@ -123,9 +124,15 @@ class RequestServer:
             mine = self._conns.setdefault(conn.peer.uid, [])
             total = sum(len(v) for v in self._conns.values())
             if len(mine) >= lim.per_uid or total >= lim.total:
-                idle = sorted((c for c in mine if not c.busy and not c.evicted),
+                # at their own limit: their own longest-idle connection; the server full: that
+                # of whoever holds the most (never a busy one)
+                owner = mine if len(mine) >= lim.per_uid else max(
+                    self._conns.values(), key=lambda v: sum(not c.busy for c in v))
+                idle = sorted((c for c in owner if not c.busy and not c.evicted),
                               key=lambda c: c.last)
                 if not idle:
+                    if not mine:
+                        del self._conns[conn.peer.uid]
                     if len(mine) >= lim.per_uid:
                         return (f"the service is already answering {len(mine)} connections "
                                 f"of yours (at most {lim.per_uid} at once); wait for some to "
@@ -134,7 +141,7 @@ class RequestServer:
                             f"{lim.total}); try again in a moment")
                 victim = idle[0]
                 victim.evicted = True
-                mine.remove(victim)
+                owner.remove(victim)
             mine.append(conn)
         if victim is not None:
             with contextlib.suppress(OSError):

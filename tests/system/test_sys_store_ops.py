@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from cs2sim.system import request_server
 from cs2sim.system.jobs import Job
 from cs2sim.system.request_server import Limits, RequestServer
 from cs2sim.system.sched.request import Component, JobRequest
@@ -21,6 +22,7 @@ from cs2sim.system.store_ops import conforms, decode, encode, table_markdown
 from cs2sim.system.store_service import load_operations
 from cs2sim.system.wire import Closed, PeerCred, recv_obj, send_obj
 
+PRETEND: dict[str, int] = {}
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "security.md"
 
 
@@ -84,7 +86,8 @@ class _Echo:
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[tuple[Path, list[_Echo]]]:
+def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+           ) -> Iterator[tuple[Path, list[_Echo]]]:
     path = tmp_path / "s.sock"
     listener = socket.socket(socket.AF_UNIX)
     listener.bind(str(path))
@@ -96,6 +99,10 @@ def server(tmp_path: Path) -> Iterator[tuple[Path, list[_Echo]]]:
         sessions.append(_Echo())
         return sessions[-1]
 
+    real = request_server.peer_cred
+    monkeypatch.setattr(request_server, "peer_cred",  # a test may pretend to be another uid
+                        lambda sock: real(sock)._replace(uid=PRETEND.get("uid", 0)))
+    PRETEND.clear()
     limits = Limits(per_uid=4, total=8, request_bytes=1024, result_bytes=2048, receive_s=1.0,
                     idle_s=1.5)
     srv = RequestServer(listener, make, lambda why: {"ok": False, "error": why}, limits,
@@ -178,3 +185,19 @@ def test_idle_and_dribbling_connections_are_closed(server):
     with _conn(path) as slow:
         slow.sendall((100).to_bytes(4, "big") + b"{")
         assert sessions[-1].closed.wait(10)  # receive_s passed mid-request
+
+
+def test_a_full_server_makes_room_from_the_user_holding_the_most(server):
+    path, sessions = server
+    hog = []
+    for uid in (1001, 1002):  # two users fill the server (8) with idle connections
+        PRETEND["uid"] = uid
+        for _ in range(4):
+            hog.append(_conn(path))
+            _ask(hog[-1], {"size": 1})
+    PRETEND["uid"] = 1003  # a third user still gets in: an idle one of theirs makes room
+    with _conn(path) as third:
+        assert _ask(third, {"size": 1})["ok"] is True
+    assert sessions[0].closed.wait(5)  # the longest-idle connection of user 1001
+    for s in hog:
+        s.close()
