@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING
 from cs2sim.system import audit
 from cs2sim.system.errors import (
     CsError,
-    CsWarning,
     PermissionDenied,
     ResourceError,
     UsageError,
@@ -49,7 +48,17 @@ from cs2sim.system.jobs import (
 )
 from cs2sim.system.sched.fit import NodeInfo, Pending, fifo_pass, never_fits
 from cs2sim.system.sched.guard import guard_running
-from cs2sim.system.sched.request import Component, JobRequest
+from cs2sim.system.sched.queue_rows import (
+    COLS,
+    MalformedRow,
+    QueueJob,
+    check_request,
+    decode_request,
+    encode_request,
+    one,
+    readable,
+)
+from cs2sim.system.sched.request import JobRequest
 from cs2sim.system.store_ops import operation, wire
 
 if TYPE_CHECKING:
@@ -60,6 +69,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SCHEMA",
     "QueueJob",
+    "MalformedRow",
     "NeverFits",
     "NotQueued",
     "cluster_nodes",
@@ -104,38 +114,7 @@ SCHEMA = (
         job_id INTEGER NOT NULL
     )""",
 )
-_COLS = (
-    "id, het_size, name, user, state, reason, request, command, pid, host, submitted_at,"
-    " started_at, ended_at, nodes, exit_code, systems"
-)
-_ready: set[str] = set()
-
-
-@wire
-@dataclass(frozen=True)
-class QueueJob:
-    """One job of the queue (a row of `jobs show`)."""
-
-    id: int
-    het_size: int
-    name: str
-    user: str
-    state: str
-    reason: str
-    components: tuple[Component, ...]
-    command: str
-    pid: int
-    host: str
-    submitted_at: float
-    started_at: float | None
-    ended_at: float | None
-    nodes: tuple[tuple[str, ...], ...]
-    exit_code: int | None
-    systems: tuple[str, ...] = ()  # the CS-2 systems it reserves (held while RUNNING)
-
-    @property
-    def node_count(self) -> int:
-        return sum(c.nodes for c in self.components)
+_ready: set[str] = set()  # stores whose queue tables this process has checked
 
 
 def _ensure(store: Store) -> None:
@@ -172,80 +151,6 @@ def cluster_nodes(store: Store) -> list[NodeInfo]:
             for n in cluster.nodes]
 
 
-def _encode(request: JobRequest) -> str:
-    return json.dumps(
-        {
-            "components": [
-                [c.nodes, c.tasks_per_node, c.cpus_per_task, c.cyclic, c.gres, c.exclusive]
-                for c in request.components
-            ],
-            "exclude": list(request.exclude),
-        }
-    )
-
-
-def _decode(text: str) -> tuple[tuple[Component, ...], frozenset[str]]:
-    data = json.loads(text)
-    comps = tuple(Component(*c) for c in data["components"])
-    return comps, frozenset(data.get("exclude", ()))
-
-
-class MalformedRow(CsWarning):
-    """A queue row the scheduler could not read (a hand-edited or damaged store): skipped."""
-
-
-def _check_request(request: JobRequest) -> None:
-    """UsageError unless `request` is one a launcher could have made: the queue never holds a
-    request the scheduler cannot read back."""
-    comps = request.components
-    ok = (isinstance(comps, tuple) and 0 < len(comps) <= 64
-          and all(isinstance(c, Component) and 0 < c.nodes <= 100_000
-                  and 0 < c.tasks_per_node <= 100_000
-                  and (c.cpus_per_task is None or 0 < c.cpus_per_task <= 100_000)
-                  and len(c.gres) <= 256 for c in comps)
-          and 0 < len(request.command) <= 4096 and len(request.exclude) <= 100_000
-          and len(request.systems) <= 1024 and len(request.env) <= 4096)
-    if not ok:
-        raise UsageError("The launch request is malformed (no components, a count out of range "
-                         "or a value too long); launch it with csrun_wse or csrun_cpu.")
-
-
-def _readable(rows: list[tuple[object, ...]]) -> list[QueueJob]:
-    """The rows as jobs; a row that cannot be read is skipped with a warning, so one damaged
-    row never breaks `jobs show` or a launcher."""
-    import warnings
-
-    out = []
-    for r in rows:
-        try:
-            out.append(_job(r))
-        except (ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
-            warnings.warn(f"skipped queue job {str(r[0])[:20]} of the system store: its row is "
-                          f"malformed ({type(e).__name__}), so it is not listed; the other jobs "
-                          "are not affected", MalformedRow, stacklevel=2)
-    return out
-
-
-def _one(row: tuple[object, ...], job_id: int) -> QueueJob:
-    try:
-        return _job(row)
-    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
-        raise UsageError(f"Queue job {job_id} has a malformed row in the system store "
-                         f"({type(e).__name__}); it cannot be shown or run.") from None
-
-
-def _job(row: tuple[object, ...]) -> QueueJob:
-    (id_, size, name, user, state, reason, request, command, pid, host, sub, start, end,
-     nodes, code, systems) = row
-    comps, _ = _decode(str(request))
-    return QueueJob(
-        int(id_), int(size), str(name), str(user), str(state), str(reason), comps,  # type: ignore[call-overload]
-        str(command), int(pid), str(host), float(sub), start, end,  # type: ignore[call-overload,arg-type]
-        tuple(tuple(p) for p in json.loads(str(nodes))), code,  # type: ignore[arg-type]
-        tuple(n for n in str(systems).split(",") if n),
-    )
-
-
 @operation("queue.submit", args={"request": JobRequest},
            fill={"user": "user", "pid": "pid", "nodes": "nodes", "now": "none"},
            may="own")
@@ -256,7 +161,7 @@ def submit(
     """Queue `request` (PENDING) and run a pass; its job id. ResourceError (Slurm's
     `Unable to allocate resources: ...` reason + the cluster's size) if it can never fit."""
     _ensure(store)
-    _check_request(request)
+    check_request(request)
     nodes = cluster_nodes(store) if nodes is None else nodes
     why = never_fits(request.components, nodes, frozenset(request.exclude))
     if why is not None:
@@ -267,9 +172,9 @@ def submit(
     with store.transaction() as db:
         next_id = next_job_id(db)
         db.execute(
-            f"INSERT INTO sched_jobs ({_COLS.replace(', exit_code', '')}, pid_start)"
+            f"INSERT INTO sched_jobs ({COLS.replace(', exit_code', '')}, pid_start)"
             " VALUES (?, ?, ?, ?, 'PENDING', 'None', ?, ?, ?, ?, ?, NULL, NULL, '[]', ?, ?)",
-            (next_id, len(request.components), request.job_name, user, _encode(request),
+            (next_id, len(request.components), request.job_name, user, encode_request(request),
              " ".join(request.command), pid, this_host(), now, ",".join(request.systems),
              process_start(pid)),
         )
@@ -393,7 +298,7 @@ def _pass(
                 dead.append(job_id)
                 continue
             try:
-                comps, exclude = _decode(request)
+                comps, exclude = decode_request(request)
             except (ValueError, TypeError, KeyError, AttributeError):
                 dead.append(job_id)  # a request no launcher made: it can never run
                 continue
@@ -434,11 +339,11 @@ def poll(store: Store, job_id: int, nodes: list[NodeInfo]) -> QueueJob:
     woken: list[int] = []
     with store.transaction() as db:
         schedule(db, nodes, None, woken)
-        row = db.execute(f"SELECT {_COLS} FROM sched_jobs WHERE id = ?", (job_id,)).fetchone()
+        row = db.execute(f"SELECT {COLS} FROM sched_jobs WHERE id = ?", (job_id,)).fetchone()
     _wake(store, [j for j in woken if j != job_id])
     if row is None:
         raise UsageError(f"No job {job_id} in the queue; see `cs -c \"jobs show\"`.")
-    return _one(row, job_id)
+    return one(row, job_id)
 
 
 @operation("queue.kick", args={})
@@ -496,10 +401,10 @@ def cancel(store: Store, job_id: int, *, user: str, admin: bool) -> QueueJob:
     nodes = cluster_nodes(store)
     woken: list[int] = []
     with store.transaction() as db:
-        row = db.execute(f"SELECT {_COLS} FROM sched_jobs WHERE id = ?", (job_id,)).fetchone()
+        row = db.execute(f"SELECT {COLS} FROM sched_jobs WHERE id = ?", (job_id,)).fetchone()
         if row is None:
             raise NotQueued(f"No job {job_id}; see the queue with `jobs show`.")
-        job = _one(row, job_id)
+        job = one(row, job_id)
         refusal: CsError | None = None
         if job.user != user and not admin:
             refusal = PermissionDenied(
@@ -546,10 +451,10 @@ def jobs(store: Store, *, all_states: bool = False, limit: int | None = None) ->
         _settle(db, cluster_nodes(store), woken)
         where = "" if all_states else "WHERE state IN ('PENDING', 'RUNNING')"
         rows = db.execute(
-            f"SELECT {_COLS} FROM (SELECT * FROM sched_jobs {where} ORDER BY id DESC LIMIT ?)"
+            f"SELECT {COLS} FROM (SELECT * FROM sched_jobs {where} ORDER BY id DESC LIMIT ?)"
             " ORDER BY id", (-1 if limit is None else limit,)).fetchall()
     _wake(store, woken)
-    return _readable(rows)
+    return readable(rows)
 
 
 def _settle(db: sqlite3.Connection, nodes: list[NodeInfo], woken: list[int]) -> None:
@@ -602,22 +507,22 @@ def listing(store: Store, *, all_states: bool = False, limit: int | None = 200) 
     cap = -1 if limit is None else limit
     with store.transaction() as db:
         _settle(db, cluster_nodes(store), woken)
-        rows = db.execute(f"SELECT {_COLS} FROM sched_jobs WHERE state = 'RUNNING'").fetchall()
-        rows += db.execute(f"SELECT {_COLS} FROM sched_jobs WHERE state = 'PENDING' ORDER BY id"
+        rows = db.execute(f"SELECT {COLS} FROM sched_jobs WHERE state = 'RUNNING'").fetchall()
+        rows += db.execute(f"SELECT {COLS} FROM sched_jobs WHERE state = 'PENDING' ORDER BY id"
                            " LIMIT ?", (cap,)).fetchall()
         n_pending = db.execute(
             "SELECT count(*) FROM sched_jobs WHERE state = 'PENDING'").fetchone()[0]
         n_ended = 0
         if all_states:
             rows += db.execute(
-                f"SELECT {_COLS} FROM sched_jobs WHERE state NOT IN ('PENDING', 'RUNNING')"
+                f"SELECT {COLS} FROM sched_jobs WHERE state NOT IN ('PENDING', 'RUNNING')"
                 " ORDER BY COALESCE(ended_at, submitted_at) DESC, id DESC LIMIT ?",
                 (cap,)).fetchall()
             n_ended = db.execute(
                 "SELECT count(*) FROM sched_jobs WHERE state NOT IN ('PENDING', 'RUNNING')"
             ).fetchone()[0]
     _wake(store, woken)
-    got = arrange(_readable(rows), all_states=all_states, limit=limit)
+    got = arrange(readable(rows), all_states=all_states, limit=limit)
     shown_pending = sum(1 for j in got.jobs if j.state == "PENDING")
     shown_ended = sum(1 for j in got.jobs if j.state not in ("PENDING", "RUNNING"))
     return Listing(got.jobs, n_pending - shown_pending, n_ended - shown_ended)
@@ -627,10 +532,10 @@ def listing(store: Store, *, all_states: bool = False, limit: int | None = 200) 
 def state(store: Store, job_id: int) -> QueueJob:
     """The job as it stands, read without the write lock (what a waiting launcher checks)."""
     with store.read() as db:
-        row = db.execute(f"SELECT {_COLS} FROM sched_jobs WHERE id = ?", (job_id,)).fetchone()
+        row = db.execute(f"SELECT {COLS} FROM sched_jobs WHERE id = ?", (job_id,)).fetchone()
     if row is None:
         raise UsageError(f"No job {job_id} in the queue; see `cs -c \"jobs show\"`.")
-    return _one(row, job_id)
+    return one(row, job_id)
 
 
 @operation("queue.recheck", args={"job_id": int}, fill={"nodes": "nodes"})
