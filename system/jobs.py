@@ -117,6 +117,18 @@ def process_alive(pid: int, start: str | None = None) -> bool:
 
 
 def _job(row: tuple[Any, ...]) -> Job:
+    try:
+        return _read_job(row)
+    except (ValueError, TypeError, AttributeError) as e:  # forced past the schema's checks
+        from cs2sim.system.errors import StoreError
+
+        raise StoreError(
+            f"the system store holds a row for job {str(row[0])[:20]} that no cs2sim writes "
+            f"({str(e)[:120]}); restore the store from a backup, or move it aside."
+        ) from None
+
+
+def _read_job(row: tuple[Any, ...]) -> Job:
     (id_, system, user, mode, command, state, pid, host, started, ended, nodes, held) = row
     return Job(
         id_,

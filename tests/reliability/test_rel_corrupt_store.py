@@ -79,6 +79,18 @@ def test_a_state_forced_past_the_check_constraint_is_one_sentence(pristine):
     assert shown.stderr.count("\n") == 1
 
 
+def test_a_job_forced_past_the_check_constraint_is_one_sentence(pristine):
+    db = sqlite3.connect(pristine / DB_NAME, isolation_level=None)
+    db.execute("PRAGMA ignore_check_constraints = 1")
+    db.execute("UPDATE jobs SET mode = 'TURBO', state = 'RUNNING'")
+    db.close()
+    shown = _cs(pristine, "system show")
+    assert shown.returncode == 1 and "internal error" not in shown.stderr
+    assert shown.stderr.startswith("error: the system store holds a row for job 1 that no "
+                                   "cs2sim writes")
+    assert shown.stderr.count("\n") == 1
+
+
 def test_a_dangling_symlink_as_the_store_is_refused_and_creates_nothing(tmp_path):
     home = tmp_path / "home"
     home.mkdir(mode=0o700)
