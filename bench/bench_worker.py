@@ -156,7 +156,8 @@ def loop_global_rate(steps: int) -> float:
     import tempfile
 
     from bench.cases import CASES
-    from cs2sim.runtime.params import resolve_precision, validate_params
+    from cs2sim.runtime.numerics.mixed_precision import resolve_precision
+    from cs2sim.runtime.params import validate_params
     from cs2sim.runtime.training.trainer import Trainer
 
     case = CASES["fc"]

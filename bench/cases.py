@@ -345,7 +345,7 @@ CASES: dict[str, Case] = {
     "gpt": _gpt_case("gpt", 256, 128, 8, 1.2),
     # GPT-2's real vocabulary with a short sequence: the output projection and the loss dominate
     "gpt_v50k": _gpt_case("gpt_v50k", 50257, 32, 8, 1.0),
-    # issue 18: the 4-layer d=256 BERT (bidirectional, MLM on 20 gathered positions + NSP) and
+    # the 4-layer d=256 BERT (bidirectional, MLM on 20 gathered positions + NSP) and
     # LLaMA (RMSNorm, SwiGLU, rotary), sequences of 128, the byte-level vocabularies
     "bert": Case("bert", "bert L4 d256 h4 ff1024 V260 T128 P20 B8 fp32 AdamW", "bert",
                  bert_model(260, 128), ADAMW, 8, 128, 260, "tokens", 1.0),
@@ -358,7 +358,7 @@ CASES: dict[str, Case] = {
                     half="cbfloat16"),
 }
 
-# HOOK for the CS-2 executors (issue 9): name -> factory(case) returning (step closure, model,
+# HOOK for the CS-2 executors: name -> factory(case) returning (step closure, model,
 # optimizer) of the case's model trained through that executor. The bench runs every registered
 # factory in the same interleaving as the other rows (against PyTorch on the same case). An
 # executor is registered only when its module exists (runtime.executors.pipelined /
@@ -393,4 +393,4 @@ def executor_note() -> str:
         return f"executor rows: {', '.join(EXECUTOR_FACTORIES)}"
     return ("pipelined / weight-streaming rows: not measured (no executor registered in "
             "bench/cases.py EXECUTOR_FACTORIES: runtime.executors.pipelined / weight_streaming "
-            "are not in this tree yet; issue 9)")
+            "are not in this tree)")

@@ -5,7 +5,7 @@
 Times are host measurements (time.perf_counter around `compile_run`, in this process, after the
 imports), each into a fresh model_dir; "hit" is a second compile of the same model (reused).
 Cases: every shipped config (in its mode), the GPT-NeoX-20B shape (bench/fidelity/) and a
-GPT-3 175B shape over 64 CS-X. Targets (issues 8 and 17): every compile under 2 s, a cache hit
+GPT-3 175B shape over 64 CS-X. Targets: every compile under 2 s, a cache hit
 under 0.2 s, growth no faster than linear in the number of layers. The wafer-map PNG is drawn,
 as run.py does.
 """

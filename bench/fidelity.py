@@ -8,7 +8,8 @@ a params YAML in bench/fidelity/ (GPT-2 / GPT-3 shapes through the `gpt2` model,
 `gptj`, fc_mnist through its own; BERT and LLaMA only when a `bert` / `llama` model is
 registered, else skipped with a note). Roles:
 
-  calibration  the runs of issue 17's table: they set the parameters of calibration.py and are
+  calibration  the runs of docs/cost-model.md's table: they set the parameters of calibration.py and
+  are
                scored (target: each within 1.5x, median within 1.25x)
   held out     other published CS-2 runs (other sizes, batch sizes, numbers of CS-2): NOT used
                to set anything; scored separately
@@ -98,7 +99,7 @@ def ref_cluster(p: dict, model: str) -> InputCluster:
     """The reference cluster's input workers: 5 nodes at REF_INPUT_NODE_BYTES_S each."""
     from cs2sim.runtime.compiler.graph import extract_graph
     from cs2sim.runtime.compiler.placement import wafer_sample_bytes
-    from cs2sim.runtime.params import resolve_precision
+    from cs2sim.runtime.numerics.mixed_precision import resolve_precision
 
     half, _ = resolve_precision(copy.deepcopy(p))
     per_sample = wafer_sample_bytes(extract_graph(model, p, half))
@@ -211,7 +212,7 @@ def fit() -> int:
     import cs2sim.runtime.compiler.streaming as streaming
     from cs2sim.runtime.compiler.graph import extract_graph
     from cs2sim.runtime.compiler.kernels import match_kernels
-    from cs2sim.runtime.params import resolve_precision
+    from cs2sim.runtime.numerics.mixed_precision import resolve_precision
     from cs2sim.system.hardware import WSE2
 
     prepared = []

@@ -4,7 +4,7 @@
 
 1. Channel: the same batches (fc_mnist: 256 x 784 float32 = 784 KiB; gpt2 small: 32 x 1024 x 2
    int32 = 256 KiB) moved from one producer process to one consumer by
-     - TCP loopback with our frames (runtime/job/streamers.py; received into numpy arrays),
+     - TCP loopback with our frames (runtime/job/channel.py; received into numpy arrays),
      - multiprocessing.Queue (pickle through a pipe, what runtime/data/workers.py uses),
      - shared memory (a ring of slots in multiprocessing.shared_memory, two semaphores; the
        consumer copies the batch out, as it must own it),
@@ -37,8 +37,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from cs2sim.runtime.cli.main import _load, build_parser, model_home  # noqa: E402
+from cs2sim.runtime.job.channel import recv_frame, send_frame  # noqa: E402
 from cs2sim.runtime.job.input_measure import measure_delivery  # noqa: E402
-from cs2sim.runtime.job.streamers import recv_frame, send_frame  # noqa: E402
 
 CTX = mp.get_context("spawn")
 CONFIGS = {"fc_mnist": "params.yaml", "gpt2": "params_gpt2_small.yaml"}

@@ -3,7 +3,8 @@
     python bench/kit_bench.py [--tests 100]
 
 Host measurements on this machine (median and p90 over the runs). Two figures:
-1. in process: ThrowawaySystem() + console() ready, the seed's mode change typed at the console
+1. in process: ThrowawaySystem() + console() ready, the Weight Streaming Quickstart's mode change
+typed at the console
    (standby + yes, setup + menu choice 2, activate), exit, close; per phase;
 2. through pytest: a generated test file with N such tests using the `cs2_console` fixture,
    run as a user would (`pytest -q`): total wall time and per-test time.

@@ -1,4 +1,5 @@
-"""Launcher benchmarks (issue 10): task start-up of the seed's job, and the scheduler's scale.
+"""Launcher benchmarks: task start-up of the Weight Streaming Quickstart's job, and the scheduler's
+scale.
 
 1. `csrun_wse --total-nodes 14 --tasks-per-node 8 --cpus-per-task 16 --single-task-nodes 2
    --cyclic python-ws <task>`: 98 tasks, each a real process. Measured from the moment the
@@ -95,7 +96,8 @@ def launch_once(python_word: list[str], hold: float) -> tuple[float, int, int, i
 
 
 def bench_launch(runs: int) -> None:
-    print("== csrun_wse start to all 98 tasks started (seed 002's layout; host measurement) ==")
+    print("== csrun_wse start to all 98 tasks started (the Weight Streaming Quickstart's layout; "
+          "host measurement) ==")
     for label, word in (("forked from the launcher (python-ws -c)", ["python-ws"]),
                         ("cold exec per task (python-ws -u -c)", ["python-ws", "-u"])):
         results = [launch_once(word, hold=1.5) for _ in range(runs)]

@@ -1,4 +1,4 @@
-"""What waiting in the embedded queue costs (issue 22): idle CPU of N waiting launchers, and the
+"""What waiting in the embedded queue costs: idle CPU of N waiting launchers, and the
 time from nodes freeing to the next job starting.
 
     python bench/queue_bench.py --label after [--real 10,100] [--sim 10,100,1000] [--window 20]
@@ -24,8 +24,8 @@ to the next job's first task's first line (launcher exit detection, release, wak
 fork); sim: from release() being called to the next waiter's allocate() returning.
 
 All figures are host measurements on this machine (2 cores, shared: the load average is recorded).
-The script uses only interfaces that exist before and after issue 22, so the same file measures a
-pristine main checkout (run it with that checkout's venv) and this one. Results are appended to
+The script uses only interfaces that exist in both versions, so the same file measures an
+older checkout (run it with that checkout's venv) and this one. Results are appended to
 bench/results/queue.md.
 """
 

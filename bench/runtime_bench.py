@@ -24,7 +24,7 @@ next sentence) and LLaMA (RMSNorm, SwiGLU, rotary) at T=128 (>= 1.0x each); ours
 + dynamic loss scaling against fp32, and fc_mnist's GlobalRate through the whole Trainer against
 the bare step. Then a per-layer profile of our GPT steps (exclusive time by kind of layer). The
 pipelined and weight-streaming executors get rows through the hook in bench/cases.py
-(EXECUTOR_FACTORIES), target >= 1.0x PyTorch (issue 19).
+(EXECUTOR_FACTORIES), target >= 1.0x PyTorch.
 Every figure is a host measurement (wall clock on this machine). Results go to
 bench/results/runtime.md. PyTorch is optional (`pip install -e '.[bench]'`): without it the bench
 reports our figures alone and says so.
@@ -52,7 +52,7 @@ from cs2sim.runtime.threads import env_set_by_runtime  # noqa: E402
 RESULTS = ROOT / "bench" / "results" / "runtime.md"
 WORKER = ROOT / "bench" / "bench_worker.py"
 ROWS = ("fc", "gpt", "gpt_v50k", "bert", "llama")  # the rows compared with PyTorch
-EXECUTOR_TARGET = 1.0  # the pipelined and weight-streaming rows: >= 1.0x PyTorch (issue 19)
+EXECUTOR_TARGET = 1.0  # the pipelined and weight-streaming rows: >= 1.0x PyTorch
 SETTLE = 0.05  # s between windows: a spinning OpenMP pool of the previous side goes to sleep
 
 
@@ -252,11 +252,11 @@ def main(argv: list[str] | None = None) -> int:
                 interleave(ours, ours, row, key, key, repeats, window, log=False)
                 row.ref_label = "none"
             rows.append(row)
-        # issue 9's executors, in the same interleaving (the hook in bench/cases.py)
+        # the CS-2 executors, in the same interleaving (the hook in bench/cases.py)
         for name in executors if only else EXECUTOR_FACTORIES:
             for key in [k for k in ("gpt", "gpt_v50k") if not only or k in only]:
                 case = CASES[key]
-                # issue 19: a CS-2 executor at least PyTorch's CPU step (the host path's own
+                # a CS-2 executor at least PyTorch's CPU step (the host path's own
                 # target is the case's)
                 row = Row(f"{case.label} [{name}]", case.unit, case.units_per_step,
                           EXECUTOR_TARGET)

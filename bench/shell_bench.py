@@ -5,7 +5,7 @@ Measures, with a plain `pexpect.spawn` and no special environment variables:
      store open, first render);
   2. the round trip of `config execmode show` (send the line -> its output and the next prompt);
   3. the import time of `cs -c "config execmode show"` (python -X importtime, top entries).
-Targets (issue #2, on the 2-core machine): prompt within 0.3 s, round trip median under 10 ms.
+Targets (on the 2-core machine): prompt within 0.3 s, round trip median under 10 ms.
 
     python bench/shell_bench.py [--runs 30] [--round-trips 10]
 

@@ -4,11 +4,13 @@ Usage: python bench/slurm_bench.py [--rounds N]   (needs the test cluster: bash 
 
 Two figures per scheduler, host wall-clock measurements (not CS-2 estimates):
 * tasks started: from starting `csrun_wse` to the last of its tasks starting (each task writes
-  time.time() as its first act), for seed 002's shape scaled to the 4-node test cluster:
+  time.time() as its first act), for the Weight Streaming Quickstart's shape scaled to the 4-node
+  test cluster:
   --total-nodes 4 --tasks-per-node 2 --cpus-per-task 8 --single-task-nodes 2 --cyclic;
-* first step: from starting `csrun_wse` to the first `Train Device=CSX, Step=` line of seed 002's
+* first step: from starting `csrun_wse` to the first `Train Device=CSX, Step=` line of the Weight
+Streaming Quickstart's
   python-ws GPT-J run with that shape (only when the exec and streamers code is present).
-Rounds alternate embedded / slurm so both see the same machine load. Target (issue 11): Slurm adds
+Rounds alternate embedded / slurm so both see the same machine load. Target: Slurm adds
 under 1.5 s with the backfill settings (bf_interval=1).
 """
 
@@ -73,7 +75,8 @@ def first_step(env: dict[str, str], work: Path, cold: bool = False) -> float:
         if seconds is None and "Train Device=CSX, Step=" in line:
             seconds = time.perf_counter() - t0
     if proc.wait() != 0 or seconds is None:
-        raise SystemExit(f"the seed run failed ({env['CS2_SCHEDULER']}, exit {proc.returncode})")
+        raise SystemExit(f"the Quickstart's run failed ({env['CS2_SCHEDULER']}, "
+                         f"exit {proc.returncode})")
     return seconds
 
 

@@ -22,15 +22,35 @@ if TYPE_CHECKING:
 __all__ = ["read_password_file", "login"]
 
 
+MAX_PASSWORD_FILE = 4096  # bytes: a password file holds one line
+
+
 def read_password_file(path: str | os.PathLike[str]) -> str:
-    """The first line of FILE; refused unless only its owner may read or write it."""
+    """The first line of FILE; refused unless it is a regular file of at most MAX_PASSWORD_FILE
+    bytes that only its owner may read or write. It is opened without blocking and checked
+    (fstat) before a byte is read, so /dev/zero or a FIFO is refused at once, not read forever
+    or waited on."""
     p = Path(path).expanduser()
     try:
-        mode = stat.S_IMODE(p.stat().st_mode)
-        with p.open(encoding="utf-8") as f:
-            line = f.readline()
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError as e:
         raise UsageError(f"cannot read password file {p}: {e.strerror}; check the path.") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UsageError(f"password file {p} is not a regular file (a device, FIFO or "
+                             "directory); write the password into a file of its own.")
+        if st.st_size > MAX_PASSWORD_FILE:
+            raise UsageError(f"password file {p} is {st.st_size:,} bytes (at most "
+                             f"{MAX_PASSWORD_FILE:,}); put only the password in it.")
+        mode = stat.S_IMODE(st.st_mode)
+        data = os.read(fd, MAX_PASSWORD_FILE + 1)[:MAX_PASSWORD_FILE]
+    except OSError as e:
+        raise UsageError(f"cannot read password file {p}: {e.strerror}; check the path.") from None
+    finally:
+        os.close(fd)
+    try:
+        line = data.decode("utf-8").split("\n", 1)[0]
     except UnicodeDecodeError:
         raise UsageError(
             f"password file {p} is not UTF-8 text; write the password as text."

@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="cs",
         # no abbreviations: `--password` must not silently mean `--password-file`, and a flag
-        # that takes a path or a secret is spelled in full (issue 6)
+        # that takes a path or a secret is spelled in full
         allow_abbrev=False,
         description="The cs> admin console of a simulated Cerebras CS-2 (cs2sim).",
         epilog="Without COMMAND, -c or -f: an interactive shell on a terminal, or commands "

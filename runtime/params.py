@@ -41,7 +41,15 @@ import yaml
 
 from cs2sim.runtime import registry
 from cs2sim.runtime.artifacts.atomic import atomic_write
-from cs2sim.runtime.schema import REQUIRED, Key, Schema, non_negative, positive
+from cs2sim.runtime.schema import (
+    REQUIRED,
+    Key,
+    Range,
+    Schema,
+    non_negative,
+    positive,
+    shown,
+)
 from cs2sim.system.errors import ConfigError
 from cs2sim.system.yamlsafe import DEFAULT_LIMITS, load_yaml
 
@@ -59,14 +67,13 @@ __all__ = [
     "write_params",
     "fill_resolved",
     "ACCEPTED_NO_EFFECT",
-    "resolve_precision",
     "grad_accumulation",
     "model_schema",
     "optimizer_schema",
 ]
 
 
-# Bounds known up front (issue 6 item 5): a value past them cannot be meant and would only
+# Bounds known up front: a value past them cannot be meant and would only
 # fail late (a NaN at step 2, a MemoryError, an overflow), so validation refuses it.
 MAX_INT = 2**53  # largest integer a float holds exactly; bigger counts are typos or attacks
 MAX_BATCH_SIZE = 2**20
@@ -77,22 +84,18 @@ AUTOTUNE = -1  # tf.data.experimental.AUTOTUNE
 MAX_SEED = 2**63 - 1  # numpy seeds are non-negative; a seed is hashed into 64 bits
 
 
-def _parallel_calls(v: Any) -> str | None:
-    return None if -1 <= v <= MAX_WORKERS else f"must be in [-1, {MAX_WORKERS}] (0/-1: AUTOTUNE)"
+_PARALLEL_CALLS = f"must be in [-1, {MAX_WORKERS}] (0/-1: AUTOTUNE)"
+_parallel_calls = Range(-1, MAX_WORKERS, below=_PARALLEL_CALLS, above=_PARALLEL_CALLS)
 
 
-def between(lo: int, hi: int) -> Any:
+def between(lo: int, hi: int) -> Range:
     """Schema check: lo <= v <= hi."""
-    def check(v: Any) -> str | None:
-        return None if lo <= v <= hi else f"must be in [{lo}, {hi}]"
-    return check
+    return Range(lo, hi)
 
 
-def at_most(hi: int) -> Any:
+def at_most(hi: int) -> Range:
     """Schema check: 0 < v <= hi."""
-    def check(v: Any) -> str | None:
-        return "must be > 0" if v <= 0 else None if v <= hi else f"must be at most {hi}"
-    return check
+    return Range(0, hi, lo_open=True, below="must be > 0", above=f"must be at most {hi}")
 
 
 def _cs_ip(v: Any) -> str | None:
@@ -109,7 +112,7 @@ def _data_dirs(v: Any) -> str | None:
         return "must name at least one directory"
     for i, item in enumerate(items):
         if not isinstance(item, str) or not item.strip():
-            return f"must be a path or a list of paths; item {i} is {_a(item)}, not a path"
+            return f"must be a path or a list of paths; item {i} is {shown(item)}, not a path"
     return None
 
 
@@ -150,7 +153,7 @@ INPUT_SCHEMA: Schema = {
     "max_predictions_per_seq": Key(int, None, "BERT: masked positions per sequence (default 20)",
                                    check=positive),
     "masked_lm_prob": Key((int, float), 0.15, "BERT: share of the tokens masked",
-                          check=lambda v: None if 0 < v < 1 else "must be in (0, 1)"),
+                          check=Range(0, 1, lo_open=True, hi_open=True)),
     "scale_mlm_weights": Key(bool, None, "BERT TF: divide the MLM loss by the batch's masked "
                              "tokens (times mlm_loss_weight)"),
     "dynamic_mlm_scale": Key(bool, False, "BERT PyTorch: divide the MLM loss by the batch's "
@@ -243,7 +246,8 @@ RUNCONFIG_ALIASES: dict[str, tuple[str, ...]] = {
     "seed": ("tf_random_seed",),
 }
 
-# The two logging intervals (REFERENCE §4.4). PyTorch: runconfig.log_steps sets console lines AND
+# The two logging intervals (Model Zoo's logging intervals, docs/sources.md). PyTorch:
+# runconfig.log_steps sets console lines AND
 # summaries. TF (a file that spells save_summary_steps / log_step_count_steps and not log_steps):
 # summaries every save_summary_steps (default 100), console lines every log_step_count_steps
 # (tf.estimator's default 100; Model Zoo's TF gpt2/gptj set_defaults use save_summary_steps).
@@ -319,7 +323,7 @@ def load_params(path: str | os.PathLike[str]) -> dict:
         raise ConfigError(f"params file {path} is empty; it needs at least train_input and model.")
     if not isinstance(raw, dict):
         raise ConfigError(f"{path} must be a mapping of sections ({', '.join(SECTIONS)}), "
-                          f"not {_a(raw)}.")
+                          f"not {shown(raw)}.")
     return raw
 
 
@@ -327,18 +331,6 @@ def load_params(path: str | os.PathLike[str]) -> dict:
 
 _TYPE_NAMES = {bool: "true or false", int: "an integer", float: "a number", str: "a string",
                dict: "a mapping", list: "a list"}
-
-
-def _a(v: Any) -> str:
-    """How a wrong value is shown in a message."""
-    if isinstance(v, dict):
-        return "a mapping"
-    if isinstance(v, (list, tuple)):
-        return "a list"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    text = repr(v)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _types(key: Key) -> tuple[type, ...]:
@@ -374,25 +366,25 @@ def _check_value(path: str, key: Key, value: Any, source: str) -> Any:
                           f"give one or remove the key.")
     ok, value = _coerce(value, _types(key))
     if ok and isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT:
-        raise ConfigError(f"{source}: {path} must be at most 2**53 in size, not {_a(value)}.")
+        raise ConfigError(f"{source}: {path} must be at most 2**53 in size, not {shown(value)}.")
     if ok and isinstance(value, float) and not math.isfinite(value):
-        raise ConfigError(f"{source}: {path} must be a finite number, not {_a(value)}.")
+        raise ConfigError(f"{source}: {path} must be a finite number, not {shown(value)}.")
     if not ok:
         names = [_TYPE_NAMES.get(t, t.__name__) for t in _types(key)]
         allowed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
-        raise ConfigError(f"{source}: {path} must be {allowed}, not {_a(value)}.")
+        raise ConfigError(f"{source}: {path} must be {allowed}, not {shown(value)}.")
     if key.choices is not None:
         match = [c for c in key.choices if c == value or (
             isinstance(c, str) and isinstance(value, str) and c.lower() == value.lower())]
         if not match:
             allowed = ", ".join(str(c) for c in key.choices)
-            raise ConfigError(f"{source}: {path} must be one of {allowed}, not {_a(value)}.")
+            raise ConfigError(f"{source}: {path} must be one of {allowed}, not {shown(value)}.")
         value = match[0]
     if key.check is not None:
         problem = key.check(value)
         if problem:  # a phrase that already shows the bad value (", not ...") is used as is
-            shown = "" if ", not " in problem else f", not {_a(value)}"
-            raise ConfigError(f"{source}: {path} {problem}{shown}.")
+            tail = "" if ", not " in problem else f", not {shown(value)}"
+            raise ConfigError(f"{source}: {path} {problem}{tail}.")
     return value
 
 
@@ -503,13 +495,13 @@ def _learning_rates(value: Any, where: str = "optimizer.learning_rate") -> list[
 
 
 def _check_bounds(params: dict, source: str) -> None:
-    """Cross-key bounds known before step 1 (issue 6 item 5)."""
+    """Cross-key bounds known before step 1."""
     for where, lr in _learning_rates(params["optimizer"].get("learning_rate")):
         if isinstance(lr, float) and not math.isfinite(lr):
-            raise ConfigError(f"{source}: {where} must be a finite number, not {_a(lr)}.")
+            raise ConfigError(f"{source}: {where} must be a finite number, not {shown(lr)}.")
         if abs(lr) > MAX_LEARNING_RATE:
             raise ConfigError(f"{source}: {where} must be at most {MAX_LEARNING_RATE:g}, not "
-                              f"{_a(lr)}; a step that large diverges at once (lower it).")
+                              f"{shown(lr)}; a step that large diverges at once (lower it).")
     model = params["model"]
     size = model.get("embedding_size")
     if size is not None and "hidden_size" in model and size != model["hidden_size"]:
@@ -530,7 +522,7 @@ def validate_params(raw: dict, model_name: str, *,
                     source: str = "params.yaml") -> tuple[dict, list[str]]:
     """(effective params with every default filled, warnings); ConfigError names the key path."""
     if not isinstance(raw, dict):
-        raise ConfigError(f"{source} must be a mapping of sections, not {_a(raw)}.")
+        raise ConfigError(f"{source} must be a mapping of sections, not {shown(raw)}.")
     allowed = (*TOP_LEVEL_SCHEMA, *SECTIONS)
     for name in raw:
         if name not in allowed:
@@ -559,7 +551,7 @@ def validate_params(raw: dict, model_name: str, *,
         if given is None:
             given = {}  # an absent (or empty) section takes every default
         if not isinstance(given, dict):
-            raise ConfigError(f"{source}: {name} must be a mapping of keys, not {_a(given)}.")
+            raise ConfigError(f"{source}: {name} must be a mapping of keys, not {shown(given)}.")
         params[name] = _validate_section(name, given, schema, source, warnings)
         if name == "runconfig":
             _normalise_runconfig(params[name], given, source, warnings)
@@ -612,7 +604,8 @@ def grad_accumulation(params: dict, source: str = "params") -> tuple[int, int | 
 
 
 def apply_cli_overrides(params: dict, args: dict[str, Any]) -> dict:
-    """A copy of `params` whose runconfig takes every CLI value that is not None (REFERENCE §3.1).
+    """A copy of `params` whose runconfig takes every CLI value that is not None (Model Zoo's
+    run.py, docs/sources.md).
 
     Flags that are store_true must default to None in the parser, or a False would clobber the
     YAML. A TF spelling given on the command line also sets its canonical key.
@@ -676,71 +669,10 @@ def _plain(v: Any) -> Any:
     return v
 
 
-def write_params(params: dict, path: str | os.PathLike[str]) -> None:
-    """Write params as YAML, atomically (temp file in the same directory, then os.replace)."""
-    atomic_write(path, yaml.safe_dump(_plain(params), sort_keys=False, default_flow_style=False))
+def write_params(params: dict, path: str | os.PathLike[str],
+                 within: str | os.PathLike[str] | None = None) -> None:
+    """Write params as YAML, atomically (temp file in the same directory, then os.replace);
+    below `within` (model_dir) no symlink is followed (runtime/artifacts/atomic.py)."""
+    atomic_write(path, yaml.safe_dump(_plain(params), sort_keys=False, default_flow_style=False),
+                 within=within)
 
-
-# -- mixed precision (REFERENCE §6.2) -------------------------------------------------------------
-
-FP16_TYPES = ("float16", "bfloat16", "cbfloat16")
-DYNAMIC = ("dynamic", "tf_dynamic")
-
-MSG_CBFLOAT16_NEEDS_DLS = (
-    "In order to use cbfloat16, dynamic loss scaling must be enabled. Otherwise, gradients might "
-    "underflow/overflow in the middle of training and cause NaNs. Please set "
-    "`loss_scaling_factor` to `dynamic` to use cbfloat16."
-)
-MSG_BFLOAT16_NO_DLS = ("No need to use DLS for loss when half dtype is bfloat16. "
-                       "Setting `loss_scaling_factor ` to `1.0`.")
-MSG_USE_BFLOAT16 = 'The flag "use_bfloat16" is deprecated. Use the flag "fp16_type" instead.'
-MSG_PRECISION_OPT_LEVEL = ('Passing `precision_opt_level` via `model` params is deprecated. '
-                           'Please use `params["runconfig"]["precision_opt_level"]`')
-
-
-def resolve_precision(params: dict) -> tuple[str, list[str]]:
-    """(half format for `Policy`, warnings); adjusts params in place as Model Zoo does.
-
-    1. model.mixed_precision false -> "float32" (nothing is rounded);
-    2. else model.fp16_type, else the legacy csconfig.use_cbfloat16 / model.use_bfloat16,
-       else "float16";
-    3. cbfloat16 needs loss_scaling_factor "dynamic" (ConfigError); bfloat16 with "dynamic"
-       sets it to 1.0 with a warning. cbfloat16 is emulated on the host, so unlike Model Zoo
-       off a CS-X it is not replaced by bfloat16.
-    """
-    model = params.setdefault("model", {})
-    optimizer = params.setdefault("optimizer", {})
-    csconfig = params.get("csconfig") or {}
-    warnings: list[str] = []
-    if model.get("precision_opt_level") is not None:  # moved to runconfig in R1.9
-        warnings.append(MSG_PRECISION_OPT_LEVEL)
-        params.setdefault("runconfig", {})["precision_opt_level"] = model.pop("precision_opt_level")
-    if model.get("to_float16"):
-        raise ConfigError("model.to_float16 must be false (mixed precision casts the model); "
-                          "set model.mixed_precision: true instead.")
-    if model.get("use_bfloat16"):
-        warnings.append(MSG_USE_BFLOAT16)
-    legacy = ("cbfloat16" if csconfig.get("use_cbfloat16")
-              else "bfloat16" if model.get("use_bfloat16") else None)
-    fp16_type = model.get("fp16_type")
-    if fp16_type is not None:
-        if not isinstance(fp16_type, str) or fp16_type.lower() not in FP16_TYPES:
-            raise ConfigError(f"model.fp16_type must be one of {', '.join(FP16_TYPES)}, "
-                              f"not {_a(fp16_type)}.")
-        fp16_type = fp16_type.lower()
-        if legacy and legacy != fp16_type:
-            warnings.append(f"model.fp16_type ({fp16_type}) wins over the legacy flag that "
-                            f"asks for {legacy}")
-    if not model.get("mixed_precision", False):
-        if fp16_type or legacy:
-            warnings.append(f"model.mixed_precision is false, so {fp16_type or legacy} is not "
-                            f"used and training runs in float32")
-        return "float32", warnings
-    half = fp16_type or legacy or "float16"
-    dls = optimizer.get("loss_scaling_factor") in DYNAMIC
-    if half == "cbfloat16" and not dls:
-        raise ConfigError(MSG_CBFLOAT16_NEEDS_DLS)
-    if half == "bfloat16" and dls:
-        optimizer["loss_scaling_factor"] = 1.0
-        warnings.append(MSG_BFLOAT16_NO_DLS)
-    return half, warnings

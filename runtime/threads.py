@@ -45,6 +45,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from cs2sim.system import knobs
+
 __all__ = [
     "SPIN_ENV",
     "SMALL_GEMM_MACS",
@@ -176,7 +178,7 @@ def configure(threads: int | None = None) -> ThreadSettings:
         wait_env={k: os.environ[k] for k in SPIN_ENV if k in os.environ},
         # the user's own values were there when the process started; ours if set before numpy
         wait_in_time=bool(_env_in_time) or not _env_set,
-        user_count=next((n for n in USER_COUNT_ENV if os.environ.get(n)), None),
+        user_count=next((n for n in USER_COUNT_ENV if knobs.raw(n)), None),
     )
     # A developer's diagnostic (run with --logging DEBUG, or see docs/benchmarks.md): on the
     # console at INFO its "AFTER BLAS loaded (no effect on it)" read like a warning on every run.
@@ -226,7 +228,7 @@ def workers() -> int:
     count (CS2SIM_BLAS_THREADS, OPENBLAS_NUM_THREADS, OMP_NUM_THREADS, else the cores) — and 1
     inside a chunk, where a nested run_chunks runs on the calling thread alone: a kernel there
     (a pipelined stage's products beside another stage's) then runs whole instead of cut into
-    blocks that only add calls (measured, issue 19: a pair of decoder-layer forwards side by
+    blocks that only add calls (measured on 2 cores: a pair of decoder-layer forwards side by
     side took 13.6-14.6 ms with their kernels cut for 2 threads, 11.7-11.9 ms whole)."""
     if getattr(_in_chunk, "active", False):
         return 1
@@ -234,7 +236,7 @@ def workers() -> int:
     if not _workers:
         for name in USER_COUNT_ENV:
             try:
-                _workers = max(1, int(os.environ.get(name, "")))
+                _workers = max(1, int(knobs.raw(name) or ""))
                 break
             except ValueError:
                 continue

@@ -1,10 +1,11 @@
 """`csrun_cpu`: run a command on one CPU node of the support cluster, never on the CS-2.
 
-REFERENCE §2.2. `--alloc-node=True` (default) allocates one whole node (not the node wired to the
-CS-2, unless `--exclude_gres=False`) through the same scheduler as csrun_wse and runs the command
-there with the terminal attached (`srun --pty`); `--alloc-node=False` runs it right here. The
-query flags (`--def_nodes`, `--def_tasks`, `--def_cpus`, `--singularity`, `--def_mount_dirs`,
-`--def_gres`, `--def_gres_node`) print the site's value from the cluster configuration.
+Model Zoo's csrun_cpu, docs/sources.md. `--alloc-node=True` (default) allocates one whole node (not
+the node wired to the CS-2, unless `--exclude_gres=False`) through the same scheduler as csrun_wse
+and runs the command there with the terminal attached (`srun --pty`); `--alloc-node=False` runs it
+right here. The query flags (`--def_nodes`, `--def_tasks`, `--def_cpus`, `--singularity`,
+`--def_mount_dirs`, `--def_gres`, `--def_gres_node`) print the site's value from the cluster
+configuration.
 """
 
 from __future__ import annotations

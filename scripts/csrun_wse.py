@@ -15,12 +15,12 @@ its mode or the cluster has fewer.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from typing import TYPE_CHECKING
 
 from cs2sim.scripts.launch_common import Signals, fail, preload_for, write_err, write_out
+from cs2sim.system import knobs
 from cs2sim.system.errors import CsError
 
 if TYPE_CHECKING:
@@ -149,7 +149,7 @@ def run_job(backend: Backend, request: JobRequest, *, ignore_int: bool = False) 
             preload(preload_for(request.command))
 
         def started(seconds: float) -> None:
-            if os.environ.get("CS2SIM_LAUNCH_TIMING"):
+            if knobs.raw("CS2SIM_LAUNCH_TIMING"):
                 write_err(f"csrun: {request.ntasks} task(s) started {time.perf_counter() - t0:.3f}"
                           f" s after submission (host measurement; fork loop {seconds:.3f} s)\n")
 

@@ -5,18 +5,20 @@
 Every step runs the real command (a `cs`, `csrun_cpu`, `csrun_wse` or `run.py` process) against
 a throwaway $CS2_HOME, echoed as the user or admin would type it, followed by what it printed:
 
-1. A user compiles FC-MNIST on a CPU node first (seed 001: `csrun_cpu python run.py
+1. A user compiles FC-MNIST on a CPU node first (Cerebras' Performance Optimization Practices:
+`csrun_cpu python run.py
    --mode=compile_only`) and reads the estimate in compile_report.txt.
 2. The user trains it on the CS-2 in pipelined mode with `csrun_wse` (the compile is reused),
    then evaluates the checkpoint on the host.
-3. The user tries seed 002's weight-streaming command: the system is PIPELINED, so it is refused
+3. The user tries the Weight Streaming Quickstart's weight-streaming command: the system is
+PIPELINED, so it is refused
    before anything is allocated, naming the fix.
-4. The admin changes the execution mode in `cs>` (seed 002, Section 1).
+4. The admin changes the execution mode in `cs>` (the Weight Streaming Quickstart, Section 1).
 5. GPT-J in weight streaming: the real 6B shape is compiled only, on a CPU node, for the
-   compiler's estimate; then the user runs seed 002's `csrun_wse ... --cyclic python-ws run.py
-   ...` line unchanged but for a small --max_steps and the system's address. Its params file is
-   GPT-J's architecture at a small size (a stand-in that trains on this host), and the demo says
-   so, with both estimates side by side. The queue view is shown while the job runs.
+   compiler's estimate; then the user runs the Weight Streaming Quickstart's `csrun_wse ... --cyclic
+   python-ws run.py ...` line unchanged but for a small --max_steps and the system's address. Its
+   params file is GPT-J's architecture at a small size (a stand-in that trains on this host), and
+   the demo says so, with both estimates side by side. The queue view is shown while the job runs.
 6. What the runs left in their model_dirs.
 
 Output comes in the order things happen (a job's lines as it prints them). All throughput
@@ -43,18 +45,20 @@ from typing import Any
 import yaml
 
 import cs2sim.runtime.modelzoo as modelzoo
+from cs2sim.system import knobs
 from cs2sim.system.store import default_home
 
 MODELZOO = Path(modelzoo.__file__).parent
 BIN = Path(sys.executable).parent  # the console scripts installed next to this interpreter
 IP = "127.0.1.1"  # the built-in cluster's CS-2 (an identifier; nothing is contacted)
 
-# Seed 002's command, unchanged but for <CS IP> and <num_train_steps>
+# The Weight Streaming Quickstart's command, unchanged but for <CS IP> and <num_train_steps>
 SEED_002 = ("csrun_wse --total-nodes 14 --tasks-per-node 8 --cpus-per-task 16 --single-task-nodes"
             " 2 --cyclic python-ws run.py --model_dir model_dir --cs_ip {ip} --params"
             " configs/params_continuous_pretraining.yaml --mode train --max_steps {steps}")
 
-# Seed 002, Section 1: (caption, cs command, why it differs from what the admin types)
+# The Weight Streaming Quickstart, Section 1: (caption, cs command, why it differs from what the
+# admin types)
 ADMIN_STEPS: list[tuple[str, str, str]] = [
     ("Step 2: check the current execution mode", "config execmode show", ""),
     ("Step 3: put the system in STANDBY", "system standby --yes",
@@ -196,7 +200,8 @@ def story(demo: Demo, steps: int) -> None:
     fc = demo.model_copy("fc_mnist")
     gptj = demo.model_copy("gptj")
 
-    print("# 1. Compile on a CPU node first (seed 001): validate and compile, read the estimate")
+    print("# 1. Compile on a CPU node first (Cerebras' Performance Optimization Practices): "
+          "validate and compile, read the estimate")
     demo.run(["csrun_cpu", "python", "run.py", "--mode=compile_only", "-p",
               "configs/params_small.yaml", "-o", "model_dir", "--cs_ip", IP], cwd=fc)
     show_report(fc / "model_dir")
@@ -212,27 +217,29 @@ def story(demo: Demo, steps: int) -> None:
     show_artifacts(fc / "model_dir")
 
     seed = SEED_002.format(ip=IP, steps=steps)
-    print("# 3. Seed 002's weight-streaming job on a PIPELINED system: refused, nothing allocated")
+    print("# 3. The Weight Streaming Quickstart's weight-streaming job on a PIPELINED system: "
+          "refused, nothing allocated")
     demo.run(shlex.split(seed), cwd=gptj, expect=69, shown=seed)
     print()
 
-    print("# 4. The administrator changes the execution mode (seed 002, Section 1)\n")
+    print("# 4. The administrator changes the execution mode "
+          "(the Weight Streaming Quickstart, Section 1)\n")
     for caption, command, note in ADMIN_STEPS:
         print(f"# {caption}" + (f" ({note})" if note else ""))
         demo.cs(command)
         print()
 
     small, real = "configs/params_continuous_pretraining.yaml", "configs/params_gptj_6b.yaml"
-    print(f"# 5. GPT-J in weight streaming. The seed's params file, {small}, is GPT-J's\n"
+    print(f"# 5. GPT-J in weight streaming. The Quickstart's params file, {small}, is GPT-J's\n"
           f"#    architecture at a small size ({shape(gptj / small)}): a stand-in that\n"
           f"#    trains on this host. The real 6B shape ({real}: {shape(gptj / real)})\n"
           "#    is compiled only, on a CPU node, for the compiler's estimate:")
     demo.run(["csrun_cpu", "python-ws", "run.py", "--mode=compile_only", "-p", real, "-o",
               "model_dir_6b", "--cs_ip", IP], cwd=gptj)
-    print("\n# Seed 002's command: 98 tasks (chief, coordinator, 96 input streamers) train the "
-          "small stand-in")
+    print("\n# The Weight Streaming Quickstart's command: 98 tasks (chief, coordinator, 96 input "
+          "streamers) train the small stand-in")
     if launch_live(demo, seed, gptj):
-        raise DemoStopped("the seed's csrun_wse line exited with an error.")
+        raise DemoStopped("the Weight Streaming Quickstart's csrun_wse line exited with an error.")
     est_small, est_real = estimate(gptj / "model_dir"), estimate(gptj / "model_dir_6b")
     print("\n# GPT-J, CS-2 estimates from the compiler (samples/s; the Rate lines above are this "
           "host's):")
@@ -250,7 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--boot-seconds", type=float, default=2.0,
                    help="how long the simulated reboot takes (default 2)")
     p.add_argument("--max-steps", type=int, default=20,
-                   help="<num_train_steps> of seed 002's command (default 20)")
+                   help="<num_train_steps> of the Weight Streaming Quickstart's command "
+                        "(default 20)")
     p.add_argument("--keep", action="store_true",
                    help="keep the demo's directory (its system, model copies and runs) to "
                         "continue on it; by default it is removed at the end")
@@ -274,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     cs_cmd = demo.tool("cs")
     if args.keep:
         print(f"    CS2_HOME={home} {cs_cmd}      # continue on the demo's system")
-    own = os.environ.get("CS2_HOME")
+    own = knobs.raw("CS2_HOME")
     where = f"{default_home()} (your $CS2_HOME)" if own else f"{default_home()}"
     print(f"    {cs_cmd}    # your own system, kept in {where}")
     if not args.keep:

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable
 from types import FrameType
 
+from cs2sim.system import knobs
 from cs2sim.system.errors import CsError
 
 __all__ = ["Signals", "fail", "write_out", "write_err"]
@@ -59,11 +60,12 @@ def preload_for(argv: tuple[str, ...]) -> tuple[str, ...]:
     if cmd.kind == "script" and os.path.basename(cmd.target) == "run.py":
         # what every task of a Model Zoo run imports (chief and streamers alike): imported once
         # here and shared copy-on-write, instead of 98 times over on 2 cores (measured on the
-        # seed's job: 48 s -> 12 s end to end). Modules a checkout lacks are skipped.
+        # Weight Streaming Quickstart's job: 48 s -> 12 s end to end). Modules a checkout lacks
+        # are skipped.
         mods += ("numpy", "yaml", "cs2sim.runtime.cli.main", "cs2sim.runtime.params",
                  "cs2sim.runtime.training.trainer", "cs2sim.runtime.job.roles",
                  "cs2sim.runtime.job.streamers", "cs2sim.runtime.job.cs_run")
-    extra = os.environ.get("CS2SIM_PRELOAD", "")
+    extra = knobs.text("CS2SIM_PRELOAD")
     return mods + tuple(m for m in extra.split(",") if m)
 
 

@@ -1,4 +1,4 @@
-"""`python-ws` and `python-pt`: the Cerebras container's flow wrappers (REFERENCE §2.4).
+"""`python-ws` and `python-pt`: the Cerebras container's flow wrappers (docs/sources.md).
 
 Each sets CS2SIM_FLOW (runtime/job/flow.py) and replaces itself with this interpreter running the
 same arguments, so `python-ws run.py --mode train ...` is `python run.py ...` in the

@@ -9,12 +9,12 @@ changes.
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
+from cs2sim.system import knobs
 from cs2sim.system.errors import ConfigError, UsageError
 from cs2sim.system.state import ExecMode
 
@@ -40,8 +40,10 @@ EXAMPLE_PATH = Path(__file__).with_name("cluster_four_cs2.yaml")
 MODELS = ("CS-2",)  # the hardware model (system/hardware.py) is the WSE-2's
 NODE_ROLES = ("chief", "worker")
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
-MEMORYX_TB = (4.0, 2400.0)  # "can scale from 4TB to 2.4PB" (REFERENCE §7, cerebras.net MemoryX)
-MAX_SYSTEMS = 192  # "clusters of up to 192 Cerebras CS-2s" (REFERENCE §7)
+# Cerebras' MemoryX and cluster pages (docs/sources.md): MemoryX "can scale from 4TB to 2.4PB",
+# "clusters of up to 192 Cerebras CS-2s"
+MEMORYX_TB = (4.0, 2400.0)
+MAX_SYSTEMS = 192
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,8 @@ SCHEDULERS = ("embedded", "slurm")  # who runs csrun_wse / csrun_cpu jobs (site.
 
 @dataclass(frozen=True)
 class SiteSpec:
-    """The site variables a sys-admin sets at the top of the real `csrun_cpu` (REFERENCE §2.1).
+    """The site variables a sys-admin sets at the top of the real `csrun_cpu` (Model Zoo's
+    csrun_cpu, docs/sources.md).
 
     `csrun_cpu --def_nodes` (etc.) prints them; `csrun_wse` uses them when a flag is not given.
     `gres_node` is the CPU node wired to the CS-2 (Slurm GRES `gres_resource`; several,
@@ -123,7 +126,7 @@ class Cluster:
 
 def cluster_source(home: Path | None = None) -> Path:
     """Which file describes the cluster: $CS2_CLUSTER, $CS2_HOME/cluster.yaml, or the default."""
-    env = os.environ.get("CS2_CLUSTER")
+    env = knobs.raw("CS2_CLUSTER")
     if env:
         path = Path(env).expanduser()
         if not path.is_file():

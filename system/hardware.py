@@ -1,4 +1,5 @@
-"""WSE-2 / CS-2 hardware facts in one place (REFERENCE.md §7), each with its public source.
+"""WSE-2 / CS-2 hardware facts in one place (docs/cost-model.md, docs/sources.md), each with its
+public source.
 
 The compiler's estimates (placement, est_samples_per_sec) are computed from these numbers and
 nothing else, so a figure it prints can be traced back to a line here. Facts are constants;

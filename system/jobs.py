@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from cs2sim.system import procfs
 from cs2sim.system.state import ExecMode
 from cs2sim.system.store_ops import wire
 
@@ -85,14 +86,8 @@ def this_host() -> str:
 
 def process_start(pid: int) -> str | None:
     """The process's start time in clock ticks since boot (Linux /proc), None if unknown."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    # comm (field 2) may contain spaces and parentheses: split after its last ')'
-    fields = stat[stat.rfind(b")") + 2 :].split()
-    return fields[19].decode() if len(fields) > 19 else None  # field 22: starttime
+    st = procfs.read_stat(pid)
+    return st.starttime if st is not None else None
 
 
 def process_alive(pid: int, start: str | None = None) -> bool:
@@ -103,17 +98,12 @@ def process_alive(pid: int, start: str | None = None) -> bool:
         return False
     except PermissionError:
         pass  # exists, owned by someone else
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except FileNotFoundError:
-        return False
-    except OSError:
-        return True  # no /proc (not Linux): os.kill is all we know
-    fields = stat[stat.rfind(b")") + 2 :].split()
-    if fields and fields[0] == b"Z":
+    st = procfs.read_stat(pid)
+    if st is None:
+        return not procfs.available()  # no /proc (not Linux): os.kill is all we know
+    if st.state == "Z":
         return False  # exited, not yet reaped by its parent
-    return start is None or process_start(pid) == start
+    return start is None or st.starttime == start
 
 
 def _job(row: tuple[Any, ...]) -> Job:

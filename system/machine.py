@@ -1,6 +1,6 @@
 """The machine: one CS-2 system as every other layer sees it (the facade over system/).
 
-Rules this file keeps (the contract in DESIGN.md):
+Rules this file keeps:
 
 1. Every attempt to change the system is ONE ``BEGIN IMMEDIATE`` transaction that re-reads the
    state inside it, asks state.py (the transition table and every refusal rule beside it),
@@ -101,7 +101,8 @@ def boot_seconds() -> float:
 
 @lru_cache(maxsize=1)
 def software_version() -> str:
-    """Our CSoft-style version "1.4.0-<YYYYMMDDhhmm>-1-<8 hex>" (format of REFERENCE §1.1).
+    """Our CSoft-style version "1.4.0-<YYYYMMDDhhmm>-1-<8 hex>" (the firmware version format of
+    ALCF's user docs, docs/sources.md).
 
     The stamp is this cs2sim release's build stamp and the hex is the start of the sha256 of the
     system/ sources, so two installs of the same code report the same version (file times differ

@@ -1,18 +1,54 @@
-"""Directories under $CS2_HOME that every user of the store writes in (wake-ups, histories).
+"""Directories cs2sim creates: shared ones under $CS2_HOME, and private ones anywhere, including
+shared places such as /tmp where another user may have created the name first.
 
-Each is created with the store directory's sharing: private (0700) when $CS2_HOME is, and
-group/other-accessible like it when it is shared, with the sticky bit then, so no user can
-remove another's file. What goes inside stays private to its owner (its own modes).
+Shared (`shared_dir`): directories under $CS2_HOME that every user of the store writes in
+(wake-ups, histories). Each is created with the store directory's sharing: private (0700) when
+$CS2_HOME is, and group/other-accessible like it when it is shared, with the sticky bit then, so
+no user can remove another's file. What goes inside stays private to its owner (its own modes).
+
+Private (`private_dir`, `user_tmp_dir`): the one helper for a directory that must be this user's
+alone. It is created with mkdir's exclusive semantics (mkdir fails on any existing name, a
+symlink included, so nothing is followed), then checked with lstat before use: a real
+directory, owned by this user, writable by no one else. A name that fails is refused with one
+sentence (UnsafeDirectory); it is never used, chmod'ed or followed, because another user who
+created it first could have planted symlinks or files in it (the classic /tmp race, see
+"Secure Programming for Linux and Unix HOWTO", section "Avoid Race Conditions"). An own
+directory that others may only read and enter is tightened to 0700 (they could not have put
+anything in it).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
+import tempfile
 from pathlib import Path
 
-__all__ = ["shared_dir", "private_dir"]
+from cs2sim.system.errors import CsError
+
+__all__ = ["shared_dir", "private_dir", "user_tmp_dir", "check_private", "UnsafePath",
+           "UnsafeDirectory"]
+
+
+class UnsafePath(CsError, PermissionError):
+    """A path cs2sim would write through is not the user's own (a symlink, another user's
+    directory, a FIFO where a file belongs); an OSError too, for callers that treat any
+    file-system failure alike; exit code 77, like other permission refusals."""
+
+    exit_code = 77
+
+    def __init__(self, message: str) -> None:
+        PermissionError.__init__(self, errno.EACCES, message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UnsafeDirectory(UnsafePath):
+    """A directory that must be this user's alone is not."""
 
 
 def shared_dir(home: Path, name: str) -> Path:
@@ -26,9 +62,44 @@ def shared_dir(home: Path, name: str) -> Path:
     return path
 
 
-def private_dir(parent: Path, name: str) -> Path:
-    """`parent/name`, created 0700 (its owner's alone); OSError if it cannot be."""
+def check_private(path: Path, hint: str = "remove it, or set CS2_HOME to a directory of "
+                  "your own") -> None:
+    """UnsafeDirectory unless `path` is a real directory of this user that no one else may write
+    (not followed if a symlink); one that others may only read is tightened to 0700."""
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        what = "a symlink"
+    elif not stat.S_ISDIR(st.st_mode):
+        what = "not a directory"
+    elif st.st_uid != os.getuid():
+        what = f"owned by uid {st.st_uid}, not by you (uid {os.getuid()})"
+    elif st.st_mode & 0o022:
+        what = f"writable by other users (mode {stat.S_IMODE(st.st_mode):04o})"
+    else:
+        if st.st_mode & 0o077:
+            os.chmod(path, 0o700)  # ours, and no one else could write in it
+        return
+    raise UnsafeDirectory(f"{path} is {what}, so another user could read or replace what cs2sim "
+                          f"keeps there; {hint}.")
+
+
+def private_dir(parent: Path, name: str, hint: str | None = None) -> Path:
+    """`parent/name`, created 0700 if missing (exclusively: an existing name is never followed)
+    and checked to be this user's alone; UnsafeDirectory if it is not, OSError if it cannot be
+    made."""
     path = Path(parent) / name
     with contextlib.suppress(FileExistsError):
-        path.mkdir(mode=0o700)
+        os.mkdir(path, 0o700)
+    if hint is None:
+        check_private(path)
+    else:
+        check_private(path, hint)
     return path
+
+
+def user_tmp_dir(prefix: str) -> Path:
+    """`<system temp dir>/<prefix>-<uid>`: this user's private directory in a shared place (the
+    name is predictable, so it is checked like any private_dir before use)."""
+    return private_dir(Path(tempfile.gettempdir()), f"{prefix}-{os.getuid()}",
+                       "remove it (another user may have created it first), or set CS2_HOME "
+                       "to a directory of your own")

@@ -1,6 +1,7 @@
 """The system's state machine: every state change rule lives in this file; everything else asks it.
 
-States (REFERENCE §1.2 names STANDBY; the rest is our design, §1.3):
+States (the Weight Streaming Quickstart, Section 1, names STANDBY; the rest is our design, see
+docs/sources.md):
 
     ACTIVE --standby--> STANDBY --activate--> ACTIVATING --booted (time)--> ACTIVE
                         STANDBY --execmode setup | execmode withdraw--> STANDBY
@@ -71,7 +72,8 @@ class State(enum.StrEnum):
 
 @wire
 class ExecMode(enum.StrEnum):
-    """The execution mode a system is configured for / booted into (REFERENCE §1.1)."""
+    """The execution mode a system is configured for / booted into (Weight Streaming Quickstart,
+    Section 1, docs/sources.md)."""
 
     PIPELINED = "PIPELINED"
     WEIGHT_STREAMING = "WEIGHT_STREAMING"
@@ -83,7 +85,8 @@ class ExecMode(enum.StrEnum):
 
     @property
     def firmware(self) -> str:
-        """The FPGA firmware this mode needs (FW-SWAP, R1.4): faraday / ampere."""
+        """The FPGA firmware this mode needs (the firmware-swap script of docs/sources.md, R1.4):
+        faraday / ampere."""
         return _FIRMWARE[self]
 
     @classmethod
@@ -237,7 +240,8 @@ def allowed_actions(state: State) -> list[Action]:
 # (`expect_refusal`). A job is refused by its systems' state and mode (`job_refusal`,
 # `systems_refusal`) and by another job holding one of them (`held_refusal`).
 
-# The launcher word that runs a job in each mode (python / python-ws).
+# The launcher word that runs a job in each mode (Cerebras' reference implementations and Model
+# Zoo, docs/sources.md: python / python-ws).
 LAUNCHERS: dict[ExecMode, str] = {
     ExecMode.PIPELINED: "python",
     ExecMode.WEIGHT_STREAMING: "python-ws",

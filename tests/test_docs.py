@@ -1,7 +1,7 @@
 """The README is a front door and docs/ the manual, and neither points at anything that is gone.
 
-Issue 20 cut the README to a short front door (at most 200 lines) that opens with the two set-up
-commands, and moved the manual into docs/, one page per part. These tests keep that true: the
+The README is a short front door (at most 200 lines) that opens with the two set-up
+commands; the manual is in docs/, one page per part. These tests keep that true: the
 README's second command is the one CI runs (`.ci/run`'s last command line), every relative link
 of the README and of docs/*.md reaches a file (and a heading, when it names one), every
 repository path they name exists, and the README's code map has a line for every package of

@@ -1,4 +1,4 @@
-"""cs2sim installed from its wheel into a fresh venv, beside a user's project (issues 20, 23).
+"""cs2sim installed from its wheel into a fresh venv, beside a user's project.
 
 The venv gets the wheel and pytest, nothing else: whatever cs2sim's installed code imports must
 come with it (its dependencies), and its pytest plugin (the kit's fixtures, loaded by every pytest

@@ -1,4 +1,5 @@
-"""The layout of issue 20: one import name, every package installed, the layering contracts hold.
+"""The layout of docs/layout.md: one import name, every package installed, the layering contracts
+hold.
 
 The contracts live in pyproject.toml ([tool.importlinter]); `lint-imports` checks them, and so do
 these tests, once as a user runs it and once on a graph with an upward import and a circle added

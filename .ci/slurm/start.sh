@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Start a real Slurm cluster on 127.0.0.1 for tests and CI: Debian's slurmctld, one slurmd per
 # emulated node (Debian builds slurmd with --enable-multiple-slurmd) and munged, without systemd
-# or cgroups. Follows the measured recipe in SLURM-NOTES.md; stop.sh undoes exactly this.
+# or cgroups. Follows Slurm's Quick Start Administrator Guide
+# (https://slurm.schedmd.com/quickstart_admin.html); stop.sh undoes exactly this.
 #
 # Knobs (environment):
 #   SLURM_CI_DIR        state, logs, pids, slurm.conf            (/tmp/slurm-ci)
@@ -46,7 +47,7 @@ case "$DIR" in /*) ;; *) die "SLURM_CI_DIR must be an absolute path (got '$DIR')
 for knob in NODES CPUS MEM TIMEOUT CTLD_PORT NODE_PORT; do
   [[ ${!knob} =~ ^[0-9]+$ && ${!knob} -gt 0 ]] || die "SLURM_CI_$knob must be a positive integer."
 done
-# Accounting (slurmdbd + MariaDB, SLURM-NOTES section 6) is left out: nothing here calls sacct.
+# Accounting (slurmdbd + MariaDB) is left out: nothing here calls sacct.
 [ "${SLURM_CI_ACCOUNTING:-0}" = 0 ] || die "SLURM_CI_ACCOUNTING=1 is not supported by this start.sh (no slurmdbd); unset it."
 [ "$(id -u)" = 0 ] || die "start.sh must run as root (it starts munged as user munge and slurmd as root)."
 

@@ -4,9 +4,9 @@ Dispatch, Tab completion (summaries as menu meta text), `?` help, `help`, abbrev
 ambiguity errors and "did you mean" are all computed from these rows by csshell/table.py, so they
 cannot drift apart (tests/shell/test_shell_invariants.py checks it). To add a command, add a row.
 
-Public record (REFERENCE §1.1): `config execmode show|setup` (`withdraw` is ours), `system
-standby|activate`,
-`system show`, `software show`, `--output-format=json`. The rest is our design (§1.3).
+Public record (Weight Streaming Quickstart, Section 1, and System_101.md; docs/sources.md):
+`config execmode show|setup` (`withdraw` is ours), `system standby|activate`, `system show`,
+`software show`, `--output-format=json`. The rest is our design.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""`config execmode show|setup`: the execution mode, as in the seed's Section 1 (REFERENCE §1.1)."""
+"""`config execmode show|setup`: the execution mode, as in the Weight Streaming Quickstart,
+Section 1 (docs/sources.md)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
 __all__ = ["execmode_show", "execmode_setup", "execmode_withdraw", "mode_lines", "SETUP_MESSAGE"]
 
 SETUP_MESSAGE = "Select the execution mode:"
-LABEL_WIDTH = len("Configured Execution Mode")  # the seed's label sets the column
+LABEL_WIDTH = len("Configured Execution Mode")  # the Quickstart's label sets the column
 
 
 def mode_lines(status: SystemStatus) -> list[str]:

@@ -5,7 +5,8 @@ are real squeue's and cancelling runs real scancel: the same columns either way.
 
 Columns are squeue's default ones without PARTITION (one partition here): JOBID, NAME, USER,
 ST, TIME, NODES, NODELIST(REASON). A heterogeneous job shows one row per component (`57+0`,
-`57+1`, ...; REFERENCE §2.3, ALCF's squeue); it is cancelled by its base id, like scancel.
+`57+1`, ...; Model Zoo's csrun_wse, docs/sources.md, ALCF's squeue); it is cancelled by its base id,
+like scancel.
 """
 
 from __future__ import annotations

@@ -81,7 +81,8 @@ class ResidualMLP(Model):
         "blocks": Key(int, 2, "Residual blocks.", check=positive),
         "activation": Key(str, "gelu", "Inside each block; snake is this model's own op.",
                           choices=("gelu", "relu", "tanh", "snake")),
-        "mixed_precision": Key(bool, False, "16-bit activations (read by runtime/params.py)."),
+        "mixed_precision": Key(bool, False,
+                               "16-bit activations (read by numerics/mixed_precision.py)."),
         "fp16_type": Key(str, None, "16-bit format.", choices=("float16", "bfloat16",
                                                                  "cbfloat16")),
     }

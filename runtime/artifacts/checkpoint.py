@@ -29,16 +29,24 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
+import os
 import re
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
+from numpy.lib import format as npformat
 
 from cs2sim.runtime.artifacts import safejson
-from cs2sim.runtime.artifacts.atomic import atomic_write, atomic_writer, remove_stale_temps
+from cs2sim.runtime.artifacts.atomic import (
+    atomic_write,
+    atomic_writer,
+    open_regular,
+    remove_stale_temps,
+)
 from cs2sim.system.errors import RuntimeFailure
 
 __all__ = [
@@ -61,6 +69,8 @@ FORMAT = "cs2sim-checkpoint-1"
 _NAME_RE = re.compile(r"^model-ckpt-(\d{1,16})\.npz$")
 MAX_STEP = 2**53  # runtime/params.py MAX_INT: the largest step count a run can ask for
 # the files save_checkpoint writes (whose temp files a killed run may leave behind)
+MAX_MEMBERS = 1 << 16  # arrays in one checkpoint (a GPT-3 XL state has a few hundred)
+MAX_EXPANSION = 16  # members' declared bytes per byte of file (np.savez stores: 1x)
 _WRITTEN_RE = re.compile(rf"^(?:model-ckpt-\d+\.npz|{INDEX_NAME})$")
 
 
@@ -145,11 +155,47 @@ def _digest(arrays: dict[str, np.ndarray], meta_json: str) -> str:
 
 
 def _file_sha256(path: Path) -> str:
+    with open_regular(path) as f:
+        return _sha256_of(f)
+
+
+def _sha256_of(f: BinaryIO) -> str:
     h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            h.update(chunk)
+    f.seek(0)
+    for chunk in iter(lambda: f.read(1 << 22), b""):
+        h.update(chunk)
     return h.hexdigest()
+
+
+def _check_archive(f: BinaryIO, size: int) -> None:
+    """ValueError unless every member's declared size fits the file, checked BEFORE any array is
+    allocated: the members' uncompressed sizes together at most MAX_EXPANSION times the file
+    (ours are stored, 1x; a zip bomb declares thousands of times), and each .npy header's
+    shape and dtype at most the bytes its member holds (a 282-byte file declaring 2^40 floats
+    is refused here, not by a MemoryError)."""
+    f.seek(0)
+    with zipfile.ZipFile(f) as zf:
+        infos = zf.infolist()
+        if len(infos) > MAX_MEMBERS:
+            raise ValueError(f"it has {len(infos):,} members (at most {MAX_MEMBERS:,})")
+        total = sum(i.file_size for i in infos)
+        if total > MAX_EXPANSION * size + (1 << 20):
+            raise ValueError(f"its members declare {total:,} bytes, more than a file of "
+                             f"{size:,} bytes can hold")
+        for info in infos:
+            with zf.open(info) as m:
+                version = npformat.read_magic(m)
+                if version == (1, 0):
+                    shape, _, dtype = npformat.read_array_header_1_0(m)
+                elif version == (2, 0):
+                    shape, _, dtype = npformat.read_array_header_2_0(m)
+                else:
+                    raise ValueError(f"member {info.filename[:60]!r} is .npy version {version}")
+                need = dtype.itemsize * math.prod(shape)
+                if need > info.file_size:
+                    raise ValueError(f"member {info.filename[:60]!r} declares {need:,} bytes of "
+                                     f"array in {info.file_size:,} bytes")
+    f.seek(0)
 
 
 # 2) the index ------------------------------------------------------------------------------
@@ -193,7 +239,8 @@ def _write_index(model_dir: Path, entries: list[dict[str, Any]]) -> None:
         "latest": entries[-1]["file"] if entries else None,
         "checkpoints": entries,
     }
-    atomic_write(Path(model_dir) / INDEX_NAME, (json.dumps(doc, indent=2) + "\n").encode())
+    atomic_write(Path(model_dir) / INDEX_NAME, (json.dumps(doc, indent=2) + "\n").encode(),
+                 within=model_dir)
 
 
 def list_checkpoints(model_dir: Path) -> list[Path]:
@@ -250,14 +297,15 @@ def save_checkpoint(model_dir: Path, state: TrainState, keep_max: int | None = N
     members["__digest__"] = np.array(_digest(arrays, meta_json))
     # write to a hidden temp name (never matches model-ckpt-<step>.npz), then rename
     final = checkpoint_file(model_dir, state.step)
-    with atomic_writer(final) as f:
+    with atomic_writer(final, within=model_dir) as f:
         np.savez(f, **members)
     # index: the checkpoints there are, in save order, including any a killed run renamed but
     # never indexed (adopted here: left out, one would count as newer than this one forever);
     # an older file of this name (a warm-started run re-saving a step) gives way; then this one
     known = {e["file"]: e for e in _read_index(model_dir) or []}
     entries = [known.get(p.name) or {"file": p.name, "step": _step_of(p), "sha256": _file_sha256(p)}
-               for p in list_checkpoints(model_dir) if p.name != final.name]
+               for p in list_checkpoints(model_dir)
+               if p.name != final.name and p.is_file()]  # a FIFO of that name is no checkpoint
     entries.append({"file": final.name, "step": int(state.step), "sha256": _file_sha256(final)})
     if keep_max:
         for old in entries[:-keep_max]:
@@ -279,12 +327,14 @@ def load_checkpoint(path: Path) -> TrainState:
     path = Path(path)
     expected = _indexed_sha(path) if _NAME_RE.match(path.name) else None
     try:
-        if expected is not None and _file_sha256(path) != expected:
-            raise ValueError("its sha256 does not match the index")
-        with np.load(path, allow_pickle=False) as z:
-            arrays = {name: z[name] for name in z.files if not name.startswith("__")}
-            meta_json = str(z["__meta__"])
-            digest = str(z["__digest__"])
+        with open_regular(path) as f:  # a FIFO or a device: refused, never waited on
+            if expected is not None and _sha256_of(f) != expected:
+                raise ValueError("its sha256 does not match the index")
+            _check_archive(f, os.fstat(f.fileno()).st_size)
+            with np.load(f, allow_pickle=False) as z:
+                arrays = {name: z[name] for name in z.files if not name.startswith("__")}
+                meta_json = str(z["__meta__"])
+                digest = str(z["__digest__"])
         if _digest(arrays, meta_json) != digest:
             raise ValueError("its payload digest does not match")
         tree = safejson.loads(meta_json)
@@ -310,8 +360,12 @@ def load_checkpoint(path: Path) -> TrainState:
         raise CorruptCheckpoint(
             f'Checkpoint "{path}" does not exist; check the path.', "it does not exist"
         ) from None
+    except MemoryError:
+        raise CorruptCheckpoint(f'Checkpoint "{path}" is too large for this host\'s memory; use '
+                                "another checkpoint.", "it is too large for this host's memory"
+                                ) from None
     except (OSError, ValueError, KeyError, TypeError, EOFError, RecursionError,
-            zipfile.BadZipFile) as exc:
+            zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError) as exc:
         raise CorruptCheckpoint(
             f'Checkpoint "{path}" cannot be loaded ({exc}); use another checkpoint.', str(exc)
         ) from None

@@ -1,6 +1,7 @@
 """`<model_dir>/performance/performance.json`: the run's throughput, as Model Zoo writes it.
 
-Keys of seed 002 / REFERENCE §5.1 (`json.dump(..., sort_keys=True, indent=4)`):
+Keys of Model Zoo's perf_utils.save_perf (docs/sources.md) (`json.dump(..., sort_keys=True,
+indent=4)`):
 
     compile_time, programming_time, est_samples_per_sec   CS-2 figures (compiler, fabric
         programming, the compiler's estimate); null on the host, where nothing is compiled
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cs2sim.runtime.artifacts.atomic import atomic_write
+from cs2sim.runtime.artifacts.atomic import atomic_write, open_regular
 
 __all__ = ["INPUT_BOTTLENECK_THRESHOLD", "RunPerf", "write_performance", "PERF_PATH"]
 
@@ -97,7 +98,8 @@ class RunPerf:
 def write_performance(model_dir: Path, perf: RunPerf) -> Path:
     """Write performance.json atomically; returns its path."""
     path = Path(model_dir) / PERF_PATH
-    atomic_write(path, json.dumps(perf.to_json(), sort_keys=True, indent=4) + "\n")
+    atomic_write(path, json.dumps(perf.to_json(), sort_keys=True, indent=4) + "\n",
+                 within=model_dir)
     return path
 
 
@@ -107,7 +109,8 @@ def write_compile_perf(model_dir: Path, result: Any) -> Path:
     document whose run figures are null until a run fills them."""
     path = Path(model_dir) / PERF_PATH
     try:
-        doc = json.loads(path.read_text())
+        with open_regular(path) as f:
+            doc = json.loads(f.read(1 << 20))
         if not isinstance(doc, dict):
             doc = {}
     except (OSError, ValueError):
@@ -129,5 +132,5 @@ def write_compile_perf(model_dir: Path, result: Any) -> Path:
         "reused); est_samples_per_sec: the compiler's CS-2 estimate from its cost model, "
         "not a measurement; predicted_input_bottleneck: the estimate is bound by the input "
         "workers cs_input_analyzer measured (null when none were measured)")
-    atomic_write(path, json.dumps(doc, sort_keys=True, indent=4) + "\n")
+    atomic_write(path, json.dumps(doc, sort_keys=True, indent=4) + "\n", within=model_dir)
     return path

@@ -55,8 +55,10 @@ def loads(text: str | bytes, *, max_bytes: int = MAX_BYTES, max_depth: int = MAX
 def read(path: str | os.PathLike[str], *, max_bytes: int = MAX_BYTES,
          max_depth: int = MAX_DEPTH) -> Any:
     """A JSON file, bounded (its size is checked before it is read); OSError if unreadable."""
+    from cs2sim.runtime.artifacts.atomic import open_regular
+
     path = Path(path)
-    with open(path, "rb") as f:
+    with open_regular(path) as f:  # a FIFO or a device: NotRegularFile (an OSError), no hang
         size = os.fstat(f.fileno()).st_size
         if size > max_bytes:
             raise ValueError(f"it is larger than {max_bytes:,} bytes")

@@ -1,7 +1,9 @@
 """TensorBoard event files, written with tensorboardX (a maintained writer).
 
-Training summaries go to `<model_dir>` (seed 002: "Tensorboard event files are stored in
-<model_dir> directory"), evaluation summaries to `<model_dir>/eval/`. Tags (REFERENCE §4.3):
+Training summaries go to `<model_dir>` (the Weight Streaming Quickstart: "Tensorboard event files
+are stored in <model_dir> directory"), evaluation summaries to `<model_dir>/eval/`. Tags (Model
+Zoo's TensorBoard
+tags, docs/sources.md):
 
     training   loss, local_samples_per_sec (Rate), avg_samples_per_sec (GlobalRate),
                avg_steps_per_sec (GlobalRate / batch size), lr, loss_scale
@@ -20,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from cs2sim.runtime.artifacts.atomic import ensure_dir
 
 __all__ = ["Summaries", "TRAIN_TAGS", "EVAL_DIR"]
 
@@ -60,9 +64,11 @@ def _summary_writer_class() -> Any:
 class Summaries:
     """One TensorBoard event file in `logdir`; scalars by step."""
 
-    def __init__(self, logdir: Path, purge_step: int | None = None, flush_secs: int = 30) -> None:
-        self.logdir = Path(logdir)
-        self.logdir.mkdir(parents=True, exist_ok=True)
+    def __init__(self, logdir: Path, purge_step: int | None = None, flush_secs: int = 30,
+                 within: Path | None = None) -> None:
+        # below `within` (model_dir), a symlink or a file in logdir's place is refused: the
+        # event file is opened by tensorboardX, so the directory is checked before it is
+        self.logdir = ensure_dir(Path(logdir), within)
         # tensorboardX names files by the second; the suffix keeps two runs within one second
         # apart and in order (TensorBoard reads a directory's files in name order)
         self._writer = _summary_writer_class()(

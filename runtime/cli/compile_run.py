@@ -1,10 +1,11 @@
 """The run.py side of the compiler: `--validate_only` / `--compile_only` / `--mode=...`.
 
-Both spellings of the workflow run here (REFERENCE §3.1, seed 001): the TF flags
-`--validate_only` / `--compile_only` and the `--mode=validate_only|compile_only` form of
-`csrun_cpu python run.py --mode=compile_only`. Neither trains nor needs a CS-2: the execution mode
-comes from the wrapper (`python` pipelined, `python-ws` weight streaming; runtime/job/flow.py) and
-`--cs_ip`, when given, only names the system the compile is for (it need not be ACTIVE).
+Both spellings of the workflow run here (Model Zoo's run.py and Cerebras' Performance Optimization
+Practices, docs/sources.md): the TF flags `--validate_only` / `--compile_only` and the
+`--mode=validate_only|compile_only` form of `csrun_cpu python run.py --mode=compile_only`. Neither
+trains nor needs a CS-2: the execution mode comes from the wrapper (`python` pipelined, `python-ws`
+weight streaming; runtime/job/flow.py) and `--cs_ip`, when given, only names the system the compile
+is for (it need not be ACTIVE).
 
 Output goes through the run's RunLog streams: on a terminal a rich progress display of the
 compiler's stages and the wafer map; otherwise one plain line per stage. `--wafer_map` draws the

@@ -1,6 +1,6 @@
 """The run.py command line shared by every model: `main(model_name, argv) -> exit code`.
 
-Flags are Model Zoo's (REFERENCE §3.1/3.2); CLI values override the YAML (copied into
+Flags are those of Model Zoo's run.py (docs/sources.md); CLI values override the YAML (copied into
 `runconfig`). Without `--cs_ip` a run trains on the host CPU, as in Model Zoo; with `--cs_ip` it
 trains on the simulated CS-2 that names (runtime/job/cs_run.py: gated by the system's state and
 mode).
@@ -44,9 +44,9 @@ __all__ = ["MODES", "build_parser", "main", "check_flags", "model_home", "defaul
 MODES = ("train", "eval", "eval_all", "train_and_eval")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 EXECUTION_STRATEGIES = ("pipeline", "weight_streaming")
-# Real run.py flags (REFERENCE §3.2) whose feature is not in this version: accepted, stored in
-# runconfig under the same name, and answered with one note. A later version that implements
-# one removes its entry here.
+# Real run.py flags (Model Zoo's run.py, docs/sources.md) whose feature is not in this version:
+# accepted, stored in runconfig under the same name, and answered with one note. A later version
+# that implements one removes its entry here.
 NO_EFFECT_YET = {
     "num_csx": "it sets the CS-X systems of a weight-streaming run with --cs_ip (python-ws)",
     "num_wgt_servers": "MemoryX weight servers belong to the weight-streaming executor",
@@ -63,7 +63,7 @@ SHARED_ERROR_GRACE_S = 10.0  # how long a non-chief task leaves a shared error t
 MSG_HOST_JOB = ("This job trains on the host CPU of node {node}, not on a CS-2: run.py has no "
                 "--cs_ip; add --cs_ip <the system's IP> to train on the CS-2.")
 
-# REFERENCE §3.1 validation messages, verbatim
+# Model Zoo's run.py validation messages, verbatim (docs/sources.md)
 MSG_ONE_OF = "Please only use one of validate_only and compile_only."
 MSG_FC_MNIST_CS = "For FC_MNIST model, only training is supported on the Cerebras System."
 MSG_MULTIREPLICA = "Multi-replica training is only possible on the Cerebras System."
@@ -90,7 +90,7 @@ def script_dir() -> Path | None:
 def default_params(model_name: str, home: Path | None) -> tuple[Path, str]:
     """The params file a run without -p uses, and how it was found (for the "Params file:"
     line): `configs/params.yaml` next to the run.py (`home`), else in the working directory.
-    Never the installation's copy: a copied model directory is the user's own (issue 23)."""
+    Never the installation's copy: a copied model directory is the user's own."""
     rel = DEFAULT_PARAMS[model_name]
     places = [(home, "next to run.py")] if home is not None else []
     places.append((Path.cwd(), "in the working directory"))
@@ -127,7 +127,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser(model_name: str, writer: Callable[[str], None] = lambda t: None) -> _Parser:
-    """The run.py parser (REFERENCE §3.1); store_true flags default to None so the YAML stays."""
+    """The run.py parser (Model Zoo's run.py, docs/sources.md); store_true flags default to None so
+    the YAML stays."""
     p = _Parser(prog="run.py", description=f"Train or evaluate {model_name} (cs2sim Model Zoo).",
                 allow_abbrev=False)  # `--param x` must not pass for --params
     p.writer = writer
@@ -196,7 +197,8 @@ def build_parser(model_name: str, writer: Callable[[str], None] = lambda t: None
 
 
 def check_flags(model_name: str, args: argparse.Namespace) -> None:
-    """The flag combinations REFERENCE §3.1 refuses, then the CS-2-only flags (UsageError)."""
+    """The flag combinations Model Zoo's run.py refuses (docs/sources.md), then the CS-2-only flags
+    (UsageError)."""
     if args.validate_only and args.compile_only:
         raise UsageError(MSG_ONE_OF)
     on_cs = args.cs_ip is not None and not compile_stop(args)  # a compile runs on the host
@@ -233,12 +235,12 @@ def _overrides(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[str, ...
 
 def _load(model_name: str, args: argparse.Namespace) -> tuple[dict, str, list[str]]:
     """Validated effective params (YAML + CLI), the half format and the warnings."""
+    from cs2sim.runtime.numerics.mixed_precision import resolve_precision
     from cs2sim.runtime.numerics.optim import check_optimizer_params
     from cs2sim.runtime.params import (
         apply_cli_overrides,
         fill_resolved,
         load_params,
-        resolve_precision,
         validate_params,
     )
 
@@ -254,7 +256,8 @@ def _load(model_name: str, args: argparse.Namespace) -> tuple[dict, str, list[st
     return params, half, warnings + more
 
 
-PARAMS_FILES = {  # mode -> effective params written (REFERENCE §5.4, <mode>/params_<mode>.yaml)
+# mode -> effective params written (Model Zoo's run.py: <mode>/params_<mode>.yaml; docs/sources.md)
+PARAMS_FILES = {
     "train": ("train/params_train.yaml",),
     "eval": ("eval/params_eval.yaml",),
     "eval_all": ("eval/params_eval.yaml",),
@@ -310,7 +313,8 @@ def _run(model_name: str, args: argparse.Namespace, runlog: RunLog) -> int:
         cs.gate()
     elif task.role is Role.CHIEF:  # launched on the cluster, but not for the CS-2
         log.warning(MSG_HOST_JOB.format(node=task.node or "?"))
-    from cs2sim.runtime.job.streamers import chief_task, serve_task
+    from cs2sim.runtime.job.hub import chief_task
+    from cs2sim.runtime.job.streamers import serve_task
 
     args.split = True  # from here on each task does its own part (see main's error boundary)
     if task.role in (Role.STREAMER, Role.COORDINATOR):
@@ -346,7 +350,7 @@ def _run_mode(model_name: str, args: argparse.Namespace, runlog: RunLog, params:
               half: str, warnings: list[str], model_dir: Path, cs: Any = None) -> int:
     import logging
 
-    from cs2sim.runtime.job.streamers import streamed_input
+    from cs2sim.runtime.job.remote_stream import streamed_input
     from cs2sim.runtime.params import write_params
     from cs2sim.runtime.training.runconfig import Components
     from cs2sim.runtime.training.trainer import Trainer
@@ -366,7 +370,7 @@ def _run_mode(model_name: str, args: argparse.Namespace, runlog: RunLog, params:
     for w in warnings:
         log.warning(w)
     for rel in PARAMS_FILES[args.mode]:
-        write_params(params, model_dir / rel)
+        write_params(params, model_dir / rel, within=model_dir)
     log.info(f"Checkpoints and summaries will be saved in: {model_dir}")
     runlog.attach(trainer)
     t0 = time.perf_counter()

@@ -15,11 +15,14 @@ logs to the `cs2sim` loggers and never prints. It sets up:
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
+
+from cs2sim.runtime.artifacts.atomic import open_append
 
 __all__ = ["FORMAT", "RunLog"]
 
@@ -89,6 +92,18 @@ class _Progress:
         self.handler.live_console = None
 
 
+class _LogFile(logging.StreamHandler):
+    """The run log's handler: a stream the run opened itself (runtime/artifacts/atomic.py's
+    open_append), closed with the handler."""
+
+    def close(self) -> None:
+        try:
+            self.flush()
+            self.stream.close()
+        finally:
+            super().close()
+
+
 class RunLog:
     """Logging, the run log file and the progress bar of one run.py invocation."""
 
@@ -104,7 +119,7 @@ class RunLog:
         self.console = _ConsoleHandler(self.out)
         self.console.setFormatter(logging.Formatter(FORMAT))
         self.logger.addHandler(self.console)
-        self.file_handler: logging.FileHandler | None = None
+        self.file_handler: _LogFile | None = None
         self.log_path: Path | None = None
         self.progress: _Progress | None = None
 
@@ -112,7 +127,9 @@ class RunLog:
         """Also log to <model_dir>/run_%Y%m%d_%H%M%S.log; returns its path."""
         model_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = model_dir / time.strftime("run_%Y%m%d_%H%M%S.log")
-        self.file_handler = logging.FileHandler(self.log_path, encoding="utf-8")
+        # opened without following a symlink; a FIFO or another's file there is refused
+        fd = open_append(self.log_path)
+        self.file_handler = _LogFile(os.fdopen(fd, "a", encoding="utf-8"))
         self.file_handler.setFormatter(logging.Formatter(FORMAT))
         self.logger.addHandler(self.file_handler)
         return self.log_path

@@ -1,7 +1,7 @@
 """The CS-2 compiler: named passes from a model's layer graph to an executable plan.
 
 runtime/ never prints: the compiler returns results and calls `on_stage`; runtime/cli/compile_run.py
-(the run.py side) draws progress, the report summary and the wafer map. Public API (CONTRACTS.md):
+(the run.py side) draws progress, the report summary and the wafer map. Public API:
 `compile_run`, `CompileResult`, `Plan`, `KernelMatchError`, `PlacementError`, `PASSES`.
 """
 

@@ -20,10 +20,12 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from cs2sim.runtime.artifacts.atomic import open_regular
+
 __all__ = ["checksum", "COMPLETE", "complete_stage", "staging_dir", "publish", "discard",
            "COMPILER_VERSION"]
 
-COMPILER_VERSION = "cs2sim-compiler-2"  # 2: the cost model of issue 17
+COMPILER_VERSION = "cs2sim-compiler-2"  # 2: the pipelined cost model of docs/cost-model.md
 COMPLETE = "COMPLETE"
 
 
@@ -40,7 +42,7 @@ def complete_stage(directory: Path) -> str | None:
     if directory.is_symlink() or not directory.is_dir():
         return None
     try:
-        with open(directory / COMPLETE, "rb") as f:
+        with open_regular(directory / COMPLETE) as f:  # a FIFO there: refused, not waited on
             stage = f.read(64).decode("ascii", "replace").strip()
     except OSError:
         return None

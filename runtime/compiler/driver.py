@@ -47,7 +47,7 @@ log = logging.getLogger("cs2sim.compiler")
 
 @dataclass(frozen=True)
 class CompileResult:
-    """What a compile produced (see CONTRACTS.md)."""
+    """What a compile produced."""
 
     directory: Path
     checksum: str
@@ -73,7 +73,7 @@ def stages(stop_after: str) -> list[str]:
 
 
 def _half(params: dict[str, Any]) -> str:
-    from cs2sim.runtime.params import resolve_precision
+    from cs2sim.runtime.numerics.mixed_precision import resolve_precision
 
     half, _ = resolve_precision(copy.deepcopy(params))
     return half
@@ -178,7 +178,7 @@ def _with_report(e: KernelMatchError, model_dir: Path) -> KernelMatchError:
         return e
     model_dir.mkdir(parents=True, exist_ok=True)
     path = model_dir / REPORT_NAME
-    atomic_write(path, report)
+    atomic_write(path, report, within=model_dir)
     out = KernelMatchError(f"{str(e).rstrip('.')}; the kernel matching report is in "
                            f"{path.resolve()}.")
     out.report = report  # type: ignore[attr-defined]

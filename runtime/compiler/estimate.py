@@ -67,11 +67,6 @@ class Estimate:
     ports_used: float = 0.0  # pipelined: ports feeding the input kernels, all replicas
     io_samples_per_sec: float | None = None  # pipelined: what those ports could carry
 
-    @property
-    def active_share(self) -> float:
-        """Active PEs / all PEs."""
-        return self.active_pes / self.total_pes
-
 
 def shared_edge(a: Rect, b: Rect) -> int:
     """PEs along the boundary two rectangles share (0 when they do not touch)."""

@@ -71,14 +71,16 @@ def save_measurement(model_dir: Path, model: str, per_worker: float, threads: in
            "workers_measured": workers_measured,
            "measurement": "host measurement by cs_input_analyzer (samples/s one input worker "
                           "delivered on this machine)"}
-    atomic_write(path, json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    atomic_write(path, json.dumps(doc, indent=2, sort_keys=True) + "\n", within=model_dir)
     return path
 
 
 def load_measurement(model_dir: Path, model: str) -> float | None:
     """The saved per-worker rate of `model`, or None."""
     try:
-        doc = json.loads((Path(model_dir) / MEASUREMENT_PATH).read_text())
+        from cs2sim.runtime.artifacts import safejson  # bounded, and a FIFO is not waited on
+
+        doc = safejson.read(Path(model_dir) / MEASUREMENT_PATH)
         if doc.get("model") != model:
             return None
         rate = float(doc["per_worker_samples_per_sec"])

@@ -35,8 +35,9 @@ __all__ = ["Kernel", "KERNELS", "Match", "match_kernels", "matching_report", "DT
 
 REPORT_NAME = "kernel_matching_report.txt"  # written to model_dir when matching fails
 
-# Mixed precision: 16-bit inputs to arithmetic, FP32 accumulation (REFERENCE §6.1); float32 runs
-# the same kernels on register pairs (half the values per memory word).
+# Mixed precision: 16-bit inputs to arithmetic, FP32 accumulation (Cerebras' Data Formats page,
+# docs/sources.md); float32 runs the same kernels on register pairs (half the values per memory
+# word).
 DTYPES = ("float16", "cbfloat16", "bfloat16", "float32")
 
 
@@ -98,10 +99,6 @@ class Match:
 
     op: Op
     kernel: Kernel
-
-
-def _by_kind() -> dict[str, Kernel]:
-    return {k: kern for kern in KERNELS for k in kern.kinds}
 
 
 def _problem(op: Op, dtype: str, table: dict[str, Kernel]) -> str | None:

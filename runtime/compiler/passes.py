@@ -246,7 +246,6 @@ def _plan(c: Compilation) -> list[str]:
                   layers=layers, replicas=replicas, num_csx=c.num_csx, blocks=list(g.blocks),
                   batch_per_system=per_system, micro_batch_size=micro_size,
                   micro_batches=micro,
-                  layer_order=[x["block"] for x in (layers or kernels)],
                   input=as_dict(c.input_cluster))
     return [f"plan: {len(kernels) or len(layers)} entries, blocks "
             f"{', '.join(c.plan.blocks_in_order()[:6])}{' ...' if len(g.blocks) > 6 else ''}"]

@@ -9,7 +9,7 @@ bound, fwd_bound, bwd_bound ("compute" | "stream" | "fabric"), fwd/bwd_compute_s
 fwd/bwd_stream_seconds, fixed_seconds, overlap, weight_bytes, grad_bytes, kept_bytes,
 offloaded_bytes, retained} (times per micro-batch pass), and the batch: `num_csx` systems
 each take batch_per_system samples as `micro_batches` micro-batches of `micro_batch_size`
-(the last may be smaller); every micro-batch runs the forward over `layer_order` and the
+(the last may be smaller); every micro-batch runs the forward over `layers` in order and the
 backward in reverse, its gradients summed over micro-batches and systems before the update.
 Both: `estimate` (the overall block of compile_report.txt, with its bound), `input` (the
 input cluster the estimate assumed, or null) and what was compiled.
@@ -48,7 +48,6 @@ class Plan:
     batch_per_system: int = 0  # samples one system (pipelined: one replica) takes per step
     micro_batch_size: int = 0  # samples a micro-batch pass carries (weight streaming)
     micro_batches: int = 1  # micro-batch passes per step and system
-    layer_order: list[str] = field(default_factory=list)  # forward order of the kernels/layers
     input: dict[str, Any] | None = None  # InputCluster the estimate assumed (io.py)
 
     def blocks_in_order(self) -> list[str]:

@@ -1,4 +1,5 @@
-"""compile_report.txt: write it in the real layout (REFERENCE §5.2) and parse it back.
+"""compile_report.txt: write it in the real layout (Cerebras' Compile Report page, docs/sources.md)
+and parse it back.
 
 The overall block follows the real file ALCF shows (title, dashed rule, "Label:" padded to 30
 columns); the per-kernel table follows DOC-CR's columns and widths, with Active PEs per kernel

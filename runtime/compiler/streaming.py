@@ -1,9 +1,10 @@
 """Pass 3+4 (weight streaming): one layer at a time on the whole wafer, weights from MemoryX.
 
-Seed 004: per layer, MemoryX streams its weights in (SwarmX broadcasts them to every CS-X), the
-wafer computes the forward for its share of the batch and keeps the layer's output; after the
-loss, per layer in reverse: weights in again (the output layer's stay from its forward), the
-backward, gradients out to SwarmX (summed over the systems) and MemoryX (which updates).
+Cerebras' Weight Streaming Execution page (docs/sources.md): per layer, MemoryX streams its weights
+in (SwarmX broadcasts them to every CS-X), the wafer computes the forward for its share of the batch
+and keeps the layer's output; after the loss, per layer in reverse: weights in again (the output
+layer's stay from its forward), the backward, gradients out to SwarmX (summed over the systems) and
+MemoryX (which updates).
 
 1. Batch. Each of the num_csx systems takes b = ceil(batch / num_csx) samples. When the
    activations of b samples do not fit on the wafer with the layers' weights, b is split into

@@ -1,7 +1,8 @@
 """The wafer map: the placement drawn in the terminal (rich) and as a PNG (matplotlib, Agg).
 
-Pipelined: every kernel's rectangle, coloured by its model block (one hue per layer, as the
-seed's Fig. 14) and shaded per kernel inside the block, each outlined, so kernels are told apart;
+Pipelined: every kernel's rectangle, coloured by its model block (one hue per layer, as
+Fig. 14 of Cerebras' Pipelined Execution page, docs/sources.md) and shaded per kernel inside the
+block, each outlined, so kernels are told apart;
 a legend of block, kernels, PEs and share of the wafer; when the model covers a small corner of
 the wafer, a zoomed inset of that corner names each kernel. Weight streaming: the whole wafer
 runs one layer at a time, so the picture is the per-layer timeline of one micro-batch (forward

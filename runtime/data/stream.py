@@ -98,7 +98,7 @@ class Plan:
 class DataPosition:
     """The data position every stream shares: global batch index `_g` over `batches_per_epoch`.
 
-    BatchStream and the chief's RemoteStream (runtime/job/streamers.py) both keep it, and both
+    BatchStream and the chief's RemoteStream (runtime/job/remote_stream.py) both keep it, and both
     write the same checkpoint keys, so a run resumes with or without input streamers.
     """
 

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from cs2sim.runtime.executors.planview import PlanView
 from cs2sim.runtime.executors.replicas import Shard
 from cs2sim.runtime.params import grad_accumulation
 
@@ -45,12 +46,12 @@ class Accumulation:
     systems: int = 1  # CS-X systems sharing a micro-batch (num_csx)
 
     @classmethod
-    def from_params(cls, params: dict, plan: Any = None) -> Accumulation:
+    def from_params(cls, params: dict, plan: PlanView | None = None) -> Accumulation:
         """The accumulation the params ask for (ConfigError if it cannot be honoured), or the
         compiled plan's micro-batch where the params leave it to the compiler."""
         k, m, n = grad_accumulation(params)
-        if m is None and plan is not None and _get(plan, "micro_batches", 1) > 1:
-            m = _get(plan, "micro_batch_size", None) or None  # the compiler split the batch
+        if m is None and plan is not None and plan.micro_batches > 1:
+            m = plan.micro_batch_size or None  # the compiler split the batch
         return cls(k, m, n)
 
     @property
@@ -93,8 +94,3 @@ class Accumulation:
 
 
 NONE = Accumulation()
-
-
-def _get(plan: Any, key: str, default: Any) -> Any:
-    """A field of a Plan or of its plan.json dict."""
-    return plan.get(key, default) if isinstance(plan, dict) else getattr(plan, key, default)

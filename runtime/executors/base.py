@@ -2,9 +2,10 @@
 
 An executor is loaded once, then runs a range of steps and streams one `StepOutput` per step into
 a BOUNDED queue from a producer thread; the trainer (the "user node") consumes them, logs, writes
-summaries and checkpoints. The two sides are decoupled as on a CS-2 (seed 000): while the user
-node writes a checkpoint the executor keeps computing until the queue is full, and the user node
-then finds a burst of ready outputs, which is why Rate spikes after a checkpoint.
+summaries and checkpoints. The two sides are decoupled as on a CS-2 (Cerebras' "Measure throughput
+of your model"): while the user node writes a checkpoint the executor keeps computing until the
+queue is full, and the user node then finds a burst of ready outputs, which is why Rate spikes after
+a checkpoint.
 
 A checkpoint step is a synchronisation point: after that step's update the producer hands over a
 consistent `TrainState` (weights, optimizer, loss scaler, data position, RNG states), copied

@@ -8,7 +8,8 @@ see `step - 1`):
   3. scaler.unscale_(grads): grads /= scale in place -> (isfinite, global norm)
   4. if finite: clip (max_gradient_norm, reusing that norm as TF does, or max_gradient_value),
      then optimizer.step; else the update is skipped and the weights stay as they were
-  5. scaler.update(isfinite): the loss-scale schedule of REFERENCE §6.3
+  5. scaler.update(isfinite): the loss-scale schedule of Model Zoo's CSDynamicLossScale,
+  docs/sources.md
 
 Steps run in the producer thread of `QueuedExecutor`; numpy releases the GIL inside its kernels,
 so the user-node loop keeps logging and writing checkpoints alongside.

@@ -1,8 +1,9 @@
 """MemoryX: the weight store of weight streaming; it owns the weights and the optimizer.
 
-REFERENCE §7 / seed 004: MemoryX "stores weights and optimizer state" and "performs the weight
-update (any optimizer)"; the CS-X systems hold no weights between steps, they receive each layer
-from MemoryX through SwarmX and send gradients back.
+Cerebras' MemoryX glossary page and Weight Streaming Execution page (docs/sources.md): MemoryX
+"stores weights and optimizer state" and "performs the weight update (any optimizer)"; the CS-X
+systems hold no weights between steps, they receive each layer from MemoryX through SwarmX and send
+gradients back.
 
 Here MemoryX holds the master fp32 weights (the arrays of the host model, which is only a
 container for them: no layer of it computes in weight streaming), the gradient accumulators
@@ -35,8 +36,6 @@ class MemoryX:
         self.grads: dict[str, np.ndarray] = model.grads()  # name -> reduced gradient
         self.optimizer, self.scaler = optimizer, scaler
         self.clip = build_clipper(optimizer_params or {})
-        self.bytes_sent = 0  # weight bytes streamed out (SwarmX broadcasts)
-        self.bytes_received = 0  # gradient bytes reduced in
 
     @property
     def nbytes(self) -> int:

@@ -1,10 +1,11 @@
 """The pipelined executor: every layer resident on the wafer, micro-batches flowing through it.
 
-Seed 003 (Figs. 14, 15): the compiler maps each kernel to a rectangle of the wafer; the whole
-network stays resident; samples stream in, activations flow from layer to layer, gradients flow
-back, and "weights are updated on the WSE at the end of each backprop step. The weights remain in
-the memory of the WSE region assigned by the compiler to that layer." Losses stream to the user
-node; "at specified intervals, all the weights can be downloaded to the chief node".
+Cerebras' Pipelined Execution page, Figs. 14, 15 (docs/sources.md): the compiler maps each kernel to
+a rectangle of the wafer; the whole network stays resident; samples stream in, activations flow from
+layer to layer, gradients flow back, and "weights are updated on the WSE at the end of each backprop
+step. The weights remain in the memory of the WSE region assigned by the compiler to that layer."
+Losses stream to the user node; "at specified intervals, all the weights can be downloaded to the
+chief node".
 
 Here:
   * programming (`load`): the compiled plan's blocks become STAGES (consecutive model blocks
@@ -16,9 +17,9 @@ Here:
   * one global step: the batch is split into M micro-batches (2 to 4, `microbatches_for`) that
     flow through the S stages on a clock: at tick t stage s runs the forward of micro-batch
     t - s (fill: tick 0 only stage 0 works, the pipeline is full from tick S-1 while
-    micro-batches remain, then it drains), then
-    the backward flows the other way (stage S-1 first). Every (tick, stage, micro-batch, F|B) is
-    recorded in `trace` and logged at DEBUG on `cs2sim.run.pipeline` (seed 003's Fig. 15).
+    micro-batches remain, then it drains), then the backward flows the other way (stage S-1 first).
+    Every (tick, stage, micro-batch, F|B) is recorded in `trace` and logged at DEBUG on
+    `cs2sim.run.pipeline` (Cerebras' Pipelined Execution page's Fig. 15).
     The stages busy at one tick work on different micro-batches with different weights, as the
     wafer's regions do at once: they run side by side on the runtime's worker threads (each
     stage's kernels then single-threaded inside it), one meeting of the threads per tick instead
@@ -60,6 +61,7 @@ from cs2sim.runtime.executors.base import (
     StepResult,
     rng_states,
 )
+from cs2sim.runtime.executors.planview import PlanView
 from cs2sim.runtime.executors.replicas import MaskBank, Shard, make_replica, shard_batch
 from cs2sim.runtime.numerics.clipping import build_clipper
 from cs2sim.runtime.numerics.optim import build_optimizer
@@ -78,7 +80,7 @@ TRACE_EVENTS = 100_000
 # with 4). Unless the executor is given a number, a step uses as many micro-batches as the
 # runtime has worker threads (a tick's stages then keep every thread busy, in the largest
 # products), each of at least MIN_MICROBATCH_ROWS rows, between 2 (a pipeline still fills and
-# drains) and DEFAULT_MICROBATCHES, never more than the batch has samples. Measured (issue 19,
+# drains) and DEFAULT_MICROBATCHES, never more than the batch has samples. Measured (host
 # CPU time of one thread, the 4-layer GPT of bench/runtime_bench.py, 1024 rows): 4 micro-batches
 # cost 1.12x the host step, 2 cost 1.03x; fc_mnist B256 1.18x and 1.06x.
 DEFAULT_MICROBATCHES = 4
@@ -111,23 +113,12 @@ class Stage:
         return int(sum(p.nbytes for p in self.params.values()))
 
 
-def _plan_blocks(plan: Any) -> list[str] | None:
-    """The plan's block names in execution order (a Plan, its JSON dict, or None)."""
-    if plan is None:
-        return None
-    if hasattr(plan, "blocks_in_order"):
-        return list(plan.blocks_in_order())
-    kernels = plan.get("kernels") if isinstance(plan, dict) else None
-    if kernels is None:
-        return None
-    out: list[str] = []
-    for k in kernels:
-        if not out or out[-1] != k["block"]:
-            out.append(k["block"])
-    return out
+def _plan_blocks(plan: PlanView | None) -> list[str] | None:
+    """The plan's block names in execution order, or None without a plan."""
+    return None if plan is None else list(plan.blocks_in_order())
 
 
-def stages_from_plan(block_names: list[str], plan: Any) -> list[Stage]:
+def stages_from_plan(block_names: list[str], plan: PlanView | None) -> list[Stage]:
     """Group the model's blocks into stages at the plan's block names (no plan: one per block).
 
     A block the plan places no kernel for (e.g. a reshape) joins the stage before it.
@@ -157,7 +148,7 @@ class PipelinedExecutor(QueuedExecutor):
 
     device = "CSX"
 
-    def __init__(self, plan: Any = None, *, microbatches: int | None = None,
+    def __init__(self, plan: PlanView | None = None, *, microbatches: int | None = None,
                  compile_time: float | None = None, est_samples_per_sec: float | None = None,
                  active_pes: int | None = None, total_pes: int | None = None,
                  pe_share: str | None = None, queue_depth: int = 16, **kw: Any) -> None:
@@ -343,7 +334,7 @@ class PipelinedExecutor(QueuedExecutor):
         W threads then ends after W x (the fullest thread's sum of c), against sum of c one after
         another: side by side only when that is at most BALANCE x as long (it saves the threads'
         meetings inside every product, which the estimate leaves out). A stage not measured yet
-        runs alone first. Measured (issue 19, the 4-layer GPT, two threads): a decoder layer
+        runs alone first. Measured (the 4-layer GPT, two threads): a decoder layer
         beside the embedding or the loss head left one thread idle for most of the tick."""
         costs = [self._cost.get(k) for k in keys]
         if any(c is None for c in costs):
@@ -428,12 +419,9 @@ class PipelinedExecutor(QueuedExecutor):
             self.model.set_rng_state(self.wafer.rng_state())
 
 
-def _plan_replicas(plan: Any) -> int:
-    """The plan's data-parallel replicas (a Plan or its JSON dict); 1 without a plan."""
-    if plan is None:
-        return 1
-    n = plan.get("replicas", 1) if isinstance(plan, dict) else getattr(plan, "replicas", 1)
-    return max(1, int(n or 1))
+def _plan_replicas(plan: PlanView | None) -> int:
+    """The plan's data-parallel replicas; 1 without a plan."""
+    return 1 if plan is None else max(1, int(plan.replicas or 1))
 
 
 def _subset_state(state: dict[str, Any], names: Collection[str]) -> dict[str, Any]:

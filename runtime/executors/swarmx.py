@@ -1,9 +1,10 @@
 """SwarmX: the broadcast/reduce fabric between MemoryX and the CS-X systems.
 
-REFERENCE §7 / seed 004: SwarmX "broadcasts weights from MemoryX to all CS-2s, reduces (sums)
-gradients back". One broadcast per layer copies the layer's weights out of MemoryX into the
-systems' weight buffer; one reduce per layer and system adds that system's gradient of the layer
-into MemoryX's accumulator and clears the system's buffer for the next contribution.
+Cerebras' Glossary and Weight Streaming Execution page (docs/sources.md): SwarmX "broadcasts weights
+from MemoryX to all CS-2s, reduces (sums) gradients back". One broadcast per layer copies the
+layer's weights out of MemoryX into the systems' weight buffer; one reduce per layer and system adds
+that system's gradient of the layer into MemoryX's accumulator and clears the system's buffer for
+the next contribution.
 
 The N simulated systems of one host process share one receive buffer per weight: a broadcast
 delivers identical bytes to every system, so N copies would cost N times the host memory for the
@@ -52,7 +53,6 @@ class SwarmX:
         for name in self.layers[layer]:
             np.copyto(self.weights[name], self.memoryx.weights[name])
             sent += self.weights[name].nbytes
-        self.memoryx.bytes_sent += sent * self.num_systems
         self.broadcasts += 1
         return sent
 
@@ -67,7 +67,6 @@ class SwarmX:
             else:
                 acc[name] += g
             g.fill(0)
-            self.memoryx.bytes_received += g.nbytes
         self.reductions += 1
 
     @staticmethod

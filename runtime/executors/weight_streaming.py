@@ -1,11 +1,11 @@
 """The weight-streaming executor: one layer at a time on N CS-X systems, weights in MemoryX.
 
-Seed 004: in weight streaming the model's weights live in MemoryX, outside the systems; each
-layer's weights are streamed to the wafer(s) for its forward and again for its backward, the
-activations stay on the wafer between layers, the output layer's weights are kept from its
-forward to its backward, gradients stream back out, and MemoryX applies the optimizer. With N
-systems SwarmX broadcasts every layer to all of them and sums their gradients; each system
-trains on its 1/N share of the global batch (data parallel).
+Cerebras' Weight Streaming Execution page (docs/sources.md): in weight streaming the model's weights
+live in MemoryX, outside the systems; each layer's weights are streamed to the wafer(s) for its
+forward and again for its backward, the activations stay on the wafer between layers, the output
+layer's weights are kept from its forward to its backward, gradients stream back out, and MemoryX
+applies the optimizer. With N systems SwarmX broadcasts every layer to all of them and sums their
+gradients; each system trains on its 1/N share of the global batch (data parallel).
 
 The compiled plan says what runs (runtime/compiler/plan.py): its `layers`, in order, are the
 streamed layers (each one broadcast: a group of consecutive model blocks, a block the plan lists no
@@ -45,6 +45,7 @@ import numpy as np
 from cs2sim.runtime.artifacts.checkpoint import TrainState
 from cs2sim.runtime.executors.base import LoadReport, QueuedExecutor, StepResult
 from cs2sim.runtime.executors.memoryx import MemoryX
+from cs2sim.runtime.executors.planview import PlanView
 from cs2sim.runtime.executors.replicas import (
     MaskBank,
     Shard,
@@ -70,15 +71,12 @@ class StreamedLayer:
     retained: bool  # its weights stay on the wafer from its forward to its backward
 
 
-def _plan_layers(plan: Any) -> list[dict[str, Any]] | None:
-    """The plan's `layers` (a Plan or its JSON dict), or None without one."""
-    if plan is None:
-        return None
-    layers = plan.get("layers") if isinstance(plan, dict) else getattr(plan, "layers", None)
-    return list(layers) if layers else None
+def _plan_layers(plan: PlanView | None) -> list[dict[str, Any]] | None:
+    """The plan's `layers`, or None without a plan (or one with no layers)."""
+    return list(plan.layers) if plan is not None and plan.layers else None
 
 
-def streamed_layers(block_names: list[str], plan: Any) -> list[StreamedLayer]:
+def streamed_layers(block_names: list[str], plan: PlanView | None) -> list[StreamedLayer]:
     """The plan's streamed layers over the model's blocks (see the module docstring)."""
     entries = _plan_layers(plan)
     if entries is None:
@@ -105,10 +103,13 @@ class WeightStreamingExecutor(QueuedExecutor):
     """Train on N simulated CS-X systems in weight-streaming mode."""
 
     device = "CSX"
-    checkpoint_before_load = False  # seed 002: weights are loaded, then checkpoint 0 is saved
-    announce_weight_init = True  # seed 002: "Completed weight initialization on CPU in: ..."
+    # the Weight Streaming Quickstart (docs/sources.md): weights are loaded, then checkpoint 0 is
+    # saved, after "Completed weight initialization on CPU in: ..."
+    checkpoint_before_load = False
+    announce_weight_init = True
 
-    def __init__(self, num_csx: int = 1, plan: Any = None, *, compile_time: float | None = None,
+    def __init__(self, num_csx: int = 1, plan: PlanView | None = None, *,
+                 compile_time: float | None = None,
                  est_samples_per_sec: float | None = None, queue_depth: int = 16,
                  **kw: Any) -> None:
         super().__init__(queue_depth, **kw)

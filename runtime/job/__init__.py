@@ -2,7 +2,15 @@
 
     roles.py          which task of a csrun_wse job this process is (chief, coordinator,
                       input streamer), from Slurm's environment only
-    streamers.py      the input streamer tasks and the chief's hub they feed over TCP
+    channel.py        the chief's channel: frames over system/wire.py, the secret, the proofs
+    door.py           the chief's door: handshakes under one deadline, lanes evicted oldest-first
+    hub.py            the chief's hub: its listener, one link per streamer, sessions
+    remote_stream.py  the chief's input stream (RemoteStream), fed by the streamers in order
+    client.py         a task's connection to its chief (rendezvous, handshake, orders)
+    streamers.py      the input streamer tasks (ShardProducer, the streaming loop)
+    coordinator.py    coordinator tasks: they end with the chief's outcome
+    ended.py          the chief's ended record (ended.json), for tasks not connected to it
+    rendezvous.py     where a job's tasks find their chief (0700 directory, 0600 files)
     input_measure.py  the input pipeline measured alone (cs_input_analyzer)
     cs_run.py         the `--cs_ip` path: the system's gate, the job record, the executors
     flow.py           which wrapper started the run (`python` / `python-ws` / `python-pt`)

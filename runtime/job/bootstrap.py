@@ -23,9 +23,10 @@ import importlib.util
 import os
 import sys
 from pathlib import Path
+from string import Template
 
 __all__ = ["DEPENDENCIES", "GUARD", "project_root", "missing_dependency", "venv_python",
-           "ensure_environment"]
+           "ensure_environment", "RUN_PY", "run_py_text"]
 
 DEPENDENCIES = ("numpy", "yaml", "rich", "tensorboardX")  # what a run imports (pyproject.toml)
 GUARD = "CS2SIM_REEXEC"  # set on the re-executed process: never re-exec twice
@@ -83,3 +84,44 @@ def ensure_environment(run_py: str) -> str | None:
     return (f"error: run.py needs the Python package {missing!r}, which {sys.executable} cannot "
             f"import and {where}; install the project once with: cd {root} && "
             f"python3 -m venv .venv && .venv/bin/pip install -e .")
+
+
+# Every Model Zoo model's run.py is this text with its name (tests/modelzoo/test_run_py.py
+# checks the six files against it). It must run before cs2sim can be imported, so it carries the
+# one step this module cannot do for it: making `cs2sim` name the checkout it is in.
+RUN_PY = Template('''"""${model}'s run.py: `python run.py --mode train -p configs/<params>.yaml`.
+
+Works with any `python`, venv active or not: runtime/job/bootstrap.py finds the project (and
+re-executes in its venv when this interpreter lacks the dependencies).
+"""
+
+import importlib.util
+import sys
+import types
+from pathlib import Path
+
+_checkout = Path(__file__).resolve().parents  # runtime/modelzoo/<model>/run.py of a checkout?
+if importlib.util.find_spec("cs2sim") is None and len(_checkout) > 3:  # not installed here
+    sys.modules["cs2sim"] = types.ModuleType("cs2sim")  # the checkout this file is in, if any
+    sys.modules["cs2sim"].__path__ = [str(_checkout[3])]
+try:
+    from cs2sim.runtime.job.bootstrap import ensure_environment  # noqa: E402 - stdlib only
+except ImportError:  # a copy of this directory, outside the checkout, and no cs2sim installed
+    ensure_environment = None
+
+if __name__ == "__main__":
+    if ensure_environment is None:
+        sys.exit(f"error: run.py needs cs2sim, which {sys.executable} cannot import; run it with "
+                 "the venv cs2sim is installed in (activate it, or call its bin/python).")
+    problem = ensure_environment(__file__)
+    if problem:
+        sys.exit(problem)
+    from cs2sim.runtime.cli.main import main
+
+    sys.exit(main("${model}"))
+''')
+
+
+def run_py_text(model: str) -> str:
+    """The run.py of Model Zoo model `model` (its directory name under runtime/modelzoo/)."""
+    return RUN_PY.substitute(model=model)

@@ -4,10 +4,12 @@ Anyone on the host (or the network) can connect to the chief's port, so nothing 
 trusted before it has proved it holds the job's secret, and nothing is allocated before it is
 checked:
 
-Frames. A 4-byte length, a JSON header (an object), then the raw bytes of the arrays the header
-lists as [name, dtype, shape]. The length is checked against MAX_HEADER before anything is
-allocated; the header must parse (bounded depth: a header is at most MAX_HEADER bytes and
-json's own recursion guard turns deeper nesting into an error) and be an object; arrays are
+Frames. system/wire.py's framing (a 4-byte length, a JSON object), then the raw bytes of the
+arrays the header lists as [name, dtype, shape]. The length is checked against MAX_HEADER
+before anything is allocated; the header must parse (bounded depth: a header is at most
+MAX_HEADER bytes and json's own recursion guard turns deeper nesting into an error) and be an
+object; a receive may be given one deadline for all its bytes (a peer that dribbles a byte
+every few seconds still runs out of time: the chief gives each handshake one deadline); arrays are
 checked (`check_arrays`: numeric dtypes only, at most MAX_NDIM dimensions, a byte size within
 MAX_FRAME_BYTES, and exactly the names, dtypes and shapes the receiver expects) before a single
 byte is received into them. Any violation raises FrameError with one phrase saying what was
@@ -24,7 +26,7 @@ Handshake (mutual, challenge-response; the secret never crosses the wire):
     chief  -> task   {"type": "welcome", "proof": HMAC(secret, "welcome"|Nt|Nc)}
 The claim (type, job, rank, task) is inside the MAC, so a proof cannot be replayed for another
 claim or connection (each side's nonce is fresh). A peer that fails is closed at once and named
-in the job's log by the chief (runtime/job/streamers.py).
+in the job's log by the chief (runtime/job/door.py).
 """
 
 from __future__ import annotations
@@ -36,33 +38,26 @@ import math
 import os
 import secrets
 import socket
-import struct
 from typing import Any
 
 import numpy as np
 
 from cs2sim.system.sched.pycmd import SECRET_ENV
+from cs2sim.system.wire import LEN, Closed, FrameError, recv_exact_into, recv_obj
 
-__all__ = ["Closed", "FrameError", "SECRET_ENV", "MAX_HEADER", "send_frame", "recv_header",
-           "recv_frame", "recv_arrays", "check_arrays", "Layout", "new_secret", "env_secret",
-           "hello_proof", "welcome_proof", "proof_ok", "claim_text", "nonce"]
+__all__ = ["Closed", "FrameError", "SECRET_ENV", "MAX_HEADER", "POLL_S", "send_frame",
+           "recv_header", "recv_frame", "recv_arrays", "check_arrays", "Layout", "new_secret",
+           "env_secret", "hello_proof", "welcome_proof", "proof_ok", "claim_text", "nonce",
+           "printable", "tune"]
 
 MAX_HEADER = 64 * 1024  # bytes of JSON header; our largest (a hello, an error text) is < 2 KiB
 MAX_ARRAYS = 64  # arrays in one frame
 MAX_NDIM = 8
 MAX_FRAME_BYTES = 1 << 31  # 2 GiB of array bytes in one frame (a batch of GPT-3 XL is ~16 MiB)
 NUMERIC_KINDS = "biuf"  # bool, signed and unsigned integers, floats: no objects, strings, voids
-_LEN = struct.Struct("!I")
+POLL_S = 0.1  # how often a side blocked on the channel looks at liveness and stop flags
 
 Layout = list[tuple[str, np.dtype, tuple[int, ...]]]  # [(name, dtype, shape)] in frame order
-
-
-class Closed(Exception):
-    """The peer closed the connection."""
-
-
-class FrameError(Exception):
-    """The peer sent something that is not a valid frame (the text says what)."""
 
 
 # -- frames ---------------------------------------------------------------------------------------
@@ -73,36 +68,16 @@ def send_frame(sock: socket.socket, header: dict[str, Any],
     header = dict(header)
     header["arrays"] = [[k, a.dtype.str, list(a.shape)] for k, a in arrays.items()]
     head = json.dumps(header, separators=(",", ":")).encode()
-    sock.sendall(_LEN.pack(len(head)) + head)
+    sock.sendall(LEN.pack(len(head)) + head)
     for a in arrays.values():
         sock.sendall(memoryview(np.ascontiguousarray(a)).cast("B"))
 
 
-def _recv_into(sock: socket.socket, view: memoryview) -> None:
-    got = 0
-    while got < len(view):
-        n = sock.recv_into(view[got:])
-        if n == 0:
-            raise Closed()
-        got += n
-
-
-def recv_header(sock: socket.socket, max_header: int = MAX_HEADER) -> dict[str, Any]:
-    """The next frame's header (an object); its arrays' bytes are NOT read (see recv_arrays)."""
-    size = bytearray(_LEN.size)
-    _recv_into(sock, memoryview(size))
-    n = _LEN.unpack(size)[0]
-    if n > max_header:  # checked before allocating: a 4 GiB length costs nothing
-        raise FrameError(f"a header of {n:,} bytes (at most {max_header:,})")
-    head = bytearray(n)
-    _recv_into(sock, memoryview(head))
-    try:
-        header = json.loads(head)
-    except (ValueError, RecursionError) as e:  # RecursionError: nesting deeper than json allows
-        raise FrameError(f"a header that is not JSON ({type(e).__name__})") from None
-    if not isinstance(header, dict):
-        raise FrameError(f"a header that is a JSON {type(header).__name__}, not an object")
-    return header
+def recv_header(sock: socket.socket, max_header: int = MAX_HEADER,
+                deadline: float | None = None) -> dict[str, Any]:
+    """The next frame's header (an object); its arrays' bytes are NOT read (see recv_arrays).
+    With `deadline` (time.monotonic), the whole header must arrive by then (else Closed)."""
+    return recv_obj(sock, max_header, deadline)
 
 
 def _parse_layout(listed: Any) -> Layout:
@@ -166,27 +141,45 @@ def _raw(layout: Layout) -> list[list[Any]]:
 _RAW: dict[int, tuple[Layout, list[list[Any]]]] = {}
 
 
-def recv_arrays(sock: socket.socket, layout: Layout) -> dict[str, np.ndarray]:
+def recv_arrays(sock: socket.socket, layout: Layout,
+                deadline: float | None = None) -> dict[str, np.ndarray]:
     """Receive the arrays of a checked layout straight into new numpy arrays."""
     arrays: dict[str, np.ndarray] = {}
     for name, dtype, shape in layout:
         a = np.empty(shape, dtype=dtype)
         if a.nbytes:
-            _recv_into(sock, memoryview(a).cast("B"))
+            recv_exact_into(sock, memoryview(a).cast("B"), deadline)
         arrays[name] = a
     return arrays
 
 
-def recv_frame(sock: socket.socket, expected: Layout | None = None
-               ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+def recv_frame(sock: socket.socket, expected: Layout | None = None,
+               deadline: float | None = None) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The next frame: (header, arrays); a frame carrying arrays must match `expected`
-    (None: no arrays allowed at all). Raises Closed at EOF, FrameError when malformed."""
-    header = recv_header(sock)
+    (None: no arrays allowed at all). Raises Closed at EOF or past `deadline`, FrameError
+    when malformed."""
+    header = recv_header(sock, deadline=deadline)
     layout = check_arrays(header, expected if header.get("arrays") else None)
     if layout and expected is None:
         raise FrameError("arrays in a frame that carries none")
     header.pop("arrays", None)
-    return header, recv_arrays(sock, layout)
+    return header, recv_arrays(sock, layout, deadline)
+
+
+def tune(sock: socket.socket) -> None:
+    """A channel socket's options: batches' headers are small writes, a vanished host is noticed."""
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+
+
+def printable(value: Any, limit: int = 40) -> str:
+    """A peer's field as text safe for a terminal and a log: at most `limit` characters, every
+    control character (an ESC starting a terminal escape sequence, a newline forging a log
+    line) shown escaped as Python would write it (`\\x1b`, `\\n`)."""
+    text = str(value)[:limit]
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 # -- the secret and the proofs ---------------------------------------------------------------------

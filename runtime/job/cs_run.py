@@ -9,7 +9,8 @@
               counts it); a kill -9 leaves a dead pid that the next reader marks FAILED. Under a
               launcher that registered the job itself ($CS2SIM_JOB_ID), that job is used and the
               launcher records its end.
-    compile   runtime/compiler (reused when nothing changed), with REFERENCE §4.2b's lines.
+    compile   runtime/compiler (reused when nothing changed), with the lines of the PSC Neocortex
+    run transcript (docs/sources.md).
     train     on PipelinedExecutor or WeightStreamingExecutor; before every step the executor
               asks `watch` whether the system is still ACTIVE in this mode (a store read at most
               every WATCH_S seconds); after a forced `system standby` the run stops before its next
@@ -45,7 +46,8 @@ from typing import Any
 
 from cs2sim.runtime.executors.base import QueuedExecutor
 from cs2sim.runtime.job.flow import execution_mode, launcher_word
-from cs2sim.system.errors import ConfigError, JobRefused, RuntimeFailure
+from cs2sim.system import knobs
+from cs2sim.system.errors import ConfigError, RuntimeFailure
 from cs2sim.system.state import ExecMode, State
 
 __all__ = ["CsRun", "SystemStopped", "Terminated", "WATCH_S"]
@@ -103,7 +105,7 @@ class CsRun:
         self.trainer: Any = None
         self._next_watch = 0.0
         self._machines: list[Any] | None = None
-        raw = os.environ.get(FAULT_AT_STEP_ENV, "").strip()
+        raw = knobs.text(FAULT_AT_STEP_ENV)
         self._fault_at: int | None = int(raw) if raw.isdigit() else None
 
     # 1. the gate -------------------------------------------------------------------------------
@@ -153,7 +155,7 @@ class CsRun:
 
         self.trainer = trainer
         owned = True
-        launcher_job = os.environ.get(JOB_ENV, "").strip()
+        launcher_job = knobs.text(JOB_ENV)
         if launcher_job.isdigit():  # a launcher (csrun_wse) registered the job and finishes it
             self.job = self.machine.job(int(launcher_job))
             owned = self.job is None
@@ -215,7 +217,8 @@ class CsRun:
         if res.reused:
             log.info(f"Reusing existing compilation in {res.directory}")
         n, took = seen[0], time.perf_counter() - t0
-        # REFERENCE §4.2b: "Cerebras compilation completed: ... 19/? [00:25s,  1.35s/stages]"
+        # the PSC Neocortex run transcript (docs/sources.md): "Cerebras compilation completed: ...
+        # 19/? [00:25s,  1.35s/stages]"
         log.info(f"Cerebras compilation completed: {n}/{n} [{int(took) // 60:02d}:"
                  f"{int(took) % 60:02d}s, {took / max(n, 1):5.2f}s/stages]")
         log.info("=============== Cerebras Compilation Completed ===============")
@@ -303,11 +306,6 @@ class CsRun:
 
         self._fault_at = None  # once
         self._next_watch = 0.0  # the watch below reads the state at once
-        reason = (os.environ.get(FAULT_REASON_ENV) or "").strip() or (
+        reason = knobs.text(FAULT_REASON_ENV) or (
             f"injected fault before global step {step}")
         self.machine.inject_fault(Identity("testkit", Role.ADMIN, "internal"), reason)
-
-
-def refused_exit_code() -> int:
-    """The exit code of a refused job (JobRefused), documented in docs/training.md."""
-    return JobRefused.exit_code

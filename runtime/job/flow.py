@@ -1,10 +1,11 @@
-"""Which execution flow a run.py was started in: the wrapper word of REFERENCE §2.4.
+"""Which execution flow a run.py was started in: the wrapper word (`python`, `python-pt`,
+`python-ws`) of Cerebras' reference implementations and Model Zoo, docs/sources.md.
 
 On a CS-2 support cluster the first word of the command decides the flow: `python run.py` is the
 pipelined (TF CerebrasEstimator) flow, `python-ws run.py` weight streaming, `python-pt run.py`
-the PyTorch flow (pipelined). Cerebras does not publish what the wrappers contain (REFERENCE §9
-item 2). Ours (`scripts/wrappers.py`, installed as the console scripts `python-ws` and
-`python-pt`) set one environment variable and exec this interpreter with the same arguments, so
+the PyTorch flow (pipelined). Cerebras does not publish what the wrappers contain (not published,
+docs/sources.md item 2). Ours (`scripts/wrappers.py`, installed as the console scripts `python-ws`
+and `python-pt`) set one environment variable and exec this interpreter with the same arguments, so
 run.py, the compiler and the executors ask `execution_mode()` and never parse argv[0]:
 
     CS2SIM_FLOW=ws   weight streaming  (python-ws)
@@ -16,8 +17,7 @@ The variable is inherited, so tasks a launcher starts under `python-ws` see the 
 
 from __future__ import annotations
 
-import os
-
+from cs2sim.system import knobs
 from cs2sim.system.errors import UsageError
 from cs2sim.system.state import ExecMode
 
@@ -34,7 +34,7 @@ FLOWS: dict[str, tuple[str, ExecMode, str]] = {
 
 def flow() -> str:
     """The current flow's key in FLOWS ("tf" when no wrapper set one)."""
-    value = os.environ.get(FLOW_ENV, "").strip().lower() or "tf"
+    value = knobs.text(FLOW_ENV).lower() or "tf"
     if value not in FLOWS:
         raise UsageError(
             f"{FLOW_ENV}={value!r} is not a flow cs2sim knows ({', '.join(FLOWS)}); start the "

@@ -22,16 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from cs2sim.runtime.data.workers import _main_hidden
+from cs2sim.runtime.job.client import StreamerConnection
+from cs2sim.runtime.job.hub import ChiefHub
+from cs2sim.runtime.job.remote_stream import RemoteStream, for_streamers
 from cs2sim.runtime.job.roles import Role, TaskInfo
-from cs2sim.runtime.job.streamers import (
-    ChiefHub,
-    RemoteStream,
-    ShardProducer,
-    StreamerConnection,
-    for_streamers,
-    producing_threads,
-    streamer_loop,
-)
+from cs2sim.runtime.job.streamers import ShardProducer, producing_threads, streamer_loop
 
 __all__ = ["Measurement", "measure_delivery"]
 

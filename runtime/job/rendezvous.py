@@ -1,12 +1,14 @@
 """Where a job's tasks find their chief: `<model_dir>/.cs2sim/rendezvous/<job id>/`.
 
-model_dir is on the file system every node shares (seed 001), so the chief writes its address
-there (`chief.json`) and, when the launcher gave no secret, the job's secret (`secret`). Both are
+model_dir is on the file system every node shares (Cerebras' Performance Optimization Practices), so
+the chief writes its address there (`chief.json`) and, when the launcher gave no secret, the job's
+secret (`secret`). Both are
 for the job's user only:
 
 * the directories `.cs2sim/rendezvous` and `<job id>` are created 0700 and must be real
-  directories (not symlinks) owned by this user; one that is not is refused with one sentence
-  (someone else could read or replace what is in it);
+  directories (not symlinks) owned by this user and writable by no one else
+  (system/paths.py's private_dir); one that is not is refused with one sentence (someone else
+  could read or replace what is in it);
 * the files are written 0600 (temp name + rename) and read only when they are regular files
   owned by this user, at most MAX_FILE bytes;
 * the chief removes its files and directory when the job ends; after a kill -9 the next reader
@@ -26,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from cs2sim.runtime.artifacts.atomic import atomic_write
-from cs2sim.system.errors import RuntimeFailure
 from cs2sim.system.jobs import process_alive, process_start
+from cs2sim.system.paths import private_dir
 
 __all__ = ["ADDR_FILE", "SECRET_FILE", "read_own", "job_dir", "make_job_dir", "write_address",
            "read_address", "write_secret", "read_secret", "remove_job_dir", "clean_stale",
@@ -47,27 +49,16 @@ def job_dir(model_dir: Path, job_id: str) -> Path:
     return Path(model_dir) / ".cs2sim" / "rendezvous" / str(job_id)
 
 
-def _own_dir(path: Path) -> None:
-    """Create `path` 0700 if missing; RuntimeFailure unless it is this user's real directory."""
-    with contextlib.suppress(FileExistsError):
-        path.mkdir(mode=0o700)
-    st = os.lstat(path)
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
-        what = "a symlink" if stat.S_ISLNK(st.st_mode) else (
-            "not a directory" if not stat.S_ISDIR(st.st_mode) else f"owned by uid {st.st_uid}")
-        raise RuntimeFailure(f"the job's rendezvous directory {path} is {what}, so another user "
-                             "could read or replace the job's address; remove it, or use a "
-                             "model_dir of your own.")
-    if st.st_mode & 0o077:
-        os.chmod(path, 0o700)
+_HINT = "remove it, or use a model_dir of your own"
 
 
 def make_job_dir(model_dir: Path, job_id: str) -> Path:
-    """The job's rendezvous directory, created 0700 (and its parent) and checked."""
+    """The job's rendezvous directory, created 0700 (and its parent) and checked to be this
+    user's alone (system/paths.py: UnsafeDirectory, one sentence, otherwise)."""
     d = job_dir(model_dir, job_id)
     d.parent.parent.mkdir(parents=True, exist_ok=True)  # <model_dir>/.cs2sim
-    _own_dir(d.parent)
-    _own_dir(d)
+    private_dir(d.parent.parent, d.parent.name, _HINT)
+    private_dir(d.parent, d.name, _HINT)
     return d
 
 

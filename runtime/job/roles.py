@@ -10,12 +10,13 @@ the variables the launcher (embedded scheduler or real Slurm) sets, never from a
   STREAMER     every task of a multi-task component other than the chief itself (the input
                workers: csrun_wse's last component, or the chief's own component when there
                are no single-task nodes, as in `srun --ntasks=7`: 1 chief + 6 streamers);
-  STANDALONE   no Slurm variables: a plain `python run.py` (today's behaviour).
+  STANDALONE   no Slurm variables: a plain `python run.py`.
 
-Numbering, as real Slurm 22.05 gives it (measured: /work/notes/slurm-layout.md, a copy of the
-data in tests/streamers/slurm_layout.json): csrun_wse's `srun A : B : C` is ONE step over every
-component; SLURM_PROCID is global, components' tasks are contiguous PROCID ranges in order, and
-SLURM_JOB_ID is the base id in every task. SLURM_HET_JOB_ID / SLURM_HET_JOB_OFFSET are NOT set
+Numbering, as real Slurm 22.05 gives it (measured on a 4-node test cluster:
+tests/streamers/slurm_layout.json, see docs/sources.md#slurm): csrun_wse's `srun A : B : C` is ONE
+step over every component; SLURM_PROCID is global, components' tasks are contiguous PROCID ranges in
+order, and SLURM_JOB_ID is the base id in every task. SLURM_HET_JOB_ID / SLURM_HET_JOB_OFFSET are
+NOT set
 by real Slurm, so the tasks per component come from, in order of preference:
   1. SLURM_NTASKS_HET_GROUP_<k> for every component (a launcher may set them);
   2. SLURM_TASKS_PER_NODE (the whole step, e.g. `1(x2),3(x2)`, in node order) and the node
@@ -203,5 +204,5 @@ def task_role(env: Mapping[str, str] | None = None) -> Role:
 
 
 def rendezvous_dir(model_dir: Path, job_id: str) -> Path:
-    """Where a job's tasks meet (CONTRACTS.md): on the file system every node shares."""
+    """Where a job's tasks meet: on the file system every node shares."""
     return Path(model_dir) / ".cs2sim" / "rendezvous" / str(job_id)

@@ -15,7 +15,6 @@ import numpy as np
 
 from cs2sim.runtime.nn.init import Init
 from cs2sim.runtime.nn.model import Model
-from cs2sim.runtime.nn.spec import LayerSpec
 from cs2sim.runtime.nn.transformer import Block, LMEmbedding, LMHead
 from cs2sim.runtime.numerics.precision import Policy
 from cs2sim.system.errors import ConfigError
@@ -184,14 +183,6 @@ class DecoderLM(Model):
         out["perplexity"] = math.exp(min(out["loss"], 700.0))  # exp overflows a float past ~709
         return out
 
-    def input_shape(self, batch_size: int) -> tuple[int, ...]:
-        """(B, T) with T = max_position_embeddings (the longest sequence the model takes)."""
-        return (batch_size, self.cfg.max_positions)
-
-    def layer_graph(self, batch_size: int, seq_len: int | None = None) -> list[LayerSpec]:
-        """Kernels in execution order for sequences of seq_len (default max_position_embeddings)."""
-        return self.graph_for((batch_size, seq_len or self.cfg.max_positions))
-
-    def flops_per_sample(self, seq_len: int | None = None) -> float:
-        """Training FLOPs per sequence of seq_len tokens (default max_positions): 3x forward."""
-        return 3.0 * math.fsum(s.fwd_flops for s in self.layer_graph(1, seq_len))
+    def sequence_length(self) -> int:
+        """max_position_embeddings: the longest sequence the model takes (the graph's T)."""
+        return self.cfg.max_positions

@@ -137,13 +137,23 @@ class Model(Module):
         self.drop_rng.bit_generator.state = copy.deepcopy(state["dropout"])
 
     # -- for the compiler and the rate figures ------------------------------------------------
-    def input_shape(self, batch_size: int) -> tuple[int, ...]:
-        """Shape of the model input at `batch_size`."""
-        raise NotImplementedError
+    def sequence_length(self) -> int | None:
+        """A sequence model's longest sequence (its max_position_embeddings), else None."""
+        return None
 
-    def layer_graph(self, batch_size: int) -> list[LayerSpec]:
-        """Every kernel in execution order (figures per sample; out_shape at batch_size)."""
-        return self.graph_for(self.input_shape(batch_size))
+    def input_shape(self, batch_size: int) -> tuple[int, ...]:
+        """Shape of the model input at `batch_size`: (B, T) for a sequence model, with T its
+        longest sequence; any other model says its own."""
+        seq = self.sequence_length()
+        if seq is None:
+            raise NotImplementedError(f"{type(self).__name__} must define input_shape")
+        return (batch_size, seq)
+
+    def layer_graph(self, batch_size: int, seq_len: int | None = None) -> list[LayerSpec]:
+        """Every kernel in execution order (figures per sample; out_shape at batch_size), for
+        sequences of `seq_len` tokens when given (a sequence model), else the input_shape's."""
+        shape = self.input_shape(batch_size) if seq_len is None else (batch_size, seq_len)
+        return self.graph_for(shape)
 
     def graph_for(self, shape: tuple[int, ...]) -> list[LayerSpec]:
         """Every kernel in execution order for a model input of `shape` (batch first)."""
@@ -158,6 +168,7 @@ class Model(Module):
                 shape = s[-1].out_shape
         return specs
 
-    def flops_per_sample(self) -> float:
-        """Training FLOPs per sample: forward + backward, taken as 3x the forward."""
-        return 3.0 * math.fsum(s.fwd_flops for s in self.layer_graph(1))
+    def flops_per_sample(self, seq_len: int | None = None) -> float:
+        """Training FLOPs per sample (per sequence of `seq_len` tokens when given): forward +
+        backward, taken as 3x the forward."""
+        return 3.0 * math.fsum(s.fwd_flops for s in self.layer_graph(1, seq_len))

@@ -5,6 +5,11 @@ rotated by the angle t * base^(-2i / rotary_dim); the other features pass throug
   interleaved (GPT-J's `rotate_every_two`): (x0, x1), (x2, x3), ...
   halves (GPT-NeoX / LLaMA's `rotate_half`): (x0, x_{rd/2}), (x1, x_{rd/2+1}), ...
 A rotation is orthogonal, so the backward pass is the rotation by the opposite angle.
+
+The sin/cos tables cover the positions the run has actually used (grown in powers of two on
+the first longer sequence), not all of max_positions: max_position_embeddings is a bound a
+config may set far above any sequence it trains on (1,000,000,000 would be 7.45 GiB of angles
+per layer, allocated before any check), while the tables of the longest sequence are KiB.
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ __all__ = ["Rotary"]
 
 
 class Rotary:
-    """sin/cos tables for positions 0..max_positions-1 and the (inverse) rotation of q or k."""
+    """sin/cos tables for positions up to max_positions-1 (made as far as sequences reach) and
+    the (inverse) rotation of q or k."""
 
     def __init__(self, rotary_dim: int, max_positions: int, base: float = 10000.0,
                  interleaved: bool = True) -> None:
@@ -23,15 +29,30 @@ class Rotary:
             raise ValueError(f"rotary_dim must be a positive even number, not {rotary_dim}")
         self.dim = rotary_dim
         self.interleaved = interleaved
-        inv_freq = base ** (-np.arange(0, rotary_dim, 2, dtype=np.float64) / rotary_dim)  # (rd/2,)
-        angle = np.arange(max_positions, dtype=np.float64)[:, None] * inv_freq  # (Tmax, rd/2)
-        self.cos = np.cos(angle).astype(np.float32)  # (Tmax, rd/2)
-        self.sin = np.sin(angle).astype(np.float32)  # (Tmax, rd/2)
+        self.max_positions = int(max_positions)
+        self._inv_freq = base ** (-np.arange(0, rotary_dim, 2, dtype=np.float64)
+                                  / rotary_dim)  # (rd/2,)
+        self._tables = self._make(min(self.max_positions, 128))
+
+    def _make(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        angle = np.arange(n, dtype=np.float64)[:, None] * self._inv_freq  # (n, rd/2)
+        return np.cos(angle).astype(np.float32), np.sin(angle).astype(np.float32)  # (n, rd/2)
+
+    def tables(self, T: int) -> tuple[np.ndarray, np.ndarray]:
+        """(cos, sin), each (T, rd/2), for positions 0..T-1 (grown once past what exists)."""
+        tables = self._tables  # one read: another thread may swap in longer tables meanwhile
+        if T > len(tables[0]):
+            if T > self.max_positions:
+                raise ValueError(f"sequence length {T} exceeds max_positions "
+                                 f"{self.max_positions}")
+            tables = self._tables = self._make(min(self.max_positions,
+                                                   1 << (T - 1).bit_length()))
+        return tables[0][:T], tables[1][:T]
 
     def rotate(self, x: np.ndarray, out: np.ndarray, inverse: bool = False) -> np.ndarray:
         """out = R(x) (or R^T(x)); x, out (..., T, hs); the pairs as `interleaved` says."""
         T, rd = x.shape[-2], self.dim
-        c, s = self.cos[:T], self.sin[:T]  # (T, rd/2), broadcast over (B, nh)
+        c, s = self.tables(T)  # (T, rd/2), broadcast over (B, nh)
         if inverse:
             s = -s
         if self.interleaved:  # even and odd features

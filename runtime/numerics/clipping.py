@@ -1,4 +1,4 @@
-"""Gradient clipping: by global norm or by value (REFERENCE §6.4).
+"""Gradient clipping: by global norm or by value (Model Zoo's clipping keys, docs/sources.md).
 
 Model Zoo's TF Trainer: `max_gradient_norm` rescales all gradients together when their global L2
 norm exceeds it (tf.clip_by_global_norm), reusing the global norm that dynamic loss scaling already

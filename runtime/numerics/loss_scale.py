@@ -1,4 +1,4 @@
-"""Loss scaling: static, and dynamic exactly as Model Zoo's CSDynamicLossScale (REFERENCE §6.3).
+"""Loss scaling: static, and dynamic exactly as Model Zoo's CSDynamicLossScale (docs/sources.md).
 
 The model's backward pass computes the gradients of `scale * loss`, so small gradients stay above
 the 16-bit formats' underflow; `unscale_` divides them back in place and reports whether they are
@@ -23,8 +23,9 @@ double, so a period shortened on resume cannot multiply by 3.
 
 Defaults (when a key is unset): `initial_loss_scale` and `max_loss_scale` are 2^15 (TF) -- except
 for cbfloat16, where they are cstorch's 2^31, since cbfloat16's largest value is ~4.29e9 = 2^32
-(REFERENCE §6.3, CSTORCH-GS). `min_loss_scale` 2^-14, `steps_per_increase` 2000,
-`overflow_tolerance` 0.05 (TF; cstorch uses 0.0). The multiplier is 2.0 only.
+(Model Zoo's CSDynamicLossScale and cerebras.pytorch's GradScaler, docs/sources.md).
+`min_loss_scale` 2^-14, `steps_per_increase` 2000, `overflow_tolerance` 0.05 (TF; cstorch uses 0.0).
+The multiplier is 2.0 only.
 `loss_scaling_factor: "tf_dynamic"` (TF's own DynamicLossScale) is treated as "dynamic": on a CS
 system TF swapped it for CSDynamicLossScale.
 """

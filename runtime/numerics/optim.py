@@ -45,7 +45,7 @@ import numpy as np
 from cs2sim.runtime.numerics.clipping import check_clipping
 from cs2sim.runtime.numerics.loss_scale import build_loss_scaler
 from cs2sim.runtime.numerics.schedules import Schedule, build_schedule, check_learning_rate
-from cs2sim.runtime.schema import REQUIRED, Key, Schema, non_negative, unit_interval
+from cs2sim.runtime.schema import REQUIRED, Key, Range, Schema, non_negative, unit_interval
 from cs2sim.runtime.threads import run_chunks, workers
 from cs2sim.system.errors import ConfigError, RuntimeFailure
 
@@ -345,11 +345,10 @@ def _epsilon_phrase(v: Any) -> str | None:
     return None if ok else "must be a number in (0, 1] (Adam divides by sqrt(v) + epsilon)"
 
 
-def _closed(lo: float, hi: float, why: str) -> Any:
+def _closed(lo: float, hi: float, why: str) -> Range:
     """Schema check: lo <= v <= hi, with the reason shown."""
-    def check(v: Any) -> str | None:
-        return None if lo <= v <= hi else f"must be in [{lo:g}, {hi:g}] ({why})"
-    return check
+    phrase = f"must be in [{lo:g}, {hi:g}] ({why})"
+    return Range(lo, hi, below=phrase, above=phrase)
 
 
 MAX_LOSS_SCALE = 2.0**64  # past this a float32 gradient times the scale overflows at once

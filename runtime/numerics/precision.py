@@ -1,11 +1,11 @@
 """16-bit floating-point formats, emulated by rounding float32 values.
 
-A CS-2 computes with 16-bit inputs and fp32 accumulation (REFERENCE §6.1). We keep every array in
-float32 and round the values a CS-2 would hold in 16 bits to the nearest representable value of
-the chosen format (round to nearest, ties to even), so the arithmetic stays in fast float32 BLAS
-while the numbers are exactly those of the 16-bit format. numpy's own float16 arithmetic is
-hundreds of times slower, and a float32 -> float16 -> float32 cast round trip costs several times
-more than the bit-level rounding below.
+A CS-2 computes with 16-bit inputs and fp32 accumulation (Cerebras' Data Formats page,
+docs/sources.md). We keep every array in float32 and round the values a CS-2 would hold in 16 bits
+to the nearest representable value of the chosen format (round to nearest, ties to even), so the
+arithmetic stays in fast float32 BLAS while the numbers are exactly those of the 16-bit format.
+numpy's own float16 arithmetic is hundreds of times slower, and a float32 -> float16 -> float32 cast
+round trip costs several times more than the bit-level rounding below.
 
 The formats (sign / exponent / mantissa bits, exponent bias):
 

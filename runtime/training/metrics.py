@@ -1,6 +1,6 @@
 """Throughput metrics: `Rate` and `GlobalRate`, exactly as Model Zoo computes them.
 
-This is the torch_xla / cerebras.pytorch `RateTracker` algorithm (REFERENCE §4.1):
+This is the torch_xla / cerebras.pytorch `RateTracker` algorithm (docs/sources.md):
 
 * `add(count)` accumulates samples (the batch size of every step whose output arrived);
 * `rate()` is the smoothed local rate, updated ONLY when queried (i.e. at log steps):

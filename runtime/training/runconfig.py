@@ -122,6 +122,6 @@ class Components:
 
     def stream(self, split: str, seed: int) -> Any:
         """The input stream of `split` ("train" | "eval"): built in this process, or, for a
-        launched chief, fed by its streamer tasks (cli passes runtime/job/streamers.py's
+        launched chief, fed by its streamer tasks (cli passes runtime/job/remote_stream.py's
         streamed_input as stream_fn)."""
         return self.stream_fn(self.params, split, self.model_name, seed)

@@ -15,7 +15,8 @@ One training run:
      False, the latest VALID checkpoint in model_dir is restored in full (a damaged one is
      skipped for the previous);
   2. load the executable, start the input pipeline, open the event file: none of it counts in
-     GlobalRate, which starts now (REFERENCE §4.1: compile and load are excluded);
+     GlobalRate, which starts now (cerebras.pytorch's RateTracker, docs/sources.md: compile and load
+     are excluded);
   3. consume one output per step: NaN guard, log steps (Rate, GlobalRate, TensorBoard),
      checkpoints (the executor runs ahead into its bounded queue meanwhile, which is why Rate
      spikes after a checkpoint, as on a CS-2);
@@ -70,7 +71,7 @@ __all__ = [
 
 log = logging.getLogger("cs2sim.run")
 
-# REFERENCE §4.2, verbatim ({} is "NaN" or "inf")
+# Model Zoo's NaN/inf guard, verbatim (docs/sources.md) ({} is "NaN" or "inf")
 NAN_MESSAGE = (
     "{} loss detected. This could potentially be due to selected hyperparameters such as the "
     "learning rate, batch size, etc. or it could due an internal error. Please try with different "
@@ -211,7 +212,8 @@ class Trainer:
         self.model_dir.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
         model = comp.model(cfg.seed)
-        if getattr(self.executor, "announce_weight_init", False):  # weight streaming (seed 002)
+        # weight streaming (the Weight Streaming Quickstart)
+        if getattr(self.executor, "announce_weight_init", False):
             log.info("Completed weight initialization on CPU in: "
                      f"{time.perf_counter() - t0:.3f} seconds")
         opt, scaler = comp.optimizer(model), comp.scaler()
@@ -244,8 +246,9 @@ class Trainer:
         source = str(getattr(stream, "source", ""))
         if source:
             log.info(f"Training data: {source}.")
-        # pipelined CS-2 (REFERENCE §4.2b) saves checkpoint 0, then programs the fabric; weight
-        # streaming (seed 002) loads the weights into MemoryX first
+        # pipelined CS-2 (the PSC Neocortex run transcript, docs/sources.md) saves checkpoint 0,
+        # then programs the fabric; weight streaming (the Weight Streaming Quickstart) loads the
+        # weights into MemoryX first
         before = getattr(ex, "checkpoint_before_load", True)
         if not before:
             report = ex.load(model, opt, scaler, self.params)
@@ -306,7 +309,7 @@ class Trainer:
         return result
 
     def _check_loss(self, out: StepOutput) -> None:
-        """The NaN/inf guard of REFERENCE §4.2 (runconfig.check_loss_values)."""
+        """Model Zoo's NaN/inf guard (runconfig.check_loss_values; docs/sources.md)."""
         if math.isfinite(out.loss):
             return
         if self.config.check_loss_values:
@@ -364,7 +367,7 @@ class Trainer:
                     )
                 log.warning("No checkpoint to evaluate; evaluating randomly initialized weights "
                             "(--eval_random_weights).")
-        with Summaries(self.model_dir / EVAL_DIR) as tb:
+        with Summaries(self.model_dir / EVAL_DIR, within=self.model_dir) as tb:
             return self._evaluate(model, state, tb)
 
     def eval_all(self) -> list[EvalResult]:
@@ -378,7 +381,7 @@ class Trainer:
             )
         model = self.components.model(self.config.seed)
         results: list[EvalResult] = []
-        with Summaries(self.model_dir / EVAL_DIR) as tb:
+        with Summaries(self.model_dir / EVAL_DIR, within=self.model_dir) as tb:
             for path in paths:
                 try:
                     state = ckpt.load_checkpoint(path)

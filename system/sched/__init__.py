@@ -6,5 +6,5 @@
 * queue.py    jobs and allocations in the system store, reaping of dead launchers
 * runner.py   the step: forked / exec'ed tasks, merged output, kill-on-bad-exit
 * backend.py  the Backend interface and the embedded implementation
-* flags.py    the csrun_wse / csrun_cpu command lines (REFERENCE §2.2, §2.3)
+* flags.py    the csrun_wse / csrun_cpu command lines (Model Zoo's user scripts, docs/sources.md)
 """

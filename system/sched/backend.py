@@ -1,9 +1,9 @@
 """The launcher's view of a scheduler: one small interface, two implementations.
 
 `EmbeddedBackend` (here) allocates nodes of the cluster description in the store and runs every
-task as a local process. The Slurm backend (the "slurm" helper's, later) runs the same request
+task as a local process. The Slurm backend (`slurm.py`) runs the same request
 through real `srun` using `request.srun_command`'s argv. csrun_wse / csrun_cpu only ever talk
-to a Backend; /work/notes/launch-api.md documents the contract.
+to a Backend; the `Backend` protocol below is the contract.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from cs2sim.system import knobs
 from cs2sim.system.errors import UsageError
 from cs2sim.system.sched import queue
 from cs2sim.system.sched.allocation import Allocation, Events
@@ -77,9 +78,10 @@ class EmbeddedBackend:
         assert isinstance(store, Store)
         self.store = store
         if log_root is None:  # a member of a shared store may not write its owner's home
-            from cs2sim.system.store_remote import member_log_root
+            from cs2sim.system.paths import private_dir, user_tmp_dir
 
-            log_root = store.home / "slurm" if store.remote is None else member_log_root()
+            log_root = (store.home / "slurm" if store.remote is None
+                        else private_dir(user_tmp_dir("cs2sim"), "slurm"))
         self.log_root = log_root
         self.base_env = base_env
         self._nodes: list[NodeInfo] | None = None
@@ -235,10 +237,7 @@ def _recheck_interval(ahead: int) -> float:
     +-20% jitter so launchers queued together do not re-check together."""
     import random
 
-    try:
-        first = float(os.environ.get(RECHECK_ENV, RECHECK_S))
-    except ValueError:
-        first = RECHECK_S
+    first = knobs.number(RECHECK_ENV, RECHECK_S)
     base = min(max(RECHECK_MAX_S, first), first * (1 + ahead // RECHECK_STEP))
     return base * random.uniform(0.8, 1.2)
 
@@ -292,7 +291,7 @@ def scheduler_name(site: object) -> str:
     from cs2sim.system.cluster import SCHEDULERS
     from cs2sim.system.errors import ConfigError
 
-    env = os.environ.get(SCHEDULER_ENV, "").strip().lower()
+    env = knobs.text(SCHEDULER_ENV).lower()
     if env:
         if env not in SCHEDULERS:
             raise ConfigError(f"{SCHEDULER_ENV}={env} is not a scheduler; use one of: "

@@ -1,5 +1,5 @@
-"""The csrun_wse and csrun_cpu command lines, as the real bash scripts parse them (REFERENCE §2.2,
-§2.3; Cerebras/modelzoo R_1.7.1 user_scripts/).
+"""The csrun_wse and csrun_cpu command lines, as the real bash scripts parse them (Model Zoo
+R_1.7.1's user_scripts/, docs/sources.md).
 
 The parse is a loop over the words like the scripts' `while :; case $1 in ...`: both spellings
 (`--flag value`, `--flag=value`), `--` skipped, any other `-x` warned about and ignored
@@ -48,8 +48,10 @@ WSE_USAGE = (
     "[--cpus-per-task] [--single-task-nodes] [--cyclic] command_for_cs_execution"
 )
 CPU_USAGE = "Usage: csrun_cpu [--help] [--alloc-node] [--mount-dirs] command_to_execute"
-MIN_WS_SINGLE_TASK_NODES = 2  # the chief and at least one coordinator (seed 002's command)
-# csrun_cpu unsets these "within the singularity container scope" (REFERENCE §2.2)
+# the chief and at least one coordinator (the Weight Streaming Quickstart's command)
+MIN_WS_SINGLE_TASK_NODES = 2
+# csrun_cpu unsets these "within the singularity container scope" (Model Zoo's csrun_cpu,
+# docs/sources.md)
 UNSET_VARS = ("PYTHONPATH", "GITTOP", "LLVM_TOP", "LLVM_MLIR_PATH", "LD_LIBRARY_PATH", "CBCORE",
               "CEREBRAS_INCLUDE_PATH", "CEREBRAS_ANGLER_SHARE_PATH")
 
@@ -295,7 +297,7 @@ def parse_cpu(
     environ: dict[str, str],
     messages: list[tuple[str, str]] | None = None,
 ) -> CpuLaunch:
-    """Parse csrun_cpu's arguments (REFERENCE §2.2)."""
+    """Parse csrun_cpu's arguments (Model Zoo's csrun_cpu, docs/sources.md)."""
     out = CpuLaunch(messages=messages if messages is not None else [])
     values: dict[str, str] = {}
     i = 0
@@ -499,7 +501,7 @@ def wse_help(site: SiteSpec) -> str:
 
 
 def cpu_help() -> str:
-    """csrun_cpu --help (REFERENCE §2.2)."""
+    """csrun_cpu --help (Model Zoo's csrun_cpu, docs/sources.md)."""
     lines = [
         CPU_USAGE,
         "",

@@ -33,32 +33,12 @@ import os
 import signal
 import time
 
+from cs2sim.system import procfs
+
 __all__ = ["JobGuard", "members", "end_processes", "become_subreaper", "guard_running"]
 
 PR_SET_CHILD_SUBREAPER = 36
 KILL_WAIT_S = 5.0  # SIGKILLed processes are gone within ms; this bounds a stuck scan
-
-
-def _stat(pid: int) -> tuple[int, int, str] | None:
-    """(ppid, session id, state) of a process, None if it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read()
-    except OSError:
-        return None
-    fields = raw[raw.rfind(b")") + 2:].split()
-    try:
-        return int(fields[1]), int(fields[3]), fields[0].decode()
-    except (IndexError, ValueError):
-        return None
-
-
-def _has_marker(pid: int, marker: bytes) -> bool:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            return marker in f.read().split(b"\0")
-    except OSError:
-        return False
 
 
 def members(sids: set[int], *, parent: int | None = None, marker: bytes | None = None,
@@ -68,26 +48,17 @@ def members(sids: set[int], *, parent: int | None = None, marker: bytes | None =
     me = os.getpid()
     out = []
     uid = os.getuid()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        pid = int(entry)
+    for pid in procfs.pids():
         if pid == me or pid in exclude:
             continue
-        info = _stat(pid)
-        if info is None or info[2] in ("Z", "X"):
+        st = procfs.read_stat(pid)
+        if st is None or st.ended:
             continue
-        ppid, sid, _ = info
-        if sid in sids or (parent is not None and ppid == parent):
+        if st.session in sids or (parent is not None and st.ppid == parent):
             out.append(pid)
-        elif marker is not None:
-            try:
-                if os.stat(f"/proc/{pid}").st_uid != uid:
-                    continue
-            except OSError:
-                continue
-            if _has_marker(pid, marker):
-                out.append(pid)
+        elif (marker is not None and procfs.owner(pid) == uid
+              and procfs.environ_has(pid, marker)):
+            out.append(pid)
     return out
 
 
@@ -119,21 +90,11 @@ GUARD_NAME = "cs2g-{}"  # the guard's comm (at most 15 bytes: pids have at most 
 def guard_running(launcher: int) -> bool:
     """Whether a guard of the launcher `launcher` still runs (ending its job's processes)."""
     want = GUARD_NAME.format(launcher).encode()
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return False
-    for entry in entries:
-        if not entry.isdigit():
+    for pid in procfs.pids():
+        if procfs.comm(pid) != want:
             continue
-        try:
-            with open(f"/proc/{entry}/comm", "rb") as f:
-                if f.read().strip() != want:
-                    continue
-        except OSError:
-            continue
-        info = _stat(int(entry))
-        if info is not None and info[2] not in ("Z", "X"):
+        st = procfs.read_stat(pid)
+        if st is not None and not st.ended:
             return True
     return False
 
@@ -158,7 +119,7 @@ class JobGuard:
     @classmethod
     def start(cls) -> JobGuard | None:
         """Fork the guard (None where fork or /proc is missing: nothing to guard with)."""
-        if not os.path.isdir("/proc") or not hasattr(os, "fork"):
+        if not procfs.available() or not hasattr(os, "fork"):
             return None
         r, w = os.pipe()
         pid = os.fork()

@@ -1,8 +1,8 @@
 """Where each task of a job runs and the Slurm environment it sees.
 
-Measured, not assumed: the "slurm" helper recorded real Slurm 22.05's task environments for
-csrun_wse's heterogeneous srun lines (/work/notes/slurm-layout.md, 15 cases;
-tests/launch/data/slurm_layout.json is a copy, and test_launch_slurm_truth.py compares this
+Measured, not assumed: real Slurm 22.05's task environments for csrun_wse's heterogeneous srun
+lines were recorded on a 4-node test cluster (15 cases, tests/launch/data/slurm_layout.json;
+see docs/sources.md#slurm), and test_launch_slurm_truth.py compares this
 module with every case). The rules:
 
 * `srun A : B : C` makes a heterogeneous JOB (component k has job id base + k) but ONE step

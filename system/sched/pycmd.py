@@ -1,11 +1,11 @@
 """Which commands a launcher can run in a forked, preloaded interpreter instead of a cold exec.
 
-`python`, `python3`, `python-ws`, `python-pt` (REFERENCE §2.4) or this interpreter's own path,
-followed by a script, `-c CODE` or `-m MODULE`: the task is this Python, so it can be a fork of the
-launcher that runs the code with runpy (sharing the launcher's already-imported modules
-copy-on-write) instead of a fresh interpreter start-up (~50 ms CPU and ~10 MB each; 98 of them
-would not start in 2 s on 2 cores). Anything else (another program, interpreter options such as
-`-u`, an interactive `python`) is exec'ed for real.
+`python`, `python3`, `python-ws`, `python-pt` (Cerebras' reference implementations and Model Zoo,
+docs/sources.md) or this interpreter's own path, followed by a script, `-c CODE` or `-m MODULE`: the
+task is this Python, so it can be a fork of the launcher that runs the code with runpy (sharing the
+launcher's already-imported modules copy-on-write) instead of a fresh interpreter start-up (~50 ms
+CPU and ~10 MB each; 98 of them would not start in 2 s on 2 cores). Anything else (another program,
+interpreter options such as `-u`, an interactive `python`) is exec'ed for real.
 """
 
 from __future__ import annotations

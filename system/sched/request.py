@@ -1,10 +1,11 @@
 """What a launcher asks the scheduler for, and the `srun` command line that asks it of Slurm.
 
 A JobRequest is a heterogeneous job: one Component per `:`-separated part of the real csrun_wse's
-srun line (REFERENCE §2.3). `srun_command` is the ONE function that builds that line: csrun_wse
-prints it (`Launching: ...`), the embedded backend runs the request it describes, and the Slurm
-backend runs exactly its argv. The text keeps the real script's spacing (its unset variables leave
-double spaces), so the echo matches what the bash script prints for the same flags.
+srun line (Model Zoo's csrun_wse, docs/sources.md). `srun_command` is the ONE function that builds
+that line: csrun_wse prints it (`Launching: ...`), the embedded backend runs the request it
+describes, and the Slurm backend runs exactly its argv. The text keeps the real script's spacing
+(its unset variables leave double spaces), so the echo matches what the bash script prints for the
+same flags.
 """
 
 from __future__ import annotations
@@ -91,7 +92,8 @@ def srun_command(
     image: str,
     run_args: tuple[str, ...],
 ) -> SrunCommand:
-    """The csrun_wse srun line for these resolved settings (the three shapes of REFERENCE §2.3).
+    """The csrun_wse srun line for these resolved settings (the three shapes of Model Zoo's
+    csrun_wse, docs/sources.md).
 
     `cpus_arg` is "--cpus-per-task=N" or "" (Slurm chooses), as the script's CPUS_PER_TASK_ARG.
     """
@@ -130,8 +132,9 @@ def srun_command(
 def cpu_command(
     *, alloc_node: bool, exclude_node: str, mount_dirs: str, image: str, run_args: tuple[str, ...]
 ) -> SrunCommand:
-    """csrun_cpu's line (REFERENCE §2.2): `srun --pty --nodes=1 [--exclude=N] --exclusive ...`,
-    or the bare `singularity exec ...` when the node is not allocated. `exclude_node` is the
+    """csrun_cpu's line (Model Zoo's csrun_cpu, docs/sources.md): `srun --pty --nodes=1
+    [--exclude=N] --exclusive ...`, or the bare `singularity exec ...` when the node is not
+    allocated. `exclude_node` is the
     whole `--exclude=...` word or ""."""
     exclude_arg = exclude_node
     run = " ".join(run_args)

@@ -1,9 +1,9 @@
 """Run a job step: every task a real process, output merged like `srun --unbuffered`.
 
-Start-up speed is the design constraint (issue 10: 98 tasks in well under 2 s on 2 cores). Tasks
-of a Python command (pycmd.classify) are forked from the launcher, which has already imported
-what the command needs (`preload`), then `gc.freeze()`d so the children's collector does not
-copy the shared heap; each child runs the code with runpy. Other commands are fork + exec.
+Start-up speed is the design constraint (the Weight Streaming Quickstart's 98 tasks in well under 2
+s on 2 cores). Tasks of a Python command (pycmd.classify) are forked from the launcher, which has
+already imported what the command needs (`preload`), then `gc.freeze()`d so the children's collector
+does not copy the shared heap; each child runs the code with runpy. Other commands are fork + exec.
 No thread exists while forking (a fork copies only the calling thread; a lock held by another
 would stay locked forever in the child): the output pump runs on the main thread afterwards.
 

@@ -6,7 +6,8 @@ here), passes srun's own lines through (queue/allocation lines, `srun: error: no
 and records the run in the store under Slurm's job id (table `slurm_jobs`; the store is SQLite on
 the login host, so only the launcher process writes it, never a task on a compute node).
 
-What real Slurm does that we rely on (measured on Slurm 22.05, /work/notes/slurm-layout.md):
+What real Slurm does that we rely on (measured on Slurm 22.05; the recording is
+tests/slurm/ground_truth/layout.json, see docs/sources.md#slurm):
 * srun allocates the job itself; a heterogeneous job prints `srun: job N queued and waiting for
   resources` with its base id N; a 1-node job prints nothing, so its id comes from squeue's
   AllocSID (srun runs in its own session, so its pid is that session id);

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from cs2sim.runtime.cli.main import model_home
-from cs2sim.runtime.params import load_params, resolve_precision, validate_params
+from cs2sim.runtime.numerics.mixed_precision import resolve_precision
+from cs2sim.runtime.params import load_params, validate_params
 from cs2sim.runtime.training.trainer import Trainer
 
 CONFIGS = {

@@ -70,7 +70,8 @@ def test_tolerance_is_far_below_another_seed(tmp_path):
 
 
 def test_gptj_weight_streaming_on_4_csx_matches_cpu(tmp_path):
-    """The seed's story model (GPT-J, its tiny config: rotary, parallel attention + MLP)."""
+    """The Weight Streaming Quickstart's model (GPT-J, its tiny config: rotary, parallel attention +
+    MLP)."""
     ov = dict(runconfig__max_steps=3, runconfig__log_steps=1, runconfig__checkpoint_steps=0,
               train_input__batch_size=8)
     cpu = _losses("gptj", tmp_path, "cpu", None, ov)

@@ -147,12 +147,13 @@ def test_a_run_registers_its_job_and_finishes_it(capsys, tmp_path, monkeypatch, 
                                                                         num_csx)
     assert perf["est_samples_per_sec"] > 0 and perf["programming_time"] > 0
     assert perf["compile_time"] > 0 and perf["samples_per_sec"] > 0
-    if mode is ExecMode.PIPELINED:  # REFERENCE §4.2b's milestones, in order
+    # the milestones of the PSC Neocortex transcript or the Quickstart, in order (docs/sources.md)
+    if mode is ExecMode.PIPELINED:
         marks = ["Starting Cerebras Compilation", "Programming CS-2 fabric",
                  "Fabric programmed", "Coordinator fully up. Waiting for Streaming (using ",
                  "Waiting for 1 streamer(s) to prime the data pipeline", "Streamers are ready",
                  "Training finished with 192 samples in "]
-    else:  # seed 002's
+    else:  # the Weight Streaming Quickstart's
         marks = ["Completed weight initialization on CPU in: ",
                  "Loading CPU pre-initialized weights took ", "global_step = 3, loss = ",
                  "Training finished with 192 samples in ", "Loss for final step: "]

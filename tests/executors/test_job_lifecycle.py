@@ -85,7 +85,7 @@ def test_job_is_listed_from_another_process_and_a_forced_standby_stops_it(tmp_pa
             run.communicate()
     assert run.returncode == 75, err
     last = ckpt.load_checkpoint(ckpt.list_checkpoints(tmp_path / "run")[-1])
-    # the sentence is computed from the checkpoints that exist (issue 22)
+    # the sentence is computed from the checkpoints that exist
     assert err.count("\n") == 1 and "went to STANDBY" in err
     assert (f'its last checkpoint is "{last.path}" (global step {last.step}), and running the '
             "same command again resumes from it, once an admin has run `system activate`") in err
@@ -123,7 +123,7 @@ def test_kill_9_leaves_no_running_job(tmp_path):
 
 
 def test_a_run_stopped_before_its_first_checkpoint_says_it_starts_again_from_step_0(tmp_path):
-    # issue 22: "its checkpoints are kept ... resumes from the last one" was said even then
+    # "its checkpoints are kept ... resumes from the last one" must not be said here
     run = _spawn(tmp_path / "run", *LONG, every=10**6)
     try:
         m, admin = _machine()

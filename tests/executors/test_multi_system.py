@@ -1,4 +1,4 @@
-"""Issue 19: a weight-streaming run over num_csx systems holds all of them; a forced standby of
+"""A weight-streaming run over num_csx systems holds all of them; a forced standby of
 any one stops it at its next step (exit 75, checkpoints kept) and frees every system."""
 
 from __future__ import annotations

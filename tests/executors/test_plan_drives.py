@@ -1,9 +1,11 @@
-"""Issue 19: the compiled plan drives what the CS-2 executors run. Weight streaming streams the
+"""The compiled plan drives what the CS-2 executors run. Weight streaming streams the
 plan's layers (its grouping of blocks, the layer it keeps on the wafer); pipelined runs the plan's
 stages and its replicas (data parallel on one wafer). Changing the plan changes what runs, and the
 numbers stay the host's."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -54,7 +56,7 @@ def test_weight_streaming_streams_the_plans_layers(tmp_path):
     assert ex.swarmx.broadcasts == 2 * len(plan.layers) - kept
     # another plan: every two layers streamed as one, none kept on the wafer
     merged = [dict(e, retained=False) for e in plan.layers[::2]]
-    other = WeightStreamingExecutor(2, {"layers": merged})
+    other = WeightStreamingExecutor(2, replace(plan, layers=merged))
     _, comp2, m2, _ = _parts("gpt2", model__dropout_rate=0.1)
     other.load(m2, comp2.optimizer(m2), comp2.scaler(), params)
     other.begin_gradients()
@@ -67,7 +69,7 @@ def test_weight_streaming_streams_the_plans_layers(tmp_path):
                         + [(e["name"], "B") for e in reversed(merged)])
     assert [(n, p) for _, n, p, _ in ex.trace] != streamed
     with pytest.raises(RuntimeFailure, match="streams this model's blocks out of their order"):
-        WeightStreamingExecutor(1, {"layers": merged[::-1]}).load(
+        WeightStreamingExecutor(1, replace(plan, layers=merged[::-1])).load(
             m2, comp2.optimizer(m2), comp2.scaler(), params)
 
 
@@ -75,13 +77,13 @@ def test_weight_streaming_streams_the_plans_layers(tmp_path):
 def test_pipelined_runs_the_plans_stages_and_replicas(tmp_path, replicas):
     params, comp, m, batch = _parts("fc_mnist", model__dropout=0.2)
     plan = compile_run("fc_mnist", params, tmp_path, mode=ExecMode.PIPELINED,
-                       draw_map=False).plan.to_json()
-    plan["replicas"] = replicas  # as the placement pass writes it for a small model
+                       draw_map=False).plan
+    plan = replace(plan, replicas=replicas)  # as the placement pass writes it for a small model
     loss, want = _host(comp, batch, 2.0)
     ex = PipelinedExecutor(plan, microbatches=3)
     ex.load(m, comp.optimizer(m), comp.scaler(), params)
     assert [st.names[0] for st in ex.stages] == [b for b in dict.fromkeys(
-        k["block"] for k in plan["kernels"])]
+        k["block"] for k in plan.kernels)]
     assert ex.compute_gradients(batch, 1, 2.0) == pytest.approx(loss, rel=1e-6)
     _same(ex.wafer.grads(), want)
     # the batch went to `replicas` copies, each its own 3 micro-batches, side by side
@@ -104,12 +106,12 @@ def test_losses_stay_the_hosts_with_a_plan_of_two_replicas_and_merged_layers(tmp
 
     params, _ = make_params("fc_mnist", **ov)
     plan = compile_run("fc_mnist", params, tmp_path / "c", mode=ExecMode.PIPELINED,
-                       draw_map=False).plan.to_json()
+                       draw_map=False).plan
     cpu = losses("cpu", None)
-    pipe = losses("pipe", PipelinedExecutor(dict(plan, replicas=2)))
+    pipe = losses("pipe", PipelinedExecutor(replace(plan, replicas=2)))
     ws_plan = compile_run("fc_mnist", params, tmp_path / "w", mode=ExecMode.WEIGHT_STREAMING,
-                          draw_map=False).plan.to_json()
-    ws = losses("ws", WeightStreamingExecutor(3, {"layers": ws_plan["layers"][::2]}))
+                          draw_map=False).plan
+    ws = losses("ws", WeightStreamingExecutor(3, replace(ws_plan, layers=ws_plan.layers[::2])))
     np.testing.assert_allclose(pipe, cpu, rtol=1e-5, atol=0)
     np.testing.assert_allclose(ws, cpu, rtol=1e-5, atol=0)
     assert cpu[-1] < cpu[0]
@@ -122,7 +124,10 @@ def test_weight_streaming_runs_the_plans_micro_batches(tmp_path):
     # the plan's micro-batches: 4 samples on each of 3 systems at a time (the compiler splits a
     # system's samples when their activations do not fit one wafer); the step runs them one
     # after another (gradient accumulation, accumulate.py) and updates once
-    plan = {"micro_batch_size": 4, "micro_batches": -(-B // 12)}
+    compiled = compile_run("fc_mnist", params, tmp_path, mode=ExecMode.WEIGHT_STREAMING,
+                           draw_map=False).plan
+    # (no layers: each model block streams as its own layer)
+    plan = replace(compiled, micro_batch_size=4, micro_batches=-(-B // 12), layers=[])
     seen: list[int] = []
     ex = WeightStreamingExecutor(3, plan)
     ex.load(m, comp.optimizer(m), comp.scaler(), params)
@@ -137,7 +142,7 @@ def test_weight_streaming_runs_the_plans_micro_batches(tmp_path):
     assert seen[0] == 12 and sum(seen) == B and len(seen) == -(-B // 12)
     layers = len(ex.layers)
     assert ex.swarmx.broadcasts == len(seen) * (2 * layers - 1)  # every pass streams again
-    one = WeightStreamingExecutor(3, dict(plan, micro_batches=1))  # the plan: one pass
+    one = WeightStreamingExecutor(3, replace(plan, micro_batches=1))  # the plan: one pass
     _, comp1, m1, _ = _parts("fc_mnist", model__dropout=0.0)
     one.load(m1, comp1.optimizer(m1), comp1.scaler(), params)
     assert len(one.accumulation.split(batch)) == 1

@@ -1,11 +1,11 @@
-"""Seed 000 on the event file: the user node and the wafer are decoupled, so Rate spikes after a
-checkpoint and GlobalRate stays smooth.
+"""Cerebras' "Measure throughput of your model" on the event file (docs/sources.md): the user node
+and the wafer are decoupled, so Rate spikes after a checkpoint and GlobalRate stays smooth.
 
 While the user node writes a checkpoint (its time proportional to the checkpoint's bytes: here
 ~23 MB of weights and Adam state), the executor keeps computing into the bounded output queue;
 when the user node comes back it finds a burst of ready outputs, and the Rate of the next log
-steps (an EMA over log intervals, REFERENCE §4.1) jumps. GlobalRate divides all samples by all
-time and barely moves.
+steps (an EMA over log intervals, cerebras.pytorch's RateTracker, docs/sources.md) jumps. GlobalRate
+divides all samples by all time and barely moves.
 """
 
 from __future__ import annotations

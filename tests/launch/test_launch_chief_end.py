@@ -1,4 +1,4 @@
-"""Issue 22: a csrun_wse job whose chief ends at once (the rerun of a completed run) ends in
+"""A csrun_wse job whose chief ends at once (the rerun of a completed run) ends in
 seconds with exit 0; a streamer that dies reaches the user as srun reports it."""
 
 from __future__ import annotations

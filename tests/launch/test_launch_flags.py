@@ -1,4 +1,5 @@
-"""csrun_wse / csrun_cpu command lines against REFERENCE §2.2-2.3 (the real scripts' texts)."""
+"""csrun_wse / csrun_cpu command lines against the real scripts' texts (Model Zoo's user scripts,
+docs/sources.md)."""
 
 from __future__ import annotations
 

@@ -18,7 +18,8 @@ def _nodes(*parts: list[str]) -> list[list[str]]:
 
 
 def test_block_matches_slurm_notes():
-    # SLURM-NOTES §3: srun -N2 --ntasks-per-node=2 -> node1 0 0 0 / node1 0 1 1 / node2 1 2 0 / ...
+    # real Slurm 22.05: srun -N2 --ntasks-per-node=2 -> node1 0 0 0 / node1 0 1 1 / node2 1 2 0 /
+    # ...
     tasks = layout(_req(Component(2, 2)), 8, _nodes(["node1", "node2"]), {})
     got = [(t.node, t.nodeid, t.procid, t.localid) for t in tasks]
     assert got == [("node1", 0, 0, 0), ("node1", 0, 1, 1), ("node2", 1, 2, 0), ("node2", 1, 3, 1)]
@@ -28,7 +29,7 @@ def test_block_matches_slurm_notes():
 
 
 def test_cyclic_matches_slurm_notes():
-    # SLURM-NOTES §3, --distribution=cyclic: node1 0 0 0 / node2 1 1 0 / node1 0 2 1 / node2 1 3 1
+    # real Slurm 22.05, --distribution=cyclic: node1 0 0 0 / node2 1 1 0 / node1 0 2 1 / node2 1 3 1
     tasks = layout(_req(Component(2, 2, cyclic=True)), 8, _nodes(["node1", "node2"]), {})
     got = [(t.node, t.nodeid, t.procid, t.localid) for t in tasks]
     assert got == [("node1", 0, 0, 0), ("node2", 1, 1, 0), ("node1", 0, 2, 1), ("node2", 1, 3, 1)]

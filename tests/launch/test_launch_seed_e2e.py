@@ -1,7 +1,8 @@
-"""Seed 002's exact csrun_wse line end to end (a small --max_steps): the admin switches the CS-2
-to weight streaming, then 98 real tasks train GPT-J's continuous pretraining on the embedded
-cluster. Needs the --cs_ip executors (runtime/job/cs_run.py) and the task roles / streamers
-(runtime/job/roles.py, runtime/job/streamers.py) of the exec and streamers branches: skipped, with
+"""The Weight Streaming Quickstart's exact csrun_wse line end to end (a small --max_steps): the
+admin switches the CS-2 to weight streaming, then 98 real tasks train GPT-J's continuous pretraining
+on the embedded cluster. Needs the --cs_ip executors (runtime/job/cs_run.py) and the task roles /
+streamers (runtime/job/roles.py, runtime/job/streamers.py) of the exec and streamers branches:
+skipped, with
 that reason, in a checkout that lacks them."""
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ GPTJ = Path(__file__).resolve().parents[2] / "runtime" / "modelzoo" / "gptj"
 
 def weight_streaming_gptj(tmp_path: Path) -> Path:
     """A user's copy of the GPT-J model directory, on a system the admin switched to weight
-    streaming (seed 002, Section 1)."""
+    streaming (the Weight Streaming Quickstart, Section 1)."""
     work = tmp_path / "gptj"
     work.mkdir()
     shutil.copy(GPTJ / "run.py", work / "run.py")

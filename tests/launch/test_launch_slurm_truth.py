@@ -1,5 +1,5 @@
-"""The embedded layout against REAL Slurm's: every case the "slurm" helper recorded on a 4-node
-Slurm 22.05 cluster (data/slurm_layout.json = /work/notes/slurm-layout.json), replayed through the
+"""The embedded layout against REAL Slurm's: every case recorded on a 4-node
+Slurm 22.05 cluster (data/slurm_layout.json, docs/sources.md#slurm), replayed through the
 same csrun_wse flag parsing, placement and environment code the launcher uses."""
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ DATA = json.loads((Path(__file__).parent / "data" / "slurm_layout.json").read_te
 SITE = SiteSpec(def_nodes=4, def_tasks_per_node=1, def_cpus_per_task=17, gres_resource="",
                 gres_node="", singularity_image="img")
 NODES = [NodeInfo(f"node{i}", 16) for i in range(1, 5)]
-# the variables compared (SLURM-NOTES rule 11: DISTRIBUTION and NTASKS_PER_NODE are unreliable;
+# the variables compared (SLURM_DISTRIBUTION and SLURM_NTASKS_PER_NODE vary with how srun was
+# called;
 # ports, pids, dirs and ids are run-specific; job ids are compared relative to the base id)
 SAME = ("SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", "SLURMD_NODENAME", "SLURM_NTASKS",
         "SLURM_NPROCS", "SLURM_NNODES", "SLURM_JOB_NUM_NODES", "SLURM_JOB_NODELIST",

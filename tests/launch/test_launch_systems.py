@@ -1,4 +1,4 @@
-"""Issue 19: on a cluster of four CS-2s, a weight-streaming launch reserves its num_csx systems
+"""On a cluster of four CS-2s, a weight-streaming launch reserves its num_csx systems
 (the one --cs_ip names and the next ones): it is queued until they are free, refused before
 anything is allocated when the cluster has fewer or one of them is not ACTIVE in weight streaming,
 and `jobs show` / `system list` say which job holds which system."""

@@ -1,4 +1,4 @@
-"""Issue 22: a queued launcher sleeps until its job is decided (woken through its FIFO), costs
+"""A queued launcher sleeps until its job is decided (woken through its FIFO), costs
 no CPU while it waits, and leaves the queue as srun does when cancelled or interrupted."""
 
 from __future__ import annotations

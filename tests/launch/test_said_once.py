@@ -1,8 +1,8 @@
-"""What every task of a job would print is said once, by the chief (issue 23, item 7).
+"""What every task of a job would print is said once, by the chief.
 
 Under csrun_wse every task runs the same run.py command; before the tasks split into their parts
-they meet the same errors, and Ctrl-C reaches them all. A 6-task job used to print its
-"interrupted" sentence six times and a 49-streamer job its AUTOTUNE notice 49 times.
+they meet the same errors, and Ctrl-C reaches them all. Without that, a 6-task job would print
+its "interrupted" sentence six times and a 49-streamer job its AUTOTUNE notice 49 times.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The Model Zoo compatibility suite (issue 7): Cerebras' published params files, unchanged.
+"""The Model Zoo compatibility suite: Cerebras' published params files, unchanged.
 
 Every file in tests/modelzoo/configs/ (see PROVENANCE.md there) is loaded as published, through
 the same run.py entry point a user runs; overrides are given on the command line only. Small
@@ -38,7 +38,7 @@ MODEL = {
 }
 SMALL = ("fc_mnist_tf.yaml", "fc_mnist_pt.yaml")
 LARGE = tuple(f for f in MODEL if f not in SMALL)
-# keys named in issue 7 as warned about; they must now be known
+# keys real Model Zoo files use that a schema could miss; they must be known
 ISSUE_KEYS = ("model.allow_multireplica", "train_input.add_special_tokens",
               "eval_input.add_special_tokens", "train_input.use_multiple_workers")
 
@@ -119,7 +119,7 @@ def test_small_configs_train_a_few_steps(capsys, tmp_path, name):
         assert (rc["save_summary_steps"], rc["log_steps"]) == (50, 50)
 
 
-# -- the compiler (issue 8) validates and compiles them, unchanged ---------------------------------
+# -- the compiler validates and compiles them, unchanged ---------------------------------
 
 @pytest.mark.parametrize("name", LARGE)
 def test_large_configs_validate(capsys, tmp_path, name):

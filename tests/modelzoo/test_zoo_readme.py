@@ -1,13 +1,12 @@
-"""The manual's host training commands work exactly as written, with a plain `python` (issue 7).
+"""The manual's host training commands work exactly as written, with a plain `python`.
 
 The commands are `cd runtime/modelzoo/<model> && python run.py ...`. They are read from the
-"Training on the host" section of docs/training.md (the README's until issue 20 moved the manual
-into docs/) and run as written by bash, in a copy of the checkout (so a relative `--model_dir
-model_dir` lands in the copy, not in the source tree) whose `.venv` is the venv these tests run
-in, with a PATH that has no venv on it and no VIRTUAL_ENV / PYTHONPATH: the `python` found is the
-system one, which cannot import the project, and run.py must find its way
-(runtime/job/bootstrap.py). The re-exec and the no-venv error are also checked with `python3 -S`,
-an interpreter that certainly lacks numpy.
+"Training on the host" section of docs/training.md and run as written by bash, in a copy of the
+checkout (so a relative `--model_dir model_dir` lands in the copy, not in the source tree) whose
+`.venv` is the venv these tests run in, with a PATH that has no venv on it and no VIRTUAL_ENV /
+PYTHONPATH: the `python` found is the system one, which cannot import the project, and run.py must
+find its way (runtime/job/bootstrap.py). The re-exec and the no-venv error are also checked with
+`python3 -S`, an interpreter that certainly lacks numpy.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Params mutation fuzz (issue 6): every mutated params file is either accepted or refused in
+"""Params mutation fuzz: every mutated params file is either accepted or refused in
 ONE sentence (a CsError), never a traceback; each one is read, validated and written back with
 bounded time and memory.
 
@@ -23,12 +23,12 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cs2sim.runtime.numerics.mixed_precision import resolve_precision
 from cs2sim.runtime.numerics.optim import check_optimizer_params
 from cs2sim.runtime.params import (
     apply_cli_overrides,
     fill_resolved,
     load_params,
-    resolve_precision,
     validate_params,
     write_params,
 )

@@ -1,6 +1,6 @@
 """Concurrent admins: several processes race standby / setup / activate through the real console
 dispatcher. The audit chain replays without a break, and every command's exit code agrees with
-its audit row (issue 6.2: an activation whose reboot completed exits 0, even when another
+its audit row (an activation whose reboot completed exits 0, even when another
 admin's standby lands before the waiting shell looks again)."""
 
 from __future__ import annotations

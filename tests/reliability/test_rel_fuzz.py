@@ -116,7 +116,7 @@ def test_non_admin_lines_change_nothing_but_the_audit_log(fuzz_store: Store, lin
     assert dump(fuzz_store) == before, line
 
 
-# -- regression cases (issue 6.4 and what the fuzz found) ---------------------------------------
+# -- regression cases (what the fuzz found) ------------------------------------------------------
 @pytest.mark.parametrize(
     "line",
     [

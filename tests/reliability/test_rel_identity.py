@@ -1,4 +1,4 @@
-"""Identity and store access as a SECOND OS user (issue 6.1 and 6.6): the console run by another
+"""Identity and store access as a SECOND OS user: the console run by another
 user with a spoofed LOGNAME/USER, a store it may not open, a read-only CS2_HOME.
 
 These need root (to become the other user with setuid, as `runuser` does); elsewhere they are
@@ -62,7 +62,7 @@ def cs_as_other(home: Path, *argv: str, **env: str) -> tuple[int, str, str]:
 @contextlib.contextmanager
 def shared_with_other(home: Path) -> Iterator[None]:
     """A store an admin has shared with the other user's group, through its store service
-    (issue 21: group write on the files was no boundary; docs/security.md)."""
+    (group write on the files would be no boundary; docs/security.md)."""
     from cs2sim.system.store_service import PID_NAME, share
 
     assert OTHER is not None
@@ -102,7 +102,7 @@ def test_another_users_private_store_is_exit_77_not_1(shared: Path) -> None:
 
 
 def test_read_only_home_says_the_write_failed(shared: Path) -> None:
-    """Issue 7: a read-only CS2_HOME is a write that failed, not an unreadable store."""
+    """A read-only CS2_HOME is a write that failed, not an unreadable store."""
     assert OTHER is not None
     home = shared / "ro"
     home.mkdir()

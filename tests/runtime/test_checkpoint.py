@@ -134,7 +134,7 @@ def test_temp_files_never_listed_and_those_of_killed_writers_removed(tmp_path):
 def test_crash_before_rename_leaves_previous_checkpoint_latest(tmp_path, monkeypatch):
     ckpt.save_checkpoint(tmp_path, state(10))
 
-    def crash(src, dst):
+    def crash(src, dst, **dir_fds):
         raise OSError("power cut")
 
     monkeypatch.setattr(atomic.os, "replace", crash)

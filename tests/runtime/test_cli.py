@@ -1,4 +1,5 @@
-"""run.py end to end through `runtime.cli.main`: flags and messages (REFERENCE §3.1), overrides,
+"""run.py end to end through `runtime.cli.main`: flags and messages (Model Zoo's run.py,
+docs/sources.md), overrides,
 artifacts, accuracy of fc_mnist on the digits, and the host-memory refusal."""
 
 from __future__ import annotations
@@ -314,7 +315,7 @@ def test_progress_bar_only_when_stdout_and_stderr_are_both_terminals():
             assert ("on_load" in trainer.events) is bar
 
 
-# -- issue 7: the real run.py flags, which params/model_dir, eval without checkpoint ---------------
+# -- the real run.py flags, which params/model_dir, eval without checkpoint ---------------
 
 def test_real_model_zoo_flags_are_accepted_and_stored(capsys, tmp_path):
     md = tmp_path / "m"
@@ -451,7 +452,7 @@ def test_params_train_yaml_holds_resolved_values(capsys, tmp_path):
 
 
 def test_unknown_keys_are_not_written_back(capsys, tmp_path):
-    """Issue 6 item 3: an ignored key (here aliases within the limits) is not re-serialized."""
+    """An ignored key (here aliases within the limits) is not re-serialized."""
     text = Path(FC_SMALL).read_text().replace(
         "runconfig:\n", "runconfig:\n    junk: &a [1, 2, 3]\n    junk2: [*a, *a, *a]\n")
     (tmp_path / "p.yaml").write_text(text)

@@ -382,7 +382,7 @@ def test_workers_never_outlive_the_consumer(how):
     assert alive == []
 
 
-# -- data_dir lists and AUTOTUNE (issue 7) ---------------------------------------------------------
+# -- data_dir lists and AUTOTUNE ------------------------------------------------------------------
 
 def _shard_dirs(tmp_path, count: int) -> list[str]:
     """`count` directories; every token of directory d lies in [100 d, 100 d + 80)."""

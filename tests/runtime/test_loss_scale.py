@@ -1,4 +1,5 @@
-"""Dynamic and static loss scaling (REFERENCE §6.3): growth, backoff, skips, clamps, state."""
+"""Dynamic and static loss scaling (Model Zoo's CSDynamicLossScale, docs/sources.md): growth,
+backoff, skips, clamps, state."""
 
 from __future__ import annotations
 

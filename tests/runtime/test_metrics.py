@@ -1,4 +1,5 @@
-"""RateTracker against hand-computed values (REFERENCE §4.1), with an injected clock."""
+"""RateTracker against hand-computed values (cerebras.pytorch's RateTracker, docs/sources.md), with
+an injected clock."""
 
 from __future__ import annotations
 
@@ -67,7 +68,7 @@ def test_zero_interval_reports_zero_and_keeps_state():
     clock.t += 1
     assert rt.rate() == pytest.approx(5.0)
     clock.t += 1
-    # issue 7: a query with no new samples smooths the zero in (0.4 x the previous rate) and
+    # a query with no new samples smooths the zero in (0.4 x the previous rate) and
     # starts a new interval, as torch_xla's / cerebras.pytorch's RateTracker
     assert rt.rate() == pytest.approx(0.4 * 5.0)
     assert rt.total_count == 5

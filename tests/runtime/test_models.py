@@ -320,7 +320,8 @@ def test_loss_scalings_coincide_when_loss_weight_is_one_over_length() -> None:
 # ---------------------------------------------------------------------------------------------
 # schemas and configuration forms
 # ---------------------------------------------------------------------------------------------
-# the model-section keys of the Model Zoo files (REFERENCE §3.4-3.7, GPT-J 6B TF and PyTorch)
+# the model-section keys of the Model Zoo files (Model Zoo's params files, docs/sources.md, GPT-J 6B
+# TF and PyTorch)
 YAML_MODEL_KEYS = {
     "fc_mnist": {
         "hidden_sizes",
@@ -549,3 +550,17 @@ def test_layer_graph_contents() -> None:
     j = GPTJModel(TINY_GPTJ, FP32, 0)
     assert next(s for s in j.layer_graph(1) if s.kind == "attention").attr("rotary_dim") == 2
     assert g.flops_per_sample(seq_len=6) > g.flops_per_sample(seq_len=3)
+
+
+def test_the_graph_helpers_live_once_on_the_model_base():
+    """input_shape / layer_graph / flops_per_sample are Model's; a sequence model says only its
+    sequence_length, so GPT-2, GPT-J, LLaMA and BERT share one definition of each."""
+    from cs2sim.runtime.modelzoo.bert.model import BertModel
+    from cs2sim.runtime.nn.decoder import DecoderLM
+    from cs2sim.runtime.nn.model import Model
+
+    for cls in (DecoderLM, BertModel):
+        for helper in ("input_shape", "layer_graph", "flops_per_sample"):
+            assert helper not in vars(cls), f"{cls.__name__} redefines {helper}"
+        assert "sequence_length" in vars(cls)
+    assert Model.sequence_length(object.__new__(Model)) is None

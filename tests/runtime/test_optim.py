@@ -259,7 +259,7 @@ def test_hyperparameters_are_validated(make, message):
 
 
 def test_build_optimizer_from_reference_yaml_sections():
-    # REFERENCE §3.5 (PyTorch fc_mnist), §3.6 (TF GPT-2), §3.7 (PyTorch GPT-2)
+    # Model Zoo's params files (PyTorch fc_mnist, TF GPT-2, PyTorch GPT-2; docs/sources.md)
     opt = build_optimizer(
         {
             "optimizer_type": "SGD",

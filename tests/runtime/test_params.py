@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from cs2sim.runtime import params as P
+from cs2sim.runtime.numerics import mixed_precision as MP
 from cs2sim.runtime.schema import REQUIRED, Key, non_negative, positive, unit_interval
 from cs2sim.system.errors import ConfigError
 
@@ -159,7 +160,7 @@ def test_required_key_and_bad_section_shape(monkeypatch):
                                     "required (at least batch_size).")
     assert error({"train_input": {}, "model": {}}).startswith(
         "params.yaml: train_input.batch_size is required")
-    # issue 6 item 5: no silent defaults for a missing model section
+    # no silent defaults for a missing model section
     assert error({"train_input": {"batch_size": 8}}).startswith(
         "params.yaml: section model is missing; it is required")
     assert error({"train_input": {"batch_size": 8}, "model": None}).startswith(
@@ -192,7 +193,7 @@ def test_unknown_key_warns_with_suggestion_and_is_dropped():
     assert ("params.yaml: unknown key model.hiden_size ignored (did you mean hidden_size?)"
             in warnings)
     assert "params.yaml: unknown key model.zzz ignored" in warnings
-    # issue 6 item 3: what is ignored is not kept (so never re-serialized into params_train.yaml)
+    # what is ignored is not kept (so never re-serialized into params_train.yaml)
     assert params["model"]["hidden_size"] == 50 and "hiden_size" not in params["model"]
 
 
@@ -371,12 +372,13 @@ def test_cli_override_is_validated():
     assert str(e.value) == "command line: --max_steps must be >= 0, not -1."
 
 
-# -- resolve_precision (REFERENCE §6.2) ------------------------------------------------------------
+# -- resolve_precision (Model Zoo's mixed-precision keys, docs/sources.md)
+# ------------------------------------------------------------
 
 def resolved(model: dict, optimizer: dict | None = None, csconfig: dict | None = None):
     raw = minimal(model=model, optimizer=optimizer or {}, csconfig=csconfig or {})
     params, _ = P.validate_params(raw, "x")
-    half, warnings = P.resolve_precision(params)
+    half, warnings = MP.resolve_precision(params)
     return half, warnings, params
 
 
@@ -427,13 +429,13 @@ def test_bad_fp16_type_and_model_to_float16():
     params, _ = P.validate_params(minimal(), "x")
     params["model"]["to_float16"] = True
     with pytest.raises(ConfigError, match="model.to_float16 must be false"):
-        P.resolve_precision(params)
+        MP.resolve_precision(params)
 
 
 def test_precision_opt_level_in_model_moves_to_runconfig():
     params, _ = P.validate_params(minimal(), "x")
     params["model"]["precision_opt_level"] = 0
-    _, warnings = P.resolve_precision(params)
+    _, warnings = MP.resolve_precision(params)
     assert params["runconfig"]["precision_opt_level"] == 0
     assert "precision_opt_level" not in params["model"]
     assert warnings == ['Passing `precision_opt_level` via `model` params is deprecated. '
@@ -602,7 +604,8 @@ runconfig:
     ("fc_mnist", FC_MNIST_TF), ("fc_mnist", FC_MNIST_PT), ("gpt2", GPT2_TF), ("gpt2", GPT2_PT),
 ], ids=["fc_mnist-tf", "fc_mnist-pt", "gpt2-tf", "gpt2-pt"])
 def test_reference_configs_with_real_schemas(monkeypatch, tmp_path, model_name, text):
-    """REFERENCE §3.4-3.7 verbatim: no error, and no warning outside `optimizer` (whose schema
+    """Model Zoo's params files verbatim (docs/sources.md): no error, and no warning outside
+    `optimizer` (whose schema
     is a stand-in until runtime/numerics/optim.py exists)."""
     monkeypatch.setattr(P, "model_schema", REAL_MODEL_SCHEMA)
     monkeypatch.setattr(P, "optimizer_schema", REAL_OPTIMIZER_SCHEMA)
@@ -613,11 +616,11 @@ def test_reference_configs_with_real_schemas(monkeypatch, tmp_path, model_name, 
     assert [w for w in warnings if not w.startswith(stand_in or "\0")] == []
     if model_name == "gpt2":
         assert params["model"]["vocab_size"] == 50257  # from train_input in the TF config
-    half, _ = P.resolve_precision(params)
+    half, _ = MP.resolve_precision(params)
     assert half == ("float32" if text is FC_MNIST_TF else "float16")
 
 
-# -- issue 6 item 5: bounds known up front -------------------------------------------------------
+# -- bounds known up front -----------------------------------------------------------------------
 
 @pytest.mark.parametrize(("raw", "message"), [
     (minimal(eval_input={"batch_size": 1e308}),
@@ -677,7 +680,7 @@ def test_data_dir_is_a_string_or_a_list_of_paths():
         "params.yaml: train_input.data_dir must name at least one directory, not a list.")
 
 
-# -- issue 6 item 3: one bounded YAML loader for params and cluster files --------------------------
+# -- one bounded YAML loader for params and cluster files --------------------------
 
 def _bomb(depth: int, indent: str = "  ") -> str:
     lines = ["runconfig:", f"{indent}a0: &a0 [x, x, x, x, x, x, x, x, x]"]

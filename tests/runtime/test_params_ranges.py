@@ -1,5 +1,5 @@
-"""Params with a physical range are refused with one sentence naming the key (issue 21's
-probe: each of these started training, or failed with an internal error, before)."""
+"""Params with a physical range are refused with one sentence naming the key
+(without the range checks, each of these would start training or fail with an internal error)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """TensorBoard event files, read back with TensorBoard's own reader.
 
 Rate and GlobalRate in the files are recomputed from the logged steps' wall times (each event
-carries the wall time of the clock reading its values were computed at) with REFERENCE §4.1.
+carries the wall time of the clock reading its values were computed at) with cerebras.pytorch's
+RateTracker, docs/sources.md.
 """
 
 from __future__ import annotations

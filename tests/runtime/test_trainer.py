@@ -259,7 +259,7 @@ def test_pretrained_checkpoint_path_is_a_warm_start_of_the_weights(tmp_path):
 
 
 def test_checkpoint_path_resumes_as_in_the_pytorch_flow(tmp_path, caplog):
-    """Issue 7: without --is_pretrained_checkpoint a checkpoint path resumes (PyTorch flow)."""
+    """Without --is_pretrained_checkpoint a checkpoint path resumes (PyTorch flow)."""
     full = make_trainer(tmp_path / "full", max_steps=14).train()
     source = make_trainer(tmp_path / "pre", max_steps=10).train().checkpoints[-1]
     with caplog.at_level(logging.INFO, logger="cs2sim"):
@@ -391,8 +391,9 @@ def test_executor_keeps_computing_while_user_node_saves_a_checkpoint(tmp_path):
 
 
 def test_global_rate_excludes_input_startup_and_event_file_opening(tmp_path, monkeypatch):
-    """Seed 000: GlobalRate counts from the executable being loaded. Bringing up the input
-    workers and opening the event file happen before; on a virtual clock they take 100 s and
+    """Cerebras' "Measure throughput of your model" (docs/sources.md): GlobalRate counts from the
+    executable being loaded. Bringing up the input workers and opening the event file happen before;
+    on a virtual clock they take 100 s and
     50 s, the steps 1 s each, so the first log step's GlobalRate must be 5 steps / 5 s."""
     import cs2sim.runtime.training.trainer as T
 
@@ -567,7 +568,8 @@ def one_blas_thread():
 
 def real_trainer(model_name: str, model_dir: Path, model: dict, optimizer: dict,
                  train_input: dict, inject=None, **runconfig) -> Trainer:
-    from cs2sim.runtime.params import resolve_precision, validate_params
+    from cs2sim.runtime.numerics.mixed_precision import resolve_precision
+    from cs2sim.runtime.params import validate_params
 
     raw = {"train_input": train_input, "model": model, "optimizer": optimizer,
            "runconfig": {"log_steps": 5, "checkpoint_steps": 10, "seed": 7, **runconfig}}
@@ -651,7 +653,7 @@ def test_real_dls_skipped_step_leaves_weights_unchanged(tmp_path, one_blas_threa
 
 
 def test_rates_below_one_are_printed_with_two_significant_digits(tmp_path, caplog):
-    """Issue 7: Model Zoo 2.x prints a rate < 1 with `.2g` (our lines used `.2f` always)."""
+    """Model Zoo 2.x prints a rate < 1 with `.2g` (our lines used `.2f` always)."""
     t = iter(range(0, 10**9, 3000))  # every clock reading is 3000 s after the previous one
     params = make_params(max_steps=5)
     trainer = Trainer("fake", params, tmp_path, clock=lambda: float(next(t)),

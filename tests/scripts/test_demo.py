@@ -18,7 +18,7 @@ def test_demo_tells_the_whole_story(tmp_path):
     out = proc.stdout
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr
     # in this order: compile on CPU, pipelined training reusing it, eval, the refused WS job,
-    # the seed's mode change (exact strings), the seed's csrun_wse line training, the queue view
+    # the Quickstart's mode change (exact strings), its csrun_wse line training, the queue view
     story = [
         "$ csrun_cpu python run.py --mode=compile_only",
         "Running: srun --pty --nodes=1",

@@ -1,4 +1,4 @@
-"""Issue 6.2: `system activate` says what happened and exits as the audit log says."""
+"""`system activate` says what happened and exits as the audit log says."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def test_a_fault_during_the_reboot_is_a_failure_naming_who(store, home, monkeypa
 
 @pytest.mark.parametrize("attempt", range(3))
 def test_boot_seconds_0_never_promises_a_wait(store, home, attempt):
-    """Issue 6.6: a refusal under CS2_BOOT_SECONDS=0 must not say "ready in 1 s"; the clock is
+    """A refusal under CS2_BOOT_SECONDS=0 must not say "ready in 1 s"; the clock is
     read under the write lock, so a reboot another process committed while we waited is due."""
     import threading
 

@@ -1,5 +1,6 @@
 """End to end under pexpect: the real `python -m csshell` on a pseudo-terminal, no special
-environment (no PROMPT_TOOLKIT_NO_CPR): the seed's Section 1 exactly as written, and the
+environment (no PROMPT_TOOLKIT_NO_CPR): the Weight Streaming Quickstart's Section 1
+(docs/sources.md) exactly as written, and the
 behaviours a person at the console relies on."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 22: a guarded mode change (what activate boots into and who set it; a warning, on a
+"""A guarded mode change (what activate boots into and who set it; a warning, on a
 terminal a question, when another admin changed it unseen; --expect-mode; withdrawing a
 pending change), and `jobs show` that says what it leaves out."""
 

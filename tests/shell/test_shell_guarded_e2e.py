@@ -1,4 +1,4 @@
-"""Issue 22 under pexpect, on a real pseudo-terminal: history per account, `cs system standby`
+"""Under pexpect, on a real pseudo-terminal: history per account, `cs system standby`
 typed as words asks, and another admin's unseen mode change is asked about before a reboot."""
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ def status(store: Store):
 
 
 def test_seed_section_1_in_process(store: Store) -> None:
-    """The seed's five steps, with the seed's exact strings."""
+    """The Weight Streaming Quickstart's five steps, with its exact strings."""
     prompter = Scripted(True, ExecMode.WEIGHT_STREAMING)
     ctx = make_context(store, prompter=prompter, interactive=True)
 

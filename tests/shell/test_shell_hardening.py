@@ -1,4 +1,4 @@
-"""Issue 6.6 (console side): history as private as the store; no guessed flags for secrets or
+"""History as private as the store; no guessed flags for secrets or
 paths, on the `cs` command line and in the console."""
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ def test_c_runs_the_seed_change(home: Path, capsys: pytest.CaptureFixture[str]) 
     assert (code, err) == (0, "")
     lines = out.splitlines()
     assert lines[2].startswith("cs2-1 will boot into Weight Streaming mode (now Pipelined), as "
-                               "configured by ")  # who set it (issue 22), then the seed's line
+                               "configured by ")  # who set it, then the Quickstart's line
     del lines[2]
     assert lines == [
         "System cs2-1 is in STANDBY.",
@@ -51,7 +51,8 @@ def test_c_runs_the_seed_change(home: Path, capsys: pytest.CaptureFixture[str]) 
 
 
 def test_command_as_words_like_ssh_cs(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """`ssh root@system cs config execmode show --output-format=json` (REFERENCE FW-SWAP)."""
+    """`ssh root@system cs config execmode show --output-format=json` (the firmware-swap script of
+    docs/sources.md)."""
     code, out, _ = cs(capsys, "config", "execmode", "show", "--output-format=json")
     assert code == 0 and '"execmode": "PIPELINED"' in out
 

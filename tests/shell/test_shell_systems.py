@@ -1,4 +1,4 @@
-"""Issue 19: a cluster of several CS-2s at the console, under pexpect: `cs --system NAME` acts on
+"""A cluster of several CS-2s at the console, under pexpect: `cs --system NAME` acts on
 that system (the show commands and the toolbar name it), `system list` lists them all, `system
 use` switches, and refusals and audit rows name their system; one system is as before."""
 
@@ -73,4 +73,4 @@ def test_one_system_looks_as_before(store: Store) -> None:
     assert "Reserved" not in out(ctx)
     ctx = make_context(store)
     assert run_line(ctx, "config execmode show; software show") == 0
-    assert "System" not in out(ctx) and "system " not in out(ctx)  # the seed's lines alone
+    assert "System" not in out(ctx) and "system " not in out(ctx)  # the Quickstart's lines alone

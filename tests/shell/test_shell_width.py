@@ -1,4 +1,4 @@
-"""Issue 7: console text wraps at word boundaries on a terminal at any width down to 60
+"""Console text wraps at word boundaries on a terminal at any width down to 60
 columns (help, banner, messages, error lines); pipes are never wrapped. Tested at 60 and 120."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The csrun_wse flag sets whose task layout is recorded on real Slurm, and the srun line the
-real csrun_wse builds for each (REFERENCE.md section 2.3), with `singularity exec ...` replaced
-by a task that records its environment (task_env.py).
+real csrun_wse builds for each (Model Zoo's csrun_wse, docs/sources.md), with `singularity exec ...`
+replaced by a task that records its environment (task_env.py).
 
 Shared by record_layout.py (writes ground_truth/layout.json) and test_layout.py (re-runs the
 cases and compares with the recorded ground truth).

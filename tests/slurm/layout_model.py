@@ -78,7 +78,8 @@ def compress_hosts(names: Sequence[str]) -> str:
 
 def components(case: LayoutCase) -> list[tuple[int, int, int, bool]]:
     """(nodes, tasks per node, cpus per task, --exclusive) of each heterogeneous component, in
-    srun order (REFERENCE 2.3: single-task components get neither --cpus-per-task nor a
+    srun order (Model Zoo's csrun_wse, docs/sources.md: single-task components get neither
+    --cpus-per-task nor a
     distribution; without single-task nodes the first component is not --exclusive)."""
     n, tpn, single = case.total_nodes, case.tasks_per_node, case.single_task_nodes
     cpt = case.cpus_per_task or 1

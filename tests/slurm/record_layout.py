@@ -75,7 +75,8 @@ def slurm_version() -> str:
 
 def record(cases: list[LayoutCase] = CASES) -> dict[str, object]:
     return {
-        "about": "Real Slurm task layout of csrun_wse's heterogeneous srun lines (REFERENCE 2.3) "
+        "about": "Real Slurm task layout of csrun_wse's heterogeneous srun lines "
+                 "(Model Zoo's csrun_wse, docs/sources.md) "
                  "on the 4-node x 16-CPU test cluster of .ci/slurm/start.sh; recorded by "
                  "tests/slurm/record_layout.py.",
         "slurm_version": slurm_version(),

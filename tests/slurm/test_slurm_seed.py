@@ -1,4 +1,5 @@
-"""Seed 002's csrun_wse line (python-ws GPT-J continuous pretraining, small --max_steps) on the
+"""The Weight Streaming Quickstart's csrun_wse line (python-ws GPT-J continuous pretraining, small
+--max_steps) on the
 real Slurm test cluster and on the embedded scheduler: both complete and leave the same model_dir.
 
 The seed asks for 14 nodes of 8 tasks x 16 CPUs; the test cluster has 4 nodes of 16 CPUs, so the
@@ -26,7 +27,8 @@ pytestmark = [
     pytest.mark.slurm,
     pytest.mark.slow,
     pytest.mark.skipif(bool(missing), reason=f"needs {', '.join(missing)} (the exec and "
-                       "streamers branches): the seed's run.py cannot train on a CS-2 without"),
+                       "streamers branches): the Quickstart's run.py cannot train on a CS-2 "
+                       "without"),
 ]
 GPTJ = Path(__file__).resolve().parents[2] / "runtime" / "modelzoo" / "gptj"
 SEED_FLAGS = ["--total-nodes", "4", "--tasks-per-node", "2", "--cpus-per-task", "8",

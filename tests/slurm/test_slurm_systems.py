@@ -1,4 +1,4 @@
-"""Issue 19 on real Slurm: with `site.system_licenses` each CS-2 system is a Slurm license of
+"""On real Slurm: with `site.system_licenses` each CS-2 system is a Slurm license of
 count 1 (slurm.conf `Licenses=cs2-1:1,...`); csrun_wse asks for its job's systems, so Slurm queues
 a job until they are free, as the embedded scheduler does, and `jobs show` says which it holds.
 

@@ -1,4 +1,4 @@
-"""A rogue local process attacking a running job's chief (issue 21's probe, as a script).
+"""A rogue local process attacking a running job's chief (a security probe, as a script).
 
     python rogue.py <rendezvous dir> <streamers>
 

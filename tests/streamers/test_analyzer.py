@@ -10,15 +10,9 @@ import sys
 
 import pytest
 
-from cs2sim.scripts.cs_input_analyzer import (
-    FINISH,
-    START,
-    AnalyzerError,
-    PerThreads,
-    parse_args,
-    parse_command,
-    recommend,
-)
+from cs2sim.runtime.cli.analyzer_report import FINISH, START
+from cs2sim.runtime.cli.input_analyzer import AnalyzerError, PerThreads, parse_command, recommend
+from cs2sim.scripts.cs_input_analyzer import parse_args
 from tests.streamers.conftest import FC_SMALL, ROOT
 
 RUN_PY = str(ROOT / "runtime" / "modelzoo" / "fc_mnist" / "run.py")
@@ -195,7 +189,7 @@ def test_a_run_py_naming_a_class_it_lacks_is_one_line(tmp_path):
         parse_command(["python", str(bad)])
 
 
-# -- the recommended line and the examples, as a user runs them (issue 23) ------------------------
+# -- the recommended line and the examples, as a user runs them -------------------------------
 def _train_line(report: str) -> str:
     lines = report.splitlines()
     at = lines.index("Train with (on the CS-2):")

@@ -45,7 +45,7 @@ def test_a_rogue_process_cannot_disturb_or_crash_a_running_job(tmp_path, jobs):
     assert None not in ports and sorted(map(int, refused)) == sorted(ports), log
     assert "claiming to be streamer 0 of job 951" in log  # what it claimed is named
     assert "did not prove it holds the job's secret" in log
-    assert "a header of 1,073,741,824 bytes" in log and "dtype 'O'" in log
+    assert "a message of 1,073,741,824 bytes" in log and "dtype 'O'" in log
     assert 0 < report["chief_peak_kb"] < 900_000  # three 1 GiB prefixes allocated nothing
     # the address and the secret went with the job; only its 0600 outcome record stays
     assert sorted(p.name for p in rdv.iterdir()) == ["ended.json"]
@@ -72,7 +72,7 @@ def test_frames_are_bounded_and_checked_before_allocation():
     a, b = socket.socketpair()
     with a, b:
         a.sendall((1 << 31).to_bytes(4, "big"))
-        with pytest.raises(channel.FrameError, match="header of 2,147,483,648 bytes"):
+        with pytest.raises(channel.FrameError, match="message of 2,147,483,648 bytes"):
             channel.recv_header(b)
     for arrays, phrase in [([["x", "O", [1]]], "numeric dtypes only"),
                            ([["x", "<f4", [1 << 30, 1 << 30]]], "more than"),

@@ -58,7 +58,7 @@ def test_no_single_task_nodes_chief_shares_its_component_with_streamers():
 
 
 def test_plain_srun_ntasks_7_is_one_chief_and_six_streamers():
-    # REFERENCE §4.2b: --ntasks=7 -> "Waiting for 6 streamer(s)"
+    # the PSC Neocortex transcript (docs/sources.md): --ntasks=7 -> "Waiting for 6 streamer(s)"
     got = roles((7,))
     assert got == [Role.CHIEF] + [Role.STREAMER] * 6
     assert task_info(slurm_env("5", 0, (7,))).num_streamers == 6
@@ -89,7 +89,7 @@ def test_rendezvous_dir_is_under_model_dir(tmp_path):
     assert rendezvous_dir(tmp_path, "77") == tmp_path / ".cs2sim" / "rendezvous" / "77"
 
 
-# -- real Slurm 22.05's environments (recorded by the slurm helper: /work/notes/slurm-layout.md)
+# -- real Slurm 22.05's environments (recorded on a 4-node test cluster, docs/sources.md)
 LAYOUT = json.loads((Path(__file__).with_name("slurm_layout.json")).read_text())["cases"]
 
 

@@ -9,8 +9,9 @@ import pytest
 import yaml
 
 from cs2sim.runtime.data import build_input
+from cs2sim.runtime.job.hub import ChiefHub
+from cs2sim.runtime.job.remote_stream import RemoteStream, for_streamers
 from cs2sim.runtime.job.roles import task_info
-from cs2sim.runtime.job.streamers import ChiefHub, RemoteStream, for_streamers
 from tests.streamers.conftest import GPT2_TINY, Job, chief_params, slurm_env
 
 pytest.importorskip("cs2sim.runtime.data.shards")

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from cs2sim.runtime.data import build_input
+from cs2sim.runtime.job.hub import ChiefHub
+from cs2sim.runtime.job.remote_stream import RemoteStream
 from cs2sim.runtime.job.roles import task_info
-from cs2sim.runtime.job.streamers import ChiefHub, RemoteStream
 from cs2sim.system.errors import RuntimeFailure
 from tests.streamers.conftest import FC_SMALL, GPT2_TINY, Job, chief_params, slurm_env
 
@@ -188,11 +189,11 @@ def test_slow_streamers_show_as_an_input_bottleneck(tmp_path, jobs):
 
 def test_tasks_that_come_after_the_chief_ended_exit_at_once_with_its_outcome(tmp_path, jobs,
                                                                              monkeypatch):
-    # Issue 22: the chief (this process) ends before any other task has started: they find its
+    # The chief (this process) ends before any other task has started: they find its
     # ended record and leave within seconds, not after the rendezvous timeout.
-    from cs2sim.runtime.job.streamers import ENDED_FILE, read_ended
+    from cs2sim.runtime.job.ended import ENDED_FILE, read_ended
 
-    # DEBUG: a streamer's notices are the chief's to say (issue 23, runtime/cli/main.py); here
+    # DEBUG: a streamer's notices are the chief's to say (runtime/cli/main.py); here
     # the streamer's own log shows why it left
     argv = ["-m", "train", "-p", FC_SMALL, "-o", str(tmp_path / "md"), "--logging", "DEBUG"]
     info = task_info(slurm_env("821", 0, (1, 1, 2)))
@@ -213,16 +214,16 @@ def test_tasks_that_come_after_the_chief_ended_exit_at_once_with_its_outcome(tmp
 
 
 def test_a_stale_ended_record_is_ignored_and_removed_by_the_next_chief(tmp_path, monkeypatch):
-    from cs2sim.runtime.job import streamers
+    from cs2sim.runtime.job import ended, rendezvous
 
     info = task_info(slurm_env("831", 0, (1, 2)))
     old = ChiefHub(info, tmp_path / "md")
     old.end(0)
     d = tmp_path / "md" / ".cs2sim" / "rendezvous" / "831"
-    data = json.loads((d / streamers.ENDED_FILE).read_text())
-    data["at"] -= 10 * streamers.ENDED_FRESH_S  # a store made anew, the same job id again
-    (d / streamers.ENDED_FILE).write_text(json.dumps(data))
-    assert streamers.read_ended(d, "831") is None
+    data = json.loads((d / ended.ENDED_FILE).read_text())
+    data["at"] -= 10 * ended.ENDED_FRESH_S  # a store made anew, the same job id again
+    (d / ended.ENDED_FILE).write_text(json.dumps(data))
+    assert ended.read_ended(d, "831") is None
     hub = ChiefHub(info, tmp_path / "md")  # the new job's chief clears it
-    assert not (d / streamers.ENDED_FILE).exists() and (d / streamers.ADDR_FILE).exists()
+    assert not (d / ended.ENDED_FILE).exists() and (d / rendezvous.ADDR_FILE).exists()
     hub.end(0)

@@ -1,4 +1,5 @@
-"""Machine: the seed's workflow, every refused pair, roles, time-based boot, audit content."""
+"""Machine: the Weight Streaming Quickstart's workflow, every refused pair, roles, time-based boot,
+audit content."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ PUBLIC = [Action.STANDBY, Action.ACTIVATE, Action.SETUP, Action.FAULT]
 
 def test_seed_workflow_step_by_step(machine, admin, clock, monkeypatch):
     monkeypatch.setenv("CS2_BOOT_SECONDS", "3")
-    # 1. a fresh store: ACTIVE, configured = active = PIPELINED (the seed's first `show`)
+    # 1. a fresh store: ACTIVE, configured = active = PIPELINED (the Quickstart's first `show`)
     s = machine.status()
     assert (s.state, s.configured_mode, s.active_mode) == (State.ACTIVE, "PIPELINED", "PIPELINED")
     assert not s.pending_mode_change and s.activating_until is None

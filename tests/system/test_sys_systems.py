@@ -1,4 +1,4 @@
-"""Issue 19 in the store: which systems a job holds (the --cs_ip one and the next num_csx - 1,
+"""In the store: which systems a job holds (the --cs_ip one and the next num_csx - 1,
 wrapping round), exclusive while it runs, freed when it ends; a version 1 store is upgraded."""
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ def test_creator_is_admin_others_are_users(store, admin, monkeypatch):
 
 
 def test_the_environment_cannot_claim_an_identity(store, admin, monkeypatch):
-    """Issue 6.1: LOGNAME / USER are the caller's to set; the login comes from the real uid."""
+    """LOGNAME / USER are the caller's to set; the login comes from the real uid."""
     other = next(p for p in pwd.getpwall() if p.pw_uid != os.getuid())
     monkeypatch.setattr(oslogin, "real_uid", lambda: other.pw_uid)
     for var in ("LOGNAME", "USER", "LNAME", "USERNAME"):

@@ -1,4 +1,5 @@
-"""The testing kit's console session: the seed's mode change, driven as a user's test would."""
+"""The testing kit's console session: the Weight Streaming Quickstart's mode change, driven as a
+user's test would."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ Keys accepted with NO effect here (CS kernels, TF graph and GPU flags): use_vsl,
 boundary_casting, tf_summary, attention_kernel, enable_gpu_optimizations, pad_token_id (our
 sequences are never padded), compute_eval_metrics (always computed), embedding_size (must equal
 hidden_size), precision_opt_level, to_float16; mixed_precision / fp16_type / use_bfloat16 are
-read by runtime/params.py. Refused with one sentence: use_pre_normalization true and
+read by numerics/mixed_precision.py. Refused with one sentence: use_pre_normalization true and
 label_smoothing > 0 (not implemented).
 """
 
@@ -37,7 +37,6 @@ from cs2sim.runtime.nn.activations import ACTIVATIONS
 from cs2sim.runtime.nn.encoder import BertEmbedding, BertHead, EncoderBlock, MLMHead, NSPHead
 from cs2sim.runtime.nn.init import from_config, truncated_normal
 from cs2sim.runtime.nn.model import Model, training_bytes
-from cs2sim.runtime.nn.spec import LayerSpec
 from cs2sim.runtime.numerics.precision import HALF_FORMATS, Policy
 from cs2sim.runtime.schema import Key, Schema, non_negative, positive, unit_interval
 from cs2sim.system.errors import ConfigError
@@ -307,17 +306,9 @@ class BertModel(Model):
         return out
 
     # -- for the compiler and the host-memory check -------------------------------------------
-    def input_shape(self, batch_size: int) -> tuple[int, ...]:
-        """(B, T) with T = max_position_embeddings."""
-        return (batch_size, self.cfg.max_positions)
-
-    def layer_graph(self, batch_size: int, seq_len: int | None = None) -> list[LayerSpec]:
-        """Kernels in execution order for sequences of seq_len (default max_positions)."""
-        return self.graph_for((batch_size, seq_len or self.cfg.max_positions))
-
-    def flops_per_sample(self, seq_len: int | None = None) -> float:
-        """Training FLOPs per sequence of seq_len tokens (default max_positions): 3x forward."""
-        return 3.0 * math.fsum(s.fwd_flops for s in self.layer_graph(1, seq_len))
+    def sequence_length(self) -> int:
+        """max_position_embeddings: the longest sequence the model takes (the graph's T)."""
+        return self.cfg.max_positions
 
     def input_bytes_per_sample(self, seq_len: int) -> int:
         """Bytes streamed in per sequence: ids and segments (T each), P positions, ids and

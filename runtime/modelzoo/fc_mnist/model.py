@@ -1,13 +1,13 @@
 """FC-MNIST: 784 -> hidden Dense layers (activation, dropout) -> 10 logits; mean cross-entropy.
 
-Both Model Zoo forms of the model section are accepted (REFERENCE §3.4, §3.5):
+Both Model Zoo forms of the model section are accepted (Model Zoo's params files, docs/sources.md):
   TF       hidden_sizes: [500, 300]          one Dense per entry
   PyTorch  depth: 10, hidden_size: 50        depth Dense layers of hidden_size units
 hidden_sizes overrides depth/hidden_size; with neither, the TF model's [500, 300] is built.
 Weights start glorot-uniform (the Keras Dense default), biases at zero.
 
 Keys with no effect on this numpy model (accepted so Model Zoo files load): mixed_precision,
-fp16_type and use_bfloat16 are read by runtime/params.py to choose the Policy the model is given;
+fp16_type and use_bfloat16 choose the Policy the model is given (numerics/mixed_precision.py);
 to_float16, precision_opt_level, boundary_casting, tf_summary and compute_eval_metrics (accuracy
 is always computed in eval) change nothing here.
 """
@@ -68,11 +68,11 @@ MODEL_SCHEMA: Schema = {
         str, "relu", "Hidden activation.", choices=("relu", "tanh", "elu", "selu", "linear")
     ),
     "mixed_precision": Key(
-        bool, False, "16-bit activations/weights/gradients (read by params.resolve_precision)."
+        bool, False, "16-bit activations/weights/gradients (read by numerics.mixed_precision)."
     ),
     "fp16_type": Key(str, None, "16-bit format when mixed_precision is on.", choices=HALF_FORMATS),
     "use_bfloat16": Key(
-        bool, False, "Older form of fp16_type: bfloat16 (read by params.resolve_precision)."
+        bool, False, "Older form of fp16_type: bfloat16 (read by numerics.mixed_precision)."
     ),
     "to_float16": Key(bool, False, "PyTorch R1.x flag; no effect here."),
     "precision_opt_level": Key(int, None, "Deprecated in model (runconfig key); no effect here."),

@@ -1,6 +1,7 @@
 """GPT-2: pre-LN decoder blocks, learned positions, final layer norm, output tied to the embedding.
 
-Every key of Model Zoo's GPT-2 model sections (REFERENCE §3.6 TF and §3.7 PyTorch) is accepted.
+Every key of Model Zoo's GPT-2 model sections (TF and PyTorch; Model Zoo's params files,
+docs/sources.md) is accepted.
 Keys that shape the numpy math: vocab_size, hidden_size, num_hidden_layers, num_heads, filter_size,
 nonlinearity, max_position_embeddings, use_position_embedding, position_embedding_type, rotary_dim,
 share_embedding_weights, *dropout_rate, layer_norm_epsilon, use_projection_bias_in_attention (q/k/v
@@ -9,12 +10,13 @@ use_untied_layer_norm (parallel blocks only), attention_type, the initializers a
 loss_scaling, loss_weight.
 Keys accepted with NO effect here: boundary_casting, tf_summary, use_vsl (TF graph/CS flags),
 attention_softmax_fp32 (our softmax is always fp32), use_cache, precision_opt_level, to_float16;
-mixed_precision / fp16_type / use_bfloat16 are read by runtime/params.py to choose the Policy.
+mixed_precision / fp16_type / use_bfloat16 are read by numerics/mixed_precision.py to choose the
+Policy.
 
 Loss: "num_tokens" -> sum CE / (B * T); "batch_size" -> sum CE * loss_weight / B. With
 loss_weight = 1 / max_sequence_length (as the Model Zoo configs set it) the two coincide.
-Init (REFERENCE §3.6 set_defaults): truncated normal std initializer_range (0.02); the two
-residual output projections std 0.02 / sqrt(2 * num_hidden_layers).
+Init (Model Zoo's TF GPT-2 `set_defaults`, docs/sources.md): truncated normal std initializer_range
+(0.02); the two residual output projections std 0.02 / sqrt(2 * num_hidden_layers).
 """
 
 from __future__ import annotations
@@ -141,11 +143,11 @@ MODEL_SCHEMA: Schema = {
     "dropout_seed": Key(int, None, "Seed of the dropout masks (default: the run's seed)."),
     # Cerebras / precision flags
     "mixed_precision": Key(
-        bool, False, "16-bit activations/weights/gradients (read by params.resolve_precision)."
+        bool, False, "16-bit activations/weights/gradients (read by numerics.mixed_precision)."
     ),
     "fp16_type": Key(str, None, "16-bit format when mixed_precision is on.", choices=HALF_FORMATS),
     "use_bfloat16": Key(
-        bool, False, "Older form of fp16_type: bfloat16 (read by params.resolve_precision)."
+        bool, False, "Older form of fp16_type: bfloat16 (read by numerics.mixed_precision)."
     ),
     "precision_opt_level": Key(int, None, "Deprecated in model (runconfig key); no effect here."),
     "boundary_casting": Key(bool, False, "TF Cerebras flag; no effect here."),

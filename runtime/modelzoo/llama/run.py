@@ -1,4 +1,4 @@
-"""llama's run.py: `python run.py --mode train -p configs/<params>.yaml -o <model_dir>`.
+"""llama's run.py: `python run.py --mode train -p configs/<params>.yaml`.
 
 Works with any `python`, venv active or not: runtime/job/bootstrap.py finds the project (and
 re-executes in its venv when this interpreter lacks the dependencies).
