@@ -28,7 +28,7 @@ from cs2sim.system.errors import StoreAccessDenied, StoreError
 from cs2sim.system.wire import Closed, FrameError, peer_cred, recv_obj, send_obj
 
 __all__ = ["SOCKET_NAME", "PID_NAME", "SHARED_MARK", "MAX_MESSAGE", "running", "service_pid",
-           "ensure_running", "RemoteConnection", "connect", "member_log_root"]
+           "ensure_running", "RemoteConnection", "connect"]
 
 SOCKET_NAME = "store.sock"
 PID_NAME = "store.pid"  # the running service's pid (cs-store stop)
@@ -157,15 +157,6 @@ def connect(home: Path, path: Path, owner_uid: int) -> RemoteConnection:
     """Connect to the store service of `home`; StoreError (one sentence) when there is none or
     the process answering is not the store's owner."""
     return RemoteConnection(home, path, owner_uid)
-
-
-def member_log_root() -> Path:
-    """Where a member's launcher writes its task logs (the shared home is the owner's)."""
-    import tempfile
-
-    root = Path(tempfile.gettempdir()) / f"cs2sim-{os.getuid()}" / "slurm"
-    root.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return root
 
 
 def service_pid(home: Path) -> int | None:
