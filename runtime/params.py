@@ -119,7 +119,11 @@ def _data_dirs(v: Any) -> str | None:
 INPUT_SCHEMA: Schema = {
     "data_dir": Key((str, list), None, "directory or token file, or a list of them (shards, "
                     "in order); absent -> built-in data", check=_data_dirs),
-    "data_processor": Key(str, None, "Model Zoo processor name; informational here"),
+    "data_processor": Key(str, None, "the reader of data_dir (runtime/data/processors.py: "
+                          "GptHDF5DataProcessor, GptTfRecordsProcessor, ...); null -> the "
+                          "model's default reader"),
+    "stand_in_data": Key(bool, False, "train on the built-in stand-in data when data_dir is "
+                         "unset or does not exist, without the WARNING (the small configs)"),
     "batch_size": Key(int, REQUIRED, "samples per batch", check=at_most(MAX_BATCH_SIZE)),
     "shuffle": Key(bool, True, "shuffle every epoch with a permutation from (seed, epoch)"),
     "shuffle_seed": Key(int, None, "seed of the shuffle; null -> runconfig.seed",
@@ -127,6 +131,8 @@ INPUT_SCHEMA: Schema = {
     "shuffle_buffer": Key(int, None, "accepted for TF configs; we always permute the whole epoch"),
     "repeat": Key(bool, True, "start a new epoch after the last batch; false -> one pass"),
     "drop_last_batch": Key(bool, True, "drop a last partial batch (a CS-2 needs fixed shapes)"),
+    "drop_last": Key(bool, None, "the PyTorch data processors' spelling of drop_last_batch "
+                     "(wins when set)"),
     "num_workers": Key(int, 0, "input worker processes; 0 -> in-process",
                        check=between(0, MAX_WORKERS)),
     "num_parallel_calls": Key(int, None, "TF spelling of num_workers; 0 or -1 -> AUTOTUNE "
@@ -281,6 +287,11 @@ TOP_LEVEL_SCHEMA: Schema = {
 }
 
 SECTIONS = ("train_input", "eval_input", "model", "optimizer", "runconfig", "csconfig")
+# Sections of published configs that configure nothing cs2sim runs: accepted, warned about.
+IGNORED_SECTIONS = {
+    "predict_input": "cs2sim has no predict mode (its modes are train, eval, eval_all, "
+                     "train_and_eval), so nothing reads it",
+}
 
 
 # -- section schemas owned by other files, looked up lazily -----------------------------------
@@ -524,6 +535,9 @@ def validate_params(raw: dict, model_name: str, *,
     if not isinstance(raw, dict):
         raise ConfigError(f"{source} must be a mapping of sections, not {shown(raw)}.")
     allowed = (*TOP_LEVEL_SCHEMA, *SECTIONS)
+    ignored = [f"{source}: {name} is ignored: {why}." for name, why in IGNORED_SECTIONS.items()
+               if name in raw]
+    raw = {k: v for k, v in raw.items() if k not in IGNORED_SECTIONS}
     for name in raw:
         if name not in allowed:
             close = difflib.get_close_matches(str(name), allowed, n=1)
@@ -543,7 +557,7 @@ def validate_params(raw: dict, model_name: str, *,
         "runconfig": RUNCONFIG_SCHEMA,
         "csconfig": CSCONFIG_SCHEMA,
     }
-    warnings: list[str] = []
+    warnings: list[str] = ignored
     params = _validate_section("", {k: raw[k] for k in TOP_LEVEL_SCHEMA if k in raw},
                                TOP_LEVEL_SCHEMA, source, warnings)
     for name, schema in schemas.items():

@@ -128,6 +128,11 @@ def run_job(backend: Backend, request: JobRequest, *, ignore_int: bool = False) 
     from cs2sim.system.sched.runner import preload
 
     assert isinstance(request, JobRequest)
+    wsjob = knobs.raw("CS2SIM_WSJOB")  # started by the cluster server: named after its job
+    if wsjob:
+        import dataclasses
+
+        request = dataclasses.replace(request, name=wsjob)
     signals = Signals()  # Ctrl-C while queued cancels the wait, even for csrun_cpu
     t0 = time.perf_counter()
     try:

@@ -20,6 +20,9 @@ PIPELINED, so it is refused
    params file is GPT-J's architecture at a small size (a stand-in that trains on this host), and
    the demo says so, with both estimates side by side. The queue view is shown while the job runs.
 6. What the runs left in their model_dirs.
+7. The same user on today's Wafer-Scale Cluster (appliance mode), four CS-2s in weight
+   streaming: `python run.py CSX ... --num_csx 2` (a compile wsjob, then an execute wsjob on two
+   systems, run by the cluster management server), then `csctl get jobs -a`.
 
 Output comes in the order things happen (a job's lines as it prints them). All throughput
 figures are labelled: `Rate`/`GlobalRate` and samples_per_sec are measured on this host;
@@ -249,6 +252,29 @@ def story(demo: Demo, steps: int) -> None:
 
     print("# 6. The system and its audit log")
     demo.cs("system show; jobs show --all; audit show --last 6")
+    appliance(demo, steps)
+
+
+def appliance(demo: Demo, steps: int) -> None:
+    """Step 7: the Wafer-Scale Cluster on a cluster of its own (the four-system example)."""
+    from cs2sim.system.cluster import EXAMPLE_PATH
+
+    wsc = Demo(demo.home.parent / "wsc-home", 0)
+    wsc.env["CS2_CLUSTER"] = str(EXAMPLE_PATH)
+    fc = demo.home.parent / "fc_mnist"
+    print("\n# 7. Today's Wafer-Scale Cluster (appliance mode): four CS-2s in weight streaming."
+          "\n#    From the user node, run.py talks to the cluster management server (started "
+          "on\n#    demand), which runs a compile wsjob and then an execute wsjob on two "
+          "systems:")
+    try:
+        wsc.run(["python", "run.py", "CSX", "-p", "configs/params_small.yaml", "--mode",
+                 "train", "-o", "model_dir_csx", "--num_csx", "2", "--max_steps", str(steps),
+                 "--job_labels", "name=demo"], cwd=fc,
+                shown="python run.py CSX -p configs/params_small.yaml --mode train -o "
+                      f"model_dir_csx --num_csx 2 --max_steps {steps} --job_labels name=demo")
+        wsc.run(["csctl", "get", "jobs", "-a"])
+    finally:
+        wsc.run(["cs-cluster-server", "stop"])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -49,6 +49,11 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "directory", "The job's secret (hex) every task proves to the chief's channel."),
     Knob("CS2SIM_JOB_ID", "cs2sim", "unset (the run registers its own job)",
          "The job a launcher registered for this run (the launcher also finishes it)."),
+    Knob("CS2SIM_WSJOB", "cs2sim", "unset (not started by the cluster server)",
+         "The wsjob a cluster server's execute job runs for: the launch and its job record "
+         "are named after it."),
+    Knob("CS2SIM_TOKEN_FILE", "user", "`~/.cs/token`",
+         "The token file `run.py CSX` and `csctl` present to a cluster server over TCP."),
     Knob("CS2SIM_CHIEF_HOST", "user", "this host's address, then 127.0.0.1",
          "The address the streamers reach the chief at."),
     Knob("CS2SIM_STREAMER_TIMEOUT", "user", "120",

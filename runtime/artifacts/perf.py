@@ -16,7 +16,8 @@ checkpoint comes after the last output and is outside total_time, intermediate o
 executor, which keeps computing into its bounded queue, as on a CS-2), eval_time (evaluation in
 train_and_eval, never in the rate), input_wait_fraction, start_step, end_step and `measurement`,
 a note saying these are host measurements; on a CS-2 run (runtime/job/cs_run.py) also `system`,
-`execution_mode`, `num_csx` and `job_id`.
+`systems` (every system the job used), `execution_mode`, `num_csx`, `job_id`, what a step ran
+(`micro_batch_size`, `micro_batches`, `batch_per_system`, `replicas`) and `time_to_train`.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from typing import Any
 
 from cs2sim.runtime.artifacts.atomic import atomic_write, open_regular
 
-__all__ = ["INPUT_BOTTLENECK_THRESHOLD", "RunPerf", "write_performance", "PERF_PATH"]
+__all__ = ["INPUT_BOTTLENECK_THRESHOLD", "RunPerf", "write_performance", "PERF_PATH",
+           "write_compile_perf", "plan_batches"]
 
 INPUT_BOTTLENECK_THRESHOLD = 0.10
 PERF_PATH = Path("performance") / "performance.json"
@@ -52,6 +54,9 @@ class RunPerf:
     est_samples_per_sec: float | None = None
     # CS-2 runs (runtime/job/cs_run.py): system, execution_mode, num_csx, job_id
     run_info: dict[str, Any] | None = None
+    # what the run trained on (the input stream's description; "STAND-IN data, ..." when the
+    # built-in stand-in replaced a data set: runtime/data/processors.py)
+    data_source: str | None = None
 
     @property
     def samples_per_sec(self) -> float:
@@ -80,6 +85,8 @@ class RunPerf:
             "input_wait_fraction": round(self.input_wait_fraction, 4),
             "start_step": self.start_step,
             "end_step": self.end_step,
+            "data_source": self.data_source,
+            "data_stand_in": bool(self.data_source and self.data_source.startswith("STAND-IN")),
             "measurement": (
                 "host measurements: samples_per_sec and total_time measured on this machine's "
                 "CPU by the user-node loop; compile_time, programming_time and "
@@ -103,10 +110,22 @@ def write_performance(model_dir: Path, perf: RunPerf) -> Path:
     return path
 
 
-def write_compile_perf(model_dir: Path, result: Any) -> Path:
+def plan_batches(plan: Any) -> dict[str, Any]:
+    """What a step of the compiled plan runs: micro-batches, their size, samples on each system
+    and the systems (pipelined replicas when the model is copied on the wafer)."""
+    if plan is None:
+        return {}
+    return {"micro_batch_size": plan.micro_batch_size, "micro_batches": plan.micro_batches,
+            "batch_per_system": plan.batch_per_system, "num_csx": plan.num_csx,
+            "replicas": plan.replicas}
+
+
+def write_compile_perf(model_dir: Path, result: Any,
+                       time_to_train: dict[str, Any] | None = None) -> Path:
     """Record a compile's compile_time (host measurement) and est_samples_per_sec (CS-2
-    estimate) in performance.json: merged into the run's figures when the file exists, else a
-    document whose run figures are null until a run fills them."""
+    estimate) in performance.json, with what a step runs (plan_batches) and the time to train
+    (a CS-2 estimate, runtime/compiler/timetrain.py): merged into the run's figures when the
+    file exists, else a document whose run figures are null until a run fills them."""
     path = Path(model_dir) / PERF_PATH
     try:
         with open_regular(path) as f:
@@ -127,6 +146,9 @@ def write_compile_perf(model_dir: Path, result: Any) -> Path:
     else:
         doc["predicted_input_bottleneck"] = None  # no input measurement to predict from
     doc["compile_dir"] = str(result.directory)
+    doc.update(plan_batches(getattr(result, "plan", None)))
+    if time_to_train is not None:
+        doc["time_to_train"] = time_to_train
     doc["compile_measurement"] = (
         "compile_time: host measurement of this machine's compile (small when a compile was "
         "reused); est_samples_per_sec: the compiler's CS-2 estimate from its cost model, "

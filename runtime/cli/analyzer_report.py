@@ -159,6 +159,9 @@ def render(report: dict[str, Any]) -> str:
         f"{_rate(r['expected_samples_per_sec'])} samples/s (estimate){share}",
         f"  {verdict[r['meets_need']]}; {r['reason']}.",
         "",
+        "Time to train (CS-2 estimate): " + ((c.get("time_to_train") or {}).get("line")
+                                             or "not known (no estimate or max_steps)"),
+        "",
         "Train with (on the CS-2):",
         f"  {r['csrun_wse']}",
         "",

@@ -57,9 +57,10 @@ def _target(cs_ip: str | None) -> str | None:
     return Machine.for_target(Store.open(), cs_ip).name
 
 
-def summary_lines(res: Any) -> list[str]:
+def summary_lines(res: Any, params: dict | None = None) -> list[str]:
     """What a finished compile says (labels say: CS-2 estimate / host measurement)."""
     from cs2sim.runtime.compiler.report import pe_share
+    from cs2sim.runtime.compiler.timetrain import for_plan
 
     what = "Validation" if res.stop_after == "validate" else "Compilation"
     lines = []
@@ -73,14 +74,17 @@ def summary_lines(res: Any) -> list[str]:
 
         plan = res.plan
         where = (f", {e.get('ports_used', 0):g} of {SYSTEM_PORTS} ports feed the input"
-                 if plan.kernels else
-                 f", {plan.micro_batches} micro-batch(es) of {plan.micro_batch_size} per CS-X")
+                 if plan.kernels else "")
         lines.append(f"Estimated performance (CS-2 estimate, compile_report.txt): "
                      f"{e['samples_per_sec']:.1f} samples/s, {e['bound']} bound, "
                      f"{res.active_pes:,} of {res.total_pes:,} PEs active "
                      f"({pe_share(res.active_pes, res.total_pes)}), "
                      f"{e['compute_utilization']:.0%} compute utilization{where}"
                      + (f", {plan.replicas} replicas" if plan.replicas > 1 else ""))
+        lines.append(plan.batch_line(plan.target))
+        ttt = for_plan(plan, params) if params is not None else None
+        if ttt is not None:
+            lines.append(f"Time to train (CS-2 estimate): {ttt.line()}")
     return lines
 
 
@@ -90,6 +94,7 @@ def run_compile(model_name: str, args: argparse.Namespace, runlog: RunLog,
     """Compile (or validate) the model of `args`; returns the exit code."""
     from cs2sim.runtime.artifacts.perf import write_compile_perf
     from cs2sim.runtime.compiler import compile_run
+    from cs2sim.runtime.job.cs_run import known_input_cluster
     from cs2sim.runtime.job.flow import execution_mode, launcher_word
 
     # the params see a train run (mode and our display flag are not runconfig values)
@@ -104,22 +109,26 @@ def run_compile(model_name: str, args: argparse.Namespace, runlog: RunLog,
     target = _target(args.cs_ip or params["runconfig"].get("cs_ip"))  # the flag, or the YAML's
     mode = execution_mode()
     tty = _isatty(runlog.out) and _isatty(runlog.err)  # as the training progress bar
+    ic = known_input_cluster(model_dir, model_name)  # csrun_wse --compile_only: its streamers
     log.info(f"Compiling {model_name} for {mode.value} ({launcher_word()})"
              + (f" on {target}" if target else "") + f" into {model_dir}")
     if tty:
         res = _with_progress(runlog, lambda cb: compile_run(
             model_name, params, model_dir, mode=mode, stop_after=stop, target=target,
-            on_stage=cb))
+            on_stage=cb, input_cluster=ic))
     else:
         def on_stage(name: str, i: int, n: int) -> None:
             log.info(f"Compile stage {i}/{n}: {name}")
 
         res = compile_run(model_name, params, model_dir, mode=mode, stop_after=stop,
-                          target=target, on_stage=on_stage)
-    for line in summary_lines(res):
+                          target=target, on_stage=on_stage, input_cluster=ic)
+    for line in summary_lines(res, params):
         log.info(line)
     if res.plan is not None:
-        write_compile_perf(model_dir, res)
+        from cs2sim.runtime.compiler.timetrain import for_plan
+
+        ttt = for_plan(res.plan, params)
+        write_compile_perf(model_dir, res, ttt.as_dict() if ttt else None)
         if tty or args.wafer_map:
             from rich.console import Console
 

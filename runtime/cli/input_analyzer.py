@@ -211,7 +211,9 @@ def compile_model(cmd: RunCommand, on_stage: Any) -> tuple[Any, dict, Path]:
     res = compile_run(cmd.model, params, model_dir, mode=mode, stop_after=stop,
                       target=target, on_stage=on_stage)
     if res.plan is not None:
-        write_compile_perf(model_dir, res)
+        from cs2sim.runtime.compiler.timetrain import report_doc
+
+        write_compile_perf(model_dir, res, report_doc(res.plan, params))
     return res, params, model_dir
 
 
@@ -361,7 +363,10 @@ def analyze(options: Options, progress: Progress) -> dict[str, Any]:
     from cs2sim.runtime.compiler.io import save_measurement
 
     chosen = next(p for p in per if p.threads == rec.cpus_per_task)
-    saved = save_measurement(model_dir, cmd.model, chosen.per_worker, chosen.threads, 1)
+    from cs2sim.runtime.compiler.timetrain import report_doc
+
+    saved = save_measurement(model_dir, cmd.model, chosen.per_worker, chosen.threads, 1,
+                             rec.streamers)
     input_bound = None if not need else rec.expected < need
     return {
         "model": cmd.model,
@@ -369,7 +374,8 @@ def analyze(options: Options, progress: Progress) -> dict[str, Any]:
         "flow": "WEIGHT_STREAMING" if cmd.weight_streaming else "PIPELINED",
         "compile": {"directory": str(res.directory), "stop_after": res.stop_after,
                     "reused": res.reused, "compile_time": round(res.compile_time, 3),
-                    "est_samples_per_sec": res.est_samples_per_sec},
+                    "est_samples_per_sec": res.est_samples_per_sec,
+                    "time_to_train": report_doc(res.plan, params)},
         "need": {"samples_per_sec": need, "source": need_source},
         "host": {"cpus": host_cpus, "worker_node_cpus": node_cpus,
                  "available_nodes": available, "extra_work_rounds": work,

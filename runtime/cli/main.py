@@ -44,14 +44,15 @@ __all__ = ["MODES", "build_parser", "main", "check_flags", "model_home", "defaul
 MODES = ("train", "eval", "eval_all", "train_and_eval")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 EXECUTION_STRATEGIES = ("pipeline", "weight_streaming")
+DEVICES = ("CPU", "GPU", "CSX")  # the first word of Model Zoo R1.8+'s run.py
 # Real run.py flags (Model Zoo's run.py, docs/sources.md) whose feature is not in this version:
 # accepted, stored in runconfig under the same name, and answered with one note. A later version
 # that implements one removes its entry here.
 NO_EFFECT_YET = {
     "num_csx": "it sets the CS-X systems of a weight-streaming run with --cs_ip (python-ws)",
     "num_wgt_servers": "MemoryX weight servers belong to the weight-streaming executor",
-    "mount_dirs": "there are no appliance containers to mount into; runs see the host's files",
-    "python_paths": "there are no appliance containers; runs use this interpreter's sys.path",
+    "mount_dirs": "it belongs to the appliance: `python run.py CSX ... --mount_dirs ...`",
+    "python_paths": "it belongs to the appliance: `python run.py CSX ... --python_paths ...`",
     "execution_strategy": "the execution mode comes from the launcher (python, python-ws, "
                           "python-pt)",
 }
@@ -256,6 +257,14 @@ def _load(model_name: str, args: argparse.Namespace) -> tuple[dict, str, list[st
     return params, half, warnings + more
 
 
+def _params_of(model_name: str, argv: list[str]) -> dict[str, Any]:
+    """The effective params of a run.py command line, as its compile sees them."""
+    ns = build_parser(model_name).parse_args(argv)
+    ns.params_given, ns.split, ns.home = True, False, None
+    return _load(model_name, argparse.Namespace(**{**vars(ns), "mode": "train",
+                                                   "wafer_map": None}))[0]
+
+
 # mode -> effective params written (Model Zoo's run.py: <mode>/params_<mode>.yaml; docs/sources.md)
 PARAMS_FILES = {
     "train": ("train/params_train.yaml",),
@@ -361,7 +370,8 @@ def _run_mode(model_name: str, args: argparse.Namespace, runlog: RunLog, params:
     if args.mode.startswith("train"):
         runlog.resume_text = trainer.resume_text  # what the message of a Ctrl-C says
     try:
-        trainer.check_host_memory(args.mode)  # a refused run leaves nothing in model_dir
+        # a refused run leaves nothing in model_dir
+        trainer.check_host_memory(args.mode, cs2=cs is not None)
     except CsError:
         for w in warnings:
             log.warning(w)
@@ -393,6 +403,24 @@ def main(model: str | type, argv: Sequence[str] | None = None,
 
     model_name = model if isinstance(model, str) else registry.register(model).NAME
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in DEVICES:  # Model Zoo R1.8+: `run.py {CPU,GPU,CSX} ...`
+        device, argv = argv[0], argv[1:]
+        if device == "CSX":
+            from cs2sim.runtime.cli.appliance import run_csx
+
+            where = Path(home) if home is not None else script_dir()
+            found = None
+            if model_name in DEFAULT_PARAMS:
+                with contextlib.suppress(CsError):
+                    found = default_params(model_name, where)[0]
+            main_file = Path(sys.argv[0]).resolve()
+            run_py = main_file if main_file.name == "run.py" else model_home(model_name) / "run.py"
+            return run_csx(model_name, argv, found,
+                           lambda job_argv: _params_of(model_name, job_argv), run_py)
+        if device == "GPU":
+            sys.stderr.write("error: this installation has no GPU; run `python run.py CPU ...` "
+                             "on the host or `python run.py CSX ...` on the cluster.\n")
+            return 2
     part = _part_of_a_job()
     args: argparse.Namespace | None = None
     with RunLog() as runlog:

@@ -25,7 +25,7 @@ from cs2sim.runtime.artifacts.atomic import open_regular
 __all__ = ["checksum", "COMPLETE", "complete_stage", "staging_dir", "publish", "discard",
            "COMPILER_VERSION"]
 
-COMPILER_VERSION = "cs2sim-compiler-2"  # 2: the pipelined cost model of docs/cost-model.md
+COMPILER_VERSION = "cs2sim-compiler-3"  # 3: the pipelined per-PE model, steps in the plan
 COMPLETE = "COMPLETE"
 
 

@@ -8,7 +8,8 @@ Every figure comes from a public WSE-2 / CS-2 fact in system/hardware.py, the ke
 | FLOP per PE-cycle         | peak fp16 FLOP/s / (cores x clock)                      (8.02)     |
 | SIMD width (multiply-add) | FLOP per PE-cycle / 2                                   (4)        |
 | SRAM bytes per PE-cycle   | memory bandwidth / cores / clock                        (21.4)     |
-| kernel efficiency         | KERNEL_PEAK_SHARE of that peak (calibration.py)         (0.44)     |
+| kernel efficiency         | weight streaming: KERNEL_PEAK_SHARE of that peak        (0.44)     |
+|                           | pipelined: PIPE_PEAK_SHARE of it (calibration.py)       (0.147)    |
 | fabric link               | one 32-bit wavelet per cycle per direction (SDK)        (4.4 GB/s) |
 | a port                    | 100 Gb/s less RoCE framing, per direction               (12.2 GB/s)|
 | PE memory for data        | 48 KiB less PE_RESERVED_BYTES for code and FIFOs        (40 KiB)   |
@@ -17,11 +18,13 @@ Every figure comes from a public WSE-2 / CS-2 fact in system/hardware.py, the ke
 |   stream kernels          | bytes = elements x values read + written (kernels.py)              |
 | backward FLOPs            | forward x the kernel's `bwd` (dense 2, a first dense layer 1)      |
 | wavelets per PE, sample   | matrix: a tile of t units takes ~sqrt(t) inputs and passes ~sqrt(t)|
-|                           | partial sums on, forward and backward: 4 sqrt(t); stream: every    |
-|                           | element in, forward and backward: 2 per element (3 for a sum)      |
-| useful PEs of an op       | matrix: where its wavelets start to outlast its multiply-adds      |
-|                           | (the minimum tile: ~5 weights a PE for a dense layer); stream: one |
-|                           | element per PE                                                     |
+|                           | partial sums on, forward and backward: 4 sqrt(t) a position;       |
+|                           | stream: every element in, fwd and bwd: 2 per element (3 for a sum) |
+| pipelined PE time, sample | arithmetic / p + PIPE_OP_CYCLES x vector ops: a matrix PE starts   |
+|                           | one per wavelet of its tile (4 sqrt(t); a sample's positions ride  |
+|                           | in the same op), a stream PE two (forward, backward)               |
+| PEs of a pipelined op     | at most its knee (knee_pes): no vector op shorter than             |
+|                           | PIPE_OP_CYCLES x SIMD elements; never more than its work           |
 | pipelined memory of an op | params x (4 master + 2 half copy + 4 gradient + optimizer state)   |
 |                           | + in-flight samples x its input (+ attention probabilities)        |
 | in-flight samples at op i | 1 + ceil(2 x ops from i to the loss / positions per sample)        |
@@ -35,12 +38,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from cs2sim.runtime.compiler.calibration import KERNEL_PEAK_SHARE
+from cs2sim.runtime.compiler.calibration import (
+    KERNEL_PEAK_SHARE,
+    PIPE_OP_CYCLES,
+    PIPE_PEAK_SHARE,
+)
 from cs2sim.runtime.compiler.graph import OPTIMIZER_STATE_BYTES, Graph, Op
 from cs2sim.runtime.compiler.kernels import Kernel, Match
 from cs2sim.system.hardware import WaferSpec
 
-__all__ = ["OpCost", "op_costs", "Rates", "rates", "GRAD_BYTES"]
+__all__ = ["OpCost", "op_costs", "Rates", "rates", "GRAD_BYTES", "knee_pes"]
 
 GRAD_BYTES = 4  # gradients leave the wafer as FP32 (mixed precision accumulates in FP32)
 
@@ -53,7 +60,9 @@ class Rates:
     simd: float
     mem_bytes_per_cycle: float
     clock_hz: float
-    peak_share: float  # KERNEL_PEAK_SHARE
+    peak_share: float  # KERNEL_PEAK_SHARE (weight streaming)
+    pipe_share: float  # PIPE_PEAK_SHARE (pipelined kernels on long vectors)
+    op_cycles: float  # PIPE_OP_CYCLES: fixed cycles of one vector op of a pipelined kernel
     link_bytes_s: float  # one fabric link, one direction
     wavelet_bytes: int
     port_bytes_s: float  # payload of one port, one direction
@@ -76,6 +85,8 @@ def rates(wafer: WaferSpec) -> Rates:
         mem_bytes_per_cycle=wafer.memory_bandwidth_per_pe_bytes_s / wafer.clock_hz,
         clock_hz=wafer.clock_hz,
         peak_share=KERNEL_PEAK_SHARE,
+        pipe_share=PIPE_PEAK_SHARE,
+        op_cycles=PIPE_OP_CYCLES,
         link_bytes_s=wafer.link_bytes_s,
         wavelet_bytes=wafer.wavelet_bytes,
         port_bytes_s=wafer.port_payload_bytes_s,
@@ -99,7 +110,7 @@ class OpCost:
     bwd_cycles: float
     work: int  # parallel units of one sample (weights, scores or output elements)
     wavelets: float  # stream kernels: wavelets into a PE per element and sample (fwd + bwd)
-    max_pes: int  # PEs one sample's work keeps busy before the links bind (pipelined)
+    max_pes: int  # pipelined: PEs whose time still goes mostly to arithmetic (the knee)
     state_bytes: int  # pipelined: weights, half copy, gradient, optimizer state
     act_bytes: int  # stored for backward, per in-flight sample
     in_flight: int  # samples in flight at this op (pipelined)
@@ -110,6 +121,9 @@ class OpCost:
     boundary_bytes: int  # the op's output per sample (a WS layer's output is kept)
     keep_bytes: int  # its input per sample when its backward needs it (WS working set)
     ws_units: int  # elements of one sample the op's work spreads over in weight streaming
+    positions: int = 1  # matrix: multiply-adds a unit of work does a sample (a weight: tokens)
+    pipe_arith: float = 0.0  # pipelined: PE-cycles of arithmetic per sample (at PIPE_PEAK_SHARE)
+    op_cycles: float = 0.0  # pipelined: PIPE_OP_CYCLES
 
     @property
     def cycles(self) -> float:
@@ -121,29 +135,61 @@ class OpCost:
         """On-wafer bytes in pipelined mode."""
         return self.state_bytes + self.act_bytes * self.in_flight
 
-    def fabric_cycles(self, pes: int) -> float:
-        """Wavelets through the busiest PE's ramp per sample (forward + backward)."""
-        p = max(1, min(pes, self.max_pes))
+    def vector_ops(self, pes: int) -> float:
+        """Vector ops a PE starts per sample (pipelined): one per input or partial-sum wavelet
+        of its tile for a matrix kernel (4 sqrt(tile), forward and backward; a sample's
+        positions ride in the same op), one per pass for a stream kernel."""
+        p = max(1, pes)
         if self.dataflow == "matrix":
             return 4.0 * math.sqrt(max(1.0, self.work / p))
+        return 2.0
+
+    def pe_cycles(self, pes: int) -> float:
+        """Cycles one PE of the kernel spends per sample (pipelined): its share of the
+        arithmetic plus the fixed cost of every vector op it starts."""
+        p = max(1, min(pes, self.work))  # PEs past one unit of work each have nothing to do
+        return self.pipe_arith / p + self.op_cycles * self.vector_ops(p)
+
+    def fabric_cycles(self, pes: int) -> float:
+        """Wavelets through the busiest PE's ramp per sample (forward + backward)."""
+        p = max(1, pes)
+        if self.dataflow == "matrix":
+            return 4.0 * math.sqrt(max(1.0, self.work / p)) * self.positions
         return self.wavelets * max(1.0, self.work / p)
 
     def samples_per_sec(self, pes: int, r: Rates) -> tuple[float, float]:
         """(compute, fabric) samples/s of this kernel on `pes` PEs (pipelined, one replica)."""
-        p = max(1, min(pes, self.max_pes))
-        compute = p * r.clock_hz * r.peak_share / self.cycles if self.cycles else math.inf
+        p = max(1, pes)
+        t = self.pe_cycles(p)
+        compute = r.clock_hz / t if t > 0 else math.inf
         return compute, r.clock_hz / self.fabric_cycles(p)
+
+    def arith_share(self, pes: int, rate: float, r: Rates) -> float:
+        """The share of a PE's time spent on multiply-adds and elementwise arithmetic when the
+        kernel runs at `rate` samples/s on `pes` PEs (its Compute Utilization)."""
+        if rate <= 0:
+            return 0.0
+        return min(1.0, self.pipe_arith / max(1, pes) * rate / r.clock_hz)
 
 
 def _roofline(flops: float, nbytes: float, r: Rates) -> float:
     return max(flops / r.flops_per_cycle, nbytes / r.mem_bytes_per_cycle)
 
 
-def _link_cap(cycles: float, work: int, r: Rates) -> int:
-    """Matrix kernels: PEs where 4 sqrt(tile) wavelets catch up with the multiply-adds."""
-    # compute per PE = cycles / (p x share); wavelets = 4 sqrt(work / p): equal at this p
-    root = cycles / (4.0 * r.peak_share * math.sqrt(max(work, 1)))
-    return max(1, min(work, int(root * root)))
+def knee_pes(work: int, dataflow: str, op_cycles: float, simd: float, positions: int = 1) -> int:
+    """The most PEs a pipelined kernel is split over: no finer than vector ops of
+    op_cycles x simd elements, the length whose arithmetic at the full SIMD rate takes as long
+    as starting the op (a shorter op spends most of its time starting). A matrix PE's ops run
+    along its tile's side times the sample's positions, so a GEMV per sample (positions 1)
+    needs tiles of (op_cycles x simd)^2 weights while a GEMM of 1,024 tokens may go down to one
+    weight a PE; a stream PE's op runs over its elements. The bound depends on the hardware and
+    the shape only, so more arithmetic per sample never buys a faster kernel."""
+    length = max(0.0, op_cycles) * simd
+    if dataflow == "matrix":
+        tile = max(1.0, (length / max(1, positions)) ** 2)
+    else:
+        tile = max(1.0, length)
+    return max(1, int(work / tile))
 
 
 def _cost(op: Op, kern: Kernel, g: Graph, r: Rates, n_ops: int) -> OpCost:
@@ -170,11 +216,16 @@ def _cost(op: Op, kern: Kernel, g: Graph, r: Rates, n_ops: int) -> OpCost:
     else:
         work = elems
     work = max(1, int(work))
+    # pipelined: arithmetic at PIPE_PEAK_SHARE of the roofline (weight streaming uses
+    # KERNEL_PEAK_SHARE, streaming.py)
+    pipe_arith = (fwd_cycles + bwd_cycles) / r.pipe_share
+    # multiply-adds a unit of work does per sample: the length factor of a matrix PE's ops and
+    # ramp (a weight's: the sample's positions; an attention score's: 2 x the head's width)
+    positions = max(1, round(fwd_flops / (2 * work))) if kern.dataflow == "matrix" else 1
+    max_pes = knee_pes(work, kern.dataflow, r.op_cycles, r.simd, positions)
     if kern.dataflow == "matrix":
-        max_pes = _link_cap(fwd_cycles + bwd_cycles, work, r)
         wavelets = 0.0
     else:
-        max_pes = work  # one element a PE
         wavelets = 3.0 if kern.name == "add" else 2.0  # in per element: forward + backward
     per_param = 4 + (0 if g.dtype == "float32" else 2) + 4 + OPTIMIZER_STATE_BYTES.get(
         g.optimizer, 8)
@@ -193,7 +244,9 @@ def _cost(op: Op, kern: Kernel, g: Graph, r: Rates, n_ops: int) -> OpCost:
         weight_bytes=op.params * a, grad_bytes=op.params * GRAD_BYTES,
         boundary_bytes=op.out_elems * a,
         keep_bytes=op.in_elems * a if kern.keeps_input else 0,
-        ws_units=max(1, int(elems)))
+        ws_units=max(1, int(elems)),
+        positions=positions,
+        pipe_arith=pipe_arith, op_cycles=r.op_cycles)
 
 
 def op_costs(g: Graph, matches: tuple[Match, ...], wafer: WaferSpec) -> tuple[OpCost, ...]:

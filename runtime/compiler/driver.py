@@ -34,10 +34,11 @@ from cs2sim.runtime.compiler.kernels import REPORT_NAME
 from cs2sim.runtime.compiler.passes import PASSES, VALIDATE_LAST, Compilation
 from cs2sim.runtime.compiler.plan import PLAN_FILE, Plan
 from cs2sim.runtime.compiler.report import REPORT_FILE, render_report
+from cs2sim.runtime.compiler.timetrain import for_plan
 from cs2sim.system.hardware import WSE2, WaferSpec
 from cs2sim.system.state import ExecMode
 
-__all__ = ["CompileResult", "compile_run", "LOG_FILE", "STOPS", "stages"]
+__all__ = ["CompileResult", "compile_run", "compile_checksum", "LOG_FILE", "STOPS", "stages"]
 
 LOG_FILE = "compile.log"
 WAFER_MAP_FILE = "wafer_map.png"
@@ -121,8 +122,10 @@ def _notes(c: Compilation, seconds: float) -> list[str]:
     lines = [f"cs2sim compile of {c.model_name} for {c.mode.value}"
              f"{' on ' + c.target if c.target else ''} ({c.wafer.name}, "
              f"{c.wafer.width} x {c.wafer.height} PEs), checksum {c.checksum}",
-             f"{g.num_params:,} parameters, batch size {g.batch_size}, {g.dtype}; "
-             f"passes ran in {seconds:.3f} s (host measurement)",
+             f"{g.num_params:,} parameters, batch size "
+             f"{(c.params.get('train_input') or {}).get('batch_size', g.batch_size)} (graph "
+             f"compiled at {g.batch_size} samples a pass), {g.dtype}; passes ran in "
+             f"{seconds:.3f} s (host measurement)",
              f"These are CS-2 estimates from the cost model (docs/cost-model.md), not "
              f"measurements; bound by {e.bound}.",
              f"Bound: {e.bound} ({BOUND_TEXT[e.bound]})"]
@@ -145,19 +148,21 @@ def _notes(c: Compilation, seconds: float) -> list[str]:
         lines.append(f"Replicas: {p.replicas} (copies of the model, data parallel; "
                      + ("runconfig.multireplica)" if c.multireplica else
                         "set runconfig.multireplica: True to let the compiler add more)"))
+    plan = c.plan
+    assert plan is not None
     micro = (c.params.get("train_input") or {}).get("micro_batch_size")
-    if micro:
-        lines.append(f"Gradient accumulation (train_input.micro_batch_size): compiled at the "
-                     f"micro-batch of {micro} samples per CS-X; the executors sum the gradients "
-                     "of a step's micro-batches into one update.")
+    lines.append(plan.batch_line(c.target)
+                 + (" (train_input.micro_batch_size: the executors sum the gradients of a "
+                    "step's micro-batches into one update)" if micro else ""))
     if c.stream is not None:
         s = c.stream
-        lines.append(f"Micro-batches: {s.micro_batches} of {s.micro_batch_size} samples per "
-                     f"CS-X ({s.batch_per_system} samples on each of {s.num_csx} CS-X); "
-                     f"each micro-batch streams every layer's weights in again.")
-        lines.append(f"Layer passes: {2 * len(s.layers) * s.micro_batches} per step and CS-X "
+        lines.append(f"Layer passes: {2 * len(s.layers) * plan.micro_batches} per step and CS-X "
                      f"(forward and backward of {len(s.layers)} layers per micro-batch); "
-                     "output layer weights retained from forward to backward.")
+                     "each micro-batch streams every layer's weights in again; output layer "
+                     "weights retained from forward to backward.")
+    ttt = for_plan(plan, c.params)
+    lines.append("Time to train: " + (ttt.line() + " (CS-2 estimate: docs/cost-model.md)"
+                                      if ttt else "not known (runconfig.max_steps is not set)"))
     return lines
 
 
@@ -185,6 +190,30 @@ def _with_report(e: KernelMatchError, model_dir: Path) -> KernelMatchError:
     return out
 
 
+def _checksum(c: Compilation, wafer: WaferSpec, input_cluster: InputCluster | None) -> str:
+    """The compile directory's checksum (cache.py: what forces a recompile), after the graph
+    pass."""
+    assert c.graph is not None
+    return checksum({"compiler": COMPILER_VERSION, "graph": c.graph.fingerprint(),
+                     "mode": c.mode.value, "num_csx": c.num_csx, "target": c.target,
+                     "wafer": [wafer.name, wafer.width, wafer.height,
+                               wafer.sram_per_pe_bytes, wafer.reserved_per_pe_bytes,
+                               wafer.ports],
+                     "multireplica": c.multireplica,
+                     "input": input_cluster.fingerprint() if input_cluster else None})
+
+
+def compile_checksum(model_name: str, params: dict[str, Any], *, mode: ExecMode,
+                     target: str | None = None, wafer: WaferSpec = WSE2) -> str:
+    """The checksum `compile_run` would give these params, from the graph pass alone (what the
+    appliance client looks up before it asks for a compile job)."""
+    c = Compilation(model_name, params, _half(params), ExecMode(mode), target,
+                    _num_csx(params) if mode == ExecMode.WEIGHT_STREAMING else 1, wafer, None,
+                    multireplica=_multireplica(params))
+    PASSES[0].run(c)
+    return _checksum(c, wafer, None)
+
+
 def compile_run(model_name: str, params: dict[str, Any], model_dir: Path, *, mode: ExecMode,
                 stop_after: str = "compile", target: str | None = None,
                 on_stage: Callable[[str, int, int], None] | None = None,
@@ -195,6 +224,8 @@ def compile_run(model_name: str, params: dict[str, Any], model_dir: Path, *, mod
     if stop_after not in STOPS:
         raise ValueError(f"stop_after must be one of {STOPS}, not {stop_after!r}")
     t0 = time.perf_counter()
+    if stop_after == "validate":
+        input_cluster = None  # validation stops before anything the input cluster bounds
     names = stages(stop_after)
     n = len(names)
     c = Compilation(model_name, params, _half(params), ExecMode(mode), target,
@@ -213,14 +244,7 @@ def compile_run(model_name: str, params: dict[str, Any], model_dir: Path, *, mod
         log.debug("%s: %s", p.name, "; ".join(lines))
 
     run(0)
-    assert c.graph is not None
-    c.checksum = checksum({"compiler": COMPILER_VERSION, "graph": c.graph.fingerprint(),
-                           "mode": c.mode.value, "num_csx": c.num_csx, "target": c.target,
-                           "wafer": [wafer.name, wafer.width, wafer.height,
-                                     wafer.sram_per_pe_bytes, wafer.reserved_per_pe_bytes,
-                                     wafer.ports],
-                           "multireplica": c.multireplica,
-                           "input": input_cluster.fingerprint() if input_cluster else None})
+    c.checksum = _checksum(c, wafer, input_cluster)
     model_dir = Path(model_dir)
     final = model_dir / f"cs_{c.checksum}"
     done = complete_stage(final)

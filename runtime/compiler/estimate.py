@@ -1,7 +1,8 @@
 """Pass 4 (pipelined), estimate: samples/s of every placed kernel and of the whole wafer.
 
 Per kernel, over its replicas, four limits (cost.py, io.py):
-  compute  useful PEs x clock x KERNEL_PEAK_SHARE / PE-cycles per sample
+  compute  clock / the cycles a PE spends per sample: its share of the arithmetic (at
+           PIPE_PEAK_SHARE of the roofline) plus PIPE_OP_CYCLES for every vector op it starts
   fabric   the busiest PE's ramp (its tile's inputs and partial sums) and the links to its
            neighbours: link_width x a wavelet per cycle / values per sample over that edge
            (activations forward, gradients back: one direction each)
@@ -12,8 +13,9 @@ Per kernel, over its replicas, four limits (cost.py, io.py):
 kernel samples/s = the least of them, and its bound names which; overall = min over kernels
 (the slowest stage sets the pace). "Compute Samples/s" and "Transmission Samples/s" of the
 report are the least compute and the least fabric/io figures; Active PEs = the kernels'
-rectangles / the wafer. Compute Utilization of a kernel = the share of time its PEs run kernel
-code at the pipeline's pace (overall / its compute samples/s); overall = the PE-weighted mean.
+rectangles / the wafer. Compute Utilization of a kernel = the share of its PEs' time that goes
+to arithmetic at the pipeline's pace (neither waiting for the slowest kernel nor starting vector
+ops); overall = the PE-weighted mean.
 """
 
 from __future__ import annotations
@@ -125,9 +127,9 @@ def estimate_pipelined(g: Graph, costs: tuple[OpCost, ...], pl: Placement,
     bound = min(rows, key=lambda row: row[2])[3]
     kernels: list[KernelEstimate] = []
     weighted, active = 0.0, 0
-    for i, ((cr, tr, rate, kb), k) in enumerate(zip(rows, pl.kernels, strict=True)):
+    for i, ((cr, tr, rate, kb), k, c) in enumerate(zip(rows, pl.kernels, costs, strict=True)):
         pes = k.pes * n
-        util = min(1.0, overall / cr) if cr else 0.0
+        util = c.arith_share(k.pes, overall / n, r)
         weighted += util * pes
         active += pes
         kernels.append(KernelEstimate(k.name, k.block, k.kernel, pes, rate, cr, tr, util, kb,

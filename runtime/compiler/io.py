@@ -24,7 +24,7 @@ from typing import Any
 from cs2sim.system.hardware import WaferSpec
 
 __all__ = ["InputCluster", "port_rows", "ports_touched", "MEASUREMENT_PATH",
-           "load_measurement", "save_measurement", "as_dict"]
+           "load_measurement", "save_measurement", "recommended_streamers", "as_dict"]
 
 MEASUREMENT_PATH = Path("performance") / "input_measurement.json"
 
@@ -62,13 +62,14 @@ def ports_touched(y: int, h: int, wafer: WaferSpec, replicas: int = 1) -> float:
 
 
 def save_measurement(model_dir: Path, model: str, per_worker: float, threads: int,
-                     workers_measured: int) -> Path:
-    """Record cs_input_analyzer's per-worker rate where a later compile finds it (atomic)."""
+                     workers_measured: int, streamers: int | None = None) -> Path:
+    """Record cs_input_analyzer's per-worker rate (and the streamer tasks it recommends) where a
+    later compile finds it (atomic)."""
     from cs2sim.runtime.artifacts.atomic import atomic_write
 
     path = Path(model_dir) / MEASUREMENT_PATH
     doc = {"model": model, "per_worker_samples_per_sec": per_worker, "threads": threads,
-           "workers_measured": workers_measured,
+           "workers_measured": workers_measured, "recommended_streamers": streamers,
            "measurement": "host measurement by cs_input_analyzer (samples/s one input worker "
                           "delivered on this machine)"}
     atomic_write(path, json.dumps(doc, indent=2, sort_keys=True) + "\n", within=model_dir)
@@ -87,6 +88,16 @@ def load_measurement(model_dir: Path, model: str) -> float | None:
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return rate if rate > 0 and math.isfinite(rate) else None
+
+
+def recommended_streamers(model_dir: Path, model: str) -> int | None:
+    """The streamer tasks cs_input_analyzer recommended for `model` in model_dir, or None."""
+    try:
+        doc = json.loads((Path(model_dir) / MEASUREMENT_PATH).read_text())
+        n = doc.get("recommended_streamers") if doc.get("model") == model else None
+    except (OSError, ValueError, AttributeError):
+        return None
+    return n if type(n) is int and 0 < n <= 1_000_000 else None
 
 
 def as_dict(ic: InputCluster | None) -> dict[str, Any] | None:

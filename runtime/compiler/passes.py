@@ -211,7 +211,8 @@ def _plan(c: Compilation) -> list[str]:
            "wafer_samples_per_sec": e.wafer_samples_per_sec,
            "active_pes": e.active_pes, "total_pes": e.total_pes,
            "compute_utilization": e.compute_utilization, "bound": e.bound,
-           "ports_used": e.ports_used, "io_samples_per_sec": e.io_samples_per_sec}
+           "ports_used": e.ports_used, "io_samples_per_sec": e.io_samples_per_sec,
+           "num_params": g.num_params}
     kernels: list[dict[str, Any]] = []
     layers: list[dict[str, Any]] = []
     replicas, micro, micro_size, per_system = 1, 1, g.batch_size, g.batch_size
@@ -241,6 +242,7 @@ def _plan(c: Compilation) -> list[str]:
                            "weight_bytes": lp.weight_bytes, "grad_bytes": lp.grad_bytes,
                            "kept_bytes": lp.kept_bytes, "offloaded_bytes": lp.offloaded_bytes,
                            "retained": lp.retained})
+    micro, micro_size, per_system = _step_batches(c, micro, micro_size, per_system)
     c.plan = Plan(mode=c.mode.value, model=c.model_name, checksum=c.checksum, target=c.target,
                   batch_size=g.batch_size, dtype=g.dtype, estimate=est, kernels=kernels,
                   layers=layers, replicas=replicas, num_csx=c.num_csx, blocks=list(g.blocks),
@@ -248,7 +250,22 @@ def _plan(c: Compilation) -> list[str]:
                   micro_batches=micro,
                   input=as_dict(c.input_cluster))
     return [f"plan: {len(kernels) or len(layers)} entries, blocks "
-            f"{', '.join(c.plan.blocks_in_order()[:6])}{' ...' if len(g.blocks) > 6 else ''}"]
+            f"{', '.join(c.plan.blocks_in_order()[:6])}{' ...' if len(g.blocks) > 6 else ''}",
+            c.plan.batch_line(c.target)]
+
+
+def _step_batches(c: Compilation, micro: int, size: int, per_system: int) -> tuple[int, int, int]:
+    """(micro-batches, micro-batch size, samples per system) of one STEP. With
+    train_input.micro_batch_size m the graph was compiled at m a system, and a step of B samples
+    on n systems runs B / (n m) of them (each of which the compiler may split again to fit)."""
+    from cs2sim.runtime.params import grad_accumulation
+
+    _, m, systems = grad_accumulation(c.params)
+    if m is None:
+        return micro, size, per_system
+    batch = int((c.params.get("train_input") or {}).get("batch_size") or m * systems)
+    per = batch // max(1, systems)
+    return micro * max(1, per // m), size, per
 
 
 def _verify_plan(c: Compilation) -> None:

@@ -4,8 +4,9 @@
    state and in-flight activations (cost.py); if the sum exceeds the wafer the model does not
    fit: PlacementError with bytes needed, capacity and the fix (weight streaming).
 2. Throughput is the slowest kernel's. For a target rate R a kernel gets max(its memory
-   minimum, the PEs whose compute and whose links both keep up with R), never more than its
-   useful PEs (where its links, not its PEs, limit it: cost.py). R is the largest rate whose
+   minimum, the PEs whose time per sample (arithmetic plus the vector ops they start) and
+   whose ramps both keep up with R), never more than its knee (no vector op shorter than
+   PIPE_OP_CYCLES x SIMD elements: cost.py knee_pes). R is the largest rate whose
    PEs fit the budget (bisection), and never more than what feeds the wafer: the ports routed
    to the input kernel (io.py) and, when known, the input cluster. So kernels are not grown
    past what feeds them.
@@ -108,34 +109,52 @@ def min_pes(costs: tuple[OpCost, ...], wafer: WaferSpec) -> np.ndarray:
 
 
 class _Need:
-    """PEs each kernel needs to run at a rate R (vectorised over the kernels)."""
+    """PEs each kernel needs to run at a rate R (vectorised over the kernels).
+
+    A PE's time per sample is arith / p + op_cycles x ops(p) (cost.py): ops(p) = 4 sqrt(work / p)
+    for a matrix kernel, 2 for a stream kernel; its ramp takes 4 sqrt(work / p) x positions
+    (matrix) or wavelets x work / p (stream) wavelets. Both must fit in clock / R cycles."""
 
     def __init__(self, costs: tuple[OpCost, ...], m: np.ndarray, r: Rates) -> None:
         self.m = m
         self.cap = np.array([c.max_pes for c in costs], dtype=np.int64)
-        # compute: p x clock x share / cycles >= R
-        self.comp = np.array([c.cycles for c in costs]) / (r.clock_hz * r.peak_share)
-        matrix = np.array([c.dataflow == "matrix" for c in costs])
-        work = np.array([c.work for c in costs], dtype=np.float64)
-        wav = np.array([c.wavelets for c in costs])
-        # links: matrix 4 sqrt(work / p) <= clock / R  ->  p >= work (4 R / clock)^2
-        #        stream wavelets x work / p <= clock / R  ->  p >= wavelets x work x R / clock
-        self.mat, self.work, self.wav, self.clock = matrix, work, wav, r.clock_hz
+        self.arith = np.array([c.pipe_arith for c in costs], dtype=np.float64)
+        self.mat = np.array([c.dataflow == "matrix" for c in costs])
+        self.work = np.array([c.work for c in costs], dtype=np.float64)
+        self.wav = np.array([c.wavelets for c in costs])
+        self.pos = np.array([c.positions for c in costs], dtype=np.float64)
+        self.c0 = r.op_cycles
+        self.clock = r.clock_hz
 
     def __call__(self, R: float) -> np.ndarray:
-        links = np.where(self.mat, self.work * (4.0 * R / self.clock) ** 2,
-                         self.wav * self.work * R / self.clock)
-        want = np.ceil(np.maximum(self.comp * R, links))
+        C = self.clock / max(R, 1e-300)  # cycles a sample may take
+        # matrix: arith y^2 + 4 c0 sqrt(work) y <= C with y = 1 / sqrt(p)
+        B = 4.0 * self.c0 * np.sqrt(self.work)
+        A = np.maximum(self.arith, 1e-300)
+        y = (-B + np.sqrt(B * B + 4.0 * A * C)) / (2.0 * A)
+        p_mat = 1.0 / np.maximum(y, 1e-300) ** 2
+        # stream: arith / p + 2 c0 <= C (beyond that no count of PEs is enough: the cap)
+        spare = C - 2.0 * self.c0
+        p_str = np.where(spare > 0, self.arith / np.maximum(spare, 1e-300), np.inf)
+        comp = np.where(self.mat, p_mat, p_str)
+        links = np.where(self.mat, self.work * (4.0 * self.pos / C) ** 2,
+                         self.wav * self.work / C)
+        want = np.ceil(np.minimum(np.maximum(comp, links), 1e18))
         return np.maximum(self.m, np.minimum(self.cap, want)).astype(np.int64)
+
+    def per_sample(self, p: np.ndarray) -> np.ndarray:
+        """Cycles per sample of each kernel on p PEs: the slower of its PEs' time and ramp."""
+        p = np.maximum(p, 1).astype(np.float64)
+        tile = np.maximum(self.work / p, 1.0)
+        ops = np.where(self.mat, 4.0 * np.sqrt(tile), 2.0)
+        pe = self.arith / p + self.c0 * ops
+        ramp = np.where(self.mat, 4.0 * np.sqrt(tile) * self.pos, np.maximum(self.wav, 1.0) * tile)
+        return np.maximum(pe, ramp)
 
     def top(self) -> float:
         """The fastest rate the kernels can reach at their useful PEs."""
-        p = np.maximum(self.cap, self.m).astype(np.float64)
-        comp = p / np.maximum(self.comp, 1e-300)
-        tile = np.maximum(self.work / p, 1.0)
-        per = np.where(self.mat, 4.0 * np.sqrt(tile), np.maximum(self.wav, 1.0) * tile)
-        links = self.clock / per  # wavelet cycles per sample on the busiest ramp
-        return float(np.min(np.minimum(comp, links)))
+        p = np.maximum(self.cap, self.m)
+        return float(np.min(self.clock / self.per_sample(p)))
 
 
 def _sizes(need: _Need, budget: int, r_hi: float) -> tuple[np.ndarray, float]:

@@ -50,6 +50,17 @@ class Plan:
     micro_batches: int = 1  # micro-batch passes per step and system
     input: dict[str, Any] | None = None  # InputCluster the estimate assumed (io.py)
 
+    def batch_line(self, target: str | None = None) -> str:
+        """What one step runs, in the same words in compile_report.txt, the compile's and the
+        run's logs and the wafer map: micro-batches and their size, the samples on each system
+        (each replica when the model is copied on the wafer) and how many systems."""
+        unit = "replica" if self.mode == "PIPELINED" and self.replicas > 1 else "CS-X"
+        count = self.replicas if unit == "replica" else self.num_csx
+        named = f" ({target})" if target and self.num_csx == 1 else ""
+        return (f"Micro-batches: {self.micro_batches} of {self.micro_batch_size} samples per "
+                f"{unit} a step ({self.batch_per_system} samples on each of {count} "
+                f"{unit}{'s' if count != 1 and unit == 'replica' else ''}{named})")
+
     def blocks_in_order(self) -> list[str]:
         """Model block names in execution order (pipeline stages / streamed layers)."""
         seq = self.kernels if self.kernels else self.layers

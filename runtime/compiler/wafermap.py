@@ -20,13 +20,13 @@ from cs2sim.runtime.compiler.report import pe_share
 from cs2sim.system.hardware import WaferSpec
 
 __all__ = ["save_png", "render_rich", "block_legend", "kernel_colours", "PALETTE",
-           "inset_box"]
+           "inset_box", "title", "share_text"]
 
 # distinct colours, cycled (rich accepts the hex form too)
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
            "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39",
            "#7b4173", "#3182bd", "#e6550d", "#31a354", "#756bb1", "#636363")
-INSET_SHARE = 0.25  # an inset when the kernels' bounding box is under a quarter of the wafer
+MIN_ZOOM = 2.0  # an inset only where it shows the kernels at least twice as large
 
 
 def block_legend(plan: Plan) -> list[tuple[str, str, int, int, float]]:
@@ -65,18 +65,63 @@ def kernel_colours(plan: Plan) -> list[tuple[float, float, float]]:
     return out
 
 
-def inset_box(plan: Plan, wafer: WaferSpec) -> tuple[int, int, int, int] | None:
-    """(x0, y0, x1, y1) of the corner a zoomed inset shows, or None when no inset is needed."""
+def _frame(plan: Plan, replicas: int | None) -> tuple[int, int, int, int]:
+    """(x0, y0, x1, y1) around the first `replicas` copies' rectangles (None: all)."""
+    xs = [(x, y, x + w, y + h) for k in plan.kernels for x, y, w, h in k["rects"][:replicas]]
+    return (min(b[0] for b in xs), min(b[1] for b in xs), max(b[2] for b in xs),
+            max(b[3] for b in xs))
+
+
+def _inset(plan: Plan, wafer: WaferSpec) -> tuple[tuple[int, int, int, int],
+                                                  tuple[float, ...]] | None:
+    """(the frame an inset zooms into, where on the axes it goes) or None when it would not
+    magnify. The frame is the first replica's kernels (the others are copies); the inset goes
+    in the largest empty strip beside or below ALL the kernels, and is drawn only when it shows
+    that frame at least MIN_ZOOM times larger than the map does (the frame of a tall replica
+    strip would otherwise be the whole wafer height again)."""
     if not plan.kernels:
         return None
-    xs = [(x, y, x + w, y + h) for k in plan.kernels for x, y, w, h in k["rects"]]
-    x0, y0 = min(b[0] for b in xs), min(b[1] for b in xs)
-    x1, y1 = max(b[2] for b in xs), max(b[3] for b in xs)
-    if (x1 - x0) * (y1 - y0) >= INSET_SHARE * wafer.width * wafer.height:
-        return None
+    x0, y0, x1, y1 = _frame(plan, 1)
     pad = max(2, (max(x1 - x0, y1 - y0)) // 20)
-    return (max(0, x0 - pad), max(0, y0 - pad), min(wafer.width, x1 + pad),
-            min(wafer.height, y1 + pad))
+    box = (max(0, x0 - pad), max(0, y0 - pad), min(wafer.width, x1 + pad),
+           min(wafer.height, y1 + pad))
+    where = _free_corner(_frame(plan, None), wafer)
+    _, _, fw, fh = where  # axes fractions of the strip
+    zoom = min(fw * wafer.width / max(1, box[2] - box[0]),
+               fh * wafer.height / max(1, box[3] - box[1]))
+    return (box, where) if zoom >= MIN_ZOOM else None
+
+
+def inset_box(plan: Plan, wafer: WaferSpec) -> tuple[int, int, int, int] | None:
+    """(x0, y0, x1, y1) of the frame a zoomed inset shows, or None when no inset magnifies."""
+    got = _inset(plan, wafer)
+    return None if got is None else got[0]
+
+
+def share_text(pes: int, total: int) -> str:
+    """A kernel's or block's share of the wafer: a percentage with 3 significant digits, or the
+    count itself when that would read 0.00% (a 1-PE kernel is "1 of 753,972")."""
+    if 100 * pes / total < 0.01:
+        return f"{pes:,} of {total:,}"
+    return f"{100 * pes / total:.3g}%"
+
+
+def title(plan: Plan, wafer: WaferSpec | None = None) -> str:
+    """The map's title: the model, what a step runs (as compile_report.txt says it) and the
+    estimate."""
+    e = plan.estimate
+    if plan.kernels:
+        from cs2sim.system.hardware import WSE2
+
+        wafer = wafer or WSE2
+        return (f"{plan.model}: pipelined placement on {wafer.name}, "
+                f"{pe_share(e['active_pes'], e['total_pes'])} of PEs, {plan.replicas} "
+                f"replica(s)\n{plan.batch_line()}\nCS-2 estimate "
+                f"{e['samples_per_sec']:,.0f} samples/s, {e['bound']} bound, "
+                f"{e.get('ports_used', 0):g} of {wafer.ports} ports")
+    return (f"{plan.model}: weight-streaming schedule, {plan.num_csx} CS-X\n"
+            f"{plan.batch_line()}\nCS-2 estimate {e['samples_per_sec']:,.1f} samples/s, "
+            f"{e['bound']} bound")
 
 
 def _free_corner(box: tuple[int, int, int, int], wafer: WaferSpec) -> tuple[float, ...]:
@@ -121,10 +166,11 @@ def _pipelined(plan: Plan, wafer: WaferSpec) -> Any:
     ax.set_aspect("equal")
     ax.set_xlabel("x (PE)")
     ax.set_ylabel("y (PE)")
-    box = inset_box(plan, wafer)
-    if box is not None:
+    got = _inset(plan, wafer)
+    if got is not None:
+        box, where = got
         bx0, by0, bx1, by1 = box
-        ins = ax.inset_axes(_free_corner(box, wafer))
+        ins = ax.inset_axes(where)
         ins.add_patch(Rectangle((bx0, by0), bx1 - bx0, by1 - by0, facecolor="#f2f2f2"))
         _draw_kernels(ins, plan, colours, True, box)
         ins.set_xlim(bx0, bx1)
@@ -134,18 +180,15 @@ def _pipelined(plan: Plan, wafer: WaferSpec) -> Any:
         ins.set_title(f"zoom: x {bx0}-{bx1}, y {by0}-{by1}", fontsize=7)
         ax.indicate_inset_zoom(ins, edgecolor="#202020")
     legend = block_legend(plan)
-    handles = [Patch(color=c, label=f"{b}: {n} kernel{'s' if n > 1 else ''}, {pes:,} PEs "
-                                    f"({share:.2%})")
-               for b, c, n, pes, share in legend[:24]]
+    total = plan.estimate["total_pes"]
+    handles = [Patch(color=c, label=f"{b}: {n} kernel{'s' if n > 1 else ''}, {pes:,} PE"
+                                    f"{'s' if pes > 1 else ''} ({share_text(pes, total)})")
+               for b, c, n, pes, _ in legend[:24]]
     if len(legend) > 24:
         handles.append(Patch(color="white", label=f"... {len(legend) - 24} more blocks"))
-    e = plan.estimate
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7,
               title=f"{plan.replicas} replica(s); shades: kernels of a block", title_fontsize=7)
-    ax.set_title(f"{plan.model}: pipelined placement on {wafer.name}, "
-                 f"{pe_share(e['active_pes'], e['total_pes'])} of PEs\n"
-                 f"CS-2 estimate {e['samples_per_sec']:,.0f} samples/s, {e['bound']} bound, "
-                 f"{e.get('ports_used', 0):g} of {wafer.ports} ports", fontsize=9)
+    ax.set_title(title(plan, wafer), fontsize=9)
     return fig
 
 
@@ -189,11 +232,7 @@ def _streaming(plan: Plan) -> Any:
                        Patch(color="#2ca02c", label="backward compute"),
                        Patch(color="#d62728", label="backward weights + gradients")],
               fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
-    e = plan.estimate
-    ax.set_title(f"{plan.model}: weight-streaming schedule, {plan.num_csx} CS-X, "
-                 f"{plan.micro_batches} micro-batch(es) of {plan.micro_batch_size} per CS-X\n"
-                 f"CS-2 estimate {e['samples_per_sec']:,.1f} samples/s, {e['bound']} bound",
-                 fontsize=9)
+    ax.set_title(title(plan), fontsize=9)
     return fig
 
 
@@ -216,9 +255,8 @@ def render_rich(plan: Plan, wafer: WaferSpec, cols: int = 64) -> Any:
     from rich.text import Text
 
     if not plan.kernels:
-        table = Table(title=f"{plan.model}: weight-streaming layer schedule (CS-2 estimate), "
-                            f"{plan.micro_batches} micro-batch(es) of {plan.micro_batch_size} "
-                            f"on each of {plan.num_csx} CS-X")
+        table = Table(title=f"{plan.model}: weight-streaming layer schedule (CS-2 estimate); "
+                            f"{plan.batch_line()}")
         for col in ("layer", "forward ms", "backward ms", "fixed ms", "forward bound",
                     "backward bound"):
             table.add_column(col, justify="left" if col == "layer" or "bound" in col
@@ -250,6 +288,7 @@ def render_rich(plan: Plan, wafer: WaferSpec, cols: int = 64) -> Any:
                         f"{plan.estimate['active_pes']:,} of {plan.estimate['total_pes']:,} PEs")
     for col in ("", "layer", "kernels", "PEs", "share"):
         table.add_column(col, justify="right" if col in ("kernels", "PEs", "share") else "left")
-    for b, c, nk, pes, share in legend:
-        table.add_row(Text("█", style=c), b, str(nk), f"{pes:,}", f"{share:.2%}")
+    for b, c, nk, pes, _ in legend:
+        table.add_row(Text("█", style=c), b, str(nk), f"{pes:,}",
+                      share_text(pes, plan.estimate["total_pes"]))
     return Group(text, table)

@@ -29,10 +29,14 @@ from cs2sim.runtime import registry
 from cs2sim.runtime.data.classify import build_pairs
 from cs2sim.runtime.data.corpus import stdlib_corpus
 from cs2sim.runtime.data.digits import DIGITS_TOTAL, EVAL_SIZE, DigitsArrays, digits_cache
+from cs2sim.runtime.data.hdf5 import H5Files
 from cs2sim.runtime.data.mlm import build_mlm
 from cs2sim.runtime.data.mnist import MnistFiles, find_idx_files
+from cs2sim.runtime.data.processors import Resolved, resolve
 from cs2sim.runtime.data.shards import ConcatRecipe, ShardPlan, data_dirs, shard
 from cs2sim.runtime.data.stream import SPLIT_SALT, BatchStream, Plan
+from cs2sim.runtime.data.tabular import BertCsvFiles, GlueTsv
+from cs2sim.runtime.data.tfrecord import TfRecordFiles
 from cs2sim.runtime.data.tokens import TokenFiles, find_token_files
 from cs2sim.runtime.params import AUTOTUNE, EVAL_INPUT_SCHEMA, INPUT_SCHEMA
 from cs2sim.system.errors import ConfigError
@@ -42,6 +46,7 @@ __all__ = ["BatchStream", "Plan", "build_input", "input_config", "model_family"]
 log = logging.getLogger("cs2sim.data")
 
 SECTION = {"train": "train_input", "eval": "eval_input"}
+STAND_IN_PREFIX = "STAND-IN data, not your data set: "
 
 
 def model_family(model_name: str) -> str:
@@ -96,13 +101,14 @@ def _mnist(cfg: dict, params: dict, split: str) -> tuple[list[Any], str]:
             return recipes, f"MNIST IDX files {images.name}, {labels.name} in {images.parent}"
         return recipes, f"MNIST IDX files in {_where(dirs)}, in list order"
     recipe = DigitsArrays(str(digits_cache()), split, bool(cfg["to_float16"]))
-    why = f"no MNIST IDX files in {_where(dirs)}" if dirs else "no data_dir"
+    why = cfg.get("_stand_in_why") or f"no MNIST IDX files in {_where(dirs)}"
     n = EVAL_SIZE if split == "eval" else DIGITS_TOTAL - EVAL_SIZE
     return [recipe], (f"scikit-learn digits ({n} of 1797 real 8x8 images, bilinear-upscaled to "
                       f"20x20 and padded to 28x28 like MNIST; {why})")
 
 
-def _lm(cfg: dict, params: dict, split: str) -> tuple[Any, str]:
+def _lm_shape(cfg: dict, params: dict, split: str) -> tuple[int, int]:
+    """(max_sequence_length, vocab_size) of a language model's input section, checked."""
     model, section = params.get("model") or {}, SECTION[split]
     seq_len = cfg.get("max_sequence_length") or model.get("max_position_embeddings")
     vocab = cfg.get("vocab_size") or model.get("vocab_size")
@@ -118,6 +124,12 @@ def _lm(cfg: dict, params: dict, split: str) -> tuple[Any, str]:
     if model.get("vocab_size") and vocab > model["vocab_size"]:
         raise ConfigError(f"{section}.vocab_size ({vocab}) exceeds model.vocab_size "
                           f"({model['vocab_size']}); make them equal.")
+    return int(seq_len), int(vocab)
+
+
+def _lm(cfg: dict, params: dict, split: str) -> tuple[Any, str]:
+    seq_len, vocab = _lm_shape(cfg, params, split)
+    section = SECTION[split]
     dirs = data_dirs(cfg.get("data_dir"))
     found = _per_dir([find_token_files(d, split) for d in dirs], dirs, section, "token files")
     if found:
@@ -130,7 +142,7 @@ def _lm(cfg: dict, params: dict, split: str) -> tuple[Any, str]:
         return recipes, f"{count} token files in {_where(dirs)}, in list order"
     entry, meta = stdlib_corpus(vocab)
     name = "train.bin" if split == "train" else "val.bin"
-    why = f"no token files in {_where(dirs)}" if dirs else "no data_dir"
+    why = cfg.get("_stand_in_why") or f"no token files in {_where(dirs)}"
     part = "first 90%" if split == "train" else "last 10%"
     eot = ", id 256 ends each file" if meta["eot"] else ""
     return [TokenFiles((str(entry / name),), seq_len, vocab)], (
@@ -149,6 +161,92 @@ def _pairs(cfg: dict, params: dict, split: str) -> tuple[list[Any], str]:
 BUILDERS = {"mnist": _mnist, "lm": _lm, "mlm": _mlm, "pairs": _pairs}
 
 
+def _where_found(res: Resolved) -> str:
+    files = [p for f in res.found for p in f]
+    where = files[0].parent if len(res.found) == 1 else _where(res.dirs or [])
+    return f"{len(files)} {res.processor.fmt} file{'' if len(files) == 1 else 's'} in {where}"
+
+
+def _hdf5(cfg: dict, params: dict, split: str, res: Resolved) -> tuple[list[Any], str]:
+    seq_len, vocab = _lm_shape(cfg, params, split)
+    recipe = H5Files.of([p for f in res.found for p in f], seq_len, vocab)
+    return [recipe], f"{_where_found(res)} ({recipe.num_samples} samples), read by {res.name}"
+
+
+def _mlm_weights(cfg: dict, params: dict) -> tuple[bool, float]:
+    """(scale the MLM weights by the batch's masked tokens, mlm_loss_weight): mlm.py's rules."""
+    model = params.get("model") or {}
+    scaling, dynamic = model.get("mlm_loss_scaling"), bool(cfg.get("dynamic_mlm_scale"))
+    by_masked = dynamic or bool(cfg.get("scale_mlm_weights")) or scaling in (
+        "num_masked", "precomputed_num_masked")
+    if scaling == "batch_size" and not dynamic:
+        by_masked = False
+    return by_masked, 1.0 if dynamic else float(model.get("mlm_loss_weight") or 1.0)
+
+
+def _tfrecord(cfg: dict, params: dict, split: str, res: Resolved) -> tuple[list[Any], str]:
+    model, kind = params.get("model") or {}, "gpt" if "lm" in res.processor.families else "bert"
+    if kind == "gpt":
+        seq_len, vocab = _lm_shape(cfg, params, split)
+        by_masked, weight = False, 1.0
+    else:
+        seq_len = int(cfg.get("max_sequence_length") or model.get("max_position_embeddings"))
+        vocab = int(model["vocab_size"])
+        by_masked, weight = _mlm_weights(cfg, params)
+    recipes = [TfRecordFiles((str(p),), kind, res.name, seq_len, vocab, by_masked, weight)
+               for f in res.found for p in f]
+    return recipes, f"{_where_found(res)}, read by {res.name}"
+
+
+def _csv(cfg: dict, params: dict, split: str, res: Resolved) -> tuple[list[Any], str]:
+    model = params.get("model") or {}
+    seq_len = int(cfg.get("max_sequence_length") or model.get("max_position_embeddings"))
+    if cfg.get("whole_word_masking") or cfg.get("mask_whole_word"):
+        raise ConfigError(f"{SECTION[split]}.mask_whole_word is not implemented (tokens are "
+                          "masked one at a time); set it to false.")
+    by_masked, weight = _mlm_weights(cfg, params)
+    seed = cfg.get("shuffle_seed")
+    seed = (params.get("runconfig") or {}).get("seed") or 0 if seed is None else seed
+    recipes = [BertCsvFiles((str(p),), str(cfg.get("vocab_file") or ""),
+                            bool(cfg.get("do_lower", True)), seq_len, int(model["vocab_size"]),
+                            int(cfg.get("max_predictions_per_seq") or 20),
+                            float(cfg.get("masked_lm_prob") or 0.15),
+                            not model.get("disable_nsp", False),
+                            int(seed) * 2 + (0 if split == "train" else 1), by_masked, weight)
+               for f in res.found for p in f]
+    return recipes, f"{_where_found(res)}, masked as read by {res.name}"
+
+
+def _tsv(cfg: dict, params: dict, split: str, res: Resolved) -> tuple[list[Any], str]:
+    model = params.get("model") or {}
+    seq_len = int(cfg.get("max_sequence_length") or model.get("max_position_embeddings"))
+    task = "mnli" if res.name in ("MNLIDataProcessor", "MnliDataProcessor") else "sst2"
+    recipes = [GlueTsv(str(p), task, str(cfg.get("vocab_file") or ""),
+                       bool(cfg.get("do_lower", True)), seq_len, int(model.get("num_labels") or 2))
+               for f in res.found for p in f]
+    return recipes, f"{_where_found(res)}, read by {res.name}"
+
+
+READERS = {"hdf5": _hdf5, "tfrecord": _tfrecord, "csv": _csv, "tsv": _tsv}
+
+
+def choose_data(cfg: dict, params: dict, split: str, family: str) -> tuple[list[Any], str]:
+    """(recipes, what the data is) of a section: the processor's files, or the stand-in data
+    (runtime/data/processors.py decides and warns)."""
+    if family == "lm":
+        _lm_shape(cfg, params, split)  # the section's own errors before the data's
+    res = resolve(cfg, family, SECTION[split], split)
+    if res.dirs is None:
+        why = ("asked for by stand_in_data" if cfg.get("stand_in_data") else
+               "no data_dir" if not cfg.get("data_dir") else "data_dir does not exist")
+        recipes, source = BUILDERS[family]({**cfg, "data_dir": None, "_stand_in_why": why},
+                                           params, split)
+        return recipes, f"{STAND_IN_PREFIX}{source}"
+    if res.processor.kind == "family":
+        return BUILDERS[family](cfg, params, split)
+    return READERS[res.processor.kind](cfg, params, split, res)
+
+
 def _combine(recipes: list[Any]) -> Any:
     """One recipe reading `recipes` one after another."""
     if len(recipes) == 1:
@@ -161,8 +259,10 @@ def _combine(recipes: list[Any]) -> Any:
 
 
 def _for_worker(recipe: Any) -> Any:
-    """A worker's copy: token files were already checked by the consumer."""
-    return dataclasses.replace(recipe, verify=False) if isinstance(recipe, TokenFiles) else recipe
+    """A worker's copy: token and HDF5 files were already checked by the consumer."""
+    if isinstance(recipe, TokenFiles | H5Files):
+        return dataclasses.replace(recipe, verify=False)
+    return recipe
 
 
 def autotune_workers() -> int:
@@ -192,7 +292,7 @@ def build_input(params: dict, split: str, model_name: str, seed: int) -> BatchSt
     """The batch stream of `split` ("train" | "eval") for `model_name`, shuffled from `seed`."""
     cfg = input_config(params, split)
     section = SECTION[split]
-    recipes, source = BUILDERS[model_family(model_name)](cfg, params, split)
+    recipes, source = choose_data(cfg, params, split, model_family(model_name))
     workers = input_workers(cfg, section)
     cpus = os.cpu_count() or 1
     if workers > cpus:  # as PyTorch's DataLoader warns: they will only compete for the cores
@@ -204,23 +304,34 @@ def build_input(params: dict, split: str, model_name: str, seed: int) -> BatchSt
         return Plan(num_samples=num_samples, batch_size=cfg["batch_size"],
                     shuffle=bool(cfg["shuffle"]),
                     seed=int(seed if shuffle_seed is None else shuffle_seed), salt=salt,
-                    drop_last=bool(cfg["drop_last_batch"]), repeat=bool(cfg["repeat"]))
+                    drop_last=bool(cfg["drop_last_batch"] if cfg.get("drop_last") is None
+                                   else cfg["drop_last"]),
+                    repeat=bool(cfg["repeat"]))
 
     def too_small(plan: Plan, n: int, what: str) -> None:
         if plan.batches_per_epoch < 1:
             raise ConfigError(f"{section}.batch_size {plan.batch_size} is larger than the "
                               f"{n} samples of {what}; lower it or set drop_last_batch: false.")
 
-    if workers and len(recipes) >= 2:  # a data_dir list: sharded across the workers in order
-        n = min(workers, len(recipes))
-        shard_recipes = [_combine(part) for part in shard(recipes, n)]
+    contiguous = len(recipes) == 1 and isinstance(recipes[0], H5Files)
+    if workers and (len(recipes) >= 2 or contiguous):
+        if contiguous:  # HDF5: n contiguous parts of the samples (runtime/data/hdf5.py)
+            n = max(1, min(workers, recipes[0].num_samples))
+            shard_recipes = recipes[0].shards(n)
+        else:  # a data_dir list or files: sharded across the workers in order
+            n = min(workers, len(recipes))
+            shard_recipes = [_combine(part) for part in shard(recipes, n)]
         plans = []
         for k, r in enumerate(shard_recipes):
             count = len(r.load())  # checks the files now and counts the samples
             plans.append(plan_for(count, SPLIT_SALT[split] + 16 * (k + 1)))
             too_small(plans[-1], count, f"shard {k} of {source}")
-        log.info("%s.data_dir: %d entries sharded across %d input workers in order "
-                 "(worker k reads entries k, k+%d, ...).", section, len(recipes), n, n)
+        if contiguous:
+            log.info("%s: %d samples cut into %d contiguous parts, one per input worker.",
+                     section, recipes[0].num_samples, n)
+        else:
+            log.info("%s.data_dir: %d entries sharded across %d input workers in order "
+                     "(worker k reads entries k, k+%d, ...).", section, len(recipes), n, n)
         return BatchStream(shard_recipes, ShardPlan(tuple(plans)), source=source, data=None,
                            num_workers=n, prefetch_factor=int(cfg["prefetch_factor"]),
                            worker_recipe=tuple(_for_worker(r) for r in shard_recipes))

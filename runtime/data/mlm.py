@@ -220,6 +220,7 @@ def text_source(cfg: dict[str, Any], split: str, section: str,
     dirs = dirs if isinstance(dirs, list) else [dirs] if dirs else []
     files = [p for d in dirs for p in find_token_files(d, split)]
     offset, lower = 0, False
+    why = cfg.get("_stand_in_why") or "no token files in data_dir"
     if files:
         paths = tuple(str(p) for p in files)
         source = f"token files {', '.join(p.name for p in files)} in {files[0].parent}"
@@ -228,13 +229,13 @@ def text_source(cfg: dict[str, Any], split: str, section: str,
         paths = tuple(str(p) for p in sorted(entry.glob(("train" if split == "train" else "val")
                                                         + ".*")))
         source = (f"the Python standard library's sources in WordPiece tokens of {vocab.path} "
-                  f"(first {WORDPIECE_MAX_BYTES // 2**20} MiB; no token files in data_dir)")
+                  f"(first {WORDPIECE_MAX_BYTES // 2**20} MiB; {why})")
     else:
         entry, meta = stdlib_corpus(256)
         paths = (str(entry / ("train.bin" if split == "train" else "val.bin")),)
         offset, lower = BYTE_OFFSET, vocab.do_lower
         source = (f"byte-level corpus of the Python {meta['python']} standard library in the "
-                  f"{vocab.source}{', lower-cased' if lower else ''}; no token files in data_dir")
+                  f"{vocab.source}{', lower-cased' if lower else ''}; {why}")
     return vocab, paths, offset, lower, source
 
 

@@ -50,8 +50,11 @@ class Accumulation:
         """The accumulation the params ask for (ConfigError if it cannot be honoured), or the
         compiled plan's micro-batch where the params leave it to the compiler."""
         k, m, n = grad_accumulation(params)
+        chosen = plan.micro_batch_size if plan is not None else None
         if m is None and plan is not None and plan.micro_batches > 1:
-            m = plan.micro_batch_size or None  # the compiler split the batch
+            m = chosen or None  # the compiler split the batch
+        elif m is not None and chosen and chosen < m and plan is not None and plan.layers:
+            m = int(chosen)  # the given micro-batch did not fit: the compiler split it again
         return cls(k, m, n)
 
     @property

@@ -81,6 +81,9 @@ class StepOutput:
     input_wait: float = 0.0  # seconds the executor waited for this step's batch
     step_time: float = 0.0  # seconds the executor spent on this step, input wait included
     snapshot: TrainState | None = None  # set on checkpoint steps
+    # optimizer.log_summaries: L2 norms per layer group on summary steps, after the update:
+    # "grad_norm/<group>" (unscaled, clipped gradients) and "weight_norm/<group>"
+    norms: dict[str, float] | None = None
 
 
 @dataclass
@@ -196,6 +199,31 @@ class QueuedExecutor:
         # Called with the global step before each step runs (the CS-2 path checks the system is
         # still ACTIVE); raising stops the run after the outputs already queued.
         self.before_step: Callable[[int], None] | None = None
+        # Set by the trainer for optimizer.log_summaries: every this many steps (and on the
+        # last) the step's output carries the per-group norms (None: never).
+        self.summary_steps: int | None = None
+
+    # -- optimizer.log_summaries ------------------------------------------------------------------
+    def summary_arrays(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """(weights, gradients) by dotted name, where this executor keeps them."""
+        return self.model.parameters(), self.model.grads()
+
+    def group_norms(self) -> dict[str, float]:
+        """L2 norms per layer group (a name's first component: embed, h0, h1, ...)."""
+        weights, grads = self.summary_arrays()
+        sums: dict[str, list[float]] = {}
+        for name, w in weights.items():
+            group = name.split(".", 1)[0]
+            acc = sums.setdefault(group, [0.0, 0.0])
+            w64 = w.astype(np.float64, copy=False).ravel()  # (n,)
+            g64 = grads[name].astype(np.float64, copy=False).ravel()  # (n,)
+            acc[0] += float(w64 @ w64)
+            acc[1] += float(g64 @ g64)
+        out: dict[str, float] = {}
+        for group, (w2, g2) in sums.items():
+            out[f"weight_norm/{group}"] = float(np.sqrt(w2))
+            out[f"grad_norm/{group}"] = float(np.sqrt(g2))
+        return out
 
     def load(self, model: Any, optimizer: Any, scaler: Any, params: dict) -> LoadReport:
         """Keep references to the objects the steps use, and the gradient accumulation."""
@@ -278,8 +306,11 @@ class QueuedExecutor:
                     if step in checkpoint_steps:
                         snap = self.snapshot(step, stream)
                     samples = len(next(iter(batch.values())))
+                    every = self.summary_steps
+                    norms = (self.group_norms() if every and (step % every == 0
+                                                              or step == stop_step) else None)
                     put(StepOutput(step, r.loss, r.lr, r.loss_scale, r.isfinite, samples,
-                                   r.grad_norm, t1 - t0, self.clock() - t0, snap))
+                                   r.grad_norm, t1 - t0, self.clock() - t0, snap, norms))
                 put(_End())
             except BaseException as exc:  # handed to the consumer, re-raised there
                 put(_Failure(exc))

@@ -233,6 +233,10 @@ class PipelinedExecutor(QueuedExecutor):
         finally:
             self.download_to_host()
 
+    def summary_arrays(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """The wafer's weights and gradients (the host model is updated at the end)."""
+        return self.wafer.parameters(), self.wafer.grads()
+
     # -- one global step -------------------------------------------------------------------------
     def begin_gradients(self) -> None:
         """Zero every stage's gradients (a step's micro-batches add into them)."""

@@ -151,6 +151,11 @@ class WeightStreamingExecutor(QueuedExecutor):
                   f"{len(self.layers)} layers streamed per step")
         return LoadReport(self.compile_time, took, self.est_samples_per_sec)
 
+    def summary_arrays(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """MemoryX's master weights and reduced gradients."""
+        assert self.memoryx is not None, "load() first"
+        return self.memoryx.weights, self.memoryx.grads
+
     def begin_gradients(self) -> None:
         """A new step: the first contribution to each of MemoryX's accumulators replaces it."""
         assert self.swarmx is not None, "load() first"

@@ -99,6 +99,9 @@ class CsRun:
         self.num_csx = int(params["runconfig"].get("num_csx") or 1)
         self.command = command or " ".join(
             [launcher_word(), *(shlex.quote(a) for a in sys.argv)])
+        wsjob = knobs.raw("CS2SIM_WSJOB")  # the cluster server's execute job runs this
+        if wsjob and not command:
+            self.command = f"{wsjob}: {self.command}"
         self.machine: Any = None
         self.job: Any = None
         self.executor: QueuedExecutor | None = None
@@ -241,22 +244,27 @@ class CsRun:
             ex = WeightStreamingExecutor(
                 self.num_csx, res.plan, compile_time=res.compile_time,
                 est_samples_per_sec=res.est_samples_per_sec)
-        ex.run_info = {"system": self.machine.name, "execution_mode": str(self.mode),
-                       "num_csx": self.num_csx, "job_id": self.job.id if self.job else None}
+        from cs2sim.runtime.artifacts.perf import plan_batches
+        from cs2sim.runtime.compiler.timetrain import for_plan
+
+        systems = list(getattr(self.job, "systems", ()) or (self.machine.name,))
+        ttt = for_plan(res.plan, self.params) if res.plan is not None else None
+        if res.plan is not None:  # what the compile chose for a step, as its report says
+            log.info(f"{res.plan.batch_line()} on {', '.join(systems)}.")
+        if ttt is not None:
+            log.info(f"Time to train (CS-2 estimate): {ttt.line()}.")
+        ex.run_info = {"system": self.machine.name, "systems": systems,
+                       "execution_mode": str(self.mode), "num_csx": self.num_csx,
+                       "job_id": self.job.id if self.job else None,
+                       **plan_batches(res.plan),
+                       "time_to_train": ttt.as_dict() if ttt else None}
         ex.before_step = self.watch
         self.executor = ex
         return ex
 
     def input_cluster(self) -> Any:
         """The job's input workers at the rate cs_input_analyzer measured, when both are known."""
-        from cs2sim.runtime.compiler.io import InputCluster, load_measurement
-        from cs2sim.runtime.job.roles import task_info
-
-        workers = task_info().num_streamers
-        rate = load_measurement(self.model_dir, self.model_name)
-        if workers < 1 or rate is None:
-            return None
-        return InputCluster(workers, rate)
+        return known_input_cluster(self.model_dir, self.model_name)
 
     # 3. the watch ------------------------------------------------------------------------------
     def watch(self, step: int) -> None:
@@ -309,3 +317,27 @@ class CsRun:
         reason = knobs.text(FAULT_REASON_ENV) or (
             f"injected fault before global step {step}")
         self.machine.inject_fault(Identity("testkit", Role.ADMIN, "internal"), reason)
+
+
+def known_input_cluster(model_dir: Any, model_name: str) -> Any:
+    """The input workers of this task's job (its streamer tasks; outside a CS-2 job, the ones
+    cs_input_analyzer recommended) at the per-worker rate it saved in model_dir, or None when
+    either is unknown (a compile then says it assumed the workers keep up)."""
+    from cs2sim.runtime.compiler.io import (
+        InputCluster,
+        load_measurement,
+        recommended_streamers,
+    )
+    from cs2sim.runtime.job.roles import task_info
+
+    rate = load_measurement(model_dir, model_name)
+    if rate is None:
+        return None
+    workers = task_info().num_streamers
+    if workers >= 1:
+        return InputCluster(workers, rate)
+    advised = recommended_streamers(model_dir, model_name)  # a compile outside a CS-2 job
+    if advised is None:
+        return None
+    return InputCluster(advised, rate, "cs_input_analyzer (host measurement), the "
+                        f"{advised} streamer task(s) it recommended")

@@ -25,6 +25,7 @@ from cs2sim.runtime.nn.spec import LayerSpec
 from cs2sim.runtime.numerics.precision import Policy
 from cs2sim.runtime.schema import Schema
 from cs2sim.runtime.threads import configure as configure_threads
+from cs2sim.system.errors import ConfigError
 
 __all__ = ["Model", "training_bytes"]
 
@@ -162,7 +163,17 @@ class Model(Module):
         names = {id(a): n for n, a in self.parameters().items()}
         specs: list[LayerSpec] = []
         for name, block in zip(self.block_names, self.blocks, strict=True):
-            s = block.specs(name, shape, names)
+            try:
+                s = block.specs(name, shape, names)
+            except AttributeError as e:
+                if e.name != "specs":
+                    raise
+                layer = type(e.obj).__name__ if e.obj is not None else type(block).__name__
+                raise ConfigError(
+                    f"layer {layer} in block {name!r} of {type(self).__name__} has no "
+                    f"specs(name, in_shape, names); define it to list the layer's ops for the "
+                    f"CS-2 compiler (docs/own-model.md), or build the block from runtime/nn's "
+                    f"layers.") from None
             specs += s
             if s:
                 shape = s[-1].out_shape

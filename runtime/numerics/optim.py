@@ -431,7 +431,9 @@ OPTIMIZER_SCHEMA: Schema = {
         _NUM, 0.05, "overflowed-step ratio beyond which the loss scale halves",
         check=_closed(0, 1, "a ratio of steps"),
     ),
-    "log_summaries": Key(bool, False, "write lr, loss_scale and gradient-norm summaries"),
+    "log_summaries": Key(bool, False, "also write the global and per-layer-group gradient "
+                         "and weight norms (grad_norm/<group>, weight_norm/<group>) to the "
+                         "event file; lr and loss_scale are always written"),
 }
 
 

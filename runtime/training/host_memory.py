@@ -55,8 +55,11 @@ def _estimate_kwargs(estimate: Any, section: dict) -> dict[str, int]:
 
 
 def check_host_memory(model_name: str, model_cls: type, params: dict, *, training: bool = True,
-                      capacity: int | None = None) -> None:
-    """ResourceError when training (or evaluating) this config needs more than the host has."""
+                      capacity: int | None = None, cs2: bool = False) -> None:
+    """ResourceError when training (or evaluating) this config needs more than the host has.
+
+    `cs2`: the run is on the simulated CS-2, whose model also lives in this machine's memory;
+    the message then speaks of the simulated CS-2, never of training on the host."""
     estimate = getattr(model_cls, "param_bytes_estimate", None)
     if estimate is None:
         return
@@ -72,8 +75,15 @@ def check_host_memory(model_name: str, model_cls: type, params: dict, *, trainin
         what += f" ({n / 1e9:.1f}B parameters)" if n >= 1e9 else f" ({n / 1e6:.0f}M parameters)"
     verb = "Training" if training else "Evaluating"
     smaller = SMALLER_CONFIGS.get(model_name, "a smaller config")
+    if cs2:
+        raise ResourceError(
+            f"{verb} {what} on the simulated CS-2 needs about {_size(need)} of this machine's "
+            f"memory (the simulator holds the model's arrays) but it has {_size(capacity)}; "
+            f"compile it instead (--mode compile_only gives the CS-2 plan and estimates), or "
+            f"run {smaller} on the simulated CS-2 as a stand-in."
+        )
     raise ResourceError(
         f"{verb} {what} on the host needs about {_size(need)} of memory but this machine has "
-        f"{_size(capacity)}; run {smaller} or another smaller config on the host (this config is "
-        f"sized for a CS-2, which this version of cs2sim cannot compile for yet)."
+        f"{_size(capacity)}; compile it for the CS-2 instead (--mode compile_only), or run "
+        f"{smaller} or another smaller config on the host or on the simulated CS-2 (--cs_ip)."
     )

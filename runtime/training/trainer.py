@@ -54,7 +54,7 @@ from cs2sim.runtime.training.callbacks import (
 from cs2sim.runtime.training.host_memory import check_host_memory, host_memory_bytes
 from cs2sim.runtime.training.metrics import RateTracker, format_rate
 from cs2sim.runtime.training.runconfig import Components, LoopConfig
-from cs2sim.system.errors import RuntimeFailure
+from cs2sim.system.errors import ConfigError, RuntimeFailure
 
 __all__ = [
     "EVENTS",
@@ -129,13 +129,16 @@ class Trainer:
         self.callbacks.fire(event, payload)
 
     # -- shared steps ----------------------------------------------------------------------------
-    def check_host_memory(self, mode: str = "train") -> None:
-        """Refuse up front a model the host cannot hold in `mode` (ResourceError, one sentence)."""
+    def check_host_memory(self, mode: str = "train", cs2: bool | None = None) -> None:
+        """Refuse up front a model the host cannot hold in `mode` (ResourceError, one sentence);
+        `cs2`: the run is on the simulated CS-2 (default: the executor is not the host's)."""
         cls = self.components.model_class()
+        if cs2 is None:
+            cs2 = getattr(self.executor, "device", "cpu") != "cpu"
         for training in (True, False):
             if mode in (TRAIN_MODES if training else EVAL_MODES):
                 check_host_memory(self.model_name, cls, self.params, training=training,
-                                  capacity=self.memory_capacity)
+                                  capacity=self.memory_capacity, cs2=cs2)
 
     def _latest(self) -> ckpt.TrainState | None:
         """The latest valid checkpoint in model_dir, announced as Model Zoo does."""
@@ -250,6 +253,11 @@ class Trainer:
         # then programs the fabric; weight streaming (the Weight Streaming Quickstart) loads the
         # weights into MemoryX first
         before = getattr(ex, "checkpoint_before_load", True)
+        if (self.params.get("optimizer") or {}).get("log_summaries"):
+            if not hasattr(ex, "summary_steps"):
+                raise ConfigError(f"optimizer.log_summaries needs per-layer norms, which the "
+                                  f"{ex.device} executor does not report; set it to false.")
+            ex.summary_steps = cfg.summary_steps  # norms on the steps summaries are written
         if not before:
             report = ex.load(model, opt, scaler, self.params)
         if start == 0 and cfg.save_initial_checkpoint:
@@ -262,7 +270,7 @@ class Trainer:
         perf = RunPerf(ex.device, 0, 0.0, start, stop, compile_time=report.compile_time,
                        programming_time=report.programming_time,
                        est_samples_per_sec=report.est_samples_per_sec,
-                       run_info=getattr(ex, "run_info", None))
+                       run_info=getattr(ex, "run_info", None), data_source=source or None)
         self._nonfinite_warned = False
         ckpt_time = 0.0
         with Summaries(self.model_dir, purge_step=start + 1 if start else None) as tb:
@@ -346,6 +354,9 @@ class Trainer:
             "avg_steps_per_sec": global_rate / out.samples if out.samples else 0.0,
             "lr": out.lr,
             "loss_scale": out.loss_scale,
+            # optimizer.log_summaries: the global and per-group norms (runtime/executors/base.py)
+            **({"grad_norm": out.grad_norm} if out.norms and out.grad_norm is not None else {}),
+            **(out.norms or {}),
         }, walltime=now)
 
     # -- eval --------------------------------------------------------------------------------------

@@ -4,6 +4,8 @@
     cs2_console    the interactive `cs>` on that system, at its prompt (a ConsoleSession)
     cs2_cs         run `cs -c ...` on that system: cs2_cs("system standby --yes") -> CsResult
     cs2_systems    more systems in one test: cs2_systems(cluster=..., boot_seconds=...)
+    cs2_appliance  a cluster management server on a throwaway four-system cluster (an
+                   ApplianceCluster: run_csx, csctl, jobs, wait_for; stopped at teardown)
 
 Override these two in your conftest.py to change what `cs2_system` builds:
 
@@ -33,7 +35,7 @@ if TYPE_CHECKING:
     from cs2sim.scripts.testkit.system import ThrowawaySystem
 
 __all__ = ["cs2_cluster", "cs2_boot_seconds", "cs2_systems", "cs2_system", "cs2_console",
-           "cs2_cs"]
+           "cs2_cs", "cs2_appliance"]
 
 
 @pytest.fixture
@@ -87,3 +89,14 @@ def cs2_console(cs2_system: ThrowawaySystem) -> ConsoleSession:
 def cs2_cs(cs2_system: ThrowawaySystem) -> Callable[..., CsResult]:
     """cs2_cs("command; command") -> CsResult of `cs -c` on `cs2_system`."""
     return cs2_system.cs
+
+
+@pytest.fixture
+def cs2_appliance(cs2_systems: Callable[..., ThrowawaySystem]) -> Iterator[Any]:
+    """An ApplianceCluster on the four-system example cluster (its server stopped at teardown)."""
+    from cs2sim.scripts.testkit.appliance import ApplianceCluster
+    from cs2sim.system.cluster import EXAMPLE_PATH
+
+    cluster = ApplianceCluster(cs2_systems(cluster=EXAMPLE_PATH))
+    yield cluster
+    cluster.close()

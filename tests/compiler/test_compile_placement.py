@@ -85,26 +85,31 @@ def test_fit_limit_just_under_places_just_over_is_refused():
     assert "python-ws" in msg and "config execmode setup" in msg
 
 
-def test_fc_mnist_is_fed_by_a_port_or_its_input_and_not_grown_past_it(tmp_path):
+def test_fc_mnist_is_sized_to_its_knee_or_its_input_and_not_grown_past_it(tmp_path):
     from cs2sim.runtime.compiler import compile_run
     from cs2sim.runtime.compiler.cost import rates
     from cs2sim.runtime.compiler.io import InputCluster
     from cs2sim.system.hardware import WSE2
     from cs2sim.system.state import ExecMode
 
-    r = compile_run("fc_mnist", fc_params(), tmp_path, mode=ExecMode.PIPELINED, draw_map=False)
+    # float32 features (params.yaml alone trains in float16 in the TF flow)
+    r = compile_run("fc_mnist", fc_params(model__mixed_precision=False), tmp_path,
+                    mode=ExecMode.PIPELINED, draw_map=False)
     e = r.plan.estimate
-    assert e["bound"] == "io" and r.plan.kernels[0]["bound"] == "io"
     assert 1 <= e["ports_used"] < WSE2.ports  # the input layer does not get the whole I/O
     per_sample = 784 * 4 + 4 + 4  # float32 features, int32 label in, a loss value out
     io = e["ports_used"] * rates(WSE2).port_bytes_s / per_sample
-    assert math.isclose(e["samples_per_sec"], io, rel_tol=1e-9)
-    assert r.active_pes / r.total_pes < 0.05
+    assert e["samples_per_sec"] <= io * (1 + 1e-9)
+    # a GEMV a sample: its kernels stop at their knee, far from filling the wafer, and the
+    # one that sets the pace is at it (growing it would spend more time starting vector ops)
+    assert e["bound"] in ("compute", "io") and r.active_pes / r.total_pes < 0.05
     # kernels are not grown past what feeds them: one row or column fewer would be too slow
     g = extract_graph("fc_mnist", fc_params(), "float32")
     costs = op_costs(g, match_kernels(g), WSE2)
     mins = min_pes(costs, WSE2)
     for k, c, m in zip(r.plan.kernels, costs, mins, strict=True):
+        x, y, w, h = k["rect"]  # a rectangle rounds its PEs up by less than one side
+        assert k["pes"] < max(c.max_pes, int(m)) + max(w, h)
         x, y, w, h = k["rect"]
         smaller = k["pes"] - max(w, h)
         if smaller > m:

@@ -39,6 +39,9 @@ VARIANTS = {
     "bert_base_classifier_mnli_pt.yaml": ("bert_classifier", "pipelined", "R_1.7.1:modelzoo/"
                                           "transformers/pytorch/bert/fine_tuning/classifier/"
                                           "configs/bert_base_classifier_mnli.yaml"),
+    "bert_base_sst2_tf.yaml": ("bert_classifier", "pipelined", "R_1.7.1:modelzoo/transformers/"
+                               "tf/bert/fine_tuning/classifier/configs/"
+                               "params_bert_base_sst2.yaml"),
     "llama2_7b_pt.yaml": ("llama", "ws", "Release_2.0.2:modelzoo/transformers/pytorch/llama/"
                           "configs/params_llama2_7b.yaml"),
     "llama2_70b_pt.yaml": ("llama", "ws", "Release_2.0.2:modelzoo/transformers/pytorch/llama/"
@@ -116,3 +119,37 @@ def test_every_variant_is_here_with_its_provenance():
         release, path = where.split(":")
         assert re.search(rf"^\| {re.escape(name)} \| {release} \([0-9a-f]{{7}}\) \| "
                          rf"{re.escape(path)} \|$", provenance, re.M), name
+
+
+def test_tf_sst2_config_loads_as_published(tmp_path):
+    """predict_input is accepted and said to be unused; cls_dropout_rate and num_cls_classes
+    are honoured; pretrain_params_path is said to name a shape (and no weights), taken from the
+    file when it is there."""
+    import yaml
+
+    path = VARIANT_DIR / "bert_base_sst2_tf.yaml"
+    params, warnings = validate_params(load_params(path), "bert_classifier", source=str(path))
+    said = "\n".join(warnings)
+    assert "predict_input is ignored: cs2sim has no predict mode" in said
+    assert "pretrain_params_path ../../configs/params_bert_base_msl128.yaml is not there" in said
+    assert "pretrained weights come from --checkpoint_path" in said
+    assert params["model"]["task_dropout"] == 0.1 and params["model"]["num_labels"] == 2
+    doc = yaml.safe_load(path.read_text())
+    doc["model"].update(cls_dropout_rate=0.3, num_cls_classes=3)
+    pre = tmp_path / "configs" / "params_pre.yaml"
+    pre.parent.mkdir()
+    pre.write_text(yaml.safe_dump({"model": {"hidden_size": 256, "num_hidden_layers": 4,
+                                             "num_heads": 4, "filter_size": 1024}}))
+    doc["model"]["pretrain_params_path"] = "configs/params_pre.yaml"
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(doc))
+    params, warnings = validate_params(load_params(tmp_path / "p.yaml"), "bert_classifier",
+                                       source=str(tmp_path / "p.yaml"))
+    m = params["model"]
+    assert (m["task_dropout"], m["num_labels"]) == (0.3, 3)
+    assert (m["hidden_size"], m["num_hidden_layers"], m["num_heads"]) == (256, 4, 4)
+    from cs2sim.runtime import registry
+    from cs2sim.runtime.numerics.precision import Policy
+
+    model = registry.get("bert_classifier")(m, Policy(), 0)
+    assert model.loss_head.drop.rate == 0.3  # the classifier's dropout is cls_dropout_rate
+    assert model.loss_head.cls.n_out == 3  # num_cls_classes classes

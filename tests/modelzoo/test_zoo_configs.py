@@ -90,8 +90,9 @@ def test_large_configs_reach_the_memory_check_and_are_refused(capsys, tmp_path, 
     assert code == 1, (out, err)
     assert re.fullmatch(
         rf"error: Training {MODEL[name]} \([\d.]+[MB] parameters\) on the host needs about "
-        r"\d+ GiB of memory but this machine has \d+ GiB; run configs/\S+ or another smaller "
-        r"config on the host \(this config is sized for a CS-2, [^)]*\)\.\n", err), err
+        r"\d+ GiB of memory but this machine has \d+ GiB; compile it for the CS-2 instead "
+        r"\(--mode compile_only\), or run configs/\S+ or another smaller config on the host or "
+        r"on the simulated CS-2 \(--cs_ip\)\.\n", err), err
     assert "must be a string" not in err and "unknown key" not in out
     assert f"Params file: {CONFIGS / name}" in out
     assert not md.exists()  # refused before anything was written

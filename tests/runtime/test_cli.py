@@ -158,8 +158,10 @@ def test_fc_mnist_small_trains_to_90_percent_and_leaves_artifacts(capsys, tmp_pa
     assert acc and acc[0] >= 0.90
     assert "Evaluation completed successfully!" in msgs
     assert any(m.startswith("Avg Eval Loss: ") for m in msgs)
-    assert any(m.startswith("Training data: scikit-learn digits (1497 of 1797") for m in msgs)
-    assert any(m.startswith("Evaluation data: scikit-learn digits (300 of 1797") for m in msgs)
+    assert any(m.startswith("Training data: STAND-IN data") and "1497 of 1797" in m
+               for m in msgs)  # the small config asks for the stand-in digits
+    assert any(m.startswith("Evaluation data: STAND-IN data") and "300 of 1797" in m
+               for m in msgs)
     # artifacts
     assert sorted(p.name for p in md.glob("model-ckpt-*.npz")) == [
         "model-ckpt-100.npz", "model-ckpt-200.npz", "model-ckpt-300.npz"]
@@ -249,9 +251,9 @@ def test_gptj_6b_refused_for_host_memory(capsys, tmp_path):
     assert code == 1
     assert re.fullmatch(
         r"error: Training gptj \(6\.\dB parameters\) on the host needs about \d+ GiB of memory "
-        r"but this machine has \d+ GiB; run configs/params_continuous_pretraining.yaml or another "
-        r"smaller config on the host \(this config is sized for a CS-2, which this version of "
-        r"cs2sim cannot compile for yet\)\.\n", err), err
+        r"but this machine has \d+ GiB; compile it for the CS-2 instead \(--mode compile_only\), "
+        r"or run configs/params_continuous_pretraining.yaml or another smaller config on the "
+        r"host or on the simulated CS-2 \(--cs_ip\)\.\n", err), err
     assert not md.exists()  # refused before anything was written: no log, no params file
     code, out, err = run(capsys, "gptj", "-m", "eval", "-p", str(cfg), "-o", str(md))
     assert code == 1 and err.startswith("error: Evaluating gptj (6.") and not md.exists()
@@ -337,7 +339,7 @@ def test_real_model_zoo_flags_are_accepted_and_stored(capsys, tmp_path):
         "note: --num_csx 2 is stored in runconfig.num_csx and has no effect here yet (it sets "
         "the CS-X systems of a weight-streaming run with --cs_ip (python-ws)).",
         "note: --mount_dirs /data is stored in runconfig.mount_dirs and has no effect here yet "
-        "(there are no appliance containers to mount into; runs see the host's files)."]
+        "(it belongs to the appliance: `python run.py CSX ... --mount_dirs ...`)."]
 
 
 def test_checkpoint_path_resumes_unless_is_pretrained_checkpoint(capsys, tmp_path):

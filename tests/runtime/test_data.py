@@ -430,7 +430,8 @@ def test_missing_entry_of_a_data_dir_list_is_named(tmp_path):
     (tmp_path / "empty").mkdir()
     params = lm_params(dirs[0])
     params["train_input"]["data_dir"] = dirs
-    with pytest.raises(ConfigError, match=r"train_input.data_dir\[2\] \(.*empty\) has no token"):
+    with pytest.raises(ConfigError,
+                       match=r"train_input.data_dir\[2\] .*empty holds no token files"):
         build_input(params, "train", "gpt2", 1)
 
 

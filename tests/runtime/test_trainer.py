@@ -335,7 +335,8 @@ def test_host_memory_refusal_names_need_capacity_and_alternatives(tmp_path):
         trainer.train()
     msg = str(e.value)
     assert msg.startswith("Training gptj on the host needs about 97 GiB of memory but this "
-                          "machine has 23 GiB; run configs/params_continuous_pretraining.yaml")
+                          "machine has 23 GiB; compile it for the CS-2 instead (--mode "
+                          "compile_only), or run configs/params_continuous_pretraining.yaml")
     assert "configs/params_continuous_pretraining.yaml" in msg
     assert not (tmp_path / "model-ckpt-1.npz").exists()
 

@@ -50,6 +50,16 @@ def test_demo_tells_the_whole_story(tmp_path):
         "#    GPT-J 6B, compiled only (28 layers, width 4096",
         "model-ckpt-4.npz",
         "# 6. The system and its audit log",
+        # the appliance flow on the four-system cluster: compile wsjob, execute on two, csctl
+        "# 7. Today's Wafer-Scale Cluster (appliance mode)",
+        "$ python run.py CSX -p configs/params_small.yaml --mode train",
+        "compile job id: wsjob-",
+        "Compile was successful!",
+        "execute job id: wsjob-",
+        "Preparing to execute using 2 CSX",
+        "Training completed successfully!",
+        "$ csctl get jobs -a",
+        "SUCCEEDED  cs2-1,cs2-2",
         f"# your own system, kept in {mine} (your $CS2_HOME)",  # the CS2_HOME in force
     ]
     at = 0

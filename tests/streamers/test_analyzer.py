@@ -205,6 +205,7 @@ def test_the_recommended_line_run_as_printed_trains_on_the_cs2(cs2_system):
          "python", "run.py", "--mode=compile_only", "-p", "configs/params_small.yaml",
          "--max_steps", "10"], cwd=work).check().output
     line = _train_line(report)
+    assert "Time to train (CS-2 estimate): " in report and " for 10 steps (" in report
     assert line.startswith("csrun_wse --total-nodes=2 ") and " python run.py --mode=train " in line
     assert line.endswith(f"--max_steps 10 --cs_ip={cs2_system.ip}")
     result = cs2_system.run(["sh", "-c", line], cwd=work)  # as printed

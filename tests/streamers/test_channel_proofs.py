@@ -11,10 +11,10 @@ import time
 
 import pytest
 
-from cs2sim.runtime.job import channel, streamers
+from cs2sim.runtime.job import channel, client
 from cs2sim.runtime.job.channel import Closed, recv_frame, send_frame
+from cs2sim.runtime.job.hub import ChiefHub
 from cs2sim.runtime.job.roles import task_info
-from cs2sim.runtime.job.streamers import ChiefHub
 from cs2sim.system.errors import RuntimeFailure
 from tests.streamers.conftest import slurm_env
 
@@ -99,10 +99,10 @@ def test_a_streamer_refuses_a_chief_that_cannot_prove_the_secret(chief_secret, a
         t = threading.Thread(target=fake_chief, args=(chief, chief_secret), daemon=True)
         t.start()
         if accepted:
-            assert streamers._handshake(task, SECRET, dict(CLAIM)) is task
+            assert client._handshake(task, SECRET, dict(CLAIM)) is task
         else:
             with pytest.raises(RuntimeFailure, match="did not prove it holds the job's secret"):
-                streamers._handshake(task, SECRET, dict(CLAIM))
+                client._handshake(task, SECRET, dict(CLAIM))
         t.join(30)
 
 
@@ -117,5 +117,5 @@ def test_a_streamer_refuses_a_welcome_without_a_proof() -> None:
         t = threading.Thread(target=no_proof, daemon=True)
         t.start()
         with pytest.raises(RuntimeFailure):
-            streamers._handshake(task, SECRET, dict(CLAIM))
+            client._handshake(task, SECRET, dict(CLAIM))
         t.join(30)

@@ -14,6 +14,7 @@ is always computed in eval) change nothing here.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,8 @@ from cs2sim.runtime.nn.model import Model, training_bytes
 from cs2sim.runtime.numerics.precision import HALF_FORMATS, Policy
 from cs2sim.runtime.schema import Key, Schema, positive, unit_interval
 from cs2sim.system.errors import ConfigError
+
+log = logging.getLogger("cs2sim.run")
 
 __all__ = ["FcMnistModel", "MODEL_SCHEMA", "NUM_INPUTS", "NUM_CLASSES"]
 
@@ -68,7 +71,9 @@ MODEL_SCHEMA: Schema = {
         str, "relu", "Hidden activation.", choices=("relu", "tanh", "elu", "selu", "linear")
     ),
     "mixed_precision": Key(
-        bool, False, "16-bit activations/weights/gradients (read by numerics.mixed_precision)."
+        bool, None, "16-bit activations/weights/gradients (read by numerics.mixed_precision); "
+        "absent: float16 in the TF flow (`python run.py`, as the Model Zoo's TF fc_mnist ran "
+        "Keras mixed_float16), float32 in the PyTorch flow (`python-pt`)"
     ),
     "fp16_type": Key(str, None, "16-bit format when mixed_precision is on.", choices=HALF_FORMATS),
     "use_bfloat16": Key(
@@ -105,6 +110,22 @@ class FcMnistModel(Model):
     family = "mnist"
     input_key = "x"
     label_key = "y"
+
+    @classmethod
+    def complete_params(cls, params: dict[str, Any], source: str, warnings: list[str]) -> None:
+        """model.mixed_precision when the file leaves it out: the Model Zoo's TF fc_mnist set
+        the Keras policy mixed_float16 (no loss scaling) whatever its config said, its PyTorch
+        one trained in float32 unless asked."""
+        from cs2sim.runtime.job.flow import FLOWS, flow
+
+        model = params["model"]
+        if model.get("mixed_precision") is None:
+            tf = FLOWS[flow()][2] == "tf"
+            model["mixed_precision"] = tf
+            if tf:
+                log.info("%s: model.mixed_precision is not set, so fc_mnist trains in float16 "
+                         "as the Model Zoo's TF fc_mnist (Keras mixed_float16) did; set it to "
+                         "false for float32.", source)
 
     def __init__(self, model_params: dict[str, Any], policy: Policy, seed: int) -> None:
         super().__init__(policy, seed)

@@ -1,0 +1,199 @@
+"""The data processors' input throughput per worker, and the preprocessing command's tokens/s.
+
+    python bench/processor_bench.py [--samples N] [--seconds S]
+
+For each processor of runtime/data/processors.py, a data set written here in its on-disk
+layout is read the way one input worker reads it: `build_input` with num_workers 0 (the
+worker's own loop, in this process), shuffled, batch after batch for about S seconds, after
+the load (opening / parsing the files: timed apart as "load s"). Figures are samples/s of one
+worker (host measurements, wall clock, on a machine shared with other processes), with the
+GPT rows at max_sequence_length 1024, batch 32 (GPT-2 small's input), BERT at 128, batch 32:
+  tokens    nanoGPT-style uint16 .bin (TokenFileDataProcessor), memory-mapped;
+  hdf5-gz   GptHDF5DataProcessor on the Model Zoo's layout: gzip, chunks of one sample;
+  hdf5      GptHDF5DataProcessor on an uncompressed, contiguous `data` (memory-mapped);
+  tfrecords GptTfRecordsProcessor; bert-csv BertCSVDynamicMaskDataProcessor (masking per
+  sample); sst2 SST2DataProcessor; mnist MNIST IDX.
+The HDF5 / token-file ratio is printed (the target: HDF5 within 1.5x of the token files).
+Then `cs2sim-preprocess gpt2-hdf5` over the Python standard library's sources (real text):
+tokens/s end to end (reading, GPT-2 BPE, writing gzip HDF5). Results also go to
+bench/results/processors.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import sys
+import sysconfig
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import h5py  # noqa: E402
+
+from cs2sim.runtime.data import build_input  # noqa: E402
+from cs2sim.runtime.data.preprocess import GptHdf5Args, write_gpt_hdf5  # noqa: E402
+from cs2sim.runtime.data.tfrecord import encode_example, write_records  # noqa: E402
+
+T, B, VOCAB = 1024, 32, 50257
+BERT_T = 128
+
+
+def _gpt(d: Path, n: int) -> tuple[dict, dict[str, tuple[str, Path]]]:
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(0, VOCAB, n * T + 1).astype(np.uint16)  # (n*T+1,)
+    (d / "tok").mkdir()
+    tokens.tofile(d / "tok" / "train.bin")
+    win = np.lib.stride_tricks.sliding_window_view(tokens, T + 1)[::T][:n].astype(np.int32)
+    data = np.stack([win[:, :-1], np.ones((n, T), np.int32), win[:, 1:]], axis=1)  # (n, 3, T)
+    for name, kw in (("h5gz", {"chunks": (1, 3, T), "compression": "gzip"}), ("h5", {})):
+        (d / name).mkdir()
+        half = n // 2
+        for k, part in enumerate((data[:half], data[half:])):
+            with h5py.File(d / name / f"examples_{k}.h5", "w") as f:
+                f.attrs["n_examples"] = len(part)
+                f.create_dataset("data", data=part, dtype="i4", **kw)
+    (d / "tfr").mkdir()
+    write_records(d / "tfr" / "a.tfrecords",
+                  [encode_example({"input_ids": r[0], "input_mask": r[1], "labels": r[2]})
+                   for r in data])
+    model = {"vocab_size": VOCAB, "max_position_embeddings": T}
+    return model, {"tokens": ("TokenFileDataProcessor", d / "tok"),
+                   "hdf5-gz": ("GptHDF5DataProcessor", d / "h5gz"),
+                   "hdf5": ("GptHDF5DataProcessor", d / "h5"),
+                   "tfrecords": ("GptTfRecordsProcessor", d / "tfr")}
+
+
+def _bert(d: Path, n: int) -> tuple[Path, Path, Path]:
+    rng = np.random.default_rng(1)
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(30000)]
+    vocab = d / "vocab.txt"
+    vocab.write_text("\n".join(words) + "\n")
+    (d / "csv").mkdir()
+    with open(d / "csv" / "part.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["tokens", "segment_ids", "is_random_next"])
+        for i in range(n):
+            ids = rng.integers(5, len(words), BERT_T - 3)
+            a = int(rng.integers(1, BERT_T - 4))
+            toks = ["[CLS]", *[words[j] for j in ids[:a]], "[SEP]",
+                    *[words[j] for j in ids[a:]], "[SEP]"]
+            w.writerow([repr(toks), repr([0] * (a + 2) + [1] * (BERT_T - a - 2)), i % 2])
+    (d / "sst").mkdir()
+    with open(d / "sst" / "train.tsv", "w") as f:
+        f.write("sentence\tlabel\n")
+        for i in range(n):
+            f.write(" ".join(words[j] for j in rng.integers(5, len(words), 40)) + f"\t{i % 2}\n")
+    (d / "mnist").mkdir()
+    imgs = rng.integers(0, 256, (n, 28, 28), dtype=np.uint8)
+    lbls = rng.integers(0, 10, n, dtype=np.uint8)
+    (d / "mnist" / "train-images-idx3-ubyte").write_bytes(
+        (0x803).to_bytes(4, "big") + b"".join(x.to_bytes(4, "big") for x in (n, 28, 28))
+        + imgs.tobytes())
+    (d / "mnist" / "train-labels-idx1-ubyte").write_bytes(
+        (0x801).to_bytes(4, "big") + n.to_bytes(4, "big") + lbls.tobytes())
+    return vocab, d / "csv", d / "sst"
+
+
+def _measure(params: dict, model: str, seconds: float) -> tuple[float, float, float]:
+    """(load seconds, samples/s of one worker over its first epoch, load included, and
+    after it)."""
+    t0 = time.perf_counter()
+    s = build_input(params, "train", model, 1)
+    key = params["_keys"][0]
+    next(s)
+    load = time.perf_counter() - t0  # opening/parsing the files and the first batch
+    n, t0 = 0, time.perf_counter()
+    for _ in range(s.batches_per_epoch - 1):  # the rest of epoch 0
+        n += len(next(s)[key])
+    first = (n + s.batch_size) / (time.perf_counter() - t0 + load)  # the load included
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        n += len(next(s)[key])
+    return load, first, n / (time.perf_counter() - t0)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--samples", type=int, default=2048)
+    ap.add_argument("--seconds", type=float, default=3.0)
+    args = ap.parse_args()
+    os.environ.setdefault("CS2_HOME", tempfile.mkdtemp(prefix="cs2bench-"))
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        gpt_model, gpt = _gpt(d, args.samples)
+        vocab, csv_dir, sst_dir = _bert(d, args.samples)
+        cases = {name: ({"train_input": {"data_processor": proc, "data_dir": str(path),
+                                         "batch_size": B, "max_sequence_length": T,
+                                         "vocab_size": VOCAB, "shuffle": True},
+                         "model": gpt_model, "_keys": ["input_ids"]}, "gpt2")
+                 for name, (proc, path) in gpt.items()}
+        bert_model = {"vocab_size": 30005, "max_position_embeddings": BERT_T, "num_labels": 2}
+        cases["bert-csv"] = ({"train_input": {
+            "data_processor": "BertCSVDynamicMaskDataProcessor", "data_dir": str(csv_dir),
+            "vocab_file": str(vocab), "batch_size": B, "max_sequence_length": BERT_T,
+            "max_predictions_per_seq": 20}, "model": bert_model, "_keys": ["input_ids"]}, "bert")
+        cases["sst2"] = ({"train_input": {
+            "data_processor": "SST2DataProcessor", "data_dir": str(sst_dir),
+            "vocab_file": str(vocab), "batch_size": B, "max_sequence_length": BERT_T},
+            "model": bert_model, "_keys": ["input_ids"]}, "bert_classifier")
+        cases["mnist"] = ({"train_input": {"data_dir": str(d / "mnist"), "batch_size": 256},
+                           "_keys": ["x"]}, "fc_mnist")
+        for name, (params, model) in cases.items():
+            load, first, rate = _measure(params, model, args.seconds)
+            rows.append((name, params["train_input"].get("data_processor", "MNISTDataProcessor"),
+                         load, first, rate))
+            print(f"{name:10s} load {load:6.2f} s  epoch 0 {first:12,.0f}  later {rate:12,.0f} "
+                  f"samples/s per worker", flush=True)
+        by = {r[0]: r for r in rows}
+        ratio = by["tokens"][4] / by["hdf5-gz"][4]
+        ratio0 = by["tokens"][3] / by["hdf5-gz"][3]
+        ratio_raw = by["tokens"][4] / by["hdf5"][4]
+        print(f"token files / HDF5 (Model Zoo layout, gzip): epoch 0 {ratio0:.2f}x, later "
+              f"{ratio:.2f}x; / HDF5 uncompressed: {ratio_raw:.2f}x")
+        # preprocessing: the standard library's sources as raw text
+        raw = d / "raw"
+        raw.mkdir()
+        stdlib, size = Path(sysconfig.get_paths()["stdlib"]), 0
+        for p in sorted(stdlib.glob("*.py")):
+            if size > 4 * 2**20:
+                break
+            text = p.read_text(encoding="utf-8", errors="replace")
+            (raw / f"{p.stem}.txt").write_text(text)
+            size += len(text)
+        done = write_gpt_hdf5(GptHdf5Args(str(raw), str(d / "pre"), max_seq_length=1024,
+                                          files_per_record=1000))
+        print(f"cs2sim-preprocess gpt2-hdf5: {done.tokens:,} tokens from {size / 2**20:.1f} MiB "
+              f"in {done.seconds:.2f} s = {done.tokens_per_sec:,.0f} tokens/s")
+    load_avg = os.getloadavg()[0]
+    out = ROOT / "bench" / "results" / "processors.md"
+    lines = [f"# Data processors, one input worker (host measurements, {os.cpu_count()} CPUs, "
+             f"load average {load_avg:.1f}, {time.strftime('%Y-%m-%d %H:%M')})", "",
+             f"`python bench/processor_bench.py --samples {args.samples} --seconds "
+             f"{args.seconds}`; GPT rows: max_sequence_length {T}, batch {B}; BERT rows: "
+             f"{BERT_T}, batch {B}; shuffled.", "",
+             "| data | processor | load s | epoch 0 samples/s (load included) "
+             "| later samples/s |",
+             "|---|---|---:|---:|---:|"]
+    lines += [f"| {n} | {p} | {lo:.2f} | {f:,.0f} | {r:,.0f} |" for n, p, lo, f, r in rows]
+    lines += ["", f"Token files / HDF5 in the Model Zoo's layout (gzip, one-sample chunks): "
+              f"{ratio0:.2f}x over epoch 0 with the load (the worker inflates its part once "
+              f"when it loads), {ratio:.2f}x after it; token files / uncompressed HDF5: "
+              f"{ratio_raw:.2f}x.", "",
+              f"Preprocessing (`cs2sim-preprocess gpt2-hdf5`, max_seq_length 1024, over "
+              f"{size / 2**20:.1f} MiB of the standard library's sources): "
+              f"{done.tokens_per_sec:,.0f} tokens/s ({done.tokens:,} tokens in "
+              f"{done.seconds:.2f} s)."]
+    out.write_text("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

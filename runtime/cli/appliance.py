@@ -1,0 +1,452 @@
+"""`python run.py CSX [flags]`: the appliance client on the user node.
+
+The forms are the Model Zoo's: R1.9+ `python run.py CSX --params ... --num_csx N --mode train`,
+R1.8 `python run.py CSX pipeline|weight_streaming ...` (pipeline: one system in PIPELINED mode),
+and `python run.py CPU ...` for a run on this host (runtime/cli/main.py). The flags are the real
+client's (Model Zoo's cli_parser.py, R1.8-R2.4); an unknown or malformed one is refused by
+argparse as the real parser does (usage line, exit 2).
+
+The client talks to the cluster management server only (system/appliance/client.py), starting
+one when none runs: a compile wsjob unless a complete compile with the same hash is found
+(`Found existing cached compile with hash`), then an execute wsjob on num_csx systems whose
+output it watches. Rate and GlobalRate are computed here, on the user node, from the training
+outputs as they arrive (runtime/training/metrics.py's RateTracker), so a checkpoint's pause and
+the first steps show in them as Cerebras' "Measure throughput of your model" explains. Every
+line printed comes from one table (runtime/cli/appliance_lines.py), in its order.
+
+Exit codes: 0 success, 2 a command-line error, 69 a job the cluster refuses (nothing was
+reserved), 75 a system left ACTIVE while the job ran (checkpoints kept), 124 the job ran past
+--job_time_sec, 130 interrupted (the job is cancelled), 1 anything else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from cs2sim.runtime.cli.appliance_lines import LINES, render
+from cs2sim.system.errors import CsError
+
+__all__ = ["build_csx_parser", "run_csx", "EXECUTION_STRATEGIES", "EXIT_TIME_LIMIT"]
+
+EXECUTION_STRATEGIES = ("pipeline", "weight_streaming")
+EXIT_TIME_LIMIT = 124  # as timeout(1)
+EXIT_SYSTEM_STOPPED = 75
+ENV_KEEP = ("CS2", "SLURM", "PATH", "HOME", "LANG", "LC_", "PYTHON", "VIRTUAL_ENV", "TMPDIR",
+            "USER", "LOGNAME", "OMP_", "OPENBLAS", "MKL", "TZ", "COLUMNS")
+TRAIN_RE = re.compile(r"\| Train Device=[^,]*, Step=(\d+), Loss=([^,\s]+)")
+FINISHED_RE = re.compile(r"Training finished with (\d+) samples")
+STAMP_RE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) ")
+ERROR_RE = re.compile(r"^(?:\S+ \S+ [A-Z]+:\s+)?error: (.+)$")  # the run's, not srun's
+log = logging.getLogger("cs2sim.run")
+Loader = Callable[[list[str]], dict[str, Any]]  # run.py argv -> its effective params
+
+
+def _labels(text: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9_.\-/]{1,63}=[A-Za-z0-9_.\-/]{0,63}", text):
+        raise argparse.ArgumentTypeError(f"invalid label {text!r}: use key=value (letters, "
+                                         "digits, '_.-/')")
+    return text
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
+    return value
+
+
+def build_csx_parser(model_name: str) -> argparse.ArgumentParser:
+    """The CSX parser (Model Zoo R1.8 cli_parser.py, with R1.9's optional strategy and R2.4's
+    --job_priority)."""
+    p = argparse.ArgumentParser(prog="run.py CSX", allow_abbrev=False,
+                                description=f"Run {model_name} on the Wafer-Scale Cluster.")
+    p.add_argument("execution_strategy", nargs="?", choices=EXECUTION_STRATEGIES,
+                   help="R1.8's form; from R1.9 weight_streaming is implied.")
+    p.add_argument("-p", "--params", default=None, help="Path to the params YAML.")
+    p.add_argument("-m", "--mode", required=True,
+                   choices=("train", "eval", "train_and_eval", "eval_all"))
+    p.add_argument("-o", "--model_dir", default=None, help="Checkpoints and summaries go here.")
+    p.add_argument("--checkpoint_path", default=None)
+    p.add_argument("--is_pretrained_checkpoint", action="store_true", default=None)
+    p.add_argument("--logging", default=None, type=str.upper,
+                   choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    p.add_argument("--max_steps", type=_positive, default=None)
+    p.add_argument("--eval_steps", type=_positive, default=None)
+    only = p.add_mutually_exclusive_group()
+    only.add_argument("--compile_only", action="store_true", help="Compile; do not run.")
+    only.add_argument("--validate_only", action="store_true", help="Validate the graph only.")
+    p.add_argument("--num_csx", type=_positive, default=1, help="CS-X systems (default 1).")
+    p.add_argument("--num_workers_per_csx", type=_positive, default=0,
+                   help="Input workers per CS-X (0: automatic, one).")
+    p.add_argument("--num_wgt_servers", type=_positive, default=None,
+                   help="MemoryX weight servers (recorded with the job).")
+    p.add_argument("--num_act_servers", type=_positive, default=None,
+                   help="Activation servers (recorded with the job).")
+    p.add_argument("-c", "--compile_dir", default=None,
+                   help="Where compiles are kept (default: the model_dir).")
+    p.add_argument("--job_labels", nargs="+", type=_labels, default=[], metavar="KEY=VALUE")
+    p.add_argument("--job_priority", choices=("p1", "p2", "p3"), default="p2",
+                   help="p1 is highest priority (default p2).")
+    p.add_argument("--mount_dirs", nargs="*", default=[], help="Directories the job sees.")
+    p.add_argument("--python_paths", nargs="*", default=[], help="Added to the job's PYTHONPATH.")
+    p.add_argument("--mgmt_address", default=None, metavar="HOST:PORT",
+                   help="The cluster management server (default: this host's, on its socket).")
+    p.add_argument("--credentials_path", default=None, help="The server's TLS certificate.")
+    p.add_argument("--job_time_sec", type=_positive, default=None,
+                   help="Cancel the job after this many seconds.")
+    p.add_argument("--disable_version_check", action="store_true")
+    p.add_argument("--multireplica", action="store_true", help="(pipeline only)")
+    p.add_argument("--debug_args_path", default=None, help="(recorded with the job)")
+    return p
+
+
+class _Out:
+    """Prints the table's lines, never one before a line above it (checked)."""
+
+    def __init__(self) -> None:
+        self.last = -1
+        self.keys = [line.key for line in LINES]
+
+    def say(self, key: str, **values: Any) -> None:
+        i = self.keys.index(key)
+        if i < self.last or (i == self.last and not LINES[i].repeat):
+            raise AssertionError(f"line {key!r} out of order")
+        self.last = i
+        log.info(render(key, **values))
+
+
+def _job_argv(args: argparse.Namespace, params_path: Path, model_dir: Path,
+              pipeline: bool) -> list[str]:
+    """The run.py flags every part of the job runs with."""
+    argv = ["--mode", args.mode, "-p", str(params_path), "-o", str(model_dir)]
+    for flag in ("checkpoint_path", "max_steps", "eval_steps", "logging"):
+        value = getattr(args, flag)
+        if value is not None:
+            argv += [f"--{flag}", str(value)]
+    if args.is_pretrained_checkpoint:
+        argv.append("--is_pretrained_checkpoint")
+    if args.multireplica:
+        argv.append("--multireplica")
+    if not pipeline:
+        argv += ["--num_csx", str(args.num_csx)]
+    return argv
+
+
+def _env(args: argparse.Namespace) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k.startswith(ENV_KEEP) and len(v) < 4000}
+    if args.python_paths:
+        env["PYTHONPATH"] = os.pathsep.join([*args.python_paths,
+                                             *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+def _checksum(model_name: str, argv: list[str], pipeline: bool, load: Loader) -> str:
+    """The compile hash the compile job would produce (the graph pass only, on this node)."""
+    from cs2sim.runtime.compiler.driver import compile_checksum
+    from cs2sim.system.state import ExecMode
+
+    params = load([*argv, "--compile_only"])
+    mode = ExecMode.PIPELINED if pipeline else ExecMode.WEIGHT_STREAMING
+    return "cs_" + compile_checksum(model_name, params, mode=mode)
+
+
+def run_csx(model_name: str, argv: Sequence[str], default_params: Path | None, load: Loader,
+            run_py: Path) -> int:
+    """The CSX command line (module docstring); returns the exit code. `load(run.py argv)` gives
+    the effective params of a run.py command line and `run_py` is the model's run.py (both from
+    runtime/cli/main.py, which calls this)."""
+    parser = build_csx_parser(model_name)
+    try:
+        args = parser.parse_args(list(argv))
+    except SystemExit as e:  # argparse printed the usage line and the error, as the real one
+        return int(e.code or 0)
+    pipeline = args.execution_strategy == "pipeline"
+    if pipeline and args.num_csx != 1:
+        parser.print_usage(sys.stderr)
+        sys.stderr.write("run.py CSX: error: pipeline runs on one CS-X only: --num_csx 1\n")
+        return 2
+    if args.multireplica and not pipeline:
+        parser.print_usage(sys.stderr)
+        sys.stderr.write("run.py CSX: error: --multireplica belongs to `run.py CSX pipeline`\n")
+        return 2
+    params_path = Path(args.params) if args.params else default_params
+    if params_path is None:
+        parser.print_usage(sys.stderr)
+        sys.stderr.write("run.py CSX: error: the following arguments are required: "
+                         "-p/--params\n")
+        return 2
+    from cs2sim.runtime.cli.runlog import RunLog
+
+    with RunLog() as runlog:
+        try:
+            return _run(model_name, args, params_path.resolve(), pipeline, runlog, load, run_py)
+        except CsError as e:
+            runlog.error(f"error: {e}")
+            return e.exit_code
+        except KeyboardInterrupt:
+            runlog.error("error: interrupted; the job was cancelled (its checkpoints are kept).")
+            return 130
+        except OSError as e:
+            runlog.error(f"error: {e.strerror or e} ({e.filename}); check the path and its "
+                         "permissions.")
+            return 1
+
+
+def _run(model_name: str, args: argparse.Namespace, params_path: Path, pipeline: bool,
+         runlog: Any, load: Loader, run_py: Path) -> int:
+    import yaml
+
+    from cs2sim.runtime.compiler.cache import complete_stage
+    from cs2sim.system.appliance.client import connect
+    from cs2sim.system.store import default_home
+
+    raw = yaml.safe_load(params_path.read_text()) or {}
+    runconfig = raw.get("runconfig") or {}
+    model_dir = Path(args.model_dir or runconfig.get("model_dir") or "model_dir").resolve()
+    model_dir.mkdir(parents=True, exist_ok=True)
+    runlog.add_file(model_dir)
+    compile_dir = Path(args.compile_dir).resolve() if args.compile_dir else model_dir
+    job_argv = _job_argv(args, params_path, model_dir, pipeline)
+    start = [sys.executable, "-m", "cs2sim.scripts.cluster_server", "start"]
+    home = default_home()
+
+    def conn() -> Any:
+        return connect(home, start=None if args.mgmt_address else start,
+                       mgmt_address=args.mgmt_address, credentials_path=args.credentials_path)
+
+    def call(op: str, **values: Any) -> dict[str, Any]:
+        c = conn()
+        try:
+            return dict(c.call(op, **values))
+        finally:
+            c.close()
+
+    if not args.disable_version_check:
+        _check_version(conn())
+
+    out = _Out()
+    wrapper = "python" if pipeline else "python-ws"
+    base = {"cwd": str(Path.cwd()), "run_py": str(run_py),
+            "wrapper": wrapper, "env": _env(args), "job_time_sec": args.job_time_sec or 0,
+            "mount_dirs": args.mount_dirs, "num_wgt_servers": args.num_wgt_servers,
+            "num_act_servers": args.num_act_servers, "compile_dir": str(compile_dir)}
+    labels = dict(label.split("=", 1) for label in args.job_labels)
+    stage = "validate" if args.validate_only else "compile"
+    hash_ = _checksum(model_name, job_argv, pipeline, load)
+    if not (args.compile_only or args.validate_only):  # refused before anything is reserved
+        call("check", num_csx=args.num_csx, mode=_mode(pipeline))
+    out.say("compiling")
+    if complete_stage(compile_dir / hash_) in (stage, "compile"):
+        out.say("cached", hash=hash_)
+    else:
+        out.say("compile_init")
+        flag = "--validate_only" if args.validate_only else "--compile_only"
+        cargv = [a for a in job_argv]
+        cargv[cargv.index("-o") + 1] = str(compile_dir)
+        reply = call("submit", kind="compile", priority=args.job_priority, labels=labels,
+                            mode=_mode(pipeline),
+                            spec={**base, "args": [*cargv, flag], "compile_hash": hash_})
+        job = reply["job"]
+        out.say("compile_id", id=job["meta"]["name"], path=job["status"]["logPath"])
+        end = _follow(conn(), job["meta"]["name"], out, "compile", None)
+        if end["status"]["phase"] != "SUCCEEDED":
+            return _failed(end)
+        if complete_stage(compile_dir / hash_) is None:
+            raise CsError(f"the compile job {end['meta']['name']} succeeded but left no "
+                          f"{compile_dir / hash_}; see its log with `csctl log-export "
+                          f"{end['meta']['name']}`.")
+        out.say("compile_written", hash=hash_)
+        out.say("compile_ok")
+    if args.compile_only or args.validate_only:
+        return 0
+    out.say("programming")
+    out.say("execute_init")
+    workers = max(1, args.num_workers_per_csx) * args.num_csx
+    shape = ["--total-nodes=3", "--single-task-nodes=2", f"--tasks-per-node={workers}",
+             "--cpus-per-task=1"]
+    reply = call("submit", kind="execute", priority=args.job_priority, labels=labels,
+                        num_csx=args.num_csx, mode=_mode(pipeline),
+                        spec={**base, "args": job_argv, "shape": shape, "compile_hash": hash_})
+    job = reply["job"]
+    out.say("execute_id", id=job["meta"]["name"], path=job["status"]["logPath"])
+    batch = int((raw.get("train_input") or {}).get("batch_size") or 1)
+    log_steps = int(runconfig.get("log_steps") or runconfig.get("save_summary_steps") or 1)
+    end = _follow(conn(), job["meta"]["name"], out, "execute",
+                  _Training(out, batch, log_steps, args.num_csx, args.mode))
+    return 0 if end["status"]["phase"] == "SUCCEEDED" else _failed(end)
+
+
+def _logged_at(text: str) -> float | None:
+    """The time a job's log line carries (`YYYY-MM-DD HH:MM:SS,mmm`, local time), or None."""
+    m = STAMP_RE.match(text)
+    if m is None:
+        return None
+    try:
+        return time.mktime(time.strptime(m.group(1), "%Y-%m-%d %H:%M:%S")) + int(m.group(2)) / 1e3
+    except (ValueError, OverflowError):
+        return None
+
+
+def _check_version(conn: Any) -> None:
+    """The server must speak this client's operations (a server left running from an older
+    installation does not)."""
+    from cs2sim.system.appliance.ops import PROTOCOL
+
+    info = conn.call("ping")
+    conn.close()
+    if info.get("protocol") != PROTOCOL:
+        raise CsError(f"the cluster server (version {info.get('version')}, protocol "
+                      f"{info.get('protocol')}) does not speak this client's protocol "
+                      f"{PROTOCOL}; restart it with `cs-cluster-server stop` (the next run "
+                      "starts a new one), or pass --disable_version_check.")
+
+
+def _mode(pipeline: bool) -> str:
+    from cs2sim.system.state import ExecMode
+
+    return (ExecMode.PIPELINED if pipeline else ExecMode.WEIGHT_STREAMING).value
+
+
+class _Training:
+    """The execute job's lines, in the table's order, with Rate / GlobalRate measured here."""
+
+    def __init__(self, out: _Out, batch: int, log_steps: int, num_csx: int, mode: str) -> None:
+        from cs2sim.runtime.training.metrics import RateTracker
+
+        self.out, self.batch, self.log_steps, self.num_csx = out, batch, log_steps, num_csx
+        self.mode = mode
+        self.tracker = RateTracker()
+        self.keys = [line.key for line in LINES]
+        first, last = self.keys.index("preparing"), self.keys.index("beginning")
+        self.staging = list(LINES[first:last + 1])
+        self.printed = 0  # how many staging lines are out
+        self.step: int | None = None
+        self.began = 0.0
+        self.samples: int | None = None
+
+    def running(self) -> None:
+        self._through("weights")
+
+    def _through(self, key: str, at: float | None = None) -> None:
+        """Print the staging lines up to `key`; `at`: when the job logged the event that lets
+        them be printed (None: now)."""
+        while self.printed < len(self.staging):
+            line = self.staging[self.printed]
+            self.printed += 1
+            self.out.say(line.key, **({"n": self.num_csx} if line.key == "preparing" else {}))
+            if line.key == "programming_done":
+                # the executable is loaded: count from the moment the job says it was, so the
+                # rates are samples received here over time since then (a log line can reach
+                # this node in the same read as the first step's)
+                now = time.time()
+                self.tracker.reset(min(at, now) if at is not None else now)
+                self.began = time.monotonic() - (now - self.tracker.start_time)
+            if line.key == key:
+                return
+
+    def line(self, text: str) -> None:
+        m = TRAIN_RE.search(text)
+        if m is None:
+            for idx in range(self.printed, len(self.staging)):
+                after = self.staging[idx].after
+                if after and re.search(after, text):
+                    end = idx + 1  # the group: up to the next line that waits for an event
+                    while end < len(self.staging) and not self.staging[end].after:
+                        end += 1
+                    self._through(self.staging[end - 1].key, _logged_at(text))
+                    break
+            f = FINISHED_RE.search(text)
+            if f:
+                self.samples = int(f.group(1))
+            return
+        self._through("beginning")
+        step = int(m.group(1))
+        done = step - self.step if self.step is not None else min(step, self.log_steps)
+        self.step = step
+        self.tracker.add(max(0, done) * self.batch)
+        now = time.time()
+        from cs2sim.runtime.training.metrics import format_rate
+
+        self.out.say("train", step=step, loss=m.group(2),
+                     rate=format_rate(self.tracker.rate(now)),
+                     global_rate=format_rate(self.tracker.global_rate(now)))
+
+    def succeeded(self) -> None:
+        self._through("beginning")
+        if self.mode in ("train", "train_and_eval"):
+            self.out.say("completed")
+            seconds = time.monotonic() - self.began
+            samples = self.samples if self.samples is not None else int(self.tracker.total_count)
+            self.out.say("processed", samples=samples, seconds=seconds)
+        if self.mode != "train":
+            self.out.say("eval_completed")
+
+
+def _follow(conn: Any, name: str, out: _Out, kind: str, training: _Training | None
+            ) -> dict[str, Any]:
+    """Watch a job to its end, printing what the table says when it happens."""
+    waited, notes, running = False, set(), False
+    said: list[str] = []
+    try:
+        for event in conn.watch(name, attach=True):
+            if event["event"] in ("phase", "end"):
+                job = event["job"]
+                phase, note = job["status"]["phase"], event.get("note", "")
+                if phase == "QUEUED" and note and note not in notes:
+                    notes.add(note)
+                    waited = True
+                    out.say(f"{kind}_queued", note=note)
+                if phase == "RUNNING" and not running:
+                    running = True
+                    if waited:
+                        out.say(f"{kind}_scheduled")
+                    if training is not None:
+                        training.running()
+                if event["event"] == "end":
+                    if training is not None and phase == "SUCCEEDED":
+                        training.succeeded()
+                    if said:  # the first: what went wrong, not what followed from it
+                        job["status"]["said"] = said[0]
+                    return job
+            elif event["event"] == "lines":
+                for line in event["text"].splitlines():
+                    m = ERROR_RE.search(line)
+                    if m:  # the run's own one-line error, if it fails
+                        said.append(m.group(1))
+                    if training is not None:
+                        training.line(line)
+    finally:
+        conn.close()
+    raise AssertionError("a watch ends with an end event")
+
+
+def _failed(job: dict[str, Any]) -> int:
+    status = job["status"]
+    name = job["meta"]["name"]
+    reason = status.get("reason") or "see its log"
+    if status.get("said"):
+        reason += f" ({status['said'].rstrip('.')})"
+    code = status.get("exitCode")
+    raise _JobEnded(f"{name} {status['phase']}: {reason}; its logs are in {status['logPath']} "
+                    f"(`csctl log-export {name}` zips them).",
+                    EXIT_SYSTEM_STOPPED if code == EXIT_SYSTEM_STOPPED
+                    else EXIT_TIME_LIMIT if "time limit" in reason
+                    else 130 if status["phase"] == "CANCELLED" and "went away" in reason
+                    else 1)
+
+
+class _JobEnded(CsError):
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.exit_code = code

@@ -1,0 +1,262 @@
+"""GPT-style HDF5 datasets, as the Model Zoo's GptHDF5DataProcessor reads them.
+
+On disk (what the Model Zoo's `create_hdf5_dataset.py` writes, and `cs2sim-preprocess gpt2-hdf5`
+here): a directory of `.h5` files, each holding
+  * the attribute `n_examples` (samples in the file) and
+  * the dataset `data`, int32 of shape [n_examples, 3, max_sequence_length]: row 0 the input ids,
+    row 1 the attention mask (1 on tokens, 0 on padding), row 2 the labels (the next tokens);
+    the Model Zoo writes it gzip-compressed in chunks of one sample, (1, 3, msl).
+Files are read in sorted name order (the Model Zoo's `sorted(glob("*.h5"))`) and data_dir may be
+a list of such directories. The samples of all files, in that order, are one data set; with n
+input workers it is cut into n contiguous parts of (nearly) equal size, worker k reading part k
+(the Model Zoo's `shard_list_of_chunks_contiguous`), so every sample belongs to exactly one
+worker and is served once per epoch.
+
+Reading: an uncompressed, unchunked `data` is memory-mapped straight from the file (h5py gives
+its byte offset). A compressed one is read by sample: in the Model Zoo's layout (gzip, chunks of
+one sample, no other filter) each sample's chunk is read raw and inflated with zlib, else the
+rows of a batch go through h5py in ascending order. Inflating costs far more than copying a
+memory-mapped window, so when a worker's part of the data fits CACHE_BYTES the worker inflates
+it once when it loads, in file order and in slabs of SLAB samples, and serves every epoch's
+batches from memory (input ids and labels only).
+Each worker opens its own files (an h5py handle must not cross a fork or a pickle).
+
+Checked at load (in the consumer): the layout, `n_examples` against the rows, the sequence
+length against max_sequence_length; token ids >= vocab_size are looked for in the whole file
+when it is small (CHECK_ALL_VALUES) and else in every batch, and stop the run naming the file.
+The attention mask is not handed to the model: cs2sim's decoders average the loss over every
+position (see docs/training.md), so padded positions count like tokens.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cs2sim.system.errors import ConfigError
+
+__all__ = ["H5_SUFFIX", "CHECK_ALL_VALUES", "find_h5_files", "H5Part", "H5Samples", "H5Files"]
+
+H5_SUFFIX = ".h5"
+CHECK_ALL_VALUES = 2**26  # files up to this many int32 values are scanned whole when loaded
+CACHE_BYTES = 256 * 2**20  # a worker inflates its part once, into memory, when it fits this
+SLAB = 256  # samples per h5py read when inflating a part
+FEATURES = ("input_ids", "attention_mask", "labels")
+
+
+def find_h5_files(data_dir: str | Path) -> list[Path]:
+    """The `.h5` files of a directory (or the file itself), in name order."""
+    d = Path(data_dir)
+    if d.is_file():
+        return [d] if d.suffix == H5_SUFFIX else []
+    return sorted(p for p in d.glob(f"*{H5_SUFFIX}") if p.is_file())
+
+
+def _h5py() -> Any:
+    import h5py  # imported here: only runs that read HDF5 pay for it
+
+    return h5py
+
+
+def _open_data(path: str) -> tuple[Any, Any]:
+    """(open h5py File, its `data` dataset), or a ConfigError naming the file."""
+    h5py = _h5py()
+    try:
+        f = h5py.File(path, "r")
+    except OSError as e:
+        raise ConfigError(f"cannot read HDF5 file {path} ({e}); check that it is a complete "
+                          f".h5 file.") from None
+    if "data" not in f:
+        keys = ", ".join(sorted(f.keys())) or "nothing"
+        f.close()
+        raise ConfigError(f"HDF5 file {path} has no 'data' dataset (it holds {keys}); write it "
+                          f"in the Model Zoo's GPT layout (cs2sim-preprocess gpt2-hdf5).")
+    return f, f["data"]
+
+
+def inspect(path: str, seq_len: int) -> int:
+    """Samples in one file, after checking its layout against max_sequence_length."""
+    f, ds = _open_data(path)
+    try:
+        if ds.ndim != 3 or ds.shape[1] != 3:
+            raise ConfigError(f"HDF5 file {path} has 'data' of shape {ds.shape}; the GPT layout "
+                              f"is [n_examples, 3, max_sequence_length].")
+        if not np.issubdtype(ds.dtype, np.integer):
+            raise ConfigError(f"HDF5 file {path} holds {ds.dtype} values; token ids must be "
+                              f"integers.")
+        if ds.shape[2] > seq_len:
+            raise ConfigError(f"HDF5 file {path} holds sequences of {ds.shape[2]} tokens, longer "
+                              f"than max_sequence_length {seq_len}; re-create it with "
+                              f"--max_seq_length {seq_len} or raise max_sequence_length.")
+        if ds.shape[2] < seq_len:
+            raise ConfigError(f"HDF5 file {path} holds sequences of {ds.shape[2]} tokens but "
+                              f"max_sequence_length is {seq_len}; set it to {ds.shape[2]}.")
+        n = int(f.attrs.get("n_examples", ds.shape[0]))
+        if not 0 <= n <= ds.shape[0]:
+            raise ConfigError(f"HDF5 file {path} says n_examples {n} but holds {ds.shape[0]} "
+                              f"rows; re-create it.")
+        return n
+    finally:
+        f.close()
+
+
+@dataclass(frozen=True)
+class H5Part:
+    """Samples [start, stop) of one file."""
+
+    path: str
+    start: int
+    stop: int
+
+
+class H5Samples:
+    """The samples of some file parts, in order: {"input_ids", "labels": int32 (B, T)}."""
+
+    def __init__(self, parts: tuple[H5Part, ...], seq_len: int, vocab_size: int,
+                 verify: bool) -> None:
+        self.parts, self.T, self.vocab_size = parts, seq_len, vocab_size
+        self.starts = np.concatenate([[0], np.cumsum([p.stop - p.start for p in parts])])
+        self._files: list[Any] = []
+        self._data: list[Any] = []  # per part: np.memmap (n, 3, T) or an h5py dataset
+        for p in parts:
+            f, ds = _open_data(p.path)
+            self._files.append(f)
+            mapped = self._mapped(p.path, ds)
+            self._data.append(ds if mapped is None else mapped)
+        self.check_each_batch = int(self.starts[-1]) * 3 * seq_len > CHECK_ALL_VALUES
+        n = int(self.starts[-1])
+        compressed = any(not isinstance(d, np.ndarray) for d in self._data)
+        self._cache: np.ndarray | None = None  # (N, 2, T) inflated ids and labels
+        if compressed and n * 2 * seq_len * 4 <= CACHE_BYTES:
+            # the part fits: inflate it once, in file order, in slabs (h5py reads a range of
+            # chunks in one call, far faster than sample by sample)
+            self._cache = np.empty((n, 2, seq_len), np.int32)
+            for j, (p, data) in enumerate(zip(parts, self._data, strict=True)):
+                for lo in range(p.start, p.stop, SLAB):
+                    hi = min(lo + SLAB, p.stop)
+                    at = int(self.starts[j]) + lo - p.start
+                    self._cache[at:at + hi - lo] = np.asarray(data[lo:hi])[:, 0::2]
+        if verify and not self.check_each_batch:
+            for j, (p, data) in enumerate(zip(parts, self._data, strict=True)):
+                if self._cache is not None:  # (n, 2, T) input ids and labels
+                    ids = self._cache[int(self.starts[j]):int(self.starts[j + 1])]
+                else:
+                    ids = np.asarray(data[p.start:p.stop, 0::2])
+                self._check(int(ids.max()) if ids.size else 0, int(ids.min()) if ids.size
+                            else 0, p.path)
+
+    @staticmethod
+    def _mapped(path: str, ds: Any) -> np.ndarray | None:
+        """A memory map of a contiguous, uncompressed dataset (None when it is chunked)."""
+        if ds.chunks is not None or ds.compression is not None:
+            return None
+        offset = ds.id.get_offset()
+        if offset is None:  # allocated but never written
+            return None
+        return np.memmap(path, dtype=ds.dtype, mode="r", offset=offset, shape=ds.shape)
+
+    def _check(self, top: int, low: int, name: str) -> None:
+        if top >= self.vocab_size or low < 0:
+            bad = top if top >= self.vocab_size else low
+            raise ConfigError(f"HDF5 file {name} has token id {bad} but vocab_size is "
+                              f"{self.vocab_size}; raise vocab_size or re-tokenise the data.")
+
+    def __len__(self) -> int:
+        return int(self.starts[-1])
+
+    def _read(self, j: int, local: np.ndarray) -> np.ndarray:
+        """Rows `local` (b,) of part j's file: (b, 2, T) input ids and labels."""
+        data = self._data[j]
+        if isinstance(data, np.ndarray):
+            return data[local][:, 0::2]
+        if data.chunks == (1, 3, self.T) and data.compression == "gzip" and not (
+                data.shuffle or data.fletcher32 or data.scaleoffset is not None):
+            out = np.empty((len(local), 2, self.T), np.int32)
+            for r, i in enumerate(local):  # the Model Zoo's layout: a sample is a chunk
+                mask, raw = data.id.read_direct_chunk((int(i), 0, 0))
+                row = np.frombuffer(raw if mask else zlib.decompress(raw),
+                                    dtype=data.dtype).reshape(3, self.T)
+                out[r] = row[0::2]
+            return out
+        order = np.argsort(local, kind="stable")  # h5py selects in ascending order only
+        out = np.empty((len(local), 2, self.T), np.int32)
+        out[order] = data[local[order].tolist()][:, 0::2]  # (b, 3, T) -> (b, 2, T)
+        return out
+
+    def batch(self, idx: np.ndarray) -> dict[str, np.ndarray]:
+        """{"input_ids": int32 (B, T), "labels": int32 (B, T)} for sample indices `idx` (B,)."""
+        if self._cache is not None:
+            out = self._cache[idx]  # (B, 2, T)
+        else:
+            out = np.empty((len(idx), 2, self.T), dtype=np.int32)  # (B, 2, T) ids and labels
+            part = np.searchsorted(self.starts, idx, side="right") - 1  # (B,)
+            for j in np.unique(part):
+                rows = np.flatnonzero(part == j)
+                local = idx[rows] - self.starts[j] + self.parts[j].start  # (b,) file rows
+                out[rows] = self._read(int(j), local)
+                if self.check_each_batch and len(rows):
+                    self._check(int(out[rows].max()), int(out[rows].min()), self.parts[j].path)
+        return {"input_ids": np.ascontiguousarray(out[:, 0]),  # (B, T)
+                "labels": np.ascontiguousarray(out[:, 1])}  # (B, T)
+
+    def close(self) -> None:
+        """Close the files."""
+        for f in self._files:
+            f.close()
+        self._files, self._data = [], []
+
+    def __getstate__(self) -> None:
+        raise TypeError("H5Samples holds open files; pickle its recipe (H5Files) instead")
+
+
+@dataclass(frozen=True)
+class H5Files:
+    """Recipe: samples of .h5 files (picklable: loaded in each input worker)."""
+
+    parts: tuple[H5Part, ...]
+    seq_len: int
+    vocab_size: int
+    verify: bool = True
+
+    @classmethod
+    def of(cls, paths: list[Path], seq_len: int, vocab_size: int) -> H5Files:
+        """Every sample of `paths`, in order (each file's layout checked now)."""
+        parts = []
+        for p in paths:
+            n = inspect(str(p), seq_len)
+            if n:
+                parts.append(H5Part(str(p), 0, n))
+        if not parts:
+            names = ", ".join(p.name for p in paths)
+            raise ConfigError(f"HDF5 files {names} in {paths[0].parent} hold no samples; "
+                              f"re-create them.")
+        return cls(tuple(parts), seq_len, vocab_size)
+
+    @property
+    def num_samples(self) -> int:
+        """Samples in the recipe."""
+        return sum(p.stop - p.start for p in self.parts)
+
+    def shards(self, n: int) -> list[H5Files]:
+        """n contiguous parts of the samples, sizes differing by at most one (worker k: part k)."""
+        total = self.num_samples
+        bounds = [total * k // n for k in range(n + 1)]
+        out = []
+        for k in range(n):
+            lo, hi, pos, parts = bounds[k], bounds[k + 1], 0, []
+            for p in self.parts:
+                size = p.stop - p.start
+                a, b = max(lo, pos), min(hi, pos + size)
+                if a < b:
+                    parts.append(H5Part(p.path, p.start + a - pos, p.start + b - pos))
+                pos += size
+            out.append(H5Files(tuple(parts), self.seq_len, self.vocab_size, self.verify))
+        return out
+
+    def load(self) -> H5Samples:
+        """Open the files."""
+        return H5Samples(self.parts, self.seq_len, self.vocab_size, self.verify)

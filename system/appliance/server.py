@@ -1,0 +1,478 @@
+"""The cluster management server: wsjobs over system/wire.py's framing, on a Unix socket (and
+optionally TCP with TLS, see tls.py).
+
+One process per $CS2_HOME: `<home>/wsjob/server.sock` (a lock file keeps a second one from
+starting), its book `<home>/wsjob/server.db`, its log `<home>/wsjob/server.log`. A connection
+is served by a thread; the caller is who the kernel says (SO_PEERCRED) or whom a TLS token
+names. Limits per caller: MAX_CONNS_PER_UID connections (MAX_CONNS in all), MAX_REQUEST bytes a
+request, REQUEST_S to send one, IDLE_S between requests; a violation closes the connection with
+one line in the server's log, never a traceback.
+"""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import io
+import logging
+import os
+import pwd
+import select
+import socket
+import ssl
+import threading
+import time
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from cs2sim.system import wire
+from cs2sim.system.appliance import ops
+from cs2sim.system.appliance.address import MAX_REQUEST, server_dir, socket_path
+from cs2sim.system.appliance.jobs import (
+    ENDED,
+    KINDS,
+    PRIORITIES,
+    JobBook,
+    WsJob,
+    job_log_dir,
+    new_id,
+)
+from cs2sim.system.appliance.runs import Dispatcher, Launchers
+from cs2sim.system.errors import CsError, PermissionDenied, UsageError
+from cs2sim.system.state import ExecMode
+from cs2sim.system.store import Store
+
+__all__ = ["Server", "server_dir", "socket_path", "SERVER_VERSION", "MAX_REQUEST"]
+
+SERVER_VERSION = "1.9.1-cs2sim"
+MAX_CONNS, MAX_CONNS_PER_UID = 128, 16
+REQUEST_S, IDLE_S = 10.0, 300.0
+MAX_EXPORT = 64 * 1024 * 1024  # a log export larger than this is refused
+WATCH_POLL_S = 0.1
+HISTORY_S = 7 * 24 * 3600  # `csctl get jobs -a`: the past week, as the real tool
+log = logging.getLogger("cs2sim.appliance")
+
+
+def _user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid{uid}"
+
+
+# who is at the other end of a new connection (and the socket to go on with), or None: refused
+Identify = Callable[[socket.socket], "tuple[ops.Caller, socket.socket] | None"]
+
+
+class Refused(Exception):
+    """A request the server answers with an error (its text is the one sentence shown)."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class Server:
+    """The server: call `serve_forever()`; `stop()` from another thread ends it."""
+
+    def __init__(self, home: Path, launchers: Launchers) -> None:
+        self.home = Path(home)
+        self.dir = server_dir(self.home)
+        self._lock = open(self.dir / "server.lock", "a+")  # noqa: SIM115 - held for life
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UsageError(f"a cluster server already runs for {self.home}; use it, or stop "
+                             "it with `cs-cluster-server stop`.") from None
+        self.store = Store.open()
+        self.book = JobBook(self.dir / "server.db")
+        self.epoch = self.book.next_epoch()
+        self.started = time.time()
+        self.uid = os.getuid()
+        for job in self.book.recover(self.epoch, time.time()):
+            log.info("%s: %s", job.id, job.reason)
+        self.changed = threading.Condition()
+        self.generation = 0
+        self.dispatcher = Dispatcher(self.home, self.book, self.store, launchers, self.epoch,
+                                     self._changed)
+        self.conns: dict[int, int] = {}  # uid -> open connections
+        self.conns_lock = threading.Lock()
+        self.listeners: list[tuple[socket.socket, Identify]] = []
+        self._stop = threading.Event()
+        self.tokens: Any = None  # tls.TokenBook when TCP is on
+        path = socket_path(self.home)
+        path.unlink(missing_ok=True)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(str(path))
+        os.chmod(path, 0o666)  # any local user may connect; the kernel says who they are
+        sock.listen(64)
+        self.listeners.append((sock, self._unix_caller))
+        (self.dir / "server.pid").write_text(f"{os.getpid()}\n")
+
+    def add_tcp(self, sock: socket.socket, identify: Identify, tokens: Any) -> None:
+        """Serve TCP too (tls.py wraps and identifies its connections)."""
+        self.listeners.append((sock, identify))
+        self.tokens = tokens
+
+    # --- who is calling -----------------------------------------------------------------------
+    def caller_for(self, uid: int, via: str) -> ops.Caller:
+        name = _user_name(uid)
+        return ops.Caller(uid, name, uid == self.uid or uid == 0 or self._store_admin(name), via)
+
+    def _store_admin(self, name: str) -> bool:
+        from cs2sim.system.users import Role, list_users
+
+        try:
+            return any(n == name and role is Role.ADMIN for n, role, _ in list_users(self.store))
+        except CsError:
+            return False
+
+    def _unix_caller(self, conn: socket.socket) -> tuple[ops.Caller, socket.socket] | None:
+        return self.caller_for(wire.peer_cred(conn).uid, "unix"), conn
+
+    # --- serving ------------------------------------------------------------------------------
+    def serve_forever(self) -> None:
+        self.dispatcher.thread.start()
+        socks = {s.fileno(): (s, ident) for s, ident in self.listeners}
+        while not self._stop.is_set():
+            ready, _, _ = select.select(list(socks), [], [], 0.5)
+            for fd in ready:
+                sock, ident = socks[fd]
+                try:
+                    conn, _ = sock.accept()
+                except OSError:
+                    continue
+                threading.Thread(target=self._serve_conn, args=(conn, ident), daemon=True).start()
+        for s, _ in self.listeners:
+            s.close()
+        socket_path(self.home).unlink(missing_ok=True)
+        self.dispatcher.stop()
+        (self.dir / "server.pid").unlink(missing_ok=True)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _serve_conn(self, conn: socket.socket, identify: Identify) -> None:
+        caller = None
+        try:
+            known = identify(conn)
+            if known is None:
+                return  # identify logged why
+            caller, conn = known  # a TCP connection continues inside its TLS session
+            if not self._admit(caller.uid):
+                log.info("refused a connection of %s: more than %d open", caller.name,
+                         MAX_CONNS_PER_UID)
+                wire.send_obj(conn, {"ok": False, "error": "too many connections from you to "
+                                     "the cluster server; close some and retry."})
+                return
+            try:
+                self._requests(conn, caller)
+            finally:
+                self._leave(caller.uid)
+        except (wire.Closed, OSError) as e:  # a client that hung up: routine, not news
+            log.debug("connection of %s closed: %s", caller.name if caller else "?",
+                      type(e).__name__)
+        except wire.FrameError as e:
+            log.info("closed a connection of %s: it sent %s", caller.name if caller else "?", e)
+        except Exception as e:  # noqa: BLE001 - one line in the log, never a traceback
+            log.error("a connection of %s failed: %s: %s", caller.name if caller else "?",
+                      type(e).__name__, e)
+        finally:
+            conn.close()
+
+    def _admit(self, uid: int) -> bool:
+        with self.conns_lock:
+            if self.conns.get(uid, 0) >= MAX_CONNS_PER_UID or sum(self.conns.values()) >= MAX_CONNS:
+                return False
+            self.conns[uid] = self.conns.get(uid, 0) + 1
+            return True
+
+    def _leave(self, uid: int) -> None:
+        with self.conns_lock:
+            self.conns[uid] -= 1
+
+    def _requests(self, conn: socket.socket, caller: ops.Caller) -> None:
+        while True:
+            buffered = isinstance(conn, ssl.SSLSocket) and conn.pending() > 0
+            if not buffered and not select.select([conn], [], [], IDLE_S)[0]:
+                return  # idle too long
+            req = wire.recv_obj(conn, MAX_REQUEST, time.monotonic() + REQUEST_S)
+            op = ops.OPS.get(str(req.get("op")))
+            if op is None:
+                wire.send_obj(conn, {"ok": False, "error": f"unknown operation {req.get('op')!r}"
+                                     f"; known: {', '.join(sorted(ops.OPS))}."})
+                continue
+            try:
+                args = ops.check_args(op, req.get("args", {}))
+                self._allow(op, caller, args)
+                if op.streams:
+                    getattr(self, op.handler)(conn, caller, args)
+                    return
+                reply = getattr(self, op.handler)(caller, args)
+            except ops.ArgError as e:
+                reply = {"ok": False, "error": f"bad request: {e}."}
+            except Refused as e:
+                reply = {"ok": False, "error": str(e), "code": e.code}
+            except CsError as e:
+                reply = {"ok": False, "error": str(e), "code": e.exit_code}
+            except (ValueError, KeyError, TypeError) as e:  # a value the schema let through
+                reply = {"ok": False, "error": f"bad request: {type(e).__name__} {e}.",
+                         "code": 2}
+            except Exception as e:  # noqa: BLE001 - one line in the log, never a traceback
+                log.error("%s failed for %s: %s: %s", op.name, caller.name, type(e).__name__, e)
+                reply = {"ok": False, "error": f"the cluster server failed to {op.name} "
+                         f"({type(e).__name__}); see its log {self.dir / 'server.log'}."}
+            wire.send_obj(conn, {"ok": True, **reply} if "ok" not in reply else reply)
+
+    def _allow(self, op: ops.Op, caller: ops.Caller, args: dict[str, Any]) -> None:
+        if op.who == "anyone":
+            return
+        if op.who == "runner":
+            if caller.uid != self.uid and self.uid != 0:
+                raise Refused(f"the cluster server runs as {_user_name(self.uid)} and cannot run "
+                              f"jobs for {caller.name}; start your own (cs-cluster-server start "
+                              "with your own CS2_HOME) or ask the admin to run it as root.", 77)
+            return
+        if op.who == "admin":
+            if not caller.admin:
+                self._deny(caller, op.name, "needs an admin of the store")
+            return
+        job = self._job(args.get("name", ""))
+        if job.uid != caller.uid and not caller.admin:
+            self._deny(caller, f"{op.name} {job.id}", f"{job.id} belongs to {job.user}")
+
+    def _deny(self, caller: ops.Caller, what: str, why: str) -> None:
+        from cs2sim.system import audit
+
+        message = (f"Permission denied: {why}; only its owner or an admin of the store may do "
+                   f"that (you are {caller.name}).")
+        try:
+            with self.store.transaction() as db:
+                audit.record(db, user=caller.name, command=f"csctl {what}", outcome="denied",
+                             detail=message)
+        except CsError:
+            log.info("could not audit a denied %s by %s", what, caller.name)
+        raise PermissionDenied(message)
+
+    def _job(self, name: str) -> WsJob:
+        job = self.book.get(name)
+        if job is None:
+            raise Refused(f"no job {name!r}; list jobs with `csctl get jobs -a`.", 1)
+        return job
+
+    def _changed(self) -> None:
+        with self.changed:
+            self.generation += 1
+            self.changed.notify_all()
+
+    # --- operations ---------------------------------------------------------------------------
+    def op_ping(self, caller: ops.Caller, args: dict[str, Any]) -> dict[str, Any]:
+        return {"version": SERVER_VERSION, "protocol": ops.PROTOCOL, "pid": os.getpid(),
+                "user": caller.name,
+                "admin": caller.admin, "started": self.started}
+
+    def op_submit(self, caller: ops.Caller, args: dict[str, Any]) -> dict[str, Any]:
+        kind, priority = args.get("kind", ""), args.get("priority", "p2")
+        if kind not in KINDS or priority not in PRIORITIES:
+            raise Refused(f"kind must be one of {KINDS} and priority one of {PRIORITIES}.", 2)
+        spec = dict(args.get("spec", {}))
+        for key in ("cwd", "run_py", "wrapper"):
+            if not isinstance(spec.get(key), str):
+                raise Refused(f"bad request: spec.{key} is missing.", 2)
+        if Path(spec["run_py"]).name != "run.py" or spec["wrapper"] not in ("python",
+                                                                            "python-ws"):
+            raise Refused("bad request: a wsjob runs a Model Zoo run.py under python or "
+                          "python-ws.", 2)
+        if not all(isinstance(a, str) for a in spec.get("args", [])):
+            raise Refused("bad request: spec.args must be strings.", 2)
+        spec.setdefault("args", [])
+        spec.setdefault("shape", [])
+        num_csx = int(args.get("num_csx", 0)) if kind == "execute" else 0
+        mode = ExecMode(args.get("mode", ExecMode.WEIGHT_STREAMING.value))
+        spec["exec_mode"] = mode.value
+        if kind == "execute":
+            if num_csx < 1:
+                raise Refused("num_csx must be 1 or more.", 2)
+            self.dispatcher.refusal(mode, num_csx)  # JobRefused (69): nothing is reserved
+        labels = {str(k): str(v) for k, v in args.get("labels", {}).items()}
+        job = WsJob(id=new_id(), kind=kind, user=caller.name, uid=caller.uid,
+                    priority=priority, created=time.time(), labels=labels, num_csx=num_csx,
+                    spec=spec, epoch=self.epoch,
+                    compile_hash=str(spec.get("compile_hash", ""))[:80])
+        job_log_dir(self.home, job.id).mkdir(parents=True, exist_ok=True)
+        self.book.add(job)
+        self.dispatcher.wake()
+        self._changed()
+        return {"job": job.public(self.home)}
+
+    def op_check(self, caller: ops.Caller, args: dict[str, Any]) -> dict[str, Any]:
+        """Could an execute job of num_csx systems in this mode ever run? (JobRefused if not)."""
+        self.dispatcher.refusal(ExecMode(args.get("mode", "WEIGHT_STREAMING")),
+                                max(1, int(args.get("num_csx", 1))))
+        return {}
+
+    def op_get_jobs(self, caller: ops.Caller, args: dict[str, Any]) -> dict[str, Any]:
+        jobs = self.book.all(active_only=not args.get("all"),
+                             since=time.time() - HISTORY_S if args.get("all") else None,
+                             with_spec=False)
+        if args.get("mine"):
+            jobs = [j for j in jobs if j.uid == caller.uid]
+        want = args.get("labels") or {}
+        jobs = [j for j in jobs if all(j.labels.get(k) == v for k, v in want.items())]
+        limit = int(args.get("limit", 5000))
+        jobs.sort(key=lambda j: j.created)
+        if limit > 0:
+            jobs = jobs[-limit:]
+        return {"jobs": [j.public(self.home) for j in jobs], "now": time.time(),
+                "notes": self.dispatcher.queue_notes}
+
+    def op_get_job(self, caller: ops.Caller, args: dict[str, Any]) -> dict[str, Any]:
+        job = self._job(args["name"])
+        return {"job": job.public(self.home), "note": self.dispatcher.queue_notes.get(job.id, "")}
+
+    def op_cancel(self, caller: ops.Caller, args: dict[str, Any]) -> dict[str, Any]:
+        job = self._job(args["name"])
+        if job.phase in ENDED:
+            raise Refused(f"{job.id} has already ended ({job.phase}); there is nothing to "
+                          "cancel.", 1)
+        reason = args.get("reason") or f"cancelled by {caller.name} (csctl cancel job)"
+        self.dispatcher.stop_job(job, "CANCELLED", reason)
+        return {"name": job.id}
+
+    def op_label(self, caller: ops.Caller, args: dict[str, Any]) -> dict[str, Any]:
+        job = self._job(args["name"])
+        for k, v in args.get("set", {}).items():
+            if not str(k) or len(str(k)) > 63:
+                raise Refused(f"label key {k!r} must be 1 to 63 characters.", 2)
+            job.labels[str(k)] = str(v)
+        for k in args.get("remove", []):
+            job.labels.pop(str(k), None)
+        self.book.set_labels(job.id, job.labels)
+        return {"name": job.id}
+
+    def op_log_export(self, caller: ops.Caller, args: dict[str, Any]) -> dict[str, Any]:
+        job = self._job(args["name"])
+        buf = io.BytesIO()
+        base = f"log-export-{job.id}"
+        total = 0
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+            root = job_log_dir(self.home, job.id)
+            for path in sorted(root.rglob("*")):
+                if path.is_file() and not path.is_symlink():
+                    total += path.stat().st_size
+                    if total > MAX_EXPORT:
+                        raise Refused(f"{job.id}'s logs exceed {MAX_EXPORT >> 20} MiB; copy "
+                                      f"them from {root} instead.", 1)
+                    z.write(path, f"{base}/{path.relative_to(root)}")
+            if job.sched_job:  # every task's own log (coordinator, workers, the chief)
+                for path in sorted((self.home / "slurm" / job.sched_job).glob("task-*.log")):
+                    if not path.is_symlink():
+                        z.write(path, f"{base}/tasks/{path.name}")
+            z.writestr(f"{base}/job.json", _json(job.public(self.home)))
+            compile_dir = job.spec.get("compile_dir")
+            if args.get("compile") and compile_dir and job.compile_hash:
+                cdir = Path(compile_dir) / job.compile_hash
+                for path in sorted(cdir.rglob("*")) if cdir.is_dir() else []:
+                    if path.is_file() and not path.is_symlink():
+                        z.write(path, f"{base}/compile/{path.relative_to(cdir)}")
+        return {"zip": base64.b64encode(buf.getvalue()).decode(), "base": base}
+
+    def op_cluster(self, caller: ops.Caller, args: dict[str, Any]) -> dict[str, Any]:
+        from cs2sim.system.appliance.facts import cluster_facts
+
+        return cluster_facts(self.store, str(args.get("what", "cluster")), SERVER_VERSION)
+
+    def op_token(self, caller: ops.Caller, args: dict[str, Any]) -> dict[str, Any]:
+        if self.tokens is None:
+            raise Refused("this cluster server does not listen on TCP; start it with "
+                          "--tcp HOST:PORT to use --mgmt_address.", 1)
+        if caller.via != "unix":
+            raise Refused("a token is issued on the local socket only.", 77)
+        return {"token": self.tokens.issue(caller.uid)}
+
+    def op_shutdown(self, caller: ops.Caller, args: dict[str, Any]) -> dict[str, Any]:
+        self.stop()
+        return {}
+
+    def op_watch(self, conn: socket.socket, caller: ops.Caller, args: dict[str, Any]) -> None:
+        """Stream a job: its phase changes and its log lines until it ends. With `attach` the
+        connection is the job's client: when it goes away before the end the job is
+        cancelled (a killed `run.py CSX` leaves no job running)."""
+        job = self._job(args["name"])
+        try:
+            self._watch(conn, job, args)
+        except (OSError, wire.Closed):
+            job = self._job(job.id)
+            if args.get("attach") and job.phase not in ENDED:
+                self._client_gone(job)
+            raise
+
+    def _client_gone(self, job: WsJob) -> None:
+        log.info("%s: its client went away; cancelling it", job.id)
+        self.dispatcher.stop_job(job, "CANCELLED", "its client (run.py CSX) went away before "
+                                 "the job ended")
+
+    def _watch(self, conn: socket.socket, job: WsJob, args: dict[str, Any]) -> None:
+        log_path = job_log_dir(self.home, job.id) / "launch.log"
+        offset = max(0, int(args.get("offset", 0)))
+        last: tuple[str, str, str] | None = None
+        wire.send_obj(conn, {"ok": True})
+        while True:
+            with self.changed:
+                gen = self.generation
+            job = self._job(job.id)
+            note = self.dispatcher.queue_notes.get(job.id, "")
+            state = (job.phase, note, ",".join(job.systems))
+            if state != last:
+                wire.send_obj(conn, {"event": "phase", "job": job.public(self.home),
+                                     "note": note})
+                last = state
+            offset = self._send_lines(conn, log_path, offset)
+            if job.phase in ENDED:
+                offset = self._send_lines(conn, log_path, offset)
+                wire.send_obj(conn, {"event": "end", "job": job.public(self.home)})
+                return
+            if _peer_gone(conn):
+                if args.get("attach"):
+                    self._client_gone(job)
+                return
+            with self.changed:
+                if self.generation == gen:
+                    self.changed.wait(WATCH_POLL_S)
+
+    @staticmethod
+    def _send_lines(conn: socket.socket, path: Path, offset: int) -> int:
+        try:
+            with open(path, "rb") as f:
+                f.seek(offset)
+                data = f.read(1 << 20)
+        except FileNotFoundError:
+            return offset
+        end = data.rfind(b"\n")
+        if end < 0:
+            return offset
+        chunk = data[: end + 1]
+        wire.send_obj(conn, {"event": "lines", "text": chunk.decode("utf-8", "replace"),
+                             "offset": offset + len(chunk)})
+        return offset + len(chunk)
+
+
+def _peer_gone(conn: socket.socket) -> bool:
+    """Has a watching client closed its end? (It sends nothing while it watches, so anything
+    readable is its end of file, or a TLS close.)"""
+    if not select.select([conn], [], [], 0)[0]:
+        return False
+    try:
+        if isinstance(conn, ssl.SSLSocket):
+            return True
+        return not conn.recv(1, socket.MSG_PEEK)
+    except OSError:
+        return True
+
+
+def _json(obj: Any) -> str:
+    import json
+
+    return json.dumps(obj, indent=2) + "\n"

@@ -1,0 +1,256 @@
+"""GPT-style HDF5 files in the Model Zoo's layout, written here with h5py, read and trained on.
+
+Each file: attribute n_examples, dataset `data` int32 [n, 3, msl] (input ids, attention mask,
+labels), gzip-compressed in chunks of one sample as the Model Zoo's create_hdf5_dataset.py
+writes it. Sample s carries its own number in its first two tokens, so a test can tell which
+samples a batch holds."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+h5py = pytest.importorskip("h5py")
+
+from cs2sim.runtime.cli.main import main, model_home  # noqa: E402
+from cs2sim.runtime.data import build_input  # noqa: E402
+from cs2sim.system.errors import ConfigError  # noqa: E402
+
+T, VOCAB = 64, 257
+
+
+def samples(first: int, n: int, seq_len: int = T, seed: int = 0) -> np.ndarray:
+    """(n, 3, seq_len) int32: sample s = first + i has s // 256, s % 256 as its first tokens."""
+    rng = np.random.default_rng(seed + first)
+    ids = rng.integers(0, 256, (n, seq_len + 1)).astype(np.int32)  # (n, T+1)
+    s = np.arange(first, first + n)
+    ids[:, 0], ids[:, 1] = s // 256, s % 256
+    return np.stack([ids[:, :-1], np.ones((n, seq_len), np.int32), ids[:, 1:]], axis=1)
+
+
+def write_h5(path: Path, data: np.ndarray, compressed: bool = True) -> None:
+    with h5py.File(path, "w") as f:
+        f.attrs["n_examples"] = len(data)
+        if compressed:
+            f.create_dataset("data", data=data, dtype="i4", chunks=(1, 3, data.shape[2]),
+                             compression="gzip")
+        else:
+            f.create_dataset("data", data=data, dtype="i4")
+
+
+def h5_dir(d: Path, sizes=(40, 24, 40, 24), compressed=True) -> np.ndarray:
+    """Files data-0.h5 ... holding samples 0 .. sum(sizes)-1 in order; all of them."""
+    d.mkdir(parents=True, exist_ok=True)
+    parts, first = [], 0
+    for k, n in enumerate(sizes):
+        part = samples(first, n)
+        write_h5(d / f"data-{k}.h5", part, compressed=compressed and k % 2 == 0)
+        parts.append(part)
+        first += n
+    return np.concatenate(parts)
+
+
+def params(data_dir, **kw) -> dict:
+    section = {"data_processor": "GptHDF5DataProcessor", "data_dir": str(data_dir),
+               "batch_size": 8, "max_sequence_length": T, "vocab_size": VOCAB, "shuffle": False,
+               **kw}
+    return {"train_input": section, "model": {"vocab_size": VOCAB,
+                                              "max_position_embeddings": T}}
+
+
+def ids_of(batch: dict) -> list[int]:
+    return [int(a) * 256 + int(b) for a, b in batch["input_ids"][:, :2]]
+
+
+def test_batches_are_the_files_rows(tmp_path):
+    data = h5_dir(tmp_path / "h5")
+    s = build_input(params(tmp_path / "h5"), "train", "gpt2", 1)
+    assert len(s.plan.indices(0)) == 8 and s.samples_per_epoch == len(data)
+    for g in range(s.batches_per_epoch):
+        b = next(s)
+        rows = data[g * 8:(g + 1) * 8]
+        assert np.array_equal(b["input_ids"], rows[:, 0]) and np.array_equal(b["labels"],
+                                                                             rows[:, 2])
+        assert b["input_ids"].dtype == np.int32 and b["input_ids"].shape == (8, T)
+    assert "4 HDF5 files (.h5)" in s.source and "128 samples" in s.source
+
+
+def test_four_workers_serve_every_sample_once_per_epoch_and_resume_continues(tmp_path):
+    h5_dir(tmp_path / "h5")  # 128 samples: 4 contiguous parts of 32 = 4 batches of 8 each
+    p = params(tmp_path / "h5", shuffle=True, num_workers=4, shuffle_seed=7)
+    with build_input(p, "train", "gpt2", 1) as s:
+        assert s.num_workers == 4 and s.batches_per_epoch == 16
+        epochs = [[i for _ in range(16) for i in ids_of(next(s))] for _ in range(2)]
+        for seen in epochs:
+            assert sorted(seen) == list(range(128))  # each sample once per epoch
+        assert epochs[0] != epochs[1]  # reshuffled
+    with build_input(p, "train", "gpt2", 1) as s:  # uninterrupted: batches 0..23
+        want = [ids_of(next(s)) for _ in range(24)]
+    with build_input(p, "train", "gpt2", 1) as s:
+        for _ in range(10):
+            next(s)
+        state = s.state_dict()
+    with build_input(p, "train", "gpt2", 1) as s:  # resumed at batch 10
+        s.load_state_dict(state)
+        assert [ids_of(next(s)) for _ in range(14)] == want[10:]
+
+
+def test_worker_k_reads_the_kth_contiguous_part(tmp_path):
+    h5_dir(tmp_path / "h5")
+    p = params(tmp_path / "h5", num_workers=4)
+    with build_input(p, "train", "gpt2", 1) as s:
+        first = [ids_of(next(s)) for _ in range(4)]  # batch g comes from worker g % 4
+    assert [b[0] for b in first] == [0, 32, 64, 96]
+
+
+def test_token_id_beyond_vocab_and_longer_sequences_name_the_file(tmp_path):
+    d = tmp_path / "h5"
+    h5_dir(d, sizes=(16, 16))
+    bad = samples(0, 16)
+    bad[3, 2, 5] = VOCAB  # a label outside the vocabulary
+    write_h5(d / "data-1.h5", bad)
+    with pytest.raises(ConfigError, match=r"HDF5 file .*data-1\.h5 has token id 257 but "
+                                          r"vocab_size is 257"):
+        build_input(params(d), "train", "gpt2", 1)
+    long = tmp_path / "long"
+    long.mkdir()
+    write_h5(long / "x.h5", samples(0, 16, seq_len=2 * T))
+    with pytest.raises(ConfigError, match=r"x\.h5 holds sequences of 128 tokens, longer than "
+                                          r"max_sequence_length 64"):
+        build_input(params(long), "train", "gpt2", 1)
+
+
+def test_a_directory_of_another_format_is_an_error_naming_what_it_holds(tmp_path):
+    d = tmp_path / "tfr"
+    d.mkdir()
+    for k in range(3):
+        (d / f"part-{k}.tfrecords").write_bytes(b"")
+    with pytest.raises(ConfigError) as e:
+        build_input(params(d), "train", "gpt2", 1)
+    msg = str(e.value)
+    assert str(d) in msg and "3 .tfrecords files" in msg and "reads HDF5 files (.h5)" in msg
+    assert "set data_processor to GptTfRecordsProcessor" in msg and "\n" not in msg
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ConfigError, match=r"empty holds no HDF5 files \(.h5\): it is empty"):
+        build_input(params(empty), "train", "gpt2", 1)
+
+
+def test_unknown_processor_lists_the_supported_ones(tmp_path):
+    p = params(tmp_path, data_processor="GptTextDataProcessor")
+    with pytest.raises(ConfigError, match=r"'GptTextDataProcessor' is not a data processor .* "
+                                          r"GptHDF5DataProcessor, .*GptTfRecordsProcessor"):
+        build_input(p, "train", "gpt2", 1)
+    p = params(tmp_path, data_processor="BertCSVDynamicMaskDataProcessor")
+    with pytest.raises(ConfigError, match="reads BERT CSV files .* for other models"):
+        build_input(p, "train", "gpt2", 1)
+
+
+def test_stand_in_only_with_a_warning_unless_asked(tmp_path, caplog, monkeypatch):
+    monkeypatch.setenv("CS2_HOME", str(tmp_path / "home"))
+    missing = tmp_path / "input" / "owt_pretraining_gpt"
+    with caplog.at_level(logging.INFO, logger="cs2sim.data"):
+        s = build_input(params(missing), "train", "gpt2", 1)
+    warned = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1 and "STAND-IN data" in warned[0].getMessage()
+    assert str(missing) in warned[0].getMessage() and "HDF5 files" in warned[0].getMessage()
+    assert s.source.startswith("STAND-IN data")
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="cs2sim.data"):
+        s = build_input(params(missing, stand_in_data=True), "train", "gpt2", 1)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert "stand_in_data" in caplog.text and s.source.startswith("STAND-IN data")
+
+
+# -- training on it ------------------------------------------------------------------------------
+def _config(tmp_path: Path, model: str, data: Path) -> Path:
+    with open(model_home(model) / "configs" / "params_tiny.yaml") as f:
+        doc = yaml.safe_load(f)
+    for section in ("train_input", "eval_input"):
+        doc[section].pop("stand_in_data", None)
+        doc[section].update(data_processor="GptHDF5DataProcessor", data_dir=str(data),
+                            num_workers=4, batch_size=8)
+    path = tmp_path / f"{model}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["gpt2", "llama"])
+@pytest.mark.parametrize("where", ["host", "cs2"])
+def test_gpt2_and_llama_tiny_train_on_hdf5_with_4_input_workers(capsys, tmp_path, monkeypatch,
+                                                               model, where):
+    monkeypatch.setenv("CS2_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("CS2_BOOT_SECONDS", "0")
+    monkeypatch.delenv("CS2SIM_FLOW", raising=False)
+    monkeypatch.delenv("CS2_CLUSTER", raising=False)
+    h5_dir(tmp_path / "h5")
+    cfg = _config(tmp_path, model, tmp_path / "h5")
+    extra = ["--cs_ip", "cs2-1"] if where == "cs2" else []
+    md = tmp_path / "md"
+    code = main(model, ["-m", "train", "-p", str(cfg), "-o", str(md), "--max_steps", "6",
+                        *extra])
+    out, err = capsys.readouterr()
+    assert code == 0, err[-2000:]
+    assert "Training data: 4 HDF5 files (.h5)" in out + err and "STAND-IN" not in out + err
+    perf = json.loads((md / "performance" / "performance.json").read_text())
+    assert perf["data_source"].startswith("4 HDF5 files") and perf["data_stand_in"] is False
+    assert (perf["device"] == "cpu") == (where == "host")  # the CS-2 run ran on the CS-2
+    assert not [p for p in os.listdir(md) if p.endswith(".tmp")]
+
+
+def _tiny(tmp_path: Path, model: str, **section) -> Path:
+    with open(model_home(model) / "configs" / "params_tiny.yaml") as f:
+        doc = yaml.safe_load(f)
+    for name in ("train_input", "eval_input"):
+        doc[name].pop("stand_in_data", None)
+        doc[name].update(section)
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+@pytest.mark.parametrize("what", ["h5", "tfrecords", "nothing"])
+def test_the_silent_replacements_of_before_are_errors_or_a_warning(capsys, tmp_path,
+                                                                  monkeypatch, what):
+    """A tiny config (no data_processor: the token-file reader) pointed at .h5 files, at
+    .tfrecords files, or at a directory that is not there."""
+    monkeypatch.setenv("CS2_HOME", str(tmp_path / "home"))
+    d = tmp_path / "data"
+    if what == "h5":
+        h5_dir(d, sizes=(16,))
+    elif what == "tfrecords":
+        d.mkdir()
+        (d / "train.tfrecords").write_bytes(b"")
+    cfg = _tiny(tmp_path, "gpt2", data_dir=str(d))
+    code = main("gpt2", ["-m", "train", "-p", str(cfg), "-o", str(tmp_path / "md"),
+                         "--max_steps", "1"])
+    out, err = capsys.readouterr()
+    if what == "nothing":  # a placeholder path: stand-in data, with a WARNING saying so
+        assert code == 0, err
+        warning = [ln for ln in (out + err).splitlines() if "WARNING" in ln and str(d) in ln]
+        assert len(warning) == 1 and "STAND-IN data" in warning[0]
+        assert "Training data: STAND-IN data" in out + err
+        perf = json.loads((tmp_path / "md" / "performance" / "performance.json").read_text())
+        assert perf["data_stand_in"] is True
+        return
+    assert code == 1 and err.count("\n") == 1 and "Traceback" not in err
+    suffix = ".h5" if what == "h5" else ".tfrecords"
+    assert f"{d} holds no token files (.bin/.npy): it holds 1 {suffix} file" in err
+    proc = "GptHDF5DataProcessor" if what == "h5" else "GptTfRecordsProcessor"
+    assert f"set data_processor to {proc}, which reads them" in err
+
+
+def test_drop_last_spelling_and_a_partial_last_batch(tmp_path):
+    h5_dir(tmp_path / "h5", sizes=(20,))  # 20 samples, batches of 8
+    kept = build_input(params(tmp_path / "h5", drop_last=False), "train", "gpt2", 1)
+    assert kept.batches_per_epoch == 3 and kept.samples_per_epoch == 20
+    dropped = build_input(params(tmp_path / "h5", drop_last=True, drop_last_batch=False),
+                          "train", "gpt2", 1)
+    assert dropped.batches_per_epoch == 2  # drop_last wins over drop_last_batch
