@@ -12,6 +12,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from cs2sim.system.store_ops import operation, wire
+
 if TYPE_CHECKING:
     import sqlite3
 
@@ -23,6 +25,7 @@ OUTCOMES = ("ok", "denied", "refused", "error")
 SQLITE_MAX_INT = 2**63 - 1  # the largest LIMIT sqlite takes
 
 
+@wire
 @dataclass(frozen=True)
 class AuditEntry:
     """One row of the audit log."""
@@ -70,6 +73,7 @@ def record(
     return int(cursor.lastrowid or 0)
 
 
+@operation("audit.read", args={"last": int | None, "system": str | None})
 def entries(store: Store, last: int | None = None, system: str | None = None) -> list[AuditEntry]:
     """The log, oldest first: the `last` N rows, of `system` plus system-less rows if given."""
     params: list[str | int] = [] if system is None else [system]
