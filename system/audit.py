@@ -87,6 +87,7 @@ def entries(store: Store, last: int | None = None, system: str | None = None) ->
     return [AuditEntry(*row) for row in reversed(rows)]
 
 
+@wire
 @dataclass(frozen=True)
 class AuditQuery:
     """Which rows `query` returns: every given condition holds (None: no condition)."""
@@ -100,6 +101,7 @@ class AuditQuery:
     last: int | None = None  # the newest N of the matching rows; None: all of them
 
 
+@operation("audit.query", args={"q": AuditQuery})
 def query(store: Store, q: AuditQuery) -> tuple[list[AuditEntry], int]:
     """The matching rows, oldest first (at most `q.last`, the newest), and how many matched
     in all. One scan of the table (about 10 ms per 100,000 rows on a small host)."""
