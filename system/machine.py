@@ -21,7 +21,6 @@ The parts: the systems of the cluster (system/systems.py), the jobs on a machine
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cs2sim.system import audit as auditlog
-from cs2sim.system import changes, jobs
+from cs2sim.system import changes, jobs, knobs
 from cs2sim.system.cluster import Cluster, cluster_source, load_cluster
 from cs2sim.system.errors import ConfigError, CsError, PermissionDenied, UsageError
 from cs2sim.system.machine_jobs import JobsOfMachine
@@ -85,7 +84,7 @@ COMMAND_WORDS: dict[Action, str] = {
 
 def boot_seconds() -> float:
     """How long a reboot (ACTIVATING) takes: $CS2_BOOT_SECONDS, default 5.0."""
-    text = os.environ.get("CS2_BOOT_SECONDS", "").strip()
+    text = knobs.text("CS2_BOOT_SECONDS")
     if not text:
         return DEFAULT_BOOT_SECONDS
     try:

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cs2sim.system import knobs
 from cs2sim.system.errors import StoreAccessDenied, StoreError
 
 if TYPE_CHECKING:
@@ -124,7 +125,7 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1_to_v2, 2: 
 
 def default_home() -> Path:
     """$CS2_HOME, or ~/.cs2sim."""
-    home = os.environ.get("CS2_HOME")
+    home = knobs.text("CS2_HOME")
     return Path(home).expanduser() if home else Path.home() / ".cs2sim"
 
 
