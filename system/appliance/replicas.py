@@ -22,15 +22,15 @@ from typing import Any
 from cs2sim.system.errors import JobRefused
 from cs2sim.system.store import Store
 
-__all__ = ["Plan", "plan_of", "SERVERS_ENV", "COUNTS", "COMPILE_FROM_ENV", "REPLICA_TYPES",
-           "DEFAULT_WGT_SERVERS", "DEFAULT_ACT_SERVERS"]
+__all__ = ["Plan", "plan_of", "plan_for", "SERVERS_ENV", "COUNTS", "COMPILE_FROM_ENV",
+           "REPLICA_TYPES", "DEFAULT_WGT_SERVERS", "DEFAULT_ACT_SERVERS"]
 
 COUNTS = ("num_workers_per_csx", "num_wgt_servers", "num_act_servers")  # the client's flags
 COMPILE_FROM_ENV = "CS2SIM_COMPILE_FROM"  # the compile directory the execute job loads
 SERVERS_ENV = "CS2SIM_WS_SERVERS"  # "W,A": weight and activation server components, in order
 REPLICA_TYPES = ("chief", "coordinator", "weight", "activation", "worker")
-DEFAULT_WGT_SERVERS = 1  # the real client leaves it to the cluster; one keeps tests small
-DEFAULT_ACT_SERVERS = 1  # per CS-X, as Model Zoo's --num_act_servers
+DEFAULT_WGT_SERVERS = 1  # when unset and the nodes can hold it (plan_for)
+DEFAULT_ACT_SERVERS = 1  # per CS-X, as Model Zoo's --num_act_servers (same)
 CPUS_PER_WORKER = 1
 
 
@@ -120,6 +120,28 @@ class Plan:
                              "--num_act_servers, --num_workers_per_csx or --num_csx, or ask "
                              "an admin to add nodes to the cluster description; nothing was "
                              "reserved.")
+
+
+def plan_for(num_csx: int, spec: dict[str, Any], store: Store) -> Plan:
+    """The plan of a new execute job, checked against the cluster's nodes (JobRefused when even
+    an idle cluster cannot hold it). A count the user gave is honoured or refused; one left
+    unset is the cluster's to choose, as Model Zoo's --num_wgt_servers is an upper bound: the
+    default when the nodes can hold it, else none (the chief's executor does that work)."""
+    plan = plan_of(num_csx, spec)
+    try:
+        plan.check_fits(store)
+        return plan
+    except JobRefused:
+        unset = {k: 0 for k in ("num_wgt_servers", "num_act_servers") if spec.get(k) is None}
+        if not unset:
+            raise
+    smaller = plan_of(num_csx, {**spec, **unset})
+    try:
+        smaller.check_fits(store)
+    except JobRefused:
+        plan.check_fits(store)  # the sentence about what was asked for
+        raise
+    return smaller
 
 
 def plan_of(num_csx: int, spec: dict[str, Any]) -> Plan:

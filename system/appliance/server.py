@@ -39,7 +39,7 @@ from cs2sim.system.appliance.jobs import (
     job_log_dir,
     new_id,
 )
-from cs2sim.system.appliance.replicas import COMPILE_FROM_ENV, COUNTS, plan_of
+from cs2sim.system.appliance.replicas import COMPILE_FROM_ENV, COUNTS, plan_for
 from cs2sim.system.appliance.runs import Dispatcher, Launchers
 from cs2sim.system.errors import CsError, PermissionDenied, UsageError
 from cs2sim.system.state import ExecMode
@@ -298,8 +298,9 @@ class Server:
                 raise Refused("num_csx must be 1 or more.", 2)
             # JobRefused (69) before anything is reserved: the systems, then the nodes
             self.dispatcher.refusal(mode, num_csx)
-            plan = plan_of(num_csx, spec)
-            plan.check_fits(self.store)
+            plan = plan_for(num_csx, spec, self.store)
+            spec["num_wgt_servers"] = plan.wgt_servers  # what it holds (the unset ones chosen)
+            spec["num_act_servers"] = plan.act_servers // plan.num_csx
             # the server decides the launch's shape and what its tasks are told, not the client
             spec["shape"] = plan.shape()
             spec["env"] = {**dict(spec.get("env") or {}), **plan.env(),
@@ -319,7 +320,7 @@ class Server:
         """Could an execute job of num_csx systems in this mode ever run? (JobRefused if not)."""
         num_csx = max(1, int(args.get("num_csx", 1)))
         self.dispatcher.refusal(ExecMode(args.get("mode", "WEIGHT_STREAMING")), num_csx)
-        plan_of(num_csx, {k: args.get(k) for k in COUNTS}).check_fits(self.store)
+        plan_for(num_csx, {k: args.get(k) for k in COUNTS}, self.store)
         return {}
 
     def op_get_jobs(self, caller: ops.Caller, args: dict[str, Any]) -> dict[str, Any]:

@@ -83,3 +83,46 @@ def test_mount_dirs_checked_and_recorded_python_paths_reach_the_job(cs2_applianc
     assert spec["pythonPaths"] == [str(libs.resolve())]
     # the job's processes started with the path on PYTHONPATH (Python imported its module)
     assert execute["meta"]["name"] in marker.read_text().split()
+
+
+def test_each_single_task_component_knows_which_replica_it_is():
+    from cs2sim.runtime.job.roles import Role, task_info
+    from cs2sim.system.appliance.replicas import plan_of
+
+    plan = plan_of(2, {"num_wgt_servers": 2, "num_act_servers": 1, "num_workers_per_csx": 3})
+    sizes = [tasks for _, tasks in plan.components()]
+    assert sizes == [1, 1, 1, 1, 1, 1, 6]
+    env = {"SLURM_JOB_ID": "7", "SLURM_HET_SIZE": str(len(sizes)), **plan.env(),
+           **{f"SLURM_NTASKS_HET_GROUP_{i}": str(n) for i, n in enumerate(sizes)}}
+    seen = []
+    for procid in range(sum(sizes)):
+        info = task_info({**env, "SLURM_PROCID": str(procid)})
+        seen.append(info.server or info.role.value)
+    assert seen == ["chief", "coordinator", "weight", "weight", "activation", "activation",
+                    *["streamer"] * 6]
+    assert task_info({**env, "SLURM_PROCID": "2"}).name.startswith("weight server (task 2")
+    # a csrun_wse job of its own (no CS2SIM_WS_SERVERS): every further component coordinates
+    plain = {k: v for k, v in env.items() if k != "CS2SIM_WS_SERVERS"}
+    assert task_info({**plain, "SLURM_PROCID": "3"}).role is Role.COORDINATOR
+    assert task_info({**plain, "SLURM_PROCID": "3"}).server == "coordinator"
+
+
+def test_unset_server_counts_shrink_to_the_nodes_given_ones_are_honoured_or_refused(
+        cs2_appliance):
+    import pytest
+
+    from cs2sim.system.appliance.client import connect
+    from cs2sim.system.errors import CsError
+
+    cs2_appliance.start()
+    conn = connect(cs2_appliance.system.home)
+    try:
+        # 20 nodes: the chief, the coordinator, 17 weight servers and a worker node fit only
+        # without the activation server the default would add
+        conn.call("check", num_csx=1, mode="WEIGHT_STREAMING", num_wgt_servers=17)
+        with pytest.raises(CsError, match="cannot hold even when idle") as refused:
+            conn.call("check", num_csx=1, mode="WEIGHT_STREAMING", num_wgt_servers=17,
+                      num_act_servers=1)
+        assert refused.value.exit_code == 69
+    finally:
+        conn.close()
