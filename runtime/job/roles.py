@@ -194,7 +194,7 @@ def task_info(env: Mapping[str, str] | None = None) -> TaskInfo:
         role = Role.STREAMER
     else:
         role = Role.COORDINATOR
-    server = _server_kind(env, component, het_size) if role is Role.COORDINATOR else ""
+    server = _server_kind(env, component) if role is Role.COORDINATOR else ""
     return TaskInfo(
         role=role, server=server, job_id=str(job), procid=procid, component=component, node=node,
         localid=localid,
@@ -204,7 +204,7 @@ def task_info(env: Mapping[str, str] | None = None) -> TaskInfo:
     )
 
 
-def _server_kind(env: Mapping[str, str], component: int, het_size: int) -> str:
+def _server_kind(env: Mapping[str, str], component: int) -> str:
     """Which replica a single-task component after the chief's is: the coordinator (the
     first), then CS2SIM_WS_SERVERS's weight and activation servers, in that order."""
     raw = env.get("CS2SIM_WS_SERVERS") or ""

@@ -39,7 +39,7 @@ from cs2sim.system.appliance.jobs import (
     job_log_dir,
     new_id,
 )
-from cs2sim.system.appliance.replicas import COMPILE_FROM_ENV, COUNTS, plan_for
+from cs2sim.system.appliance.replicas import COMPILE_FROM_ENV, COUNTS, SERVERS_ENV, plan_for
 from cs2sim.system.appliance.runs import Dispatcher, Launchers
 from cs2sim.system.errors import CsError, PermissionDenied, UsageError
 from cs2sim.system.state import ExecMode
@@ -303,8 +303,9 @@ class Server:
             spec["num_act_servers"] = plan.act_servers // plan.num_csx
             # the server decides the launch's shape and what its tasks are told, not the client
             spec["shape"] = plan.shape()
-            spec["env"] = {**dict(spec.get("env") or {}), **plan.env(),
-                           **_compile_env(spec)}
+            told = {k: v for k, v in dict(spec.get("env") or {}).items()
+                    if k not in (SERVERS_ENV, COMPILE_FROM_ENV)}
+            spec["env"] = {**told, **plan.env(), **_compile_env(spec)}
         labels = {str(k): str(v) for k, v in args.get("labels", {}).items()}
         job = WsJob(id=new_id(), kind=kind, user=caller.name, uid=caller.uid,
                     priority=priority, created=time.time(), labels=labels, num_csx=num_csx,
