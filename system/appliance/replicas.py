@@ -22,8 +22,17 @@ from typing import Any
 from cs2sim.system.errors import JobRefused
 from cs2sim.system.store import Store
 
-__all__ = ["Plan", "plan_of", "plan_for", "SERVERS_ENV", "COUNTS", "COMPILE_FROM_ENV",
-           "REPLICA_TYPES", "DEFAULT_WGT_SERVERS", "DEFAULT_ACT_SERVERS"]
+__all__ = [
+    "Plan",
+    "plan_of",
+    "plan_for",
+    "SERVERS_ENV",
+    "COUNTS",
+    "COMPILE_FROM_ENV",
+    "REPLICA_TYPES",
+    "DEFAULT_WGT_SERVERS",
+    "DEFAULT_ACT_SERVERS",
+]
 
 COUNTS = ("num_workers_per_csx", "num_wgt_servers", "num_act_servers")  # the client's flags
 COMPILE_FROM_ENV = "CS2SIM_COMPILE_FROM"  # the compile directory the execute job loads
@@ -39,8 +48,9 @@ def _count(spec: dict[str, Any], key: str, default: int) -> int:
     if value is None:
         return default
     if type(value) is not int or not 0 <= value <= 64:
-        raise JobRefused(f"{key} {value!r} is not a whole number from 0 to 64; pass --{key} "
-                         "with one.")
+        raise JobRefused(
+            f"{key} {value!r} is not a whole number from 0 to 64; pass --{key} with one."
+        )
     return value
 
 
@@ -63,23 +73,32 @@ class Plan:
 
     def shape(self) -> list[str]:
         """csrun_wse's flags for this job."""
-        return [f"--total-nodes={self.total_nodes}",
-                f"--single-task-nodes={self.single_task_nodes}",
-                f"--tasks-per-node={self.workers_per_csx}", f"--cpus-per-task={CPUS_PER_WORKER}"]
+        return [
+            f"--total-nodes={self.total_nodes}",
+            f"--single-task-nodes={self.single_task_nodes}",
+            f"--tasks-per-node={self.workers_per_csx}",
+            f"--cpus-per-task={CPUS_PER_WORKER}",
+        ]
 
     def env(self) -> dict[str, str]:
         return {SERVERS_ENV: f"{self.wgt_servers},{self.act_servers}"}
 
     def components(self) -> list[tuple[str, int]]:
         """(replica type, tasks) per heterogeneous component, in the launch's order."""
-        return [("chief", 1), ("coordinator", 1),
-                *[("weight", 1)] * self.wgt_servers, *[("activation", 1)] * self.act_servers,
-                ("worker", self.num_csx * self.workers_per_csx)]
+        return [
+            ("chief", 1),
+            ("coordinator", 1),
+            *[("weight", 1)] * self.wgt_servers,
+            *[("activation", 1)] * self.act_servers,
+            ("worker", self.num_csx * self.workers_per_csx),
+        ]
 
     def describe(self) -> str:
-        return (f"{self.total_nodes} nodes (the chief, a coordinator, {self.wgt_servers} weight "
-                f"server(s), {self.act_servers} activation server(s) and {self.num_csx} "
-                f"input-worker node(s))")
+        return (
+            f"{self.total_nodes} nodes (the chief, a coordinator, {self.wgt_servers} weight "
+            f"server(s), {self.act_servers} activation server(s) and {self.num_csx} "
+            f"input-worker node(s))"
+        )
 
     def replicas(self, job_id: str, nodes: list[list[str]] | None) -> list[dict[str, Any]]:
         """`.status.replicas[]`: each replica's type, instance name and node (once placed;
@@ -110,16 +129,20 @@ class Plan:
         try:
             launch = parse_wse([*self.shape(), "python-ws", "run.py"], site, worker_cpus, [])
         except LaunchError as e:
-            raise JobRefused(f"the execute job's shape is refused by csrun_wse ({e}); lower "
-                             "--num_workers_per_csx.") from None
+            raise JobRefused(
+                f"the execute job's shape is refused by csrun_wse ({e}); lower "
+                "--num_workers_per_csx."
+            ) from None
         assert launch.request is not None
         why = never_fits(launch.request.components, cluster_nodes(store), frozenset())
         if why is not None:
-            raise JobRefused(f"the execute job needs {self.describe()}, which the cluster "
-                             f"cannot hold even when idle ({why}); lower --num_wgt_servers, "
-                             "--num_act_servers, --num_workers_per_csx or --num_csx, or ask "
-                             "an admin to add nodes to the cluster description; nothing was "
-                             "reserved.")
+            raise JobRefused(
+                f"the execute job needs {self.describe()}, which the cluster "
+                f"cannot hold even when idle ({why}); lower --num_wgt_servers, "
+                "--num_act_servers, --num_workers_per_csx or --num_csx, or ask "
+                "an admin to add nodes to the cluster description; nothing was "
+                "reserved."
+            )
 
 
 def plan_for(num_csx: int, spec: dict[str, Any], store: Store) -> Plan:
@@ -148,6 +171,9 @@ def plan_of(num_csx: int, spec: dict[str, Any]) -> Plan:
     """The plan of an execute job from its spec's counts (the client's flags)."""
     workers = _count(spec, "num_workers_per_csx", 0)
     act = _count(spec, "num_act_servers", DEFAULT_ACT_SERVERS)
-    return Plan(num_csx=max(1, num_csx), workers_per_csx=max(1, workers),
-                wgt_servers=_count(spec, "num_wgt_servers", DEFAULT_WGT_SERVERS),
-                act_servers=act * max(1, num_csx))
+    return Plan(
+        num_csx=max(1, num_csx),
+        workers_per_csx=max(1, workers),
+        wgt_servers=_count(spec, "num_wgt_servers", DEFAULT_WGT_SERVERS),
+        act_servers=act * max(1, num_csx),
+    )

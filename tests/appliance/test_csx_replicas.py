@@ -19,9 +19,22 @@ with open({marker!r}, "a") as f:
 def test_replicas_are_tasks_on_held_nodes_and_the_compile_is_loaded_by_hash(cs2_appliance):
     system = cs2_appliance.system
     model = system.model_copy("fc_mnist")
-    res = cs2_appliance.run_csx(model, *TRAIN, "--num_csx", "2", "--max_steps", "20",
-                                "--num_wgt_servers", "2", "--num_act_servers", "1",
-                                "--num_workers_per_csx", "2", "--compile_dir", "compiles")
+    res = cs2_appliance.run_csx(
+        model,
+        *TRAIN,
+        "--num_csx",
+        "2",
+        "--max_steps",
+        "20",
+        "--num_wgt_servers",
+        "2",
+        "--num_act_servers",
+        "1",
+        "--num_workers_per_csx",
+        "2",
+        "--compile_dir",
+        "compiles",
+    )
     assert res.exit_code == 0, res.combined
     execute = [j for j in cs2_appliance.jobs() if j["meta"]["type"] == "execute"][-1]
     name = execute["meta"]["name"]
@@ -30,9 +43,13 @@ def test_replicas_are_tasks_on_held_nodes_and_the_compile_is_loaded_by_hash(cs2_
     counts = collections.Counter(r["type"] for r in replicas)
     # one activation server per CS-X, two input workers per CS-X
     assert counts == {"chief": 1, "coordinator": 1, "weight": 2, "activation": 2, "worker": 4}
-    assert {r["name"] for r in replicas} >= {f"{name}-chief-0", f"{name}-coordinator-0",
-                                             f"{name}-weight-1", f"{name}-activation-1",
-                                             f"{name}-worker-3"}
+    assert {r["name"] for r in replicas} >= {
+        f"{name}-chief-0",
+        f"{name}-coordinator-0",
+        f"{name}-weight-1",
+        f"{name}-activation-1",
+        f"{name}-worker-3",
+    }
     # every replica was placed by the scheduler; each server on a node of its own
     assert all(r["node"] for r in replicas), replicas
     singles = [r["node"] for r in replicas if r["type"] != "worker"]
@@ -73,8 +90,9 @@ def test_mount_dirs_checked_and_recorded_python_paths_reach_the_job(cs2_applianc
     libs.mkdir()
     marker = system.root / "sitecustomize.out"
     (libs / "sitecustomize.py").write_text(SITE.format(marker=str(marker)))
-    res = cs2_appliance.run_csx(model, *TRAIN, "--max_steps", "10", "--mount_dirs", "data",
-                                "--python_paths", "libs")
+    res = cs2_appliance.run_csx(
+        model, *TRAIN, "--max_steps", "10", "--mount_dirs", "data", "--python_paths", "libs"
+    )
     assert res.exit_code == 0, res.combined
     assert "there are no containers here" in res.output
     execute = [j for j in cs2_appliance.jobs() if j["meta"]["type"] == "execute"][-1]
@@ -92,14 +110,25 @@ def test_each_single_task_component_knows_which_replica_it_is():
     plan = plan_of(2, {"num_wgt_servers": 2, "num_act_servers": 1, "num_workers_per_csx": 3})
     sizes = [tasks for _, tasks in plan.components()]
     assert sizes == [1, 1, 1, 1, 1, 1, 6]
-    env = {"SLURM_JOB_ID": "7", "SLURM_HET_SIZE": str(len(sizes)), **plan.env(),
-           **{f"SLURM_NTASKS_HET_GROUP_{i}": str(n) for i, n in enumerate(sizes)}}
+    env = {
+        "SLURM_JOB_ID": "7",
+        "SLURM_HET_SIZE": str(len(sizes)),
+        **plan.env(),
+        **{f"SLURM_NTASKS_HET_GROUP_{i}": str(n) for i, n in enumerate(sizes)},
+    }
     seen = []
     for procid in range(sum(sizes)):
         info = task_info({**env, "SLURM_PROCID": str(procid)})
         seen.append(info.server or info.role.value)
-    assert seen == ["chief", "coordinator", "weight", "weight", "activation", "activation",
-                    *["streamer"] * 6]
+    assert seen == [
+        "chief",
+        "coordinator",
+        "weight",
+        "weight",
+        "activation",
+        "activation",
+        *["streamer"] * 6,
+    ]
     assert task_info({**env, "SLURM_PROCID": "2"}).name.startswith("weight server (task 2")
     # a csrun_wse job of its own (no CS2SIM_WS_SERVERS): every further component coordinates
     plain = {k: v for k, v in env.items() if k != "CS2SIM_WS_SERVERS"}
@@ -107,8 +136,7 @@ def test_each_single_task_component_knows_which_replica_it_is():
     assert task_info({**plain, "SLURM_PROCID": "3"}).server == "coordinator"
 
 
-def test_unset_server_counts_shrink_to_the_nodes_given_ones_are_honoured_or_refused(
-        cs2_appliance):
+def test_unset_server_counts_shrink_to_the_nodes_given_ones_are_honoured_or_refused(cs2_appliance):
     import pytest
 
     from cs2sim.system.appliance.client import connect
@@ -121,8 +149,9 @@ def test_unset_server_counts_shrink_to_the_nodes_given_ones_are_honoured_or_refu
         # without the activation server the default would add
         conn.call("check", num_csx=1, mode="WEIGHT_STREAMING", num_wgt_servers=17)
         with pytest.raises(CsError, match="cannot hold even when idle") as refused:
-            conn.call("check", num_csx=1, mode="WEIGHT_STREAMING", num_wgt_servers=17,
-                      num_act_servers=1)
+            conn.call(
+                "check", num_csx=1, mode="WEIGHT_STREAMING", num_wgt_servers=17, num_act_servers=1
+            )
         assert refused.value.exit_code == 69
     finally:
         conn.close()
