@@ -219,9 +219,12 @@ class BatchStream(DataPosition):
 
     # -- lifetime -------------------------------------------------------------------------------
     def close(self) -> None:
-        """Stop the input workers (idempotent)."""
+        """Stop the input workers and close the data's files (idempotent)."""
         self._closed = True
         self._pending = None
+        if self._data is not None and hasattr(self._data, "close"):
+            self._data.close()
+        self._data = None
         if self._pool is not None:
             self._pool.close()
             self._pool = None

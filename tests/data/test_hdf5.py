@@ -115,6 +115,14 @@ def test_token_id_beyond_vocab_and_longer_sequences_name_the_file(tmp_path):
     bad = samples(0, 16)
     bad[3, 2, 5] = VOCAB  # a label outside the vocabulary
     write_h5(d / "data-1.h5", bad)
+    # compressed: found as the batch holding it is decoded (the first epoch streams)
+    with pytest.raises(ConfigError, match=r"HDF5 file .*data-1\.h5 has token id 257 but "
+                                          r"vocab_size is 257"):
+        with build_input(params(d), "train", "gpt2", 1) as s:
+            for _ in range(s.batches_per_epoch):
+                next(s)
+    # memory-mapped: the whole file is scanned when it loads
+    write_h5(d / "data-1.h5", bad, compressed=False)
     with pytest.raises(ConfigError, match=r"HDF5 file .*data-1\.h5 has token id 257 but "
                                           r"vocab_size is 257"):
         build_input(params(d), "train", "gpt2", 1)
@@ -254,3 +262,42 @@ def test_drop_last_spelling_and_a_partial_last_batch(tmp_path):
     dropped = build_input(params(tmp_path / "h5", drop_last=True, drop_last_batch=False),
                           "train", "gpt2", 1)
     assert dropped.batches_per_epoch == 2  # drop_last wins over drop_last_batch
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 8])
+@pytest.mark.parametrize("keep", [True, False])
+def test_compressed_files_are_read_lazily_chunk_by_chunk(tmp_path, monkeypatch, chunk_rows,
+                                                         keep):
+    from cs2sim.runtime.data import hdf5
+
+    if not keep:  # the part does not fit: only the chunk LRU keeps anything
+        monkeypatch.setattr(hdf5, "CACHE_BYTES", 0)
+    d = tmp_path / "h5"
+    d.mkdir()
+    data = samples(0, 64)
+    with h5py.File(d / "a.h5", "w") as f:
+        f.attrs["n_examples"] = 64
+        f.create_dataset("data", data=data, dtype="i4", chunks=(chunk_rows, 3, T),
+                         compression="gzip", shuffle=chunk_rows > 1)  # h5py's path for 8
+    decoded = []
+    real = hdf5._ChunkLru.put
+
+    def counting(self, key, chunk):  # a chunk decoded
+        decoded.append(key[1])
+        return real(self, key, chunk)
+
+    monkeypatch.setattr(hdf5._ChunkLru, "put", counting)
+    with build_input(params(d, shuffle=True, shuffle_seed=3), "train", "gpt2", 1) as s:
+        first = next(s)
+        # loading read nothing; the first batch decoded only the chunks of its 8 samples
+        assert len(decoded) <= 8
+        seen = [first] + [next(s) for _ in range(2 * s.batches_per_epoch - 1)]
+    for b in seen:
+        rows = b["input_ids"][:, 0] * 256 + b["input_ids"][:, 1]  # (B,) the sample numbers
+        assert np.array_equal(b["input_ids"], data[rows, 0])
+        assert np.array_equal(b["labels"], data[rows, 2])
+    chunks = 64 // chunk_rows
+    if keep:  # every chunk decoded once; the second epoch came from memory
+        assert sorted(decoded) == list(range(chunks))
+    else:
+        assert len(decoded) >= chunks
