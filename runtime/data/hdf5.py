@@ -34,6 +34,7 @@ position (see docs/training.md), so padded positions count like tokens.
 
 from __future__ import annotations
 
+import mmap
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -153,11 +154,33 @@ class H5Samples:
         self.starts = np.concatenate([[0], np.cumsum([p.stop - p.start for p in parts])])
         self._files: list[Any] = []
         self._data: list[Any] = []  # per part: np.memmap (n, 3, T) or an h5py dataset
+        # per part: rows per chunk when a sample lies in one chunk (else 0), and whether the
+        # chunks are gzip alone (h5py's layout properties are slow to query: asked once here)
+        self._rows: list[int] = []
+        self._gzip: list[bool] = []
         for p in parts:
             f, ds = _open_data(p.path)
             self._files.append(f)
             mapped = self._mapped(p.path, ds)
             self._data.append(ds if mapped is None else mapped)
+            chunks = ds.chunks if mapped is None else None
+            self._rows.append(chunks[0] if chunks and chunks[1:] == (3, seq_len) else 0)
+            self._gzip.append(mapped is None and ds.compression == "gzip" and not (
+                ds.shuffle or ds.fletcher32 or ds.scaleoffset is not None))
+        self._n_rows = [int(d.shape[0]) for d in self._data]
+        # per gzip part: where each chunk is stored, from one walk of HDF5's chunk index, and
+        # the file mapped, so a chunk is a slice of the map (no index lookup per sample)
+        self._where: list[tuple[np.ndarray, np.ndarray, np.ndarray] | None] = [
+            self._chunk_table(ds, rows) if gz else None
+            for ds, rows, gz in zip(self._data, self._rows, self._gzip, strict=True)]
+        self._maps: list[mmap.mmap | None] = []
+        for p, where in zip(parts, self._where, strict=True):
+            if where is None:
+                self._maps.append(None)
+                continue
+            with open(p.path, "rb") as fh:
+                self._maps.append(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ))
+        self._dtypes = [d.dtype for d in self._data]
         n = int(self.starts[-1])
         compressed = any(not isinstance(d, np.ndarray) for d in self._data)
         # A compressed part is never inflated up front: every batch's values are checked as
@@ -200,19 +223,42 @@ class H5Samples:
         chunk = self._lru.get((j, c))
         if chunk is not None:
             return chunk
-        data = self._data[j]
-        rows = data.chunks[0]
-        if data.compression == "gzip" and not (data.shuffle or data.fletcher32
-                                               or data.scaleoffset is not None):
+        data, rows = self._data[j], self._rows[j]
+        if self._gzip[j]:
             # gzip alone (the Model Zoo's layout): inflate the stored chunk ourselves, which
             # skips h5py's selection machinery; an edge chunk is stored at full size
-            mask, raw = data.id.read_direct_chunk((c * rows, 0, 0))
-            chunk = np.frombuffer(raw if mask else inflate(raw), dtype=data.dtype)
-            chunk = chunk.reshape(rows, 3, self.T)[:max(0, min(rows, data.shape[0] - c * rows))]
+            where, mapped = self._where[j], self._maps[j]
+            if where is not None and mapped is not None and where[1][c] >= 0:
+                at, size = int(where[0][c]), int(where[1][c])
+                mask, raw = int(where[2][c]), mapped[at:at + size]
+            else:  # not written, or no chunk index walk in this h5py
+                mask, raw = data.id.read_direct_chunk((c * rows, 0, 0))
+            chunk = np.frombuffer(raw if mask else inflate(raw), dtype=self._dtypes[j])
+            chunk = chunk.reshape(rows, 3, self.T)[:min(rows, self._n_rows[j] - c * rows)]
         else:
             chunk = np.asarray(data[c * rows:(c + 1) * rows])  # h5py decodes just this chunk
         self._lru.put((j, c), chunk)
         return chunk
+
+    @staticmethod
+    def _chunk_table(ds: Any, rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """(byte offset, stored size (-1: not written), filter mask) of each chunk, (C,) each;
+        None when this h5py / HDF5 cannot walk the chunk index."""
+        if not rows or not hasattr(ds.id, "chunk_iter"):
+            return None
+        count = -(-int(ds.shape[0]) // rows)
+        at, size, mask = (np.zeros(count, np.int64), np.full(count, -1, np.int64),
+                          np.zeros(count, np.int64))
+
+        def note(info: Any) -> None:
+            c = info.chunk_offset[0] // rows
+            at[c], size[c], mask[c] = info.byte_offset, info.size, info.filter_mask
+
+        try:
+            ds.id.chunk_iter(note)
+        except (RuntimeError, ValueError, TypeError):  # HDF5 built without H5Dchunk_iter
+            return None
+        return at, size, mask
 
     def _read(self, j: int, local: np.ndarray) -> np.ndarray:
         """Rows `local` (b,) of part j's file: (b, 2, T) input ids and labels."""
@@ -220,8 +266,8 @@ class H5Samples:
         if isinstance(data, np.ndarray):
             return data[local][:, 0::2]
         out = np.empty((len(local), 2, self.T), np.int32)
-        if data.chunks is not None and data.chunks[1:] == (3, self.T):
-            rows = data.chunks[0]
+        rows = self._rows[j]
+        if rows:
             for r, i in enumerate(local):  # a sample lies in one chunk
                 out[r] = self._chunk(j, int(i) // rows)[int(i) % rows, 0::2]
             return out
@@ -256,6 +302,10 @@ class H5Samples:
 
     def close(self) -> None:
         """Close the files."""
+        for m in self._maps:
+            if m is not None:
+                m.close()
+        self._maps = []
         for f in self._files:
             f.close()
         self._files, self._data = [], []

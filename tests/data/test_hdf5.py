@@ -264,10 +264,10 @@ def test_drop_last_spelling_and_a_partial_last_batch(tmp_path):
     assert dropped.batches_per_epoch == 2  # drop_last wins over drop_last_batch
 
 
-@pytest.mark.parametrize("chunk_rows", [1, 8])
+@pytest.mark.parametrize("chunk_rows,shuffle", [(1, False), (5, False), (8, True)])
 @pytest.mark.parametrize("keep", [True, False])
 def test_compressed_files_are_read_lazily_chunk_by_chunk(tmp_path, monkeypatch, chunk_rows,
-                                                         keep):
+                                                         shuffle, keep):
     from cs2sim.runtime.data import hdf5
 
     if not keep:  # the part does not fit: only the chunk LRU keeps anything
@@ -278,7 +278,7 @@ def test_compressed_files_are_read_lazily_chunk_by_chunk(tmp_path, monkeypatch, 
     with h5py.File(d / "a.h5", "w") as f:
         f.attrs["n_examples"] = 64
         f.create_dataset("data", data=data, dtype="i4", chunks=(chunk_rows, 3, T),
-                         compression="gzip", shuffle=chunk_rows > 1)  # h5py's path for 8
+                         compression="gzip", shuffle=shuffle)  # with a filter: h5py reads
     decoded = []
     real = hdf5._ChunkLru.put
 
@@ -296,8 +296,39 @@ def test_compressed_files_are_read_lazily_chunk_by_chunk(tmp_path, monkeypatch, 
         rows = b["input_ids"][:, 0] * 256 + b["input_ids"][:, 1]  # (B,) the sample numbers
         assert np.array_equal(b["input_ids"], data[rows, 0])
         assert np.array_equal(b["labels"], data[rows, 2])
-    chunks = 64 // chunk_rows
+    chunks = -(-64 // chunk_rows)  # 5: the last chunk is partly past the end
     if keep:  # every chunk decoded once; the second epoch came from memory
         assert sorted(decoded) == list(range(chunks))
     else:
         assert len(decoded) >= chunks
+
+
+def test_each_input_streamer_loads_only_its_part_of_an_hdf5_data_set(tmp_path):
+    from cs2sim.runtime.job.remote_stream import for_streamers
+    from cs2sim.runtime.job.streamers import ShardProducer
+
+    d = tmp_path / "h5"
+    data = h5_dir(d, sizes=(40, 24))  # 64 samples; parts of 32 for 2 streamers
+    p = params(d, shuffle=True, shuffle_seed=5)
+    producers = [ShardProducer(build_input(for_streamers(p, "train", 2), "train", "gpt2", 1))
+                 for _ in range(2)]
+    s0 = 3  # a session resumed at batch 3: streamer r makes batches 3+r, 5+r, ...
+    got = {}
+    for r, prod in enumerate(producers):
+        for g, b in prod.batches(s0 + r, 2, lambda: False):
+            if g >= s0 + 16:  # two epochs of 8 batches
+                break
+            got[g] = ids_of(b)
+        assert list(prod.data) == [(s0 + r) % 2]  # one part loaded
+        assert len(prod.data[(s0 + r) % 2]) == 32  # and it holds half the samples
+    # the chief's order: batch g from streamer (g - s0) % 2, as one run with 2 workers makes it
+    with build_input(p | {"train_input": {**p["train_input"], "num_workers": 2}}, "train",
+                     "gpt2", 1) as ref:
+        ref.load_state_dict({"epoch": 0, "index": s0, "batches_per_epoch": 8, "batch_size": 8})
+        for g in range(s0, s0 + 16):
+            assert got[g] == ids_of(next(ref))
+    epoch = [i for g in range(8, 16) for i in got[g]]  # epoch 1, whole
+    assert sorted(epoch) == list(range(len(data)))
+    for prod in producers:
+        for ds in prod.data.values():
+            ds.close()
