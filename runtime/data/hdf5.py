@@ -28,8 +28,9 @@ Checked at load (in the consumer): the layout, `n_examples` against the rows, th
 length against max_sequence_length; token ids >= vocab_size are looked for in the whole file
 when it is memory-mapped and small (CHECK_ALL_VALUES), else in every batch as it is decoded,
 and stop the run naming the file.
-The attention mask is not handed to the model: cs2sim's decoders average the loss over every
-position (see docs/training.md), so padded positions count like tokens.
+The attention mask reaches the loss through the labels: a padded position (mask 0) gets the
+label IGNORE, which the decoders' cross-entropy skips (runtime/nn/loss.py), as the Model Zoo's
+GPT-2 loss multiplies the token losses by the attention mask.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from cs2sim.runtime.nn.loss import IGNORE
 from cs2sim.system.errors import ConfigError
 
 try:  # ISA-L's inflate (python-isal) reads the same zlib streams about 1.8x faster
@@ -121,6 +123,15 @@ class H5Part:
     path: str
     start: int
     stop: int
+
+
+def ids_and_labels(rows: np.ndarray) -> np.ndarray:
+    """(b, 3, T) stored samples -> (b, 2, T) input ids and labels, a label IGNORE where the
+    attention mask is 0 (padding: the loss skips it, runtime/nn/loss.py)."""
+    out = np.array(rows[:, 0::2], dtype=np.int32)  # (b, 2, T) a copy
+    labels = out[:, 1]  # (b, T) a view
+    labels[np.asarray(rows[:, 1]) == 0] = IGNORE
+    return out
 
 
 class _ChunkLru:
@@ -264,15 +275,15 @@ class H5Samples:
         """Rows `local` (b,) of part j's file: (b, 2, T) input ids and labels."""
         data = self._data[j]
         if isinstance(data, np.ndarray):
-            return data[local][:, 0::2]
+            return ids_and_labels(data[local])
         out = np.empty((len(local), 2, self.T), np.int32)
         rows = self._rows[j]
         if rows:
             for r, i in enumerate(local):  # a sample lies in one chunk
-                out[r] = self._chunk(j, int(i) // rows)[int(i) % rows, 0::2]
+                out[r] = ids_and_labels(self._chunk(j, int(i) // rows)[int(i) % rows][None])[0]
             return out
         order = np.argsort(local, kind="stable")  # h5py selects in ascending order only
-        out[order] = data[local[order].tolist()][:, 0::2]  # (b, 3, T) -> (b, 2, T)
+        out[order] = ids_and_labels(data[local[order].tolist()])  # (b, 3, T) -> (b, 2, T)
         return out
 
     def _gather(self, idx: np.ndarray) -> np.ndarray:
@@ -284,7 +295,10 @@ class H5Samples:
             local = idx[rows] - self.starts[j] + self.parts[j].start  # (b,) file rows
             out[rows] = self._read(int(j), local)
             if self.check_each_batch[j] and len(rows):
-                self._check(int(out[rows].max()), int(out[rows].min()), self.parts[j].path)
+                got = out[rows]  # (b, 2, T); IGNORE labels are padding, not ids
+                low = min(int(got[:, 0].min()), int(np.where(got[:, 1] == IGNORE, 0,
+                                                             got[:, 1]).min()))
+                self._check(int(got.max()), low, self.parts[j].path)
         return out
 
     def batch(self, idx: np.ndarray) -> dict[str, np.ndarray]:

@@ -332,3 +332,34 @@ def test_each_input_streamer_loads_only_its_part_of_an_hdf5_data_set(tmp_path):
     for prod in producers:
         for ds in prod.data.values():
             ds.close()
+
+
+def test_padding_is_skipped_by_the_decoder_loss(tmp_path):
+    """A padded position (attention mask 0) adds nothing to the loss or its gradient, whatever
+    its stored label; the loss keeps the batch's B * T scale (micro-batches agree)."""
+    from cs2sim.runtime.nn.loss import SoftmaxCrossEntropy
+
+    got = []
+    for pad_label in (7, 9):
+        d = tmp_path / f"pad{pad_label}"
+        d.mkdir()
+        data = samples(0, 8)
+        data[:, 1, 40:] = 0  # the last 24 positions are padding
+        data[:, 2, 40:] = pad_label
+        write_h5(d / "a.h5", data)
+        with build_input(params(d), "train", "gpt2", 1) as s:
+            got.append(next(s))
+    assert (got[0]["labels"][:, 40:] == -1).all()
+    assert np.array_equal(got[0]["labels"][:, :40], data[:, 2, :40])
+    logits = np.random.default_rng(0).normal(size=(8, T, VOCAB)).astype(np.float32)
+    losses, grads = [], []
+    for b in got:
+        ce = SoftmaxCrossEntropy()
+        losses.append(ce.forward(logits, b["labels"], 1.0 / (8 * T)))
+        assert ce.count == 8 * 40
+        grads.append(ce.backward())
+    assert losses[0] == losses[1] and np.array_equal(grads[0], grads[1])
+    assert not grads[0][:, 40:].any()  # no gradient from padding
+    z = logits[:, :40] - logits[:, :40].max(-1, keepdims=True)  # (8, 40, V)
+    ref = (np.log(np.exp(z).sum(-1)) - np.take_along_axis(z, data[:, 2, :40, None], -1)[..., 0])
+    assert np.isclose(losses[0], ref.sum() / (8 * T), rtol=1e-5)
