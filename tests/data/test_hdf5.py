@@ -363,3 +363,42 @@ def test_padding_is_skipped_by_the_decoder_loss(tmp_path):
     z = logits[:, :40] - logits[:, :40].max(-1, keepdims=True)  # (8, 40, V)
     ref = (np.log(np.exp(z).sum(-1)) - np.take_along_axis(z, data[:, 2, :40, None], -1)[..., 0])
     assert np.isclose(losses[0], ref.sum() / (8 * T), rtol=1e-5)
+
+
+@pytest.mark.slow
+def test_padded_hdf5_trains_the_same_on_the_cs2_executors_and_ignores_pad_labels(tmp_path):
+    """Padding is skipped in every executor's loss alike (micro-batches, 4 CS-X): the CS-2
+    losses match the host's, and the labels stored under padding change nothing."""
+    from cs2sim.runtime.executors.pipelined import PipelinedExecutor
+    from cs2sim.runtime.executors.weight_streaming import WeightStreamingExecutor
+    from cs2sim.runtime.numerics.mixed_precision import resolve_precision
+    from cs2sim.runtime.params import load_params, validate_params
+    from cs2sim.runtime.training.trainer import Trainer
+
+    def losses(data_dir: Path, name: str, executor) -> list[float]:
+        raw = load_params(model_home("gpt2") / "configs" / "params_tiny.yaml")
+        raw["train_input"].pop("stand_in_data", None)
+        raw["train_input"].update(data_processor="GptHDF5DataProcessor", data_dir=str(data_dir),
+                                  batch_size=8)
+        raw["runconfig"].update(max_steps=3, log_steps=1, checkpoint_steps=0)
+        params, _ = validate_params(raw, "gpt2", source="test")
+        half, _ = resolve_precision(params)
+        params["runconfig"]["model_dir"] = str(tmp_path / name)
+        result = Trainer("gpt2", params, tmp_path / name, half=half, executor=executor).train()
+        return [result.losses[s] for s in sorted(result.losses)]
+
+    dirs = []
+    for pad_label, mask in ((0, 0), (200, 0), (0, 1)):
+        d = tmp_path / f"pad{pad_label}-{mask}"
+        d.mkdir()
+        data = samples(0, 32)
+        data[:, 1, 48:] = mask  # mask 0: a quarter of every sample is padding
+        data[:, 2, 48:] = pad_label
+        write_h5(d / "a.h5", data)
+        dirs.append(d)
+    cpu = losses(dirs[0], "cpu", None)
+    assert losses(dirs[1], "cpu-other-pad", None) == cpu
+    unmasked = losses(dirs[2], "cpu-unmasked", None)  # the same tokens, counted
+    assert all(abs(a - b) > 1e-3 * abs(b) for a, b in zip(unmasked, cpu, strict=True))
+    for name, ex in (("pipelined", PipelinedExecutor()), ("ws4", WeightStreamingExecutor(4))):
+        np.testing.assert_allclose(losses(dirs[0], name, ex), cpu, rtol=1e-5, atol=0)
