@@ -36,6 +36,7 @@ GPT-2 loss multiplies the token losses by the attention mask.
 from __future__ import annotations
 
 import mmap
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -141,19 +142,24 @@ class _ChunkLru:
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes, self.size = max_bytes, 0
         self._chunks: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()  # a streamer's producing threads share one dataset
 
     def get(self, key: tuple[int, int]) -> np.ndarray | None:
-        chunk = self._chunks.get(key)
-        if chunk is not None:
-            self._chunks.move_to_end(key)
-        return chunk
+        with self._lock:
+            chunk = self._chunks.get(key)
+            if chunk is not None:
+                self._chunks.move_to_end(key)
+            return chunk
 
     def put(self, key: tuple[int, int], chunk: np.ndarray) -> None:
-        self._chunks[key] = chunk
-        self.size += chunk.nbytes
-        while self.size > self.max_bytes and len(self._chunks) > 1:
-            _, old = self._chunks.popitem(last=False)
-            self.size -= old.nbytes
+        with self._lock:
+            if key in self._chunks:  # another thread decoded it too
+                return
+            self._chunks[key] = chunk
+            self.size += chunk.nbytes
+            while self.size > self.max_bytes and len(self._chunks) > 1:
+                _, old = self._chunks.popitem(last=False)
+                self.size -= old.nbytes
 
 
 class H5Samples:
