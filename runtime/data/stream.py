@@ -38,7 +38,7 @@ class Dataset(Protocol):
     """N samples, gathered into a batch dict by index.
 
     A dataset whose samples change with the epoch (dynamic masking) also defines
-    `epoch_batch(idx, epoch)`; `batch_at` calls that one with batch g's epoch.
+    `epoch_batch(idx, epoch)`; `batch_at` (runtime/data/workers.py) calls it with batch g's epoch.
     """
 
     def __len__(self) -> int: ...
