@@ -229,3 +229,16 @@ def test_bert_csv_masks_are_redrawn_every_epoch_and_resume_exactly(tmp_path):
         b = next(w)
     assert np.array_equal(b["masked_lm_positions"], epochs[1][1]["masked_lm_positions"])
     assert np.array_equal(b["input_ids"], epochs[1][1]["input_ids"])
+
+
+def test_gpt_tfrecord_padding_comes_as_label_minus_one(tmp_path):
+    d = tmp_path / "tfr"
+    d.mkdir()
+    ids = np.arange(T + 1)
+    mask = np.ones(T, np.int64)
+    mask[10:] = 0  # the last 6 positions are padding
+    write_records(d / "a.tfrecords", [encode_example(
+        {"input_ids": ids[:-1], "input_mask": mask, "labels": ids[1:]}) for _ in range(4)])
+    b = next(build_input(gpt_params(d), "train", "gpt2", 1))
+    assert b["labels"][:, :10].tolist() == [list(range(1, 11))] * 4
+    assert (b["labels"][:, 10:] == -1).all() and b["input_ids"][0].tolist() == list(range(T))
