@@ -19,7 +19,7 @@ import argparse
 import shlex
 import sys
 from collections.abc import Iterable
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from cs2sim.csshell.context import Context, ExitShell
 from cs2sim.csshell.dispatch import (
@@ -192,10 +192,29 @@ def _session(args: argparse.Namespace) -> int:
         store.close()
 
 
+def _show_warnings_as_sentences() -> None:
+    """A CsWarning from system/ (a damaged row skipped) is shown as `warning: <sentence>`."""
+    import warnings
+
+    from cs2sim.system.errors import CsWarning
+
+    default = warnings.showwarning
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: Any = None, line: str | None = None) -> None:
+        if issubclass(category, CsWarning):
+            sys.stderr.write(f"warning: {one_line(str(message))}\n")
+        else:
+            default(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run cs; return the exit code (0 ok, 1 refused, 2 usage, 77 permission or login,
     130 Ctrl-C, 141 output pipe closed, 70 bug)."""
     show_traceback = "--traceback" in (sys.argv[1:] if argv is None else argv)
+    _show_warnings_as_sentences()
     try:
         args = build_parser().parse_args(argv)
         return _session(args)

@@ -3,29 +3,61 @@
     cs-store share [GROUP]   (the store's owner) the database private to the owner, the
                              directory 0750 in GROUP (default: its group), the service started
     cs-store status          whether the service of $CS2_HOME answers, and who you are to it
+                             (never starts it)
     cs-store stop            (the owner) stop the service (the next `cs` of the owner restarts
                              it while the store is shared)
+    cs-store unshare         (the owner) stop the service and make the store private again
     cs-store serve HOME      run the service in the foreground (what `share` starts, detached)
 
-docs/security.md explains the design and its threat model.
+Exit codes: 0 done; 1 an error (one sentence); 2 a usage error; 77 not permitted (a member
+asking to stop or unshare, or a store the OS refuses you). docs/security.md explains the design.
 """
 
 from __future__ import annotations
 
-import os
-import signal
 import sys
 
 from cs2sim.system.errors import CsError
 
 __all__ = ["main"]
 
+USAGE = "usage: cs-store share [GROUP] | status | stop | unshare | serve HOME\n"
+
+
+def _status(home: object) -> str:
+    """What `cs-store status` says; connects to a running service, never starts one."""
+    import os
+    from pathlib import Path
+
+    from cs2sim.system import store_service as svc
+    from cs2sim.system.store import DB_NAME, Store
+    from cs2sim.system.store_remote import running
+
+    home = Path(str(home))
+    db = home / DB_NAME
+    try:
+        owner = db.stat().st_uid
+    except OSError:
+        owner = os.getuid()
+    if owner == os.getuid() or os.getuid() == 0:  # root opens any store itself
+        if svc.is_shared(home):
+            state = "running" if running(home) else "not running"
+            return f"Shared store {home}: you own it; its service is {state}."
+        return f"Private store {home}: only you use it (no service)."
+    store = Store.open(home)  # a member's: connects to the running service, or says it is not
+    try:
+        assert store.remote is not None
+        name, role = store.remote.identity
+        return (f"Shared store {home}: served by its owner's store service; you are {name} "
+                f"({role}).")
+    finally:
+        store.close()
+
 
 def main(argv: list[str] | None = None) -> int:
     """The cs-store command line."""
     from cs2sim.system import store_service as svc
     from cs2sim.system.store import Store, default_home
-    from cs2sim.system.store_remote import PID_NAME, running
 
     argv = sys.argv[1:] if argv is None else argv
     word = argv[0] if argv else "status"
@@ -41,35 +73,27 @@ def main(argv: list[str] | None = None) -> int:
                   "service; members set CS2_HOME to it.")
             return 0
         if word == "status" and len(argv) == 1:
-            store = Store.open(home)
-            if store.remote is not None:
-                name, role = store.remote.identity  # type: ignore[attr-defined]
-                print(f"Shared store {home}: served by its owner's store service; you are "
-                      f"{name} ({role}).")
-            elif svc.is_shared(home):
-                print(f"Shared store {home}: you own it; its service is "
-                      f"{'running' if running(home) else 'not running'}.")
-            else:
-                print(f"Private store {home}: only you use it (no service).")
-            store.close()
+            print(_status(home))
             return 0
         if word == "stop" and len(argv) == 1:
-            try:
-                pid = int((home / PID_NAME).read_text())
-                if running(home):
-                    os.kill(pid, signal.SIGTERM)
-            except (OSError, ValueError):
-                pass
-            print(f"The store service of {home} is stopped.")
+            was = svc.stop(home)
+            print(f"The store service of {home} is stopped." if was else
+                  f"The store service of {home} was not running.")
+            return 0
+        if word == "unshare" and len(argv) == 1:
+            svc.unshare(home)
+            print(f"The system store in {home} is private again (its service stopped, the "
+                  "directory 0700); members can no longer use it.")
             return 0
     except CsError as e:
         sys.stderr.write(f"error: {e}\n")
         return e.exit_code
-    except (KeyError, PermissionError) as e:
-        sys.stderr.write(f"error: cs-store {word}: {e}; check the group name and that you own "
+    except (KeyError, OSError) as e:
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        sys.stderr.write(f"error: cs-store {word}: {why}; check the group name and that you own "
                          f"{home}.\n")
-        return 1
-    sys.stderr.write("usage: cs-store share [GROUP] | status | stop | serve HOME\n")
+        return 77 if isinstance(e, PermissionError) else 1
+    sys.stderr.write(USAGE)
     return 2
 
 

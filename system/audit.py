@@ -12,6 +12,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from cs2sim.system.store_ops import operation, wire
+
 if TYPE_CHECKING:
     import sqlite3
 
@@ -23,6 +25,7 @@ OUTCOMES = ("ok", "denied", "refused", "error")
 SQLITE_MAX_INT = 2**63 - 1  # the largest LIMIT sqlite takes
 
 
+@wire
 @dataclass(frozen=True)
 class AuditEntry:
     """One row of the audit log."""
@@ -70,6 +73,7 @@ def record(
     return int(cursor.lastrowid or 0)
 
 
+@operation("audit.read", args={"last": int | None, "system": str | None})
 def entries(store: Store, last: int | None = None, system: str | None = None) -> list[AuditEntry]:
     """The log, oldest first: the `last` N rows, of `system` plus system-less rows if given."""
     params: list[str | int] = [] if system is None else [system]
@@ -83,6 +87,7 @@ def entries(store: Store, last: int | None = None, system: str | None = None) ->
     return [AuditEntry(*row) for row in reversed(rows)]
 
 
+@wire
 @dataclass(frozen=True)
 class AuditQuery:
     """Which rows `query` returns: every given condition holds (None: no condition)."""
@@ -96,6 +101,7 @@ class AuditQuery:
     last: int | None = None  # the newest N of the matching rows; None: all of them
 
 
+@operation("audit.query", args={"q": AuditQuery})
 def query(store: Store, q: AuditQuery) -> tuple[list[AuditEntry], int]:
     """The matching rows, oldest first (at most `q.last`, the newest), and how many matched
     in all. One scan of the table (about 10 ms per 100,000 rows on a small host)."""

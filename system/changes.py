@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cs2sim.system import jobs
+from cs2sim.system.errors import StoreError
 from cs2sim.system.state import ExecMode, State
 
 if TYPE_CHECKING:
@@ -57,7 +58,21 @@ Change = Callable[["sqlite3.Connection", Row, State, float], tuple[Updates, str]
 def read_row(db: sqlite3.Connection, name: str) -> Row:
     """The systems-table row of system `name`."""
     r = db.execute(ROW_SQL, (name,)).fetchone()
-    return Row(r[0], r[1], State(r[2]), ExecMode(r[3]), ExecMode(r[4]), r[5], r[6], r[7])
+    try:
+        return Row(r[0], r[1], State(r[2]), ExecMode(r[3]), ExecMode(r[4]), r[5], r[6], r[7])
+    except (ValueError, TypeError) as e:  # a value forced past the schema's CHECK constraints
+        raise StoreError(
+            f"the system store at {_path(db)} holds a row for system {name} that no cs2sim "
+            f"writes ({str(e)[:120]}); restore the store from a backup, or move it aside."
+        ) from None
+
+
+def _path(db: sqlite3.Connection) -> str:
+    """The database file of a connection (for a message)."""
+    try:
+        return str(db.execute("PRAGMA database_list").fetchone()[2])
+    except Exception:  # noqa: BLE001 - only a message depends on it
+        return "?"
 
 
 def write_row(db: sqlite3.Connection, name: str, updates: Updates) -> None:

@@ -37,6 +37,7 @@ __all__ = [
     "NoSuchJob",
     "ResourceError",
     "RuntimeFailure",
+    "CsWarning",
 ]
 
 
@@ -118,3 +119,8 @@ class ResourceError(CsError):
 
 class RuntimeFailure(CsError):
     """A run failed in a way the user can act on."""
+
+
+class CsWarning(UserWarning):
+    """Something the user should know that did not stop the command (a damaged row skipped):
+    its message is one sentence, shown by the console as ``warning: <message>``."""

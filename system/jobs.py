@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from cs2sim.system import procfs
 from cs2sim.system.state import ExecMode
+from cs2sim.system.store_ops import wire
 
 if TYPE_CHECKING:
     import sqlite3
@@ -43,6 +44,7 @@ __all__ = [
     "finish",
     "get",
     "next_id",
+    "pid_start",
     "describe",
     "holders",
     "on_system",
@@ -56,6 +58,7 @@ _COLUMNS = ("id, system, user, mode, command, state, pid, host, started_at, ende
             " systems")
 
 
+@wire
 @dataclass(frozen=True)
 class Job:
     """A job registered on a system."""
@@ -104,6 +107,18 @@ def process_alive(pid: int, start: str | None = None) -> bool:
 
 
 def _job(row: tuple[Any, ...]) -> Job:
+    try:
+        return _read_job(row)
+    except (ValueError, TypeError, AttributeError) as e:  # forced past the schema's checks
+        from cs2sim.system.errors import StoreError
+
+        raise StoreError(
+            f"the system store holds a row for job {str(row[0])[:20]} that no cs2sim writes "
+            f"({str(e)[:120]}); restore the store from a backup, or move it aside."
+        ) from None
+
+
+def _read_job(row: tuple[Any, ...]) -> Job:
     (id_, system, user, mode, command, state, pid, host, started, ended, nodes, held) = row
     return Job(
         id_,
@@ -250,6 +265,12 @@ def next_id(db: sqlite3.Connection) -> int:
     if has_queue:
         queued = db.execute("SELECT COALESCE(MAX(id + het_size), 1) FROM sched_jobs").fetchone()[0]
     return int(max(ours, queued))
+
+
+def pid_start(db: sqlite3.Connection, job_id: int) -> str | None:
+    """The recorded start time of a job's process (None if unknown)."""
+    row = db.execute("SELECT pid_start FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    return None if row is None or row[0] is None else str(row[0])
 
 
 def describe(job: Job) -> str:

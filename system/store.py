@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cs2sim.system import knobs
 from cs2sim.system.errors import StoreAccessDenied, StoreError
 
 if TYPE_CHECKING:
@@ -29,11 +30,24 @@ if TYPE_CHECKING:
 __all__ = ["SCHEMA_VERSION", "DB_NAME", "MIGRATIONS", "default_home", "Store"]
 
 DB_NAME = "cs2sim.db"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 BUSY_TIMEOUT_S = 10.0  # a writer waits this long for another's transaction before giving up
 
-# Version 2 (version 1 lacked jobs.systems). The CHECK constraints keep a hand-edited or buggy
-# write from storing a state the state machine does not know.
+# The audit log is append-only: no code path changes or removes a row, and these triggers are
+# the second wall (a REPLACE deletes the row it replaces without firing DELETE triggers, so an
+# INSERT reusing an existing id is refused too).
+AUDIT_TRIGGERS: tuple[str, ...] = (
+    """CREATE TRIGGER IF NOT EXISTS audit_no_update BEFORE UPDATE ON audit
+        BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END""",
+    """CREATE TRIGGER IF NOT EXISTS audit_no_delete BEFORE DELETE ON audit
+        BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END""",
+    """CREATE TRIGGER IF NOT EXISTS audit_no_reuse BEFORE INSERT ON audit
+        WHEN NEW.id IS NOT NULL AND EXISTS (SELECT 1 FROM audit WHERE id = NEW.id)
+        BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END""",
+)
+
+# Version 3 (version 1 lacked jobs.systems, version 2 the audit triggers). The CHECK constraints
+# keep a hand-edited or buggy write from storing a state the state machine does not know.
 SCHEMA: tuple[str, ...] = (
     "CREATE TABLE schema_version (version INTEGER NOT NULL)",
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -83,6 +97,7 @@ SCHEMA: tuple[str, ...] = (
         nodes TEXT NOT NULL DEFAULT '',            -- comma-separated node names
         systems TEXT NOT NULL DEFAULT ''           -- every CS-2 it holds, `system` first
     )""",
+    *AUDIT_TRIGGERS,
     "CREATE INDEX jobs_by_state ON jobs (system, state)",
     "CREATE INDEX jobs_running ON jobs (state)",  # who holds a system: the RUNNING jobs, fast
     """CREATE TABLE allocations (
@@ -98,24 +113,30 @@ def _v1_to_v2(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX jobs_running ON jobs (state)")
 
 
+def _v2_to_v3(db: sqlite3.Connection) -> None:
+    """The audit log's triggers."""
+    for statement in AUDIT_TRIGGERS:
+        db.execute(statement)
+
+
 # MIGRATIONS[v] upgrades a store from schema v to v + 1, inside the opening transaction.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1_to_v2}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3}
 
 
 def default_home() -> Path:
     """$CS2_HOME, or ~/.cs2sim."""
-    home = os.environ.get("CS2_HOME")
+    home = knobs.text("CS2_HOME")
     return Path(home).expanduser() if home else Path.home() / ".cs2sim"
 
 
 class Store:
     """An open system store; use `transaction()` for every change."""
 
-    def __init__(self, home: Path, path: Path, conn: sqlite3.Connection,
+    def __init__(self, home: Path, path: Path, conn: sqlite3.Connection | None,
                  remote: RemoteConnection | None = None) -> None:
         self.home = home
         self.path = path
-        self._conn = conn
+        self._conn = conn  # None only for a member (remote)
         self.remote = remote  # set when this is a member's view of a shared store
         self._lock = threading.RLock()  # one connection; the shell may render from a thread
 
@@ -131,6 +152,7 @@ class Store:
         home = Path(home).expanduser() if home is not None else default_home()
         path = home / DB_NAME
         _make_home(home)
+        _refuse_links(home, path)
         owner = _owner_uid(home, path)
         if owner is not None and owner != os.getuid() and os.getuid() != 0:
             if not os.access(home, os.X_OK):  # a private store of someone else's: say so
@@ -164,6 +186,9 @@ class Store:
         except sqlite3.Error as e:
             conn.close()
             raise store._error(e) from e
+        except UnicodeDecodeError as e:  # a damaged schema's bytes read as text
+            conn.close()
+            raise store._damaged() from e
         if serve and owner == os.getuid() and _shared(home):
             from cs2sim.system.store_remote import ensure_running
 
@@ -176,12 +201,8 @@ class Store:
         from cs2sim.system.store_remote import connect
 
         remote = connect(home, path, owner)
-        store = cls(home, path, remote, remote=remote)  # type: ignore[arg-type]
-        try:
-            version = store._version()
-        except sqlite3.Error as e:
-            remote.close()
-            raise store._error(e) from e
+        store = cls(home, path, None, remote=remote)
+        version = remote.schema
         if version != SCHEMA_VERSION:
             remote.close()
             raise StoreError(f"the shared system store at {path} has schema {version}, this "
@@ -191,14 +212,15 @@ class Store:
 
     def _version(self) -> int | None:
         """The stored schema version, None for an empty file; StoreError if not ours or newer."""
+        conn = self._local()
         try:
-            row = self._conn.execute("SELECT version FROM schema_version").fetchone()
+            row = conn.execute("SELECT version FROM schema_version").fetchone()
         except sqlite3.OperationalError as e:
             if "no such table" not in str(e):
                 raise
             # one statement, one snapshot: another process may have created the schema since
             # the SELECT above, and then its tables are ours, not a foreign file's
-            tables, ours = self._conn.execute(
+            tables, ours = conn.execute(
                 "SELECT count(*), coalesce(sum(name = 'schema_version'), 0) FROM sqlite_master"
             ).fetchone()
             if ours:
@@ -217,8 +239,9 @@ class Store:
 
     def _create_or_migrate(self) -> None:
         """Create the schema, or upgrade an older one; re-checked under the write lock."""
-        if self._conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-            self._conn.execute("PRAGMA journal_mode = WAL")  # persistent: done once per file
+        conn = self._local()
+        if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+            conn.execute("PRAGMA journal_mode = WAL")  # persistent: done once per file
         with self.transaction() as db:
             version = self._version()  # another process may have done it meanwhile
             if version is None:
@@ -244,45 +267,72 @@ class Store:
         )
 
     # 2. transactions ----------------------------------------------------------------------
+    def _local(self) -> sqlite3.Connection:
+        """The database connection; a member's store has none (its owner's service runs the
+        operations)."""
+        if self.remote is not None or self._conn is None:
+            raise StoreError(
+                f"the system store at {self.path} is shared through its owner's store service, "
+                "which runs the store's operations, not SQL; this cs2sim tried to read it "
+                "directly (a defect: report it).")
+        return self._conn
+
+    def limit_work(self, over: Callable[[], bool]) -> None:
+        """Interrupt (and roll back) any statement once `over()` says so (the service's limit
+        on one operation's work; checked every 10,000 SQLite VM steps)."""
+        self._local().set_progress_handler(lambda: int(over()), 10_000)
+
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on any exception); sqlite errors -> StoreError."""
+        conn = self._local()
         with self._lock:
-            if self._conn.in_transaction:
+            if conn.in_transaction:
                 raise RuntimeError("nested Store.transaction(): finish the outer one first")
             try:
-                self._conn.execute("BEGIN IMMEDIATE")
+                conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as e:
                 raise self._error(e) from e
             try:
-                yield self._conn
-                self._conn.execute("COMMIT")
+                yield conn
+                conn.execute("COMMIT")
             except BaseException as e:
-                if self._conn.in_transaction:
+                if conn.in_transaction:
                     with contextlib.suppress(sqlite3.Error):
-                        self._conn.execute("ROLLBACK")
+                        conn.execute("ROLLBACK")
                 if isinstance(e, sqlite3.Error):
                     raise self._error(e) from e
+                if isinstance(e, UnicodeDecodeError):
+                    raise self._damaged() from e
                 raise
 
     @contextlib.contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
         """A read-only snapshot (BEGIN DEFERRED): several SELECTs that see one committed state."""
+        conn = self._local()
         with self._lock:
             try:
-                self._conn.execute("BEGIN")
+                conn.execute("BEGIN")
                 try:
-                    yield self._conn
+                    yield conn
                 finally:
-                    if self._conn.in_transaction:
-                        self._conn.execute("COMMIT")
+                    if conn.in_transaction:
+                        conn.execute("COMMIT")
             except sqlite3.Error as e:
                 raise self._error(e) from e
+            except UnicodeDecodeError as e:  # a damaged page's bytes read as text
+                raise self._damaged() from e
+
+    def _damaged(self) -> StoreError:
+        return _unreadable(self.path, "it is damaged (it holds text that is not UTF-8)")
 
     def close(self) -> None:
         """Close the connection (committed data is already on disk)."""
         with self._lock:
-            self._conn.close()
+            if self.remote is not None:
+                self.remote.close()
+            elif self._conn is not None:
+                self._conn.close()
 
     def __enter__(self) -> Store:
         return self
@@ -293,8 +343,17 @@ class Store:
     def _error(self, e: sqlite3.Error) -> StoreError:
         """Turn an sqlite error into the one-sentence StoreError the user sees."""
         text = str(e)
-        if self.remote is not None and not ("locked" in text or "busy" in text):
-            return StoreError(f"the store service of {self.path} could not do it: {text}.")
+        if "interrupted" in text:
+            return StoreError(
+                f"an operation on the system store at {self.path} ran longer than the store "
+                "service allows and was undone; ask for less (e.g. `audit show --last 100`), "
+                "or try again.")
+        if "append-only" in text:
+            return StoreError(f"the audit log of the system store at {self.path} is "
+                              "append-only; nothing was changed.")
+        if "CHECK constraint" in text or "NOT NULL constraint" in text:
+            return StoreError(f"the system store at {self.path} refused a value its schema "
+                              f"does not allow ({text}); nothing was changed.")
         if "locked" in text or "busy" in text:
             return StoreError(
                 f"The system store at {self.path} is busy (another cs2sim process held it for "
@@ -309,6 +368,32 @@ class Store:
                 f"access to it and to {self.home}, or set CS2_HOME to another directory."
             )
         return _unreadable(self.path, e)
+
+
+def _refuse_links(home: Path, path: Path) -> None:
+    """The store's files are opened only as regular files in CS2_HOME itself: a symbolic link
+    there (dangling, or to another store) is refused, never followed or created through."""
+    import stat
+
+    for name in (DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm"):
+        p = home / name
+        try:
+            st = os.lstat(p)
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return  # named where it matters (_access_problem)
+        if stat.S_ISLNK(st.st_mode):
+            try:
+                target = os.readlink(p)
+            except OSError:
+                target = "?"
+            raise StoreError(
+                f"the system store file {p} is a symbolic link (to {target}), which cs2sim "
+                f"does not follow; replace it with the store file itself, or set CS2_HOME to "
+                "the directory that holds the store.")
+        if not stat.S_ISREG(st.st_mode):
+            raise _unreadable(p, "it is not a regular file")
 
 
 def _owner_uid(home: Path, path: Path) -> int | None:

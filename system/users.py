@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 from cs2sim.system import audit
 from cs2sim.system.errors import AuthenticationFailed, PermissionDenied, UsageError
 from cs2sim.system.oslogin import login_name, real_uid
+from cs2sim.system.store_ops import operation, wire
 
 if TYPE_CHECKING:
     import sqlite3
@@ -61,6 +62,7 @@ NAME_RE = re.compile(r"[a-z_][a-z0-9_.-]{0,31}")  # POSIX-style login names
 RESERVED = frozenset({"system"})  # the clock's identity in the audit log
 
 
+@wire
 class Role(enum.StrEnum):
     """What an account may do: admins change the machine, users look."""
 
@@ -68,6 +70,7 @@ class Role(enum.StrEnum):
     USER = "user"
 
 
+@wire
 @dataclass(frozen=True)
 class Identity:
     """Who is acting: name, role, and how they got it ("local" | "password" | "internal")."""
@@ -80,6 +83,7 @@ class Identity:
 SYSTEM = Identity("system", Role.ADMIN, "internal")  # time-based events (a reboot finishing)
 
 
+@operation("account.whoami", args={})
 def local_identity(store: Store) -> Identity:
     """The OS user running this process: their account's role, else role user."""
     name = login_name()
@@ -88,11 +92,20 @@ def local_identity(store: Store) -> Identity:
     return Identity(name, Role(row[0]) if row else Role.USER, "local")
 
 
+def role_of(store: Store, name: str) -> Role | None:
+    """The role of account NAME, None if there is no such account."""
+    with store.read() as db:
+        row = db.execute("SELECT role FROM users WHERE name = ?", (name,)).fetchone()
+    return Role(row[0]) if row and row[0] in ("admin", "user") else None
+
+
+@operation("account.login", args={"name": str, "password": str}, becomes=True)
 def authenticate(store: Store, name: str, password: str) -> Identity:
-    """Check NAME's password; AuthenticationFailed (audited) if unknown, wrong or passwordless."""
-    remote = getattr(store, "remote", None)
-    if remote is not None:  # a shared store: the service checks it (hashes never leave it)
-        return Identity(name, Role(remote.login(name, password)), "password")
+    """Check NAME's password; AuthenticationFailed (audited) if unknown, wrong or passwordless.
+    (On a shared store the service checks it: the hashes never leave it.)"""
+    if len(name) > 64 or len(password) > 4096:
+        raise AuthenticationFailed("Login failed: a user name or password that long is not "
+                                   "one; check what was typed.")
     with store.read() as db:
         row = db.execute("SELECT role, salt, hash FROM users WHERE name = ?", (name,)).fetchone()
     if row and row[1] is not None and _verify(password, row[1], row[2]):
@@ -115,6 +128,8 @@ def authenticate(store: Store, name: str, password: str) -> Identity:
     raise AuthenticationFailed(message)
 
 
+@operation("account.require_admin", args={"command": str, "system": str},
+           fill={"actor": "identity"})
 def require_admin(store: Store, actor: Identity, command: str, system: str = "") -> None:
     """PermissionDenied (audited as "denied") unless `actor` is an admin."""
     if actor.role is Role.ADMIN:
@@ -135,6 +150,8 @@ def permission_message(actor: Identity, command: str) -> str:
     )
 
 
+@operation("account.add", args={"name": str, "role": Role, "password": str},
+           fill={"actor": "identity"}, may="admin")
 def add_user(store: Store, actor: Identity, name: str, role: Role, password: str) -> None:
     """Create account NAME with ROLE (admin only)."""
     command = f"user add {name}"
@@ -155,6 +172,7 @@ def add_user(store: Store, actor: Identity, name: str, role: Role, password: str
     _raise(refusal)
 
 
+@operation("account.remove", args={"name": str}, fill={"actor": "identity"}, may="admin")
 def remove_user(store: Store, actor: Identity, name: str) -> None:
     """Delete account NAME (admin only; never the last admin)."""
     command = f"user remove {name}"
@@ -172,6 +190,8 @@ def remove_user(store: Store, actor: Identity, name: str) -> None:
     _raise(refusal)
 
 
+@operation("account.passwd", args={"name": str, "password": str},
+           fill={"actor": "identity"}, may="self-or-admin")
 def set_password(store: Store, actor: Identity, name: str, password: str) -> None:
     """Set NAME's password (admins for anyone; users for themselves)."""
     command = f"user passwd {name}"
@@ -187,6 +207,7 @@ def set_password(store: Store, actor: Identity, name: str, password: str) -> Non
     _raise(refusal)
 
 
+@operation("account.list", args={})
 def list_users(store: Store) -> list[tuple[str, Role, float]]:
     """(name, role, created_at) of every account, by name."""
     with store.read() as db:

@@ -25,13 +25,6 @@ DIRECT = {
     # runs before cs2sim can be imported (a run.py finding its venv): the standard library only
     ("runtime/job/bootstrap.py", "CS2SIM_VENV"): "stdlib only",
     ("runtime/job/bootstrap.py", "CS2SIM_REEXEC"): "stdlib only",
-    # modules being reworked on other branches; each read is of a documented knob and moves to
-    # knobs.text/raw/number when that work lands (one line each)
-    ("system/machine.py", "CS2_BOOT_SECONDS"): "pending",
-    ("system/store.py", "CS2_HOME"): "pending",
-    ("runtime/data/cache.py", "CS2_HOME"): "pending",
-    ("runtime/job/channel.py", "CS2SIM_JOB_SECRET"): "pending",
-    ("runtime/job/streamers.py", "CS2SIM_CHIEF_HOST"): "pending",
 }
 
 

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from cs2sim.runtime.artifacts.atomic import open_regular
+from cs2sim.system import knobs
 from cs2sim.system.paths import UnsafeDirectory, private_dir, user_tmp_dir
 
 __all__ = ["data_cache_dir", "cached_entry", "verify_entry"]
@@ -40,7 +41,7 @@ _CHUNK = 1 << 20
 
 def data_cache_dir() -> Path:
     """This user's private cache directory: $CS2_HOME/data, or one under the system temp dir."""
-    home = os.environ.get("CS2_HOME")
+    home = knobs.text("CS2_HOME")
     if home:
         try:
             Path(home).expanduser().mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -35,13 +35,13 @@ import hashlib
 import hmac
 import json
 import math
-import os
 import secrets
 import socket
 from typing import Any
 
 import numpy as np
 
+from cs2sim.system import knobs
 from cs2sim.system.sched.pycmd import SECRET_ENV
 from cs2sim.system.wire import LEN, Closed, FrameError, recv_exact_into, recv_obj
 
@@ -190,7 +190,7 @@ def new_secret() -> bytes:
 
 def env_secret() -> bytes | None:
     """The secret the launcher put in this task's environment (None when there is none)."""
-    text = os.environ.get(SECRET_ENV, "").strip()
+    text = knobs.text(SECRET_ENV)
     try:
         secret = bytes.fromhex(text)
     except ValueError:

@@ -160,10 +160,7 @@ class CsRun:
         owned = True
         launcher_job = knobs.text(JOB_ENV)
         if launcher_job.isdigit():  # a launcher (csrun_wse) registered the job and finishes it
-            from cs2sim.system import jobs
-
-            with self.store.read() as db:
-                self.job = jobs.get(db, int(launcher_job))
+            self.job = self.machine.job(int(launcher_job))
             owned = self.job is None
         # One id everywhere: under a launcher the job is registered under its scheduler id (the
         # one `jobs show` lists and `jobs cancel` takes); without one it gets the next id.

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from cs2sim.system import knobs
+from cs2sim.system.errors import UsageError
 from cs2sim.system.sched import queue
 from cs2sim.system.sched.allocation import Allocation, Events
 from cs2sim.system.sched.fit import NodeInfo
@@ -173,9 +174,10 @@ class EmbeddedBackend:
         if now - self._last_check < 0.5:
             return False
         self._last_check = now
-        with self.store.read() as db:
-            row = db.execute("SELECT state FROM sched_jobs WHERE id = ?", (job_id,)).fetchone()
-        return row is not None and row[0] == "CANCELLED"
+        try:
+            return queue.state(self.store, job_id).state == "CANCELLED"
+        except UsageError:
+            return False
 
     def release(self, alloc: Allocation, result: StepResult | None) -> None:
         if result is None:

@@ -18,10 +18,12 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from cs2sim.system.sched.request import Component
+from cs2sim.system.store_ops import wire
 
 __all__ = ["NodeInfo", "place", "never_fits", "fifo_pass"]
 
 
+@wire
 @dataclass(frozen=True)
 class NodeInfo:
     name: str

@@ -23,15 +23,20 @@ to this package, and a store without them is simply a cluster on which nothing w
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cs2sim.system import audit
-from cs2sim.system.errors import CsError, NoSuchJob, PermissionDenied, ResourceError, UsageError
+from cs2sim.system.errors import (
+    CsError,
+    NoSuchJob,
+    PermissionDenied,
+    ResourceError,
+    UsageError,
+)
 from cs2sim.system.jobs import (
     has_column,
     next_id,
@@ -40,8 +45,18 @@ from cs2sim.system.jobs import (
     this_host,
 )
 from cs2sim.system.sched.fit import NodeInfo, never_fits
-from cs2sim.system.sched.request import Component, JobRequest
-from cs2sim.system.sched.scheduling import Alive, decode_request, encode_request, reap, schedule
+from cs2sim.system.sched.queue_rows import (
+    COLS,
+    MalformedRow,
+    QueueJob,
+    check_request,
+    encode_request,
+    one,
+    readable,
+)
+from cs2sim.system.sched.request import JobRequest
+from cs2sim.system.sched.scheduling import Alive, reap, schedule
+from cs2sim.system.store_ops import operation, wire
 
 if TYPE_CHECKING:
     import sqlite3
@@ -51,6 +66,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SCHEMA",
     "QueueJob",
+    "MalformedRow",
     "NeverFits",
     "NotQueued",
     "cluster_nodes",
@@ -95,37 +111,7 @@ SCHEMA = (
         job_id INTEGER NOT NULL
     )""",
 )
-_COLS = (
-    "id, het_size, name, user, state, reason, request, command, pid, host, submitted_at,"
-    " started_at, ended_at, nodes, exit_code, systems"
-)
-_ready: set[str] = set()
-
-
-@dataclass(frozen=True)
-class QueueJob:
-    """One job of the queue (a row of `jobs show`)."""
-
-    id: int
-    het_size: int
-    name: str
-    user: str
-    state: str
-    reason: str
-    components: tuple[Component, ...]
-    command: str
-    pid: int
-    host: str
-    submitted_at: float
-    started_at: float | None
-    ended_at: float | None
-    nodes: tuple[tuple[str, ...], ...]
-    exit_code: int | None
-    systems: tuple[str, ...] = ()  # the CS-2 systems it reserves (held while RUNNING)
-
-    @property
-    def node_count(self) -> int:
-        return sum(c.nodes for c in self.components)
+_ready: set[str] = set()  # stores whose queue tables this process has checked
 
 
 def _ensure(store: Store) -> None:
@@ -162,19 +148,9 @@ def cluster_nodes(store: Store) -> list[NodeInfo]:
             for n in cluster.nodes]
 
 
-def _job(row: tuple[Any, ...]) -> QueueJob:
-    """A sched_jobs row (sqlite's values, untyped: converted here) -> QueueJob."""
-    (id_, size, name, user, state, reason, request, command, pid, host, sub, start, end,
-     nodes, code, systems) = row
-    comps, _ = decode_request(str(request))
-    return QueueJob(
-        int(id_), int(size), str(name), str(user), str(state), str(reason), comps,
-        str(command), int(pid), str(host), float(sub), start, end,
-        tuple(tuple(p) for p in json.loads(str(nodes))), code,
-        tuple(n for n in str(systems).split(",") if n),
-    )
-
-
+@operation("queue.submit", args={"request": JobRequest},
+           fill={"user": "user", "pid": "pid", "nodes": "nodes", "now": "none"},
+           may="own")
 def submit(
     store: Store, request: JobRequest, *, user: str, pid: int | None = None,
     nodes: list[NodeInfo] | None = None, now: float | None = None,
@@ -182,6 +158,7 @@ def submit(
     """Queue `request` (PENDING) and run a pass; its job id. ResourceError (Slurm's
     `Unable to allocate resources: ...` reason + the cluster's size) if it can never fit."""
     _ensure(store)
+    check_request(request)
     nodes = cluster_nodes(store) if nodes is None else nodes
     why = never_fits(request.components, nodes, frozenset(request.exclude))
     if why is not None:
@@ -192,7 +169,7 @@ def submit(
     with store.transaction() as db:
         next_id = next_job_id(db)
         db.execute(
-            f"INSERT INTO sched_jobs ({_COLS.replace(', exit_code', '')}, pid_start)"
+            f"INSERT INTO sched_jobs ({COLS.replace(', exit_code', '')}, pid_start)"
             " VALUES (?, ?, ?, ?, 'PENDING', 'None', ?, ?, ?, ?, ?, NULL, NULL, '[]', ?, ?)",
             (next_id, len(request.components), request.job_name, user, encode_request(request),
              " ".join(request.command), pid, this_host(), now, ",".join(request.systems),
@@ -245,18 +222,20 @@ def _never_fits_hint(why: str, request: JobRequest, nodes: list[NodeInfo]) -> st
     return hint
 
 
+@operation("queue.poll", args={"job_id": int}, fill={"nodes": "nodes"})
 def poll(store: Store, job_id: int, nodes: list[NodeInfo]) -> QueueJob:
     """Run a pass and return the job as it stands."""
     woken: list[int] = []
     with store.transaction() as db:
         schedule(db, nodes, None, woken)
-        row = db.execute(f"SELECT {_COLS} FROM sched_jobs WHERE id = ?", (job_id,)).fetchone()
+        row = db.execute(f"SELECT {COLS} FROM sched_jobs WHERE id = ?", (job_id,)).fetchone()
     _wake(store, [j for j in woken if j != job_id])
     if row is None:
         raise NoSuchJob(f"No job {job_id} in the queue; see `cs -c \"jobs show\"`.")
-    return _job(row)
+    return one(row, job_id)
 
 
+@operation("queue.kick", args={})
 def kick(store: Store) -> None:
     """Run a pass if launches are waiting (something they wait for may be free now: a CS-2
     system whose job ended outside the queue) and wake the launchers of the jobs it starts."""
@@ -274,13 +253,24 @@ def kick(store: Store) -> None:
     _wake(store, woken)
 
 
+@operation("queue.finish", args={"job_id": int, "state": str, "exit_code": int | None},
+           fill={"nodes": "nodes", "user": "user", "admin": "admin"}, may="owner-or-admin")
 def finish(store: Store, job_id: int, state: str, exit_code: int | None,
-           nodes: list[NodeInfo] | None = None) -> None:
+           nodes: list[NodeInfo] | None = None, *, user: str | None = None,
+           admin: bool = False) -> None:
     """End a job (COMPLETED / FAILED / CANCELLED), free its nodes, and start what now fits (the
-    launchers of the jobs that start are woken)."""
+    launchers of the jobs that start are woken). `user`: the account asking (a shared store's
+    member): only the job's owner or an admin may end it (None: this process launched it)."""
+    if state not in ("COMPLETED", "FAILED", "CANCELLED"):
+        raise UsageError(f"Job state {state!r} is not COMPLETED, FAILED or CANCELLED.")
     nodes = cluster_nodes(store) if nodes is None else nodes
     woken: list[int] = []
     with store.transaction() as db:
+        if user is not None and not admin:
+            owner = db.execute("SELECT user FROM sched_jobs WHERE id = ?", (job_id,)).fetchone()
+            if owner is not None and owner[0] != user:
+                raise PermissionDenied(f"Job {job_id} belongs to {owner[0]}; only its owner or "
+                                       "an admin may end it.")
         db.execute(
             "UPDATE sched_jobs SET state = ?, ended_at = ?, exit_code = ?"
             " WHERE id = ? AND state IN ('PENDING', 'RUNNING')",
@@ -290,6 +280,8 @@ def finish(store: Store, job_id: int, state: str, exit_code: int | None,
     _wake(store, woken)
 
 
+@operation("queue.cancel", args={"job_id": int}, fill={"user": "user", "admin": "admin"},
+           may="owner-or-admin")
 def cancel(store: Store, job_id: int, *, user: str, admin: bool) -> QueueJob:
     """Cancel a pending or running job (its owner or an admin): CANCELLED, nodes freed, and the
     jobs the freed nodes let start are started. A running job's launcher (on this host) gets
@@ -298,10 +290,10 @@ def cancel(store: Store, job_id: int, *, user: str, admin: bool) -> QueueJob:
     nodes = cluster_nodes(store)
     woken: list[int] = []
     with store.transaction() as db:
-        row = db.execute(f"SELECT {_COLS} FROM sched_jobs WHERE id = ?", (job_id,)).fetchone()
+        row = db.execute(f"SELECT {COLS} FROM sched_jobs WHERE id = ?", (job_id,)).fetchone()
         if row is None:
             raise NotQueued(f"No job {job_id}; see the queue with `jobs show`.")
-        job = _job(row)
+        job = one(row, job_id)
         refusal: CsError | None = None
         if job.user != user and not admin:
             refusal = PermissionDenied(
@@ -338,6 +330,7 @@ def cancel(store: Store, job_id: int, *, user: str, admin: bool) -> QueueJob:
     return job
 
 
+@operation("queue.jobs", args={"all_states": bool, "limit": int | None})
 def jobs(store: Store, *, all_states: bool = False, limit: int | None = None) -> list[QueueJob]:
     """The queue after a full reap and a pass: pending and running jobs (and, with
     `all_states`, ended ones too), oldest first; the newest `limit` if given."""
@@ -347,10 +340,10 @@ def jobs(store: Store, *, all_states: bool = False, limit: int | None = None) ->
         _settle(db, cluster_nodes(store), woken)
         where = "" if all_states else "WHERE state IN ('PENDING', 'RUNNING')"
         rows = db.execute(
-            f"SELECT {_COLS} FROM (SELECT * FROM sched_jobs {where} ORDER BY id DESC LIMIT ?)"
+            f"SELECT {COLS} FROM (SELECT * FROM sched_jobs {where} ORDER BY id DESC LIMIT ?)"
             " ORDER BY id", (-1 if limit is None else limit,)).fetchall()
     _wake(store, woken)
-    return [_job(r) for r in rows]
+    return readable(rows)
 
 
 def _settle(db: sqlite3.Connection, nodes: list[NodeInfo], woken: list[int]) -> None:
@@ -362,6 +355,7 @@ def _settle(db: sqlite3.Connection, nodes: list[NodeInfo], woken: list[int]) -> 
     schedule(db, nodes, now, woken)
 
 
+@wire
 @dataclass(frozen=True)
 class Listing:
     """What `jobs show` lists: running jobs, then pending ones in queue order, then (with
@@ -393,6 +387,7 @@ def arrange(rows: list[QueueJob], *, all_states: bool, limit: int | None) -> Lis
                    len(pending) - len(shown_pending), len(ended) - len(shown_ended))
 
 
+@operation("queue.listing", args={"all_states": bool, "limit": int | None})
 def listing(store: Store, *, all_states: bool = False, limit: int | None = 200) -> Listing:
     """The queue as `jobs show` lists it (see `arrange`), after a full reap and a pass. Reads at
     most `limit` rows of each kind, so a store with 100,000 ended jobs lists as fast as one."""
@@ -401,36 +396,38 @@ def listing(store: Store, *, all_states: bool = False, limit: int | None = 200) 
     cap = -1 if limit is None else limit
     with store.transaction() as db:
         _settle(db, cluster_nodes(store), woken)
-        rows = db.execute(f"SELECT {_COLS} FROM sched_jobs WHERE state = 'RUNNING'").fetchall()
-        rows += db.execute(f"SELECT {_COLS} FROM sched_jobs WHERE state = 'PENDING' ORDER BY id"
+        rows = db.execute(f"SELECT {COLS} FROM sched_jobs WHERE state = 'RUNNING'").fetchall()
+        rows += db.execute(f"SELECT {COLS} FROM sched_jobs WHERE state = 'PENDING' ORDER BY id"
                            " LIMIT ?", (cap,)).fetchall()
         n_pending = db.execute(
             "SELECT count(*) FROM sched_jobs WHERE state = 'PENDING'").fetchone()[0]
         n_ended = 0
         if all_states:
             rows += db.execute(
-                f"SELECT {_COLS} FROM sched_jobs WHERE state NOT IN ('PENDING', 'RUNNING')"
+                f"SELECT {COLS} FROM sched_jobs WHERE state NOT IN ('PENDING', 'RUNNING')"
                 " ORDER BY COALESCE(ended_at, submitted_at) DESC, id DESC LIMIT ?",
                 (cap,)).fetchall()
             n_ended = db.execute(
                 "SELECT count(*) FROM sched_jobs WHERE state NOT IN ('PENDING', 'RUNNING')"
             ).fetchone()[0]
     _wake(store, woken)
-    got = arrange([_job(r) for r in rows], all_states=all_states, limit=limit)
+    got = arrange(readable(rows), all_states=all_states, limit=limit)
     shown_pending = sum(1 for j in got.jobs if j.state == "PENDING")
     shown_ended = sum(1 for j in got.jobs if j.state not in ("PENDING", "RUNNING"))
     return Listing(got.jobs, n_pending - shown_pending, n_ended - shown_ended)
 
 
+@operation("queue.state", args={"job_id": int})
 def state(store: Store, job_id: int) -> QueueJob:
     """The job as it stands, read without the write lock (what a waiting launcher checks)."""
     with store.read() as db:
-        row = db.execute(f"SELECT {_COLS} FROM sched_jobs WHERE id = ?", (job_id,)).fetchone()
+        row = db.execute(f"SELECT {COLS} FROM sched_jobs WHERE id = ?", (job_id,)).fetchone()
     if row is None:
         raise NoSuchJob(f"No job {job_id} in the queue; see `cs -c \"jobs show\"`.")
-    return _job(row)
+    return one(row, job_id)
 
 
+@operation("queue.recheck", args={"job_id": int}, fill={"nodes": "nodes"})
 def recheck(store: Store, job_id: int, nodes: list[NodeInfo]) -> int:
     """A waiting launcher's slow safety re-check, for peers that crashed without waking anyone;
     returns how many pending jobs are ahead of `job_id` (the caller spaces its re-checks by it).

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from cs2sim.system.store_ops import wire
+
 __all__ = ["Component", "JobRequest", "SrunCommand", "srun_command", "cpu_command"]
 
 
+@wire
 @dataclass(frozen=True)
 class Component:
     """One part of a heterogeneous job: N whole nodes, T tasks on each."""
@@ -31,6 +34,7 @@ class Component:
         return self.nodes * self.tasks_per_node
 
 
+@wire
 @dataclass(frozen=True)
 class JobRequest:
     """A whole launch: its components, the command every task runs, and how to run it."""

@@ -3,8 +3,7 @@
 `schedule` runs inside the transaction of whoever changes the queue (system/sched/queue.py):
 strict FIFO by job id over the tables `sched_jobs` and `sched_alloc`, the placement itself
 decided by system/sched/fit.py. A job whose launcher on this host is gone is ended on the way
-(RUNNING -> FAILED, PENDING -> CANCELLED), so no node leaks. The request column's encoding is
-here too: the pass reads it, the queue writes it.
+(RUNNING -> FAILED, PENDING -> CANCELLED), so no node leaks.
 """
 
 from __future__ import annotations
@@ -17,32 +16,12 @@ from typing import TYPE_CHECKING
 from cs2sim.system.jobs import holders, process_alive, this_host
 from cs2sim.system.sched.fit import NodeInfo, Pending, fifo_pass
 from cs2sim.system.sched.guard import guard_running
-from cs2sim.system.sched.request import Component, JobRequest
+from cs2sim.system.sched.queue_rows import decode_request
 
 if TYPE_CHECKING:
     import sqlite3
 
-__all__ = ["schedule", "Alive", "reap", "encode_request", "decode_request"]
-
-
-def encode_request(request: JobRequest) -> str:
-    """A request as the sched_jobs.request column holds it (JSON)."""
-    return json.dumps(
-        {
-            "components": [
-                [c.nodes, c.tasks_per_node, c.cpus_per_task, c.cyclic, c.gres, c.exclusive]
-                for c in request.components
-            ],
-            "exclude": list(request.exclude),
-        }
-    )
-
-
-def decode_request(text: str) -> tuple[tuple[Component, ...], frozenset[str]]:
-    """The sched_jobs.request column -> (components, excluded nodes)."""
-    data = json.loads(text)
-    comps = tuple(Component(*c) for c in data["components"])
-    return comps, frozenset(data.get("exclude", ()))
+__all__ = ["schedule", "Alive", "reap"]
 
 
 class Alive:
@@ -117,7 +96,11 @@ def _pass(
             if not alive(pid, start, host):
                 dead.append(job_id)
                 continue
-            comps, exclude = decode_request(request)
+            try:
+                comps, exclude = decode_request(request)
+            except (ValueError, TypeError, KeyError, AttributeError):
+                dead.append(job_id)  # a request no launcher made: it can never run
+                continue
             yield Pending(job_id, comps, exclude, tuple(n for n in wanted.split(",") if n))
 
     results = list(fifo_pass(pending(), free, systems))

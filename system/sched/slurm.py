@@ -24,11 +24,9 @@ tests/slurm/ground_truth/layout.json, see docs/sources.md#slurm):
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -52,24 +50,22 @@ from cs2sim.system.sched.slurm_client import (
     show_job,
     squeue_jobs,
 )
+from cs2sim.system.sched.slurm_records import (
+    SCHEMA,
+    mark_started,
+    record_end,
+    record_job,
+    recorded_job,
+)
 
 if TYPE_CHECKING:
     from cs2sim.system.store import Store
 
-__all__ = ["SlurmBackend", "slurm_argv", "srun_missing", "recorded_job"]
+__all__ = ["SlurmBackend", "slurm_argv", "srun_missing", "SCHEMA", "recorded_job"]
 
 ID_POLL_S = 0.1  # how often squeue is asked for a 1-node job's id (srun prints none)
 FIRST_ID_POLL_S = 0.3  # ... starting this late: srun prints a het job's id within ~50 ms
 STOP_GRACE_S = 35.0  # srun waits up to 32 s (KillWait) for a cancelled step; then we kill srun
-
-SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS slurm_jobs (
-        id INTEGER PRIMARY KEY,  -- Slurm's base job id (component 0)
-        het_size INTEGER NOT NULL, name TEXT NOT NULL, user TEXT NOT NULL, command TEXT NOT NULL,
-        host TEXT NOT NULL, launcher_pid INTEGER NOT NULL, state TEXT NOT NULL,
-        exit_code INTEGER, nodes TEXT NOT NULL DEFAULT '[]',
-        submitted_at REAL NOT NULL, started_at REAL, ended_at REAL)""",
-)
 
 
 def slurm_argv(srun: SrunCommand, run_args: tuple[str, ...]) -> tuple[str, ...]:
@@ -400,47 +396,17 @@ class SlurmBackend:
         return (f"csrun: {jid} failed: task {first.procid} (SLURM_PROCID) on {first.node} {how}"
                 "; --kill-on-bad-exit stopped the other tasks. See the task's output above.")
 
-    def _ensure(self) -> None:
-        with self.store.transaction() as db:
-            for statement in SCHEMA:
-                db.execute(statement)
-
     def _register(self, job_id: int, request: JobRequest) -> None:
-        from cs2sim.system.oslogin import login_name
-
-        self._ensure()
-        with self.store.transaction() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO slurm_jobs (id, het_size, name, user, command, host, "
-                "launcher_pid, state, submitted_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'PENDING', ?)",
-                (job_id, len(request.components), request.job_name, login_name(),
-                 " ".join(request.command), socket.gethostname(), os.getpid(), time.time()))
+        record_job(self.store, job_id, len(request.components), request.job_name,
+                   " ".join(request.command))
         self._recorded.add(job_id)
 
     def _mark_started(self, job_id: int) -> None:
-        with self.store.transaction() as db:
-            db.execute("UPDATE slurm_jobs SET state = 'RUNNING', started_at = ? WHERE id = ?",
-                       (time.time(), job_id))
+        mark_started(self.store, job_id)
 
     def _finish(self, job_id: int, state: str, code: int | None,
                 record: SlurmJobRecord | None) -> None:
-        nodes = json.dumps([list(n) for n in record.nodes]) if record is not None else "[]"
-        with self.store.transaction() as db:
-            db.execute("UPDATE slurm_jobs SET state = ?, exit_code = ?, nodes = ?, ended_at = ? "
-                       "WHERE id = ? AND ended_at IS NULL", (state, code, nodes, time.time(),
-                                                            job_id))
-
-
-def recorded_job(store: Store, job_id: int) -> dict[str, object] | None:
-    """The store's record of a Slurm job this host launched (None if unknown)."""
-    with store.read() as db:
-        have = db.execute("SELECT count(*) FROM sqlite_master WHERE name = 'slurm_jobs'")
-        if not have.fetchone()[0]:
-            return None
-        cur = db.execute("SELECT * FROM slurm_jobs WHERE id = ?", (job_id,))
-        row = cur.fetchone()
-        if row is None:
-            return None
-        return dict(zip([d[0] for d in cur.description], row, strict=True))
+        nodes = [list(n) for n in record.nodes] if record is not None else []
+        record_end(self.store, job_id, state, code, nodes)
 
 
