@@ -50,8 +50,12 @@ def at_most(hi: int) -> Range:
 
 def _cs_ip(v: Any) -> str | None:
     """runconfig.cs_ip: a non-empty address or system name without spaces (as --cs_ip)."""
-    ok = isinstance(v, str) and v.strip() and len(v) <= 255 and not any(c.isspace() for c in
-                                                                         v.strip())
+    ok = (
+        isinstance(v, str)
+        and v.strip()
+        and len(v) <= 255
+        and not any(c.isspace() for c in v.strip())
+    )
     return None if ok else "must be a CS-2 address (IP[:port]) or system name"
 
 
@@ -67,57 +71,103 @@ def _data_dirs(v: Any) -> str | None:
 
 
 INPUT_SCHEMA: Schema = {
-    "data_dir": Key((str, list), None, "directory or token file, or a list of them (shards, "
-                    "in order); absent -> built-in data", check=_data_dirs),
-    "data_processor": Key(str, None, "the reader of data_dir (runtime/data/processors.py: "
-                          "GptHDF5DataProcessor, GptTfRecordsProcessor, ...); null -> the "
-                          "model's default reader"),
-    "stand_in_data": Key(bool, False, "train on the built-in stand-in data when data_dir is "
-                         "unset or does not exist, without the WARNING (the small configs)"),
+    "data_dir": Key(
+        (str, list),
+        None,
+        "directory or token file, or a list of them (shards, in order); absent -> built-in data",
+        check=_data_dirs,
+    ),
+    "data_processor": Key(
+        str,
+        None,
+        "the reader of data_dir (runtime/data/processors.py: "
+        "GptHDF5DataProcessor, GptTfRecordsProcessor, ...); null -> the "
+        "model's default reader",
+    ),
+    "stand_in_data": Key(
+        bool,
+        False,
+        "train on the built-in stand-in data when data_dir is "
+        "unset or does not exist, without the WARNING (the small configs)",
+    ),
     "batch_size": Key(int, REQUIRED, "samples per batch", check=at_most(MAX_BATCH_SIZE)),
     "shuffle": Key(bool, True, "shuffle every epoch with a permutation from (seed, epoch)"),
-    "shuffle_seed": Key(int, None, "seed of the shuffle; null -> runconfig.seed",
-                        check=between(0, MAX_SEED)),
+    "shuffle_seed": Key(
+        int, None, "seed of the shuffle; null -> runconfig.seed", check=between(0, MAX_SEED)
+    ),
     "shuffle_buffer": Key(int, None, "accepted for TF configs; we always permute the whole epoch"),
     "repeat": Key(bool, True, "start a new epoch after the last batch; false -> one pass"),
     "drop_last_batch": Key(bool, True, "drop a last partial batch (a CS-2 needs fixed shapes)"),
-    "drop_last": Key(bool, None, "the PyTorch data processors' spelling of drop_last_batch "
-                     "(wins when set)"),
-    "num_workers": Key(int, 0, "input worker processes; 0 -> in-process",
-                       check=between(0, MAX_WORKERS)),
-    "num_parallel_calls": Key(int, None, "TF spelling of num_workers; 0 or -1 -> AUTOTUNE "
-                              "(runtime/data decides), null -> num_workers",
-                              check=_parallel_calls),
-    "prefetch_factor": Key(int, 2, "batches each worker may have ready",
-                           check=between(1, MAX_WORKERS)),
+    "drop_last": Key(
+        bool, None, "the PyTorch data processors' spelling of drop_last_batch (wins when set)"
+    ),
+    "num_workers": Key(
+        int, 0, "input worker processes; 0 -> in-process", check=between(0, MAX_WORKERS)
+    ),
+    "num_parallel_calls": Key(
+        int,
+        None,
+        "TF spelling of num_workers; 0 or -1 -> AUTOTUNE "
+        "(runtime/data decides), null -> num_workers",
+        check=_parallel_calls,
+    ),
+    "prefetch_factor": Key(
+        int, 2, "batches each worker may have ready", check=between(1, MAX_WORKERS)
+    ),
     "persistent_workers": Key(bool, False, "accepted; our workers always live across epochs"),
     "to_float16": Key(bool, False, "round input pixels to float16 values (stay float32 arrays)"),
     "vocab_size": Key(int, None, "token ids must be < vocab_size", check=positive),
     "max_sequence_length": Key(int, None, "tokens per sample", check=positive),
     # in published configs; see ACCEPTED_NO_EFFECT for why they change nothing here
     "add_special_tokens": Key(bool, None, "TF GPT processors: add BOS/EOS; no effect here"),
-    "use_multiple_workers": Key(bool, False, "TF: shard input files across input workers; "
-                                "here a data_dir list is always sharded across the workers"),
+    "use_multiple_workers": Key(
+        bool,
+        False,
+        "TF: shard input files across input workers; "
+        "here a data_dir list is always sharded across the workers",
+    ),
     # gradient accumulation (runtime/executors/accumulate.py)
-    "micro_batch_size": Key(int, None, "CS-2 gradient accumulation (Release 2.1+): the batch "
-                            "(per CS-X) runs as micro-batches of this many samples, one update "
-                            "(needs runconfig.use_cs_grad_accum)", check=positive),
+    "micro_batch_size": Key(
+        int,
+        None,
+        "CS-2 gradient accumulation (Release 2.1+): the batch "
+        "(per CS-X) runs as micro-batches of this many samples, one update "
+        "(needs runconfig.use_cs_grad_accum)",
+        check=positive,
+    ),
     # BERT (runtime/data/mlm.py, runtime/data/vocab.py)
-    "vocab_file": Key(str, None, "BERT: a WordPiece vocabulary (one token a line); absent or "
-                      "missing -> the byte-level fallback vocabulary"),
+    "vocab_file": Key(
+        str,
+        None,
+        "BERT: a WordPiece vocabulary (one token a line); absent or "
+        "missing -> the byte-level fallback vocabulary",
+    ),
     "do_lower": Key(bool, True, "BERT: lower-case the text before tokenizing"),
-    "max_predictions_per_seq": Key(int, None, "BERT: masked positions per sequence (default 20)",
-                                   check=positive),
-    "masked_lm_prob": Key((int, float), 0.15, "BERT: share of the tokens masked",
-                          check=Range(0, 1, lo_open=True, hi_open=True)),
-    "scale_mlm_weights": Key(bool, None, "BERT TF: divide the MLM loss by the batch's masked "
-                             "tokens (times mlm_loss_weight)"),
-    "dynamic_mlm_scale": Key(bool, False, "BERT PyTorch: divide the MLM loss by the batch's "
-                             "masked tokens (instead of mlm_loss_weight)"),
+    "max_predictions_per_seq": Key(
+        int, None, "BERT: masked positions per sequence (default 20)", check=positive
+    ),
+    "masked_lm_prob": Key(
+        (int, float),
+        0.15,
+        "BERT: share of the tokens masked",
+        check=Range(0, 1, lo_open=True, hi_open=True),
+    ),
+    "scale_mlm_weights": Key(
+        bool,
+        None,
+        "BERT TF: divide the MLM loss by the batch's masked tokens (times mlm_loss_weight)",
+    ),
+    "dynamic_mlm_scale": Key(
+        bool,
+        False,
+        "BERT PyTorch: divide the MLM loss by the batch's "
+        "masked tokens (instead of mlm_loss_weight)",
+    ),
     "whole_word_masking": Key(bool, False, "BERT: mask whole words (only false is implemented)"),
     "mask_whole_word": Key(bool, False, "TF spelling of whole_word_masking"),
-    "buckets": Key(list, None, "VSL sequence-length buckets; no effect (samples are never "
-                   "padded here)"),
+    "buckets": Key(
+        list, None, "VSL sequence-length buckets; no effect (samples are never padded here)"
+    ),
 }
 # eval_input: same keys, no shuffling and a single pass unless asked.
 EVAL_INPUT_SCHEMA: Schema = {
@@ -135,27 +185,40 @@ RUNCONFIG_SCHEMA: Schema = {
     "num_steps": Key(int, None, "train this many steps (PyTorch)", check=non_negative),
     "num_epochs": Key(int, None, "train this many epochs", check=non_negative),
     "steps_per_epoch": Key(int, None, "steps that make an epoch", check=positive),
-    "eval_steps": Key(int, None, "eval batches; null or 0 -> the whole eval set",
-                      check=non_negative),
+    "eval_steps": Key(
+        int, None, "eval batches; null or 0 -> the whole eval set", check=non_negative
+    ),
     # logging and checkpoints (canonical keys; see RUNCONFIG_ALIASES)
-    "log_steps": Key(int, 100, "steps between console lines (PyTorch: and summaries)",
-                     check=positive),
-    "save_summary_steps": Key(int, None, "TF: steps between TensorBoard summaries (default 100)",
-                              check=positive),
-    "log_step_count_steps": Key(int, None, "TF: steps between console lines (default 100; "
-                                "gpt2/gptj: save_summary_steps)", check=positive),
+    "log_steps": Key(
+        int, 100, "steps between console lines (PyTorch: and summaries)", check=positive
+    ),
+    "save_summary_steps": Key(
+        int, None, "TF: steps between TensorBoard summaries (default 100)", check=positive
+    ),
+    "log_step_count_steps": Key(
+        int,
+        None,
+        "TF: steps between console lines (default 100; gpt2/gptj: save_summary_steps)",
+        check=positive,
+    ),
     "checkpoint_steps": Key(int, 0, "steps between checkpoints; 0 -> none", check=non_negative),
-    "save_checkpoints_steps": Key(int, None, "TF spelling of checkpoint_steps",
-                                  check=non_negative),
-    "keep_checkpoint_max": Key(int, 5, "checkpoints kept; 0 -> all",
-                               check=between(0, MAX_KEEP_CHECKPOINTS)),
+    "save_checkpoints_steps": Key(int, None, "TF spelling of checkpoint_steps", check=non_negative),
+    "keep_checkpoint_max": Key(
+        int, 5, "checkpoints kept; 0 -> all", check=between(0, MAX_KEEP_CHECKPOINTS)
+    ),
     "save_initial_checkpoint": Key(bool, False, "save a checkpoint at step 0"),
     "autoload_last_checkpoint": Key(bool, True, "resume from the latest checkpoint in model_dir"),
     "checkpoint_path": Key(str, None, "checkpoint to initialise from"),
-    "is_pretrained_checkpoint": Key(bool, False, "checkpoint_path is a warm start: weights "
-                                    "only, from step 0 (else checkpoint_path resumes)"),
-    "eval_random_weights": Key(bool, False, "let eval run without a checkpoint (random "
-                               "weights); otherwise that is an error"),
+    "is_pretrained_checkpoint": Key(
+        bool,
+        False,
+        "checkpoint_path is a warm start: weights only, from step 0 (else checkpoint_path resumes)",
+    ),
+    "eval_random_weights": Key(
+        bool,
+        False,
+        "let eval run without a checkpoint (random weights); otherwise that is an error",
+    ),
     "model_dir": Key(str, "./model_dir", "where checkpoints, events and logs go"),
     "save_losses": Key(bool, True, "keep the loss of every step"),
     "check_loss_values": Key(bool, True, "stop on a NaN/inf loss"),
@@ -163,28 +226,42 @@ RUNCONFIG_SCHEMA: Schema = {
     "disable_standard_logs": Key(bool, False, "no per-step console lines"),
     "logging": Key(str, "INFO", "log level", choices=("DEBUG", "INFO", "WARNING", "ERROR")),
     # the system
-    "cs_ip": Key(str, None, "CS-2 address (IP[:port] or system name), as --cs_ip; null -> run "
-                 "on the host CPU", check=_cs_ip),
+    "cs_ip": Key(
+        str,
+        None,
+        "CS-2 address (IP[:port] or system name), as --cs_ip; null -> run on the host CPU",
+        check=_cs_ip,
+    ),
     "mode": Key(str, "train", "what to run", choices=MODES),
     "multireplica": Key(bool, False, "data-parallel copies on the wafer"),
     "validate_only": Key(bool, False, "compile up to kernel matching"),
     "compile_only": Key(bool, False, "compile completely, do not run"),
     "device": Key(str, None, "force a device (TF --device)"),
     "num_csx": Key(int, 1, "CS-X systems (weight streaming)", check=between(1, MAX_WORKERS)),
-    "num_workers_per_csx": Key(int, 0, "input workers per CS-X; 0 -> decided by the system",
-                               check=non_negative),
+    "num_workers_per_csx": Key(
+        int, 0, "input workers per CS-X; 0 -> decided by the system", check=non_negative
+    ),
     "num_wgt_servers": Key(int, 12, "MemoryX weight servers", check=positive),
     "num_act_servers": Key(int, 1, "activation servers", check=positive),
-    "use_cs_grad_accum": Key(bool, False, "let the CS-2 compiler split the batch into "
-                             "micro-batches (gradient accumulation; runtime/executors/"
-                             "accumulate.py)"),
-    "execution_strategy": Key(str, None, "pipeline or weight_streaming (PyTorch flag)",
-                              choices=("pipeline", "weight_streaming")),
+    "use_cs_grad_accum": Key(
+        bool,
+        False,
+        "let the CS-2 compiler split the batch into "
+        "micro-batches (gradient accumulation; runtime/executors/"
+        "accumulate.py)",
+    ),
+    "execution_strategy": Key(
+        str,
+        None,
+        "pipeline or weight_streaming (PyTorch flag)",
+        choices=("pipeline", "weight_streaming"),
+    ),
     "mount_dirs": Key(list, None, "directories to mount in the appliance's containers"),
     "python_paths": Key(list, None, "paths added to PYTHONPATH in the appliance's containers"),
     # in a published config (GPT-3 XL PyTorch); see ACCEPTED_NO_EFFECT
-    "save_checkpoint_steps": Key(int, None, "not a Model Zoo key; no effect (checkpoint_steps "
-                                 "is)", check=non_negative),
+    "save_checkpoint_steps": Key(
+        int, None, "not a Model Zoo key; no effect (checkpoint_steps is)", check=non_negative
+    ),
     "precision_opt_level": Key(int, 1, "0 = fp32 reductions, 1/2 = faster", choices=(0, 1, 2)),
     # numerics and seeds
     "seed": Key(int, 1, "seed of weights, dropout and shuffling", check=between(0, MAX_SEED)),
@@ -192,8 +269,7 @@ RUNCONFIG_SCHEMA: Schema = {
     # distributed TF (accepted, single-process here)
     "enable_distributed": Key(bool, False, "TF distributed strategy"),
     "multiple_workers": Key(bool, False, "TF multiple workers"),
-    "throttle_secs": Key((int, float), 0, "TF train_and_eval throttle",
-                         check=between(0, 86400)),
+    "throttle_secs": Key((int, float), 0, "TF train_and_eval throttle", check=between(0, 86400)),
 }
 
 # canonical key -> the other spellings it is filled from, in priority order after itself.
@@ -215,15 +291,28 @@ INTERVAL_DEFAULT = 100
 # params) with the reason it changes nothing here, or what reads it.
 ACCEPTED_NO_EFFECT: dict[str, Schema] = {
     "model": {
-        "allow_multireplica": Key(bool, True, "whether the compiler may replicate the model "
-                                  "with --multireplica; read by the CS-2 compiler, no effect "
-                                  "on a host run"),
-        "embedding_size": Key(int, None, "width of the token embedding; our GPT models tie it "
-                              "to hidden_size, so it must equal hidden_size", check=positive),
+        "allow_multireplica": Key(
+            bool,
+            True,
+            "whether the compiler may replicate the model "
+            "with --multireplica; read by the CS-2 compiler, no effect "
+            "on a host run",
+        ),
+        "embedding_size": Key(
+            int,
+            None,
+            "width of the token embedding; our GPT models tie it "
+            "to hidden_size, so it must equal hidden_size",
+            check=positive,
+        ),
     },
     "optimizer": {
-        "ws_summary": Key(bool, False, "weight-streaming optimizer summaries on the appliance; "
-                          "no effect: optimizer.log_summaries writes ours"),
+        "ws_summary": Key(
+            bool,
+            False,
+            "weight-streaming optimizer summaries on the appliance; "
+            "no effect: optimizer.log_summaries writes ours",
+        ),
     },
 }
 
@@ -240,11 +329,12 @@ SECTIONS = ("train_input", "eval_input", "model", "optimizer", "runconfig", "csc
 # Sections of published configs that configure nothing cs2sim runs: accepted, warned about.
 IGNORED_SECTIONS = {
     "predict_input": "cs2sim has no predict mode (its modes are train, eval, eval_all, "
-                     "train_and_eval), so nothing reads it",
+    "train_and_eval), so nothing reads it",
 }
 
 
 # -- section schemas owned by other files, looked up lazily -----------------------------------
+
 
 def model_schema(model_name: str) -> Schema:
     """The model section's schema, from the model table (runtime/registry.py)."""

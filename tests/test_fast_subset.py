@@ -27,9 +27,22 @@ pytestmark = pytest.mark.slow
 
 def fast_test_ids() -> list[str]:
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "not slow",
-         "-p", "no:cacheprovider"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "-m",
+            "not slow",
+            "-p",
+            "no:cacheprovider",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     ids = [line for line in proc.stdout.splitlines() if "::" in line]
     assert proc.returncode == 0 and ids, proc.stdout[-2000:] + proc.stderr[-2000:]
     return ids
@@ -45,7 +58,7 @@ def uncovered(packages: list[str], ids: list[str]) -> list[str]:
     for package in packages:
         if package == "cs2sim" or any(n == package or n.startswith(package + ".") for n in named):
             continue
-        model = package[len(MODELS):] if package.startswith(MODELS) else None
+        model = package[len(MODELS) :] if package.startswith(MODELS) else None
         if model and any(re.search(rf"\b{model}\b", i) for i in ids):
             continue
         missing.append(package)
@@ -59,6 +72,8 @@ def test_every_package_keeps_a_fast_test() -> None:
 def test_a_package_without_a_fast_test_is_found() -> None:
     ids = ["tests/test_docs.py::test_a_doc"]  # a file that names neither package
     assert uncovered(["cs2sim.runtime.nowhere", "cs2sim.runtime.modelzoo.nomodel"], ids) == [
-        "cs2sim.runtime.nowhere", "cs2sim.runtime.modelzoo.nomodel"]
+        "cs2sim.runtime.nowhere",
+        "cs2sim.runtime.modelzoo.nomodel",
+    ]
     ids.append("tests/test_docs.py::test_a_model[nomodel-pipelined]")
     assert uncovered(["cs2sim.runtime.modelzoo.nomodel"], ids) == []

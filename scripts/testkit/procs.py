@@ -17,8 +17,9 @@ from typing import Any
 __all__ = ["communicate", "kill_group"]
 
 
-def communicate(proc: subprocess.Popen[str], input: str | None, timeout: float,
-                 label: str) -> tuple[str, str, str]:
+def communicate(
+    proc: subprocess.Popen[str], input: str | None, timeout: float, label: str
+) -> tuple[str, str, str]:
     """(stdout, stderr, both interleaved by line as they came) of a process, waited for; a
     process still running after `timeout` s is killed with its children (AssertionError)."""
     lock = threading.Lock()
@@ -32,8 +33,11 @@ def communicate(proc: subprocess.Popen[str], input: str | None, timeout: float,
                 mine.append(line)
                 both.append(line)
 
-    readers = [threading.Thread(target=pump, args=(stream, mine), daemon=True)
-               for stream, mine in ((proc.stdout, out), (proc.stderr, err)) if stream is not None]
+    readers = [
+        threading.Thread(target=pump, args=(stream, mine), daemon=True)
+        for stream, mine in ((proc.stdout, out), (proc.stderr, err))
+        if stream is not None
+    ]
     for reader in readers:
         reader.start()
     if proc.stdin is not None:
@@ -48,7 +52,8 @@ def communicate(proc: subprocess.Popen[str], input: str | None, timeout: float,
             reader.join(5)
         raise AssertionError(
             f"`{label}` did not finish in {timeout:g} s; it was killed.\n"
-            f"--- output and errors ---\n{''.join(both)[-6000:]}") from None
+            f"--- output and errors ---\n{''.join(both)[-6000:]}"
+        ) from None
     for reader in readers:  # the pipes end when the last process holding them does
         reader.join(timeout)
     return "".join(out), "".join(err), "".join(both)

@@ -52,14 +52,20 @@ def reap(db: sqlite3.Connection, now: float, state: str, alive: Alive) -> int:
             end = "FAILED" if state == "RUNNING" else "CANCELLED"
             db.execute(
                 "UPDATE sched_jobs SET state = ?, reason = 'LauncherDied', ended_at = ?"
-                " WHERE id = ?", (end, now, job_id))
+                " WHERE id = ?",
+                (end, now, job_id),
+            )
             db.execute("DELETE FROM sched_alloc WHERE job_id = ?", (job_id,))
             n += 1
     return n
 
 
-def schedule(db: sqlite3.Connection, nodes: list[NodeInfo], now: float | None = None,
-             woken: list[int] | None = None) -> int:
+def schedule(
+    db: sqlite3.Connection,
+    nodes: list[NodeInfo],
+    now: float | None = None,
+    woken: list[int] | None = None,
+) -> int:
     """One FIFO pass inside the caller's transaction; how many jobs started. The ids of the jobs
     it started are appended to `woken`: the caller wakes their launchers after its commit.
 
@@ -88,7 +94,8 @@ def _pass(
     systems = set(holders(db))  # CS-2 systems held by running jobs and launches
     cur = db.execute(
         "SELECT id, request, pid, pid_start, host, systems FROM sched_jobs"
-        " WHERE state = 'PENDING' ORDER BY id")
+        " WHERE state = 'PENDING' ORDER BY id"
+    )
     dead: list[int] = []
 
     def pending() -> Iterator[Pending]:
@@ -108,7 +115,9 @@ def _pass(
     for job_id in dead:
         db.execute(
             "UPDATE sched_jobs SET state = 'CANCELLED', reason = 'LauncherDied', ended_at = ?"
-            " WHERE id = ?", (now, job_id))
+            " WHERE id = ?",
+            (now, job_id),
+        )
     started = 0
     blocked = False
     for job, placed in results:
@@ -119,17 +128,23 @@ def _pass(
             why = "Licenses" if systems.intersection(job.systems) else "Resources"
             db.execute(
                 "UPDATE sched_jobs SET reason = ? WHERE id = ? AND reason != ?",
-                (why, job.job_id, why))
+                (why, job.job_id, why),
+            )
             db.execute(
                 "UPDATE sched_jobs SET reason = 'Priority' WHERE state = 'PENDING'"
-                " AND id > ? AND reason = 'None'", (job.job_id,))
+                " AND id > ? AND reason = 'None'",
+                (job.job_id,),
+            )
             continue
         db.execute(
             "UPDATE sched_jobs SET state = 'RUNNING', reason = 'None', started_at = ?,"
-            " nodes = ? WHERE id = ?", (now, json.dumps(placed), job.job_id))
+            " nodes = ? WHERE id = ?",
+            (now, json.dumps(placed), job.job_id),
+        )
         db.executemany(
             "INSERT INTO sched_alloc (node, job_id) VALUES (?, ?)",
-            [(n, job.job_id) for part in placed for n in part])
+            [(n, job.job_id) for part in placed for n in part],
+        )
         woken.append(job.job_id)
         started += 1
     return started, blocked

@@ -21,8 +21,17 @@ from cs2sim.system.sched import queue
 from cs2sim.system.sched.hostlist import expand
 from cs2sim.system.sched.request import Component
 
-__all__ = ["CLIENT_TIMEOUT_S", "SQUEUE_FORMAT", "SlurmJobRecord", "SrunWatch", "exit_of",
-           "parse_error_line", "run_client", "show_job", "squeue_jobs"]
+__all__ = [
+    "CLIENT_TIMEOUT_S",
+    "SQUEUE_FORMAT",
+    "SlurmJobRecord",
+    "SrunWatch",
+    "exit_of",
+    "parse_error_line",
+    "run_client",
+    "show_job",
+    "squeue_jobs",
+]
 
 CLIENT_TIMEOUT_S = 10.0  # sinfo / squeue / scontrol / scancel answer well within this
 
@@ -31,29 +40,46 @@ ALLOCATED = re.compile(r"^srun: job (\d+) has been allocated resources")
 TASK_ERROR = re.compile(r"^srun: error: (\S+): tasks? ([\d,\-]+): (.+)$")
 NODE_FAIL = re.compile(r"^srun: error: Node failure on (\S+)")
 EXIT_CODE = re.compile(r"Exited with exit code (\d+)")
-SIGNALS = {"Terminated": signal.SIGTERM, "Killed": signal.SIGKILL, "Interrupt": signal.SIGINT,
-           "Aborted": signal.SIGABRT, "Segmentation fault": signal.SIGSEGV}
+SIGNALS = {
+    "Terminated": signal.SIGTERM,
+    "Killed": signal.SIGKILL,
+    "Interrupt": signal.SIGINT,
+    "Aborted": signal.SIGABRT,
+    "Segmentation fault": signal.SIGSEGV,
+}
 STOP_MARKERS = ("Terminating StepId", "CANCELLED AT", "Job step aborted", "Force Terminated")
 
 
 # squeue -O: fixed-width fields (wide enough never to cut a value we show)
-SQUEUE_FORMAT = ("JobID:20,HetJobID:20,HetJobOffset:8,Name:200,UserName:64,State:20,Reason:64,"
-                 "NumNodes:8,NodeList:400,SubmitTime:24,StartTime:24,EndTime:24,Command:400,"
-                 "AllocSID:12,Licenses:400")
+SQUEUE_FORMAT = (
+    "JobID:20,HetJobID:20,HetJobOffset:8,Name:200,UserName:64,State:20,Reason:64,"
+    "NumNodes:8,NodeList:400,SubmitTime:24,StartTime:24,EndTime:24,Command:400,"
+    "AllocSID:12,Licenses:400"
+)
 
 
-def run_client(args: list[str],
-               timeout: float = CLIENT_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+def run_client(
+    args: list[str], timeout: float = CLIENT_TIMEOUT_S
+) -> subprocess.CompletedProcess[str]:
     """Run a Slurm client command; ConfigError (one sentence) when it cannot answer."""
     try:
-        proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL, check=False)
+        proc = subprocess.run(
+            args,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
     except FileNotFoundError as e:
-        raise ConfigError(f"`{args[0]}` is not installed; install the Slurm client or set "
-                          "CS2_SCHEDULER=embedded.") from e
+        raise ConfigError(
+            f"`{args[0]}` is not installed; install the Slurm client or set CS2_SCHEDULER=embedded."
+        ) from e
     except subprocess.TimeoutExpired as e:
-        raise ConfigError(f"Slurm did not answer `{' '.join(args)}` within {timeout:.0f} s; "
-                          "check that slurmctld is running (sinfo).") from e
+        raise ConfigError(
+            f"Slurm did not answer `{' '.join(args)}` within {timeout:.0f} s; "
+            "check that slurmctld is running (sinfo)."
+        ) from e
     return proc
 
 
@@ -86,8 +112,13 @@ def show_job(job_id: int) -> SlurmJobRecord | None:
             continue
         offset = int(fields.get("HetJobOffset", "0"))
         nodes = fields.get("NodeList", "(null)")
-        comps.append((offset, fields.get("JobState", "UNKNOWN"),
-                      tuple(expand(nodes)) if nodes and nodes != "(null)" else ()))
+        comps.append(
+            (
+                offset,
+                fields.get("JobState", "UNKNOWN"),
+                tuple(expand(nodes)) if nodes and nodes != "(null)" else (),
+            )
+        )
     comps.sort()
     return SlurmJobRecord(tuple(c[1] for c in comps), tuple(c[2] for c in comps))
 
@@ -151,9 +182,17 @@ def _epoch(text: str) -> float | None:
         return None
 
 
-SQUEUE_STATES = {"COMPLETING": "RUNNING", "CONFIGURING": "RUNNING", "NODE_FAIL": "FAILED",
-                 "TIMEOUT": "FAILED", "OUT_OF_MEMORY": "FAILED", "BOOT_FAIL": "FAILED",
-                 "PREEMPTED": "CANCELLED", "DEADLINE": "FAILED", "SUSPENDED": "RUNNING"}
+SQUEUE_STATES = {
+    "COMPLETING": "RUNNING",
+    "CONFIGURING": "RUNNING",
+    "NODE_FAIL": "FAILED",
+    "TIMEOUT": "FAILED",
+    "OUT_OF_MEMORY": "FAILED",
+    "BOOT_FAIL": "FAILED",
+    "PREEMPTED": "CANCELLED",
+    "DEADLINE": "FAILED",
+    "SUSPENDED": "RUNNING",
+}
 
 
 def squeue_jobs(text: str, fmt: str) -> list[queue.QueueJob]:
@@ -163,7 +202,7 @@ def squeue_jobs(text: str, fmt: str) -> list[queue.QueueJob]:
     for line in text.splitlines():
         row, pos = {}, 0
         for name, width in widths:
-            row[name] = line[pos:pos + width].strip()
+            row[name] = line[pos : pos + width].strip()
             pos += width
         if row.get("JobID"):
             rows.append(row)
@@ -182,15 +221,27 @@ def squeue_jobs(text: str, fmt: str) -> list[queue.QueueJob]:
         nodes = tuple(tuple(expand(p["NodeList"])) if p["NodeList"] else () for p in parts)
         # site.system_licenses: one license per CS-2 system, named as the system (cs2-1:1,...)
         held = head.get("Licenses", "")
-        systems = tuple(w.split(":", 1)[0] for w in held.split(",")
-                        if w and held not in ("(null)", "N/A"))
-        jobs.append(queue.QueueJob(
-            id=base, het_size=len(parts), name=head["Name"], user=head["UserName"], state=state,
-            reason=reason,
-            components=tuple(Component(int(p["NumNodes"] or 0), 1) for p in parts),
-            command=head["Command"], pid=0, host="", submitted_at=_epoch(head["SubmitTime"])
-            or 0.0, started_at=_epoch(head["StartTime"]) if state != "PENDING" else None,
-            ended_at=_epoch(head["EndTime"]) if state not in ("PENDING", "RUNNING") else None,
-            nodes=nodes if state != "PENDING" else (), exit_code=None, systems=systems))
+        systems = tuple(
+            w.split(":", 1)[0] for w in held.split(",") if w and held not in ("(null)", "N/A")
+        )
+        jobs.append(
+            queue.QueueJob(
+                id=base,
+                het_size=len(parts),
+                name=head["Name"],
+                user=head["UserName"],
+                state=state,
+                reason=reason,
+                components=tuple(Component(int(p["NumNodes"] or 0), 1) for p in parts),
+                command=head["Command"],
+                pid=0,
+                host="",
+                submitted_at=_epoch(head["SubmitTime"]) or 0.0,
+                started_at=_epoch(head["StartTime"]) if state != "PENDING" else None,
+                ended_at=_epoch(head["EndTime"]) if state not in ("PENDING", "RUNNING") else None,
+                nodes=nodes if state != "PENDING" else (),
+                exit_code=None,
+                systems=systems,
+            )
+        )
     return jobs
-
