@@ -16,8 +16,10 @@
    and with CS2SIM_INPUT_EXTRA_WORK (per-sample CPU work: the workers decide), with the share
    of a core the chief's process used: the peak, and (estimate) the rate at which receiving
    alone would saturate the chief, i.e. from how many workers the chief is the bottleneck.
+3. Per processor: one input worker's samples/s for each data processor (bench/processor_bench.py,
+   its `run`; --processor-samples sets the data set size, --skip-processors leaves it out).
 Every figure is a host measurement (wall clock on this machine; other processes share its CPUs).
-Results are also written to bench/results/input.md.
+Results are also written to bench/results/input.md (and the processor rows to processors.md).
 """
 
 from __future__ import annotations
@@ -179,6 +181,10 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="shorter runs, workers 1, 2, 4")
     ap.add_argument("--work", type=int, default=20,
                     help="CS2SIM_INPUT_EXTRA_WORK rounds for the heavy-input series")
+    ap.add_argument("--processor-samples", type=int, default=2048,
+                    help="samples per data set in the per-processor rows")
+    ap.add_argument("--skip-processors", action="store_true",
+                    help="leave out the per-processor rows (bench/processor_bench.py)")
     a = ap.parse_args()
     seconds = 0.5 if a.quick else a.seconds
     workers = [1, 2, 4] if a.quick else [1, 2, 4, 8]
@@ -206,6 +212,12 @@ def main() -> int:
             lines.append("")
             lines += bottleneck(rows)
             print("\n".join(lines[-len(rows) - 7:]), flush=True)
+    if not a.skip_processors:
+        import processor_bench  # bench/ is this script's directory, so on sys.path
+
+        rows = processor_bench.run(a.processor_samples, seconds)
+        lines += ["", "## Per processor, one input worker (bench/processor_bench.py)", ""]
+        lines += rows[2:]  # its own heading is the section's
     out = ROOT / "bench" / "results" / "input.md"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines) + "\n")

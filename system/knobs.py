@@ -52,6 +52,11 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob("CS2SIM_WSJOB", "cs2sim", "unset (not started by the cluster server)",
          "The wsjob a cluster server's execute job runs for: the launch and its job record "
          "are named after it."),
+    Knob("CS2SIM_WS_SERVERS", "cs2sim", "unset (single-task components are coordinators)",
+         "`W,A`: the cluster server's execute job has W weight-server then A activation-server "
+         "components after its coordinator."),
+    Knob("CS2SIM_COMPILE_FROM", "cs2sim", "unset (the run compiles, or reuses its own)",
+         "The compile directory a cluster server's execute job loads instead of compiling."),
     Knob("CS2SIM_TOKEN_FILE", "user", "`~/.cs/token`",
          "The token file `run.py CSX` and `csctl` present to a cluster server over TCP."),
     Knob("CS2SIM_CHIEF_HOST", "user", "this host's address, then 127.0.0.1",

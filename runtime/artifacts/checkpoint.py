@@ -55,6 +55,7 @@ __all__ = [
     "checkpoint_file",
     "save_checkpoint",
     "load_checkpoint",
+    "model_budget",
     "load_latest",
     "list_checkpoints",
     "step_of",
@@ -167,7 +168,15 @@ def _sha256_of(f: BinaryIO) -> str:
     return h.hexdigest()
 
 
-def _check_archive(f: BinaryIO, size: int) -> None:
+def model_budget(num_params: int) -> int:
+    """The most array bytes a checkpoint of a model of `num_params` scalars can hold: float32
+    weights and at most four optimizer slots of the same shape (Adam's two moments are the
+    most any optimizer here keeps), plus 64 MiB for the loss scale, data position (an epoch's
+    sample order) and RNG states."""
+    return 4 * 5 * int(num_params) + (64 << 20)
+
+
+def _check_archive(f: BinaryIO, size: int, budget: int | None = None) -> None:
     """ValueError unless every member's declared size fits the file, checked BEFORE any array is
     allocated: the members' uncompressed sizes together at most MAX_EXPANSION times the file
     (ours are stored, 1x; a zip bomb declares thousands of times), and each .npy header's
@@ -182,6 +191,9 @@ def _check_archive(f: BinaryIO, size: int) -> None:
         if total > MAX_EXPANSION * size + (1 << 20):
             raise ValueError(f"its members declare {total:,} bytes, more than a file of "
                              f"{size:,} bytes can hold")
+        if budget is not None and total > budget:
+            raise ValueError(f"its members declare {total:,} bytes, more than a checkpoint of "
+                             f"this model holds (at most {budget:,})")
         for info in infos:
             with zf.open(info) as m:
                 version = npformat.read_magic(m)
@@ -322,15 +334,16 @@ def _indexed_sha(path: Path) -> str | None:
     return None
 
 
-def load_checkpoint(path: Path) -> TrainState:
-    """Load and verify one checkpoint; CorruptCheckpoint if it is damaged."""
+def load_checkpoint(path: Path, budget: int | None = None) -> TrainState:
+    """Load and verify one checkpoint; CorruptCheckpoint if it is damaged. `budget`: the most
+    array bytes the model's checkpoint can hold (`model_budget`), checked before reading."""
     path = Path(path)
     expected = _indexed_sha(path) if _NAME_RE.match(path.name) else None
     try:
         with open_regular(path) as f:  # a FIFO or a device: refused, never waited on
             if expected is not None and _sha256_of(f) != expected:
                 raise ValueError("its sha256 does not match the index")
-            _check_archive(f, os.fstat(f.fileno()).st_size)
+            _check_archive(f, os.fstat(f.fileno()).st_size, budget)
             with np.load(f, allow_pickle=False) as z:
                 arrays = {name: z[name] for name in z.files if not name.startswith("__")}
                 meta_json = str(z["__meta__"])
@@ -371,11 +384,11 @@ def load_checkpoint(path: Path) -> TrainState:
         ) from None
 
 
-def load_latest(model_dir: Path) -> TrainState | None:
+def load_latest(model_dir: Path, budget: int | None = None) -> TrainState | None:
     """The newest checkpoint in `model_dir` that verifies (damaged ones: warning, skipped)."""
     for path in reversed(list_checkpoints(model_dir)):
         try:
-            return load_checkpoint(path)
+            return load_checkpoint(path, budget)
         except CorruptCheckpoint as exc:
             log.warning(f'Checkpoint "{path}" is damaged ({exc.reason}); skipping it and '
                         "trying the previous one.")

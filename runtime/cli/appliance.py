@@ -90,9 +90,9 @@ def build_csx_parser(model_name: str) -> argparse.ArgumentParser:
     p.add_argument("--num_workers_per_csx", type=_positive, default=0,
                    help="Input workers per CS-X (0: automatic, one).")
     p.add_argument("--num_wgt_servers", type=_positive, default=None,
-                   help="MemoryX weight servers (recorded with the job).")
+                   help="MemoryX weight servers (default 1).")
     p.add_argument("--num_act_servers", type=_positive, default=None,
-                   help="Activation servers (recorded with the job).")
+                   help="Activation servers per CS-X (default 1).")
     p.add_argument("-c", "--compile_dir", default=None,
                    help="Where compiles are kept (default: the model_dir).")
     p.add_argument("--job_labels", nargs="+", type=_labels, default=[], metavar="KEY=VALUE")
@@ -143,12 +143,31 @@ def _job_argv(args: argparse.Namespace, params_path: Path, model_dir: Path,
     return argv
 
 
-def _env(args: argparse.Namespace) -> dict[str, str]:
+def _env(python_paths: list[str]) -> dict[str, str]:
+    """The job's environment: this node's, with --python_paths first on PYTHONPATH (every task
+    of the job inherits it from its launch)."""
     env = {k: v for k, v in os.environ.items() if k.startswith(ENV_KEEP) and len(v) < 4000}
-    if args.python_paths:
-        env["PYTHONPATH"] = os.pathsep.join([*args.python_paths,
+    if python_paths:
+        env["PYTHONPATH"] = os.pathsep.join([*python_paths,
                                              *filter(None, [env.get("PYTHONPATH")])])
     return env
+
+
+def _dirs(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """--mount_dirs and --python_paths as absolute paths; a mount dir must exist (UsageError).
+    There are no containers here: the job's processes see this host's file system, so a mount
+    dir is checked and recorded with the job, and said so once."""
+    from cs2sim.system.errors import UsageError
+
+    mounts = [str(Path(d).resolve()) for d in args.mount_dirs]
+    missing = [d for d in mounts if not Path(d).is_dir()]
+    if missing:
+        raise UsageError(f"--mount_dirs {missing[0]} is not a directory; pass directories "
+                         "that exist on this node.")
+    if mounts:
+        log.info(f"Mount dirs {', '.join(mounts)}: there are no containers here, so the job's "
+                 "processes see this node's file system; recorded with the job.")
+    return mounts, [str(Path(p).resolve()) for p in args.python_paths]
 
 
 def _checksum(model_name: str, argv: list[str], pipeline: bool, load: Loader) -> str:
@@ -232,20 +251,24 @@ def _run(model_name: str, args: argparse.Namespace, params_path: Path, pipeline:
         finally:
             c.close()
 
+    mounts, python_paths = _dirs(args)  # refused before any server is asked
     if not args.disable_version_check:
         _check_version(conn())
 
     out = _Out()
     wrapper = "python" if pipeline else "python-ws"
+    counts = {"num_workers_per_csx": args.num_workers_per_csx,
+              "num_wgt_servers": args.num_wgt_servers, "num_act_servers": args.num_act_servers}
     base = {"cwd": str(Path.cwd()), "run_py": str(run_py),
-            "wrapper": wrapper, "env": _env(args), "job_time_sec": args.job_time_sec or 0,
-            "mount_dirs": args.mount_dirs, "num_wgt_servers": args.num_wgt_servers,
-            "num_act_servers": args.num_act_servers, "compile_dir": str(compile_dir)}
+            "wrapper": wrapper, "env": _env(python_paths),
+            "job_time_sec": args.job_time_sec or 0,
+            "mount_dirs": mounts, "python_paths": python_paths, **counts,
+            "compile_dir": str(compile_dir)}
     labels = dict(label.split("=", 1) for label in args.job_labels)
     stage = "validate" if args.validate_only else "compile"
     hash_ = _checksum(model_name, job_argv, pipeline, load)
     if not (args.compile_only or args.validate_only):  # refused before anything is reserved
-        call("check", num_csx=args.num_csx, mode=_mode(pipeline))
+        call("check", num_csx=args.num_csx, mode=_mode(pipeline), **counts)
     out.say("compiling")
     if complete_stage(compile_dir / hash_) in (stage, "compile"):
         out.say("cached", hash=hash_)
@@ -272,12 +295,10 @@ def _run(model_name: str, args: argparse.Namespace, params_path: Path, pipeline:
         return 0
     out.say("programming")
     out.say("execute_init")
-    workers = max(1, args.num_workers_per_csx) * args.num_csx
-    shape = ["--total-nodes=3", "--single-task-nodes=2", f"--tasks-per-node={workers}",
-             "--cpus-per-task=1"]
+    # the server plans the job's replicas (and their nodes) from the counts in `base`
     reply = call("submit", kind="execute", priority=args.job_priority, labels=labels,
                         num_csx=args.num_csx, mode=_mode(pipeline),
-                        spec={**base, "args": job_argv, "shape": shape, "compile_hash": hash_})
+                        spec={**base, "args": job_argv, "compile_hash": hash_})
     job = reply["job"]
     out.say("execute_id", id=job["meta"]["name"], path=job["status"]["logPath"])
     batch = int((raw.get("train_input") or {}).get("batch_size") or 1)

@@ -116,6 +116,24 @@ def _reusable(c: Compilation, final: Path) -> tuple[Plan | None, str | None]:
     return (None, f"its {PLAN_FILE} does not fit the model: {why}") if why else (plan, None)
 
 
+def _load_cached(c: Compilation, wafer: WaferSpec, cached: Path, t0: float
+                 ) -> CompileResult | None:
+    """The result of loading `cached` (see compile_run), or None (warned) when it does not fit."""
+    c.checksum = _checksum(c, wafer, None, any_target=True)
+    why: str | None
+    if cached.name != f"cs_{c.checksum}":
+        why = f"it is not this model's compile (cs_{c.checksum})"
+    elif complete_stage(cached) != "compile":
+        why = "it is not a complete compile"
+    else:
+        plan, why = _reusable(c, cached)
+        if why is None:
+            c.log.append(f"Loaded the cached compile {cached}")
+            return _result(c, cached, True, t0, "compile", plan)
+    log.warning(f"The cached compile {cached} cannot be loaded: {why}; compiling again.")
+    return None
+
+
 def _notes(c: Compilation, seconds: float) -> list[str]:
     e, g = c.estimate, c.graph
     assert e is not None and g is not None
@@ -190,12 +208,14 @@ def _with_report(e: KernelMatchError, model_dir: Path) -> KernelMatchError:
     return out
 
 
-def _checksum(c: Compilation, wafer: WaferSpec, input_cluster: InputCluster | None) -> str:
+def _checksum(c: Compilation, wafer: WaferSpec, input_cluster: InputCluster | None,
+              *, any_target: bool = False) -> str:
     """The compile directory's checksum (cache.py: what forces a recompile), after the graph
-    pass."""
+    pass; `any_target`: as a compile for no named system (the appliance's compile job)."""
     assert c.graph is not None
     return checksum({"compiler": COMPILER_VERSION, "graph": c.graph.fingerprint(),
-                     "mode": c.mode.value, "num_csx": c.num_csx, "target": c.target,
+                     "mode": c.mode.value, "num_csx": c.num_csx,
+                     "target": None if any_target else c.target,
                      "wafer": [wafer.name, wafer.width, wafer.height,
                                wafer.sram_per_pe_bytes, wafer.reserved_per_pe_bytes,
                                wafer.ports],
@@ -219,8 +239,13 @@ def compile_run(model_name: str, params: dict[str, Any], model_dir: Path, *, mod
                 on_stage: Callable[[str, int, int], None] | None = None,
                 wafer: WaferSpec = WSE2, model: Any = None,
                 draw_map: bool = True,
-                input_cluster: InputCluster | None = None) -> CompileResult:
-    """Compile `model_name` for `mode` into model_dir/cs_<checksum>/ (or reuse it)."""
+                input_cluster: InputCluster | None = None,
+                cached: Path | None = None) -> CompileResult:
+    """Compile `model_name` for `mode` into model_dir/cs_<checksum>/ (or reuse it).
+
+    `cached`: a complete compile directory made for no named system (the appliance's compile
+    job, which the execute job loads by its hash); used when its hash and plan fit these
+    params, else ignored with a warning."""
     if stop_after not in STOPS:
         raise ValueError(f"stop_after must be one of {STOPS}, not {stop_after!r}")
     t0 = time.perf_counter()
@@ -244,6 +269,12 @@ def compile_run(model_name: str, params: dict[str, Any], model_dir: Path, *, mod
         log.debug("%s: %s", p.name, "; ".join(lines))
 
     run(0)
+    if cached is not None and stop_after == "compile":
+        reused = _load_cached(c, wafer, Path(cached), t0)
+        if reused is not None:
+            if on_stage:
+                on_stage("Reusing existing compilation", n, n)
+            return reused
     c.checksum = _checksum(c, wafer, input_cluster)
     model_dir = Path(model_dir)
     final = model_dir / f"cs_{c.checksum}"

@@ -13,38 +13,51 @@ input workers it is cut into n contiguous parts of (nearly) equal size, worker k
 worker and is served once per epoch.
 
 Reading: an uncompressed, unchunked `data` is memory-mapped straight from the file (h5py gives
-its byte offset). A compressed one is read by sample: in the Model Zoo's layout (gzip, chunks of
-one sample, no other filter) each sample's chunk is read raw and inflated with zlib, else the
-rows of a batch go through h5py in ascending order. Inflating costs far more than copying a
-memory-mapped window, so when a worker's part of the data fits CACHE_BYTES the worker inflates
-it once when it loads, in file order and in slabs of SLAB samples, and serves every epoch's
-batches from memory (input ids and labels only).
+its byte offset). A chunked (compressed) one is read lazily, chunk by chunk, as batches ask for
+samples, so the first epoch streams instead of waiting for the whole part to be inflated: a gzip
+chunk (the Model Zoo's layout: gzip, chunks of one sample, no other filter) is read raw and
+inflated with ISA-L's zlib-compatible inflate (python-isal; the standard library's zlib when it
+is not installed), any other filter through h5py for that chunk alone; the last LRU_BYTES of
+decoded chunks are kept, so samples sharing a chunk (h5py's own chunking) inflate it once.
+Inflating costs far more than copying a memory-mapped window, so when a worker's part fits
+CACHE_BYTES each sample's input ids and labels are also kept once decoded, and later epochs
+are served from memory.
 Each worker opens its own files (an h5py handle must not cross a fork or a pickle).
 
 Checked at load (in the consumer): the layout, `n_examples` against the rows, the sequence
 length against max_sequence_length; token ids >= vocab_size are looked for in the whole file
-when it is small (CHECK_ALL_VALUES) and else in every batch, and stop the run naming the file.
-The attention mask is not handed to the model: cs2sim's decoders average the loss over every
-position (see docs/training.md), so padded positions count like tokens.
+when it is memory-mapped and small (CHECK_ALL_VALUES), else in every batch as it is decoded,
+and stop the run naming the file.
+The attention mask reaches the loss through the labels: a padded position (mask 0) gets the
+label IGNORE, which the decoders' cross-entropy skips (runtime/nn/loss.py), as the Model Zoo's
+GPT-2 loss multiplies the token losses by the attention mask.
 """
 
 from __future__ import annotations
 
-import zlib
+import mmap
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from cs2sim.runtime.nn.loss import IGNORE
 from cs2sim.system.errors import ConfigError
+
+try:  # ISA-L's inflate (python-isal) reads the same zlib streams about 1.8x faster
+    from isal.isal_zlib import decompress as inflate
+except ImportError:  # pragma: no cover - the standard library's is the fallback
+    from zlib import decompress as inflate
 
 __all__ = ["H5_SUFFIX", "CHECK_ALL_VALUES", "find_h5_files", "H5Part", "H5Samples", "H5Files"]
 
 H5_SUFFIX = ".h5"
 CHECK_ALL_VALUES = 2**26  # files up to this many int32 values are scanned whole when loaded
-CACHE_BYTES = 256 * 2**20  # a worker inflates its part once, into memory, when it fits this
-SLAB = 256  # samples per h5py read when inflating a part
+CACHE_BYTES = 256 * 2**20  # a worker keeps its part's decoded samples when they fit this
+LRU_BYTES = 16 * 2**20  # decoded chunks kept per worker
 FEATURES = ("input_ids", "attention_mask", "labels")
 
 
@@ -113,6 +126,42 @@ class H5Part:
     stop: int
 
 
+def ids_and_labels(rows: np.ndarray) -> np.ndarray:
+    """(b, 3, T) stored samples -> (b, 2, T) input ids and labels, a label IGNORE where the
+    attention mask is 0 (padding: the loss skips it, runtime/nn/loss.py)."""
+    out = np.array(rows[:, 0::2], dtype=np.int32)  # (b, 2, T) a copy
+    labels = out[:, 1]  # (b, T) a view
+    labels[np.asarray(rows[:, 1]) == 0] = IGNORE
+    return out
+
+
+class _ChunkLru:
+    """The last few decoded chunks of compressed datasets, by (part, chunk): a batch's samples
+    that share a chunk (h5py's own chunking of many samples) inflate it once."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes, self.size = max_bytes, 0
+        self._chunks: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()  # a streamer's producing threads share one dataset
+
+    def get(self, key: tuple[int, int]) -> np.ndarray | None:
+        with self._lock:
+            chunk = self._chunks.get(key)
+            if chunk is not None:
+                self._chunks.move_to_end(key)
+            return chunk
+
+    def put(self, key: tuple[int, int], chunk: np.ndarray) -> None:
+        with self._lock:
+            if key in self._chunks:  # another thread decoded it too
+                return
+            self._chunks[key] = chunk
+            self.size += chunk.nbytes
+            while self.size > self.max_bytes and len(self._chunks) > 1:
+                _, old = self._chunks.popitem(last=False)
+                self.size -= old.nbytes
+
+
 class H5Samples:
     """The samples of some file parts, in order: {"input_ids", "labels": int32 (B, T)}."""
 
@@ -122,32 +171,50 @@ class H5Samples:
         self.starts = np.concatenate([[0], np.cumsum([p.stop - p.start for p in parts])])
         self._files: list[Any] = []
         self._data: list[Any] = []  # per part: np.memmap (n, 3, T) or an h5py dataset
+        # per part: rows per chunk when a sample lies in one chunk (else 0), and whether the
+        # chunks are gzip alone (h5py's layout properties are slow to query: asked once here)
+        self._rows: list[int] = []
+        self._gzip: list[bool] = []
         for p in parts:
             f, ds = _open_data(p.path)
             self._files.append(f)
             mapped = self._mapped(p.path, ds)
             self._data.append(ds if mapped is None else mapped)
-        self.check_each_batch = int(self.starts[-1]) * 3 * seq_len > CHECK_ALL_VALUES
+            chunks = ds.chunks if mapped is None else None
+            self._rows.append(chunks[0] if chunks and chunks[1:] == (3, seq_len) else 0)
+            self._gzip.append(mapped is None and ds.compression == "gzip" and not (
+                ds.shuffle or ds.fletcher32 or ds.scaleoffset is not None))
+        self._n_rows = [int(d.shape[0]) for d in self._data]
+        # per gzip part: where each chunk is stored, from one walk of HDF5's chunk index, and
+        # the file mapped, so a chunk is a slice of the map (no index lookup per sample)
+        self._where: list[tuple[np.ndarray, np.ndarray, np.ndarray] | None] = [
+            self._chunk_table(ds, rows) if gz else None
+            for ds, rows, gz in zip(self._data, self._rows, self._gzip, strict=True)]
+        self._maps: list[mmap.mmap | None] = []
+        for p, where in zip(parts, self._where, strict=True):
+            if where is None:
+                self._maps.append(None)
+                continue
+            with open(p.path, "rb") as fh:
+                self._maps.append(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ))
+        self._dtypes = [d.dtype for d in self._data]
         n = int(self.starts[-1])
         compressed = any(not isinstance(d, np.ndarray) for d in self._data)
-        self._cache: np.ndarray | None = None  # (N, 2, T) inflated ids and labels
+        # A compressed part is never inflated up front: every batch's values are checked as
+        # they are decoded, so the first epoch streams.
+        big = n * 3 * seq_len > CHECK_ALL_VALUES
+        self.check_each_batch = [big or not isinstance(d, np.ndarray) for d in self._data]
+        self._lru = _ChunkLru(LRU_BYTES)
+        self._cache: np.ndarray | None = None  # (N, 2, T) decoded ids and labels, filled lazily
+        self._have = np.zeros(0, bool)  # (N,) which rows of _cache are decoded
         if compressed and n * 2 * seq_len * 4 <= CACHE_BYTES:
-            # the part fits: inflate it once, in file order, in slabs (h5py reads a range of
-            # chunks in one call, far faster than sample by sample)
             self._cache = np.empty((n, 2, seq_len), np.int32)
-            for j, (p, data) in enumerate(zip(parts, self._data, strict=True)):
-                for lo in range(p.start, p.stop, SLAB):
-                    hi = min(lo + SLAB, p.stop)
-                    at = int(self.starts[j]) + lo - p.start
-                    self._cache[at:at + hi - lo] = np.asarray(data[lo:hi])[:, 0::2]
-        if verify and not self.check_each_batch:
-            for j, (p, data) in enumerate(zip(parts, self._data, strict=True)):
-                if self._cache is not None:  # (n, 2, T) input ids and labels
-                    ids = self._cache[int(self.starts[j]):int(self.starts[j + 1])]
-                else:
-                    ids = np.asarray(data[p.start:p.stop, 0::2])
-                self._check(int(ids.max()) if ids.size else 0, int(ids.min()) if ids.size
-                            else 0, p.path)
+            self._have = np.zeros(n, bool)
+        for p, data, each in zip(parts, self._data, self.check_each_batch, strict=True):
+            if verify and not each:  # memory-mapped and small: scan it now
+                ids = np.asarray(data[p.start:p.stop, 0::2])
+                self._check(int(ids.max()) if ids.size else 0,
+                            int(ids.min()) if ids.size else 0, p.path)
 
     @staticmethod
     def _mapped(path: str, ds: Any) -> np.ndarray | None:
@@ -168,43 +235,97 @@ class H5Samples:
     def __len__(self) -> int:
         return int(self.starts[-1])
 
+    def _chunk(self, j: int, c: int) -> np.ndarray:
+        """Decoded chunk c (along the samples) of part j's dataset: (rows, 3, T)."""
+        chunk = self._lru.get((j, c))
+        if chunk is not None:
+            return chunk
+        data, rows = self._data[j], self._rows[j]
+        if self._gzip[j]:
+            # gzip alone (the Model Zoo's layout): inflate the stored chunk ourselves, which
+            # skips h5py's selection machinery; an edge chunk is stored at full size
+            where, mapped = self._where[j], self._maps[j]
+            if where is not None and mapped is not None and where[1][c] >= 0:
+                at, size = int(where[0][c]), int(where[1][c])
+                mask, raw = int(where[2][c]), mapped[at:at + size]
+            else:  # not written, or no chunk index walk in this h5py
+                mask, raw = data.id.read_direct_chunk((c * rows, 0, 0))
+            chunk = np.frombuffer(raw if mask else inflate(raw), dtype=self._dtypes[j])
+            chunk = chunk.reshape(rows, 3, self.T)[:min(rows, self._n_rows[j] - c * rows)]
+        else:
+            chunk = np.asarray(data[c * rows:(c + 1) * rows])  # h5py decodes just this chunk
+        self._lru.put((j, c), chunk)
+        return chunk
+
+    @staticmethod
+    def _chunk_table(ds: Any, rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """(byte offset, stored size (-1: not written), filter mask) of each chunk, (C,) each;
+        None when this h5py / HDF5 cannot walk the chunk index."""
+        if not rows or not hasattr(ds.id, "chunk_iter"):
+            return None
+        count = -(-int(ds.shape[0]) // rows)
+        at, size, mask = (np.zeros(count, np.int64), np.full(count, -1, np.int64),
+                          np.zeros(count, np.int64))
+
+        def note(info: Any) -> None:
+            c = info.chunk_offset[0] // rows
+            at[c], size[c], mask[c] = info.byte_offset, info.size, info.filter_mask
+
+        try:
+            ds.id.chunk_iter(note)
+        except (RuntimeError, ValueError, TypeError):  # HDF5 built without H5Dchunk_iter
+            return None
+        return at, size, mask
+
     def _read(self, j: int, local: np.ndarray) -> np.ndarray:
         """Rows `local` (b,) of part j's file: (b, 2, T) input ids and labels."""
         data = self._data[j]
         if isinstance(data, np.ndarray):
-            return data[local][:, 0::2]
-        if data.chunks == (1, 3, self.T) and data.compression == "gzip" and not (
-                data.shuffle or data.fletcher32 or data.scaleoffset is not None):
-            out = np.empty((len(local), 2, self.T), np.int32)
-            for r, i in enumerate(local):  # the Model Zoo's layout: a sample is a chunk
-                mask, raw = data.id.read_direct_chunk((int(i), 0, 0))
-                row = np.frombuffer(raw if mask else zlib.decompress(raw),
-                                    dtype=data.dtype).reshape(3, self.T)
-                out[r] = row[0::2]
+            return ids_and_labels(data[local])
+        out = np.empty((len(local), 2, self.T), np.int32)
+        rows = self._rows[j]
+        if rows:
+            for r, i in enumerate(local):  # a sample lies in one chunk
+                out[r] = ids_and_labels(self._chunk(j, int(i) // rows)[int(i) % rows][None])[0]
             return out
         order = np.argsort(local, kind="stable")  # h5py selects in ascending order only
-        out = np.empty((len(local), 2, self.T), np.int32)
-        out[order] = data[local[order].tolist()][:, 0::2]  # (b, 3, T) -> (b, 2, T)
+        out[order] = ids_and_labels(data[local[order].tolist()])  # (b, 3, T) -> (b, 2, T)
+        return out
+
+    def _gather(self, idx: np.ndarray) -> np.ndarray:
+        """Samples `idx` (B,) read from the files: (B, 2, T), values checked when asked."""
+        out = np.empty((len(idx), 2, self.T), dtype=np.int32)  # (B, 2, T) ids and labels
+        part = np.searchsorted(self.starts, idx, side="right") - 1  # (B,)
+        for j in np.unique(part):
+            rows = np.flatnonzero(part == j)
+            local = idx[rows] - self.starts[j] + self.parts[j].start  # (b,) file rows
+            out[rows] = self._read(int(j), local)
+            if self.check_each_batch[j] and len(rows):
+                got = out[rows]  # (b, 2, T); IGNORE labels are padding, not ids
+                low = min(int(got[:, 0].min()), int(np.where(got[:, 1] == IGNORE, 0,
+                                                             got[:, 1]).min()))
+                self._check(int(got.max()), low, self.parts[j].path)
         return out
 
     def batch(self, idx: np.ndarray) -> dict[str, np.ndarray]:
         """{"input_ids": int32 (B, T), "labels": int32 (B, T)} for sample indices `idx` (B,)."""
         if self._cache is not None:
+            new = np.unique(idx[~self._have[idx]])  # (b,) first read of these samples
+            if len(new):
+                self._cache[new] = self._gather(new)
+                self._have[new] = True
             out = self._cache[idx]  # (B, 2, T)
         else:
-            out = np.empty((len(idx), 2, self.T), dtype=np.int32)  # (B, 2, T) ids and labels
-            part = np.searchsorted(self.starts, idx, side="right") - 1  # (B,)
-            for j in np.unique(part):
-                rows = np.flatnonzero(part == j)
-                local = idx[rows] - self.starts[j] + self.parts[j].start  # (b,) file rows
-                out[rows] = self._read(int(j), local)
-                if self.check_each_batch and len(rows):
-                    self._check(int(out[rows].max()), int(out[rows].min()), self.parts[j].path)
+            out = self._gather(idx)
         return {"input_ids": np.ascontiguousarray(out[:, 0]),  # (B, T)
                 "labels": np.ascontiguousarray(out[:, 1])}  # (B, T)
 
     def close(self) -> None:
         """Close the files."""
+        for m in self._maps:
+            if m is not None:
+                m.close()
+        self._maps = []
         for f in self._files:
             f.close()
         self._files, self._data = [], []

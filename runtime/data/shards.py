@@ -53,6 +53,10 @@ class LocalPlan:
     n: int
     total_batches: int | None  # of the whole stream: a worker stops below it (None: forever)
 
+    def epoch_of(self, g: int) -> int:
+        """The epoch of global batch g in its shard."""
+        return self.plan.epoch_of(g // self.n)
+
     def indices(self, g: int) -> np.ndarray:
         """Local sample indices of global batch g (which must belong to this shard)."""
         return self.plan.indices(g // self.n)
@@ -110,13 +114,23 @@ class ConcatDataset:
 
     def batch(self, idx: np.ndarray) -> dict[str, np.ndarray]:
         """The samples `idx` (B,) in that order, gathered from their parts."""
+        return self.epoch_batch(idx, None)
+
+    def epoch_batch(self, idx: np.ndarray, epoch: int | None) -> dict[str, np.ndarray]:
+        """`batch`, passing the epoch on to parts whose samples depend on it."""
+
+        def of(part: Any, local: np.ndarray) -> dict[str, np.ndarray]:
+            if epoch is not None and hasattr(part, "epoch_batch"):
+                return part.epoch_batch(local, epoch)
+            return part.batch(local)
+
         if len(self.parts) == 1:
-            return self.parts[0].batch(idx)
+            return of(self.parts[0], idx)
         part = np.searchsorted(self.starts, idx, side="right") - 1  # (B,)
         pieces: dict[int, dict[str, np.ndarray]] = {}
         for j in np.unique(part):
             rows = part == j
-            pieces[int(j)] = self.parts[j].batch(idx[rows] - self.starts[j])
+            pieces[int(j)] = of(self.parts[j], idx[rows] - self.starts[j])
         keys = next(iter(pieces.values())).keys()
         out: dict[str, np.ndarray] = {}
         for key in keys:

@@ -27,15 +27,19 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from cs2sim.runtime.data.workers import WorkerPool
+from cs2sim.runtime.data.workers import WorkerPool, batch_at
 
-__all__ = ["SPLIT_SALT", "Plan", "Dataset", "Recipe", "DataPosition", "BatchStream"]
+__all__ = ["SPLIT_SALT", "batch_at", "Plan", "Dataset", "Recipe", "DataPosition", "BatchStream"]
 
 SPLIT_SALT = {"train": 0, "eval": 1}
 
 
 class Dataset(Protocol):
-    """N samples, gathered into a batch dict by index."""
+    """N samples, gathered into a batch dict by index.
+
+    A dataset whose samples change with the epoch (dynamic masking) also defines
+    `epoch_batch(idx, epoch)`; `batch_at` (runtime/data/workers.py) calls it with batch g's epoch.
+    """
 
     def __len__(self) -> int: ...
     def batch(self, idx: np.ndarray) -> dict[str, np.ndarray]: ...
@@ -87,6 +91,10 @@ class Plan:
     def total_batches(self) -> int | None:
         """Batches in the whole stream; None when it repeats forever."""
         return None if self.repeat else self.batches_per_epoch
+
+    def epoch_of(self, g: int) -> int:
+        """The epoch batch g belongs to."""
+        return g // self.batches_per_epoch
 
     def indices(self, g: int) -> np.ndarray:
         """Sample indices of batch g, (B,) (fewer for a last partial batch)."""
@@ -191,7 +199,7 @@ class BatchStream(DataPosition):
         else:
             if self._data is None:
                 self._data = self._recipe.load()
-            batch = self._data.batch(self.plan.indices(self._g))
+            batch = batch_at(self._data, self.plan, self._g)
         if starting:
             self.startup_seconds += time.perf_counter() - t0
         else:
@@ -211,9 +219,12 @@ class BatchStream(DataPosition):
 
     # -- lifetime -------------------------------------------------------------------------------
     def close(self) -> None:
-        """Stop the input workers (idempotent)."""
+        """Stop the input workers and close the data's files (idempotent)."""
         self._closed = True
         self._pending = None
+        if self._data is not None and hasattr(self._data, "close"):
+            self._data.close()
+        self._data = None
         if self._pool is not None:
             self._pool.close()
             self._pool = None

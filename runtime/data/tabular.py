@@ -10,8 +10,11 @@ and usually a `meta.dat` ("file.csv <examples>" a line). Tokens map to ids throu
 `ast.literal_eval`, never evaluated. Masking is done when a sample is read, as the Model Zoo's
 `create_masked_lm_predictions` does it: min(max_predictions_per_seq,
 max(1, round(len(tokens) * masked_lm_prob))) positions other than [CLS]/[SEP]/[PAD]/[MASK],
-each replaced by [MASK] 80% of the time, a random word piece 10%, kept 10%; drawn from
-(seed, sample), so a sample is the same in whatever batch or worker it falls.
+each replaced by [MASK] 80% of the time, a random word piece 10%, kept 10%. The masks are
+redrawn every epoch: the Model Zoo's processor keeps one `random.Random(shuffle_seed + worker
++ 1)` per input worker for its whole life, so a row read again in a later epoch gets new masks;
+here they are drawn from (seed, sample, epoch), so a sample is the same in whatever batch or
+worker it falls and a resumed run sees exactly the masks the uninterrupted one would.
 
 SST2DataProcessor / MNLIDataProcessor (GLUE's files as published): `train.tsv`, and for eval
 `dev.tsv` (SST-2) or `dev_matched.tsv` (MNLI); SST-2 has the columns sentence, label (0/1);
@@ -143,10 +146,10 @@ class BertCsvSamples:
     def __len__(self) -> int:
         return len(self.ids)
 
-    def sample(self, i: int) -> dict[str, np.ndarray]:
-        """Row i with its masks drawn (see the module docstring)."""
+    def sample(self, i: int, epoch: int = 0) -> dict[str, np.ndarray]:
+        """Row i with its masks of `epoch` drawn (see the module docstring)."""
         r, v, P = self.r, self.vocab, self.r.predictions
-        rng = np.random.default_rng([r.seed % 2**63, i])
+        rng = np.random.default_rng([r.seed % 2**63, i, epoch])
         ids = self.ids[i].copy()  # (T,)
         cand = np.flatnonzero(self.maskable[i])
         n = min(P, max(1, int(round(int(self.lens[i]) * r.masked_lm_prob))), len(cand))
@@ -164,8 +167,13 @@ class BertCsvSamples:
                 "masked_lm_weights": weights, "next_sentence_label": self.nsp[i]}
 
     def batch(self, idx: np.ndarray) -> dict[str, np.ndarray]:
-        """The samples of `idx` stacked, loss weights scaled for the batch."""
-        samples = [self.sample(int(i)) for i in idx]
+        """The samples of `idx` with epoch 0's masks (see `epoch_batch`)."""
+        return self.epoch_batch(idx, 0)
+
+    def epoch_batch(self, idx: np.ndarray, epoch: int) -> dict[str, np.ndarray]:
+        """The samples of `idx` with `epoch`'s masks stacked, loss weights scaled for the
+        batch."""
+        samples = [self.sample(int(i), epoch) for i in idx]
         out = {k: np.stack([s[k] for s in samples]) for k in samples[0]}
         scale_mlm_weights(out["masked_lm_weights"], self.r.scale_by_masked, self.r.weight)
         return out

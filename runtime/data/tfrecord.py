@@ -18,6 +18,7 @@ from the protobuf wire format here:
 
 Readers (the Model Zoo's TF processors' features):
   GptTfRecordsProcessor:  input_ids, input_mask, labels      -> {"input_ids", "labels"} (B, T)
+                          (a label where input_mask is 0 becomes IGNORE: runtime/nn/loss.py)
   BertTfRecordsProcessor: input_ids, input_mask, segment_ids, masked_lm_positions,
                           masked_lm_ids, masked_lm_weights, next_sentence_labels
                           -> the BERT batch of runtime/data/mlm.py
@@ -33,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from cs2sim.runtime.nn.loss import IGNORE
 from cs2sim.system.errors import ConfigError
 
 __all__ = ["TFRECORD_SUFFIXES", "find_tfrecord_files", "masked_crc", "write_records",
@@ -243,6 +245,9 @@ class TfRecordSamples:
                     raise ConfigError(f"TFRecord file {path} has token id {top} but vocab_size "
                                       f"is {recipe.vocab_size}; raise vocab_size or re-tokenise "
                                       f"the data.")
+                mask = np.asarray(ex.get("input_mask", ()))
+                if recipe.kind == "gpt" and len(mask) == len(ex["labels"]):
+                    ex["labels"] = np.where(mask == 0, IGNORE, ex["labels"])  # padding
                 for k in want:
                     cols[k].append(ex[k])
         self.cols = {k: _stack(v, k, recipe) for k, v in cols.items()}

@@ -32,13 +32,23 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from cs2sim.system.errors import CsError, RuntimeFailure
 
-__all__ = ["POLL_S", "WorkerPool"]
+__all__ = ["POLL_S", "WorkerPool", "batch_at"]
 
 POLL_S = 0.1  # how often a blocked worker or consumer looks at stop / liveness
 JOIN_S = 5.0  # grace period for workers to leave on their own at close()
 _CTX = mp.get_context("spawn")
+
+
+def batch_at(data: Any, plan: Any, g: int) -> dict[str, np.ndarray]:
+    """Batch g of `plan` from `data`: its samples, and their epoch when the data uses it."""
+    idx = plan.indices(g)
+    if hasattr(data, "epoch_batch"):
+        return data.epoch_batch(idx, plan.epoch_of(g))
+    return data.batch(idx)
 
 
 @dataclass
@@ -71,7 +81,7 @@ def _worker_main(recipe: Any, plan: Any, worker: int, n: int, start: int, out: A
         data = recipe.load()
         total = plan.total_batches
         while total is None or g < total:
-            if not _put(out, (g, data.batch(plan.indices(g))), stop, parent):
+            if not _put(out, (g, batch_at(data, plan, g)), stop, parent):
                 return
             g += n
     except BaseException as e:  # noqa: BLE001 - every failure goes to the consumer

@@ -1,5 +1,10 @@
 """Coordinator tasks of a launched job: no work of their own here; each connects to the chief
 (runtime/job/client.py) and ends with its outcome.
+
+An execute wsjob's weight servers (MemoryX) and activation servers are such tasks too: real
+processes on nodes the scheduler reserved for them, which join the job and wait for the chief's
+end. The weight-streaming executor keeps the weights and reduces gradients inside the chief, so
+they hold no weights of their own (docs/appliance.md says so).
 """
 
 from __future__ import annotations

@@ -214,10 +214,16 @@ class CsRun:
             seen[0] = n
             log.debug(f"compile stage {i}/{n}: {name}")
 
+        # a cluster server's execute job loads the compile its client found or made
+        cached = knobs.raw("CS2SIM_COMPILE_FROM")
         res = compile_run(self.model_name, self.params, self.model_dir, mode=self.mode,
                           target=self.machine.name, on_stage=on_stage,
-                          input_cluster=self.input_cluster())
-        if res.reused:
+                          input_cluster=self.input_cluster(),
+                          cached=Path(cached) if cached else None)
+        if res.reused and cached and res.directory == Path(cached):
+            log.info(f'Loading the cached compile with hash "{res.directory.name}" from '
+                     f"{res.directory.parent} (not compiling again)")
+        elif res.reused:
             log.info(f"Reusing existing compilation in {res.directory}")
         n, took = seen[0], time.perf_counter() - t0
         # the PSC Neocortex run transcript (docs/sources.md): "Cerebras compilation completed: ...

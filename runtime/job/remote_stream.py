@@ -7,12 +7,17 @@ order), and the chief takes batch g from streamer (g - s0) % S. Batch g is alway
 plain `python run.py` sees, whatever S is and whatever the streamers' speeds: each streamer reads
 a disjoint slice of every epoch's sample order (1/S of it), and the data position in a checkpoint
 (epoch, index) resumes a launched run exactly (a new session starts at the restored batch).
+A data_dir list, or an HDF5 data set, is instead sharded across the S streamers as across S
+input workers (`for_streamers`): batch g is then local batch g // S of shard g % S, so streamer
+r only ever makes batches of shard (s0 + r) % S and loads that part alone; the sequence is the
+one a plain run with num_workers S sees, and every sample is still served once per epoch.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -138,12 +143,16 @@ class RemoteStream(DataPosition):
 
 def for_streamers(params: dict, split: str, n: int) -> dict:
     """Params as the chief and its n streamers build the input: a data_dir LIST is sharded
-    across the n streamers in order (runtime/data/shards.py, as across n input workers)."""
+    across the n streamers in order (runtime/data/shards.py, as across n input workers), and an
+    HDF5 data set is cut into n contiguous parts (runtime/data/hdf5.py), so each streamer reads
+    only its own part."""
     from cs2sim.runtime.data import SECTION, input_config
+    from cs2sim.runtime.data.hdf5 import find_h5_files
+    from cs2sim.runtime.data.shards import data_dirs
 
     cfg = input_config(params, split)
-    dirs = cfg.get("data_dir")
-    if not isinstance(dirs, (list, tuple)) or len(dirs) < 2:
+    dirs = data_dirs(cfg.get("data_dir"))
+    if len(dirs) < 2 and not any(Path(d).exists() and find_h5_files(d) for d in dirs):
         return params
     return {**params, SECTION[split]: {**cfg, "num_workers": n}}
 

@@ -6,7 +6,10 @@ the variables the launcher (embedded scheduler or real Slurm) sets, never from a
   CHIEF        the first task of the first heterogeneous component (SLURM_PROCID 0): compiles,
                programs the system, runs the training loop, consumes the streamers' batches;
   COORDINATOR  the task of any other single-task component (the `--single-task-nodes` after
-               the first): waits for the chief's end and exits with its outcome;
+               the first): waits for the chief's end and exits with its outcome. When the
+               job's environment has CS2SIM_WS_SERVERS=W,A (the cluster server's execute
+               job, system/appliance/replicas.py), the components after the second are its W
+               weight servers then its A activation servers (TaskInfo.server says which);
   STREAMER     every task of a multi-task component other than the chief itself (the input
                workers: csrun_wse's last component, or the chief's own component when there
                are no single-task nodes, as in `srun --ntasks=7`: 1 chief + 6 streamers);
@@ -65,11 +68,13 @@ class TaskInfo:
     num_coordinators: int = 0
     cpus_per_task: int | None = None
     group_sizes: tuple[int, ...] = ()  # tasks per component
+    server: str = ""  # a COORDINATOR's replica: "coordinator", "weight" or "activation"
 
     @property
     def name(self) -> str:
         """How errors name this task: role, rank, Slurm task id and node."""
-        who = self.role.value
+        who = {"weight": "weight server", "activation": "activation server"}.get(
+            self.server, self.role.value)
         if self.streamer_rank is not None:
             who += f" {self.streamer_rank}"
         return f"{who} (task {self.procid} on node {self.node or '?'})"
@@ -189,13 +194,29 @@ def task_info(env: Mapping[str, str] | None = None) -> TaskInfo:
         role = Role.STREAMER
     else:
         role = Role.COORDINATOR
+    server = _server_kind(env, component) if role is Role.COORDINATOR else ""
     return TaskInfo(
-        role=role, job_id=str(job), procid=procid, component=component, node=node,
+        role=role, server=server, job_id=str(job), procid=procid, component=component, node=node,
         localid=localid,
         streamer_rank=streamer_ids.index(procid) if role is Role.STREAMER else None,
         num_streamers=len(streamer_ids), num_coordinators=coordinators,
         cpus_per_task=cpus, group_sizes=tuple(sizes),
     )
+
+
+def _server_kind(env: Mapping[str, str], component: int) -> str:
+    """Which replica a single-task component after the chief's is: the coordinator (the
+    first), then CS2SIM_WS_SERVERS's weight and activation servers, in that order."""
+    raw = env.get("CS2SIM_WS_SERVERS") or ""
+    wgt, _, act = raw.partition(",")
+    if not (wgt.isdigit() and act.isdigit()):
+        return "coordinator"
+    first_wgt = 2
+    if first_wgt <= component < first_wgt + int(wgt):
+        return "weight"
+    if first_wgt + int(wgt) <= component < first_wgt + int(wgt) + int(act):
+        return "activation"
+    return "coordinator"
 
 
 def task_role(env: Mapping[str, str] | None = None) -> Role:

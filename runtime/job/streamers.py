@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from cs2sim.runtime.data.workers import batch_at
 from cs2sim.runtime.job.channel import POLL_S, send_frame
 from cs2sim.runtime.job.client import Control, StreamerConnection, rendezvous_timeout
 from cs2sim.runtime.job.coordinator import coordinate
@@ -85,7 +86,7 @@ class ShardProducer:
     def batch(self, g: int) -> dict[str, np.ndarray]:
         """Batch g: the samples Plan.indices(g), plus the test knob's work per sample."""
         data, plan = self._part(g)
-        batch = data.batch(plan.indices(g))
+        batch = batch_at(data, plan, g)
         if self.extra_work:
             first = next(iter(batch.values()))  # (B, ...)
             for row in first:

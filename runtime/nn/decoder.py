@@ -83,7 +83,9 @@ class DecoderConfig:
 
 
 class DecoderLM(Model):
-    """A decoder-only LM over {"input_ids": (B, T) int32, "labels": (B, T) int32}."""
+    """A decoder-only LM over {"input_ids": (B, T) int32, "labels": (B, T) int32}; a label -1
+    marks padding (an HDF5 / TFRecord sample's attention mask 0), left out of the loss
+    (runtime/nn/loss.py)."""
 
     family = "lm"
     input_key = "input_ids"

@@ -140,9 +140,10 @@ class Trainer:
                 check_host_memory(self.model_name, cls, self.params, training=training,
                                   capacity=self.memory_capacity, cs2=cs2)
 
-    def _latest(self) -> ckpt.TrainState | None:
-        """The latest valid checkpoint in model_dir, announced as Model Zoo does."""
-        state = ckpt.load_latest(self.model_dir)
+    def _latest(self, model: Any) -> ckpt.TrainState | None:
+        """The latest valid checkpoint in model_dir, announced as Model Zoo does (a file
+        declaring more than `model`'s checkpoint can hold is skipped before it is read)."""
+        state = ckpt.load_latest(self.model_dir, ckpt.model_budget(model.num_params()))
         if state is None:
             log.info(f'No checkpoints were found in "{self.model_dir}".')
         else:
@@ -153,7 +154,8 @@ class Trainer:
         """Warm start or resume; returns the global step training starts from."""
         cfg = self.config
         if cfg.checkpoint_path:
-            given = ckpt.load_checkpoint(ckpt.resolve_checkpoint_path(cfg.checkpoint_path))
+            given = ckpt.load_checkpoint(ckpt.resolve_checkpoint_path(cfg.checkpoint_path),
+                                         ckpt.model_budget(model.num_params()))
             if cfg.is_pretrained_checkpoint:
                 restore_state(given, model, None, None, None)
                 log.info(
@@ -169,7 +171,7 @@ class Trainer:
             return given.step
         if not cfg.autoload_last_checkpoint:
             return 0
-        state = self._latest()
+        state = self._latest(model)
         if state is None:
             return 0
         restore_state(state, model, opt, scaler, stream)
@@ -366,9 +368,10 @@ class Trainer:
         model = self.components.model(self.config.seed)
         path = checkpoint_path or self.config.checkpoint_path
         if path:
-            state: ckpt.TrainState | None = ckpt.load_checkpoint(ckpt.resolve_checkpoint_path(path))
+            state: ckpt.TrainState | None = ckpt.load_checkpoint(
+                ckpt.resolve_checkpoint_path(path), ckpt.model_budget(model.num_params()))
         else:
-            state = self._latest()
+            state = self._latest(model)
             if state is None:
                 if not self.config.eval_random_weights:
                     raise RuntimeFailure(
@@ -395,7 +398,7 @@ class Trainer:
         with Summaries(self.model_dir / EVAL_DIR, within=self.model_dir) as tb:
             for path in paths:
                 try:
-                    state = ckpt.load_checkpoint(path)
+                    state = ckpt.load_checkpoint(path, ckpt.model_budget(model.num_params()))
                 except ckpt.CorruptCheckpoint as exc:
                     log.warning(f'Checkpoint "{path}" is damaged ({exc.reason}); skipping it.')
                     continue

@@ -112,14 +112,31 @@ class WsJob:
             "meta": {"name": self.id, "labels": dict(self.labels),
                      "createTime": _iso(self.created), "type": self.kind},
             "spec": {"user": {"username": self.user, "uid": self.uid},
-                     "priority": self.priority, "numCsx": self.num_csx},
+                     "priority": self.priority, "numCsx": self.num_csx,
+                     **({"mountDirs": list(self.spec.get("mount_dirs") or []),
+                         "pythonPaths": list(self.spec.get("python_paths") or [])}
+                        if self.spec else {})},
             "status": {"phase": self.phase, "reason": self.reason,
                        "systems": list(self.systems),
                        "startTime": _iso(self.started), "executionTime": _iso(self.started),
                        "completionTime": _iso(self.ended), "exitCode": self.exit_code,
                        "compileHash": self.compile_hash, "schedulerJob": self.sched_job,
-                       "logPath": str(job_log_dir(home, self.id))},
+                       "logPath": str(job_log_dir(home, self.id)),
+                       **self._replicas()},
         }
+
+    def _replicas(self) -> dict[str, Any]:
+        """An execute job's replicas (`.status.replicas[]`), when its spec was read."""
+        if self.kind != "execute" or "shape" not in self.spec:
+            return {}
+        from cs2sim.system.appliance.replicas import plan_of
+        from cs2sim.system.errors import CsError
+
+        try:
+            plan = plan_of(self.num_csx, self.spec)
+        except CsError:
+            return {}
+        return {"replicas": plan.replicas(self.id, self.spec.get("placement"))}
 
 
 def _iso(t: float | None) -> str | None:

@@ -284,6 +284,8 @@ class Dispatcher:
             return  # not submitted yet, waiting, or on a scheduler whose queue is not ours
         launch.allocated = True
         job.phase, job.started = "RUNNING", time.time()
+        if mine and mine[-1].nodes:  # where the scheduler put each replica (csctl get job)
+            job.spec = {**job.spec, "placement": [list(c) for c in mine[-1].nodes]}
         job.sched_job = launch.sched_job or job.sched_job
         self.book.save(job)
         self.on_change()

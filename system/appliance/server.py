@@ -39,6 +39,7 @@ from cs2sim.system.appliance.jobs import (
     job_log_dir,
     new_id,
 )
+from cs2sim.system.appliance.replicas import COMPILE_FROM_ENV, COUNTS, SERVERS_ENV, plan_for
 from cs2sim.system.appliance.runs import Dispatcher, Launchers
 from cs2sim.system.errors import CsError, PermissionDenied, UsageError
 from cs2sim.system.state import ExecMode
@@ -289,14 +290,22 @@ class Server:
         if not all(isinstance(a, str) for a in spec.get("args", [])):
             raise Refused("bad request: spec.args must be strings.", 2)
         spec.setdefault("args", [])
-        spec.setdefault("shape", [])
         num_csx = int(args.get("num_csx", 0)) if kind == "execute" else 0
         mode = ExecMode(args.get("mode", ExecMode.WEIGHT_STREAMING.value))
         spec["exec_mode"] = mode.value
         if kind == "execute":
             if num_csx < 1:
                 raise Refused("num_csx must be 1 or more.", 2)
-            self.dispatcher.refusal(mode, num_csx)  # JobRefused (69): nothing is reserved
+            # JobRefused (69) before anything is reserved: the systems, then the nodes
+            self.dispatcher.refusal(mode, num_csx)
+            plan = plan_for(num_csx, spec, self.store)
+            spec["num_wgt_servers"] = plan.wgt_servers  # what it holds (the unset ones chosen)
+            spec["num_act_servers"] = plan.act_servers // plan.num_csx
+            # the server decides the launch's shape and what its tasks are told, not the client
+            spec["shape"] = plan.shape()
+            told = {k: v for k, v in dict(spec.get("env") or {}).items()
+                    if k not in (SERVERS_ENV, COMPILE_FROM_ENV)}
+            spec["env"] = {**told, **plan.env(), **_compile_env(spec)}
         labels = {str(k): str(v) for k, v in args.get("labels", {}).items()}
         job = WsJob(id=new_id(), kind=kind, user=caller.name, uid=caller.uid,
                     priority=priority, created=time.time(), labels=labels, num_csx=num_csx,
@@ -310,8 +319,9 @@ class Server:
 
     def op_check(self, caller: ops.Caller, args: dict[str, Any]) -> dict[str, Any]:
         """Could an execute job of num_csx systems in this mode ever run? (JobRefused if not)."""
-        self.dispatcher.refusal(ExecMode(args.get("mode", "WEIGHT_STREAMING")),
-                                max(1, int(args.get("num_csx", 1))))
+        num_csx = max(1, int(args.get("num_csx", 1)))
+        self.dispatcher.refusal(ExecMode(args.get("mode", "WEIGHT_STREAMING")), num_csx)
+        plan_for(num_csx, {k: args.get(k) for k in COUNTS}, self.store)
         return {}
 
     def op_get_jobs(self, caller: ops.Caller, args: dict[str, Any]) -> dict[str, Any]:
@@ -477,3 +487,13 @@ def _json(obj: Any) -> str:
     import json
 
     return json.dumps(obj, indent=2) + "\n"
+
+
+def _compile_env(spec: dict[str, Any]) -> dict[str, str]:
+    """The compile the execute job loads instead of compiling again: the one the client found
+    or had compiled, `<compile_dir>/<compile hash>` (runtime/job/cs_run.py reads it)."""
+    compile_dir, hash_ = spec.get("compile_dir"), spec.get("compile_hash")
+    if not (isinstance(compile_dir, str) and isinstance(hash_, str) and compile_dir
+            and hash_.startswith("cs_") and "/" not in hash_):
+        return {}
+    return {COMPILE_FROM_ENV: str(Path(compile_dir) / hash_)}

@@ -116,6 +116,14 @@ def test_token_id_beyond_vocab_and_longer_sequences_name_the_file(tmp_path):
     bad = samples(0, 16)
     bad[3, 2, 5] = VOCAB  # a label outside the vocabulary
     write_h5(d / "data-1.h5", bad)
+    # compressed: found as the batch holding it is decoded (the first epoch streams)
+    with pytest.raises(ConfigError, match=r"HDF5 file .*data-1\.h5 has token id 257 but "
+                                          r"vocab_size is 257"):
+        with build_input(params(d), "train", "gpt2", 1) as s:
+            for _ in range(s.batches_per_epoch):
+                next(s)
+    # memory-mapped: the whole file is scanned when it loads
+    write_h5(d / "data-1.h5", bad, compressed=False)
     with pytest.raises(ConfigError, match=r"HDF5 file .*data-1\.h5 has token id 257 but "
                                           r"vocab_size is 257"):
         build_input(params(d), "train", "gpt2", 1)
@@ -255,3 +263,143 @@ def test_drop_last_spelling_and_a_partial_last_batch(tmp_path):
     dropped = build_input(params(tmp_path / "h5", drop_last=True, drop_last_batch=False),
                           "train", "gpt2", 1)
     assert dropped.batches_per_epoch == 2  # drop_last wins over drop_last_batch
+
+
+@pytest.mark.parametrize("chunk_rows,shuffle", [(1, False), (5, False), (8, True)])
+@pytest.mark.parametrize("keep", [True, False])
+def test_compressed_files_are_read_lazily_chunk_by_chunk(tmp_path, monkeypatch, chunk_rows,
+                                                         shuffle, keep):
+    from cs2sim.runtime.data import hdf5
+
+    if not keep:  # the part does not fit: only the chunk LRU keeps anything
+        monkeypatch.setattr(hdf5, "CACHE_BYTES", 0)
+    d = tmp_path / "h5"
+    d.mkdir()
+    data = samples(0, 64)
+    with h5py.File(d / "a.h5", "w") as f:
+        f.attrs["n_examples"] = 64
+        f.create_dataset("data", data=data, dtype="i4", chunks=(chunk_rows, 3, T),
+                         compression="gzip", shuffle=shuffle)  # with a filter: h5py reads
+    decoded = []
+    real = hdf5._ChunkLru.put
+
+    def counting(self, key, chunk):  # a chunk decoded
+        decoded.append(key[1])
+        return real(self, key, chunk)
+
+    monkeypatch.setattr(hdf5._ChunkLru, "put", counting)
+    with build_input(params(d, shuffle=True, shuffle_seed=3), "train", "gpt2", 1) as s:
+        first = next(s)
+        # loading read nothing; the first batch decoded only the chunks of its 8 samples
+        assert len(decoded) <= 8
+        seen = [first] + [next(s) for _ in range(2 * s.batches_per_epoch - 1)]
+    for b in seen:
+        rows = b["input_ids"][:, 0] * 256 + b["input_ids"][:, 1]  # (B,) the sample numbers
+        assert np.array_equal(b["input_ids"], data[rows, 0])
+        assert np.array_equal(b["labels"], data[rows, 2])
+    chunks = -(-64 // chunk_rows)  # 5: the last chunk is partly past the end
+    if keep:  # every chunk decoded once; the second epoch came from memory
+        assert sorted(decoded) == list(range(chunks))
+    else:
+        assert len(decoded) >= chunks
+
+
+def test_each_input_streamer_loads_only_its_part_of_an_hdf5_data_set(tmp_path):
+    from cs2sim.runtime.job.remote_stream import for_streamers
+    from cs2sim.runtime.job.streamers import ShardProducer
+
+    d = tmp_path / "h5"
+    data = h5_dir(d, sizes=(40, 24))  # 64 samples; parts of 32 for 2 streamers
+    p = params(d, shuffle=True, shuffle_seed=5)
+    producers = [ShardProducer(build_input(for_streamers(p, "train", 2), "train", "gpt2", 1))
+                 for _ in range(2)]
+    s0 = 3  # a session resumed at batch 3: streamer r makes batches 3+r, 5+r, ...
+    got = {}
+    for r, prod in enumerate(producers):
+        for g, b in prod.batches(s0 + r, 2, lambda: False):
+            if g >= s0 + 16:  # two epochs of 8 batches
+                break
+            got[g] = ids_of(b)
+        assert list(prod.data) == [(s0 + r) % 2]  # one part loaded
+        assert len(prod.data[(s0 + r) % 2]) == 32  # and it holds half the samples
+    # the chief's order: batch g from streamer (g - s0) % 2, as one run with 2 workers makes it
+    with build_input(p | {"train_input": {**p["train_input"], "num_workers": 2}}, "train",
+                     "gpt2", 1) as ref:
+        ref.load_state_dict({"epoch": 0, "index": s0, "batches_per_epoch": 8, "batch_size": 8})
+        for g in range(s0, s0 + 16):
+            assert got[g] == ids_of(next(ref))
+    epoch = [i for g in range(8, 16) for i in got[g]]  # epoch 1, whole
+    assert sorted(epoch) == list(range(len(data)))
+    for prod in producers:
+        for ds in prod.data.values():
+            ds.close()
+
+
+def test_padding_is_skipped_by_the_decoder_loss(tmp_path):
+    """A padded position (attention mask 0) adds nothing to the loss or its gradient, whatever
+    its stored label; the loss keeps the batch's B * T scale (micro-batches agree)."""
+    from cs2sim.runtime.nn.loss import SoftmaxCrossEntropy
+
+    got = []
+    for pad_label in (7, 9):
+        d = tmp_path / f"pad{pad_label}"
+        d.mkdir()
+        data = samples(0, 8)
+        data[:, 1, 40:] = 0  # the last 24 positions are padding
+        data[:, 2, 40:] = pad_label
+        write_h5(d / "a.h5", data)
+        with build_input(params(d), "train", "gpt2", 1) as s:
+            got.append(next(s))
+    assert (got[0]["labels"][:, 40:] == -1).all()
+    assert np.array_equal(got[0]["labels"][:, :40], data[:, 2, :40])
+    logits = np.random.default_rng(0).normal(size=(8, T, VOCAB)).astype(np.float32)
+    losses, grads = [], []
+    for b in got:
+        ce = SoftmaxCrossEntropy()
+        losses.append(ce.forward(logits, b["labels"], 1.0 / (8 * T)))
+        assert ce.count == 8 * 40
+        grads.append(ce.backward())
+    assert losses[0] == losses[1] and np.array_equal(grads[0], grads[1])
+    assert not grads[0][:, 40:].any()  # no gradient from padding
+    z = logits[:, :40] - logits[:, :40].max(-1, keepdims=True)  # (8, 40, V)
+    ref = (np.log(np.exp(z).sum(-1)) - np.take_along_axis(z, data[:, 2, :40, None], -1)[..., 0])
+    assert np.isclose(losses[0], ref.sum() / (8 * T), rtol=1e-5)
+
+
+@pytest.mark.slow
+def test_padded_hdf5_trains_the_same_on_the_cs2_executors_and_ignores_pad_labels(tmp_path):
+    """Padding is skipped in every executor's loss alike (micro-batches, 4 CS-X): the CS-2
+    losses match the host's, and the labels stored under padding change nothing."""
+    from cs2sim.runtime.executors.pipelined import PipelinedExecutor
+    from cs2sim.runtime.executors.weight_streaming import WeightStreamingExecutor
+    from cs2sim.runtime.numerics.mixed_precision import resolve_precision
+    from cs2sim.runtime.params import load_params, validate_params
+    from cs2sim.runtime.training.trainer import Trainer
+
+    def losses(data_dir: Path, name: str, executor) -> list[float]:
+        raw = load_params(model_home("gpt2") / "configs" / "params_tiny.yaml")
+        raw["train_input"].pop("stand_in_data", None)
+        raw["train_input"].update(data_processor="GptHDF5DataProcessor", data_dir=str(data_dir),
+                                  batch_size=8)
+        raw["runconfig"].update(max_steps=3, log_steps=1, checkpoint_steps=0)
+        params, _ = validate_params(raw, "gpt2", source="test")
+        half, _ = resolve_precision(params)
+        params["runconfig"]["model_dir"] = str(tmp_path / name)
+        result = Trainer("gpt2", params, tmp_path / name, half=half, executor=executor).train()
+        return [result.losses[s] for s in sorted(result.losses)]
+
+    dirs = []
+    for pad_label, mask in ((0, 0), (200, 0), (0, 1)):
+        d = tmp_path / f"pad{pad_label}-{mask}"
+        d.mkdir()
+        data = samples(0, 32)
+        data[:, 1, 48:] = mask  # mask 0: a quarter of every sample is padding
+        data[:, 2, 48:] = pad_label
+        write_h5(d / "a.h5", data)
+        dirs.append(d)
+    cpu = losses(dirs[0], "cpu", None)
+    assert losses(dirs[1], "cpu-other-pad", None) == cpu
+    unmasked = losses(dirs[2], "cpu-unmasked", None)  # the same tokens, counted
+    assert all(abs(a - b) > 1e-3 * abs(b) for a, b in zip(unmasked, cpu, strict=True))
+    for name, ex in (("pipelined", PipelinedExecutor()), ("ws4", WeightStreamingExecutor(4))):
+        np.testing.assert_allclose(losses(dirs[0], name, ex), cpu, rtol=1e-5, atol=0)

@@ -69,7 +69,10 @@ def test_gpt2_hdf5_layout_tokens_and_read_back_bit_for_bit(tmp_path, capsys):
                          "vocab_size": 50257, "shuffle": False},
          "model": {"vocab_size": 50257, "max_position_embeddings": 32}}
     b = next(build_input(p, "train", "gpt2", 1))
-    assert np.array_equal(b["input_ids"], rows[:, 0]) and np.array_equal(b["labels"], rows[:, 2])
+    # the labels of padded positions (attention mask 0) come as -1: the loss skips them
+    assert (rows[:, 1] == 0).any()
+    assert np.array_equal(b["input_ids"], rows[:, 0])
+    assert np.array_equal(b["labels"], np.where(rows[:, 1] == 0, -1, rows[:, 2]))
 
 
 def test_errors_are_one_line(tmp_path, capsys):

@@ -190,3 +190,55 @@ def test_sst2_and_mnli_tsv(tmp_path):
     assert b["labels"].tolist() == [1, 0]
     assert b["input_ids"][0].tolist() == [2, 5, 6, 7, 3, 10, 6, 3]  # cut to 8: the longer lost
     assert b["token_type_ids"][0].tolist() == [0, 0, 0, 0, 0, 1, 1, 1]
+
+
+def _bert_csv(tmp_path, rows=8, **section):
+    d = tmp_path / "csv"
+    d.mkdir()
+    toks = ["[CLS]", "the", "cat", "sat", "on", "a", "mat", "zebra", "the", "cat", "[SEP]"]
+    with open(d / "part0.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["tokens"])
+        w.writeheader()
+        w.writerows({"tokens": repr(toks)} for _ in range(rows))
+    return {"train_input": {"data_processor": "BertCSVDynamicMaskDataProcessor",
+                            "data_dir": str(d), "vocab_file": str(vocab_file(tmp_path)),
+                            "batch_size": 4, "max_sequence_length": T,
+                            "max_predictions_per_seq": 3, "masked_lm_prob": 0.3,
+                            "shuffle": False, **section},
+            "model": {"vocab_size": len(VOCAB), "max_position_embeddings": T,
+                      "disable_nsp": True}}
+
+
+def test_bert_csv_masks_are_redrawn_every_epoch_and_resume_exactly(tmp_path):
+    p = _bert_csv(tmp_path)
+    s = build_input(p, "train", "bert", 1)
+    epochs = [[next(s) for _ in range(2)] for _ in range(3)]  # 8 rows, batch 4: 2 per epoch
+    pos = [np.concatenate([b["masked_lm_positions"] for b in e]) for e in epochs]  # (8, 3)
+    # the same rows, shuffle off: only the epoch differs, and the masks with it
+    assert not np.array_equal(pos[0], pos[1]) and not np.array_equal(pos[1], pos[2])
+    # deterministic per (seed, epoch, sample): a resumed stream and input workers agree
+    state = {"epoch": 1, "index": 1, "batches_per_epoch": 2, "batch_size": 4}
+    again = build_input(p, "train", "bert", 1)
+    again.load_state_dict(state)
+    b = next(again)
+    for k in epochs[1][1]:
+        assert np.array_equal(b[k], epochs[1][1][k]), k
+    p["train_input"]["num_workers"] = 2
+    with build_input(p, "train", "bert", 1) as w:
+        w.load_state_dict(state)
+        b = next(w)
+    assert np.array_equal(b["masked_lm_positions"], epochs[1][1]["masked_lm_positions"])
+    assert np.array_equal(b["input_ids"], epochs[1][1]["input_ids"])
+
+
+def test_gpt_tfrecord_padding_comes_as_label_minus_one(tmp_path):
+    d = tmp_path / "tfr"
+    d.mkdir()
+    ids = np.arange(T + 1)
+    mask = np.ones(T, np.int64)
+    mask[10:] = 0  # the last 6 positions are padding
+    write_records(d / "a.tfrecords", [encode_example(
+        {"input_ids": ids[:-1], "input_mask": mask, "labels": ids[1:]}) for _ in range(4)])
+    b = next(build_input(gpt_params(d), "train", "gpt2", 1))
+    assert b["labels"][:, :10].tolist() == [list(range(1, 11))] * 4
+    assert (b["labels"][:, 10:] == -1).all() and b["input_ids"][0].tolist() == list(range(T))

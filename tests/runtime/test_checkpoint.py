@@ -189,3 +189,25 @@ def test_resolve_accepts_tf_style_prefix(tmp_path):
 def test_missing_file_is_one_sentence(tmp_path):
     with pytest.raises(ckpt.CorruptCheckpoint, match="does not exist; check the path"):
         ckpt.load_checkpoint(tmp_path / "model-ckpt-9.npz")
+
+
+def test_a_checkpoint_larger_than_the_model_can_hold_is_refused_before_reading(
+        tmp_path, monkeypatch, caplog):
+    """Declared sizes are checked against the model (model_budget) before any array is read;
+    the run falls back to the previous checkpoint, as for a damaged one."""
+    ckpt.save_checkpoint(tmp_path, state(1))
+    big = state(2)
+    big.model["fc1.weight"] = np.zeros((512, 1024), np.float32)  # 2 MiB: not this model's
+    ckpt.save_checkpoint(tmp_path, big)
+    budget = 64 * 1024  # what a 12-weight model's checkpoint may hold, here without slack
+    read: list[str] = []
+    real_load = np.load
+    monkeypatch.setattr(np, "load", lambda *a, **k: read.append("load") or real_load(*a, **k))
+    with pytest.raises(ckpt.CorruptCheckpoint, match="more than a checkpoint of this model"):
+        ckpt.load_checkpoint(tmp_path / "model-ckpt-2.npz", budget)
+    assert read == []  # refused on the declared sizes alone
+    with caplog.at_level(logging.WARNING):
+        latest = ckpt.load_latest(tmp_path, budget)
+    assert latest is not None and latest.step == 1
+    assert "model-ckpt-2.npz" in caplog.text
+    assert ckpt.model_budget(12) >= 4 * 5 * 12  # weights and four optimizer slots

@@ -14,7 +14,9 @@ mixed_precision / fp16_type / use_bfloat16 are read by numerics/mixed_precision.
 Policy.
 
 Loss: "num_tokens" -> sum CE / (B * T); "batch_size" -> sum CE * loss_weight / B. With
-loss_weight = 1 / max_sequence_length (as the Model Zoo configs set it) the two coincide.
+loss_weight = 1 / max_sequence_length (as the Model Zoo configs set it) the two coincide. The sum
+leaves out padded positions (attention mask 0 in HDF5 / TFRecord data: label -1); the Model Zoo's
+"num_tokens" divides by the unpadded tokens instead of B * T (docs/training.md).
 Init (Model Zoo's TF GPT-2 `set_defaults`, docs/sources.md): truncated normal std initializer_range
 (0.02); the two residual output projections std 0.02 / sqrt(2 * num_hidden_layers).
 """
