@@ -2,9 +2,9 @@
 
 Each section of a Model Zoo params file (`train_input`, `eval_input`, `model`, `optimizer`,
 `runconfig`, `csconfig`) is described by a table `dict[str, Key]`. The model files declare their
-own `MODEL_SCHEMA`; runtime/params.py composes the sections and validates a file against them,
-so the validator, the defaults written to `params_train.yaml` and the docs all come from the same
-tables.
+own `MODEL_SCHEMA`, runtime/sections.py the other sections'; runtime/params.py composes them
+and validates a file against them, so the validator, the defaults written to
+`params_train.yaml` and the docs all come from the same tables.
 """
 
 from __future__ import annotations

@@ -107,3 +107,14 @@ def test_the_editable_install_is_a_static_path_static_tools_follow() -> None:
     if Path(lines[0]).resolve() != (ROOT / "src").resolve() and "import" not in lines[0]:
         pytest.skip(f"the editable install here is of another checkout ({lines[0]})")
     assert lines == [str(ROOT / "src")], lines
+
+
+MAX_MODULE_LINES = 600  # past this a module usually holds two roles: split it by role
+
+
+def test_no_module_of_the_code_folders_is_over_600_lines() -> None:
+    sizes = {str(p.relative_to(ROOT)): len(p.read_text().splitlines())
+             for f in FOLDERS for p in (ROOT / f).rglob("*.py")}
+    assert len(sizes) > 100, "the code folders were not found"  # the check reads real files
+    over = {path: n for path, n in sizes.items() if n > MAX_MODULE_LINES}
+    assert not over, f"split by role: {over}"

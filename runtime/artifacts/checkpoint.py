@@ -68,7 +68,7 @@ log = logging.getLogger("cs2sim.checkpoint")
 INDEX_NAME = "checkpoint"
 FORMAT = "cs2sim-checkpoint-1"
 _NAME_RE = re.compile(r"^model-ckpt-(\d{1,16})\.npz$")
-MAX_STEP = 2**53  # runtime/params.py MAX_INT: the largest step count a run can ask for
+MAX_STEP = 2**53  # runtime/sections.py MAX_INT: the largest step count a run can ask for
 # the files save_checkpoint writes (whose temp files a killed run may leave behind)
 MAX_MEMBERS = 1 << 16  # arrays in one checkpoint (a GPT-3 XL state has a few hundred)
 MAX_EXPANSION = 16  # members' declared bytes per byte of file (np.savez stores: 1x)

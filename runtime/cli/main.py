@@ -28,22 +28,29 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from cs2sim.runtime.cli.compile_run import COMPILE_MODES, run_compile
-from cs2sim.runtime.cli.compile_run import add_flags as add_compile_flags
+from cs2sim.runtime.cli.compile_run import run_compile
 from cs2sim.runtime.cli.compile_run import stop_after as compile_stop
+from cs2sim.runtime.cli.flags import (
+    DEFAULT_PARAMS,
+    MODES,
+    ParserExit,
+    build_parser,
+    check_flags,
+    cli_overrides,
+    default_params,
+    model_home,
+    script_dir,
+)
 from cs2sim.runtime.cli.runlog import RunLog
 from cs2sim.system.errors import CsError, UsageError
 
 __all__ = ["MODES", "build_parser", "main", "check_flags", "model_home", "default_params",
            "script_dir"]
 
-MODES = ("train", "eval", "eval_all", "train_and_eval")
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
-EXECUTION_STRATEGIES = ("pipeline", "weight_streaming")
 DEVICES = ("CPU", "GPU", "CSX")  # the first word of Model Zoo R1.8+'s run.py
 # Real run.py flags (Model Zoo's run.py, docs/sources.md) whose feature is not in this version:
 # accepted, stored in runconfig under the same name, and answered with one note. A later version
@@ -58,180 +65,10 @@ NO_EFFECT_YET = {
 }
 MSG_NO_EFFECT = ("note: --{flag} {value} is stored in runconfig.{flag} and has no effect here "
                  "yet ({why}).")
-DEFAULT_PARAMS = {"fc_mnist": "configs/params.yaml"}  # other models require -p
 EXIT_INTERRUPTED = 130
 SHARED_ERROR_GRACE_S = 10.0  # how long a non-chief task leaves a shared error to the chief
 MSG_HOST_JOB = ("This job trains on the host CPU of node {node}, not on a CS-2: run.py has no "
                 "--cs_ip; add --cs_ip <the system's IP> to train on the CS-2.")
-
-# Model Zoo's run.py validation messages, verbatim (docs/sources.md)
-MSG_ONE_OF = "Please only use one of validate_only and compile_only."
-MSG_FC_MNIST_CS = "For FC_MNIST model, only training is supported on the Cerebras System."
-MSG_MULTIREPLICA = "Multi-replica training is only possible on the Cerebras System."
-MSG_CS_MODE = "Cannot run {} mode on the Cerebras System!"
-MSG_CS_EVAL_STEPS = "When performing eval on the Cerebras System, eval_steps must be provided."
-HOST_DEVICES = ("cpu", "/cpu:0", "/device:cpu:0")
-
-
-def model_home(model_name: str) -> Path:
-    """The directory of a built-in model's run.py and configs/ in this installation."""
-    return Path(__file__).resolve().parents[1] / "modelzoo" / model_name
-
-
-def script_dir() -> Path | None:
-    """The directory of the script this process runs by path (`python run.py`), None in an
-    interpreter or under `python -m ...` (a test runner, a tool)."""
-    main = sys.modules.get("__main__")
-    main_file = getattr(main, "__file__", None)
-    if not main_file or getattr(main, "__spec__", None) is not None:
-        return None
-    return Path(main_file).resolve().parent
-
-
-def default_params(model_name: str, home: Path | None) -> tuple[Path, str]:
-    """The params file a run without -p uses, and how it was found (for the "Params file:"
-    line): `configs/params.yaml` next to the run.py (`home`), else in the working directory.
-    Never the installation's copy: a copied model directory is the user's own."""
-    rel = DEFAULT_PARAMS[model_name]
-    places = [(home, "next to run.py")] if home is not None else []
-    places.append((Path.cwd(), "in the working directory"))
-    for where, how in places:
-        path = where / rel  # type: ignore[operator]
-        if path.is_file():
-            return path, how
-    looked = " or ".join(dict.fromkeys(str(w / rel) for w, _ in places))  # type: ignore[operator]
-    raise UsageError(f"no -p/--params given and there is no {looked}; pass -p with your "
-                     "params file.")
-
-
-class _Exit(Exception):
-    def __init__(self, status: int) -> None:
-        self.status = status
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that raises instead of printing and exiting (runtime/ never exits)."""
-
-    writer: Callable[[str], None] = staticmethod(lambda text: None)  # type: ignore[assignment]
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message}; run with --help for the flags.")
-
-    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
-        if message:
-            self.writer(message)
-        raise _Exit(status)
-
-    def _print_message(self, message: str, file: Any = None) -> None:
-        if message:
-            self.writer(message)
-
-
-def build_parser(model_name: str, writer: Callable[[str], None] = lambda t: None) -> _Parser:
-    """The run.py parser (Model Zoo's run.py, docs/sources.md); store_true flags default to None so
-    the YAML stays."""
-    p = _Parser(prog="run.py", description=f"Train or evaluate {model_name} (cs2sim Model Zoo).",
-                allow_abbrev=False)  # `--param x` must not pass for --params
-    p.writer = writer
-    default_params = DEFAULT_PARAMS.get(model_name)
-    p.add_argument("-m", "--mode", required=True, choices=MODES + COMPILE_MODES,
-                   help="What to run: train, eval, eval_all or train_and_eval; validate_only or "
-                        "compile_only to compile for the CS-2 without training.")
-    p.add_argument("-p", "--params", required=default_params is None, default=None,
-                   help="Path to the params YAML"
-                        + (f" (default: {default_params} next to run.py, else in the working "
-                           "directory)." if default_params else "."))
-    p.add_argument("-o", "--model_dir", default=None,
-                   help="Model directory where checkpoints will be written. If directory exists, "
-                        "weights are loaded from the checkpoint file.")
-    p.add_argument("--cs_ip", default=None,
-                   help="IP address of the Cerebras System, defaults to None (train on the host).")
-    p.add_argument("--steps", type=int, default=None,
-                   help="Number of steps to run mode train. Runs repeatedly for the specified "
-                        "number.")
-    p.add_argument("--max_steps", type=int, default=None,
-                   help="Number of total steps to run mode train. Runs incrementally till the "
-                        "specified number.")
-    p.add_argument("--eval_steps", type=int, default=None,
-                   help="Number of batches to evaluate (<= 0: the whole eval set).")
-    p.add_argument("--save_summary_steps", type=int, default=None,
-                   help="Steps between console logs and TensorBoard summaries.")
-    p.add_argument("--save_checkpoints_steps", type=int, default=None,
-                   help="Steps between checkpoints.")
-    p.add_argument("--checkpoint_path", default=None,
-                   help="Checkpoint to resume from (weights, optimizer, data position and "
-                        "step), as Model Zoo's PyTorch run.py; with --is_pretrained_checkpoint "
-                        "only its weights are loaded and training starts at step 0 (what the TF "
-                        "run.py's --checkpoint_path always does).")
-    p.add_argument("--is_pretrained_checkpoint", action="store_true", default=None,
-                   help="--checkpoint_path is a pretrained model: load its weights only and "
-                        "start at step 0.")
-    p.add_argument("--eval_random_weights", action="store_true", default=None,
-                   help="Let --mode eval run without any checkpoint (random weights); without "
-                        "it that is an error.")
-    p.add_argument("--logging", default=None, type=str.upper, choices=LOG_LEVELS,
-                   help="Log level: DEBUG, INFO, WARNING or ERROR (default: runconfig.logging, "
-                        "INFO).")
-    p.add_argument("--num_csx", type=int, default=None,
-                   help="Number of CS-X systems (weight streaming); default 1.")
-    p.add_argument("--num_wgt_servers", type=int, default=None,
-                   help="Number of MemoryX weight servers (weight streaming); default 12.")
-    p.add_argument("--execution_strategy", default=None, choices=EXECUTION_STRATEGIES,
-                   help="pipeline or weight_streaming.")
-    p.add_argument("--mount_dirs", nargs="*", default=None,
-                   help="Directories to mount in the appliance's containers.")
-    p.add_argument("--python_paths", nargs="*", default=None,
-                   help="Paths to add to PYTHONPATH in the appliance's containers.")
-    p.add_argument("--multireplica", action="store_true", default=None,
-                   help="Run multiple copies of the model data-parallel on the wafer at the "
-                        "same time.")
-    p.add_argument("--validate_only", action="store_true", default=None,
-                   help="Compile model up to kernel matching.")
-    p.add_argument("--compile_only", action="store_true", default=None,
-                   help="Compile model completely, generating compiled executables.")
-    p.add_argument("--device", default=None,
-                   help="Force model to run on a specific device (here: cpu).")
-    add_compile_flags(p)
-    p.add_argument("--traceback", action="store_true",
-                   help="Show the Python traceback of an error (for bug reports).")
-    return p
-
-
-def check_flags(model_name: str, args: argparse.Namespace) -> None:
-    """The flag combinations Model Zoo's run.py refuses (docs/sources.md), then the CS-2-only flags
-    (UsageError)."""
-    if args.validate_only and args.compile_only:
-        raise UsageError(MSG_ONE_OF)
-    on_cs = args.cs_ip is not None and not compile_stop(args)  # a compile runs on the host
-    if args.multireplica and not (on_cs or compile_stop(args)):
-        raise UsageError(MSG_MULTIREPLICA)
-    if on_cs:
-        if model_name == "fc_mnist" and args.mode != "train":
-            raise UsageError(MSG_FC_MNIST_CS)
-        if args.mode in ("eval_all", "train_and_eval"):
-            raise UsageError(MSG_CS_MODE.format(args.mode))
-        if args.mode == "eval" and not args.eval_steps:
-            raise UsageError(MSG_CS_EVAL_STEPS)
-    if args.device is not None and args.device.lower() not in HOST_DEVICES:
-        raise UsageError(f"--device {args.device} is not available: this version of cs2sim "
-                         "runs on the host CPU only (--device cpu).")
-
-
-def _overrides(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[str, ...]]:
-    """(CLI values for runconfig, runconfig keys the CLI clears).
-
-    A flag saying how long to run beats the YAML's other way of saying it: `--steps` clears the
-    YAML's max_steps, `--max_steps` its steps (and both clear num_steps / num_epochs).
-    """
-    values = {k: v for k, v in vars(args).items()
-              if k not in ("params", "params_given", "params_found", "traceback", "home", "split")
-              and v is not None}
-    clears: tuple[str, ...] = ()
-    if args.steps is not None:
-        clears = ("max_steps", "num_steps", "num_epochs")
-    elif args.max_steps is not None:
-        clears = ("steps", "num_steps", "num_epochs")
-    return values, clears
 
 
 def _load(model_name: str, args: argparse.Namespace) -> tuple[dict, str, list[str]]:
@@ -247,7 +84,7 @@ def _load(model_name: str, args: argparse.Namespace) -> tuple[dict, str, list[st
 
     raw = load_params(args.params)
     params, warnings = validate_params(raw, model_name, source=str(args.params))
-    values, clears = _overrides(args)
+    values, clears = cli_overrides(args)
     params = apply_cli_overrides(params, values)
     for k in clears:
         params["runconfig"][k] = None
@@ -438,7 +275,7 @@ def main(model: str | type, argv: Sequence[str] | None = None,
             args.split = False
             args.home = Path(home) if home is not None else script_dir()
             return _run(model_name, args, runlog)
-        except _Exit as e:
+        except ParserExit as e:
             return e.status
         except CsError as e:
             if show_traceback:

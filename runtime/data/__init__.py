@@ -38,7 +38,7 @@ from cs2sim.runtime.data.stream import SPLIT_SALT, BatchStream, Plan
 from cs2sim.runtime.data.tabular import BertCsvFiles, GlueTsv
 from cs2sim.runtime.data.tfrecord import TfRecordFiles
 from cs2sim.runtime.data.tokens import TokenFiles, find_token_files
-from cs2sim.runtime.params import AUTOTUNE, EVAL_INPUT_SCHEMA, INPUT_SCHEMA
+from cs2sim.runtime.sections import AUTOTUNE, EVAL_INPUT_SCHEMA, INPUT_SCHEMA
 from cs2sim.system.errors import ConfigError
 
 __all__ = ["BatchStream", "Plan", "build_input", "input_config", "model_family"]

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from cs2sim.scripts.testkit.result import CsResult
+from cs2sim.system import procfs
 
 __all__ = ["ApplianceCluster", "wait_until"]
 
@@ -57,11 +58,12 @@ class ApplianceCluster:
         return int((self.home / "wsjob" / "server.pid").read_text())
 
     def running(self) -> bool:
+        """Whether the server process runs (one that exited is not running, reaped or not)."""
         try:
-            os.kill(self.pid(), 0)
+            stat = procfs.read_stat(self.pid())
         except (OSError, ValueError):
             return False
-        return True
+        return stat is not None and not stat.ended
 
     def kill(self) -> None:
         """SIGKILL the server (a crash): its jobs' launches die with it."""
@@ -79,9 +81,10 @@ class ApplianceCluster:
             return
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            try:
-                os.kill(pid, 0)
-            except OSError:
+            # ended once it exits: the server is no child of ours, so init reaps it, in its own
+            # time (seconds under some inits), and a signal still reaches the zombie till then
+            stat = procfs.read_stat(pid)
+            if stat is None or stat.ended:
                 return
             time.sleep(0.05)
         os.kill(pid, signal.SIGKILL)

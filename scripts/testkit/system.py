@@ -16,14 +16,12 @@ still explains every state the system was in.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -31,6 +29,7 @@ from typing import Any
 
 import yaml
 
+from cs2sim.scripts.testkit.procs import communicate, kill_group
 from cs2sim.scripts.testkit.result import CsResult
 
 __all__ = ["ThrowawaySystem", "KIT_USER"]
@@ -215,7 +214,7 @@ class ThrowawaySystem:
     def release_job(self, job: Any) -> None:
         """End a job from `hold_job`: its process is killed, so the store sees it FAILED."""
         proc = self._held.pop(job.id)
-        _kill_group(proc)
+        kill_group(proc)
 
     def audit(self, last: int | None = None) -> list[Any]:
         """The audit log, oldest first, the newest `last` rows (all for None): frozen
@@ -270,7 +269,7 @@ class ThrowawaySystem:
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )
         self._processes.append(proc)
-        out, err, both = _communicate(proc, input, timeout, label or " ".join(argv))
+        out, err, both = communicate(proc, input, timeout, label or " ".join(argv))
         return CsResult(label or " ".join(argv), out, err, proc.returncode, both)
 
     def start(
@@ -322,7 +321,7 @@ class ThrowawaySystem:
         from cs2sim.scripts.testkit.launch import LaunchResult, find_job, named_model_dir, task_logs
 
         command = " ".join(str(a) for a in proc.args)  # type: ignore[union-attr]
-        out, err, both = _communicate(proc, None, timeout, command)
+        out, err, both = communicate(proc, None, timeout, command)
         job = find_job(self.store, proc.pid)
         where = Path(cwd) if cwd is not None else Path.cwd()
         return LaunchResult(
@@ -488,7 +487,7 @@ class ThrowawaySystem:
             session.close()
         for proc in self._processes:
             if proc.poll() is None:
-                _kill_group(proc)
+                kill_group(proc)
             for stream in (proc.stdout, proc.stderr, proc.stdin):
                 if stream is not None:
                     stream.close()
@@ -506,43 +505,6 @@ class ThrowawaySystem:
         return f"ThrowawaySystem(home={str(self.home)!r})"
 
 
-def _communicate(proc: subprocess.Popen[str], input: str | None, timeout: float,
-                 label: str) -> tuple[str, str, str]:
-    """(stdout, stderr, both interleaved by line as they came) of a process, waited for; a
-    process still running after `timeout` s is killed with its children (AssertionError)."""
-    lock = threading.Lock()
-    out: list[str] = []
-    err: list[str] = []
-    both: list[str] = []
-
-    def pump(stream: Any, mine: list[str]) -> None:
-        for line in iter(stream.readline, ""):
-            with lock:
-                mine.append(line)
-                both.append(line)
-
-    readers = [threading.Thread(target=pump, args=(stream, mine), daemon=True)
-               for stream, mine in ((proc.stdout, out), (proc.stderr, err)) if stream is not None]
-    for reader in readers:
-        reader.start()
-    if proc.stdin is not None:
-        with contextlib.suppress(BrokenPipeError):
-            proc.stdin.write(input or "")
-            proc.stdin.close()
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        for reader in readers:
-            reader.join(5)
-        raise AssertionError(
-            f"`{label}` did not finish in {timeout:g} s; it was killed.\n"
-            f"--- output and errors ---\n{''.join(both)[-6000:]}") from None
-    for reader in readers:  # the pipes end when the last process holding them does
-        reader.join(timeout)
-    return "".join(out), "".join(err), "".join(both)
-
-
 def _with_scripts(path: str) -> str:
     """PATH with cs2sim's console scripts (and this Python) first, as an activated venv has it:
     a user's script that calls `cs`, `csrun_wse` or `python` finds this installation's, even
@@ -558,17 +520,3 @@ def _mode(text: str) -> str:
     """PIPELINED / WEIGHT_STREAMING from the spellings people use (weight-streaming, ws, ...)."""
     key = text.strip().upper().replace("-", "_").replace(" ", "_")
     return {"WS": "WEIGHT_STREAMING", "PIPELINE": "PIPELINED"}.get(key, key)
-
-
-def _kill_group(proc: subprocess.Popen[Any]) -> None:
-    """SIGTERM the process group, then SIGKILL what is left after 3 s."""
-    for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue

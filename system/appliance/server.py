@@ -12,6 +12,7 @@ one line in the server's log, never a traceback.
 from __future__ import annotations
 
 import base64
+import contextlib
 import fcntl
 import io
 import logging
@@ -102,6 +103,9 @@ class Server:
         self.conns_lock = threading.Lock()
         self.listeners: list[tuple[socket.socket, Identify]] = []
         self._stop = threading.Event()
+        # stop() writes a byte here so the accept loop's select returns at once (stop runs in
+        # a signal handler too: one os.write, nothing that takes a lock)
+        self._wake_r, self._wake_w = os.pipe()
         self.tokens: Any = None  # tls.TokenBook when TCP is on
         path = socket_path(self.home)
         path.unlink(missing_ok=True)
@@ -139,8 +143,10 @@ class Server:
         self.dispatcher.thread.start()
         socks = {s.fileno(): (s, ident) for s, ident in self.listeners}
         while not self._stop.is_set():
-            ready, _, _ = select.select(list(socks), [], [], 0.5)
+            ready, _, _ = select.select([*socks, self._wake_r], [], [], 0.5)
             for fd in ready:
+                if fd == self._wake_r:
+                    continue
                 sock, ident = socks[fd]
                 try:
                     conn, _ = sock.accept()
@@ -155,6 +161,8 @@ class Server:
 
     def stop(self) -> None:
         self._stop.set()
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"x")
 
     def _serve_conn(self, conn: socket.socket, identify: Identify) -> None:
         caller = None

@@ -23,11 +23,9 @@ to this package, and a store without them is simply a cluster on which nothing w
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -41,25 +39,23 @@ from cs2sim.system.errors import (
 )
 from cs2sim.system.jobs import (
     has_column,
-    holders,
     next_id,
     process_alive,
     process_start,
     this_host,
 )
-from cs2sim.system.sched.fit import NodeInfo, Pending, fifo_pass, never_fits
-from cs2sim.system.sched.guard import guard_running
+from cs2sim.system.sched.fit import NodeInfo, never_fits
 from cs2sim.system.sched.queue_rows import (
     COLS,
     MalformedRow,
     QueueJob,
     check_request,
-    decode_request,
     encode_request,
     one,
     readable,
 )
 from cs2sim.system.sched.request import JobRequest
+from cs2sim.system.sched.scheduling import Alive, reap, schedule
 from cs2sim.system.store_ops import operation, wire
 
 if TYPE_CHECKING:
@@ -226,117 +222,6 @@ def _never_fits_hint(why: str, request: JobRequest, nodes: list[NodeInfo]) -> st
     return hint
 
 
-class _Alive:
-    """Launcher liveness, asked at most once per (pid, start) in a pass (a /proc read each)."""
-
-    def __init__(self) -> None:
-        self.host = this_host()
-        self.seen: dict[tuple[int, str | None], bool] = {}
-
-    def __call__(self, pid: int, start: str | None, host: str) -> bool:
-        if host != self.host:
-            return True  # another host's launcher: only that host can tell
-        key = (pid, start)
-        if key not in self.seen:
-            # a killed launcher's job lives on while its guard ends its processes (guard.py)
-            self.seen[key] = process_alive(pid, start) or guard_running(pid)
-        return self.seen[key]
-
-
-def _reap(db: sqlite3.Connection, now: float, state: str, alive: _Alive) -> int:
-    """End the jobs in `state` whose launcher on this host is gone; how many."""
-    rows = db.execute(
-        "SELECT id, pid, pid_start, host FROM sched_jobs WHERE state = ? ORDER BY id", (state,)
-    ).fetchall()
-    n = 0
-    for job_id, pid, start, host in rows:
-        if not alive(pid, start, host):
-            end = "FAILED" if state == "RUNNING" else "CANCELLED"
-            db.execute(
-                "UPDATE sched_jobs SET state = ?, reason = 'LauncherDied', ended_at = ?"
-                " WHERE id = ?", (end, now, job_id))
-            db.execute("DELETE FROM sched_alloc WHERE job_id = ?", (job_id,))
-            n += 1
-    return n
-
-
-def schedule(db: sqlite3.Connection, nodes: list[NodeInfo], now: float | None = None,
-             woken: list[int] | None = None) -> int:
-    """One FIFO pass inside the caller's transaction; how many jobs started. The ids of the jobs
-    it started are appended to `woken`: the caller wakes their launchers after its commit.
-
-    Cost: O(nodes) to find the free ones + O(1) per job examined. Dead launchers are reaped
-    where it matters: a pending job is checked when the pass reaches it (a dead one is dropped
-    and the pass goes on), and running jobs only when the head of the queue does not fit (their
-    nodes might be free after all); the view (`jobs()`) reaps everything.
-    """
-    now = time.time() if now is None else now
-    woken = [] if woken is None else woken
-    alive = _Alive()
-    started, blocked = _pass(db, nodes, now, alive, woken)
-    if blocked and _reap(db, now, "RUNNING", alive):
-        more, _ = _pass(db, nodes, now, alive, woken)
-        started += more
-    return started
-
-
-def _pass(
-    db: sqlite3.Connection, nodes: list[NodeInfo], now: float, alive: _Alive, woken: list[int]
-) -> tuple[int, bool]:
-    """(jobs started, whether a pending job is left blocking the queue)."""
-    held = db.execute("SELECT group_concat(node, char(10)) FROM sched_alloc").fetchone()[0]
-    used = set(held.split("\n")) if held else set()
-    free = [n for n in nodes if n.name not in used]
-    systems = set(holders(db))  # CS-2 systems held by running jobs and launches
-    cur = db.execute(
-        "SELECT id, request, pid, pid_start, host, systems FROM sched_jobs"
-        " WHERE state = 'PENDING' ORDER BY id")
-    dead: list[int] = []
-
-    def pending() -> Iterator[Pending]:
-        for job_id, request, pid, start, host, wanted in cur:
-            if not alive(pid, start, host):
-                dead.append(job_id)
-                continue
-            try:
-                comps, exclude = decode_request(request)
-            except (ValueError, TypeError, KeyError, AttributeError):
-                dead.append(job_id)  # a request no launcher made: it can never run
-                continue
-            yield Pending(job_id, comps, exclude, tuple(n for n in wanted.split(",") if n))
-
-    results = list(fifo_pass(pending(), free, systems))
-    cur.close()
-    for job_id in dead:
-        db.execute(
-            "UPDATE sched_jobs SET state = 'CANCELLED', reason = 'LauncherDied', ended_at = ?"
-            " WHERE id = ?", (now, job_id))
-    started = 0
-    blocked = False
-    for job, placed in results:
-        if placed is None:
-            blocked = True
-            # waiting for a CS-2 another job holds: Slurm's reason for a license (one per
-            # system, as on real Slurm) is Licenses; waiting for nodes is Resources
-            why = "Licenses" if systems.intersection(job.systems) else "Resources"
-            db.execute(
-                "UPDATE sched_jobs SET reason = ? WHERE id = ? AND reason != ?",
-                (why, job.job_id, why))
-            db.execute(
-                "UPDATE sched_jobs SET reason = 'Priority' WHERE state = 'PENDING'"
-                " AND id > ? AND reason = 'None'", (job.job_id,))
-            continue
-        db.execute(
-            "UPDATE sched_jobs SET state = 'RUNNING', reason = 'None', started_at = ?,"
-            " nodes = ? WHERE id = ?", (now, json.dumps(placed), job.job_id))
-        db.executemany(
-            "INSERT INTO sched_alloc (node, job_id) VALUES (?, ?)",
-            [(n, job.job_id) for part in placed for n in part])
-        woken.append(job.job_id)
-        started += 1
-    return started, blocked
-
-
 @operation("queue.poll", args={"job_id": int}, fill={"nodes": "nodes"})
 def poll(store: Store, job_id: int, nodes: list[NodeInfo]) -> QueueJob:
     """Run a pass and return the job as it stands."""
@@ -464,9 +349,9 @@ def jobs(store: Store, *, all_states: bool = False, limit: int | None = None) ->
 def _settle(db: sqlite3.Connection, nodes: list[NodeInfo], woken: list[int]) -> None:
     """Reap every dead launcher's job, then run a pass (inside the caller's transaction)."""
     now = time.time()
-    alive = _Alive()
-    _reap(db, now, "RUNNING", alive)
-    _reap(db, now, "PENDING", alive)
+    alive = Alive()
+    reap(db, now, "RUNNING", alive)
+    reap(db, now, "PENDING", alive)
     schedule(db, nodes, now, woken)
 
 
@@ -551,7 +436,7 @@ def recheck(store: Store, job_id: int, nodes: list[NodeInfo]) -> int:
     of the queue runs a pass (nodes freed by a launcher killed with SIGKILL, or by a finish
     whose wake-up was lost, go to it); a job behind a dead head runs the pass that drops it.
     """
-    alive = _Alive()
+    alive = Alive()
     with store.read() as db:
         ahead = db.execute(
             "SELECT count(*) FROM sched_jobs WHERE state = 'PENDING' AND id < ?",

@@ -25,7 +25,6 @@ tests/slurm/ground_truth/layout.json, see docs/sources.md#slurm):
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -33,17 +32,24 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cs2sim.system.errors import ConfigError, UsageError
 from cs2sim.system.sched import queue
 from cs2sim.system.sched.allocation import Allocation, Events
 from cs2sim.system.sched.fit import NodeInfo
-from cs2sim.system.sched.hostlist import expand
 from cs2sim.system.sched.pycmd import secret_env
-from cs2sim.system.sched.request import Component, JobRequest, SrunCommand
+from cs2sim.system.sched.request import JobRequest, SrunCommand
 from cs2sim.system.sched.runner import StepResult, TaskExit
+from cs2sim.system.sched.slurm_client import (
+    SQUEUE_FORMAT,
+    SlurmJobRecord,
+    SrunWatch,
+    exit_of,
+    run_client,
+    show_job,
+    squeue_jobs,
+)
 from cs2sim.system.sched.slurm_records import (
     SCHEMA,
     mark_started,
@@ -55,27 +61,11 @@ from cs2sim.system.sched.slurm_records import (
 if TYPE_CHECKING:
     from cs2sim.system.store import Store
 
-__all__ = ["SlurmBackend", "slurm_argv", "SlurmJobRecord", "srun_missing", "parse_error_line",
-           "SCHEMA", "recorded_job"]
+__all__ = ["SlurmBackend", "slurm_argv", "srun_missing", "SCHEMA", "recorded_job"]
 
-CLIENT_TIMEOUT_S = 10.0  # sinfo / squeue / scontrol / scancel answer well within this
 ID_POLL_S = 0.1  # how often squeue is asked for a 1-node job's id (srun prints none)
 FIRST_ID_POLL_S = 0.3  # ... starting this late: srun prints a het job's id within ~50 ms
 STOP_GRACE_S = 35.0  # srun waits up to 32 s (KillWait) for a cancelled step; then we kill srun
-
-QUEUED = re.compile(r"^srun: job (\d+) queued and waiting for resources")
-ALLOCATED = re.compile(r"^srun: job (\d+) has been allocated resources")
-TASK_ERROR = re.compile(r"^srun: error: (\S+): tasks? ([\d,\-]+): (.+)$")
-NODE_FAIL = re.compile(r"^srun: error: Node failure on (\S+)")
-EXIT_CODE = re.compile(r"Exited with exit code (\d+)")
-SIGNALS = {"Terminated": signal.SIGTERM, "Killed": signal.SIGKILL, "Interrupt": signal.SIGINT,
-           "Aborted": signal.SIGABRT, "Segmentation fault": signal.SIGSEGV}
-STOP_MARKERS = ("Terminating StepId", "CANCELLED AT", "Job step aborted", "Force Terminated")
-
-# squeue -O: fixed-width fields (wide enough never to cut a value we show)
-SQUEUE_FORMAT = ("JobID:20,HetJobID:20,HetJobOffset:8,Name:200,UserName:64,State:20,Reason:64,"
-                 "NumNodes:8,NodeList:400,SubmitTime:24,StartTime:24,EndTime:24,Command:400,"
-                 "AllocSID:12,Licenses:400")
 
 
 def slurm_argv(srun: SrunCommand, run_args: tuple[str, ...]) -> tuple[str, ...]:
@@ -108,111 +98,13 @@ def _end_with_launcher() -> None:
         pass
 
 
-def _client(args: list[str], timeout: float = CLIENT_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
-    """Run a Slurm client command; ConfigError (one sentence) when it cannot answer."""
-    try:
-        proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL, check=False)
-    except FileNotFoundError as e:
-        raise ConfigError(f"`{args[0]}` is not installed; install the Slurm client or set "
-                          "CS2_SCHEDULER=embedded.") from e
-    except subprocess.TimeoutExpired as e:
-        raise ConfigError(f"Slurm did not answer `{' '.join(args)}` within {timeout:.0f} s; "
-                          "check that slurmctld is running (sinfo).") from e
-    return proc
-
-
-@dataclass(frozen=True)
-class SlurmJobRecord:
-    """What `scontrol show job <base>` says about each component, in component order."""
-
-    states: tuple[str, ...]
-    nodes: tuple[tuple[str, ...], ...]
-
-    @property
-    def state(self) -> str:
-        """The whole job's state: CANCELLED if any component was, else FAILED if any, else the
-        first component's."""
-        for s in ("CANCELLED", "FAILED", "NODE_FAIL", "TIMEOUT", "OUT_OF_MEMORY"):
-            if s in self.states:
-                return s
-        return self.states[0] if self.states else "UNKNOWN"
-
-
-def show_job(job_id: int) -> SlurmJobRecord | None:
-    """`scontrol show job`: every component's state and nodes (None once Slurm forgot it)."""
-    proc = _client(["scontrol", "-o", "show", "job", str(job_id)])
-    if proc.returncode != 0:
-        return None
-    comps: list[tuple[int, str, tuple[str, ...]]] = []
-    for line in proc.stdout.splitlines():
-        fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
-        if "JobId" not in fields:
-            continue
-        offset = int(fields.get("HetJobOffset", "0"))
-        nodes = fields.get("NodeList", "(null)")
-        comps.append((offset, fields.get("JobState", "UNKNOWN"),
-                      tuple(expand(nodes)) if nodes and nodes != "(null)" else ()))
-    comps.sort()
-    return SlurmJobRecord(tuple(c[1] for c in comps), tuple(c[2] for c in comps))
-
-
-def parse_error_line(line: str) -> tuple[str, list[int], str] | None:
-    """`srun: error: node3: tasks 0-1: Terminated` -> ("node3", [0, 1], "Terminated")."""
-    m = TASK_ERROR.match(line)
-    if m is None:
-        return None
-    ids: list[int] = []
-    for part in m.group(2).split(","):
-        lo, _, hi = part.partition("-")
-        if lo.isdigit():
-            ids.extend(range(int(lo), int(hi or lo) + 1))
-    return m.group(1), ids, m.group(3).strip()
-
-
-class _Watch:
-    """srun's stderr as it passes through: the job id, and the task/node error lines."""
-
-    def __init__(self) -> None:
-        self.job_id: int | None = None
-        self.allocated_at: float | None = None
-        self.errors: list[tuple[str, list[int], str, bool]] = []  # node, ids, text, after stop
-        self.failed_nodes: list[str] = []
-        self.stopping = False
-        self.lock = threading.Lock()
-
-    def feed(self, line: str) -> None:
-        with self.lock:
-            if (m := QUEUED.match(line)) is not None:
-                self.job_id = int(m.group(1))
-            elif (m := ALLOCATED.match(line)) is not None:
-                self.job_id = int(m.group(1))
-                self.allocated_at = time.perf_counter()
-            elif (m := NODE_FAIL.match(line)) is not None:
-                self.failed_nodes.append(m.group(1))
-            elif (parsed := parse_error_line(line)) is not None:
-                self.errors.append((*parsed, self.stopping))
-            if any(marker in line for marker in STOP_MARKERS):
-                self.stopping = True
-
-
-def _pump(stream: object, sink: Callable[[str], None], watch: _Watch | None) -> None:
+def _pump(stream: object, sink: Callable[[str], None], watch: SrunWatch | None) -> None:
     """Copy complete lines from a pipe to `sink` (and to the watcher) until EOF."""
     for raw in iter(stream.readline, b""):  # type: ignore[attr-defined]
         line = raw.decode("utf-8", "replace")
         if watch is not None:
             watch.feed(line.rstrip("\n"))
         sink(line if line.endswith("\n") else line + "\n")
-
-
-def _exit_of(text: str) -> tuple[int | None, int | None]:
-    """("Exited with exit code 3") -> (3, None); ("Terminated") -> (None, 15)."""
-    if (m := EXIT_CODE.search(text)) is not None:
-        return int(m.group(1)), None
-    for word, sig in SIGNALS.items():
-        if text.startswith(word):
-            return None, int(sig)
-    return 1, None
 
 
 def _tasks_on(nodes: list[str], request: JobRequest, record: SlurmJobRecord | None,
@@ -263,7 +155,7 @@ class SlurmBackend:
     def nodes(self) -> list[NodeInfo]:
         """Slurm's nodes (sinfo), in Slurm's order, with their CPUs."""
         if self._nodes is None:
-            proc = _client(["sinfo", "-h", "-N", "-o", "%N %c"])
+            proc = run_client(["sinfo", "-h", "-N", "-o", "%N %c"])
             if proc.returncode != 0:
                 raise ConfigError("sinfo failed (" + (proc.stderr.strip() or "no output")
                                   + "); check that slurmctld is running.")
@@ -309,7 +201,7 @@ class SlurmBackend:
         if bindir not in env.get("PATH", "").split(os.pathsep):
             env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
         t0 = time.perf_counter()
-        watch = _Watch()
+        watch = SrunWatch()
         pty = request.pty
         try:
             proc = subprocess.Popen(
@@ -419,7 +311,7 @@ class SlurmBackend:
 
     def cancel(self, job_id: int, *, user: str, admin: bool) -> None:
         """scancel the base id (every component); Slurm decides who may."""
-        proc = _client(["scancel", str(job_id)])
+        proc = run_client(["scancel", str(job_id)])
         if proc.returncode != 0:
             msg = proc.stderr.strip().removeprefix("scancel: error: ") or "scancel failed"
             raise UsageError(f"Slurm refused to cancel job {job_id}: {msg}; see `jobs show`.")
@@ -430,7 +322,7 @@ class SlurmBackend:
         args = ["squeue", "-h", "-O", fmt]
         if all_states:
             args += ["-t", "all"]
-        proc = _client(args)
+        proc = run_client(args)
         if proc.returncode != 0:
             raise ConfigError("squeue failed (" + (proc.stderr.strip() or "no output")
                               + "); check that slurmctld is running.")
@@ -441,7 +333,7 @@ class SlurmBackend:
     def _job_of_session(sid: int) -> int | None:
         """The job whose allocating process has session id `sid` (srun's own session)."""
         # -t all: a 1-node job may have ended before we asked (Slurm keeps it for MinJobAge)
-        proc = _client(["squeue", "-h", "-t", "all", "-O", "JobID:20,HetJobID:20,AllocSID:12"])
+        proc = run_client(["squeue", "-h", "-t", "all", "-O", "JobID:20,HetJobID:20,AllocSID:12"])
         best: int | None = None
         for line in proc.stdout.splitlines():
             parts = line.split()
@@ -454,12 +346,12 @@ class SlurmBackend:
     def _stop(proc: subprocess.Popen[bytes], job_id: int | None) -> None:
         """Cancel the whole job (every component); before its id is known, stop srun."""
         if job_id is not None:
-            _client(["scancel", str(job_id)])
+            run_client(["scancel", str(job_id)])
         elif proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
 
     def _exits(self, request: JobRequest, record: SlurmJobRecord | None,
-               watch: _Watch) -> list[TaskExit]:
+               watch: SrunWatch) -> list[TaskExit]:
         """srun's per-component task numbers -> global SLURM_PROCIDs (components' tasks are
         contiguous PROCID ranges, in component order; a task's component is found by its node)."""
         offsets, first = [], 0
@@ -472,14 +364,14 @@ class SlurmBackend:
             if record is not None:
                 k = next((i for i, nodes in enumerate(record.nodes) if node in nodes), 0)
             base = offsets[k] if k < len(offsets) else 0
-            code, sig = _exit_of(text)
+            code, sig = exit_of(text)
             stopped = after_stop and sig in (signal.SIGTERM, signal.SIGKILL, signal.SIGINT)
             exits += [TaskExit(base + i, node, code, sig, stopped) for i in ids]
         return exits
 
     @staticmethod
     def _report(job_id: int | None, request: JobRequest, record: SlurmJobRecord | None,
-                watch: _Watch, result: StepResult) -> str:
+                watch: SrunWatch, result: StepResult) -> str:
         """One line naming the task and node that failed the job (srun's lines said it per
         component; this says it with the global task id the task saw as SLURM_PROCID)."""
         jid = f"job {job_id}" if job_id is not None else "the job"
@@ -517,58 +409,4 @@ class SlurmBackend:
         nodes = [list(n) for n in record.nodes] if record is not None else []
         record_end(self.store, job_id, state, code, nodes)
 
-
-
-def _epoch(text: str) -> float | None:
-    """squeue's local ISO time ('2026-11-23T11:05:11', 'N/A', 'Unknown') as seconds."""
-    from datetime import datetime
-
-    try:
-        return datetime.fromisoformat(text).timestamp()
-    except ValueError:
-        return None
-
-
-SQUEUE_STATES = {"COMPLETING": "RUNNING", "CONFIGURING": "RUNNING", "NODE_FAIL": "FAILED",
-                 "TIMEOUT": "FAILED", "OUT_OF_MEMORY": "FAILED", "BOOT_FAIL": "FAILED",
-                 "PREEMPTED": "CANCELLED", "DEADLINE": "FAILED", "SUSPENDED": "RUNNING"}
-
-
-def squeue_jobs(text: str, fmt: str) -> list[queue.QueueJob]:
-    """Parse `squeue -h -O <fmt>` (fixed-width fields) into QueueJobs, components folded."""
-    widths = [(f.split(":")[0], int(f.split(":")[1])) for f in fmt.split(",")]
-    rows: list[dict[str, str]] = []
-    for line in text.splitlines():
-        row, pos = {}, 0
-        for name, width in widths:
-            row[name] = line[pos:pos + width].strip()
-            pos += width
-        if row.get("JobID"):
-            rows.append(row)
-    groups: dict[int, list[dict[str, str]]] = {}
-    for row in rows:
-        het = row["HetJobID"]
-        base = int(het) if het.isdigit() and het != "0" else int(row["JobID"])
-        groups.setdefault(base, []).append(row)
-    jobs: list[queue.QueueJob] = []
-    for base, parts in sorted(groups.items()):
-        parts.sort(key=lambda r: int(r["HetJobOffset"]) if r["HetJobOffset"].isdigit() else 0)
-        head = parts[0]
-        state = head["State"]
-        state = SQUEUE_STATES.get(state, state)
-        reason = head["Reason"] if head["Reason"] not in ("None", "") else ""
-        nodes = tuple(tuple(expand(p["NodeList"])) if p["NodeList"] else () for p in parts)
-        # site.system_licenses: one license per CS-2 system, named as the system (cs2-1:1,...)
-        held = head.get("Licenses", "")
-        systems = tuple(w.split(":", 1)[0] for w in held.split(",")
-                        if w and held not in ("(null)", "N/A"))
-        jobs.append(queue.QueueJob(
-            id=base, het_size=len(parts), name=head["Name"], user=head["UserName"], state=state,
-            reason=reason,
-            components=tuple(Component(int(p["NumNodes"] or 0), 1) for p in parts),
-            command=head["Command"], pid=0, host="", submitted_at=_epoch(head["SubmitTime"])
-            or 0.0, started_at=_epoch(head["StartTime"]) if state != "PENDING" else None,
-            ended_at=_epoch(head["EndTime"]) if state not in ("PENDING", "RUNNING") else None,
-            nodes=nodes if state != "PENDING" else (), exit_code=None, systems=systems))
-    return jobs
 

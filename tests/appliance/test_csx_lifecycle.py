@@ -7,9 +7,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 from appliance_helpers import TRAIN
 
 from cs2sim.scripts.testkit.appliance import wait_until
+
+pytestmark = pytest.mark.slow  # each test runs whole wsjobs through a cluster server
 
 LONG = [*TRAIN, "--max_steps", "1000000"]
 

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from cs2sim.scripts.testkit.appliance import wait_until
 from cs2sim.system.appliance.client import connect
+
+pytestmark = pytest.mark.slow  # each test runs whole wsjobs through a cluster server
 
 
 def _submit(conn, model, system, priority: str, name: str) -> str:

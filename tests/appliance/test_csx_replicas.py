@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 
+import pytest
 from appliance_helpers import TRAIN
 
 SITE = """\
@@ -16,6 +17,7 @@ with open({marker!r}, "a") as f:
 """
 
 
+@pytest.mark.slow  # whole wsjobs through a cluster server
 def test_replicas_are_tasks_on_held_nodes_and_the_compile_is_loaded_by_hash(cs2_appliance):
     system = cs2_appliance.system
     model = system.model_copy("fc_mnist")
@@ -77,6 +79,7 @@ def test_a_job_too_big_for_the_nodes_is_refused_before_anything_is_reserved(cs2_
     assert cs2_appliance.jobs() == []  # not even the compile job
 
 
+@pytest.mark.slow  # whole wsjobs through a cluster server
 def test_mount_dirs_checked_and_recorded_python_paths_reach_the_job(cs2_appliance):
     system = cs2_appliance.system
     model = system.model_copy("fc_mnist")

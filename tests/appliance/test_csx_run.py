@@ -7,9 +7,12 @@ from __future__ import annotations
 import sys
 import zipfile
 
+import pytest
 from appliance_helpers import TRAIN, keys_of, losses, messages
 
 from cs2sim.runtime.cli.appliance_lines import LINES
+
+pytestmark = pytest.mark.slow  # each test runs whole wsjobs through a cluster server
 
 
 def test_two_systems_lines_in_order_losses_equal_host_and_cached_compile(cs2_appliance):

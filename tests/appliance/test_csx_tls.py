@@ -15,7 +15,8 @@ import pytest
 
 from cs2sim.system import wire
 
-pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl CLI")
+pytestmark = [pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl CLI"),
+              pytest.mark.slow]  # a whole wsjob over TLS
 
 
 @pytest.fixture

@@ -3,9 +3,12 @@ systems a running csrun_wse job does not hold, and waits for them when it needs 
 
 from __future__ import annotations
 
+import pytest
 from appliance_helpers import TRAIN
 
 from cs2sim.scripts.testkit.appliance import wait_until
+
+pytestmark = pytest.mark.slow  # whole wsjobs and csrun_wse jobs on one cluster
 
 SHAPE = ["--total-nodes=3", "--single-task-nodes=2", "--tasks-per-node=1", "--cpus-per-task=1"]
 WAIT = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.05)"

@@ -81,6 +81,7 @@ def test_batches_are_the_files_rows(tmp_path):
     assert "4 HDF5 files (.h5)" in s.source and "128 samples" in s.source
 
 
+@pytest.mark.slow  # four input worker processes, twice
 def test_four_workers_serve_every_sample_once_per_epoch_and_resume_continues(tmp_path):
     h5_dir(tmp_path / "h5")  # 128 samples: 4 contiguous parts of 32 = 4 batches of 8 each
     p = params(tmp_path / "h5", shuffle=True, num_workers=4, shuffle_seed=7)

@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from cs2sim.runtime import params as P
+from cs2sim.runtime import sections as S
 from cs2sim.runtime.numerics import mixed_precision as MP
 from cs2sim.runtime.schema import REQUIRED, Key, non_negative, positive, unit_interval
 from cs2sim.system.errors import ConfigError
@@ -31,7 +32,7 @@ OPTIMIZER = {
     "loss_scaling_factor": Key((float, str), 1.0, "static or 'dynamic'"),
 }
 REQUIRED_MODEL = {**MODEL, "num_heads": Key(int, REQUIRED, "attention heads")}
-REAL_MODEL_SCHEMA, REAL_OPTIMIZER_SCHEMA = P.model_schema, P.optimizer_schema
+REAL_MODEL_SCHEMA, REAL_OPTIMIZER_SCHEMA = S.model_schema, S.optimizer_schema
 
 
 @pytest.fixture(autouse=True)
@@ -200,8 +201,8 @@ def test_unknown_key_warns_with_suggestion_and_is_dropped():
 def test_defaults_filled_in_every_section():
     params, warnings = P.validate_params(minimal(), "fc_mnist")
     assert warnings == []
-    for name, schema in [("train_input", P.INPUT_SCHEMA), ("runconfig", P.RUNCONFIG_SCHEMA),
-                         ("csconfig", P.CSCONFIG_SCHEMA), ("model", MODEL),
+    for name, schema in [("train_input", S.INPUT_SCHEMA), ("runconfig", S.RUNCONFIG_SCHEMA),
+                         ("csconfig", S.CSCONFIG_SCHEMA), ("model", MODEL),
                          ("optimizer", OPTIMIZER)]:
         assert set(schema) <= set(params[name]), name
     rc = params["runconfig"]

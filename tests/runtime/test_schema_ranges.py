@@ -13,19 +13,19 @@ from typing import Any
 
 import pytest
 
-from cs2sim.runtime import params, registry
+from cs2sim.runtime import params, registry, sections
 from cs2sim.runtime.schema import Key, Range
 
 
 def schemas() -> Iterator[tuple[str, dict[str, Key]]]:
     """(name, schema) for every section of the params file and every registered model."""
-    yield "train_input", params.INPUT_SCHEMA
-    yield "eval_input", params.EVAL_INPUT_SCHEMA
-    yield "runconfig", params.RUNCONFIG_SCHEMA
-    yield "csconfig", params.CSCONFIG_SCHEMA
-    yield "optimizer", params.optimizer_schema()
+    yield "train_input", sections.INPUT_SCHEMA
+    yield "eval_input", sections.EVAL_INPUT_SCHEMA
+    yield "runconfig", sections.RUNCONFIG_SCHEMA
+    yield "csconfig", sections.CSCONFIG_SCHEMA
+    yield "optimizer", sections.optimizer_schema()
     for name in registry.names():
-        yield f"model({name})", params.model_schema(name)
+        yield f"model({name})", sections.model_schema(name)
 
 
 def integral(key: Key) -> bool:
@@ -92,15 +92,15 @@ def test_a_value_past_an_end_is_refused_by_validation_naming_the_key() -> None:
 
     raw = {"train_input": {"batch_size": 4}, "model": {},
            "optimizer": {"optimizer_type": "sgd", "learning_rate": 0.1},
-           "runconfig": {"max_steps": 1, "keep_checkpoint_max": params.MAX_KEEP_CHECKPOINTS + 1}}
+           "runconfig": {"max_steps": 1, "keep_checkpoint_max": sections.MAX_KEEP_CHECKPOINTS + 1}}
     with pytest.raises(CsError, match=r"runconfig\.keep_checkpoint_max"):
         params.validate_params(raw, "fc_mnist")
-    raw["runconfig"]["keep_checkpoint_max"] = params.MAX_KEEP_CHECKPOINTS  # the end is allowed
+    raw["runconfig"]["keep_checkpoint_max"] = sections.MAX_KEEP_CHECKPOINTS  # the end is allowed
     params.validate_params(raw, "fc_mnist")
 
 
 def test_between_includes_both_ends_and_at_most_excludes_zero() -> None:
-    assert params.between(3, 7)(3) is None and params.between(3, 7)(7) is None
-    assert params.between(3, 7)(2) == params.between(3, 7)(8) == "must be in [3, 7]"
-    assert params.at_most(5)(5) is None and params.at_most(5)(1) is None
-    assert (params.at_most(5)(0), params.at_most(5)(6)) == ("must be > 0", "must be at most 5")
+    assert sections.between(3, 7)(3) is None and sections.between(3, 7)(7) is None
+    assert sections.between(3, 7)(2) == sections.between(3, 7)(8) == "must be in [3, 7]"
+    assert sections.at_most(5)(5) is None and sections.at_most(5)(1) is None
+    assert (sections.at_most(5)(0), sections.at_most(5)(6)) == ("must be > 0", "must be at most 5")

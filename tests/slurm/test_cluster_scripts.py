@@ -105,6 +105,7 @@ def start_running_job(env: dict[str, str], state: Path) -> tuple[subprocess.Pope
     return srun, int(pidfile.read_text())
 
 
+@pytest.mark.slow  # a private Slurm cluster started and stopped twice
 def test_start_stop_twice_leaves_no_daemon(private_cluster: dict[str, str]) -> None:
     env = private_cluster
     state = Path(env["SLURM_CI_DIR"])

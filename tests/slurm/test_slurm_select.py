@@ -14,13 +14,8 @@ from cs2sim.system.cluster import SiteSpec, load_cluster
 from cs2sim.system.errors import ConfigError
 from cs2sim.system.sched.backend import EmbeddedBackend, scheduler_name, select_backend
 from cs2sim.system.sched.flags import parse_wse
-from cs2sim.system.sched.slurm import (
-    SQUEUE_FORMAT,
-    SlurmBackend,
-    parse_error_line,
-    slurm_argv,
-    squeue_jobs,
-)
+from cs2sim.system.sched.slurm import SlurmBackend, slurm_argv
+from cs2sim.system.sched.slurm_client import SQUEUE_FORMAT, parse_error_line, squeue_jobs
 from cs2sim.system.store import Store
 
 SITE = SiteSpec(def_nodes=4, def_tasks_per_node=1, def_cpus_per_task=17, gres_resource="",
@@ -136,7 +131,8 @@ def test_without_srun_the_launcher_says_so_in_one_sentence(tmp_path):
 def test_tasks_of_a_lost_node_follow_slurms_numbering():
     """srun may not report the tasks of a node it lost: they come from the allocation, block or
     cyclic as Slurm numbers them (component 0 first, then cyclic rounds over the last one)."""
-    from cs2sim.system.sched.slurm import SlurmJobRecord, _tasks_on
+    from cs2sim.system.sched.slurm import _tasks_on
+    from cs2sim.system.sched.slurm_client import SlurmJobRecord
 
     nodes = (("node1",), ("node2", "node3"))
     for cyclic, want in ((False, [3, 4]), (True, [2, 4])):

@@ -78,6 +78,7 @@ def _until(predicate, timeout: float = 60.0):  # type: ignore[no-untyped-def]
     raise AssertionError("condition not reached in time")
 
 
+@pytest.mark.slow  # whole jobs queued on real Slurm for their licenses
 def test_systems_are_licenses_a_job_waits_for_its_systems(licensed, tmp_path):
     (tmp_path / "cluster.yaml").write_text(CLUSTER)
     env = {**launcher_env(tmp_path / "home", tmp_path / "cluster.yaml", "slurm"),
