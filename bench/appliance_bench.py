@@ -33,14 +33,14 @@ SMALL = ["-p", "configs/params_small.yaml", "--mode", "train", "--max_steps", "1
 def _env(home: Path) -> dict[str, str]:
     from cs2sim.system.cluster import EXAMPLE_PATH
 
-    return dict(os.environ, CS2_HOME=str(home), CS2_BOOT_SECONDS="0",
-                CS2_CLUSTER=str(EXAMPLE_PATH))
+    return dict(os.environ, CS2_HOME=str(home), CS2_BOOT_SECONDS="0", CS2_CLUSTER=str(EXAMPLE_PATH))
 
 
 def _to_first_step(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
     t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, cwd=cwd, env=env, text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        argv, cwd=cwd, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
     assert proc.stdout is not None
     seen = []
     took = None
@@ -61,23 +61,38 @@ def first_step(root: Path, rounds: int) -> tuple[list[float], list[float]]:
     model = root / "fc_mnist"
     shutil.copytree(Path(zoo).parent / "fc_mnist", model)
     csx = [sys.executable, "run.py", "CSX", *SMALL, "--compile_dir", str(root / "compiles")]
-    wse = [str(BIN / "csrun_wse"), "--total-nodes=3", "--single-task-nodes=2",
-           "--tasks-per-node=1", "--cpus-per-task=1", "python-ws", "run.py", *SMALL,
-           "--cs_ip", "cs2-1"]
+    wse = [
+        str(BIN / "csrun_wse"),
+        "--total-nodes=3",
+        "--single-task-nodes=2",
+        "--tasks-per-node=1",
+        "--cpus-per-task=1",
+        "python-ws",
+        "run.py",
+        *SMALL,
+        "--cs_ip",
+        "cs2-1",
+    ]
     _to_first_step([*csx, "-o", "warm-csx"], model, env)  # starts the server, caches the compile
     _to_first_step([*wse, "-o", "warm-wse"], model, env)
     a, b = [], []
     for i in range(rounds):
         a.append(_to_first_step([*csx, "-o", f"csx-{i}"], model, env))
         b.append(_to_first_step([*wse, "-o", f"wse-{i}"], model, env))
-    subprocess.run([sys.executable, "-m", "cs2sim.scripts.cluster_server", "stop"], env=env,
-                   capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "cs2sim.scripts.cluster_server", "stop"],
+        env=env,
+        capture_output=True,
+    )
     return a, b
 
 
 def _stop(env: dict[str, str]) -> None:
-    subprocess.run([sys.executable, "-m", "cs2sim.scripts.cluster_server", "stop"], env=env,
-                   capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "cs2sim.scripts.cluster_server", "stop"],
+        env=env,
+        capture_output=True,
+    )
 
 
 def history(root: Path) -> tuple[float, float]:
@@ -89,20 +104,41 @@ def history(root: Path) -> tuple[float, float]:
     book = JobBook(home / "wsjob" / "server.db")
     now = time.time()
     for i in range(1000):
-        book.add(WsJob(id=new_id(), kind="execute" if i % 2 else "compile", user="bench",
-                       uid=os.getuid(), priority="p2", created=now - 3600 + i, phase="SUCCEEDED",
-                       started=now - 3600 + i + 1, ended=now - 3600 + i + 5,
-                       labels={"name": f"run{i}"}, systems=["cs2-1"] if i % 2 else [],
-                       num_csx=1 if i % 2 else 0, epoch=0))
+        book.add(
+            WsJob(
+                id=new_id(),
+                kind="execute" if i % 2 else "compile",
+                user="bench",
+                uid=os.getuid(),
+                priority="p2",
+                created=now - 3600 + i,
+                phase="SUCCEEDED",
+                started=now - 3600 + i + 1,
+                ended=now - 3600 + i + 5,
+                labels={"name": f"run{i}"},
+                systems=["cs2-1"] if i % 2 else [],
+                num_csx=1 if i % 2 else 0,
+                epoch=0,
+            )
+        )
     book.close()
     env = _env(home)
-    subprocess.run([sys.executable, "-m", "cs2sim.scripts.cluster_server", "start"], env=env,
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "cs2sim.scripts.cluster_server", "start"],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     times = []
     for _ in range(5):
         t0 = time.perf_counter()
-        out = subprocess.run([str(BIN / "csctl"), "get", "jobs", "-a"], env=env, check=True,
-                             capture_output=True, text=True).stdout
+        out = subprocess.run(
+            [str(BIN / "csctl"), "get", "jobs", "-a"],
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
         times.append(time.perf_counter() - t0)
         assert len(out.splitlines()) == 1001
     from cs2sim.system.appliance.client import connect
@@ -131,17 +167,35 @@ def idle_cpu(root: Path) -> float:
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
     store = Store.open(home)
     # another user's run holds cs2-1: every window of four systems includes it
-    Machine(store, "cs2-1").register_job(Identity("other", Role.USER, "bench"),
-                                         ExecMode.WEIGHT_STREAMING, "held by the bench",
-                                         sleeper.pid)
-    subprocess.run([sys.executable, "-m", "cs2sim.scripts.cluster_server", "start"], env=env,
-                   check=True, capture_output=True)
+    Machine(store, "cs2-1").register_job(
+        Identity("other", Role.USER, "bench"),
+        ExecMode.WEIGHT_STREAMING,
+        "held by the bench",
+        sleeper.pid,
+    )
+    subprocess.run(
+        [sys.executable, "-m", "cs2sim.scripts.cluster_server", "start"],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     conn = connect(home)
-    spec = {"cwd": str(root), "run_py": str(root / "run.py"), "wrapper": "python-ws",
-            "args": [], "env": {}}
+    spec = {
+        "cwd": str(root),
+        "run_py": str(root / "run.py"),
+        "wrapper": "python-ws",
+        "args": [],
+        "env": {},
+    }
     for i in range(100):
-        conn.call("submit", kind="execute", priority=("p1", "p2", "p3")[i % 3], num_csx=4,
-                  mode="WEIGHT_STREAMING", spec=spec)
+        conn.call(
+            "submit",
+            kind="execute",
+            priority=("p1", "p2", "p3")[i % 3],
+            num_csx=4,
+            mode="WEIGHT_STREAMING",
+            spec=spec,
+        )
     queued = [j for j in conn.call("get_jobs")["jobs"] if j["status"]["phase"] == "QUEUED"]
     assert len(queued) == 100, len(queued)
     conn.close()
@@ -170,18 +224,26 @@ def main() -> int:
         a, b = first_step(root, args.rounds)
         ma, mb = statistics.median(a), statistics.median(b)
         print(f"to the first step (host measurement, median of {args.rounds}, interleaved):")
-        print(f"  python run.py CSX (compile cached) {ma:6.2f} s   rounds: "
-              + ", ".join(f"{x:.2f}" for x in a))
-        print(f"  csrun_wse ... python-ws run.py     {mb:6.2f} s   rounds: "
-              + ", ".join(f"{x:.2f}" for x in b))
+        print(
+            f"  python run.py CSX (compile cached) {ma:6.2f} s   rounds: "
+            + ", ".join(f"{x:.2f}" for x in a)
+        )
+        print(
+            f"  csrun_wse ... python-ws run.py     {mb:6.2f} s   rounds: "
+            + ", ".join(f"{x:.2f}" for x in b)
+        )
         print(f"  ratio CSX / csrun_wse: {ma / mb:.2f}x (target: within 1.5x)")
         whole, call = history(root)
         print("csctl get jobs -a with 1,000 jobs in history (host measurement, median of 5):")
-        print(f"  the csctl process: {whole:.3f} s; the request alone: {call:.3f} s "
-              "(target: under 0.3 s)")
+        print(
+            f"  the csctl process: {whole:.3f} s; the request alone: {call:.3f} s "
+            "(target: under 0.3 s)"
+        )
         cores = idle_cpu(root)
-        print(f"server idle with 100 queued jobs: {cores:.4f} core over 20 s "
-              "(host measurement; target: under 0.01)")
+        print(
+            f"server idle with 100 queued jobs: {cores:.4f} core over 20 s "
+            "(host measurement; target: under 0.01)"
+        )
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return 0

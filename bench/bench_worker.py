@@ -35,9 +35,12 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("side", choices=("ours", "torch"))
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--blas-threading", action="store_true",
-                    help="ours as before runtime/threads.py: OpenBLAS's own threads, no wait "
-                         "settings (give the worker the user's environment)")
+    ap.add_argument(
+        "--blas-threading",
+        action="store_true",
+        help="ours as before runtime/threads.py: OpenBLAS's own threads, no wait "
+        "settings (give the worker the user's environment)",
+    )
     args = ap.parse_args()
     if args.side == "ours":
         os.environ["CS2SIM_BLAS_THREADS"] = str(args.threads)
@@ -105,18 +108,34 @@ def main() -> int:
             break
         if op == "info":
             if torch is not None:
-                out: Any = {"side": "torch", "version": torch.__version__,
-                            "threads": torch.get_num_threads()}
+                out: Any = {
+                    "side": "torch",
+                    "version": torch.__version__,
+                    "threads": torch.get_num_threads(),
+                }
             else:
                 from cs2sim.runtime import threads
 
                 s = threads.configure()
-                desc = s.describe() if not args.blas_threading else (
-                    f"OpenBLAS's own {args.threads} threads, spin settings: "
-                    + (", ".join(f"{k}={os.environ[k]}" for k in threads.SPIN_ENV
-                                 if k in os.environ) or "library defaults"))
-                out = {"side": "ours", "version": f"numpy {np.__version__}",
-                       "threads": s.workers, "settings": desc}
+                desc = (
+                    s.describe()
+                    if not args.blas_threading
+                    else (
+                        f"OpenBLAS's own {args.threads} threads, spin settings: "
+                        + (
+                            ", ".join(
+                                f"{k}={os.environ[k]}" for k in threads.SPIN_ENV if k in os.environ
+                            )
+                            or "library defaults"
+                        )
+                    )
+                )
+                out = {
+                    "side": "ours",
+                    "version": f"numpy {np.__version__}",
+                    "threads": s.workers,
+                    "settings": desc,
+                }
         elif op == "gemm":
             out = {"gflops": gemm(int(cmd.get("n", 1024)), int(cmd.get("reps", 6)))}
         elif op == "run":
@@ -136,8 +155,11 @@ def main() -> int:
         elif op == "flops":
             case = CASES[cmd["case"]]
             model = step_of(cmd["case"], None)[1]
-            per = (model.flops_per_sample(case.seq) if case.unit == "tokens"
-                   else model.flops_per_sample())
+            per = (
+                model.flops_per_sample(case.seq)
+                if case.unit == "tokens"
+                else model.flops_per_sample()
+            )
             out = {"flops_per_step": per * case.batch}
         elif op == "loop":
             out = {"rate": loop_global_rate(int(cmd["steps"]))}
@@ -161,9 +183,12 @@ def loop_global_rate(steps: int) -> float:
     from cs2sim.runtime.training.trainer import Trainer
 
     case = CASES["fc"]
-    raw = {"train_input": {"batch_size": case.batch}, "model": dict(case.params),
-           "optimizer": dict(case.optimizer),
-           "runconfig": {"max_steps": steps, "log_steps": max(1, steps // 4)}}
+    raw = {
+        "train_input": {"batch_size": case.batch},
+        "model": dict(case.params),
+        "optimizer": dict(case.optimizer),
+        "runconfig": {"max_steps": steps, "log_steps": max(1, steps // 4)},
+    }
     params, _ = validate_params(raw, "fc_mnist")
     half, _ = resolve_precision(params)
     logging.getLogger("cs2sim").setLevel(logging.WARNING)

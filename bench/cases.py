@@ -26,18 +26,31 @@ ADAMW = {"optimizer_type": "adamw", "learning_rate": 2.8e-4, "weight_decay_rate"
 def gpt_model(vocab: int, seq: int) -> dict:
     """The 4-layer d=256 GPT-2 of the bench (4 heads, filter 1024, tied output, no dropout)."""
     return {
-        "vocab_size": vocab, "hidden_size": 256, "num_hidden_layers": 4, "num_heads": 4,
-        "filter_size": 1024, "max_position_embeddings": seq, "dropout_rate": 0.0,
-        "attention_dropout_rate": 0.0, "share_embedding_weights": True, "nonlinearity": "gelu",
+        "vocab_size": vocab,
+        "hidden_size": 256,
+        "num_hidden_layers": 4,
+        "num_heads": 4,
+        "filter_size": 1024,
+        "max_position_embeddings": seq,
+        "dropout_rate": 0.0,
+        "attention_dropout_rate": 0.0,
+        "share_embedding_weights": True,
+        "nonlinearity": "gelu",
     }
 
 
 def bert_model(vocab: int, seq: int) -> dict:
     """The 4-layer d=256 BERT of the bench (4 heads, filter 1024, tied MLM output, NSP head)."""
     return {
-        "vocab_size": vocab, "hidden_size": 256, "num_hidden_layers": 4, "num_heads": 4,
-        "filter_size": 1024, "max_position_embeddings": seq, "dropout_rate": 0.0,
-        "attention_dropout_rate": 0.0, "encoder_nonlinearity": "gelu",
+        "vocab_size": vocab,
+        "hidden_size": 256,
+        "num_hidden_layers": 4,
+        "num_heads": 4,
+        "filter_size": 1024,
+        "max_position_embeddings": seq,
+        "dropout_rate": 0.0,
+        "attention_dropout_rate": 0.0,
+        "encoder_nonlinearity": "gelu",
         "layer_norm_epsilon": 1e-5,
     }
 
@@ -46,29 +59,45 @@ def llama_model(vocab: int, seq: int) -> dict:
     """The 4-layer d=256 LLaMA of the bench (4 heads of 64, SwiGLU 688, RMSNorm, rotary over
     the whole head, no biases, untied output)."""
     return {
-        "vocab_size": vocab, "hidden_size": 256, "num_hidden_layers": 4, "num_heads": 4,
-        "filter_size": 688, "max_position_embeddings": seq, "dropout_rate": 0.0,
+        "vocab_size": vocab,
+        "hidden_size": 256,
+        "num_hidden_layers": 4,
+        "num_heads": 4,
+        "filter_size": 688,
+        "max_position_embeddings": seq,
+        "dropout_rate": 0.0,
     }
 
 
-def bert_batch(rng: np.random.Generator, vocab: int, batch: int, seq: int,
-               predictions: int = 20) -> dict:
+def bert_batch(
+    rng: np.random.Generator, vocab: int, batch: int, seq: int, predictions: int = 20
+) -> dict:
     """A masked-LM batch as runtime/data/mlm.py makes it: P predictions per row, weights
     scaled by B / (masked tokens), a next-sentence label."""
     ids = rng.integers(4, vocab, (batch, seq)).astype(np.int32)  # (B, T)
     seg = (np.arange(seq)[None, :] >= rng.integers(2, seq - 2, (batch, 1))).astype(np.int32)
-    pos = np.sort(np.stack([rng.choice(np.arange(1, seq - 1), predictions, replace=False)
-                            for _ in range(batch)]), axis=1).astype(np.int32)  # (B, P)
+    pos = np.sort(
+        np.stack(
+            [rng.choice(np.arange(1, seq - 1), predictions, replace=False) for _ in range(batch)]
+        ),
+        axis=1,
+    ).astype(np.int32)  # (B, P)
     w = np.full((batch, predictions), 1.0 / predictions, np.float32)  # B / (B * P)
-    return {"input_ids": ids, "token_type_ids": seg, "masked_lm_positions": pos,
-            "masked_lm_ids": np.take_along_axis(ids, pos, axis=1),
-            "masked_lm_weights": w,
-            "next_sentence_label": rng.integers(0, 2, batch).astype(np.int32)}
+    return {
+        "input_ids": ids,
+        "token_type_ids": seg,
+        "masked_lm_positions": pos,
+        "masked_lm_ids": np.take_along_axis(ids, pos, axis=1),
+        "masked_lm_weights": w,
+        "next_sentence_label": rng.integers(0, 2, batch).astype(np.int32),
+    }
 
 
 def fc_batch(rng: np.random.Generator, batch: int = FC_BATCH) -> dict:
-    return {"x": rng.random((batch, 784), dtype=np.float32),
-            "y": rng.integers(0, 10, batch).astype(np.int32)}
+    return {
+        "x": rng.random((batch, 784), dtype=np.float32),
+        "y": rng.integers(0, 10, batch).astype(np.int32),
+    }
 
 
 def lm_batch(rng: np.random.Generator, vocab: int, batch: int, seq: int) -> dict:
@@ -144,6 +173,7 @@ class Case:
                 opt.zero_grad(set_to_none=True)
                 F.cross_entropy(net(x), y).backward()
                 opt.step()
+
             return fc_step
         if self.model == "bert":
             return _torch_bert_step(self.params, batch)
@@ -157,6 +187,7 @@ class Case:
             logits = net(x)  # (B, T, V)
             F.cross_entropy(logits.view(-1, logits.shape[-1]), y.view(-1)).backward()
             opt.step()
+
         return lm_step
 
 
@@ -201,8 +232,9 @@ def _torch_gpt(mp: dict) -> Any:
             d, T = mp["hidden_size"], mp["max_position_embeddings"]
             self.wte = tnn.Embedding(mp["vocab_size"], d)
             self.wpe = tnn.Embedding(T, d)
-            self.blocks = tnn.ModuleList(Block(d, mp["num_heads"], mp["filter_size"])
-                                         for _ in range(mp["num_hidden_layers"]))
+            self.blocks = tnn.ModuleList(
+                Block(d, mp["num_heads"], mp["filter_size"]) for _ in range(mp["num_hidden_layers"])
+            )
             self.ln_f = tnn.LayerNorm(d)
 
         def forward(self, idx: torch.Tensor) -> torch.Tensor:
@@ -222,8 +254,13 @@ def _torch_bert_step(mp: dict, batch: dict) -> Callable[[], object]:
     import torch.nn as tnn
     import torch.nn.functional as F
 
-    d, nh, f, T, V = (mp["hidden_size"], mp["num_heads"], mp["filter_size"],
-                      mp["max_position_embeddings"], mp["vocab_size"])
+    d, nh, f, T, V = (
+        mp["hidden_size"],
+        mp["num_heads"],
+        mp["filter_size"],
+        mp["max_position_embeddings"],
+        mp["vocab_size"],
+    )
     eps = mp["layer_norm_epsilon"]
 
     class Layer(tnn.Module):
@@ -244,8 +281,11 @@ def _torch_bert_step(mp: dict, batch: dict) -> Callable[[], object]:
     class Bert(tnn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.wte, self.wpe, self.tte = tnn.Embedding(V, d), tnn.Embedding(T, d), \
-                tnn.Embedding(2, d)
+            self.wte, self.wpe, self.tte = (
+                tnn.Embedding(V, d),
+                tnn.Embedding(T, d),
+                tnn.Embedding(2, d),
+            )
             self.ln = tnn.LayerNorm(d, eps=eps)
             self.layers = tnn.ModuleList(Layer() for _ in range(mp["num_hidden_layers"]))
             self.mlm_dense, self.mlm_ln = tnn.Linear(d, d), tnn.LayerNorm(d, eps=eps)
@@ -265,10 +305,16 @@ def _torch_bert_step(mp: dict, batch: dict) -> Callable[[], object]:
     net = Bert()
     opt = torch.optim.AdamW(net.parameters(), lr=2.8e-4, weight_decay=0.01)
     t = {k: torch.from_numpy(v) for k, v in batch.items()}
-    ids, seg, pos = t["input_ids"].long(), t["token_type_ids"].long(), \
-        t["masked_lm_positions"].long()
-    labels, w, nsp = t["masked_lm_ids"].long(), t["masked_lm_weights"], \
-        t["next_sentence_label"].long()
+    ids, seg, pos = (
+        t["input_ids"].long(),
+        t["token_type_ids"].long(),
+        t["masked_lm_positions"].long(),
+    )
+    labels, w, nsp = (
+        t["masked_lm_ids"].long(),
+        t["masked_lm_weights"],
+        t["next_sentence_label"].long(),
+    )
     B = ids.shape[0]
 
     def bert_step() -> None:
@@ -278,6 +324,7 @@ def _torch_bert_step(mp: dict, batch: dict) -> Callable[[], object]:
         loss = (ce * w.reshape(-1)).sum() / B + F.cross_entropy(nsp_logits, nsp)
         loss.backward()
         opt.step()
+
     return bert_step
 
 
@@ -288,8 +335,13 @@ def _torch_llama(mp: dict) -> Any:
     import torch.nn as tnn
     import torch.nn.functional as F
 
-    d, nh, f, T, V = (mp["hidden_size"], mp["num_heads"], mp["filter_size"],
-                      mp["max_position_embeddings"], mp["vocab_size"])
+    d, nh, f, T, V = (
+        mp["hidden_size"],
+        mp["num_heads"],
+        mp["filter_size"],
+        mp["max_position_embeddings"],
+        mp["vocab_size"],
+    )
     hs = d // nh
     inv = 10000.0 ** (-torch.arange(0, hs, 2, dtype=torch.float64) / hs)
     ang = torch.arange(T, dtype=torch.float64)[:, None] * inv  # (T, hs/2)
@@ -297,7 +349,7 @@ def _torch_llama(mp: dict) -> Any:
     sin = torch.cat([ang.sin(), ang.sin()], -1).float()
 
     def rope(x: torch.Tensor) -> torch.Tensor:  # (B, nh, T, hs)
-        x1, x2 = x[..., :hs // 2], x[..., hs // 2:]
+        x1, x2 = x[..., : hs // 2], x[..., hs // 2 :]
         return x * cos + torch.cat([-x2, x1], -1) * sin
 
     class Block(tnn.Module):
@@ -335,27 +387,67 @@ def _torch_llama(mp: dict) -> Any:
 
 def _gpt_case(key: str, vocab: int, seq: int, batch: int, target: float) -> Case:
     label = f"gpt2 L4 d256 h4 ff1024 V{vocab:,} T{seq} B{batch} fp32 AdamW"
-    return Case(key, label, "gpt2", gpt_model(vocab, seq), ADAMW, batch, seq, vocab, "tokens",
-                target)
+    return Case(
+        key, label, "gpt2", gpt_model(vocab, seq), ADAMW, batch, seq, vocab, "tokens", target
+    )
 
 
 CASES: dict[str, Case] = {
-    "fc": Case("fc", f"fc_mnist 784-500-300-10 relu fp32 B{FC_BATCH} Adam", "fc_mnist",
-               FC_MODEL, ADAM, FC_BATCH, 1, 10, "samples", 1.4),
+    "fc": Case(
+        "fc",
+        f"fc_mnist 784-500-300-10 relu fp32 B{FC_BATCH} Adam",
+        "fc_mnist",
+        FC_MODEL,
+        ADAM,
+        FC_BATCH,
+        1,
+        10,
+        "samples",
+        1.4,
+    ),
     "gpt": _gpt_case("gpt", 256, 128, 8, 1.2),
     # GPT-2's real vocabulary with a short sequence: the output projection and the loss dominate
     "gpt_v50k": _gpt_case("gpt_v50k", 50257, 32, 8, 1.0),
     # the 4-layer d=256 BERT (bidirectional, MLM on 20 gathered positions + NSP) and
     # LLaMA (RMSNorm, SwiGLU, rotary), sequences of 128, the byte-level vocabularies
-    "bert": Case("bert", "bert L4 d256 h4 ff1024 V260 T128 P20 B8 fp32 AdamW", "bert",
-                 bert_model(260, 128), ADAMW, 8, 128, 260, "tokens", 1.0),
-    "llama": Case("llama", "llama L4 d256 h4 ff688 V256 T128 B8 fp32 AdamW", "llama",
-                  llama_model(256, 128), ADAMW, 8, 128, 256, "tokens", 1.0),
+    "bert": Case(
+        "bert",
+        "bert L4 d256 h4 ff1024 V260 T128 P20 B8 fp32 AdamW",
+        "bert",
+        bert_model(260, 128),
+        ADAMW,
+        8,
+        128,
+        260,
+        "tokens",
+        1.0,
+    ),
+    "llama": Case(
+        "llama",
+        "llama L4 d256 h4 ff688 V256 T128 B8 fp32 AdamW",
+        "llama",
+        llama_model(256, 128),
+        ADAMW,
+        8,
+        128,
+        256,
+        "tokens",
+        1.0,
+    ),
     # ours only: the cost of emulating cbfloat16 + dynamic loss scaling against case "fc"
-    "fc_cb16": Case("fc_cb16", f"fc_mnist 784-500-300-10 relu cbfloat16+DLS B{FC_BATCH} Adam",
-                    "fc_mnist", {**FC_MODEL, "mixed_precision": True, "fp16_type": "cbfloat16"},
-                    {**ADAM, "loss_scaling_factor": "dynamic"}, FC_BATCH, 1, 10, "samples", None,
-                    half="cbfloat16"),
+    "fc_cb16": Case(
+        "fc_cb16",
+        f"fc_mnist 784-500-300-10 relu cbfloat16+DLS B{FC_BATCH} Adam",
+        "fc_mnist",
+        {**FC_MODEL, "mixed_precision": True, "fp16_type": "cbfloat16"},
+        {**ADAM, "loss_scaling_factor": "dynamic"},
+        FC_BATCH,
+        1,
+        10,
+        "samples",
+        None,
+        half="cbfloat16",
+    ),
 }
 
 # HOOK for the CS-2 executors: name -> factory(case) returning (step closure, model,
@@ -366,8 +458,12 @@ CASES: dict[str, Case] = {
 EXECUTOR_FACTORIES: dict[str, Callable[[Case], tuple[Callable[[], object], Any, Any]]] = {}
 _EXECUTORS = (  # row name, module, class, constructor arguments
     ("pipelined", "cs2sim.runtime.executors.pipelined", "PipelinedExecutor", ()),
-    ("weight_streaming", "cs2sim.runtime.executors.weight_streaming", "WeightStreamingExecutor",
-     (1,)),
+    (
+        "weight_streaming",
+        "cs2sim.runtime.executors.weight_streaming",
+        "WeightStreamingExecutor",
+        (1,),
+    ),
 )
 
 
@@ -375,6 +471,7 @@ def _executor_factory(module: str, cls_name: str, args: tuple) -> Callable[[Case
     def make(case: Case) -> tuple[Callable[[], object], Any, Any]:
         cls = getattr(importlib.import_module(module), cls_name)
         return case.ours(cls(*args))
+
     return make
 
 
@@ -391,6 +488,8 @@ def executor_note() -> str:
     """What the bench says about the executor rows."""
     if EXECUTOR_FACTORIES:
         return f"executor rows: {', '.join(EXECUTOR_FACTORIES)}"
-    return ("pipelined / weight-streaming rows: not measured (no executor registered in "
-            "bench/cases.py EXECUTOR_FACTORIES: runtime.executors.pipelined / weight_streaming "
-            "are not in this tree)")
+    return (
+        "pipelined / weight-streaming rows: not measured (no executor registered in "
+        "bench/cases.py EXECUTOR_FACTORIES: runtime.executors.pipelined / weight_streaming "
+        "are not in this tree)"
+    )

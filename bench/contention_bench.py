@@ -77,8 +77,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--window", type=float, default=0.5, help="seconds of steps per window")
     ap.add_argument("--threads", type=int, default=2, help="threads for each side")
     ap.add_argument("--cases", default="fc,gpt", help="comma-separated case keys")
-    ap.add_argument("--ref-passive", action="store_true",
-                    help="also run PyTorch with OMP_WAIT_POLICY=PASSIVE / KMP_BLOCKTIME=0")
+    ap.add_argument(
+        "--ref-passive",
+        action="store_true",
+        help="also run PyTorch with OMP_WAIT_POLICY=PASSIVE / KMP_BLOCKTIME=0",
+    )
     ap.add_argument("--quick", action="store_true", help="a smoke run, not a measurement")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
@@ -88,14 +91,16 @@ def main(argv: list[str] | None = None) -> int:
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     legacy_env = {**reference_env(), "OPENBLAS_THREAD_TIMEOUT": "28"}  # OpenBLAS's default
     sides: dict[str, Worker] = {"ours": Worker("ours", args.threads)}
-    sides["ours, OpenBLAS threads (before)"] = Worker("ours", args.threads, legacy_env,
-                                                      ("--blas-threading",))
+    sides["ours, OpenBLAS threads (before)"] = Worker(
+        "ours", args.threads, legacy_env, ("--blas-threading",)
+    )
     ref = start_reference(args.threads)
     if ref is not None:
         sides["PyTorch"] = ref
         if args.ref_passive:  # PyTorch given the same wait settings as ours, for comparison
             sides["PyTorch, passive waits"] = Worker(
-                "torch", args.threads, {**reference_env(), **SPIN_ENV})
+                "torch", args.threads, {**reference_env(), **SPIN_ENV}
+            )
     lines: list[str] = []
     table: list[str] = []
     try:
@@ -116,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
             loads: list[float] = []
             names = list(sides)
             for r in range(repeats):
-                order = names[r % len(names):] + names[:r % len(names)]  # rotate the order
+                order = names[r % len(names) :] + names[: r % len(names)]  # rotate the order
                 loads.append(os.getloadavg()[0])
                 for n in order:
                     out = sides[n].ask(op="run", case=key, steps=steps[n])
@@ -128,16 +133,21 @@ def main(argv: list[str] | None = None) -> int:
                         out = sides[n].ask(op="run", case=key, steps=steps[n])
                         busy[n].append(statistics.median(out["sec"]))
                         cpu_b[n].append(out["cpu"])
-                print(f"{case.label} repeat {r + 1}/{repeats}: " + ", ".join(
-                    f"{n} {busy[n][-1] / quiet[n][-1]:.2f}x" for n in order), flush=True)
+                print(
+                    f"{case.label} repeat {r + 1}/{repeats}: "
+                    + ", ".join(f"{n} {busy[n][-1] / quiet[n][-1]:.2f}x" for n in order),
+                    flush=True,
+                )
             for n in sides:
                 sl = [b / q for b, q in zip(busy[n], quiet[n], strict=True)]
-                row = (f"| {case.label} | {n} | {statistics.median(quiet[n]) * 1e3:.1f} | "
-                       f"{statistics.median(busy[n]) * 1e3:.1f} | {statistics.median(sl):.2f}x "
-                       f"[{min(sl):.2f}-{max(sl):.2f}] | {fair:.1f}x | "
-                       f"{statistics.median(cpu_q[n]) * 1e3:.1f} -> "
-                       f"{statistics.median(cpu_b[n]) * 1e3:.1f} | "
-                       f"{min(loads):.1f}-{max(loads):.1f} |")
+                row = (
+                    f"| {case.label} | {n} | {statistics.median(quiet[n]) * 1e3:.1f} | "
+                    f"{statistics.median(busy[n]) * 1e3:.1f} | {statistics.median(sl):.2f}x "
+                    f"[{min(sl):.2f}-{max(sl):.2f}] | {fair:.1f}x | "
+                    f"{statistics.median(cpu_q[n]) * 1e3:.1f} -> "
+                    f"{statistics.median(cpu_b[n]) * 1e3:.1f} | "
+                    f"{min(loads):.1f}-{max(loads):.1f} |"
+                )
                 table.append(row)
                 print(row)
     except WorkerError as e:
@@ -148,7 +158,8 @@ def main(argv: list[str] | None = None) -> int:
             w.close()
     load_end = os.getloadavg()
     text = [
-        "# bench/contention_bench.py results (host measurements)", "",
+        "# bench/contention_bench.py results (host measurements)",
+        "",
         f"- run {started}{' (--quick: a smoke run)' if args.quick else ''}; {os.cpu_count()} "
         f"cores; competing load: {args.busy} busy-loop processes; {repeats} repeats, windows "
         f"~{window}s; load average (1/5/15 min) at start "
@@ -157,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
         *lines,
         "- slowdown = step time beside the busy loops / without them, per repeat: median [range];"
         " fair share = (busy loops + our threads) / cores; CPU ms per step without -> with the "
-        "loops (spinning shows as CPU time growing for the same work)", "",
+        "loops (spinning shows as CPU time growing for the same work)",
+        "",
         "| case (shapes) | side | ms/step without | ms/step with | slowdown | fair share "
         "| CPU ms/step | load (1 min) |",
         "|---|---|---:|---:|---:|---:|---:|---:|",

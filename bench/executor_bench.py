@@ -50,13 +50,18 @@ MODELS: dict[str, dict[str, Any]] = {
     },
     "gpt2": {
         "model": {
-            "vocab_size": 256, "hidden_size": 256, "num_hidden_layers": 4, "num_heads": 4,
-            "filter_size": 1024, "max_position_embeddings": 128, "dropout_rate": 0.0,
-            "attention_dropout_rate": 0.0, "share_embedding_weights": True,
+            "vocab_size": 256,
+            "hidden_size": 256,
+            "num_hidden_layers": 4,
+            "num_heads": 4,
+            "filter_size": 1024,
+            "max_position_embeddings": 128,
+            "dropout_rate": 0.0,
+            "attention_dropout_rate": 0.0,
+            "share_embedding_weights": True,
             "nonlinearity": "gelu",
         },
-        "optimizer": {"optimizer_type": "adamw", "learning_rate": 0.001,
-                      "weight_decay_rate": 0.01},
+        "optimizer": {"optimizer_type": "adamw", "learning_rate": 0.001, "weight_decay_rate": 0.01},
         "batch": 8,
         "seq": 128,
     },
@@ -79,12 +84,16 @@ def _parts(model_name: str) -> tuple[Any, Any, Any, dict, dict]:
     rng = np.random.default_rng(0)
     B = spec["batch"]
     if model_name == "fc_mnist":
-        batch = {"x": rng.random((B, 784), dtype=np.float32),
-                 "y": rng.integers(0, 10, B).astype(np.int32)}
+        batch = {
+            "x": rng.random((B, 784), dtype=np.float32),
+            "y": rng.integers(0, 10, B).astype(np.int32),
+        }
     else:
         T, V = spec["seq"], spec["model"]["vocab_size"]
-        batch = {"input_ids": rng.integers(0, V, (B, T)).astype(np.int32),
-                 "labels": rng.integers(0, V, (B, T)).astype(np.int32)}
+        batch = {
+            "input_ids": rng.integers(0, V, (B, T)).astype(np.int32),
+            "labels": rng.integers(0, V, (B, T)).astype(np.int32),
+        }
         batch = {model.input_key: batch["input_ids"], model.label_key: batch["labels"]}
     params = {"optimizer": spec["optimizer"]}
     return model, opt, scaler, batch, params
@@ -95,9 +104,12 @@ def _executor(name: str) -> Any:
     from cs2sim.runtime.executors.pipelined import PipelinedExecutor
     from cs2sim.runtime.executors.weight_streaming import WeightStreamingExecutor
 
-    return {"cpu": CpuExecutor, "pipelined": PipelinedExecutor,
-            "ws1": lambda: WeightStreamingExecutor(1),
-            "ws4": lambda: WeightStreamingExecutor(4)}[name]()
+    return {
+        "cpu": CpuExecutor,
+        "pipelined": PipelinedExecutor,
+        "ws1": lambda: WeightStreamingExecutor(1),
+        "ws4": lambda: WeightStreamingExecutor(4),
+    }[name]()
 
 
 def step_times(model_name: str, rounds: int, steps: int) -> dict[str, tuple[float, float, float]]:
@@ -134,8 +146,10 @@ def step_times(model_name: str, rounds: int, steps: int) -> dict[str, tuple[floa
                 step[name] += 1
             cpu[name].append((time.thread_time() - c0) / steps)
             wall[name].append((time.perf_counter() - t0) / steps)
-    return {name: (statistics.median(cpu[name]), min(wall[name]), statistics.median(wall[name]))
-            for name in EXECUTORS}
+    return {
+        name: (statistics.median(cpu[name]), min(wall[name]), statistics.median(wall[name]))
+        for name in EXECUTORS
+    }
 
 
 def _memory_child(model_name: str, name: str) -> None:
@@ -163,9 +177,14 @@ def _memory_child(model_name: str, name: str) -> None:
 def peak_memory(model_name: str) -> dict[str, dict[str, int]]:
     out = {}
     for name in EXECUTORS:
-        r = subprocess.run([sys.executable, __file__, "--memory-child", model_name, name],
-                           capture_output=True, text=True, timeout=900, check=True,
-                           env=dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1"))
+        r = subprocess.run(
+            [sys.executable, __file__, "--memory-child", model_name, name],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=True,
+            env=dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1"),
+        )
         out[name] = json.loads(r.stdout.strip().splitlines()[-1])
     return out
 
@@ -175,8 +194,9 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="3 rounds of 2 steps")
-    ap.add_argument("--memory-child", nargs=2, metavar=("MODEL", "EXECUTOR"),
-                    help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--memory-child", nargs=2, metavar=("MODEL", "EXECUTOR"), help=argparse.SUPPRESS
+    )
     args = ap.parse_args()
     import numpy  # noqa: F401 - BLAS must be loaded before threadpoolctl can limit it
 
@@ -191,18 +211,25 @@ def main() -> int:
         _memory_child(*args.memory_child)
         return 0
     rounds, steps = (3, 2) if args.quick else (args.rounds, args.steps)
-    lines = ["# Executor overhead (host measurements)", "",
-             f"python bench/executor_bench.py --rounds {rounds} --steps {steps}; "
-             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} CPUs, "
-             f"load average {os.getloadavg()[0]:.1f}, one BLAS thread", ""]
+    lines = [
+        "# Executor overhead (host measurements)",
+        "",
+        f"python bench/executor_bench.py --rounds {rounds} --steps {steps}; "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} CPUs, "
+        f"load average {os.getloadavg()[0]:.1f}, one BLAS thread",
+        "",
+    ]
     ok = True
     for model_name in MODELS:
         t = step_times(model_name, rounds, steps)
         mem = peak_memory(model_name)
-        lines += [f"## {model_name}", "",
-                  "| executor | CPU ms/step | x cpu | target | wall ms best / median | x cpu "
-                  "(best wall) | numpy peak MB | x cpu | RSS peak MB |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            f"## {model_name}",
+            "",
+            "| executor | CPU ms/step | x cpu | target | wall ms best / median | x cpu "
+            "(best wall) | numpy peak MB | x cpu | RSS peak MB |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
         for name in EXECUTORS:
             ratio = t[name][0] / t["cpu"][0]
             wratio = t[name][1] / t["cpu"][1]
@@ -218,7 +245,8 @@ def main() -> int:
                 f"{' + mem <= 1.5' if name == 'ws4' else ''} {'ok' if good else 'MISSED'} | "
                 f"{t[name][1] * 1e3:.2f} / {t[name][2] * 1e3:.2f} | {wratio:.3f} | "
                 f"{mem[name]['traced_peak'] / 2**20:.1f} | {mratio:.3f} | "
-                f"{mem[name]['rss_peak'] / 2**20:.1f} |")
+                f"{mem[name]['rss_peak'] / 2**20:.1f} |"
+            )
         lines.append("")
     text = "\n".join(lines)
     print(text)

@@ -44,8 +44,10 @@ from cs2sim.runtime.job.input_measure import measure_delivery  # noqa: E402
 
 CTX = mp.get_context("spawn")
 CONFIGS = {"fc_mnist": "params.yaml", "gpt2": "params_gpt2_small.yaml"}
-SHAPES = {"fc_mnist": {"x": ((256, 784), np.float32), "y": ((256,), np.int32)},
-          "gpt2": {"input_ids": ((32, 1024), np.int32), "labels": ((32, 1024), np.int32)}}
+SHAPES = {
+    "fc_mnist": {"x": ((256, 784), np.float32), "y": ((256,), np.int32)},
+    "gpt2": {"input_ids": ((32, 1024), np.int32), "labels": ((32, 1024), np.int32)},
+}
 
 
 def _batch(model: str) -> dict[str, np.ndarray]:
@@ -68,8 +70,9 @@ def _queue_producer(q: mp.Queue, model: str, n: int) -> None:
         q.put((g, batch))
 
 
-def _shm_producer(name: str, slots: int, empty: mp.Semaphore, full: mp.Semaphore, model: str,
-                  n: int) -> None:
+def _shm_producer(
+    name: str, slots: int, empty: mp.Semaphore, full: mp.Semaphore, model: str, n: int
+) -> None:
     shm = shared_memory.SharedMemory(name=name)
     batch = _batch(model)
     flat = np.concatenate([a.view(np.uint8).ravel() for a in batch.values()])  # (bytes,)
@@ -140,14 +143,14 @@ def params_of(model: str) -> dict:
     return _load(model, build_parser(model).parse_args(["-m", "train", "-p", cfg]))[0]
 
 
-def delivery(model: str, workers: list[int], seconds: float, work: int
-             ) -> list[tuple[int, float, float]]:
+def delivery(
+    model: str, workers: list[int], seconds: float, work: int
+) -> list[tuple[int, float, float]]:
     """(workers, samples/s, chief CPU share) per worker count."""
     params = params_of(model)
     out = []
     for w in workers:
-        m = measure_delivery(model, params, workers=w, threads=1, seconds=seconds,
-                             extra_work=work)
+        m = measure_delivery(model, params, workers=w, threads=1, seconds=seconds, extra_work=work)
         out.append((w, m.samples_per_sec, m.chief_cpu))
     return out
 
@@ -162,16 +165,20 @@ def bottleneck(rows: list[tuple[int, float, float]]) -> list[str]:
     w_peak, r_peak, c_peak = max(rows, key=lambda r: r[1])
     w_busy, r_busy, c_busy = max(rows, key=lambda r: r[2])
     one = rows[0][1]
-    lines = [f"Peak: {r_peak:,.0f} samples/s at {w_peak} worker(s) ({r_peak / one:.2f}x 1 "
-             f"worker); the chief's process was {c_peak:.0%} busy there, so at this load it is "
-             f"{'the chief' if c_peak > 0.8 else 'this host (CPUs shared), not the chief,'} "
-             "that stops the growth."]
+    lines = [
+        f"Peak: {r_peak:,.0f} samples/s at {w_peak} worker(s) ({r_peak / one:.2f}x 1 "
+        f"worker); the chief's process was {c_peak:.0%} busy there, so at this load it is "
+        f"{'the chief' if c_peak > 0.8 else 'this host (CPUs shared), not the chief,'} "
+        "that stops the growth."
+    ]
     if c_busy > 0:
         ceiling = r_busy / c_busy
-        lines.append(f"Chief ceiling (estimate: {r_busy:,.0f} samples/s / {c_busy:.0%} of a "
-                     f"core): about {ceiling:,.0f} samples/s, i.e. the chief becomes the "
-                     f"bottleneck from about {max(1.0, ceiling / one):.0f} worker(s) of "
-                     f"{one:,.0f} samples/s each, given free cores for them.")
+        lines.append(
+            f"Chief ceiling (estimate: {r_busy:,.0f} samples/s / {c_busy:.0%} of a "
+            f"core): about {ceiling:,.0f} samples/s, i.e. the chief becomes the "
+            f"bottleneck from about {max(1.0, ceiling / one):.0f} worker(s) of "
+            f"{one:,.0f} samples/s each, given free cores for them."
+        )
     return lines
 
 
@@ -179,22 +186,39 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=float, default=2.0, help="length of each measurement")
     ap.add_argument("--quick", action="store_true", help="shorter runs, workers 1, 2, 4")
-    ap.add_argument("--work", type=int, default=20,
-                    help="CS2SIM_INPUT_EXTRA_WORK rounds for the heavy-input series")
-    ap.add_argument("--processor-samples", type=int, default=2048,
-                    help="samples per data set in the per-processor rows")
-    ap.add_argument("--skip-processors", action="store_true",
-                    help="leave out the per-processor rows (bench/processor_bench.py)")
+    ap.add_argument(
+        "--work",
+        type=int,
+        default=20,
+        help="CS2SIM_INPUT_EXTRA_WORK rounds for the heavy-input series",
+    )
+    ap.add_argument(
+        "--processor-samples",
+        type=int,
+        default=2048,
+        help="samples per data set in the per-processor rows",
+    )
+    ap.add_argument(
+        "--skip-processors",
+        action="store_true",
+        help="leave out the per-processor rows (bench/processor_bench.py)",
+    )
     a = ap.parse_args()
     seconds = 0.5 if a.quick else a.seconds
     workers = [1, 2, 4] if a.quick else [1, 2, 4, 8]
     load = os.getloadavg()[0]
-    lines = [f"# Input streamers (host measurements, {os.cpu_count()} CPUs, load average "
-             f"{load:.1f} at the start, {time.strftime('%Y-%m-%d %H:%M')})", "",
-             "A load average above the CPU count means other processes share the CPUs: then "
-             "the host, not the chief or the workers, limits the figures below.", "",
-             "## Channel: one producer process -> one consumer", "",
-             "| batch | channel | MB/s | batches/s |", "|---|---|---:|---:|"]
+    lines = [
+        f"# Input streamers (host measurements, {os.cpu_count()} CPUs, load average "
+        f"{load:.1f} at the start, {time.strftime('%Y-%m-%d %H:%M')})",
+        "",
+        "A load average above the CPU count means other processes share the CPUs: then "
+        "the host, not the chief or the workers, limits the figures below.",
+        "",
+        "## Channel: one producer process -> one consumer",
+        "",
+        "| batch | channel | MB/s | batches/s |",
+        "|---|---|---:|---:|",
+    ]
     for model in SHAPES:
         for kind in ("tcp", "queue", "shm"):
             mbs, bps = channel(model, kind, 100 if a.quick else 400)
@@ -204,14 +228,18 @@ def main() -> int:
         for label, work in (("plain input", 0), (f"extra work {a.work}", a.work)):
             rows = delivery(model, workers, seconds, work)
             base = rows[0][1]
-            lines += ["", f"## {model} ({CONFIGS[model]}), {label}", "",
-                      "| workers | samples/s | per worker | speed-up | chief CPU |",
-                      "|---:|---:|---:|---:|---:|"]
+            lines += [
+                "",
+                f"## {model} ({CONFIGS[model]}), {label}",
+                "",
+                "| workers | samples/s | per worker | speed-up | chief CPU |",
+                "|---:|---:|---:|---:|---:|",
+            ]
             for w, r, c in rows:
                 lines.append(f"| {w} | {r:,.0f} | {r / w:,.0f} | {r / base:.2f}x | {c:.0%} |")
             lines.append("")
             lines += bottleneck(rows)
-            print("\n".join(lines[-len(rows) - 7:]), flush=True)
+            print("\n".join(lines[-len(rows) - 7 :]), flush=True)
     if not a.skip_processors:
         import processor_bench  # bench/ is this script's directory, so on sys.path
 

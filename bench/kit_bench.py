@@ -24,7 +24,7 @@ from pathlib import Path
 
 from cs2sim.scripts.testkit import ThrowawaySystem
 
-TEST_FILE = '''
+TEST_FILE = """
 import pytest
 
 @pytest.mark.parametrize("i", range({n}))
@@ -35,7 +35,7 @@ def test_mode_change(cs2_console, cs2_system, i):
     cs2_console.answer("2")
     assert "Weight Streaming" in cs2_console.run("system activate")
     assert cs2_system.active_mode == "WEIGHT_STREAMING"
-'''
+"""
 
 
 def pct(values: list[float], q: float) -> float:
@@ -68,8 +68,12 @@ def through_pytest(n: int) -> tuple[float, int]:
         path = Path(tmp) / "test_kit_bench.py"
         path.write_text(TEST_FILE.format(n=n))
         t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                               str(path)], cwd=tmp, capture_output=True, text=True)
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(path)],
+            cwd=tmp,
+            capture_output=True,
+            text=True,
+        )
         wall = time.perf_counter() - t0
     if proc.returncode:
         raise SystemExit(f"the generated suite failed:\n{proc.stdout[-3000:]}")
@@ -84,8 +88,10 @@ def main() -> None:
     rows = []
     phases = in_process(args.tests)
     for name, values in phases.items():
-        rows.append(f"| in process: {name} | {statistics.median(values) * 1000:.0f} ms | "
-                    f"{pct(values, 0.9) * 1000:.0f} ms |")
+        rows.append(
+            f"| in process: {name} | {statistics.median(values) * 1000:.0f} ms | "
+            f"{pct(values, 0.9) * 1000:.0f} ms |"
+        )
     wall, n = through_pytest(args.tests)
     rows.append(f"| pytest, {n} tests (`cs2_console` + mode change): total | {wall:.1f} s | |")
     rows.append(f"| pytest: per test (total / {n}) | {wall / n * 1000:.0f} ms | |")
@@ -94,8 +100,10 @@ def main() -> None:
     print(f"load average at start: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
     out = Path(__file__).parent / "results" / "kit.md"
     with out.open("a") as f:
-        f.write(f"\n## {time.strftime('%Y-%m-%d %H:%M')} (load {load[0]:.1f}), "
-                f"`python bench/kit_bench.py --tests {args.tests}`\n\n{table}\n")
+        f.write(
+            f"\n## {time.strftime('%Y-%m-%d %H:%M')} (load {load[0]:.1f}), "
+            f"`python bench/kit_bench.py --tests {args.tests}`\n\n{table}\n"
+        )
 
 
 if __name__ == "__main__":

@@ -33,11 +33,22 @@ import time
 from pathlib import Path
 
 BIN = Path(sys.executable).parent
-TASK = ("import os, sys, time; d = sys.argv[1]; "
-        "open(os.path.join(d, os.environ['SLURM_PROCID']), 'w').write(repr(time.time())); "
-        "time.sleep(float(sys.argv[2]))")
-SEED_FLAGS = ["--total-nodes", "14", "--tasks-per-node", "8", "--cpus-per-task", "16",
-              "--single-task-nodes", "2", "--cyclic"]
+TASK = (
+    "import os, sys, time; d = sys.argv[1]; "
+    "open(os.path.join(d, os.environ['SLURM_PROCID']), 'w').write(repr(time.time())); "
+    "time.sleep(float(sys.argv[2]))"
+)
+SEED_FLAGS = [
+    "--total-nodes",
+    "14",
+    "--tasks-per-node",
+    "8",
+    "--cpus-per-task",
+    "16",
+    "--single-task-nodes",
+    "2",
+    "--cyclic",
+]
 
 
 def _children(root: int) -> list[int]:
@@ -81,9 +92,12 @@ def launch_once(python_word: list[str], hold: float) -> tuple[float, int, int, i
         env = {**os.environ, "CS2_HOME": str(home)}
         env.pop("CS2_CLUSTER", None)
         t0 = time.time()
-        proc = subprocess.Popen([str(BIN / "csrun_wse"), *SEED_FLAGS, *python_word, "-c", TASK,
-                                 str(out), str(hold)], env=env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [str(BIN / "csrun_wse"), *SEED_FLAGS, *python_word, "-c", TASK, str(out), str(hold)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         peak_pss = peak_rss = 0
         while proc.poll() is None:
             pss, rss = _mem(_children(proc.pid))
@@ -96,17 +110,23 @@ def launch_once(python_word: list[str], hold: float) -> tuple[float, int, int, i
 
 
 def bench_launch(runs: int) -> None:
-    print("== csrun_wse start to all 98 tasks started (the Weight Streaming Quickstart's layout; "
-          "host measurement) ==")
-    for label, word in (("forked from the launcher (python-ws -c)", ["python-ws"]),
-                        ("cold exec per task (python-ws -u -c)", ["python-ws", "-u"])):
+    print(
+        "== csrun_wse start to all 98 tasks started (the Weight Streaming Quickstart's layout; "
+        "host measurement) =="
+    )
+    for label, word in (
+        ("forked from the launcher (python-ws -c)", ["python-ws"]),
+        ("cold exec per task (python-ws -u -c)", ["python-ws", "-u"]),
+    ):
         results = [launch_once(word, hold=1.5) for _ in range(runs)]
         times = sorted(r[0] for r in results)
         pss = max(r[1] for r in results) / 1024 / 1024
         rss = max(r[2] for r in results) / 1024 / 1024
-        print(f"{label:42s} tasks={results[0][3]}  start {times[0]:.2f}-{times[-1]:.2f} s "
-              f"(median {statistics.median(times):.2f} s over {runs})  peak memory of the "
-              f"tree: PSS {pss:.2f} GiB (RSS sum {rss:.2f} GiB)")
+        print(
+            f"{label:42s} tasks={results[0][3]}  start {times[0]:.2f}-{times[-1]:.2f} s "
+            f"(median {statistics.median(times):.2f} s over {runs})  peak memory of the "
+            f"tree: PSS {pss:.2f} GiB (RSS sum {rss:.2f} GiB)"
+        )
     print("targets: start < 2 s, peak memory < 4 GiB")
 
 
@@ -121,10 +141,29 @@ def first_step_once() -> float:
         env.pop("CS2_CLUSTER", None)
         t0 = time.time()
         proc = subprocess.Popen(
-            [str(BIN / "csrun_wse"), "--total-nodes", "1", "--tasks-per-node", "5", "python",
-             str(FC / "run.py"), "-p", str(FC / "configs" / "params_small.yaml"), "-m", "train",
-             "--max_steps", "1", "-o", str(Path(tmp) / "md")],
-            env=env, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            [
+                str(BIN / "csrun_wse"),
+                "--total-nodes",
+                "1",
+                "--tasks-per-node",
+                "5",
+                "python",
+                str(FC / "run.py"),
+                "-p",
+                str(FC / "configs" / "params_small.yaml"),
+                "-m",
+                "train",
+                "--max_steps",
+                "1",
+                "-o",
+                str(Path(tmp) / "md"),
+            ],
+            env=env,
+            cwd=tmp,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         took = None
         assert proc.stdout is not None
         for line in proc.stdout:
@@ -136,11 +175,14 @@ def first_step_once() -> float:
 
 
 def bench_first_step(runs: int) -> None:
-    print("== csrun_wse start to the first training step (chief + 4 streamers; host "
-          "measurement) ==")
+    print(
+        "== csrun_wse start to the first training step (chief + 4 streamers; host measurement) =="
+    )
     times = sorted(first_step_once() for _ in range(runs))
-    print(f"launch to first step: {times[0]:.2f}-{times[-1]:.2f} s (median "
-          f"{statistics.median(times):.2f} s over {runs})")
+    print(
+        f"launch to first step: {times[0]:.2f}-{times[-1]:.2f} s (median "
+        f"{statistics.median(times):.2f} s over {runs})"
+    )
 
 
 def _jobs(n: int, seed: int = 1) -> list[tuple[int, int]]:
@@ -189,12 +231,12 @@ def bench_store(n_jobs: int, n_nodes: int = 1024) -> tuple[float, float, int]:
     with tempfile.TemporaryDirectory() as tmp:
         store = Store.open(Path(tmp))
         nodes = [NodeInfo(f"n{i}", 128) for i in range(n_nodes)]
-        blocker = queue.submit(store, JobRequest((Component(n_nodes, 1),), ("x",)), user="b",
-                               nodes=nodes)
+        blocker = queue.submit(
+            store, JobRequest((Component(n_nodes, 1),), ("x",)), user="b", nodes=nodes
+        )
         t = time.perf_counter()
         for _, k in _jobs(n_jobs):
-            queue.submit(store, JobRequest((Component(k, 8, 16),), ("x",)), user="u",
-                         nodes=nodes)
+            queue.submit(store, JobRequest((Component(k, 8, 16),), ("x",)), user="u", nodes=nodes)
         per_submit = (time.perf_counter() - t) / n_jobs
         queue.finish(store, blocker, "COMPLETED", 0)
         decisions = 0
@@ -207,10 +249,12 @@ def bench_store(n_jobs: int, n_nodes: int = 1024) -> tuple[float, float, int]:
             spent += time.perf_counter() - t
             decisions += started + 1  # the jobs started and the one that blocks
             with store.read() as db:
-                running = [r[0] for r in db.execute(
-                    "SELECT id FROM sched_jobs WHERE state = 'RUNNING'")]
+                running = [
+                    r[0] for r in db.execute("SELECT id FROM sched_jobs WHERE state = 'RUNNING'")
+                ]
                 left = db.execute(
-                    "SELECT count(*) FROM sched_jobs WHERE state = 'PENDING'").fetchone()[0]
+                    "SELECT count(*) FROM sched_jobs WHERE state = 'PENDING'"
+                ).fetchone()[0]
             if not left:
                 break
             queue.finish(store, rng.choice(running), "COMPLETED", 0)
@@ -223,17 +267,22 @@ def bench_sched(sizes: list[int]) -> None:
     for n in sizes:
         pure, dec = bench_pure(n)
         sub, store_dec, sdec = bench_store(n)
-        print(f"{n:5d} queued jobs: pure decision {pure * 1e6:7.1f} us ({dec} decisions); "
-              f"store-backed pass {store_dec * 1e3:6.3f} ms per decision ({sdec}), "
-              f"submit {sub * 1e3:.2f} ms")
+        print(
+            f"{n:5d} queued jobs: pure decision {pure * 1e6:7.1f} us ({dec} decisions); "
+            f"store-backed pass {store_dec * 1e3:6.3f} ms per decision ({sdec}), "
+            f"submit {sub * 1e3:.2f} ms"
+        )
     print("target: < 1 ms per scheduling decision at 1,000 queued jobs, growing linearly")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="one launch run, fewer queue sizes")
-    ap.add_argument("--first-step-only", action="store_true",
-                    help="only the launch-to-first-step figure (5 runs)")
+    ap.add_argument(
+        "--first-step-only",
+        action="store_true",
+        help="only the launch-to-first-step figure (5 runs)",
+    )
     args = ap.parse_args()
     if args.first_step_only:
         bench_first_step(5)

@@ -75,11 +75,13 @@ class _Clock:
                 self.total[label] += dt - child
                 if self.stack:
                     self.stack[-1] += dt
+
         return timed
 
 
-def profile_step(model: Module, optimizer: Any, step: Callable[[], object],
-                 steps: int = 5) -> dict[str, float]:
+def profile_step(
+    model: Module, optimizer: Any, step: Callable[[], object], steps: int = 5
+) -> dict[str, float]:
     """Mean exclusive seconds per step by category over `steps` runs of `step` (after 1 warm-up)."""
     step()
     clock = _Clock()

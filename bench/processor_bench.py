@@ -60,14 +60,17 @@ def _gpt(d: Path, n: int) -> tuple[dict, dict[str, tuple[str, Path]]]:
                 f.attrs["n_examples"] = len(part)
                 f.create_dataset("data", data=part, dtype="i4", **kw)
     (d / "tfr").mkdir()
-    write_records(d / "tfr" / "a.tfrecords",
-                  [encode_example({"input_ids": r[0], "input_mask": r[1], "labels": r[2]})
-                   for r in data])
+    write_records(
+        d / "tfr" / "a.tfrecords",
+        [encode_example({"input_ids": r[0], "input_mask": r[1], "labels": r[2]}) for r in data],
+    )
     model = {"vocab_size": VOCAB, "max_position_embeddings": T}
-    return model, {"tokens": ("TokenFileDataProcessor", d / "tok"),
-                   "hdf5-gz": ("GptHDF5DataProcessor", d / "h5gz"),
-                   "hdf5": ("GptHDF5DataProcessor", d / "h5"),
-                   "tfrecords": ("GptTfRecordsProcessor", d / "tfr")}
+    return model, {
+        "tokens": ("TokenFileDataProcessor", d / "tok"),
+        "hdf5-gz": ("GptHDF5DataProcessor", d / "h5gz"),
+        "hdf5": ("GptHDF5DataProcessor", d / "h5"),
+        "tfrecords": ("GptTfRecordsProcessor", d / "tfr"),
+    }
 
 
 def _bert(d: Path, n: int) -> tuple[Path, Path, Path]:
@@ -82,8 +85,13 @@ def _bert(d: Path, n: int) -> tuple[Path, Path, Path]:
         for i in range(n):
             ids = rng.integers(5, len(words), BERT_T - 3)
             a = int(rng.integers(1, BERT_T - 4))
-            toks = ["[CLS]", *[words[j] for j in ids[:a]], "[SEP]",
-                    *[words[j] for j in ids[a:]], "[SEP]"]
+            toks = [
+                "[CLS]",
+                *[words[j] for j in ids[:a]],
+                "[SEP]",
+                *[words[j] for j in ids[a:]],
+                "[SEP]",
+            ]
             w.writerow([repr(toks), repr([0] * (a + 2) + [1] * (BERT_T - a - 2)), i % 2])
     (d / "sst").mkdir()
     with open(d / "sst" / "train.tsv", "w") as f:
@@ -94,10 +102,13 @@ def _bert(d: Path, n: int) -> tuple[Path, Path, Path]:
     imgs = rng.integers(0, 256, (n, 28, 28), dtype=np.uint8)
     lbls = rng.integers(0, 10, n, dtype=np.uint8)
     (d / "mnist" / "train-images-idx3-ubyte").write_bytes(
-        (0x803).to_bytes(4, "big") + b"".join(x.to_bytes(4, "big") for x in (n, 28, 28))
-        + imgs.tobytes())
+        (0x803).to_bytes(4, "big")
+        + b"".join(x.to_bytes(4, "big") for x in (n, 28, 28))
+        + imgs.tobytes()
+    )
     (d / "mnist" / "train-labels-idx1-ubyte").write_bytes(
-        (0x801).to_bytes(4, "big") + n.to_bytes(4, "big") + lbls.tobytes())
+        (0x801).to_bytes(4, "big") + n.to_bytes(4, "big") + lbls.tobytes()
+    )
     return vocab, d / "csv", d / "sst"
 
 
@@ -137,34 +148,82 @@ def run(samples: int, seconds: float) -> list[str]:
         d = Path(tmp)
         gpt_model, gpt = _gpt(d, args.samples)
         vocab, csv_dir, sst_dir = _bert(d, args.samples)
-        cases = {name: ({"train_input": {"data_processor": proc, "data_dir": str(path),
-                                         "batch_size": B, "max_sequence_length": T,
-                                         "vocab_size": VOCAB, "shuffle": True},
-                         "model": gpt_model, "_keys": ["input_ids"]}, "gpt2")
-                 for name, (proc, path) in gpt.items()}
+        cases = {
+            name: (
+                {
+                    "train_input": {
+                        "data_processor": proc,
+                        "data_dir": str(path),
+                        "batch_size": B,
+                        "max_sequence_length": T,
+                        "vocab_size": VOCAB,
+                        "shuffle": True,
+                    },
+                    "model": gpt_model,
+                    "_keys": ["input_ids"],
+                },
+                "gpt2",
+            )
+            for name, (proc, path) in gpt.items()
+        }
         bert_model = {"vocab_size": 30005, "max_position_embeddings": BERT_T, "num_labels": 2}
-        cases["bert-csv"] = ({"train_input": {
-            "data_processor": "BertCSVDynamicMaskDataProcessor", "data_dir": str(csv_dir),
-            "vocab_file": str(vocab), "batch_size": B, "max_sequence_length": BERT_T,
-            "max_predictions_per_seq": 20}, "model": bert_model, "_keys": ["input_ids"]}, "bert")
-        cases["sst2"] = ({"train_input": {
-            "data_processor": "SST2DataProcessor", "data_dir": str(sst_dir),
-            "vocab_file": str(vocab), "batch_size": B, "max_sequence_length": BERT_T},
-            "model": bert_model, "_keys": ["input_ids"]}, "bert_classifier")
-        cases["mnist"] = ({"train_input": {"data_dir": str(d / "mnist"), "batch_size": 256},
-                           "_keys": ["x"]}, "fc_mnist")
+        cases["bert-csv"] = (
+            {
+                "train_input": {
+                    "data_processor": "BertCSVDynamicMaskDataProcessor",
+                    "data_dir": str(csv_dir),
+                    "vocab_file": str(vocab),
+                    "batch_size": B,
+                    "max_sequence_length": BERT_T,
+                    "max_predictions_per_seq": 20,
+                },
+                "model": bert_model,
+                "_keys": ["input_ids"],
+            },
+            "bert",
+        )
+        cases["sst2"] = (
+            {
+                "train_input": {
+                    "data_processor": "SST2DataProcessor",
+                    "data_dir": str(sst_dir),
+                    "vocab_file": str(vocab),
+                    "batch_size": B,
+                    "max_sequence_length": BERT_T,
+                },
+                "model": bert_model,
+                "_keys": ["input_ids"],
+            },
+            "bert_classifier",
+        )
+        cases["mnist"] = (
+            {"train_input": {"data_dir": str(d / "mnist"), "batch_size": 256}, "_keys": ["x"]},
+            "fc_mnist",
+        )
         for name, (params, model) in cases.items():
             load, first, rate = _measure(params, model, args.seconds)
-            rows.append((name, params["train_input"].get("data_processor", "MNISTDataProcessor"),
-                         load, first, rate))
-            print(f"{name:10s} load {load:6.2f} s  epoch 0 {first:12,.0f}  later {rate:12,.0f} "
-                  f"samples/s per worker", flush=True)
+            rows.append(
+                (
+                    name,
+                    params["train_input"].get("data_processor", "MNISTDataProcessor"),
+                    load,
+                    first,
+                    rate,
+                )
+            )
+            print(
+                f"{name:10s} load {load:6.2f} s  epoch 0 {first:12,.0f}  later {rate:12,.0f} "
+                f"samples/s per worker",
+                flush=True,
+            )
         by = {r[0]: r for r in rows}
         ratio = by["tokens"][4] / by["hdf5-gz"][4]
         ratio0 = by["tokens"][3] / by["hdf5-gz"][3]
         ratio_raw = by["tokens"][4] / by["hdf5"][4]
-        print(f"token files / HDF5 (Model Zoo layout, gzip): epoch 0 {ratio0:.2f}x, later "
-              f"{ratio:.2f}x; / HDF5 uncompressed: {ratio_raw:.2f}x")
+        print(
+            f"token files / HDF5 (Model Zoo layout, gzip): epoch 0 {ratio0:.2f}x, later "
+            f"{ratio:.2f}x; / HDF5 uncompressed: {ratio_raw:.2f}x"
+        )
         # preprocessing: the standard library's sources as raw text
         raw = d / "raw"
         raw.mkdir()
@@ -175,30 +234,40 @@ def run(samples: int, seconds: float) -> list[str]:
             text = p.read_text(encoding="utf-8", errors="replace")
             (raw / f"{p.stem}.txt").write_text(text)
             size += len(text)
-        done = write_gpt_hdf5(GptHdf5Args(str(raw), str(d / "pre"), max_seq_length=1024,
-                                          files_per_record=1000))
-        print(f"cs2sim-preprocess gpt2-hdf5: {done.tokens:,} tokens from {size / 2**20:.1f} MiB "
-              f"in {done.seconds:.2f} s = {done.tokens_per_sec:,.0f} tokens/s")
+        done = write_gpt_hdf5(
+            GptHdf5Args(str(raw), str(d / "pre"), max_seq_length=1024, files_per_record=1000)
+        )
+        print(
+            f"cs2sim-preprocess gpt2-hdf5: {done.tokens:,} tokens from {size / 2**20:.1f} MiB "
+            f"in {done.seconds:.2f} s = {done.tokens_per_sec:,.0f} tokens/s"
+        )
     load_avg = os.getloadavg()[0]
     out = ROOT / "bench" / "results" / "processors.md"
-    lines = [f"# Data processors, one input worker (host measurements, {os.cpu_count()} CPUs, "
-             f"load average {load_avg:.1f}, {time.strftime('%Y-%m-%d %H:%M')})", "",
-             f"`python bench/processor_bench.py --samples {args.samples} --seconds "
-             f"{args.seconds}`; GPT rows: max_sequence_length {T}, batch {B}; BERT rows: "
-             f"{BERT_T}, batch {B}; shuffled.", "",
-             "| data | processor | load s | epoch 0 samples/s (load included) "
-             "| later samples/s |",
-             "|---|---|---:|---:|---:|"]
+    lines = [
+        f"# Data processors, one input worker (host measurements, {os.cpu_count()} CPUs, "
+        f"load average {load_avg:.1f}, {time.strftime('%Y-%m-%d %H:%M')})",
+        "",
+        f"`python bench/processor_bench.py --samples {args.samples} --seconds "
+        f"{args.seconds}`; GPT rows: max_sequence_length {T}, batch {B}; BERT rows: "
+        f"{BERT_T}, batch {B}; shuffled.",
+        "",
+        "| data | processor | load s | epoch 0 samples/s (load included) | later samples/s |",
+        "|---|---|---:|---:|---:|",
+    ]
     lines += [f"| {n} | {p} | {lo:.2f} | {f:,.0f} | {r:,.0f} |" for n, p, lo, f, r in rows]
-    lines += ["", f"Token files / HDF5 in the Model Zoo's layout (gzip, one-sample chunks): "
-              f"{ratio0:.2f}x over epoch 0 with the load (read lazily, chunk by chunk, as "
-              f"batches ask; decoded samples kept), {ratio:.2f}x after it; token files / "
-              f"uncompressed HDF5: "
-              f"{ratio_raw:.2f}x.", "",
-              f"Preprocessing (`cs2sim-preprocess gpt2-hdf5`, max_seq_length 1024, over "
-              f"{size / 2**20:.1f} MiB of the standard library's sources): "
-              f"{done.tokens_per_sec:,.0f} tokens/s ({done.tokens:,} tokens in "
-              f"{done.seconds:.2f} s)."]
+    lines += [
+        "",
+        f"Token files / HDF5 in the Model Zoo's layout (gzip, one-sample chunks): "
+        f"{ratio0:.2f}x over epoch 0 with the load (read lazily, chunk by chunk, as "
+        f"batches ask; decoded samples kept), {ratio:.2f}x after it; token files / "
+        f"uncompressed HDF5: "
+        f"{ratio_raw:.2f}x.",
+        "",
+        f"Preprocessing (`cs2sim-preprocess gpt2-hdf5`, max_seq_length 1024, over "
+        f"{size / 2**20:.1f} MiB of the standard library's sources): "
+        f"{done.tokens_per_sec:,.0f} tokens/s ({done.tokens:,} tokens in "
+        f"{done.seconds:.2f} s).",
+    ]
     out.write_text("\n".join(lines) + "\n")
     return lines
 

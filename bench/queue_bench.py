@@ -119,16 +119,18 @@ def pending_count(home: Path) -> int:
     try:
         db = sqlite3.connect(home / "cs2sim.db", timeout=30)
         try:
-            return int(db.execute(
-                "SELECT count(*) FROM sched_jobs WHERE state = 'PENDING'").fetchone()[0])
+            return int(
+                db.execute("SELECT count(*) FROM sched_jobs WHERE state = 'PENDING'").fetchone()[0]
+            )
         finally:
             db.close()
     except sqlite3.Error:
         return 0
 
 
-def wait_pending(home: Path, n: int, procs: list[subprocess.Popen], limit: float,
-                 out: Path | None = None) -> tuple[float, int]:
+def wait_pending(
+    home: Path, n: int, procs: list[subprocess.Popen], limit: float, out: Path | None = None
+) -> tuple[float, int]:
     """(seconds until every waiter queued or failed, how many queued); RuntimeError after
     `limit`. A simulated waiter that failed leaves a `failed-*` file in `out`; a real one exits."""
     t0 = time.monotonic()
@@ -179,7 +181,7 @@ def chain_latencies(out: Path, t_free: float, kind: str, n: int) -> list[float]:
     deadline = time.monotonic() + 60 + want * (HOLD_S + 5)
     while time.monotonic() < deadline:
         done = _records(out, kind)
-        if len(done) >= want and (kind == "sim" or all("end" in r for r in done[:want - 1])):
+        if len(done) >= want and (kind == "sim" or all("end" in r for r in done[: want - 1])):
             break
         time.sleep(0.2)
     done = _records(out, kind)[:want]
@@ -220,10 +222,25 @@ def run_real(n: int, window: float) -> tuple[float, list[float], tuple[float, in
         procs: list[subprocess.Popen] = []
         try:
             for _ in range(n):
-                procs.append(subprocess.Popen(
-                    [str(BIN / "csrun_wse"), "--total-nodes=16", "--tasks-per-node=1",
-                     "--cpus-per-task=1", "python", "-c", TASK, str(out), str(HOLD_S)],
-                    env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp))
+                procs.append(
+                    subprocess.Popen(
+                        [
+                            str(BIN / "csrun_wse"),
+                            "--total-nodes=16",
+                            "--tasks-per-node=1",
+                            "--cpus-per-task=1",
+                            "python",
+                            "-c",
+                            TASK,
+                            str(out),
+                            str(HOLD_S),
+                        ],
+                        env=env,
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                        cwd=tmp,
+                    )
+                )
             queued = wait_pending(home, n, procs, 60 + 3 * n)
             time.sleep(3)
             idle = measure_idle([p.pid for p in procs], window)
@@ -252,10 +269,17 @@ def run_sim(n: int, window: float) -> tuple[float, list[float], tuple[float, int
         env.pop("CS2_CLUSTER", None)
         store, blocker, nodes = block(home)
         per = [n // SIM_PROCS + (1 if i < n % SIM_PROCS else 0) for i in range(SIM_PROCS)]
-        procs = [subprocess.Popen([sys.executable, "-c", SIM_WORKER, str(home), str(k),
-                                   str(HOLD_S), str(out)], env=env, stdout=subprocess.PIPE,
-                                  stderr=subprocess.DEVNULL, text=True)
-                 for k in per if k]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", SIM_WORKER, str(home), str(k), str(HOLD_S), str(out)],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )
+            for k in per
+            if k
+        ]
         try:
             queued = wait_pending(home, n, procs, 300 + 2 * n, out)
             time.sleep(3)
@@ -274,8 +298,10 @@ def _fmt_lat(lat: list[float]) -> str:
     if not lat:
         return "none started"
     ms = [x * 1e3 for x in lat]
-    return (f"median {statistics.median(ms):.0f} ms (min {min(ms):.0f}, max {max(ms):.0f}, "
-            f"{len(ms)} hand-offs)")
+    return (
+        f"median {statistics.median(ms):.0f} ms (min {min(ms):.0f}, max {max(ms):.0f}, "
+        f"{len(ms)} hand-offs)"
+    )
 
 
 def main() -> None:
@@ -286,28 +312,35 @@ def main() -> None:
     ap.add_argument("--window", type=float, default=20.0, help="idle CPU window, seconds")
     args = ap.parse_args()
     load = os.getloadavg()[0]
-    head = (f"\n## {args.label}: {time.strftime('%Y-%m-%d %H:%M')} (load {load:.1f}, "
-            f"{os.cpu_count()} CPUs), `python bench/queue_bench.py --real {args.real} --sim "
-            f"{args.sim} --window {args.window:g}`\n\n"
-            "| waiters | kind | queued (in) | idle CPU (cores, all waiters) | per waiter | "
-            "nodes free -> next job started | waiters that failed |\n"
-            "|---:|---|---:|---:|---:|---|---|\n")
+    head = (
+        f"\n## {args.label}: {time.strftime('%Y-%m-%d %H:%M')} (load {load:.1f}, "
+        f"{os.cpu_count()} CPUs), `python bench/queue_bench.py --real {args.real} --sim "
+        f"{args.sim} --window {args.window:g}`\n\n"
+        "| waiters | kind | queued (in) | idle CPU (cores, all waiters) | per waiter | "
+        "nodes free -> next job started | waiters that failed |\n"
+        "|---:|---|---:|---:|---:|---|---|\n"
+    )
     rows = []
     cases = [("real", int(x)) for x in args.real.split(",") if x]
     cases += [("sim", int(x)) for x in args.sim.split(",") if x]
     for kind, n in cases:
         idle, lat, (took, queued, broken) = (run_real if kind == "real" else run_sim)(
-            n, args.window)
+            n, args.window
+        )
         why = " (`the system store is busy`)" if broken and kind == "sim" else ""
-        row = (f"| {n:,} | {kind} | {queued:,} ({took:.0f} s) | {idle:.4f} | "
-               f"{idle / max(1, queued) * 1e3:.3f} m | {_fmt_lat(lat)} | {broken:,}{why} |")
+        row = (
+            f"| {n:,} | {kind} | {queued:,} ({took:.0f} s) | {idle:.4f} | "
+            f"{idle / max(1, queued) * 1e3:.3f} m | {_fmt_lat(lat)} | {broken:,}{why} |"
+        )
         print(row, flush=True)
         rows.append(row)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     if not RESULTS.exists():
-        RESULTS.write_text("# Waiting in the embedded queue (host measurements)\n\n"
-                           "See bench/queue_bench.py's docstring for what is measured. "
-                           "`m` = thousandths of a core.\n")
+        RESULTS.write_text(
+            "# Waiting in the embedded queue (host measurements)\n\n"
+            "See bench/queue_bench.py's docstring for what is measured. "
+            "`m` = thousandths of a core.\n"
+        )
     with RESULTS.open("a") as f:
         f.write(head + "\n".join(rows) + "\n")
 

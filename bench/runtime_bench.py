@@ -63,13 +63,23 @@ class WorkerError(RuntimeError):
 class Worker:
     """One side's worker process; `ask(op=...)` sends a command and returns its JSON answer."""
 
-    def __init__(self, side: str, threads: int, env: dict[str, str] | None = None,
-                 extra: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        side: str,
+        threads: int,
+        env: dict[str, str] | None = None,
+        extra: tuple[str, ...] = (),
+    ) -> None:
         self.side = side
         self.proc = subprocess.Popen(
             [sys.executable, str(WORKER), side, "--threads", str(threads), *extra],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env=env, cwd=ROOT)
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=ROOT,
+        )
 
     def ask(self, **cmd: object) -> dict:
         assert self.proc.stdin and self.proc.stdout
@@ -146,16 +156,19 @@ class Row:
     def pct_peak(self, times: list[float], peaks: list[float]) -> float | None:
         if not self.flops or not peaks:
             return None
-        return statistics.median(self.flops / t / 1e9 / p for t, p in zip(times, peaks,
-                                                                          strict=True))
+        return statistics.median(
+            self.flops / t / 1e9 / p for t, p in zip(times, peaks, strict=True)
+        )
 
     def summary(self) -> str:
         rs = self.ratios
         ratio = f"{statistics.median(rs):.2f}x [{min(rs):.2f}-{max(rs):.2f}]"
         target = f" (target >= {self.target}x)" if self.target else ""
-        return (f"{self.label}: ours {self.rate(self.ours):,.0f} {self.unit}/s, "
-                f"{self.ref_label} {self.rate(self.ref):,.0f}; ours/{self.ref_label} = "
-                f"{ratio} over {len(rs)} repeats{target}")
+        return (
+            f"{self.label}: ours {self.rate(self.ours):,.0f} {self.unit}/s, "
+            f"{self.ref_label} {self.rate(self.ref):,.0f}; ours/{self.ref_label} = "
+            f"{ratio} over {len(rs)} repeats{target}"
+        )
 
 
 def calibrate(worker: Worker, case: str, window: float, executor: str | None = None) -> int:
@@ -164,9 +177,18 @@ def calibrate(worker: Worker, case: str, window: float, executor: str | None = N
     return max(1, round(window / max(min(secs[1:]), 1e-6)))
 
 
-def interleave(a: Worker, b: Worker, row: Row, case_a: str, case_b: str, repeats: int,
-               window: float, peak: bool = True, executor: str | None = None,
-               log: bool = True) -> Row:
+def interleave(
+    a: Worker,
+    b: Worker,
+    row: Row,
+    case_a: str,
+    case_b: str,
+    repeats: int,
+    window: float,
+    peak: bool = True,
+    executor: str | None = None,
+    log: bool = True,
+) -> Row:
     """Alternate windows of case_a on worker a and case_b on worker b, `repeats` times."""
     steps_a = calibrate(a, case_a, window, executor)
     steps_b = calibrate(b, case_b, window)
@@ -174,7 +196,7 @@ def interleave(a: Worker, b: Worker, row: Row, case_a: str, case_b: str, repeats
         row.load.append(os.getloadavg()[0])
         first = r % 2 == 0  # alternate who goes first: a drift in load hits both sides alike
         order = [(True, a, case_a, steps_a, executor), (False, b, case_b, steps_b, None)]
-        for is_a, w, case, steps, ex in (order if first else order[::-1]):
+        for is_a, w, case, steps, ex in order if first else order[::-1]:
             if peak:
                 g = w.ask(op="gemm", n=1024, reps=4)["gflops"]
                 (row.ours_peak if is_a else row.ref_peak).append(g)
@@ -183,8 +205,10 @@ def interleave(a: Worker, b: Worker, row: Row, case_a: str, case_b: str, repeats
             (row.ours_cpu if is_a else row.ref_cpu).append(out["cpu"])
             time.sleep(SETTLE)
         if log:
-            print(f"  repeat {r + 1}/{repeats}: ratio {row.ratios[-1]:.2f} "
-                  f"(load {row.load[-1]:.1f})", flush=True)
+            print(
+                f"  repeat {r + 1}/{repeats}: ratio {row.ratios[-1]:.2f} (load {row.load[-1]:.1f})",
+                flush=True,
+            )
     return row
 
 
@@ -200,19 +224,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="a smoke run, not a measurement")
     ap.add_argument("--no-profile", action="store_true", help="skip the per-layer profile")
     ap.add_argument("--out", type=Path, default=RESULTS, help="results file (markdown)")
-    ap.add_argument("--rows", default="",
-                    help="comma-separated row keys (fc, gpt, gpt_v50k, bert, llama) to run only "
-                         "those rows against PyTorch, without the cbfloat16 and Trainer rows; an "
-                         "executor name (pipelined, weight_streaming) adds its rows for the GPT "
-                         "keys given")
+    ap.add_argument(
+        "--rows",
+        default="",
+        help="comma-separated row keys (fc, gpt, gpt_v50k, bert, llama) to run only "
+        "those rows against PyTorch, without the cbfloat16 and Trainer rows; an "
+        "executor name (pipelined, weight_streaming) adds its rows for the GPT "
+        "keys given",
+    )
     args = ap.parse_args(argv)
     words = [k for k in args.rows.split(",") if k]
     executors = [k for k in words if k in EXECUTOR_FACTORIES]
     only = [k for k in words if k not in executors]
     unknown = [k for k in only if k not in ROWS]
     if unknown:
-        ap.error(f"unknown row {unknown[0]!r}; expected one of {', '.join(ROWS)} or an "
-                 f"executor ({', '.join(EXECUTOR_FACTORIES)})")
+        ap.error(
+            f"unknown row {unknown[0]!r}; expected one of {', '.join(ROWS)} or an "
+            f"executor ({', '.join(EXECUTOR_FACTORIES)})"
+        )
     repeats, window = (2, 0.1) if args.quick else (args.repeats, args.window)
     load_start = os.getloadavg()
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -231,13 +260,17 @@ def main(argv: list[str] | None = None) -> int:
                 ref.close()
                 ref = None
         if ref_info:
-            print(f"reference: PyTorch {ref_info['version']}, {ref_info['threads']} threads "
-                  f"(the user's environment: no wait settings added)")
+            print(
+                f"reference: PyTorch {ref_info['version']}, {ref_info['threads']} threads "
+                f"(the user's environment: no wait settings added)"
+            )
         else:
             print("PyTorch is not installed: our figures only (pip install -e '.[bench]').")
-        print(f"load average at start: {load_start[0]:.2f} {load_start[1]:.2f} "
-              f"{load_start[2]:.2f}; cores {os.cpu_count()}; {repeats} repeats, "
-              f"windows ~{window}s")
+        print(
+            f"load average at start: {load_start[0]:.2f} {load_start[1]:.2f} "
+            f"{load_start[2]:.2f}; cores {os.cpu_count()}; {repeats} repeats, "
+            f"windows ~{window}s"
+        )
 
         rows: list[Row] = []
         for key in only or list(ROWS):
@@ -258,8 +291,7 @@ def main(argv: list[str] | None = None) -> int:
                 case = CASES[key]
                 # a CS-2 executor at least PyTorch's CPU step (the host path's own
                 # target is the case's)
-                row = Row(f"{case.label} [{name}]", case.unit, case.units_per_step,
-                          EXECUTOR_TARGET)
+                row = Row(f"{case.label} [{name}]", case.unit, case.units_per_step, EXECUTOR_TARGET)
                 if ref is not None:
                     interleave(ours, ref, row, key, key, repeats, window, executor=name)
                     print("  " + row.summary())
@@ -273,9 +305,11 @@ def main(argv: list[str] | None = None) -> int:
             cb_row = Row(cb.label, cb.unit, cb.units_per_step, None, ref_label="ours fp32")
             interleave(ours, ours, cb_row, "fc_cb16", "fc", repeats, window, peak=False, log=False)
             cost = [o / r - 1 for o, r in zip(cb_row.ours, cb_row.ref, strict=True)]
-            cb_line = (f"{cb.label}: {cb_row.rate(cb_row.ours):,.0f} samples/s vs fp32 "
-                       f"{cb_row.rate(cb_row.ref):,.0f}: costs {statistics.median(cost):+.0%} "
-                       f"[{min(cost):+.0%} to {max(cost):+.0%}] (target <= +50%)")
+            cb_line = (
+                f"{cb.label}: {cb_row.rate(cb_row.ours):,.0f} samples/s vs fp32 "
+                f"{cb_row.rate(cb_row.ref):,.0f}: costs {statistics.median(cost):+.0%} "
+                f"[{min(cost):+.0%} to {max(cost):+.0%}] (target <= +50%)"
+            )
             print(cb_line)
 
             # ours only: fc_mnist through the whole Trainer vs the bare step, alternating
@@ -287,9 +321,11 @@ def main(argv: list[str] | None = None) -> int:
                     out = ours.ask(op="run", case="fc", steps=steps)
                     bares.append(CASES["fc"].batch / statistics.median(out["sec"]))
                 loop, bare = statistics.median(loops), statistics.median(bares)
-                loop_line = (f"{CASES['fc'].label} through the Trainer ({steps} steps): "
-                             f"GlobalRate {loop:,.0f} samples/s vs the bare step's {bare:,.0f} "
-                             f"({loop / bare - 1:+.0%})")
+                loop_line = (
+                    f"{CASES['fc'].label} through the Trainer ({steps} steps): "
+                    f"GlobalRate {loop:,.0f} samples/s vs the bare step's {bare:,.0f} "
+                    f"({loop / bare - 1:+.0%})"
+                )
                 print(loop_line)
 
         profiles: dict[str, dict[str, float]] = {}
@@ -307,8 +343,21 @@ def main(argv: list[str] | None = None) -> int:
 
     load_end = os.getloadavg()
     print(f"load average at end: {load_end[0]:.2f} {load_end[1]:.2f} {load_end[2]:.2f}")
-    write_results(args.out, started, load_start, load_end, info, ref_info, rows, cb_line,
-                  loop_line, profiles, repeats, window, args.quick)
+    write_results(
+        args.out,
+        started,
+        load_start,
+        load_end,
+        info,
+        ref_info,
+        rows,
+        cb_line,
+        loop_line,
+        profiles,
+        repeats,
+        window,
+        args.quick,
+    )
     print(f"written {args.out}")
     return 0
 
@@ -317,17 +366,33 @@ def profile_lines(prof: dict[str, float]) -> list[str]:
     wall = prof["step (wall)"]
     items = sorted(((k, v) for k, v in prof.items() if k != "step (wall)"), key=lambda kv: -kv[1])
     return [f"{k:42s} {v * 1e3:8.2f} ms {v / wall:6.1%}" for k, v in items] + [
-        f"{'step (wall)':42s} {wall * 1e3:8.2f} ms"]
+        f"{'step (wall)':42s} {wall * 1e3:8.2f} ms"
+    ]
 
 
-def write_results(path: Path, started: str, load_start: tuple, load_end: tuple, info: dict,
-                  ref_info: dict | None, rows: list[Row], cb_line: str, loop_line: str,
-                  profiles: dict[str, dict[str, float]], repeats: int, window: float,
-                  quick: bool) -> None:
-    ref_name = f"PyTorch {ref_info['version']} ({ref_info['threads']} threads)" if ref_info \
+def write_results(
+    path: Path,
+    started: str,
+    load_start: tuple,
+    load_end: tuple,
+    info: dict,
+    ref_info: dict | None,
+    rows: list[Row],
+    cb_line: str,
+    loop_line: str,
+    profiles: dict[str, dict[str, float]],
+    repeats: int,
+    window: float,
+    quick: bool,
+) -> None:
+    ref_name = (
+        f"PyTorch {ref_info['version']} ({ref_info['threads']} threads)"
+        if ref_info
         else "PyTorch not installed"
+    )
     text = [
-        "# bench/runtime_bench.py results (host measurements)", "",
+        "# bench/runtime_bench.py results (host measurements)",
+        "",
         f"- run {started}{' (--quick: a smoke run, not a measurement)' if quick else ''}; "
         f"{os.cpu_count()} cores; load average (1/5/15 min) at start "
         f"{load_start[0]:.2f}/{load_start[1]:.2f}/{load_start[2]:.2f}, at end "
@@ -336,7 +401,8 @@ def write_results(path: Path, started: str, load_start: tuple, load_end: tuple, 
         f"- reference: {ref_name}; interleaved: {repeats} repeats of alternating windows "
         f"(~{window}s each), both processes alive throughout",
         "- ratio = PyTorch step time / ours, per repeat: median [min-max]; % of peak divides by "
-        "that side's float32 GEMM peak measured in the same repeat", "",
+        "that side's float32 GEMM peak measured in the same repeat",
+        "",
         "| row (shapes) | ours | PyTorch | ours/PyTorch | target | ours % of peak "
         "| PyTorch % of peak | load (1 min) |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
@@ -352,21 +418,34 @@ def write_results(path: Path, started: str, load_start: tuple, load_end: tuple, 
             f"| {r.label} | {r.rate(r.ours):,.0f} {r.unit}/s | {ref_rate} | {ratio} | "
             f">= {r.target}x | {fmt_pct(r.pct_peak(r.ours, r.ours_peak))} | "
             f"{fmt_pct(r.pct_peak(r.ref, r.ref_peak)) if ref_info else '-'} | "
-            f"{min(r.load):.1f}-{max(r.load):.1f} |")
+            f"{min(r.load):.1f}-{max(r.load):.1f} |"
+        )
     peaks_o = [p for r in rows for p in r.ours_peak]
     peaks_r = [p for r in rows for p in r.ref_peak]
-    text += ["", f"- float32 GEMM peak in the interleaving (GFLOP/s, median [range]): ours "
-             f"{statistics.median(peaks_o):.0f} [{min(peaks_o):.0f}-{max(peaks_o):.0f}]"
-             + (f", PyTorch {statistics.median(peaks_r):.0f} [{min(peaks_r):.0f}-"
-                f"{max(peaks_r):.0f}]" if peaks_r and ref_info else "")]
+    text += [
+        "",
+        f"- float32 GEMM peak in the interleaving (GFLOP/s, median [range]): ours "
+        f"{statistics.median(peaks_o):.0f} [{min(peaks_o):.0f}-{max(peaks_o):.0f}]"
+        + (
+            f", PyTorch {statistics.median(peaks_r):.0f} [{min(peaks_r):.0f}-{max(peaks_r):.0f}]"
+            if peaks_r and ref_info
+            else ""
+        ),
+    ]
     if cb_line:
         text.append(f"- {cb_line}")
     if loop_line:
         text.append(f"- {loop_line}")
     text.append(f"- {executor_note()}")
     for key, prof in profiles.items():
-        text += ["", f"Per-layer profile, ours, {CASES[key].label} (exclusive time per step):",
-                 "", "```", *profile_lines(prof), "```"]
+        text += [
+            "",
+            f"Per-layer profile, ours, {CASES[key].label} (exclusive time per step):",
+            "",
+            "```",
+            *profile_lines(prof),
+            "```",
+        ]
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, "\n".join(text) + "\n")
 

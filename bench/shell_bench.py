@@ -37,8 +37,11 @@ import pexpect
 # What a user runs: the `cs` console script installed next to this Python (a venv's bin/cs),
 # else the module. Python is named explicitly so `-X importtime` can be added for the profile.
 _SCRIPT = Path(sys.executable).with_name("cs")
-CMD = ([sys.executable, str(_SCRIPT)] if _SCRIPT.is_file()
-       else [sys.executable, "-m", "cs2sim.csshell"])
+CMD = (
+    [sys.executable, str(_SCRIPT)]
+    if _SCRIPT.is_file()
+    else [sys.executable, "-m", "cs2sim.csshell"]
+)
 SHOW = "config execmode show"
 EXPECTED = "Configured Execution Mode : PIPELINED"
 
@@ -113,8 +116,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=30, help="shells to spawn")
     p.add_argument("--round-trips", type=int, default=10, help="commands per shell")
-    p.add_argument("--audit-rows", type=int, default=100_000,
-                   help="audit rows for the `audit show --since 1h` figure (0: skip it)")
+    p.add_argument(
+        "--audit-rows",
+        type=int,
+        default=100_000,
+        help="audit rows for the `audit show --since 1h` figure (0: skip it)",
+    )
     args = p.parse_args(argv)
     with (
         tempfile.TemporaryDirectory(prefix="cs2bench-") as home,
@@ -173,8 +180,14 @@ def audit_query_bench(rows: int, repeats: int = 7) -> list[str]:
         with Store.open(Path(home)) as store:
             with store.transaction() as db:
                 for i in range(rows):
-                    audit.record(db, user=users[i % 3], command=commands[i % 3], system="cs2-1",
-                                 outcome="ok", at=now - span + i * span / rows)
+                    audit.record(
+                        db,
+                        user=users[i % 3],
+                        command=commands[i % 3],
+                        system="cs2-1",
+                        outcome="ok",
+                        at=now - span + i * span / rows,
+                    )
             query = audit.AuditQuery(since=now - 3600, system="cs2-1", last=None)
             times = []
             for _ in range(repeats):
@@ -185,14 +198,19 @@ def audit_query_bench(rows: int, repeats: int = 7) -> list[str]:
         ends = []
         for _ in range(3):
             start = time.perf_counter()
-            proc = subprocess.run([*CMD, "-c", f"{AUDIT_QUERY} --all | count"], env=env,
-                                  capture_output=True, text=True, check=True)
+            proc = subprocess.run(
+                [*CMD, "-c", f"{AUDIT_QUERY} --all | count"],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             ends.append(time.perf_counter() - start)
     return [
         f"`{AUDIT_QUERY}` over {rows:,} audit rows ({total:,} in the last hour):",
         summary("  the query (system/audit.py query, in-process)", times, "ms", 1000.0)
         + "   target < 200 ms",
-        summary(f"  `cs -c \"{AUDIT_QUERY} --all | count\"` end to end", ends, "s", 1.0)
+        summary(f'  `cs -c "{AUDIT_QUERY} --all | count"` end to end', ends, "s", 1.0)
         + f"   ({proc.stdout.strip()})",
     ]
 

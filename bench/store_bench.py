@@ -114,16 +114,23 @@ def main() -> int:
     subprocess.run(["groupadd", group], check=True, capture_output=True)
     service: int | None = None
     try:
-        subprocess.run(["useradd", "-M", "-N", "-g", group, "-s", "/usr/sbin/nologin", name],
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["useradd", "-M", "-N", "-g", group, "-s", "/usr/sbin/nologin", name],
+            check=True,
+            capture_output=True,
+        )
         member = pwd.getpwnam(name)
         os.environ["CS2_HOME"] = str(home)
         with Store.open(home) as store:
             Machine(store).status()
         store_service.share(home, member.pw_gid)
         service = int((home / store_service.PID_NAME).read_text())
-        env = {"CS2_HOME": str(home), "PATH": "/usr/bin:/bin", "HOME": "/nonexistent",
-               "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+        env = {
+            "CS2_HOME": str(home),
+            "PATH": "/usr/bin:/bin",
+            "HOME": "/nonexistent",
+            "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+        }
         figures = _as(member, lambda: _member(home, args.runs), env)
         with Store.open(home) as store:
             machine = Machine(store)
@@ -137,9 +144,17 @@ def main() -> int:
     import cs2sim.system
 
     load = os.getloadavg()[0]
-    print(json.dumps({"label": args.label, "tree": str(Path(cs2sim.system.__file__).parent),
-                      "load": round(load, 2), "runs": args.runs,
-                      "median_ms": {k: round(v, 3) for k, v in figures.items()}}))
+    print(
+        json.dumps(
+            {
+                "label": args.label,
+                "tree": str(Path(cs2sim.system.__file__).parent),
+                "load": round(load, 2),
+                "runs": args.runs,
+                "median_ms": {k: round(v, 3) for k, v in figures.items()},
+            }
+        )
+    )
     return 0
 
 

@@ -150,6 +150,7 @@ def _run_paged(ctx: Context, inv: Invocation, pipes: PipeRun, rows: int) -> None
     buffer = TerminalBuffer(ctx.out)
     try:
         if pipes.filters:
+
             def sink(text: str) -> None:
                 buffer.write(text + "\n")
 

@@ -61,8 +61,11 @@ class LiveNames:
     def _user(self, partial: str) -> list[tuple[str, str]]:
         from cs2sim.system.users import list_users
 
-        return [(name, str(role)) for name, role, _ in list_users(self.store)
-                if name.startswith(partial)]
+        return [
+            (name, str(role))
+            for name, role, _ in list_users(self.store)
+            if name.startswith(partial)
+        ]
 
     def _path(self, partial: str) -> list[tuple[str, str]]:
         folder, _, start = partial.rpartition("/")

@@ -38,11 +38,15 @@ def read_password_file(path: str | os.PathLike[str]) -> str:
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise UsageError(f"password file {p} is not a regular file (a device, FIFO or "
-                             "directory); write the password into a file of its own.")
+            raise UsageError(
+                f"password file {p} is not a regular file (a device, FIFO or "
+                "directory); write the password into a file of its own."
+            )
         if st.st_size > MAX_PASSWORD_FILE:
-            raise UsageError(f"password file {p} is {st.st_size:,} bytes (at most "
-                             f"{MAX_PASSWORD_FILE:,}); put only the password in it.")
+            raise UsageError(
+                f"password file {p} is {st.st_size:,} bytes (at most "
+                f"{MAX_PASSWORD_FILE:,}); put only the password in it."
+            )
         mode = stat.S_IMODE(st.st_mode)
         data = os.read(fd, MAX_PASSWORD_FILE + 1)[:MAX_PASSWORD_FILE]
     except OSError as e:

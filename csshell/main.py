@@ -200,8 +200,14 @@ def _show_warnings_as_sentences() -> None:
 
     default = warnings.showwarning
 
-    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
-             file: Any = None, line: str | None = None) -> None:
+    def show(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: Any = None,
+        line: str | None = None,
+    ) -> None:
         if issubclass(category, CsWarning):
             sys.stderr.write(f"warning: {one_line(str(message))}\n")
         else:

@@ -23,7 +23,13 @@ if TYPE_CHECKING:
     from cs2sim.csshell.context import Context
 
 __all__ = [
-    "PIPES", "PipeRun", "PipeStream", "parse_pipes", "json_invocation", "has_json", "run_piped"
+    "PIPES",
+    "PipeRun",
+    "PipeStream",
+    "parse_pipes",
+    "json_invocation",
+    "has_json",
+    "run_piped",
 ]
 
 
@@ -87,7 +93,7 @@ def _regex(inv: Invocation, pipe: str) -> re.Pattern[str]:
     except re.error as e:
         raise UsageError(
             f"`| {pipe} {text}` is not a valid regular expression ({e}); quote a pattern with "
-            f"spaces or `|`, e.g. `| {pipe} \"standby|activate\"`."
+            f'spaces or `|`, e.g. `| {pipe} "standby|activate"`.'
         ) from None
 
 
@@ -118,26 +124,43 @@ def _display_json(run: PipeRun, inv: Invocation) -> None:
     run.json = True
 
 
-REGEX = Arg("regex", "A regular expression (Python syntax); quote it if it has spaces or `|`.",
-            required=True)
+REGEX = Arg(
+    "regex",
+    "A regular expression (Python syntax); quote it if it has spaces or `|`.",
+    required=True,
+)
 
 PIPES = CommandTable(
     (
         Command("match", "Show only the lines that match REGEX.", _match, args=(REGEX,)),
         Command("except", "Show only the lines that do not match REGEX.", _except, args=(REGEX,)),
         Command("count", "Count the lines instead of showing them.", _count),
-        Command("last", "Show only the last N lines.", _last,
-                args=(Arg("n", "How many lines.", required=True),)),
+        Command(
+            "last",
+            "Show only the last N lines.",
+            _last,
+            args=(Arg("n", "How many lines.", required=True),),
+        ),
         Command("no-more", "Print everything at once, without the pager.", _no_more),
-        Command("display json", "Show the output as JSON (as --output-format=json).",
-                _display_json),
+        Command(
+            "display json", "Show the output as JSON (as --output-format=json).", _display_json
+        ),
     ),
     {"display": "Show the output in another format."},
 )
 
 # What a shell user may type after `|` out of habit, and the pipe that does it here.
-HABITS = {"grep": "match", "egrep": "match", "wc": "count", "tail": "last", "more": "no-more",
-          "less": "no-more", "cat": "no-more", "json": "display json", "jq": "display json"}
+HABITS = {
+    "grep": "match",
+    "egrep": "match",
+    "wc": "count",
+    "tail": "last",
+    "more": "no-more",
+    "less": "no-more",
+    "cat": "no-more",
+    "json": "display json",
+    "jq": "display json",
+}
 
 
 def _pipe_names() -> str:

@@ -44,8 +44,9 @@ def parse_moment(text: str, option: str, now: float | None = None) -> float:
             clock = datetime.strptime(raw, fmt)
         except ValueError:
             continue
-        return today.replace(hour=clock.hour, minute=clock.minute, second=clock.second,
-                             microsecond=0).timestamp()
+        return today.replace(
+            hour=clock.hour, minute=clock.minute, second=clock.second, microsecond=0
+        ).timestamp()
     raise UsageError(
         f"`{option} {text}` is not a time; give a duration back from now (30m, 1h, 2d) or a "
         "local time (10:00, 2026-11-26 10:00)."

@@ -73,11 +73,11 @@ __all__ = [
 ]
 
 
-
 # A params file is read with bounded work and memory (system/yamlsafe.py).
 YAML_LIMITS = DEFAULT_LIMITS
 
 # -- loading -----------------------------------------------------------------------------------
+
 
 def load_params(path: str | os.PathLike[str]) -> dict:
     """Read a params YAML file into a dict (not yet validated)."""
@@ -88,26 +88,36 @@ def load_params(path: str | os.PathLike[str]) -> dict:
     try:
         size = p.stat().st_size
         if size > YAML_LIMITS.max_bytes:
-            raise ConfigError(f"{path} is {size} bytes, over the {YAML_LIMITS.max_bytes}-byte "
-                              f"limit (max_bytes) for a params file; shorten it.")
+            raise ConfigError(
+                f"{path} is {size} bytes, over the {YAML_LIMITS.max_bytes}-byte "
+                f"limit (max_bytes) for a params file; shorten it."
+            )
         with open(p, "rb") as f:  # never more than the limit into memory
             data = f.read(YAML_LIMITS.max_bytes + 1)
     except OSError as e:
-        raise ConfigError(f"cannot read params file {path} ({e.strerror or e}); "
-                          f"check the file.") from None
+        raise ConfigError(
+            f"cannot read params file {path} ({e.strerror or e}); check the file."
+        ) from None
     raw = load_yaml(data, str(path), YAML_LIMITS)
     if raw is None:
         raise ConfigError(f"params file {path} is empty; it needs at least train_input and model.")
     if not isinstance(raw, dict):
-        raise ConfigError(f"{path} must be a mapping of sections ({', '.join(SECTIONS)}), "
-                          f"not {shown(raw)}.")
+        raise ConfigError(
+            f"{path} must be a mapping of sections ({', '.join(SECTIONS)}), not {shown(raw)}."
+        )
     return raw
 
 
 # -- values --------------------------------------------------------------------------------------
 
-_TYPE_NAMES = {bool: "true or false", int: "an integer", float: "a number", str: "a string",
-               dict: "a mapping", list: "a list"}
+_TYPE_NAMES = {
+    bool: "true or false",
+    int: "an integer",
+    float: "a number",
+    str: "a string",
+    dict: "a mapping",
+    list: "a list",
+}
 
 
 def _types(key: Key) -> tuple[type, ...]:
@@ -125,8 +135,9 @@ def _coerce(value: Any, types: tuple[type, ...]) -> tuple[bool, Any]:
         return False, value
     if float in types and isinstance(value, int):  # 2) loose numbers
         return True, float(value)
-    if int in types and isinstance(value, float) and value.is_integer() \
-            and abs(value) <= MAX_INT:  # 1e5 -> 100000; 1e308 is no count anyone means
+    if (
+        int in types and isinstance(value, float) and value.is_integer() and abs(value) <= MAX_INT
+    ):  # 1e5 -> 100000; 1e308 is no count anyone means
         return True, int(value)
     if list in types and isinstance(value, tuple):
         return True, list(value)
@@ -139,8 +150,9 @@ def _check_value(path: str, key: Key, value: Any, source: str) -> Any:
         if key.default is None:
             return None
         value_types = " or ".join(_TYPE_NAMES.get(t, t.__name__) for t in _types(key))
-        raise ConfigError(f"{source}: {path} needs a value ({value_types}); "
-                          f"give one or remove the key.")
+        raise ConfigError(
+            f"{source}: {path} needs a value ({value_types}); give one or remove the key."
+        )
     ok, value = _coerce(value, _types(key))
     if ok and isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT:
         raise ConfigError(f"{source}: {path} must be at most 2**53 in size, not {shown(value)}.")
@@ -151,8 +163,12 @@ def _check_value(path: str, key: Key, value: Any, source: str) -> Any:
         allowed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
         raise ConfigError(f"{source}: {path} must be {allowed}, not {shown(value)}.")
     if key.choices is not None:
-        match = [c for c in key.choices if c == value or (
-            isinstance(c, str) and isinstance(value, str) and c.lower() == value.lower())]
+        match = [
+            c
+            for c in key.choices
+            if c == value
+            or (isinstance(c, str) and isinstance(value, str) and c.lower() == value.lower())
+        ]
         if not match:
             allowed = ", ".join(str(c) for c in key.choices)
             raise ConfigError(f"{source}: {path} must be one of {allowed}, not {shown(value)}.")
@@ -165,8 +181,9 @@ def _check_value(path: str, key: Key, value: Any, source: str) -> Any:
     return value
 
 
-def _validate_section(name: str, given: dict, schema: Schema, source: str,
-                      warnings: list[str]) -> dict:
+def _validate_section(
+    name: str, given: dict, schema: Schema, source: str, warnings: list[str]
+) -> dict:
     """One section: known keys checked, defaults filled, unknown keys warned about and kept."""
     prefix = f"{name}." if name else ""
     out: dict[str, Any] = {}
@@ -186,35 +203,45 @@ def _validate_section(name: str, given: dict, schema: Schema, source: str,
             unknown = [str(u) for u in given if u not in schema]
             typo = difflib.get_close_matches(k, unknown, n=1)
             if typo:  # the warning about it would never be seen: say it here
-                raise ConfigError(f"{source}: {prefix}{k} is required{doc} and {prefix}{typo[0]} "
-                                  f"is not a key; rename {typo[0]} to {k}.")
+                raise ConfigError(
+                    f"{source}: {prefix}{k} is required{doc} and {prefix}{typo[0]} "
+                    f"is not a key; rename {typo[0]} to {k}."
+                )
             raise ConfigError(f"{source}: {prefix}{k} is required{doc}; add it to the file.")
         out[k] = copy.deepcopy(key.default)
     return out
 
 
-def _resolve_intervals(rc: dict, given: dict, model_name: str, source: str,
-                       warnings: list[str]) -> None:
+def _resolve_intervals(
+    rc: dict, given: dict, model_name: str, source: str, warnings: list[str]
+) -> None:
     """log_steps (console) and save_summary_steps (summaries) as the file's flow means them.
 
     After this, log_step_count_steps is set only in the TF flow, which is how
     `apply_cli_overrides` tells the flows apart.
     """
-    tf_keys = [k for k in ("save_summary_steps", "log_step_count_steps")
-               if given.get(k) is not None]
+    tf_keys = [
+        k for k in ("save_summary_steps", "log_step_count_steps") if given.get(k) is not None
+    ]
     if given.get("log_steps") is not None or not tf_keys:  # PyTorch flow: one number
         for k in tf_keys:
             if rc[k] != rc["log_steps"]:
-                warnings.append(f"{source}: runconfig.{k} ({rc[k]}) ignored because "
-                                f"runconfig.log_steps ({rc['log_steps']}) is also given")
+                warnings.append(
+                    f"{source}: runconfig.{k} ({rc[k]}) ignored because "
+                    f"runconfig.log_steps ({rc['log_steps']}) is also given"
+                )
         rc["save_summary_steps"] = rc["log_steps"]
         rc["log_step_count_steps"] = None
         return
     summary = rc.get("save_summary_steps") or INTERVAL_DEFAULT
     console = rc.get("log_step_count_steps") or (
-        summary if model_name in TF_LOG_DEFAULTS_TO_SUMMARY else INTERVAL_DEFAULT)
-    rc["save_summary_steps"], rc["log_step_count_steps"], rc["log_steps"] = \
-        summary, console, console
+        summary if model_name in TF_LOG_DEFAULTS_TO_SUMMARY else INTERVAL_DEFAULT
+    )
+    rc["save_summary_steps"], rc["log_step_count_steps"], rc["log_steps"] = (
+        summary,
+        console,
+        console,
+    )
 
 
 def _normalise_runconfig(rc: dict, given: dict, source: str, warnings: list[str]) -> None:
@@ -227,8 +254,10 @@ def _normalise_runconfig(rc: dict, given: dict, source: str, warnings: list[str]
         rc[canonical] = value
         for k, v in others:
             if v != value:
-                warnings.append(f"{source}: runconfig.{k} ({v}) ignored because "
-                                f"runconfig.{winner} ({value}) is also given")
+                warnings.append(
+                    f"{source}: runconfig.{k} ({v}) ignored because "
+                    f"runconfig.{winner} ({value}) is also given"
+                )
     if rc.get("eval_steps") == 0:
         rc["eval_steps"] = None
 
@@ -244,7 +273,7 @@ def _derived_input(raw: dict) -> dict:
 REQUIRED_SECTIONS = {
     "train_input": "at least batch_size",
     "model": "the model's shape; nothing is assumed, or a missing section would silently "
-             "train the default (e.g. GPT-2 small) shapes",
+    "train the default (e.g. GPT-2 small) shapes",
 }
 
 
@@ -277,39 +306,49 @@ def _check_bounds(params: dict, source: str) -> None:
         if isinstance(lr, float) and not math.isfinite(lr):
             raise ConfigError(f"{source}: {where} must be a finite number, not {shown(lr)}.")
         if abs(lr) > MAX_LEARNING_RATE:
-            raise ConfigError(f"{source}: {where} must be at most {MAX_LEARNING_RATE:g}, not "
-                              f"{shown(lr)}; a step that large diverges at once (lower it).")
+            raise ConfigError(
+                f"{source}: {where} must be at most {MAX_LEARNING_RATE:g}, not "
+                f"{shown(lr)}; a step that large diverges at once (lower it)."
+            )
     model = params["model"]
     size = model.get("embedding_size")
     if size is not None and "hidden_size" in model and size != model["hidden_size"]:
-        raise ConfigError(f"{source}: model.embedding_size ({size}) must equal "
-                          f"model.hidden_size ({model['hidden_size']}) here; the token embedding "
-                          "is as wide as the residual stream.")
+        raise ConfigError(
+            f"{source}: model.embedding_size ({size}) must equal "
+            f"model.hidden_size ({model['hidden_size']}) here; the token embedding "
+            "is as wide as the residual stream."
+        )
 
 
 def _share_vocab_size(params: dict, schema: Schema) -> None:
     """TF GPT-2 configs give vocab_size only in the input sections; the model needs it too."""
     model = params["model"]
     if "vocab_size" in schema and model.get("vocab_size") is None:
-        model["vocab_size"] = (params["train_input"].get("vocab_size")
-                               or params["eval_input"].get("vocab_size"))
+        model["vocab_size"] = params["train_input"].get("vocab_size") or params["eval_input"].get(
+            "vocab_size"
+        )
 
 
-def validate_params(raw: dict, model_name: str, *,
-                    source: str = "params.yaml") -> tuple[dict, list[str]]:
+def validate_params(
+    raw: dict, model_name: str, *, source: str = "params.yaml"
+) -> tuple[dict, list[str]]:
     """(effective params with every default filled, warnings); ConfigError names the key path."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{source} must be a mapping of sections, not {shown(raw)}.")
     allowed = (*TOP_LEVEL_SCHEMA, *SECTIONS)
-    ignored = [f"{source}: {name} is ignored: {why}." for name, why in IGNORED_SECTIONS.items()
-               if name in raw]
+    ignored = [
+        f"{source}: {name} is ignored: {why}."
+        for name, why in IGNORED_SECTIONS.items()
+        if name in raw
+    ]
     raw = {k: v for k, v in raw.items() if k not in IGNORED_SECTIONS}
     for name in raw:
         if name not in allowed:
             close = difflib.get_close_matches(str(name), allowed, n=1)
             hint = f" (did you mean {close[0]}?)" if close else ""
-            raise ConfigError(f"{source}: unknown section {name!r}{hint}; "
-                              f"allowed: {', '.join(allowed)}.")
+            raise ConfigError(
+                f"{source}: unknown section {name!r}{hint}; allowed: {', '.join(allowed)}."
+            )
     for name, needs in REQUIRED_SECTIONS.items():
         if raw.get(name) is None:  # absent, or every key commented out; `{}` asks for defaults
             state = "has no keys" if name in raw else "is missing"
@@ -324,8 +363,9 @@ def validate_params(raw: dict, model_name: str, *,
         "csconfig": CSCONFIG_SCHEMA,
     }
     warnings: list[str] = ignored
-    params = _validate_section("", {k: raw[k] for k in TOP_LEVEL_SCHEMA if k in raw},
-                               TOP_LEVEL_SCHEMA, source, warnings)
+    params = _validate_section(
+        "", {k: raw[k] for k in TOP_LEVEL_SCHEMA if k in raw}, TOP_LEVEL_SCHEMA, source, warnings
+    )
     for name, schema in schemas.items():
         given = raw.get(name)
         if given is None:
@@ -369,17 +409,23 @@ def grad_accumulation(params: dict, source: str = "params") -> tuple[int, int | 
     if m is None:
         return k, None, systems
     if not on:
-        raise ConfigError(f"{source}: train_input.micro_batch_size ({m}) needs "
-                          "runconfig.use_cs_grad_accum: true (gradient accumulation on the CS "
-                          "system); set it, or remove micro_batch_size.")
+        raise ConfigError(
+            f"{source}: train_input.micro_batch_size ({m}) needs "
+            "runconfig.use_cs_grad_accum: true (gradient accumulation on the CS "
+            "system); set it, or remove micro_batch_size."
+        )
     B = int(ti["batch_size"])
     if B % systems:
-        raise ConfigError(f"{source}: train_input.batch_size ({B}) must be a multiple of "
-                          f"num_csx ({systems}) for micro-batches; change one of them.")
+        raise ConfigError(
+            f"{source}: train_input.batch_size ({B}) must be a multiple of "
+            f"num_csx ({systems}) for micro-batches; change one of them."
+        )
     if (B // systems) % m:
-        raise ConfigError(f"{source}: the batch of each CS-X ({B} // num_csx {systems} = "
-                          f"{B // systems}) is not a multiple of train_input.micro_batch_size "
-                          f"({m}); choose batch_size and num_csx so that it is.")
+        raise ConfigError(
+            f"{source}: the batch of each CS-X ({B} // num_csx {systems} = "
+            f"{B // systems}) is not a multiple of train_input.micro_batch_size "
+            f"({m}); choose batch_size and num_csx so that it is."
+        )
     return k, int(m), systems
 
 
@@ -436,6 +482,7 @@ def fill_resolved(params: dict, half: str) -> dict:
 
 # -- writing -------------------------------------------------------------------------------------
 
+
 def _plain(v: Any) -> Any:
     """Tuples, numpy scalars and paths as the plain YAML types safe_dump accepts."""
     if isinstance(v, dict):
@@ -449,10 +496,13 @@ def _plain(v: Any) -> Any:
     return v
 
 
-def write_params(params: dict, path: str | os.PathLike[str],
-                 within: str | os.PathLike[str] | None = None) -> None:
+def write_params(
+    params: dict, path: str | os.PathLike[str], within: str | os.PathLike[str] | None = None
+) -> None:
     """Write params as YAML, atomically (temp file in the same directory, then os.replace);
     below `within` (model_dir) no symlink is followed (runtime/artifacts/atomic.py)."""
-    atomic_write(path, yaml.safe_dump(_plain(params), sort_keys=False, default_flow_style=False),
-                 within=within)
-
+    atomic_write(
+        path,
+        yaml.safe_dump(_plain(params), sort_keys=False, default_flow_style=False),
+        within=within,
+    )

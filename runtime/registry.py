@@ -45,7 +45,8 @@ def _entry_points() -> dict[str, EntryPoint]:
                 if ep.name in found and found[ep.name].value != ep.value:
                     raise ConfigError(
                         f"two installed packages declare the model {ep.name!r} "
-                        f"({found[ep.name].value} and {ep.value}); uninstall one of them.")
+                        f"({found[ep.name].value} and {ep.value}); uninstall one of them."
+                    )
                 found[ep.name] = ep
             _declared = found
         return _declared
@@ -56,8 +57,10 @@ def register(cls: type[Model]) -> type[Model]:
     so it can decorate a class."""
     name = getattr(cls, "NAME", "")
     if not isinstance(name, str) or not name:
-        raise ConfigError(f"model class {cls.__qualname__} has no NAME; give it one "
-                          "(NAME = \"my_model\"), the name its run.py passes to main.")
+        raise ConfigError(
+            f"model class {cls.__qualname__} has no NAME; give it one "
+            '(NAME = "my_model"), the name its run.py passes to main.'
+        )
     with _lock:
         _registered[name] = cls
     return cls

@@ -13,8 +13,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["REQUIRED", "Key", "Range", "Schema", "positive", "non_negative", "unit_interval",
-           "shown"]
+__all__ = [
+    "REQUIRED",
+    "Key",
+    "Range",
+    "Schema",
+    "positive",
+    "non_negative",
+    "unit_interval",
+    "shown",
+]
 
 
 class _Required:
@@ -81,8 +89,10 @@ class Range:
             return f"must be {'>' if self.lo_open else '>='} {_num(self.lo or 0)}"
         if self.lo is None:
             return f"must be {'<' if self.hi_open else '<='} {_num(self.hi)}"
-        return (f"must be in {'(' if self.lo_open else '['}{_num(self.lo)}, {_num(self.hi)}"
-                f"{')' if self.hi_open else ']'}")
+        return (
+            f"must be in {'(' if self.lo_open else '['}{_num(self.lo)}, {_num(self.hi)}"
+            f"{')' if self.hi_open else ']'}"
+        )
 
 
 positive = Range(lo=0, lo_open=True)  # a number > 0

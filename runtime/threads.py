@@ -71,8 +71,12 @@ SPIN_ENV: dict[str, str] = {
     "KMP_BLOCKTIME": "0",
 }
 # Variables by which a user fixes the thread count (the first one set wins).
-USER_COUNT_ENV = ("CS2SIM_BLAS_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
-                  "MKL_NUM_THREADS")
+USER_COUNT_ENV = (
+    "CS2SIM_BLAS_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+)
 
 # Below this many multiply-adds a product runs on one thread: ~40 us on one core of this host
 # (100 GFLOP/s), the order of one wake-up and join of a sleeping worker.
@@ -134,9 +138,11 @@ class ThreadSettings:
         when = "before BLAS loaded" if self.wait_in_time else "AFTER BLAS loaded (no effect on it)"
         who = f" (set by {self.user_count})" if self.user_count else ""
         libs = "; ".join(self.libraries) or "no threaded BLAS found"
-        return (f"{self.workers} kernel threads{who} of {self.cores} cores, BLAS 1 thread per "
-                f"call ({libs}); wait settings {waits}, {when}; "
-                f"one thread below {SMALL_GEMM_MACS:,} MACs a product")
+        return (
+            f"{self.workers} kernel threads{who} of {self.cores} cores, BLAS 1 thread per "
+            f"call ({libs}); wait settings {waits}, {when}; "
+            f"one thread below {SMALL_GEMM_MACS:,} MACs a product"
+        )
 
 
 def _controllers() -> list[Any]:
@@ -173,8 +179,10 @@ def configure(threads: int | None = None) -> ThreadSettings:
     _settings = ThreadSettings(
         workers=workers(),
         cores=available_cores(),
-        libraries=tuple(f"{lib.internal_api} {lib.version} ({getattr(lib, 'threading_layer', '?')})"
-                        for lib in libs),
+        libraries=tuple(
+            f"{lib.internal_api} {lib.version} ({getattr(lib, 'threading_layer', '?')})"
+            for lib in libs
+        ),
         wait_env={k: os.environ[k] for k in SPIN_ENV if k in os.environ},
         # the user's own values were there when the process started; ours if set before numpy
         wait_in_time=bool(_env_in_time) or not _env_set,

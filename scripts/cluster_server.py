@@ -30,8 +30,10 @@ __all__ = ["main", "start_command", "launchers"]
 def launchers() -> object:
     from cs2sim.system.appliance.runs import Launchers
 
-    return Launchers(cpu=(sys.executable, "-m", "cs2sim.scripts.csrun_cpu"),
-                     wse=(sys.executable, "-m", "cs2sim.scripts.csrun_wse"))
+    return Launchers(
+        cpu=(sys.executable, "-m", "cs2sim.scripts.csrun_cpu"),
+        wse=(sys.executable, "-m", "cs2sim.scripts.csrun_wse"),
+    )
 
 
 def start_command() -> list[str]:
@@ -40,8 +42,9 @@ def start_command() -> list[str]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="cs-cluster-server",
-                                description="The Wafer-Scale Cluster management server.")
+    p = argparse.ArgumentParser(
+        prog="cs-cluster-server", description="The Wafer-Scale Cluster management server."
+    )
     p.add_argument("command", choices=("start", "stop", "status", "serve", "token"))
     p.add_argument("--tcp", metavar="HOST:PORT", help="also listen on TCP with TLS")
     p.add_argument("--cert", help="the TLS certificate (PEM) for --tcp")
@@ -56,8 +59,9 @@ def _serve(home: object, args: argparse.Namespace) -> int:
 
     Path(str(home)).mkdir(parents=True, exist_ok=True, mode=0o700)
     log_path = server_dir(Path(str(home))) / "server.log"
-    logging.basicConfig(filename=log_path, level=logging.INFO,
-                        format="%(asctime)s %(levelname)s %(message)s")
+    logging.basicConfig(
+        filename=log_path, level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s"
+    )
     server = Server(Path(str(home)), launchers())  # type: ignore[arg-type]
     if args.tcp:
         from cs2sim.system.appliance.tls import listen_tls
@@ -90,11 +94,19 @@ def main(argv: list[str] | None = None) -> int:
 
             home.mkdir(parents=True, exist_ok=True, mode=0o700)
             log = open(server_dir(home) / "server.log", "ab")  # noqa: SIM115
-            extra = [f"--{k}={v}" for k, v in (("tcp", args.tcp), ("cert", args.cert),
-                                                ("key", args.key)) if v]
-            subprocess.Popen([sys.executable, "-m", "cs2sim.scripts.cluster_server", "serve",
-                              *extra], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                             start_new_session=True, env=dict(os.environ))
+            extra = [
+                f"--{k}={v}"
+                for k, v in (("tcp", args.tcp), ("cert", args.cert), ("key", args.key))
+                if v
+            ]
+            subprocess.Popen(
+                [sys.executable, "-m", "cs2sim.scripts.cluster_server", "serve", *extra],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+                env=dict(os.environ),
+            )
             log.close()
             deadline = time.monotonic() + 15
             while True:
@@ -124,9 +136,11 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "status":
             info = conn.call("ping")
-            print(f"The cluster server for {home} is running (pid {info['pid']}, version "
-                  f"{info['version']}); you are {info['user']}"
-                  f"{' (admin)' if info['admin'] else ''}.")
+            print(
+                f"The cluster server for {home} is running (pid {info['pid']}, version "
+                f"{info['version']}); you are {info['user']}"
+                f"{' (admin)' if info['admin'] else ''}."
+            )
             return 0
         conn.call("shutdown")
         print(f"The cluster server for {home} is stopping; its running jobs are stopped.")

@@ -26,8 +26,10 @@ from cs2sim.runtime.cli.input_analyzer import (
     system_ip,
 )
 
-USAGE = ("Usage: cs_input_analyzer [--help] [--available-nodes] [--mount-dirs] "
-         "command_for_validate_compile")
+USAGE = (
+    "Usage: cs_input_analyzer [--help] [--available-nodes] [--mount-dirs] "
+    "command_for_validate_compile"
+)
 
 HELP = f"""{USAGE}
 Description:
@@ -61,9 +63,14 @@ The report ends with the csrun_wse line that trains on the CS-2 with the recomme
 
 
 # -- the command line ------------------------------------------------------------------------------
-FLAGS = {"--available-nodes": "available_nodes", "--mount-dirs": "mount_dirs",
-         "--output-format": "output", "--target-samples-per-sec": "target",
-         "--threads": "threads", "--measure-seconds": "seconds"}
+FLAGS = {
+    "--available-nodes": "available_nodes",
+    "--mount-dirs": "mount_dirs",
+    "--output-format": "output",
+    "--target-samples-per-sec": "target",
+    "--threads": "threads",
+    "--measure-seconds": "seconds",
+}
 
 
 def parse_args(argv: list[str]) -> Options | None:
@@ -97,8 +104,7 @@ def parse_args(argv: list[str]) -> Options | None:
         if key not in got:
             return None
         if not re.fullmatch(r"[0-9]+", got[key]) or int(got[key]) < 1:
-            raise AnalyzerError(f'"{flag}" requires a positive integer argument, '
-                                f"not {got[key]!r}")
+            raise AnalyzerError(f'"{flag}" requires a positive integer argument, not {got[key]!r}')
         return int(got[key])
 
     def number(key: str, flag: str) -> float | None:
@@ -123,14 +129,18 @@ def parse_args(argv: list[str]) -> Options | None:
         except ValueError:
             threads = ()
         if not threads or min(threads) < 1:
-            raise AnalyzerError(f'"--threads" is a comma-separated list of positive integers, '
-                                f"not {threads_text!r}")
+            raise AnalyzerError(
+                f'"--threads" is a comma-separated list of positive integers, not {threads_text!r}'
+            )
     return Options(
         available_nodes=integer("available_nodes", "--available-nodes"),
         mount_dirs=[d for d in got.get("mount_dirs", "").split(",") if d],
-        output=output, target=number("target", "--target-samples-per-sec"),
-        threads=threads, seconds=number("seconds", "--measure-seconds") or 1.0,
-        command=command)
+        output=output,
+        target=number("target", "--target-samples-per-sec"),
+        threads=threads,
+        seconds=number("seconds", "--measure-seconds") or 1.0,
+        command=command,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -171,4 +181,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-

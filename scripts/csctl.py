@@ -30,9 +30,13 @@ from cs2sim.system.errors import CsError
 __all__ = ["main", "COLUMNS", "TYPES", "format_age"]
 
 COLUMNS = ("NAME", "AGE", "DURATION", "PHASE", "SYSTEMS", "USER", "LABELS", "DASHBOARD")
-TYPES = (("jobs", "job", "wsjobs of the cluster"), ("cluster", "", "systems and node groups"),
-         ("system", "systems", "the CS-2 systems"), ("nodegroup", "nodegroups", "node groups"),
-         ("version", "", "server and system software versions"))
+TYPES = (
+    ("jobs", "job", "wsjobs of the cluster"),
+    ("cluster", "", "systems and node groups"),
+    ("system", "systems", "the CS-2 systems"),
+    ("nodegroup", "nodegroups", "node groups"),
+    ("version", "", "server and system software versions"),
+)
 DEFAULT_CONFIG = Path.home() / ".cs" / "config"
 
 
@@ -46,45 +50,58 @@ def format_age(seconds: float) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="csctl", description="Cerebras cluster command line tool.",
-                                allow_abbrev=False)
-    p.add_argument("--csconfig", default=str(DEFAULT_CONFIG),
-                   help="config file (default $HOME/.cs/config)")
+    p = argparse.ArgumentParser(
+        prog="csctl", description="Cerebras cluster command line tool.", allow_abbrev=False
+    )
+    p.add_argument(
+        "--csconfig", default=str(DEFAULT_CONFIG), help="config file (default $HOME/.cs/config)"
+    )
     p.add_argument("-d", "--debug", type=int, default=0, help="higher values show more fields")
     p.add_argument("--namespace", default="job-operator", help="the jobs' namespace")
     p.add_argument("-v", "--version", action="store_true", help="print csctl's version")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    get = sub.add_parser("get", help="Get resources",
-                         description="Get resources of a given type. The types which the server "
-                                     "supports can be discovered using the 'csctl types' "
-                                     "command.")
+    get = sub.add_parser(
+        "get",
+        help="Get resources",
+        description="Get resources of a given type. The types which the server "
+        "supports can be discovered using the 'csctl types' "
+        "command.",
+    )
     get.add_argument("type", nargs="?", metavar="TYPE")
     get.add_argument("name", nargs="?", metavar="NAME")
     get.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
     get.add_argument("-l", "--labels", default="", help="k=v,k2=v2: all must match")
     get.add_argument("-m", "--my-jobs", action="store_true", help="only my jobs")
-    get.add_argument("-a", "--all-states", action="store_true",
-                     help="All jobs run in the past week")
+    get.add_argument(
+        "-a", "--all-states", action="store_true", help="All jobs run in the past week"
+    )
     get.add_argument("--sort", default="priority", help="priority or age (default priority)")
     get.add_argument("--order", choices=("desc", "asc"), default="asc")
     get.add_argument("--max-jobs", type=int, default=5000, help="0 = no limit")
     cancel = sub.add_parser("cancel", help="Cancel job")
     cancel.add_argument("type", choices=("job",))
     cancel.add_argument("name", metavar="NAME")
-    label = sub.add_parser("label", help="Label resources",
-                           description="Add k=v labels, remove with a trailing '-' (k-).")
+    label = sub.add_parser(
+        "label",
+        help="Label resources",
+        description="Add k=v labels, remove with a trailing '-' (k-).",
+    )
     label.add_argument("type", choices=("job",))
     label.add_argument("name", metavar="NAME")
     label.add_argument("labels", nargs="+", metavar="k=v|k-")
-    export = sub.add_parser("log-export", help="Gather and download logs.",
-                            description="Gather and download logs and artifacts from the "
-                                        "cluster for a given job that is owned by the user "
-                                        "group.")
+    export = sub.add_parser(
+        "log-export",
+        help="Gather and download logs.",
+        description="Gather and download logs and artifacts from the "
+        "cluster for a given job that is owned by the user "
+        "group.",
+    )
     export.add_argument("name", metavar="NAME")
     export.add_argument("-p", "--path", default=".", help='where the zip goes (default ".")')
     export.add_argument("-b", "--binaries", action="store_true", help="include binaries")
-    export.add_argument("-c", "--compile-artifacts", action="store_true",
-                        help="include the compile artifacts")
+    export.add_argument(
+        "-c", "--compile-artifacts", action="store_true", help="include the compile artifacts"
+    )
     sub.add_parser("types", help="Display resource types")
     config = sub.add_parser("config", help="Modify csctl config files")
     config.add_argument("action", choices=("view",))
@@ -98,8 +115,12 @@ def _connect(args: argparse.Namespace) -> Any:
 
     cfg = _config(args.csconfig)
     address = cfg.get("mgmtAddress")
-    return connect(default_home(), start=None if address else start_command(),
-                   mgmt_address=address, credentials_path=cfg.get("credentialsPath"))
+    return connect(
+        default_home(),
+        start=None if address else start_command(),
+        mgmt_address=address,
+        credentials_path=cfg.get("credentialsPath"),
+    )
 
 
 def _config(path: str) -> dict[str, Any]:
@@ -125,14 +146,16 @@ def _emit(obj: Any, fmt: str) -> None:
 def _table(rows: list[list[str]], head: tuple[str, ...]) -> None:
     widths = [max(len(str(r[i])) for r in [list(head), *rows]) for i in range(len(head))]
     for r in [list(head), *rows]:
-        sys.stdout.write("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True))
-                         .rstrip() + "\n")
+        sys.stdout.write(
+            "  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n"
+        )
 
 
 def _get(args: argparse.Namespace) -> int:
     if not args.type:
-        raise CsError("missing required argument TYPE. Run 'csctl types' to see available "
-                      "resource types")
+        raise CsError(
+            "missing required argument TYPE. Run 'csctl types' to see available resource types"
+        )
     kind = args.type
     if kind in ("jobs", "job") and args.name:
         job = _connect(args).call("get_job", name=args.name)["job"]
@@ -145,8 +168,9 @@ def _get(args: argparse.Namespace) -> int:
         if args.sort not in ("priority", "age"):
             raise CsError(f"invalid sort type: {args.sort}, allowed types: [priority, age]")
         want = dict(kv.split("=", 1) for kv in args.labels.split(",") if "=" in kv)
-        reply = _connect(args).call("get_jobs", all=args.all_states, mine=args.my_jobs,
-                                    labels=want, limit=args.max_jobs)
+        reply = _connect(args).call(
+            "get_jobs", all=args.all_states, mine=args.my_jobs, labels=want, limit=args.max_jobs
+        )
         jobs = reply["jobs"]
         if args.sort == "priority":
             jobs.sort(key=lambda j: (j["spec"]["priority"], j["meta"]["createTime"]))
@@ -161,8 +185,9 @@ def _get(args: argparse.Namespace) -> int:
         return 0
     names = {t: t for t, alias, _ in TYPES} | {alias: t for t, alias, _ in TYPES if alias}
     if kind not in names:
-        raise CsError(f"unknown resource type {kind!r}. Run 'csctl types' to see available "
-                      "resource types")
+        raise CsError(
+            f"unknown resource type {kind!r}. Run 'csctl types' to see available resource types"
+        )
     what = names[kind]
     reply = _connect(args).call("cluster", what=what)
     if args.output != "table":
@@ -196,9 +221,18 @@ def _job_rows(jobs: list[dict[str, Any]], now: float) -> None:
         ended = _when(j["status"]["completionTime"])
         duration = "" if started is None else format_age((ended or now) - started)
         labels = ",".join(f"{k}={v}" for k, v in sorted(j["meta"]["labels"].items()))
-        rows.append([j["meta"]["name"], format_age(now - (created or now)), duration or "-",
-                     j["status"]["phase"], ",".join(j["status"]["systems"]) or "-",
-                     j["spec"]["user"]["username"], labels or "-", "-"])
+        rows.append(
+            [
+                j["meta"]["name"],
+                format_age(now - (created or now)),
+                duration or "-",
+                j["status"]["phase"],
+                ",".join(j["status"]["systems"]) or "-",
+                j["spec"]["user"]["username"],
+                labels or "-",
+                "-",
+            ]
+        )
     _table(rows, COLUMNS)
 
 
@@ -219,8 +253,9 @@ def _label(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace) -> int:
     sys.stderr.write(" Gathering log data within cluster...\n")
-    reply = _connect(args).call("log_export", name=args.name, binaries=args.binaries,
-                                compile=args.compile_artifacts)
+    reply = _connect(args).call(
+        "log_export", name=args.name, binaries=args.binaries, compile=args.compile_artifacts
+    )
     target = Path(args.path) / f"{reply['base']}.zip"
     tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
     tmp.write_bytes(base64.b64decode(reply["zip"]))
@@ -252,15 +287,18 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "log-export":
             return _export(args)
         if args.command == "types":
-            _table([[t, alias or "-", what] for t, alias, what in TYPES],
-                   ("TYPE", "ALIAS", "DESCRIPTION"))
+            _table(
+                [[t, alias or "-", what] for t, alias, what in TYPES],
+                ("TYPE", "ALIAS", "DESCRIPTION"),
+            )
             return 0
         if args.command == "config":
             cfg = _config(args.csconfig)
             if "token" in cfg:
                 cfg["token"] = "REDACTED"
-            sys.stdout.write(f"# {args.csconfig}"
-                             f"{'' if cfg else ' (none: the local server of $CS2_HOME)'}\n")
+            sys.stdout.write(
+                f"# {args.csconfig}{'' if cfg else ' (none: the local server of $CS2_HOME)'}\n"
+            )
             if cfg:
                 import yaml
 

@@ -49,12 +49,16 @@ def _dry_run(launch: object, nodes: list[object]) -> int:
     if placed is None:
         why = why or "Requested node configuration is not available"
         write_err(f"srun: error: Unable to allocate resources: {why}\n")
-        write_err("csrun_wse: dry run: this job does not fit the cluster even when idle; the "
-                  "launch would be refused the same way.\n")
+        write_err(
+            "csrun_wse: dry run: this job does not fit the cluster even when idle; the "
+            "launch would be refused the same way.\n"
+        )
         return 1
     tasks = layout(request, 0, placed, {n.name: n.cpus for n in infos})
-    write_out(f"csrun_wse: dry run: {len(tasks)} task(s) on {request.nodes} node(s) of an idle "
-              "cluster; nothing was allocated.\n")
+    write_out(
+        f"csrun_wse: dry run: {len(tasks)} task(s) on {request.nodes} node(s) of an idle "
+        "cluster; nothing was allocated.\n"
+    )
     by_node: dict[str, list[int]] = {}
     for t in tasks:
         by_node.setdefault(t.node, []).append(t.procid)
@@ -83,12 +87,16 @@ def _check_num_csx(run_args: tuple[str, ...], pipelined: bool) -> None:
     if raw is None:
         return
     if not (raw.isascii() and raw.isdigit() and int(raw) >= 1):
-        raise JobRefused(f"--num_csx {raw}: a run needs at least one CS-2 system (a whole "
-                         "number, 1 or more); nothing was allocated.")
+        raise JobRefused(
+            f"--num_csx {raw}: a run needs at least one CS-2 system (a whole "
+            "number, 1 or more); nothing was allocated."
+        )
     if pipelined and int(raw) > 1:
-        raise JobRefused(f"--num_csx {raw}: a pipelined run uses one CS-2 system; weight "
-                         "streaming spreads over several (`python-ws run.py ... --num_csx "
-                         f"{raw}`); nothing was allocated.")
+        raise JobRefused(
+            f"--num_csx {raw}: a pipelined run uses one CS-2 system; weight "
+            "streaming spreads over several (`python-ws run.py ... --num_csx "
+            f"{raw}`); nothing was allocated."
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -170,9 +178,12 @@ def run_job(backend: Backend, request: JobRequest, *, ignore_int: bool = False) 
     signals = Signals()  # Ctrl-C while queued cancels the wait, even for csrun_cpu
     t0 = time.perf_counter()
     try:
-        alloc = backend.allocate(request, user=login_name(),
-                                 events=lambda line: write_err(line + "\n"),
-                                 stop_requested=signals)
+        alloc = backend.allocate(
+            request,
+            user=login_name(),
+            events=lambda line: write_err(line + "\n"),
+            stop_requested=signals,
+        )
     except NeverFits as e:
         write_err(f"srun: error: Unable to allocate resources: {e.reason}\n")
         write_err(f"csrun: {e.hint[0].upper()}{e.hint[1:]}\n")
@@ -189,11 +200,14 @@ def run_job(backend: Backend, request: JobRequest, *, ignore_int: bool = False) 
 
         def started(seconds: float) -> None:
             if knobs.raw("CS2SIM_LAUNCH_TIMING"):
-                write_err(f"csrun: {request.ntasks} task(s) started {time.perf_counter() - t0:.3f}"
-                          f" s after submission (host measurement; fork loop {seconds:.3f} s)\n")
+                write_err(
+                    f"csrun: {request.ntasks} task(s) started {time.perf_counter() - t0:.3f}"
+                    f" s after submission (host measurement; fork loop {seconds:.3f} s)\n"
+                )
 
-        result = backend.run(alloc, out=write_out, err=write_err, stop_requested=signals,
-                             on_started=started)
+        result = backend.run(
+            alloc, out=write_out, err=write_err, stop_requested=signals, on_started=started
+        )
     except CsError as e:
         return fail(e)
     finally:

@@ -56,18 +56,26 @@ BIN = Path(sys.executable).parent  # the console scripts installed next to this 
 IP = "127.0.1.1"  # the built-in cluster's CS-2 (an identifier; nothing is contacted)
 
 # The Weight Streaming Quickstart's command, unchanged but for <CS IP> and <num_train_steps>
-SEED_002 = ("csrun_wse --total-nodes 14 --tasks-per-node 8 --cpus-per-task 16 --single-task-nodes"
-            " 2 --cyclic python-ws run.py --model_dir model_dir --cs_ip {ip} --params"
-            " configs/params_continuous_pretraining.yaml --mode train --max_steps {steps}")
+SEED_002 = (
+    "csrun_wse --total-nodes 14 --tasks-per-node 8 --cpus-per-task 16 --single-task-nodes"
+    " 2 --cyclic python-ws run.py --model_dir model_dir --cs_ip {ip} --params"
+    " configs/params_continuous_pretraining.yaml --mode train --max_steps {steps}"
+)
 
 # The Weight Streaming Quickstart, Section 1: (caption, cs command, why it differs from what the
 # admin types)
 ADMIN_STEPS: list[tuple[str, str, str]] = [
     ("Step 2: check the current execution mode", "config execmode show", ""),
-    ("Step 3: put the system in STANDBY", "system standby --yes",
-     "the interactive shell asks: This puts the system in standby. Do you want to proceed?"),
-    ("Step 4: change the execution mode to Weight Streaming",
-     "config execmode setup weight-streaming", "the interactive shell shows a menu instead"),
+    (
+        "Step 3: put the system in STANDBY",
+        "system standby --yes",
+        "the interactive shell asks: This puts the system in standby. Do you want to proceed?",
+    ),
+    (
+        "Step 4: change the execution mode to Weight Streaming",
+        "config execmode setup weight-streaming",
+        "the interactive shell shows a menu instead",
+    ),
     ("The change is pending until the next activation", "config execmode show", ""),
     ("Step 5: activate: the system reboots into the configured mode", "system activate", ""),
     ("The mode is now active", "config execmode show", ""),
@@ -88,18 +96,32 @@ class Demo:
         path = BIN / word
         return str(path) if path.exists() else word
 
-    def run(self, argv: list[str], *, cwd: Path | None = None, expect: int = 0,
-            shown: str | None = None, prompt: str = "$") -> subprocess.CompletedProcess[str]:
+    def run(
+        self,
+        argv: list[str],
+        *,
+        cwd: Path | None = None,
+        expect: int = 0,
+        shown: str | None = None,
+        prompt: str = "$",
+    ) -> subprocess.CompletedProcess[str]:
         """Echo the command as typed, run it, stream its output, check its exit code."""
         print(f"{prompt} {shown or shlex.join(argv)}", flush=True)
         words = [self.tool(argv[0]), *argv[1:]]
-        proc = subprocess.run(words, cwd=cwd, env=self.env, text=True, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT)
+        proc = subprocess.run(
+            words,
+            cwd=cwd,
+            env=self.env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
         sys.stdout.write(proc.stdout)
         sys.stdout.flush()
         if proc.returncode != expect:
-            raise DemoStopped(f"`{shown or shlex.join(argv)}` exited {proc.returncode} "
-                              f"(expected {expect}).")
+            raise DemoStopped(
+                f"`{shown or shlex.join(argv)}` exited {proc.returncode} (expected {expect})."
+            )
         return proc
 
     def cs(self, command: str, expect: int = 0) -> None:
@@ -130,8 +152,10 @@ def show_artifacts(model_dir: Path) -> None:
         perf = json.loads(perf_files[-1].read_text())
         host = {k: perf.get(k) for k in ("samples_per_sec", "total_samples", "total_time")}
         print(f"    performance.json, host measurement: {json.dumps(host)}")
-        print(f"    performance.json, CS-2 estimate: est_samples_per_sec = "
-              f"{perf.get('est_samples_per_sec')}")
+        print(
+            f"    performance.json, CS-2 estimate: est_samples_per_sec = "
+            f"{perf.get('est_samples_per_sec')}"
+        )
     print()
 
 
@@ -144,16 +168,22 @@ def show_report(model_dir: Path, lines: int = 7) -> None:
         print("".join(reports[-1].read_text().splitlines(keepends=True)[:lines]))
 
 
-def queue_view(demo: Demo, launched: threading.Event, proc: subprocess.Popen[str],
-               say: Any, timeout: float = 120) -> None:
+def queue_view(
+    demo: Demo,
+    launched: threading.Event,
+    proc: subprocess.Popen[str],
+    say: Any,
+    timeout: float = 120,
+) -> None:
     """Once the launcher has launched, show `jobs show` as soon as the job is RUNNING (the queue
     view, as squeue shows it), between the job's own lines as it happens."""
     if not launched.wait(timeout):
         return
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
-        out = subprocess.run([demo.tool("cs"), "-c", "jobs show"], env=demo.env, text=True,
-                             capture_output=True).stdout
+        out = subprocess.run(
+            [demo.tool("cs"), "-c", "jobs show"], env=demo.env, text=True, capture_output=True
+        ).stdout
         if " R " in out:
             say(f"\n# In another terminal, while the job runs: the queue\ncs> jobs show\n{out}\n")
             return
@@ -164,8 +194,15 @@ def launch_live(demo: Demo, line: str, cwd: Path) -> int:
     """Run a launcher line, its output printed as it comes, the queue view in between."""
     print(f"$ {line}", flush=True)
     argv = [demo.tool("csrun_wse"), *shlex.split(line)[1:]]
-    proc = subprocess.Popen(argv, cwd=cwd, env=demo.env, text=True, bufsize=1,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=demo.env,
+        text=True,
+        bufsize=1,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     lock = threading.Lock()
     launched = threading.Event()
 
@@ -189,8 +226,10 @@ def launch_live(demo: Demo, line: str, cwd: Path) -> int:
 def shape(params_file: Path) -> str:
     """A GPT model's size in words, from its params file: layers, width, heads, vocabulary."""
     m = yaml.safe_load(params_file.read_text())["model"]
-    return (f"{m['num_hidden_layers']} layers, width {m['hidden_size']}, {m['num_heads']} heads, "
-            f"vocabulary {m['vocab_size']:,}")
+    return (
+        f"{m['num_hidden_layers']} layers, width {m['hidden_size']}, {m['num_heads']} heads, "
+        f"vocabulary {m['vocab_size']:,}"
+    )
 
 
 def estimate(model_dir: Path) -> float | None:
@@ -203,49 +242,117 @@ def story(demo: Demo, steps: int) -> None:
     fc = demo.model_copy("fc_mnist")
     gptj = demo.model_copy("gptj")
 
-    print("# 1. Compile on a CPU node first (Cerebras' Performance Optimization Practices): "
-          "validate and compile, read the estimate")
-    demo.run(["csrun_cpu", "python", "run.py", "--mode=compile_only", "-p",
-              "configs/params_small.yaml", "-o", "model_dir", "--cs_ip", IP], cwd=fc)
+    print(
+        "# 1. Compile on a CPU node first (Cerebras' Performance Optimization Practices): "
+        "validate and compile, read the estimate"
+    )
+    demo.run(
+        [
+            "csrun_cpu",
+            "python",
+            "run.py",
+            "--mode=compile_only",
+            "-p",
+            "configs/params_small.yaml",
+            "-o",
+            "model_dir",
+            "--cs_ip",
+            IP,
+        ],
+        cwd=fc,
+    )
     show_report(fc / "model_dir")
 
     print("# 2. Train FC-MNIST on the CS-2 (pipelined): the compile above is reused")
-    demo.run(["csrun_wse", "--total-nodes", "3", "--tasks-per-node", "2", "--cpus-per-task", "16",
-              "python", "run.py", "--mode", "train", "-p", "configs/params_small.yaml",
-              "-o", "model_dir", "--cs_ip", IP], cwd=fc)
+    demo.run(
+        [
+            "csrun_wse",
+            "--total-nodes",
+            "3",
+            "--tasks-per-node",
+            "2",
+            "--cpus-per-task",
+            "16",
+            "python",
+            "run.py",
+            "--mode",
+            "train",
+            "-p",
+            "configs/params_small.yaml",
+            "-o",
+            "model_dir",
+            "--cs_ip",
+            IP,
+        ],
+        cwd=fc,
+    )
     print("\n# ... and evaluate its checkpoint on the host (eval_all and eval run on CPU nodes)")
-    demo.run(["python", "run.py", "--mode", "eval", "-p", "configs/params_small.yaml",
-              "-o", "model_dir"], cwd=fc, shown="python run.py --mode eval -p "
-              "configs/params_small.yaml -o model_dir")
+    demo.run(
+        [
+            "python",
+            "run.py",
+            "--mode",
+            "eval",
+            "-p",
+            "configs/params_small.yaml",
+            "-o",
+            "model_dir",
+        ],
+        cwd=fc,
+        shown="python run.py --mode eval -p configs/params_small.yaml -o model_dir",
+    )
     show_artifacts(fc / "model_dir")
 
     seed = SEED_002.format(ip=IP, steps=steps)
-    print("# 3. The Weight Streaming Quickstart's weight-streaming job on a PIPELINED system: "
-          "refused, nothing allocated")
+    print(
+        "# 3. The Weight Streaming Quickstart's weight-streaming job on a PIPELINED system: "
+        "refused, nothing allocated"
+    )
     demo.run(shlex.split(seed), cwd=gptj, expect=69, shown=seed)
     print()
 
-    print("# 4. The administrator changes the execution mode "
-          "(the Weight Streaming Quickstart, Section 1)\n")
+    print(
+        "# 4. The administrator changes the execution mode "
+        "(the Weight Streaming Quickstart, Section 1)\n"
+    )
     for caption, command, note in ADMIN_STEPS:
         print(f"# {caption}" + (f" ({note})" if note else ""))
         demo.cs(command)
         print()
 
     small, real = "configs/params_continuous_pretraining.yaml", "configs/params_gptj_6b.yaml"
-    print(f"# 5. GPT-J in weight streaming. The Quickstart's params file, {small}, is GPT-J's\n"
-          f"#    architecture at a small size ({shape(gptj / small)}): a stand-in that\n"
-          f"#    trains on this host. The real 6B shape ({real}: {shape(gptj / real)})\n"
-          "#    is compiled only, on a CPU node, for the compiler's estimate:")
-    demo.run(["csrun_cpu", "python-ws", "run.py", "--mode=compile_only", "-p", real, "-o",
-              "model_dir_6b", "--cs_ip", IP], cwd=gptj)
-    print("\n# The Weight Streaming Quickstart's command: 98 tasks (chief, coordinator, 96 input "
-          "streamers) train the small stand-in")
+    print(
+        f"# 5. GPT-J in weight streaming. The Quickstart's params file, {small}, is GPT-J's\n"
+        f"#    architecture at a small size ({shape(gptj / small)}): a stand-in that\n"
+        f"#    trains on this host. The real 6B shape ({real}: {shape(gptj / real)})\n"
+        "#    is compiled only, on a CPU node, for the compiler's estimate:"
+    )
+    demo.run(
+        [
+            "csrun_cpu",
+            "python-ws",
+            "run.py",
+            "--mode=compile_only",
+            "-p",
+            real,
+            "-o",
+            "model_dir_6b",
+            "--cs_ip",
+            IP,
+        ],
+        cwd=gptj,
+    )
+    print(
+        "\n# The Weight Streaming Quickstart's command: 98 tasks (chief, coordinator, 96 input "
+        "streamers) train the small stand-in"
+    )
     if launch_live(demo, seed, gptj):
         raise DemoStopped("the Weight Streaming Quickstart's csrun_wse line exited with an error.")
     est_small, est_real = estimate(gptj / "model_dir"), estimate(gptj / "model_dir_6b")
-    print("\n# GPT-J, CS-2 estimates from the compiler (samples/s; the Rate lines above are this "
-          "host's):")
+    print(
+        "\n# GPT-J, CS-2 estimates from the compiler (samples/s; the Rate lines above are this "
+        "host's):"
+    )
     print(f"#    the stand-in trained above ({shape(gptj / small)}): {est_small:,.1f}")
     print(f"#    GPT-J 6B, compiled only ({shape(gptj / real)}): {est_real:,.1f}")
     show_artifacts(gptj / "model_dir")
@@ -262,16 +369,35 @@ def appliance(demo: Demo, steps: int) -> None:
     wsc = Demo(demo.home.parent / "wsc-home", 0)
     wsc.env["CS2_CLUSTER"] = str(EXAMPLE_PATH)
     fc = demo.home.parent / "fc_mnist"
-    print("\n# 7. Today's Wafer-Scale Cluster (appliance mode): four CS-2s in weight streaming."
-          "\n#    From the user node, run.py talks to the cluster management server (started "
-          "on\n#    demand), which runs a compile wsjob and then an execute wsjob on two "
-          "systems:")
+    print(
+        "\n# 7. Today's Wafer-Scale Cluster (appliance mode): four CS-2s in weight streaming."
+        "\n#    From the user node, run.py talks to the cluster management server (started "
+        "on\n#    demand), which runs a compile wsjob and then an execute wsjob on two "
+        "systems:"
+    )
     try:
-        wsc.run(["python", "run.py", "CSX", "-p", "configs/params_small.yaml", "--mode",
-                 "train", "-o", "model_dir_csx", "--num_csx", "2", "--max_steps", str(steps),
-                 "--job_labels", "name=demo"], cwd=fc,
-                shown="python run.py CSX -p configs/params_small.yaml --mode train -o "
-                      f"model_dir_csx --num_csx 2 --max_steps {steps} --job_labels name=demo")
+        wsc.run(
+            [
+                "python",
+                "run.py",
+                "CSX",
+                "-p",
+                "configs/params_small.yaml",
+                "--mode",
+                "train",
+                "-o",
+                "model_dir_csx",
+                "--num_csx",
+                "2",
+                "--max_steps",
+                str(steps),
+                "--job_labels",
+                "name=demo",
+            ],
+            cwd=fc,
+            shown="python run.py CSX -p configs/params_small.yaml --mode train -o "
+            f"model_dir_csx --num_csx 2 --max_steps {steps} --job_labels name=demo",
+        )
         wsc.run(["csctl", "get", "jobs", "-a"])
     finally:
         wsc.run(["cs-cluster-server", "stop"])
@@ -280,21 +406,30 @@ def appliance(demo: Demo, steps: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run the story; 0 if every step did what it should."""
     p = argparse.ArgumentParser(prog="python -m scripts.demo", description=__doc__.splitlines()[0])
-    p.add_argument("--boot-seconds", type=float, default=2.0,
-                   help="how long the simulated reboot takes (default 2)")
-    p.add_argument("--max-steps", type=int, default=20,
-                   help="<num_train_steps> of the Weight Streaming Quickstart's command "
-                        "(default 20)")
-    p.add_argument("--keep", action="store_true",
-                   help="keep the demo's directory (its system, model copies and runs) to "
-                        "continue on it; by default it is removed at the end")
+    p.add_argument(
+        "--boot-seconds",
+        type=float,
+        default=2.0,
+        help="how long the simulated reboot takes (default 2)",
+    )
+    p.add_argument(
+        "--max-steps",
+        type=int,
+        default=20,
+        help="<num_train_steps> of the Weight Streaming Quickstart's command (default 20)",
+    )
+    p.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the demo's directory (its system, model copies and runs) to "
+        "continue on it; by default it is removed at the end",
+    )
     args = p.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="cs2demo-"))
     home = root / "cs2home"
     demo = Demo(home, args.boot_seconds)
     fate = "kept (--keep)" if args.keep else "removed at the end; --keep keeps it"
-    print(f"cs2sim demo: a CS-2 installation's workflow on a throwaway system in {root} "
-          f"({fate})\n")
+    print(f"cs2sim demo: a CS-2 installation's workflow on a throwaway system in {root} ({fate})\n")
     try:
         story(demo, args.max_steps)
     except DemoStopped as e:
@@ -303,8 +438,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
-    print("\nNow try it yourself in the interactive shell (Tab completes, `?` helps, Ctrl-D "
-          "leaves):")
+    print(
+        "\nNow try it yourself in the interactive shell (Tab completes, `?` helps, Ctrl-D leaves):"
+    )
     cs_cmd = demo.tool("cs")
     if args.keep:
         print(f"    CS2_HOME={home} {cs_cmd}      # continue on the demo's system")
@@ -312,8 +448,10 @@ def main(argv: list[str] | None = None) -> int:
     where = f"{default_home()} (your $CS2_HOME)" if own else f"{default_home()}"
     print(f"    {cs_cmd}    # your own system, kept in {where}")
     if not args.keep:
-        print(f"    (the demo's system was removed with {root}; `python -m scripts.demo --keep` "
-              "keeps it to continue on)")
+        print(
+            f"    (the demo's system was removed with {root}; `python -m scripts.demo --keep` "
+            "keeps it to continue on)"
+        )
     return 0
 
 

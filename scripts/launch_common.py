@@ -62,9 +62,16 @@ def preload_for(argv: tuple[str, ...]) -> tuple[str, ...]:
         # here and shared copy-on-write, instead of 98 times over on 2 cores (measured on the
         # Weight Streaming Quickstart's job: 48 s -> 12 s end to end). Modules a checkout lacks
         # are skipped.
-        mods += ("numpy", "yaml", "cs2sim.runtime.cli.main", "cs2sim.runtime.params",
-                 "cs2sim.runtime.training.trainer", "cs2sim.runtime.job.roles",
-                 "cs2sim.runtime.job.streamers", "cs2sim.runtime.job.cs_run")
+        mods += (
+            "numpy",
+            "yaml",
+            "cs2sim.runtime.cli.main",
+            "cs2sim.runtime.params",
+            "cs2sim.runtime.training.trainer",
+            "cs2sim.runtime.job.roles",
+            "cs2sim.runtime.job.streamers",
+            "cs2sim.runtime.job.cs_run",
+        )
     extra = knobs.text("CS2SIM_PRELOAD")
     return mods + tuple(m for m in extra.split(",") if m)
 

@@ -38,16 +38,29 @@ def parser() -> argparse.ArgumentParser:
     d = GptHdf5Args("", "")
     g.add_argument("--input_dir", required=True, help="directory of .txt / .jsonl files")
     g.add_argument("--output_dir", required=True)
-    for name, kind in (("max_seq_length", int), ("files_per_record", int),
-                       ("tokenizer_type", str), ("vocab_file", str), ("encoder_file", str),
-                       ("eos_id", int), ("pad_id", int), ("seed", int),
-                       ("short_seq_prob", float), ("output_name", str), ("jsonl_key", str)):
-        g.add_argument(f"--{name}", type=kind, default=getattr(d, name),
-                       help=f"default: {getattr(d, name)}")
+    for name, kind in (
+        ("max_seq_length", int),
+        ("files_per_record", int),
+        ("tokenizer_type", str),
+        ("vocab_file", str),
+        ("encoder_file", str),
+        ("eos_id", int),
+        ("pad_id", int),
+        ("seed", int),
+        ("short_seq_prob", float),
+        ("output_name", str),
+        ("jsonl_key", str),
+    ):
+        g.add_argument(
+            f"--{name}", type=kind, default=getattr(d, name), help=f"default: {getattr(d, name)}"
+        )
     b = sub.add_parser("bert-csv", help="raw text -> BERT CSV (BertCSVDynamicMaskDataProcessor)")
     bd = BertCsvArgs("", "", "")
-    b.add_argument("--input_dir", required=True, help="directory of .txt files, one sentence a "
-                   "line, documents separated by blank lines")
+    b.add_argument(
+        "--input_dir",
+        required=True,
+        help="directory of .txt files, one sentence a line, documents separated by blank lines",
+    )
     b.add_argument("--output_dir", required=True)
     b.add_argument("--vocab_file", required=True, help="WordPiece vocabulary, one token a line")
     for name in ("max_seq_length", "files_per_record", "seed"):
@@ -72,12 +85,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("error: interrupted; the files written so far are complete, the rest are not "
-              "there.", file=sys.stderr)
+        print(
+            "error: interrupted; the files written so far are complete, the rest are not there.",
+            file=sys.stderr,
+        )
         return 130
-    print(f"Wrote {what} in {len(done.files)} file{'' if len(done.files) == 1 else 's'} to "
-          f"{args['output_dir']} from {done.documents} documents ({done.tokens} tokens, "
-          f"{done.tokens_per_sec:,.0f} tokens/s on this host).")
+    print(
+        f"Wrote {what} in {len(done.files)} file{'' if len(done.files) == 1 else 's'} to "
+        f"{args['output_dir']} from {done.documents} documents ({done.tokens} tokens, "
+        f"{done.tokens_per_sec:,.0f} tokens/s on this host)."
+    )
     return 0
 
 

@@ -48,8 +48,7 @@ def _status(home: object) -> str:
     try:
         assert store.remote is not None
         name, role = store.remote.identity
-        return (f"Shared store {home}: served by its owner's store service; you are {name} "
-                f"({role}).")
+        return f"Shared store {home}: served by its owner's store service; you are {name} ({role})."
     finally:
         store.close()
 
@@ -69,29 +68,37 @@ def main(argv: list[str] | None = None) -> int:
         if word == "share" and len(argv) <= 2:
             Store.open(home, serve=False).close()  # creates it first if need be
             group = svc.share(home, argv[1] if len(argv) == 2 else None)
-            print(f"The system store in {home} is shared with group {group} through its store "
-                  "service; members set CS2_HOME to it.")
+            print(
+                f"The system store in {home} is shared with group {group} through its store "
+                "service; members set CS2_HOME to it."
+            )
             return 0
         if word == "status" and len(argv) == 1:
             print(_status(home))
             return 0
         if word == "stop" and len(argv) == 1:
             was = svc.stop(home)
-            print(f"The store service of {home} is stopped." if was else
-                  f"The store service of {home} was not running.")
+            print(
+                f"The store service of {home} is stopped."
+                if was
+                else f"The store service of {home} was not running."
+            )
             return 0
         if word == "unshare" and len(argv) == 1:
             svc.unshare(home)
-            print(f"The system store in {home} is private again (its service stopped, the "
-                  "directory 0700); members can no longer use it.")
+            print(
+                f"The system store in {home} is private again (its service stopped, the "
+                "directory 0700); members can no longer use it."
+            )
             return 0
     except CsError as e:
         sys.stderr.write(f"error: {e}\n")
         return e.exit_code
     except (KeyError, OSError) as e:
         why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-        sys.stderr.write(f"error: cs-store {word}: {why}; check the group name and that you own "
-                         f"{home}.\n")
+        sys.stderr.write(
+            f"error: cs-store {word}: {why}; check the group name and that you own {home}.\n"
+        )
         return 77 if isinstance(e, PermissionError) else 1
     sys.stderr.write(USAGE)
     return 2

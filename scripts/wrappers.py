@@ -22,8 +22,10 @@ def _exec(flow: str) -> None:
     try:
         os.execv(sys.executable, argv)
     except OSError as e:
-        print(f"error: cannot start {sys.executable}: {e.strerror}; check the Python "
-              "installation.", file=sys.stderr)
+        print(
+            f"error: cannot start {sys.executable}: {e.strerror}; check the Python installation.",
+            file=sys.stderr,
+        )
         raise SystemExit(127) from None
 
 

@@ -131,8 +131,7 @@ def setup(mode: ExecMode) -> Change:
 def withdraw(db: sqlite3.Connection, row: Row, to: State, now: float) -> tuple[Updates, str]:
     """Take a pending mode change back: the configured mode is the active one again (the
     machine refuses first when nothing is pending)."""
-    detail = (f"withdrew {row.configured_mode}; configured {row.active_mode} again "
-              "(the active mode)")
+    detail = f"withdrew {row.configured_mode}; configured {row.active_mode} again (the active mode)"
     return {"configured_mode": row.active_mode}, detail
 
 

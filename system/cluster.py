@@ -180,9 +180,7 @@ def _site(check: _Checker, item: dict[str, Any], nodes: list[NodeSpec]) -> SiteS
     base = SiteSpec()
     check.keys(item, "site", set(base.__dataclass_fields__))
     total = max(1, len(nodes))
-    def_nodes = check.number(
-        item, "site", "def_nodes", int, (1, total), min(base.def_nodes, total)
-    )
+    def_nodes = check.number(item, "site", "def_nodes", int, (1, total), min(base.def_nodes, total))
     tasks = check.number(
         item, "site", "def_tasks_per_node", int, (1, 100_000), base.def_tasks_per_node
     )
@@ -194,8 +192,9 @@ def _site(check: _Checker, item: dict[str, Any], nodes: list[NodeSpec]) -> SiteS
         for key in ("mount_dirs", "singularity_image", "gres_resource", "gres_node", "scheduler")
     }
     if texts["scheduler"] not in SCHEDULERS:
-        check.fail("site.scheduler", f"is {texts['scheduler']!r}; use one of: "
-                   + ", ".join(SCHEDULERS))
+        check.fail(
+            "site.scheduler", f"is {texts['scheduler']!r}; use one of: " + ", ".join(SCHEDULERS)
+        )
     licenses = item.get("system_licenses", base.system_licenses)
     if not isinstance(licenses, bool):
         check.fail("site.system_licenses", f"must be true or false (got {licenses!r})")
@@ -206,8 +205,9 @@ def _site(check: _Checker, item: dict[str, Any], nodes: list[NodeSpec]) -> SiteS
         known = {n.name for n in nodes}
         for name in texts["gres_node"].split(","):
             if name not in known:
-                check.fail("site.gres_node",
-                           f"names {name!r}, which is not a node listed in `nodes`")
+                check.fail(
+                    "site.gres_node", f"names {name!r}, which is not a node listed in `nodes`"
+                )
     return SiteSpec(def_nodes, tasks, cpus, **texts, system_licenses=licenses)
 
 

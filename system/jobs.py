@@ -54,8 +54,7 @@ __all__ = [
 
 JOB_STATES = ("RUNNING", "COMPLETED", "FAILED", "CANCELLED")
 END_STATES = ("COMPLETED", "FAILED", "CANCELLED")
-_COLUMNS = ("id, system, user, mode, command, state, pid, host, started_at, ended_at, nodes,"
-            " systems")
+_COLUMNS = "id, system, user, mode, command, state, pid, host, started_at, ended_at, nodes, systems"
 
 
 @wire
@@ -160,7 +159,8 @@ def holders(db: sqlite3.Connection, *, alive: bool = True) -> dict[str, int]:
     FAILED) and RUNNING launches of the embedded queue that reserved systems."""
     held: dict[str, int] = {}
     rows = db.execute(
-        "SELECT id, system, systems FROM jobs WHERE state = 'RUNNING' ORDER BY id").fetchall()
+        "SELECT id, system, systems FROM jobs WHERE state = 'RUNNING' ORDER BY id"
+    ).fetchall()
     gone: set[int] = set()
     if alive and rows:
         running = [job for r in rows if (job := get(db, r[0])) is not None]  # None: deleted since
@@ -171,8 +171,9 @@ def holders(db: sqlite3.Connection, *, alive: bool = True) -> dict[str, int]:
                 held.setdefault(name, job_id)
     if has_column(db, "sched_jobs", "systems"):
         for job_id, systems in db.execute(
-                "SELECT id, systems FROM sched_jobs WHERE state = 'RUNNING' AND systems != ''"
-                " ORDER BY id"):
+            "SELECT id, systems FROM sched_jobs WHERE state = 'RUNNING' AND systems != ''"
+            " ORDER BY id"
+        ):
             for name in systems.split(","):
                 held.setdefault(name, job_id)
     return held
@@ -181,8 +182,9 @@ def holders(db: sqlite3.Connection, *, alive: bool = True) -> dict[str, int]:
 def has_column(db: sqlite3.Connection, table: str, column: str) -> bool:
     """Whether `table` has `column` (read from its CREATE statement: a member of a shared store
     may not run PRAGMAs, system/store_service.py)."""
-    row = db.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?",
-                     (table,)).fetchone()
+    row = db.execute(
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+    ).fetchone()
     return bool(row) and f" {column} " in str(row[0]).replace("\n", " ")
 
 
@@ -231,8 +233,19 @@ def insert(
     db.execute(
         "INSERT INTO jobs (id, system, user, mode, command, state, pid, pid_start, host,"
         " started_at, nodes, systems) VALUES (?, ?, ?, ?, ?, 'RUNNING', ?, ?, ?, ?, ?, ?)",
-        (job_id, system, user, str(mode), command, pid, process_start(pid), host, now,
-         ",".join(nodes), ",".join(systems) if len(systems) > 1 else ""),
+        (
+            job_id,
+            system,
+            user,
+            str(mode),
+            command,
+            pid,
+            process_start(pid),
+            host,
+            now,
+            ",".join(nodes),
+            ",".join(systems) if len(systems) > 1 else "",
+        ),
     )
     db.executemany(
         "INSERT INTO allocations (node, job_id) VALUES (?, ?)", [(node, job_id) for node in nodes]

@@ -82,6 +82,7 @@ COMMAND_WORDS: dict[Action, str] = {
     Action.BOOTED: "booted",
 }
 
+
 def boot_seconds() -> float:
     """How long a reboot (ACTIVATING) takes: $CS2_BOOT_SECONDS, default 5.0."""
     text = knobs.text("CS2_BOOT_SECONDS")
@@ -147,7 +148,6 @@ class SystemStatus:
         if self.activating_until is None:
             return None
         return max(0.0, self.activating_until - (time.time() if now is None else now))
-
 
 
 class Machine(JobsOfMachine):
@@ -229,8 +229,12 @@ class Machine(JobsOfMachine):
         return load_cluster(cluster_source(self.store.home))
 
     # 2. changing ---------------------------------------------------------------------------
-    @operation("system.check", receiver="machine",
-               args={"system": str, "action": Action, "force": bool}, fill={"who": "identity"})
+    @operation(
+        "system.check",
+        receiver="machine",
+        args={"system": str, "action": Action, "force": bool},
+        fill={"who": "identity"},
+    )
     def check(self, who: Identity, action: Action, *, force: bool = False) -> None:
         """Raise PermissionDenied / InvalidTransition if `who` cannot do `action` now.
 
@@ -239,52 +243,86 @@ class Machine(JobsOfMachine):
         """
         self._attempt(who, Action(action), None, force=force)
 
-    @operation("system.standby", receiver="machine", args={"system": str, "force": bool},
-               fill={"who": "identity"}, may="admin")
+    @operation(
+        "system.standby",
+        receiver="machine",
+        args={"system": str, "force": bool},
+        fill={"who": "identity"},
+        may="admin",
+    )
     def standby(self, who: Identity, *, force: bool = False) -> SystemStatus:
         """Put the system in STANDBY; refused while jobs run unless `force` (the jobs then stop
         at their next step, keeping their last checkpoint; the audit counts them)."""
         return self._attempt(who, Action.STANDBY, changes.standby, force=force)
 
-    @operation("system.activate", receiver="machine",
-               args={"system": str, "expect": ExecMode | None}, fill={"who": "identity"},
-               may="admin")
+    @operation(
+        "system.activate",
+        receiver="machine",
+        args={"system": str, "expect": ExecMode | None},
+        fill={"who": "identity"},
+        may="admin",
+    )
     def activate(self, who: Identity, *, expect: ExecMode | None = None) -> SystemStatus:
         """Reboot into the configured mode: ACTIVATING for boot_seconds(), then ACTIVE. With
         `expect`, refused (and audited) unless the configured mode is `expect` at the moment of
         the change: what a person confirmed, or a script asserted, is what boots."""
         seconds = boot_seconds()  # a bad $CS2_BOOT_SECONDS fails before anything is attempted
-        return self._attempt(who, Action.ACTIVATE, changes.activate(seconds),
-                             expect=None if expect is None else ExecMode(expect))
+        return self._attempt(
+            who,
+            Action.ACTIVATE,
+            changes.activate(seconds),
+            expect=None if expect is None else ExecMode(expect),
+        )
 
-    @operation("system.setup", receiver="machine",
-               args={"system": str, "mode": ExecMode, "keep_others": bool},
-               fill={"who": "identity"}, may="admin")
-    def setup_execmode(self, who: Identity, mode: ExecMode, *,
-                       keep_others: bool = False) -> SystemStatus:
+    @operation(
+        "system.setup",
+        receiver="machine",
+        args={"system": str, "mode": ExecMode, "keep_others": bool},
+        fill={"who": "identity"},
+        may="admin",
+    )
+    def setup_execmode(
+        self, who: Identity, mode: ExecMode, *, keep_others: bool = False
+    ) -> SystemStatus:
         """Record the configured mode (STANDBY only); it takes effect at the next activation.
         With `keep_others`, refused (audited) when it would replace a different pending choice
         another account made: decided in the transaction, so a choice made meanwhile counts."""
         mode = ExecMode(mode)
-        return self._attempt(who, Action.SETUP, changes.setup(mode),
-                             keep_others=mode if keep_others else None)
+        return self._attempt(
+            who, Action.SETUP, changes.setup(mode), keep_others=mode if keep_others else None
+        )
 
-    @operation("system.declined", receiver="machine",
-               args={"system": str, "action": Action, "question": str},
-               fill={"who": "identity"})
+    @operation(
+        "system.declined",
+        receiver="machine",
+        args={"system": str, "action": Action, "question": str},
+        fill={"who": "identity"},
+    )
     def record_declined(self, who: Identity, action: Action, question: str) -> None:
         """Audit an attempt that its user called off at a confirmation question (answered no):
         every attempt leaves a row, outcome "refused", nothing changed."""
         with self.store.transaction() as db:
             now = self._clock()
             row = self._settle(db, now)
-            auditlog.record(db, user=who.name, system=self.name,
-                            command=COMMAND_WORDS[Action(action)], from_state=row.state,
-                            to_state=row.state, outcome="refused",
-                            detail=f"answered no to {question[:200]!r}; nothing changed", at=now)
+            auditlog.record(
+                db,
+                user=who.name,
+                system=self.name,
+                command=COMMAND_WORDS[Action(action)],
+                from_state=row.state,
+                to_state=row.state,
+                outcome="refused",
+                detail=f"answered no to {question[:200]!r}; nothing changed",
+                at=now,
+            )
 
-    @operation("system.withdraw", receiver="machine", args={"system": str},
-               fill={"who": "identity"}, may="admin")
+    @operation(
+        "system.withdraw",
+        receiver="machine",
+        args={"system": str},
+        fill={"who": "identity"},
+        may="admin",
+    )
     def withdraw_execmode(self, who: Identity) -> SystemStatus:
         """Take back a pending mode change (STANDBY only): the active mode is configured again.
         Refused (audited) when no change is pending."""
@@ -323,8 +361,13 @@ class Machine(JobsOfMachine):
             ).fetchone()
         return auditlog.AuditEntry(*row) if row else None
 
-    @operation("system.fault", receiver="machine", args={"system": str, "reason": str},
-               fill={"who": "identity"}, may="admin")
+    @operation(
+        "system.fault",
+        receiver="machine",
+        args={"system": str, "reason": str},
+        fill={"who": "identity"},
+        may="admin",
+    )
     def inject_fault(self, who: Identity, reason: str) -> SystemStatus:
         """Put the system in FAULT (admin; for rehearsal and teaching)."""
         return self._attempt(who, Action.FAULT, changes.fault(reason.strip() or "fault injected"))
@@ -350,7 +393,6 @@ class Machine(JobsOfMachine):
             Action.BOOTED: lambda: self._attempt(who, Action.BOOTED, changes.boot),  # the clock's
         }
         return runs[Action(action)]()
-
 
     # -- internals --------------------------------------------------------------------------
     def _row(self, db: sqlite3.Connection) -> changes.Row:
@@ -403,7 +445,6 @@ class Machine(JobsOfMachine):
             detail=detail,
         )
 
-
     def _attempt(
         self,
         who: Identity,
@@ -428,19 +469,25 @@ class Machine(JobsOfMachine):
                 now = self._clock()
                 row = self._settle(db, now)
                 refusal = action_refusal(
-                    action, row, now, command=command, by_clock=who == SYSTEM,
-                    is_admin=who.role is Role.ADMIN, denied=permission_message(who, command),
-                    several=self.several)
+                    action,
+                    row,
+                    now,
+                    command=command,
+                    by_clock=who == SYSTEM,
+                    is_admin=who.role is Role.ADMIN,
+                    denied=permission_message(who, command),
+                    several=self.several,
+                )
                 if refusal is None and action is Action.STANDBY and not force:
-                    refusal = busy_refusal(self.name, [(j.id, jobs.describe(j))
-                                                       for j in jobs.running(db, self.name)])
+                    refusal = busy_refusal(
+                        self.name, [(j.id, jobs.describe(j)) for j in jobs.running(db, self.name)]
+                    )
                 if refusal is None and action is Action.WITHDRAW:
                     refusal = withdraw_refusal(row)
                 if refusal is None and action is Action.ACTIVATE:
                     refusal = expect_refusal(row, expect)
                 if refusal is None and keep_others is not None:
-                    refusal = others_refusal(row, keep_others, who.name,
-                                             self._pending_origin(db))
+                    refusal = others_refusal(row, keep_others, who.name, self._pending_origin(db))
                 outcome: str | None = None  # stays None for a check that passed: no row
                 to, detail = row.state, ""
                 if refusal is not None:
@@ -484,8 +531,9 @@ class Machine(JobsOfMachine):
         return dataclasses.replace(self.status(), audit_id=audit_id)
 
     # 4. what became of a reboot -------------------------------------------------------------
-    @operation("system.boot_outcome", receiver="machine",
-               args={"system": str, "activation_id": int})
+    @operation(
+        "system.boot_outcome", receiver="machine", args={"system": str, "activation_id": int}
+    )
     def boot_outcome(self, activation_id: int) -> BootOutcome:
         """What happened to this system after the activation audited as row `activation_id`:
         whether its reboot completed (the ``booted`` row) and the state changes since (who,
@@ -502,7 +550,6 @@ class Machine(JobsOfMachine):
         return BootOutcome(booted=None, since=tuple(changed))
 
 
-
 # A member's Machine operations run on a Machine the service builds over its own store.
 receiver("machine", lambda store, system: Machine(store, system))
 
@@ -516,5 +563,3 @@ class BootOutcome:
 
     booted: AuditEntry | None
     since: tuple[AuditEntry, ...]
-
-

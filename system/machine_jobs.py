@@ -49,17 +49,29 @@ class JobsOfMachine:
     _clock: Callable[[], float]
 
     if TYPE_CHECKING:  # Machine's, which this is a part of
-        def __init__(self, store: Store, system: str | None = None, *,
-                     clock: Callable[[], float] = ...) -> None: ...
+
+        def __init__(
+            self, store: Store, system: str | None = None, *, clock: Callable[[], float] = ...
+        ) -> None: ...
 
         def _settle(self, db: sqlite3.Connection, now: float) -> changes.Row: ...
 
         def status(self) -> Any: ...  # a machine.SystemStatus
 
-    @operation("job.register", receiver="machine",
-               args={"system": str, "mode": ExecMode, "command": str, "nodes": tuple[str, ...],
-                     "job_id": int | None, "num_csx": int},
-               fill={"who": "identity", "pid": "pid"}, may="own")
+    @operation(
+        "job.register",
+        receiver="machine",
+        args={
+            "system": str,
+            "mode": ExecMode,
+            "command": str,
+            "nodes": tuple[str, ...],
+            "job_id": int | None,
+            "num_csx": int,
+        },
+        fill={"who": "identity", "pid": "pid"},
+        may="own",
+    )
     def register_job(
         self,
         who: Identity,
@@ -78,8 +90,9 @@ class JobsOfMachine:
         queue started under `job_id` already holds them, anyone else holding one refuses it."""
         mode = ExecMode(mode)
         names = self.job_systems(num_csx)
-        machines = [self if n == self.name else type(self)(self.store, n, clock=self._clock)
-                    for n in names]
+        machines = [
+            self if n == self.name else type(self)(self.store, n, clock=self._clock) for n in names
+        ]
         job: Job | None = None
         with self.store.transaction() as db:
             now = self._clock()  # under the write lock: see _attempt
@@ -105,8 +118,7 @@ class JobsOfMachine:
                 refusal = ResourceError(taken) if taken else None
             on = "" if len(names) == 1 else f" on {', '.join(names)}"
             detail = (
-                str(refusal) if refusal else
-                f"job {job.id if job else '?'} ({mode}){on}: {command}"
+                str(refusal) if refusal else f"job {job.id if job else '?'} ({mode}){on}: {command}"
             )
             for m, r in zip(machines if refusal is None else machines[:1], rows, strict=False):
                 auditlog.record(  # each system's log shows the job it runs
@@ -125,9 +137,9 @@ class JobsOfMachine:
         assert job is not None
         return job
 
-
-    @operation("job.check", receiver="machine",
-               args={"system": str, "mode": ExecMode, "num_csx": int})
+    @operation(
+        "job.check", receiver="machine", args={"system": str, "mode": ExecMode, "num_csx": int}
+    )
     def check_job(self, mode: ExecMode, num_csx: int = 1) -> Any:  # a machine.SystemStatus
         """The system's status if a job in `mode` could start now; else JobRefused (one sentence
         naming the system, its state and active mode, and the admin commands that fix it). With
@@ -138,8 +150,9 @@ class JobsOfMachine:
         """
         mode = ExecMode(mode)
         names = self.job_systems(num_csx)
-        machines = [self if n == self.name else type(self)(self.store, n, clock=self._clock)
-                    for n in names]
+        machines = [
+            self if n == self.name else type(self)(self.store, n, clock=self._clock) for n in names
+        ]
         with self.store.transaction() as db:
             now = self._clock()  # under the write lock: see _attempt
             rows = [m._settle(db, now) for m in machines]
@@ -163,7 +176,6 @@ class JobsOfMachine:
         return tuple(names[(first + k) % len(names)] for k in range(max(1, count)))
 
     @classmethod
-
     def for_target(cls, store: Store, cs_ip: str, **kwargs: Callable[[], float]) -> Self:
         """The system a run's `--cs_ip` names: its IP (with or without ``:9000``) or its name."""
         target = cs_ip.strip()
@@ -181,7 +193,6 @@ class JobsOfMachine:
         raise UsageError(
             f"--cs_ip {cs_ip} names no CS-2 system of this cluster; use one of: {known}."
         )
-
 
     def cancel_job(self, who: Identity, job_id: int) -> Job:
         """Stop a RUNNING job that no launcher runs (`run.py --cs_ip` started by hand), by the
@@ -203,11 +214,17 @@ class JobsOfMachine:
         except PermissionError as e:
             raise PermissionDenied(
                 f"Job {job_id} is another OS user's process; ask {job.user} or run "
-                "`jobs cancel` as that user.") from e
+                "`jobs cancel` as that user."
+            ) from e
         return job
 
-    @operation("job.cancel", receiver="machine", args={"system": str, "job_id": int},
-               fill={"who": "identity"}, may="owner-or-admin")
+    @operation(
+        "job.cancel",
+        receiver="machine",
+        args={"system": str, "job_id": int},
+        fill={"who": "identity"},
+        may="owner-or-admin",
+    )
     def _cancel_record(self, who: Identity, job_id: int) -> tuple[Job, str | None]:
         """Judge and audit a cancel: the job and its process's recorded start time."""
         refusal: CsError | None = None
@@ -217,32 +234,48 @@ class JobsOfMachine:
             if job is None:
                 raise NoSuchJob(
                     f"No job {job_id}; see the queue with `jobs show` and the jobs on the "
-                    "system with `system show`.")
+                    "system with `system show`."
+                )
             if job.user != who.name and who.role is not Role.ADMIN:
                 refusal = PermissionDenied(
-                    f"Job {job_id} belongs to {job.user}; only its owner or an admin may cancel "
-                    "it.")
+                    f"Job {job_id} belongs to {job.user}; only its owner or an admin may cancel it."
+                )
             elif job.state != "RUNNING" or job.pid is None:
                 refusal = UsageError(
-                    f"Job {job_id} has already ended ({job.state}); nothing to cancel.")
+                    f"Job {job_id} has already ended ({job.state}); nothing to cancel."
+                )
             elif job.host != jobs.this_host():
                 refusal = UsageError(
                     f"Job {job_id} runs on host {job.host}; cancel it there (its process is "
-                    "not on this host).")
+                    "not on this host)."
+                )
             started = jobs.pid_start(db, job_id)
             auditlog.record(
-                db, user=who.name, system=job.system, command="jobs cancel", at=now,
-                outcome="ok" if refusal is None else
-                "denied" if isinstance(refusal, PermissionDenied) else "refused",
-                detail=str(refusal) if refusal else
-                f"{jobs.describe(job)}: sent SIGINT to process {job.pid}")
+                db,
+                user=who.name,
+                system=job.system,
+                command="jobs cancel",
+                at=now,
+                outcome="ok"
+                if refusal is None
+                else "denied"
+                if isinstance(refusal, PermissionDenied)
+                else "refused",
+                detail=str(refusal)
+                if refusal
+                else f"{jobs.describe(job)}: sent SIGINT to process {job.pid}",
+            )
         if refusal is not None:
             raise refusal
         return job, started
 
-    @operation("job.finish", receiver="machine",
-               args={"system": str, "job_id": int, "state": str}, fill={"who": "identity"},
-               may="owner-or-admin")
+    @operation(
+        "job.finish",
+        receiver="machine",
+        args={"system": str, "job_id": int, "state": str},
+        fill={"who": "identity"},
+        may="owner-or-admin",
+    )
     def finish_job(self, job_id: int, state: str, who: Identity | None = None) -> None:
         """Mark a job ended (COMPLETED / FAILED / CANCELLED) and free its nodes; idempotent.
         `who`: the account asking (a shared store's member); only the job's owner or an admin
@@ -256,15 +289,22 @@ class JobsOfMachine:
                 raise UsageError(f"No job {job_id}; see the running jobs with `system show`.")
             if who is not None and who.name != job.user and who.role is not Role.ADMIN:
                 raise PermissionDenied(
-                    f"Job {job_id} belongs to {job.user}; only its owner or an admin may end "
-                    "it.")
+                    f"Job {job_id} belongs to {job.user}; only its owner or an admin may end it."
+                )
             ended = jobs.finish(db, job_id, state, now)
             if ended:  # each system it held logs its end
                 for name in job.systems:
                     row = changes.read_row(db, name)
-                    auditlog.record(db, user=job.user, system=name, command="job end",
-                                    from_state=row.state, to_state=row.state, at=now,
-                                    detail=f"job {job_id} {state}")
+                    auditlog.record(
+                        db,
+                        user=job.user,
+                        system=name,
+                        command="job end",
+                        from_state=row.state,
+                        to_state=row.state,
+                        at=now,
+                        detail=f"job {job_id} {state}",
+                    )
         if ended:
             _kick_queue(self.store)
 
@@ -297,4 +337,3 @@ def _kick_queue(store: Store) -> None:
         kick(store)
     except CsError:
         pass
-

@@ -28,8 +28,14 @@ from pathlib import Path
 
 from cs2sim.system.errors import CsError
 
-__all__ = ["shared_dir", "private_dir", "user_tmp_dir", "check_private", "UnsafePath",
-           "UnsafeDirectory"]
+__all__ = [
+    "shared_dir",
+    "private_dir",
+    "user_tmp_dir",
+    "check_private",
+    "UnsafePath",
+    "UnsafeDirectory",
+]
 
 
 class UnsafePath(CsError, PermissionError):
@@ -62,8 +68,9 @@ def shared_dir(home: Path, name: str) -> Path:
     return path
 
 
-def check_private(path: Path, hint: str = "remove it, or set CS2_HOME to a directory of "
-                  "your own") -> None:
+def check_private(
+    path: Path, hint: str = "remove it, or set CS2_HOME to a directory of your own"
+) -> None:
     """UnsafeDirectory unless `path` is a real directory of this user that no one else may write
     (not followed if a symlink); one that others may only read is tightened to 0700."""
     st = os.lstat(path)
@@ -79,8 +86,9 @@ def check_private(path: Path, hint: str = "remove it, or set CS2_HOME to a direc
         if st.st_mode & 0o077:
             os.chmod(path, 0o700)  # ours, and no one else could write in it
         return
-    raise UnsafeDirectory(f"{path} is {what}, so another user could read or replace what cs2sim "
-                          f"keeps there; {hint}.")
+    raise UnsafeDirectory(
+        f"{path} is {what}, so another user could read or replace what cs2sim keeps there; {hint}."
+    )
 
 
 def private_dir(parent: Path, name: str, hint: str | None = None) -> Path:
@@ -100,6 +108,9 @@ def private_dir(parent: Path, name: str, hint: str | None = None) -> Path:
 def user_tmp_dir(prefix: str) -> Path:
     """`<system temp dir>/<prefix>-<uid>`: this user's private directory in a shared place (the
     name is predictable, so it is checked like any private_dir before use)."""
-    return private_dir(Path(tempfile.gettempdir()), f"{prefix}-{os.getuid()}",
-                       "remove it (another user may have created it first), or set CS2_HOME "
-                       "to a directory of your own")
+    return private_dir(
+        Path(tempfile.gettempdir()),
+        f"{prefix}-{os.getuid()}",
+        "remove it (another user may have created it first), or set CS2_HOME "
+        "to a directory of your own",
+    )

@@ -12,8 +12,17 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-__all__ = ["ProcStat", "available", "boot_time", "comm", "environ_has", "owner", "pids",
-           "read_stat", "started_at"]
+__all__ = [
+    "ProcStat",
+    "available",
+    "boot_time",
+    "comm",
+    "environ_has",
+    "owner",
+    "pids",
+    "read_stat",
+    "started_at",
+]
 
 PROC = "/proc"
 
@@ -45,10 +54,14 @@ def read_stat(pid: int | str = "self") -> ProcStat | None:
             raw = f.read()
     except OSError:
         return None
-    fields = raw[raw.rfind(b")") + 2:].split()
+    fields = raw[raw.rfind(b")") + 2 :].split()
     try:
-        return ProcStat(state=fields[0].decode(), ppid=int(fields[1]), session=int(fields[3]),
-                        starttime=fields[19].decode())
+        return ProcStat(
+            state=fields[0].decode(),
+            ppid=int(fields[1]),
+            session=int(fields[3]),
+            starttime=fields[19].decode(),
+        )
     except (IndexError, ValueError, UnicodeDecodeError):
         return None
 

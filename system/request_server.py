@@ -69,11 +69,14 @@ class _Conn:
 class RequestServer:
     """Serve `listener` (a bound, listening Unix socket) until `keep_going()` says no."""
 
-    def __init__(self, listener: socket.socket,
-                 session: Callable[[socket.socket, PeerCred], Session],
-                 refuse: Callable[[str], dict[str, Any]],
-                 limits: Limits = Limits(),
-                 keep_going: Callable[[], bool] = lambda: True) -> None:
+    def __init__(
+        self,
+        listener: socket.socket,
+        session: Callable[[socket.socket, PeerCred], Session],
+        refuse: Callable[[str], dict[str, Any]],
+        limits: Limits = Limits(),
+        keep_going: Callable[[], bool] = lambda: True,
+    ) -> None:
         self.listener = listener
         self.session = session
         self.refuse = refuse  # an answer saying no, for connections refused before a session
@@ -126,19 +129,27 @@ class RequestServer:
             if len(mine) >= lim.per_uid or total >= lim.total:
                 # at their own limit: their own longest-idle connection; the server full: that
                 # of whoever holds the most (never a busy one)
-                owner = mine if len(mine) >= lim.per_uid else max(
-                    self._conns.values(), key=lambda v: sum(not c.busy for c in v))
-                idle = sorted((c for c in owner if not c.busy and not c.evicted),
-                              key=lambda c: c.last)
+                owner = (
+                    mine
+                    if len(mine) >= lim.per_uid
+                    else max(self._conns.values(), key=lambda v: sum(not c.busy for c in v))
+                )
+                idle = sorted(
+                    (c for c in owner if not c.busy and not c.evicted), key=lambda c: c.last
+                )
                 if not idle:
                     if not mine:
                         del self._conns[conn.peer.uid]
                     if len(mine) >= lim.per_uid:
-                        return (f"the service is already answering {len(mine)} connections "
-                                f"of yours (at most {lim.per_uid} at once); wait for some to "
-                                "finish and try again")
-                    return (f"the service is serving {total} connections (at most "
-                            f"{lim.total}); try again in a moment")
+                        return (
+                            f"the service is already answering {len(mine)} connections "
+                            f"of yours (at most {lim.per_uid} at once); wait for some to "
+                            "finish and try again"
+                        )
+                    return (
+                        f"the service is serving {total} connections (at most "
+                        f"{lim.total}); try again in a moment"
+                    )
                 victim = idle[0]
                 victim.evicted = True
                 owner.remove(victim)
@@ -166,17 +177,21 @@ class RequestServer:
                         return
                     conn.busy = True
                 try:
-                    request = recv_obj(conn.sock, lim.request_bytes,
-                                       time.monotonic() + lim.receive_s)
+                    request = recv_obj(
+                        conn.sock, lim.request_bytes, time.monotonic() + lim.receive_s
+                    )
                 except FrameError as e:
                     conn.sock.settimeout(lim.receive_s)
                     conn.sock.sendall(encode(session.refusal(f"a malformed request: {e}")))
                     return
                 answer = encode(session.handle(request))
                 if len(answer) - 4 > lim.result_bytes:
-                    answer = encode(session.refusal(
-                        f"its answer is {len(answer) - 4:,} bytes, more than the "
-                        f"{lim.result_bytes:,} the service sends; ask for less"))
+                    answer = encode(
+                        session.refusal(
+                            f"its answer is {len(answer) - 4:,} bytes, more than the "
+                            f"{lim.result_bytes:,} the service sends; ask for less"
+                        )
+                    )
                 conn.sock.settimeout(lim.receive_s)
                 conn.sock.sendall(answer)
                 with self._lock:

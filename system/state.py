@@ -281,9 +281,17 @@ def _ready_in(row: SystemRow, now: float) -> float | None:
     return None if row.activating_until is None else row.activating_until - now
 
 
-def action_refusal(action: Action, row: SystemRow, now: float, *, command: str,
-                   by_clock: bool, is_admin: bool, denied: str,
-                   several: bool = False) -> CsError | None:
+def action_refusal(
+    action: Action,
+    row: SystemRow,
+    now: float,
+    *,
+    command: str,
+    by_clock: bool,
+    is_admin: bool,
+    denied: str,
+    several: bool = False,
+) -> CsError | None:
     """Why `action` may not happen to `row` now (role first, then state), or None. `denied` is
     the sentence a non-admin sees; `several`: name the system (a cluster of several)."""
     if action in INTERNAL_ACTIONS and not by_clock:
@@ -340,8 +348,9 @@ def expect_refusal(row: SystemRow, expect: ExecMode | None) -> CsError | None:
     )
 
 
-def others_refusal(row: SystemRow, mode: ExecMode, user: str,
-                   origin: tuple[str, float] | None) -> CsError | None:
+def others_refusal(
+    row: SystemRow, mode: ExecMode, user: str, origin: tuple[str, float] | None
+) -> CsError | None:
     """A `config execmode setup` that would silently replace another account's different
     pending choice (`origin`: who made the pending choice, and when)."""
     if row.configured_mode is row.active_mode or mode is row.configured_mode:
@@ -353,15 +362,19 @@ def others_refusal(row: SystemRow, mode: ExecMode, user: str,
     return InvalidTransition(
         f"{origin[0]} chose {row.configured_mode} at {when} (pending until `system "
         f"activate`); nothing changed: agree with {origin[0]} first, or replace that choice "
-        f"on purpose (`config execmode setup {word} --yes`).")
+        f"on purpose (`config execmode setup {word} --yes`)."
+    )
 
 
 def job_refusal(row: SystemRow, mode: ExecMode, now: float) -> CsError | None:
     """Why a job in `mode` cannot start on this system (its state, its active mode), or None."""
     if row.state is not State.ACTIVE:
         return JobRefused(
-            JOB_REFUSALS[row.state].format(name=row.name, ready=ready_text(_ready_in(row, now)),
-                                           reason=row.fault_reason or "no reason given")
+            JOB_REFUSALS[row.state].format(
+                name=row.name,
+                ready=ready_text(_ready_in(row, now)),
+                reason=row.fault_reason or "no reason given",
+            )
         )
     if row.active_mode is not mode:
         return JobRefused(
@@ -391,9 +404,11 @@ def systems_refusal(rows: list[SystemRow], mode: ExecMode, now: float) -> CsErro
 
 def held_refusal(name: str, holder: int, who: str) -> str:
     """A system of the job is held by another job (`who` describes it)."""
-    return (f"System {name} is in use by {who}; wait for it to end (`jobs show`), "
-            f"cancel it (`jobs cancel {holder}`), or start this job on another system "
-            "(--cs_ip).")
+    return (
+        f"System {name} is in use by {who}; wait for it to end (`jobs show`), "
+        f"cancel it (`jobs cancel {holder}`), or start this job on another system "
+        "(--cs_ip)."
+    )
 
 
 def _row_text(row: SystemRow, now: float) -> str:
@@ -420,4 +435,4 @@ def _fix_text(row: SystemRow, mode: ExecMode) -> str:
         if row.configured_mode is not mode:
             steps.append(f"config execmode setup {word}")
         steps.append("system activate")
-    return f"an admin runs `cs --system {row.name} -c \"{'; '.join(steps)}\"`"
+    return f'an admin runs `cs --system {row.name} -c "{"; ".join(steps)}"`'

@@ -132,8 +132,13 @@ def default_home() -> Path:
 class Store:
     """An open system store; use `transaction()` for every change."""
 
-    def __init__(self, home: Path, path: Path, conn: sqlite3.Connection | None,
-                 remote: RemoteConnection | None = None) -> None:
+    def __init__(
+        self,
+        home: Path,
+        path: Path,
+        conn: sqlite3.Connection | None,
+        remote: RemoteConnection | None = None,
+    ) -> None:
         self.home = home
         self.path = path
         self._conn = conn  # None only for a member (remote)
@@ -205,9 +210,11 @@ class Store:
         version = remote.schema
         if version != SCHEMA_VERSION:
             remote.close()
-            raise StoreError(f"the shared system store at {path} has schema {version}, this "
-                             f"cs2sim needs {SCHEMA_VERSION}; ask its owner to open it once "
-                             "with this cs2sim.")
+            raise StoreError(
+                f"the shared system store at {path} has schema {version}, this "
+                f"cs2sim needs {SCHEMA_VERSION}; ask its owner to open it once "
+                "with this cs2sim."
+            )
         return store
 
     def _version(self) -> int | None:
@@ -274,7 +281,8 @@ class Store:
             raise StoreError(
                 f"the system store at {self.path} is shared through its owner's store service, "
                 "which runs the store's operations, not SQL; this cs2sim tried to read it "
-                "directly (a defect: report it).")
+                "directly (a defect: report it)."
+            )
         return self._conn
 
     def limit_work(self, over: Callable[[], bool]) -> None:
@@ -347,13 +355,18 @@ class Store:
             return StoreError(
                 f"an operation on the system store at {self.path} ran longer than the store "
                 "service allows and was undone; ask for less (e.g. `audit show --last 100`), "
-                "or try again.")
+                "or try again."
+            )
         if "append-only" in text:
-            return StoreError(f"the audit log of the system store at {self.path} is "
-                              "append-only; nothing was changed.")
+            return StoreError(
+                f"the audit log of the system store at {self.path} is "
+                "append-only; nothing was changed."
+            )
         if "CHECK constraint" in text or "NOT NULL constraint" in text:
-            return StoreError(f"the system store at {self.path} refused a value its schema "
-                              f"does not allow ({text}); nothing was changed.")
+            return StoreError(
+                f"the system store at {self.path} refused a value its schema "
+                f"does not allow ({text}); nothing was changed."
+            )
         if "locked" in text or "busy" in text:
             return StoreError(
                 f"The system store at {self.path} is busy (another cs2sim process held it for "
@@ -391,7 +404,8 @@ def _refuse_links(home: Path, path: Path) -> None:
             raise StoreError(
                 f"the system store file {p} is a symbolic link (to {target}), which cs2sim "
                 f"does not follow; replace it with the store file itself, or set CS2_HOME to "
-                "the directory that holds the store.")
+                "the directory that holds the store."
+            )
         if not stat.S_ISREG(st.st_mode):
             raise _unreadable(p, "it is not a regular file")
 

@@ -37,10 +37,25 @@ from typing import Any
 
 from cs2sim.system.errors import CsError
 
-__all__ = ["Caller", "Operation", "OPERATIONS", "RequestError", "operation", "current_caller",
-           "acting_for", "encode", "decode", "conforms", "wire", "wire_types", "receiver",
-           "FILLS", "MAY",
-           "error_reply", "raise_error"]
+__all__ = [
+    "Caller",
+    "Operation",
+    "OPERATIONS",
+    "RequestError",
+    "operation",
+    "current_caller",
+    "acting_for",
+    "encode",
+    "decode",
+    "conforms",
+    "wire",
+    "wire_types",
+    "receiver",
+    "FILLS",
+    "MAY",
+    "error_reply",
+    "raise_error",
+]
 
 
 class RequestError(CsError):
@@ -121,16 +136,23 @@ OPERATIONS: dict[str, Operation] = {}
 F = typing.TypeVar("F", bound=Callable[..., Any])
 
 
-def operation(name: str, *, args: Mapping[str, Any], fill: Mapping[str, str] | None = None,
-              may: str = "anyone", receiver: str = "store", becomes: bool = False
-              ) -> Callable[[F], F]:
+def operation(
+    name: str,
+    *,
+    args: Mapping[str, Any],
+    fill: Mapping[str, str] | None = None,
+    may: str = "anyone",
+    receiver: str = "store",
+    becomes: bool = False,
+) -> Callable[[F], F]:
     """Declare `fn` an operation of the store (see the module's docstring)."""
     fill = dict(fill or {})
     assert may in MAY and all(v in FILLS for v in fill.values()), (name, may, fill)
 
     def declare(fn: F) -> F:
-        op = Operation(name, fn, dict(args), fill, may, receiver, becomes,
-                       _first_sentence(fn.__doc__ or ""))
+        op = Operation(
+            name, fn, dict(args), fill, may, receiver, becomes, _first_sentence(fn.__doc__ or "")
+        )
         assert name not in OPERATIONS, f"operation {name} declared twice"
         OPERATIONS[name] = op
 
@@ -152,16 +174,22 @@ def operation(name: str, *, args: Mapping[str, Any], fill: Mapping[str, str] | N
     return declare
 
 
-def run(op: Operation, store: Any, caller: Caller, args: dict[str, Any],
-        fills: Mapping[str, Callable[[], Any]]) -> Any:
+def run(
+    op: Operation,
+    store: Any,
+    caller: Caller,
+    args: dict[str, Any],
+    fills: Mapping[str, Callable[[], Any]],
+) -> Any:
     """Run `op` in the service for `caller` with the decoded `args` (checked here)."""
     unknown = set(args) - set(op.args)
     if unknown:
         raise RequestError(f"request {op.name} takes no argument {sorted(unknown)[0]!r}")
     for key, value in args.items():
         if not conforms(value, op.args[key]):
-            raise RequestError(f"request {op.name}: argument {key!r} is not "
-                               f"{_type_name(op.args[key])}")
+            raise RequestError(
+                f"request {op.name}: argument {key!r} is not {_type_name(op.args[key])}"
+            )
     call_args = dict(args)
     for key, source in op.fill.items():
         call_args[key] = fills[source]()
@@ -217,8 +245,11 @@ def _checker(hint: Any) -> Callable[[Any], bool]:
             item = _checker(params[0])
             return lambda v: type(v) is tuple and all(item(x) for x in v)
         each = tuple(_checker(h) for h in params)
-        return lambda v: (type(v) is tuple and len(v) == len(each)
-                          and all(c(x) for c, x in zip(each, v, strict=True)))
+        return lambda v: (
+            type(v) is tuple
+            and len(v) == len(each)
+            and all(c(x) for c, x in zip(each, v, strict=True))
+        )
     if origin is list:
         item = _checker(typing.get_args(hint)[0])
         return lambda v: type(v) is list and all(item(x) for x in v)
@@ -413,8 +444,10 @@ def table_markdown(ops: Mapping[str, Operation] | None = None) -> str:
     """The table as docs/security.md prints it: request, arguments, what the service fills in,
     who may call it, what it does (one row per operation, by name)."""
     ops = OPERATIONS if ops is None else ops
-    rows = ["| request | arguments | filled in by the service | who may call it | what it does |",
-            "|---|---|---|---|---|"]
+    rows = [
+        "| request | arguments | filled in by the service | who may call it | what it does |",
+        "|---|---|---|---|---|",
+    ]
     for name in sorted(ops):
         op = ops[name]
         args = ", ".join(f"`{k}`: {_type_text(v)}" for k, v in op.args.items()) or "-"

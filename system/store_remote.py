@@ -27,8 +27,17 @@ from cs2sim.system import store_ops
 from cs2sim.system.errors import StoreAccessDenied, StoreError
 from cs2sim.system.wire import Closed, FrameError, peer_cred, recv_obj, send_obj
 
-__all__ = ["SOCKET_NAME", "PID_NAME", "SHARED_MARK", "MAX_MESSAGE", "running", "service_pid",
-           "ensure_running", "RemoteConnection", "connect"]
+__all__ = [
+    "SOCKET_NAME",
+    "PID_NAME",
+    "SHARED_MARK",
+    "MAX_MESSAGE",
+    "running",
+    "service_pid",
+    "ensure_running",
+    "RemoteConnection",
+    "connect",
+]
 
 SOCKET_NAME = "store.sock"
 PID_NAME = "store.pid"  # the running service's pid (cs-store stop)
@@ -73,18 +82,21 @@ class RemoteConnection:
             raise StoreAccessDenied(
                 f"permission denied: the system store at {self._path} belongs to {owner}, and "
                 f"its store service does not admit you; ask {owner} to add you to the store's "
-                "group, or set CS2_HOME to a directory of your own.") from None
+                "group, or set CS2_HOME to a directory of your own."
+            ) from None
         except OSError:
             sock.close()
             raise StoreAccessDenied(
                 f"the system store at {self._path} belongs to {owner} and is shared through its "
                 f"store service, which is not running; ask {owner} to run `cs-store share` (it "
-                "starts the service), or set CS2_HOME to a directory of your own.") from None
+                "starts the service), or set CS2_HOME to a directory of your own."
+            ) from None
         if peer_cred(sock).uid != self._owner:  # someone else bound the socket: never talk
             sock.close()
             raise StoreAccessDenied(
                 f"the process serving {self._home / SOCKET_NAME} is not the store's owner "
-                f"{owner}; do not use this store, and tell {owner}.")
+                f"{owner}; do not use this store, and tell {owner}."
+            )
         self._sock = sock
         hello: dict[str, Any] = {"op": "hello"}
         if self._token is not None:
@@ -98,8 +110,10 @@ class RemoteConnection:
         self.schema = schema if isinstance(schema, int) else None
 
     def _lost(self, why: str) -> str:
-        return (f"lost the connection to the store service of {self._path} ({why}); try "
-                "again, or ask the store's owner whether its service is running.")
+        return (
+            f"lost the connection to the store service of {self._path} ({why}); try "
+            "again, or ask the store's owner whether its service is running."
+        )
 
     def _exchange(self, request: dict[str, Any]) -> dict[str, Any]:
         assert self._sock is not None
@@ -184,15 +198,19 @@ def ensure_running(home: Path) -> None:
     home = Path(home)
     if running(home):
         return
-    _spawn_detached([sys.executable, "-m", "cs2sim.scripts.store_service", "serve", str(home)],
-                    home / "store-service.log")
+    _spawn_detached(
+        [sys.executable, "-m", "cs2sim.scripts.store_service", "serve", str(home)],
+        home / "store-service.log",
+    )
     deadline = time.monotonic() + START_WAIT_S
     while time.monotonic() < deadline:
         if running(home):
             return
         time.sleep(0.02)
-    raise StoreError(f"the store service of {home} did not start within {START_WAIT_S:g} s; "
-                     f"see {home / 'store-service.log'}.")
+    raise StoreError(
+        f"the store service of {home} did not start within {START_WAIT_S:g} s; "
+        f"see {home / 'store-service.log'}."
+    )
 
 
 def _spawn_detached(argv: list[str], log: Path) -> None:

@@ -50,8 +50,17 @@ from cs2sim.system.store_remote import (
 )
 from cs2sim.system.wire import PeerCred
 
-__all__ = ["serve", "share", "unshare", "stop", "is_shared", "load_operations", "PID_NAME",
-           "LIMITS", "OP_S"]
+__all__ = [
+    "serve",
+    "share",
+    "unshare",
+    "stop",
+    "is_shared",
+    "load_operations",
+    "PID_NAME",
+    "LIMITS",
+    "OP_S",
+]
 
 LIMITS = Limits()
 OP_S = 10.0  # one operation's SQLite work, at most (then it is interrupted and rolled back)
@@ -70,8 +79,9 @@ def _login_of(uid: int) -> str:
 
 
 def _refusal(text: str) -> dict[str, Any]:
-    return store_ops.error_reply(store_ops.RequestError(f"the store service refused the "
-                                                        f"request: {text}."))
+    return store_ops.error_reply(
+        store_ops.RequestError(f"the store service refused the request: {text}.")
+    )
 
 
 class _Session:
@@ -141,11 +151,15 @@ class _Session:
         except CsError as e:
             return store_ops.error_reply(e)
         except Exception as e:  # noqa: BLE001 - said in one sentence, and logged for the owner
-            sys.stderr.write(f"{time.strftime('%F %T')} {op.name} for {self.os_name}: "
-                             f"{type(e).__name__}: {e}\n")
-            return store_ops.error_reply(StoreError(
-                f"the store service could not do {op.name} ({type(e).__name__}); its owner "
-                f"finds the reason in {self.home / 'store-service.log'}"))
+            sys.stderr.write(
+                f"{time.strftime('%F %T')} {op.name} for {self.os_name}: {type(e).__name__}: {e}\n"
+            )
+            return store_ops.error_reply(
+                StoreError(
+                    f"the store service could not do {op.name} ({type(e).__name__}); its owner "
+                    f"finds the reason in {self.home / 'store-service.log'}"
+                )
+            )
         if op.becomes and getattr(result, "via", None) == "password":
             self.account, self.via = result.name, "password"
             reply["session"] = self._new_token()
@@ -234,8 +248,9 @@ def serve(home: Path) -> None:
         except OSError:
             return False
 
-    RequestServer(srv, lambda _sock, peer: _Session(home, peer), _refusal, LIMITS,
-                  still_ours).serve_forever()
+    RequestServer(
+        srv, lambda _sock, peer: _Session(home, peer), _refusal, LIMITS, still_ours
+    ).serve_forever()
 
 
 # -- the owner's side ---------------------------------------------------------------------------
@@ -254,7 +269,8 @@ def _owner_only(home: Path, what: str) -> None:
     if owner != os.getuid():
         raise PermissionDenied(
             f"Permission denied: only the store's owner {_login_of(owner)} may {what} the "
-            f"store service of {home}; ask them to.")
+            f"store service of {home}; ask them to."
+        )
 
 
 def stop(home: Path) -> bool:
@@ -271,8 +287,10 @@ def stop(home: Path) -> bool:
     while time.monotonic() < deadline and service_pid(home) == pid:
         time.sleep(0.02)
     if service_pid(home) == pid:
-        raise StoreError(f"the store service of {home} (process {pid}) did not stop within "
-                         f"5 s; end it with `kill {pid}`.")
+        raise StoreError(
+            f"the store service of {home} (process {pid}) did not stop within "
+            f"5 s; end it with `kill {pid}`."
+        )
     return True
 
 

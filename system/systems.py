@@ -78,5 +78,6 @@ def system_addresses(store: Store) -> list[tuple[str, str]]:
 
 def _addresses(db: sqlite3.Connection) -> list[tuple[str, str]]:
     rows = db.execute(
-        "SELECT name, ip FROM systems WHERE in_cluster = 1 ORDER BY position").fetchall()
+        "SELECT name, ip FROM systems WHERE in_cluster = 1 ORDER BY position"
+    ).fetchall()
     return [(str(name), str(ip)) for name, ip in rows]

@@ -104,8 +104,9 @@ def authenticate(store: Store, name: str, password: str) -> Identity:
     """Check NAME's password; AuthenticationFailed (audited) if unknown, wrong or passwordless.
     (On a shared store the service checks it: the hashes never leave it.)"""
     if len(name) > 64 or len(password) > 4096:
-        raise AuthenticationFailed("Login failed: a user name or password that long is not "
-                                   "one; check what was typed.")
+        raise AuthenticationFailed(
+            "Login failed: a user name or password that long is not one; check what was typed."
+        )
     with store.read() as db:
         row = db.execute("SELECT role, salt, hash FROM users WHERE name = ?", (name,)).fetchone()
     if row and row[1] is not None and _verify(password, row[1], row[2]):
@@ -128,8 +129,9 @@ def authenticate(store: Store, name: str, password: str) -> Identity:
     raise AuthenticationFailed(message)
 
 
-@operation("account.require_admin", args={"command": str, "system": str},
-           fill={"actor": "identity"})
+@operation(
+    "account.require_admin", args={"command": str, "system": str}, fill={"actor": "identity"}
+)
 def require_admin(store: Store, actor: Identity, command: str, system: str = "") -> None:
     """PermissionDenied (audited as "denied") unless `actor` is an admin."""
     if actor.role is Role.ADMIN:
@@ -150,8 +152,12 @@ def permission_message(actor: Identity, command: str) -> str:
     )
 
 
-@operation("account.add", args={"name": str, "role": Role, "password": str},
-           fill={"actor": "identity"}, may="admin")
+@operation(
+    "account.add",
+    args={"name": str, "role": Role, "password": str},
+    fill={"actor": "identity"},
+    may="admin",
+)
 def add_user(store: Store, actor: Identity, name: str, role: Role, password: str) -> None:
     """Create account NAME with ROLE (admin only)."""
     command = f"user add {name}"
@@ -190,8 +196,12 @@ def remove_user(store: Store, actor: Identity, name: str) -> None:
     _raise(refusal)
 
 
-@operation("account.passwd", args={"name": str, "password": str},
-           fill={"actor": "identity"}, may="self-or-admin")
+@operation(
+    "account.passwd",
+    args={"name": str, "password": str},
+    fill={"actor": "identity"},
+    may="self-or-admin",
+)
 def set_password(store: Store, actor: Identity, name: str, password: str) -> None:
     """Set NAME's password (admins for anyone; users for themselves)."""
     command = f"user passwd {name}"

@@ -32,8 +32,19 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
-__all__ = ["Closed", "FrameError", "LEN", "PeerCred", "peer_cred", "encode", "send_obj",
-           "recv_exact_into", "recv_obj", "recv_body", "unix_address"]
+__all__ = [
+    "Closed",
+    "FrameError",
+    "LEN",
+    "PeerCred",
+    "peer_cred",
+    "encode",
+    "send_obj",
+    "recv_exact_into",
+    "recv_obj",
+    "recv_body",
+    "unix_address",
+]
 
 LEN = struct.Struct("!I")  # the frame's length prefix: 4 bytes, network order
 

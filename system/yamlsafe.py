@@ -60,13 +60,15 @@ class _Loader(yaml.SafeLoader):  # type: ignore[misc,unused-ignore]
         if self.check_event(yaml.AliasEvent):
             self._aliases += 1
             if self._aliases > self.limits.max_aliases:
-                raise _LimitExceeded(f"more than {self.limits.max_aliases} aliases "
-                                     f"(limit max_aliases)")
+                raise _LimitExceeded(
+                    f"more than {self.limits.max_aliases} aliases (limit max_aliases)"
+                )
         self._depth += 1
         try:
             if self._depth > self.limits.max_depth:
-                raise _LimitExceeded(f"nesting deeper than {self.limits.max_depth} levels "
-                                     f"(limit max_depth)")
+                raise _LimitExceeded(
+                    f"nesting deeper than {self.limits.max_depth} levels (limit max_depth)"
+                )
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
@@ -81,7 +83,8 @@ class _Loader(yaml.SafeLoader):  # type: ignore[misc,unused-ignore]
                 break
             if duplicate:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r}", key_node.start_mark)
+                    None, None, f"duplicate key {key!r}", key_node.start_mark
+                )
             seen.add(key)
         mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
         return mapping
@@ -117,8 +120,9 @@ def _expanded_size(root: yaml.Node, limit: int) -> int:
             active.discard(key)
             total = 1 + sum(memo[id(c)] for c in children)
             if total > limit:
-                raise _LimitExceeded(f"more than {limit} nodes once aliases are expanded "
-                                     f"(limit max_nodes)")
+                raise _LimitExceeded(
+                    f"more than {limit} nodes once aliases are expanded (limit max_nodes)"
+                )
             memo[key] = total
             continue
         if key in memo:
@@ -139,8 +143,10 @@ def load_yaml(text: str | bytes, source: str, limits: Limits = DEFAULT_LIMITS) -
     """Parse one YAML document within `limits`; ConfigError (one sentence) on any problem."""
     size = len(text.encode("utf-8") if isinstance(text, str) else text)
     if size > limits.max_bytes:
-        raise ConfigError(f"{source} is {size} bytes, over the {limits.max_bytes}-byte limit "
-                          f"(max_bytes) for a YAML file here; shorten it.")
+        raise ConfigError(
+            f"{source} is {size} bytes, over the {limits.max_bytes}-byte limit "
+            f"(max_bytes) for a YAML file here; shorten it."
+        )
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8")
@@ -156,18 +162,22 @@ def load_yaml(text: str | bytes, source: str, limits: Limits = DEFAULT_LIMITS) -
         _expanded_size(node, limits.max_nodes)
         return loader.construct_document(node)
     except _LimitExceeded as e:
-        raise ConfigError(f"{source} has {e}; a params or cluster file needs nothing like "
-                          f"that: remove the anchors/nesting.") from None
+        raise ConfigError(
+            f"{source} has {e}; a params or cluster file needs nothing like "
+            f"that: remove the anchors/nesting."
+        ) from None
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(f"cannot parse {source}{where}: {e.problem or e.context}; "
-                          f"fix the YAML there.") from None
+        raise ConfigError(
+            f"cannot parse {source}{where}: {e.problem or e.context}; fix the YAML there."
+        ) from None
     except yaml.YAMLError as e:
         raise ConfigError(f"{source}: {str(e).splitlines()[0]}; fix the YAML.") from None
     except RecursionError:  # belt and braces: max_depth should make this unreachable
-        raise ConfigError(f"{source} nests too deeply (limit max_depth "
-                          f"{limits.max_depth}); flatten it.") from None
+        raise ConfigError(
+            f"{source} nests too deeply (limit max_depth {limits.max_depth}); flatten it."
+        ) from None
     finally:
         if loader is not None:
             loader.dispose()

@@ -16,19 +16,25 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
-DEMO_COMMAND = ("python3 -m venv .venv && .venv/bin/pip install -q -e . && "
-                ".venv/bin/python -m scripts.demo")
+DEMO_COMMAND = (
+    "python3 -m venv .venv && .venv/bin/pip install -q -e . && .venv/bin/python -m scripts.demo"
+)
 
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 # a path into the repository as the pages write it: `runtime/job/roles.py`, `tests/slurm/`, ...
-REPO_PATH = re.compile(r"(?<![\w./$<-])((?:system|csshell|runtime|scripts|tests|bench|examples|docs"
-                       r"|\.ci)/[\w./-]*)")
+REPO_PATH = re.compile(
+    r"(?<![\w./$<-])((?:system|csshell|runtime|scripts|tests|bench|examples|docs"
+    r"|\.ci)/[\w./-]*)"
+)
 
 
 def command_lines(block: str) -> list[str]:
     """The lines of a shell snippet that are commands (no blank lines, no comments)."""
-    return [line.strip() for line in block.splitlines()
-            if line.strip() and not line.strip().startswith("#")]
+    return [
+        line.strip()
+        for line in block.splitlines()
+        if line.strip() and not line.strip().startswith("#")
+    ]
 
 
 def opening_block() -> str:
@@ -38,7 +44,7 @@ def opening_block() -> str:
     assert title.startswith("# "), "the README starts with its title"
     assert rest.lstrip("\n").startswith("```"), "the set-up commands come right after the title"
     start = rest.index("\n", rest.index("```")) + 1
-    return rest[start:rest.index("```", start)]
+    return rest[start : rest.index("```", start)]
 
 
 def slug(heading: str) -> str:
@@ -60,8 +66,14 @@ def test_the_readme_opens_with_the_two_commands_and_the_second_is_what_ci_runs()
     demo, tests = command_lines(opening_block())
     assert demo == DEMO_COMMAND
     ci = command_lines((ROOT / ".ci" / "run").read_text())[-1]
-    assert tests == ci == ("python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' && "
-                           ".venv/bin/python -m pytest -n auto --dist loadfile")
+    assert (
+        tests
+        == ci
+        == (
+            "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' && "
+            ".venv/bin/python -m pytest -n auto --dist loadfile"
+        )
+    )
 
 
 def test_every_relative_link_reaches_a_file_and_heading():
@@ -92,12 +104,13 @@ def test_every_repository_path_the_pages_name_exists():
 
 def test_the_readme_code_map_has_a_line_per_runtime_package():
     text = README.read_text()
-    section = text[text.index("\n## Where the code is"):]
-    block = section[section.index("```") + 3:]
-    mapped = {line.split()[0] for line in block[:block.index("```")].splitlines() if line.strip()}
+    section = text[text.index("\n## Where the code is") :]
+    block = section[section.index("```") + 3 :]
+    mapped = {line.split()[0] for line in block[: block.index("```")].splitlines() if line.strip()}
     packages = {f"{p.parent.relative_to(ROOT)}/" for p in (ROOT / "runtime").glob("*/__init__.py")}
     modules = {f"runtime/{p.name}" for p in (ROOT / "runtime").glob("*.py") if p.stem != "__init__"}
     assert packages and modules
     assert packages | modules <= mapped, sorted((packages | modules) - mapped)
     assert all((ROOT / entry).exists() for entry in mapped), sorted(
-        e for e in mapped if not (ROOT / e).exists())
+        e for e in mapped if not (ROOT / e).exists()
+    )

@@ -29,8 +29,12 @@ DIRECT = {
 
 
 def _is_environ(node: ast.AST) -> bool:
-    return (isinstance(node, ast.Attribute) and node.attr == "environ"
-            and isinstance(node.value, ast.Name) and node.value.id == "os")
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == "environ"
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "os"
+    )
 
 
 def _names(node: ast.AST, module: object, calls: dict[str, list[str]]) -> list[str]:
@@ -56,11 +60,17 @@ def env_reads(path: Path) -> list[tuple[int, str]]:
     # helpers like `_timeout(name, default)`: their parameter takes the strings they are called
     # with anywhere in the module
     calls: dict[str, list[str]] = {}
-    helpers = {f.name: [a.arg for a in f.args.args] for f in ast.walk(tree)
-               if isinstance(f, ast.FunctionDef)}
+    helpers = {
+        f.name: [a.arg for a in f.args.args]
+        for f in ast.walk(tree)
+        if isinstance(f, ast.FunctionDef)
+    }
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
-                and node.func.id in helpers:
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in helpers
+        ):
             for param, arg in zip(helpers[node.func.id], node.args, strict=False):
                 calls.setdefault(param, []).extend(_names(arg, module, {}))
     found: list[tuple[int, str]] = []
@@ -69,10 +79,14 @@ def env_reads(path: Path) -> list[tuple[int, str]]:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             f = node.func
             if (f.attr == "get" and _is_environ(f.value)) or (
-                    f.attr == "getenv" and isinstance(f.value, ast.Name) and f.value.id == "os"):
+                f.attr == "getenv" and isinstance(f.value, ast.Name) and f.value.id == "os"
+            ):
                 target = node.args[0] if node.args else None
-        elif isinstance(node, ast.Subscript) and _is_environ(node.value) \
-                and isinstance(node.ctx, ast.Load):
+        elif (
+            isinstance(node, ast.Subscript)
+            and _is_environ(node.value)
+            and isinstance(node.ctx, ast.Load)
+        ):
             target = node.slice
         elif isinstance(node, ast.Compare) and any(_is_environ(c) for c in node.comparators):
             target = node.left
@@ -88,8 +102,11 @@ def all_reads() -> list[tuple[str, int, str]]:
             if "__pycache__" in path.parts or path.name == "__main__.py":
                 continue
             rel = path.relative_to(ROOT).as_posix()
-            out += [(rel, line, name) for line, name in env_reads(path)
-                    if name.startswith(knobs.PREFIXES)]
+            out += [
+                (rel, line, name)
+                for line, name in env_reads(path)
+                if name.startswith(knobs.PREFIXES)
+            ]
     return out
 
 
@@ -97,14 +114,16 @@ READS = all_reads()
 
 
 def test_every_knob_read_anywhere_is_in_the_table() -> None:
-    missing = sorted({f"{name} ({f}:{line})" for f, line, name in READS
-                      if name not in knobs.KNOBS})
+    missing = sorted({f"{name} ({f}:{line})" for f, line, name in READS if name not in knobs.KNOBS})
     assert not missing, f"undocumented environment knobs: {', '.join(missing)}"
 
 
 def test_knobs_are_read_only_through_system_knobs() -> None:
-    direct = [f"{f}:{line} reads {name}" for f, line, name in READS
-              if f != "system/knobs.py" and (f, name) not in DIRECT]
+    direct = [
+        f"{f}:{line} reads {name}"
+        for f, line, name in READS
+        if f != "system/knobs.py" and (f, name) not in DIRECT
+    ]
     assert not direct, "read through system/knobs.py instead: " + "; ".join(direct)
 
 
@@ -130,4 +149,5 @@ def test_the_docs_table_is_the_knobs_table() -> None:
     page = (ROOT / "docs" / "environment.md").read_text()
     assert knobs.markdown_table() in page, (
         "docs/environment.md's table differs from system/knobs.py: paste "
-        "knobs.markdown_table() into it")
+        "knobs.markdown_table() into it"
+    )

@@ -25,22 +25,33 @@ ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 LINTER = PYPROJECT["tool"]["importlinter"]
 FOLDERS = ("system", "csshell", "runtime", "scripts")
-CONTRACT_TYPES = {"layers": LayersContract, "forbidden": ForbiddenContract,
-                  "acyclic_siblings": AcyclicSiblingsContract}
+CONTRACT_TYPES = {
+    "layers": LayersContract,
+    "forbidden": ForbiddenContract,
+    "acyclic_siblings": AcyclicSiblingsContract,
+}
 
 
 def test_lint_imports_passes_as_a_user_runs_it(tmp_path: Path) -> None:
     exe = Path(sys.executable).with_name("lint-imports")
-    proc = subprocess.run([str(exe), "--config", str(ROOT / "pyproject.toml"), "--no-cache"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [str(exe), "--config", str(ROOT / "pyproject.toml"), "--no-cache"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert f"Contracts: {len(LINTER['contracts'])} kept, 0 broken." in proc.stdout
 
 
 def build() -> grimp.ImportGraph:
     """The project's import graph, built as lint-imports builds it (a fresh one each call)."""
-    return grimp.build_graph(*LINTER["root_packages"], cache_dir=None,
-                             exclude_type_checking_imports=LINTER["exclude_type_checking_imports"])
+    return grimp.build_graph(
+        *LINTER["root_packages"],
+        cache_dir=None,
+        exclude_type_checking_imports=LINTER["exclude_type_checking_imports"],
+    )
 
 
 def kept(graph: grimp.ImportGraph) -> dict[str, bool]:
@@ -59,18 +70,32 @@ def kept(graph: grimp.ImportGraph) -> dict[str, bool]:
 def test_contracts_fail_on_an_upward_import_and_on_a_circle() -> None:
     assert all(kept(build()).values())
     upward = build()  # a layer imports the models above it
-    upward.add_import(importer="cs2sim.runtime.nn.dense", imported="cs2sim.runtime.modelzoo",
-                      line_number=1, line_contents="import cs2sim.runtime.modelzoo")
+    upward.add_import(
+        importer="cs2sim.runtime.nn.dense",
+        imported="cs2sim.runtime.modelzoo",
+        line_number=1,
+        line_contents="import cs2sim.runtime.modelzoo",
+    )
     broken = [name for name, ok in kept(upward).items() if not ok]
-    assert broken == ["runtime: the models on top, the front end, the job, the loop, ... the "
-                      "bottom utilities", "no import circles inside any package"]
+    assert broken == [
+        "runtime: the models on top, the front end, the job, the loop, ... the bottom utilities",
+        "no import circles inside any package",
+    ]
     console = build()  # the system model reaches into the console
-    console.add_import(importer="cs2sim.system.machine", imported="cs2sim.csshell.render",
-                       line_number=1, line_contents="import cs2sim.csshell.render")
+    console.add_import(
+        importer="cs2sim.system.machine",
+        imported="cs2sim.csshell.render",
+        line_number=1,
+        line_contents="import cs2sim.csshell.render",
+    )
     assert not kept(console)["nothing imports the console"]
     circle = build()  # two siblings of system/ import each other
-    circle.add_import(importer="cs2sim.system.errors", imported="cs2sim.system.state",
-                      line_number=1, line_contents="import cs2sim.system.state")
+    circle.add_import(
+        importer="cs2sim.system.errors",
+        imported="cs2sim.system.state",
+        line_number=1,
+        line_contents="import cs2sim.system.state",
+    )
     assert not kept(circle)["no import circles inside any package"]
 
 
@@ -78,12 +103,19 @@ def test_every_package_of_the_folders_is_installed_under_the_one_import_name() -
     setuptools = PYPROJECT["tool"]["setuptools"]
     assert setuptools["package-dir"] == {"": "src"}  # src/cs2sim/<folder> -> ../../<folder>
     assert {p.name: p.readlink() for p in (ROOT / "src" / "cs2sim").iterdir()} == {
-        f: Path("..", "..", f) for f in FOLDERS}
-    on_disk = {"cs2sim." + ".".join(p.parent.relative_to(ROOT).parts)
-               for f in FOLDERS for p in (ROOT / f).rglob("__init__.py")}
+        f: Path("..", "..", f) for f in FOLDERS
+    }
+    on_disk = {
+        "cs2sim." + ".".join(p.parent.relative_to(ROOT).parts)
+        for f in FOLDERS
+        for p in (ROOT / f).rglob("__init__.py")
+    }
     assert set(setuptools["packages"]) == on_disk | {"cs2sim"}
-    assert all(ep.split(":")[0].startswith("cs2sim.")
-               for section in PYPROJECT["project"]["scripts"].values() for ep in [section])
+    assert all(
+        ep.split(":")[0].startswith("cs2sim.")
+        for section in PYPROJECT["project"]["scripts"].values()
+        for ep in [section]
+    )
 
 
 def test_runtime_root_keeps_a_handful_of_modules() -> None:
@@ -113,8 +145,11 @@ MAX_MODULE_LINES = 600  # past this a module usually holds two roles: split it b
 
 
 def test_no_module_of_the_code_folders_is_over_600_lines() -> None:
-    sizes = {str(p.relative_to(ROOT)): len(p.read_text().splitlines())
-             for f in FOLDERS for p in (ROOT / f).rglob("*.py")}
+    sizes = {
+        str(p.relative_to(ROOT)): len(p.read_text().splitlines())
+        for f in FOLDERS
+        for p in (ROOT / f).rglob("*.py")
+    }
     assert len(sizes) > 100, "the code folders were not found"  # the check reads real files
     over = {path: n for path, n in sizes.items() if n > MAX_MODULE_LINES}
     assert not over, f"split by role: {over}"

@@ -39,7 +39,7 @@ FORMAT = Option("--output-format", "Print as text (default) or JSON.", choices=(
 YES = Option("--yes", "Answer yes to the confirmation (for scripts).")
 FORCE = Option(
     "--force",
-    "Also with jobs running: they stop at their next step (checkpoints written are kept)."
+    "Also with jobs running: they stop at their next step (checkpoints written are kept).",
 )
 MODE_WORDS = ("pipelined", "weight-streaming")
 PASSWORD_FILE = Option(
@@ -113,8 +113,14 @@ ROWS: tuple[Command, ...] = (
         "system use",
         "Act on another CS-2 system from now on (as `cs --system NAME`).",
         system_use,
-        args=(Arg("name", "The system's name or IP, as `system list` shows them.", required=True,
-                  live="system"),),
+        args=(
+            Arg(
+                "name",
+                "The system's name or IP, as `system list` shows them.",
+                required=True,
+                live="system",
+            ),
+        ),
     ),
     Command(
         "system standby",
@@ -155,15 +161,29 @@ ROWS: tuple[Command, ...] = (
             Option("--last", "How many entries, the newest (default 20).", metavar="N"),
             Option("--all", "Every matching entry."),
             Option("--user", "Only this account's entries.", metavar="NAME", live="user"),
-            Option("--command", "Only entries whose command has these words (`standby`).",
-                   metavar="WORDS"),
-            Option("--outcome", "Only entries that ended so.",
-                   choices=("ok", "refused", "denied", "failed")),
-            Option("--since", "From this time on: a duration back (30m, 1h, 2d) or a time "
-                   "(10:00, 2026-11-26 10:00).", metavar="TIME"),
+            Option(
+                "--command",
+                "Only entries whose command has these words (`standby`).",
+                metavar="WORDS",
+            ),
+            Option(
+                "--outcome",
+                "Only entries that ended so.",
+                choices=("ok", "refused", "denied", "failed"),
+            ),
+            Option(
+                "--since",
+                "From this time on: a duration back (30m, 1h, 2d) or a time "
+                "(10:00, 2026-11-26 10:00).",
+                metavar="TIME",
+            ),
             Option("--until", "Before this time (same forms as --since).", metavar="TIME"),
-            Option("--system", "This system's entries (name or IP), or `all` systems "
-                   "(default: the current one).", metavar="NAME", live="system"),
+            Option(
+                "--system",
+                "This system's entries (name or IP), or `all` systems (default: the current one).",
+                metavar="NAME",
+                live="system",
+            ),
             FORMAT,
         ),
         pages=True,
@@ -195,8 +215,11 @@ ROWS: tuple[Command, ...] = (
         options=(
             Option("--watch", "Redraw the queue every 2 s until Ctrl-C."),
             Option("--all", "Also show jobs that have ended (most recent first)."),
-            Option("--limit", "Show at most N jobs (default: all in the console, paged; 200 in "
-                   "scripts; 0: all).", metavar="N"),
+            Option(
+                "--limit",
+                "Show at most N jobs (default: all in the console, paged; 200 in scripts; 0: all).",
+                metavar="N",
+            ),
             FORMAT,
         ),
         pages=True,
@@ -206,8 +229,12 @@ ROWS: tuple[Command, ...] = (
         "Cancel a queued or running launch (its owner or an admin).",
         jobs_cancel,
         args=(
-            Arg("id", "The job id from `jobs show` or `system show` (12 or 12+0).", required=True,
-                live="job"),
+            Arg(
+                "id",
+                "The job id from `jobs show` or `system show` (12 or 12+0).",
+                required=True,
+                live="job",
+            ),
         ),
     ),
     Command(
@@ -216,11 +243,12 @@ ROWS: tuple[Command, ...] = (
         jobs_log,
         args=(Arg("id", "The job id (from `jobs show`).", required=True, live="job"),),
         options=(
-            Option("--task", "Only task K's log (its SLURM_PROCID; 0 is the chief).",
-                   metavar="K"),
+            Option("--task", "Only task K's log (its SLURM_PROCID; 0 is the chief).", metavar="K"),
             Option("--tail", "Only the last N lines of each log.", metavar="N"),
-            Option("--follow", "Keep printing what is appended until the job ends (Ctrl-C "
-                   "stops following)."),
+            Option(
+                "--follow",
+                "Keep printing what is appended until the job ends (Ctrl-C stops following).",
+            ),
         ),
         pages=True,
     ),

@@ -34,8 +34,13 @@ def software_show(ctx: Context, inv: Invocation) -> None:
         ctx.echo(line)
 
 
-OUTCOME_WORDS = {"ok": "ok", "refused": "refused", "denied": "denied", "failed": "error",
-                 "error": "error"}
+OUTCOME_WORDS = {
+    "ok": "ok",
+    "refused": "refused",
+    "denied": "denied",
+    "failed": "error",
+    "error": "error",
+}
 
 
 def _audit_query(ctx: Context, inv: Invocation) -> AuditQuery:
@@ -95,8 +100,9 @@ def audit_show(ctx: Context, inv: Invocation) -> None:
             ctx.warn(f"{left_out} older matching entries not shown; `--all` lists them.")
         return
     if not entries:
-        filtered = any(inv.option(k) is not None
-                       for k in ("user", "command", "outcome", "since", "until"))
+        filtered = any(
+            inv.option(k) is not None for k in ("user", "command", "outcome", "since", "until")
+        )
         ctx.echo("No audit entries match." if filtered else "The audit log is empty.")
         return
     # several systems' rows (a cluster, or --system all): a column says which is which
@@ -117,8 +123,10 @@ def audit_show(ctx: Context, inv: Invocation) -> None:
     columns = (*AUDIT_COLUMNS[:3], "system", *AUDIT_COLUMNS[3:]) if several else AUDIT_COLUMNS
     ctx.table_out(columns, rows)
     if left_out:
-        ctx.echo(f"... and {left_out} older matching entries not shown; `--all` lists them "
-                 "(or `--last N`).")
+        ctx.echo(
+            f"... and {left_out} older matching entries not shown; `--all` lists them "
+            "(or `--last N`)."
+        )
 
 
 def _change(before: str, after: str) -> str:
@@ -163,11 +171,18 @@ def user_list(ctx: Context, inv: Invocation) -> None:
     if inv.option("output_format") == "json":
         import json
 
-        ctx.echo(json.dumps({
-            "users": [{"name": name, "role": str(role), "created_at": created}
-                      for name, role, created in accounts],
-            "you": {"name": me.name, "role": str(me.role), "via": str(me.via)},
-        }), wrap=False)
+        ctx.echo(
+            json.dumps(
+                {
+                    "users": [
+                        {"name": name, "role": str(role), "created_at": created}
+                        for name, role, created in accounts
+                    ],
+                    "you": {"name": me.name, "role": str(me.role), "via": str(me.via)},
+                }
+            ),
+            wrap=False,
+        )
         return
     rows = [(name, role, clock(created)) for name, role, created in accounts]
     ctx.table_out(("name", "role", "created"), rows)

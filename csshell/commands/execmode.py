@@ -14,7 +14,11 @@ if TYPE_CHECKING:
     from cs2sim.system.machine import SystemStatus
 
 __all__ = [
-    "execmode_show", "execmode_setup", "menu_options", "execmode_withdraw", "mode_lines",
+    "execmode_show",
+    "execmode_setup",
+    "menu_options",
+    "execmode_withdraw",
+    "mode_lines",
     "SETUP_MESSAGE",
 ]
 
@@ -76,8 +80,7 @@ def execmode_setup(ctx: Context, inv: Invocation) -> None:
     machine.check(ctx.identity, Action.SETUP)  # refuse before showing the menu
     status = machine.status()
     origin = machine.mode_origin()
-    theirs = (status.pending_mode_change and origin is not None
-              and origin.user != ctx.identity.name)
+    theirs = status.pending_mode_change and origin is not None and origin.user != ctx.identity.name
     raw = inv.args.get("mode")
     if raw is not None:
         mode = ExecMode.parse(raw)
@@ -104,8 +107,9 @@ def menu_options(status: SystemStatus, pending_by: str | None) -> list[tuple[Exe
     mode the system runs is `(active)` and the pending one says so and, when another account
     chose it, whose it is (it is nobody's "current" mode)."""
     if not status.pending_mode_change:  # configured = active: the one mode it runs
-        return [(m, f"{m.label} (current)" if m is status.active_mode else m.label)
-                for m in ExecMode]
+        return [
+            (m, f"{m.label} (current)" if m is status.active_mode else m.label) for m in ExecMode
+        ]
     options = []
     for m in ExecMode:
         notes = []
@@ -117,8 +121,7 @@ def menu_options(status: SystemStatus, pending_by: str | None) -> list[tuple[Exe
     return options
 
 
-def _ask_to_replace(ctx: Context, status: SystemStatus, origin: AuditEntry,
-                    mode: ExecMode) -> bool:
+def _ask_to_replace(ctx: Context, status: SystemStatus, origin: AuditEntry, mode: ExecMode) -> bool:
     """Another admin chose a different pending mode: on a terminal, ask (a "no" is audited and
     cancels); a script gets False (the system then refuses, audited)."""
     from cs2sim.csshell.context import Cancelled
@@ -126,14 +129,17 @@ def _ask_to_replace(ctx: Context, status: SystemStatus, origin: AuditEntry,
 
     if not ctx.can_ask:
         return False
-    ctx.echo(f"Note: {origin.user} chose {status.configured_mode.label} at {clock(origin.at)} "
-             "(pending until `system activate`).")
+    ctx.echo(
+        f"Note: {origin.user} chose {status.configured_mode.label} at {clock(origin.at)} "
+        "(pending until `system activate`)."
+    )
     question = f"Replace it with {mode.label}?"
     if ctx.prompter.confirm(question, "config execmode setup"):
         return True
     ctx.machine.record_declined(ctx.identity, Action.SETUP, question)
-    raise Cancelled(f"Cancelled; {status.configured_mode.label} stays configured, as "
-                    f"{origin.user} chose.")
+    raise Cancelled(
+        f"Cancelled; {status.configured_mode.label} stays configured, as {origin.user} chose."
+    )
 
 
 def execmode_withdraw(ctx: Context, inv: Invocation) -> None:

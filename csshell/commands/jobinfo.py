@@ -22,7 +22,13 @@ if TYPE_CHECKING:
     from cs2sim.system.sched.queue import QueueJob
 
 __all__ = [
-    "slurm_backend", "find_job", "job_data", "job_detail", "jobs_log", "job_id", "log_dir",
+    "slurm_backend",
+    "find_job",
+    "job_data",
+    "job_detail",
+    "jobs_log",
+    "job_id",
+    "log_dir",
     "component_roles",
 ]
 
@@ -139,10 +145,15 @@ def job_detail(ctx: Context, number: int, json_out: bool) -> None:
     for k, (comp, role) in enumerate(zip(job.components, component_roles(job), strict=True)):
         where = compress(list(job.nodes[k])) if k < len(job.nodes) and job.nodes[k] else "-"
         label = f"Nodes {job.id}+{k}" if job.het_size > 1 else "Nodes"
-        pairs.append((label, f"{where} ({comp.nodes} node(s) x {comp.tasks_per_node} task(s): "
-                             f"{role})"))
-    pairs.append(("Logs", f"{folder}/ ({len(logs)} task log(s): `jobs log {job.id}`)"
-                  if logs else "none yet"))
+        pairs.append(
+            (label, f"{where} ({comp.nodes} node(s) x {comp.tasks_per_node} task(s): {role})")
+        )
+    pairs.append(
+        (
+            "Logs",
+            f"{folder}/ ({len(logs)} task log(s): `jobs log {job.id}`)" if logs else "none yet",
+        )
+    )
     for line in kv_lines(pairs):
         ctx.echo(line)
 
@@ -184,8 +195,11 @@ def jobs_log(ctx: Context, inv: Invocation) -> None:
     number = job_id(inv.args["id"])
     job = find_job(ctx, number)
     folder = log_dir(ctx, number)
-    logs = {int(p.stem.split("-", 1)[1]): p for p in folder.glob("task-*.log")} \
-        if folder is not None else {}
+    logs = (
+        {int(p.stem.split("-", 1)[1]): p for p in folder.glob("task-*.log")}
+        if folder is not None
+        else {}
+    )
     task = inv.option("task")
     if task is not None:
         if not (task.isascii() and task.isdigit()):
@@ -211,8 +225,14 @@ def jobs_log(ctx: Context, inv: Invocation) -> None:
         _follow(ctx, number, folder, ends, task, label)
 
 
-def _follow(ctx: Context, number: int, folder: Path | None, ends: dict[int, int],
-            task: str | None, label: bool) -> None:
+def _follow(
+    ctx: Context,
+    number: int,
+    folder: Path | None,
+    ends: dict[int, int],
+    task: str | None,
+    label: bool,
+) -> None:
     """Print what the tasks append until the job has ended and nothing more comes; Ctrl-C
     stops following (the job goes on)."""
     from cs2sim.system.sched import queue
@@ -222,8 +242,11 @@ def _follow(ctx: Context, number: int, folder: Path | None, ends: dict[int, int]
         while True:
             ended = queue.state(ctx.store, number).state not in ("PENDING", "RUNNING")
             folder = folder or log_dir(ctx, number)
-            paths = {int(p.stem.split("-", 1)[1]): p for p in folder.glob("task-*.log")} \
-                if folder is not None else {}
+            paths = (
+                {int(p.stem.split("-", 1)[1]): p for p in folder.glob("task-*.log")}
+                if folder is not None
+                else {}
+            )
             if task is not None:
                 paths = {k: p for k, p in paths.items() if str(k) == task}
             for k, path in sorted(paths.items()):

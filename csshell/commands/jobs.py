@@ -22,9 +22,7 @@ if TYPE_CHECKING:
     from cs2sim.csshell.table import Invocation
     from cs2sim.system.sched.queue import Listing, QueueJob
 
-__all__ = [
-    "jobs_show", "jobs_cancel", "JOBS_COLUMNS", "squeue_time", "queue_rows", "not_shown"
-]
+__all__ = ["jobs_show", "jobs_cancel", "JOBS_COLUMNS", "squeue_time", "queue_rows", "not_shown"]
 
 JOBS_COLUMNS = ("JOBID", "NAME", "USER", "ST", "TIME", "NODES", "NODELIST(REASON)")
 ST = {"PENDING": "PD", "RUNNING": "R", "COMPLETED": "CD", "FAILED": "F", "CANCELLED": "CA"}
@@ -43,8 +41,7 @@ def squeue_time(seconds: float) -> str:
     return f"{minutes}:{s:02d}"
 
 
-def queue_rows(jobs: list[QueueJob], now: float,
-               systems: bool = False) -> list[tuple[str, ...]]:
+def queue_rows(jobs: list[QueueJob], now: float, systems: bool = False) -> list[tuple[str, ...]]:
     """One row per job component, squeue style; with `systems`, a last column naming the CS-2
     systems the job holds (on its first component's row)."""
     from cs2sim.system.sched.hostlist import compress
@@ -65,8 +62,15 @@ def queue_rows(jobs: list[QueueJob], now: float,
                 where = compress(list(job.nodes[k]))
             else:
                 where = f"({job.reason})" if job.reason else ""
-            row: tuple[str, ...] = (jobid, job.name, job.user, ST.get(job.state, job.state),
-                   squeue_time(elapsed), str(comp.nodes), where)
+            row: tuple[str, ...] = (
+                jobid,
+                job.name,
+                job.user,
+                ST.get(job.state, job.state),
+                squeue_time(elapsed),
+                str(comp.nodes),
+                where,
+            )
             if systems:
                 row += (",".join(job.systems) if k == 0 and job.systems else "-",)
             rows.append(row)
@@ -81,8 +85,9 @@ def _limit(ctx: Context, inv: Invocation, json_out: bool) -> int | None:
     if raw is None:
         return None if json_out or ctx.interactive else DEFAULT_LIMIT
     if not (str(raw).isascii() and str(raw).isdigit()):
-        raise UsageError(f"--limit {raw} is not a number of jobs; give one, e.g. --limit 50 "
-                         "(0 shows every job).")
+        raise UsageError(
+            f"--limit {raw} is not a number of jobs; give one, e.g. --limit 50 (0 shows every job)."
+        )
     return min(int(raw), 2**63 - 1) or None  # SQLite's largest LIMIT: more means "all"
 
 
@@ -95,8 +100,10 @@ def not_shown(listing: Listing, all_states: bool) -> str | None:
         parts.append(f"{listing.hidden_pending} more pending")
     if listing.hidden_ended:
         parts.append(f"{listing.hidden_ended} older ended")
-    return (f"... and {' and '.join(parts)} job(s) not shown; `jobs show"
-            f"{' --all' if all_states else ''} --limit 0` lists them all.")
+    return (
+        f"... and {' and '.join(parts)} job(s) not shown; `jobs show"
+        f"{' --all' if all_states else ''} --limit 0` lists them all."
+    )
 
 
 WATCH_S = 2.0  # `jobs show --watch` redraws this often, as `watch` does by default
@@ -111,22 +118,28 @@ def jobs_show(ctx: Context, inv: Invocation) -> None:
     json_out = inv.option("output_format") == "json"
     if inv.args.get("id") is not None:
         if inv.option("watch") or inv.option("all") or inv.option("limit") is not None:
-            raise UsageError("`jobs show N` shows one job; --all, --limit and --watch are for "
-                             "the queue (`jobs show --watch`).")
+            raise UsageError(
+                "`jobs show N` shows one job; --all, --limit and --watch are for "
+                "the queue (`jobs show --watch`)."
+            )
         job_detail(ctx, job_id(inv.args["id"]), json_out)
         return
     if not inv.option("watch"):
         _queue_show(ctx, inv)
         return
     if json_out:
-        raise UsageError("--watch redraws a table; for JSON, run `jobs show "
-                         "--output-format=json` when you need it.")
+        raise UsageError(
+            "--watch redraws a table; for JSON, run `jobs show "
+            "--output-format=json` when you need it."
+        )
     try:
         while True:
             if ctx.is_terminal:
                 ctx.out.write(CLEAR)
-            ctx.echo(f"Every {WATCH_S:g} s: jobs show{' --all' if inv.option('all') else ''}"
-                     f"    {time.strftime('%H:%M:%S')}  (Ctrl-C stops)")
+            ctx.echo(
+                f"Every {WATCH_S:g} s: jobs show{' --all' if inv.option('all') else ''}"
+                f"    {time.strftime('%H:%M:%S')}  (Ctrl-C stops)"
+            )
             _queue_show(ctx, inv)
             ctx.flush()
             time.sleep(WATCH_S)
@@ -186,12 +199,15 @@ def jobs_cancel(ctx: Context, inv: Invocation) -> None:
     except NotQueued:
         # a job started without a launcher (run.py --cs_ip by hand): it has a system job id
         stopped = ctx.machine.cancel_job(ctx.identity, int(base))
-        ctx.echo(f"Stopping job {stopped.id} ({stopped.user}: {stopped.command}) on "
-                 f"{stopped.system}: it stops as after Ctrl-C and records itself CANCELLED.")
+        ctx.echo(
+            f"Stopping job {stopped.id} ({stopped.user}: {stopped.command}) on "
+            f"{stopped.system}: it stops as after Ctrl-C and records itself CANCELLED."
+        )
         return
     if job.state == "PENDING":  # it held no nodes: say so, not "its nodes are free"
-        ctx.echo(f"Cancelled job {job.id} (queued, {job.name}, {job.user}); it had not "
-                 "started, so no nodes were held.")
+        ctx.echo(
+            f"Cancelled job {job.id} (queued, {job.name}, {job.user}); it had not "
+            "started, so no nodes were held."
+        )
     else:
-        ctx.echo(f"Cancelled job {job.id} (running, {job.name}, {job.user}); its nodes are "
-                 "free.")
+        ctx.echo(f"Cancelled job {job.id} (running, {job.name}, {job.user}); its nodes are free.")

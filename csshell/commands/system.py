@@ -43,8 +43,9 @@ def _state_text(status: SystemStatus, now: float) -> str:
 def system_show(ctx: Context, inv: Invocation) -> None:
     """State, modes, since when, running jobs and software version of the system."""
     status = ctx.machine.status()
-    status = dataclasses.replace(status, running_jobs=tuple(
-        _with_nodes(ctx, j) for j in status.running_jobs))
+    status = dataclasses.replace(
+        status, running_jobs=tuple(_with_nodes(ctx, j) for j in status.running_jobs)
+    )
     ctx.saw_mode()
     if inv.option("output_format") == "json":
         import json
@@ -83,8 +84,11 @@ def system_show(ctx: Context, inv: Invocation) -> None:
     if status.running_jobs:
         ctx.table_out(JOB_COLUMNS, job_rows(status.running_jobs))
     elif status.held_by is not None and ctx.machine.several:
-        ctx.echo(label.format("Reserved By", f"job {status.held_by} (a launch starting; "
-                              "`jobs show` lists it)"))
+        ctx.echo(
+            label.format(
+                "Reserved By", f"job {status.held_by} (a launch starting; `jobs show` lists it)"
+            )
+        )
 
 
 def _with_nodes(ctx: Context, job: Job) -> Job:
@@ -115,11 +119,23 @@ def system_list(ctx: Context, inv: Invocation) -> None:
     if inv.option("output_format") == "json":
         import json
 
-        ctx.echo(json.dumps([{
-            "system": st.name, "ip": st.ip, "state": str(st.state),
-            "execmode": str(st.configured_mode), "active_execmode": str(st.active_mode),
-            "job": st.held_by, "current": st.name == ctx.machine.name,
-        } for st in statuses]), wrap=False)
+        ctx.echo(
+            json.dumps(
+                [
+                    {
+                        "system": st.name,
+                        "ip": st.ip,
+                        "state": str(st.state),
+                        "execmode": str(st.configured_mode),
+                        "active_execmode": str(st.active_mode),
+                        "job": st.held_by,
+                        "current": st.name == ctx.machine.name,
+                    }
+                    for st in statuses
+                ]
+            ),
+            wrap=False,
+        )
         return
     now = time.time()
     rows = []
@@ -128,11 +144,18 @@ def system_list(ctx: Context, inv: Invocation) -> None:
         left = st.ready_in(now)
         if left is not None:
             state += f" (ready in {seconds(left)})"
-        configured = str(st.configured_mode) + (" (at activate)" if st.pending_mode_change
-                                                else "")
-        rows.append(("*" if st.name == ctx.machine.name else "", st.name, st.ip, state,
-                     str(st.active_mode), configured,
-                     "-" if st.held_by is None else str(st.held_by)))
+        configured = str(st.configured_mode) + (" (at activate)" if st.pending_mode_change else "")
+        rows.append(
+            (
+                "*" if st.name == ctx.machine.name else "",
+                st.name,
+                st.ip,
+                state,
+                str(st.active_mode),
+                configured,
+                "-" if st.held_by is None else str(st.held_by),
+            )
+        )
     ctx.table_out(LIST_COLUMNS, rows)
 
 
@@ -140,8 +163,7 @@ def system_use(ctx: Context, inv: Invocation) -> None:
     """Act on another system of the cluster from now on (as `cs --system NAME`)."""
     ctx.use_system(inv.args["name"])
     status = ctx.machine.status()
-    ctx.echo(f"Now acting on {status.name} ({status.ip}): {status.state}, "
-             f"{status.active_mode}.")
+    ctx.echo(f"Now acting on {status.name} ({status.ip}): {status.state}, {status.active_mode}.")
 
 
 def system_standby(ctx: Context, inv: Invocation) -> None:
@@ -183,10 +205,12 @@ def system_activate(ctx: Context, inv: Invocation) -> None:
     else:
         ctx.echo(boot_plan(status, origin))
         if _unseen_change(ctx, origin) and not _go_ahead(ctx, origin, mode):
-            machine.record_declined(ctx.identity, Action.ACTIVATE,
-                                    f"Boot {machine.name} into {mode.label} mode?")
-            ctx.echo(f"Cancelled; nothing was changed ({machine.name} stays "
-                     f"{machine.status().state}).")
+            machine.record_declined(
+                ctx.identity, Action.ACTIVATE, f"Boot {machine.name} into {mode.label} mode?"
+            )
+            ctx.echo(
+                f"Cancelled; nothing was changed ({machine.name} stays {machine.status().state})."
+            )
             return
         # what was announced is what boots: a change made meanwhile is refused, not booted
         started = machine.activate(ctx.identity, expect=mode)
@@ -253,8 +277,10 @@ def _go_ahead(ctx: Context, origin: AuditEntry | None, mode: ExecMode) -> bool:
     if ctx.can_ask and not ctx.assume_yes:
         ctx.echo(f"Note: {warning}.")
         return ctx.confirm(f"Boot {ctx.machine.name} into {mode.label} mode?", "system activate")
-    ctx.warn(f"{warning}; booting into it (add --expect-mode {_mode_word(mode)} to refuse "
-             "instead when it is not the mode you expect).")
+    ctx.warn(
+        f"{warning}; booting into it (add --expect-mode {_mode_word(mode)} to refuse "
+        "instead when it is not the mode you expect)."
+    )
     return True
 
 

@@ -45,8 +45,9 @@ class Snake(Module):
 class ResidualBlock(Module):
     """x (B, d) -> x + proj(act(fc(norm(x)))) (B, d)."""
 
-    def __init__(self, dim: int, hidden: int, act: str, rng: np.random.Generator,
-                 policy: Any) -> None:
+    def __init__(
+        self, dim: int, hidden: int, act: str, rng: np.random.Generator, policy: Any
+    ) -> None:
         super().__init__(policy)
         self.norm = LayerNorm(dim, 1e-5, policy)
         self.fc = Dense(dim, hidden, rng, policy=policy)
@@ -79,12 +80,16 @@ class ResidualMLP(Model):
         "width": Key(int, 128, "Width of the residual stream.", check=positive),
         "hidden": Key(int, 256, "Width inside each block.", check=positive),
         "blocks": Key(int, 2, "Residual blocks.", check=positive),
-        "activation": Key(str, "gelu", "Inside each block; snake is this model's own op.",
-                          choices=("gelu", "relu", "tanh", "snake")),
-        "mixed_precision": Key(bool, False,
-                               "16-bit activations (read by numerics/mixed_precision.py)."),
-        "fp16_type": Key(str, None, "16-bit format.", choices=("float16", "bfloat16",
-                                                                 "cbfloat16")),
+        "activation": Key(
+            str,
+            "gelu",
+            "Inside each block; snake is this model's own op.",
+            choices=("gelu", "relu", "tanh", "snake"),
+        ),
+        "mixed_precision": Key(
+            bool, False, "16-bit activations (read by numerics/mixed_precision.py)."
+        ),
+        "fp16_type": Key(str, None, "16-bit format.", choices=("float16", "bfloat16", "cbfloat16")),
     }
 
     def __init__(self, model_params: dict[str, Any], policy: Any, seed: int) -> None:
@@ -93,8 +98,9 @@ class ResidualMLP(Model):
         rng, width = self.init_rng, int(mp["width"])
         self.add_block("embed", Dense(INPUTS, width, rng, policy=policy, needs_dx=False))
         for i in range(int(mp["blocks"])):
-            self.add_block(f"block{i}", ResidualBlock(width, int(mp["hidden"]),
-                                                      mp["activation"], rng, policy))
+            self.add_block(
+                f"block{i}", ResidualBlock(width, int(mp["hidden"]), mp["activation"], rng, policy)
+            )
         self.add_block("logits", Dense(width, CLASSES, rng, policy=policy))
         self.add_block("loss", SoftmaxCrossEntropy(policy))
 

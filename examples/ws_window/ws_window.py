@@ -63,11 +63,15 @@ def switch(base: list[str], system: str | None, mode: str, boot_timeout: float) 
         if now["state"] == "ACTIVE" and now["active_execmode"] == mode:
             return
         if now["state"] == "FAULT":
-            raise Abort(EXIT_FAULT, f"the system went to FAULT while activating: "
-                                    f"{now['fault_reason']}")
+            raise Abort(
+                EXIT_FAULT, f"the system went to FAULT while activating: {now['fault_reason']}"
+            )
         if time.monotonic() > deadline:
-            raise Abort(EXIT_BOOT, f"the system was not ACTIVE in {mode} after "
-                                   f"{boot_timeout:g} s (it is {now['state']})")
+            raise Abort(
+                EXIT_BOOT,
+                f"the system was not ACTIVE in {mode} after "
+                f"{boot_timeout:g} s (it is {now['state']})",
+            )
         time.sleep(0.2)
 
 
@@ -85,8 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         found = show(base, args.system)
         if found["state"] == "FAULT":
-            raise Abort(EXIT_FAULT, f"the system is in FAULT ({found['fault_reason']}); "
-                                    "not touching it")
+            raise Abort(
+                EXIT_FAULT, f"the system is in FAULT ({found['fault_reason']}); not touching it"
+            )
         if found["running_jobs"]:
             ids = ", ".join(str(j["id"]) for j in found["running_jobs"])
             raise Abort(EXIT_BUSY, f"jobs are running on the system ({ids}); try again later")

@@ -39,8 +39,17 @@ from typing import BinaryIO
 
 from cs2sim.system.paths import UnsafePath
 
-__all__ = ["atomic_writer", "atomic_write", "remove_stale_temps", "open_regular", "open_dir",
-           "ensure_dir", "open_append", "NotRegularFile", "UnsafePath"]
+__all__ = [
+    "atomic_writer",
+    "atomic_write",
+    "remove_stale_temps",
+    "open_regular",
+    "open_dir",
+    "ensure_dir",
+    "open_append",
+    "NotRegularFile",
+    "UnsafePath",
+]
 
 _TEMP_RE = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.tmp$")
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
@@ -75,8 +84,11 @@ def open_regular(path: str | os.PathLike[str], *, follow: bool = True) -> Binary
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise NotRegularFile(0, f"{path} is {_kind(st.st_mode)}, not a regular file; "
-                                 "remove it, or point the run at a real file")
+            raise NotRegularFile(
+                0,
+                f"{path} is {_kind(st.st_mode)}, not a regular file; "
+                "remove it, or point the run at a real file",
+            )
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:
@@ -84,8 +96,9 @@ def open_regular(path: str | os.PathLike[str], *, follow: bool = True) -> Binary
         raise
 
 
-def open_dir(path: str | os.PathLike[str], within: str | os.PathLike[str] | None = None,
-             create: bool = True) -> int:
+def open_dir(
+    path: str | os.PathLike[str], within: str | os.PathLike[str] | None = None, create: bool = True
+) -> int:
     """A descriptor of directory `path` (the caller closes it). Below `within`, each component
     is made if missing (`create`) and opened without following a symlink; UnsafePath when one is
     a symlink or not a directory. `within` itself (the user's model_dir) is opened as named."""
@@ -108,9 +121,11 @@ def open_dir(path: str | os.PathLike[str], within: str | os.PathLike[str] | None
             os.close(fd)
             if e.errno in (errno.ENOTDIR, errno.ELOOP):  # a planted file or symlink
                 where = path.joinpath(*parts[: i + 1])
-                raise UnsafePath(f"{where} is a symlink or not a directory, so the run would "
-                                 "write outside its model directory; remove it, or use another "
-                                 "model_dir.") from None
+                raise UnsafePath(
+                    f"{where} is a symlink or not a directory, so the run would "
+                    "write outside its model directory; remove it, or use another "
+                    "model_dir."
+                ) from None
             raise
         os.close(fd)
         fd = nfd
@@ -125,8 +140,9 @@ def ensure_dir(path: str | os.PathLike[str], within: str | os.PathLike[str] | No
 
 
 @contextmanager
-def atomic_writer(path: str | os.PathLike[str], mode: int = 0o644,
-                  within: str | os.PathLike[str] | None = None) -> Iterator[BinaryIO]:
+def atomic_writer(
+    path: str | os.PathLike[str], mode: int = 0o644, within: str | os.PathLike[str] | None = None
+) -> Iterator[BinaryIO]:
     """A binary temp file next to `path`; on success it replaces `path` (file mode `mode`).
     `within`: the directory (model_dir) below which no name is followed (see the module doc)."""
     path = Path(path)
@@ -135,8 +151,10 @@ def atomic_writer(path: str | os.PathLike[str], mode: int = 0o644,
     try:
         with contextlib.suppress(FileNotFoundError):
             if stat.S_ISDIR(os.lstat(name, dir_fd=dfd).st_mode):
-                raise UnsafePath(f"{path} is a directory, where the run writes a file; remove "
-                                 "it, or use another model_dir.")
+                raise UnsafePath(
+                    f"{path} is a directory, where the run writes a file; remove "
+                    "it, or use another model_dir."
+                )
         try:
             fd = os.open(tmp, _NEW_FLAGS, 0o600, dir_fd=dfd)
         except FileExistsError:  # a leftover, or a name planted there: remove the name only
@@ -157,29 +175,37 @@ def atomic_writer(path: str | os.PathLike[str], mode: int = 0o644,
         os.close(dfd)
 
 
-def atomic_write(path: str | os.PathLike[str], data: bytes | str, mode: int = 0o644,
-                 within: str | os.PathLike[str] | None = None) -> None:
+def atomic_write(
+    path: str | os.PathLike[str],
+    data: bytes | str,
+    mode: int = 0o644,
+    within: str | os.PathLike[str] | None = None,
+) -> None:
     """Write `data` (text is UTF-8 encoded) to `path` atomically (see atomic_writer)."""
     with atomic_writer(path, mode, within) as f:
         f.write(data.encode("utf-8") if isinstance(data, str) else data)
 
 
-def open_append(path: str | os.PathLike[str], within: str | os.PathLike[str] | None = None,
-                mode: int = 0o644) -> int:
+def open_append(
+    path: str | os.PathLike[str], within: str | os.PathLike[str] | None = None, mode: int = 0o644
+) -> int:
     """A descriptor appending to the regular file `path` (created if missing), opened without
     following a symlink, below `within` as open_dir; UnsafePath for anything but a regular file
     of this user's (a FIFO is never waited on)."""
     path = Path(path)
     dfd = open_dir(path.parent, within)
     try:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK \
-            | os.O_CLOEXEC
+        flags = (
+            os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        )
         try:
             fd = os.open(path.name, flags, mode, dir_fd=dfd)
         except OSError as e:
             if e.errno in (errno.ENXIO, errno.ELOOP):  # a FIFO nobody reads, a symlink
-                raise UnsafePath(f"{path} is a symlink or a FIFO, not a file of this run; "
-                                 "remove it, or use another model_dir.") from None
+                raise UnsafePath(
+                    f"{path} is a symlink or a FIFO, not a file of this run; "
+                    "remove it, or use another model_dir."
+                ) from None
             raise
     finally:
         os.close(dfd)
@@ -187,8 +213,9 @@ def open_append(path: str | os.PathLike[str], within: str | os.PathLike[str] | N
     if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
         os.close(fd)
         what = _kind(st.st_mode) if not stat.S_ISREG(st.st_mode) else "another user's file"
-        raise UnsafePath(f"{path} is {what}, not a file of this run; remove it, or use another "
-                         "model_dir.")
+        raise UnsafePath(
+            f"{path} is {what}, not a file of this run; remove it, or use another model_dir."
+        )
     os.set_blocking(fd, True)
     return fd
 
@@ -208,8 +235,12 @@ def remove_stale_temps(directory: str | os.PathLike[str], name_re: re.Pattern[st
     removed = []
     for p in Path(directory).iterdir():
         m = _TEMP_RE.match(p.name)
-        if m and name_re.match(m["name"]) and int(m["pid"]) != os.getpid() \
-                and not _running(int(m["pid"])):
+        if (
+            m
+            and name_re.match(m["name"])
+            and int(m["pid"]) != os.getpid()
+            and not _running(int(m["pid"]))
+        ):
             p.unlink(missing_ok=True)
             removed.append(p)
     return removed

@@ -115,8 +115,10 @@ def _encode(obj: Any, path: str, arrays: dict[str, np.ndarray]) -> Any:
     if isinstance(obj, dict):
         if all(isinstance(k, str) for k in obj):
             return {"__dict__": {k: _encode(v, f"{path}/{k}", arrays) for k, v in obj.items()}}
-        items = [[_encode(k, f"{path}/k{i}", arrays), _encode(v, f"{path}/{i}", arrays)]
-                 for i, (k, v) in enumerate(obj.items())]
+        items = [
+            [_encode(k, f"{path}/k{i}", arrays), _encode(v, f"{path}/{i}", arrays)]
+            for i, (k, v) in enumerate(obj.items())
+        ]
         return {"__items__": items}
     if isinstance(obj, tuple):
         return {"__tuple__": [_encode(v, f"{path}/{i}", arrays) for i, v in enumerate(obj)]}
@@ -189,11 +191,14 @@ def _check_archive(f: BinaryIO, size: int, budget: int | None = None) -> None:
             raise ValueError(f"it has {len(infos):,} members (at most {MAX_MEMBERS:,})")
         total = sum(i.file_size for i in infos)
         if total > MAX_EXPANSION * size + (1 << 20):
-            raise ValueError(f"its members declare {total:,} bytes, more than a file of "
-                             f"{size:,} bytes can hold")
+            raise ValueError(
+                f"its members declare {total:,} bytes, more than a file of {size:,} bytes can hold"
+            )
         if budget is not None and total > budget:
-            raise ValueError(f"its members declare {total:,} bytes, more than a checkpoint of "
-                             f"this model holds (at most {budget:,})")
+            raise ValueError(
+                f"its members declare {total:,} bytes, more than a checkpoint of "
+                f"this model holds (at most {budget:,})"
+            )
         for info in infos:
             with zf.open(info) as m:
                 version = npformat.read_magic(m)
@@ -205,8 +210,10 @@ def _check_archive(f: BinaryIO, size: int, budget: int | None = None) -> None:
                     raise ValueError(f"member {info.filename[:60]!r} is .npy version {version}")
                 need = dtype.itemsize * math.prod(shape)
                 if need > info.file_size:
-                    raise ValueError(f"member {info.filename[:60]!r} declares {need:,} bytes of "
-                                     f"array in {info.file_size:,} bytes")
+                    raise ValueError(
+                        f"member {info.filename[:60]!r} declares {need:,} bytes of "
+                        f"array in {info.file_size:,} bytes"
+                    )
     f.seek(0)
 
 
@@ -226,12 +233,18 @@ def _read_index(model_dir: Path) -> list[dict[str, Any]] | None:
             raise TypeError("its checkpoints are not a list")
         out = []
         for e in entries:
-            m = _NAME_RE.match(e["file"]) if isinstance(e, dict) and isinstance(
-                e.get("file"), str) else None
+            m = (
+                _NAME_RE.match(e["file"])
+                if isinstance(e, dict) and isinstance(e.get("file"), str)
+                else None
+            )
             if m is None:
                 continue
-            if not _valid_step(e.get("step")) or e["step"] != int(m.group(1)) \
-                    or not isinstance(e.get("sha256"), str):
+            if (
+                not _valid_step(e.get("step"))
+                or e["step"] != int(m.group(1))
+                or not isinstance(e.get("sha256"), str)
+            ):
                 raise ValueError(f"its entry for {e['file']} has the step {e.get('step')!r}")
             out.append(e)
         return out
@@ -251,8 +264,9 @@ def _write_index(model_dir: Path, entries: list[dict[str, Any]]) -> None:
         "latest": entries[-1]["file"] if entries else None,
         "checkpoints": entries,
     }
-    atomic_write(Path(model_dir) / INDEX_NAME, (json.dumps(doc, indent=2) + "\n").encode(),
-                 within=model_dir)
+    atomic_write(
+        Path(model_dir) / INDEX_NAME, (json.dumps(doc, indent=2) + "\n").encode(), within=model_dir
+    )
 
 
 def list_checkpoints(model_dir: Path) -> list[Path]:
@@ -264,8 +278,9 @@ def list_checkpoints(model_dir: Path) -> list[Path]:
     model_dir = Path(model_dir)
     if not model_dir.is_dir():
         return []
-    on_disk = {p.name: p for p in model_dir.iterdir()
-               if _NAME_RE.match(p.name) and not p.is_symlink()}
+    on_disk = {
+        p.name: p for p in model_dir.iterdir() if _NAME_RE.match(p.name) and not p.is_symlink()
+    }
     entries = _read_index(model_dir) or []
     ordered = [on_disk.pop(e["file"]) for e in entries if e["file"] in on_disk]
     orphans = sorted(on_disk.values(), key=lambda p: (p.stat().st_mtime, _step_of(p)))
@@ -315,9 +330,11 @@ def save_checkpoint(model_dir: Path, state: TrainState, keep_max: int | None = N
     # never indexed (adopted here: left out, one would count as newer than this one forever);
     # an older file of this name (a warm-started run re-saving a step) gives way; then this one
     known = {e["file"]: e for e in _read_index(model_dir) or []}
-    entries = [known.get(p.name) or {"file": p.name, "step": _step_of(p), "sha256": _file_sha256(p)}
-               for p in list_checkpoints(model_dir)
-               if p.name != final.name and p.is_file()]  # a FIFO of that name is no checkpoint
+    entries = [
+        known.get(p.name) or {"file": p.name, "step": _step_of(p), "sha256": _file_sha256(p)}
+        for p in list_checkpoints(model_dir)
+        if p.name != final.name and p.is_file()
+    ]  # a FIFO of that name is no checkpoint
     entries.append({"file": final.name, "step": int(state.step), "sha256": _file_sha256(final)})
     if keep_max:
         for old in entries[:-keep_max]:
@@ -356,9 +373,11 @@ def load_checkpoint(path: Path, budget: int | None = None) -> TrainState:
         step = tree.get("step")
         named = _NAME_RE.match(path.name)
         if not _valid_step(step) or (named is not None and step != int(named.group(1))):
-            raise ValueError(f"its global step {str(step)[:40]} is not a step of this run "
-                             f"(an integer from 0 to {MAX_STEP}"
-                             + (f", {named.group(1)} as its name says)" if named else ")"))
+            raise ValueError(
+                f"its global step {str(step)[:40]} is not a step of this run "
+                f"(an integer from 0 to {MAX_STEP}"
+                + (f", {named.group(1)} as its name says)" if named else ")")
+            )
         return TrainState(
             step=step,
             model=_decode(tree["model"], arrays),
@@ -374,11 +393,21 @@ def load_checkpoint(path: Path, budget: int | None = None) -> TrainState:
             f'Checkpoint "{path}" does not exist; check the path.', "it does not exist"
         ) from None
     except MemoryError:
-        raise CorruptCheckpoint(f'Checkpoint "{path}" is too large for this host\'s memory; use '
-                                "another checkpoint.", "it is too large for this host's memory"
-                                ) from None
-    except (OSError, ValueError, KeyError, TypeError, EOFError, RecursionError,
-            zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError) as exc:
+        raise CorruptCheckpoint(
+            f'Checkpoint "{path}" is too large for this host\'s memory; use another checkpoint.',
+            "it is too large for this host's memory",
+        ) from None
+    except (
+        OSError,
+        ValueError,
+        KeyError,
+        TypeError,
+        EOFError,
+        RecursionError,
+        zipfile.BadZipFile,
+        zipfile.LargeZipFile,
+        NotImplementedError,
+    ) as exc:
         raise CorruptCheckpoint(
             f'Checkpoint "{path}" cannot be loaded ({exc}); use another checkpoint.', str(exc)
         ) from None
@@ -390,8 +419,10 @@ def load_latest(model_dir: Path, budget: int | None = None) -> TrainState | None
         try:
             return load_checkpoint(path, budget)
         except CorruptCheckpoint as exc:
-            log.warning(f'Checkpoint "{path}" is damaged ({exc.reason}); skipping it and '
-                        "trying the previous one.")
+            log.warning(
+                f'Checkpoint "{path}" is damaged ({exc.reason}); skipping it and '
+                "trying the previous one."
+            )
     return None
 
 

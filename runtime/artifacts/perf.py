@@ -29,8 +29,14 @@ from typing import Any
 
 from cs2sim.runtime.artifacts.atomic import atomic_write, open_regular
 
-__all__ = ["INPUT_BOTTLENECK_THRESHOLD", "RunPerf", "write_performance", "PERF_PATH",
-           "write_compile_perf", "plan_batches"]
+__all__ = [
+    "INPUT_BOTTLENECK_THRESHOLD",
+    "RunPerf",
+    "write_performance",
+    "PERF_PATH",
+    "write_compile_perf",
+    "plan_batches",
+]
 
 INPUT_BOTTLENECK_THRESHOLD = 0.10
 PERF_PATH = Path("performance") / "performance.json"
@@ -105,8 +111,9 @@ class RunPerf:
 def write_performance(model_dir: Path, perf: RunPerf) -> Path:
     """Write performance.json atomically; returns its path."""
     path = Path(model_dir) / PERF_PATH
-    atomic_write(path, json.dumps(perf.to_json(), sort_keys=True, indent=4) + "\n",
-                 within=model_dir)
+    atomic_write(
+        path, json.dumps(perf.to_json(), sort_keys=True, indent=4) + "\n", within=model_dir
+    )
     return path
 
 
@@ -115,13 +122,18 @@ def plan_batches(plan: Any) -> dict[str, Any]:
     and the systems (pipelined replicas when the model is copied on the wafer)."""
     if plan is None:
         return {}
-    return {"micro_batch_size": plan.micro_batch_size, "micro_batches": plan.micro_batches,
-            "batch_per_system": plan.batch_per_system, "num_csx": plan.num_csx,
-            "replicas": plan.replicas}
+    return {
+        "micro_batch_size": plan.micro_batch_size,
+        "micro_batches": plan.micro_batches,
+        "batch_per_system": plan.batch_per_system,
+        "num_csx": plan.num_csx,
+        "replicas": plan.replicas,
+    }
 
 
-def write_compile_perf(model_dir: Path, result: Any,
-                       time_to_train: dict[str, Any] | None = None) -> Path:
+def write_compile_perf(
+    model_dir: Path, result: Any, time_to_train: dict[str, Any] | None = None
+) -> Path:
     """Record a compile's compile_time (host measurement) and est_samples_per_sec (CS-2
     estimate) in performance.json, with what a step runs (plan_batches) and the time to train
     (a CS-2 estimate, runtime/compiler/timetrain.py): merged into the run's figures when the
@@ -135,8 +147,14 @@ def write_compile_perf(model_dir: Path, result: Any,
     except (OSError, ValueError):
         doc = {}
     if not doc:
-        doc = {"device": None, "programming_time": None, "samples_per_sec": None,
-               "suspected_input_bottleneck": None, "total_samples": None, "total_time": None}
+        doc = {
+            "device": None,
+            "programming_time": None,
+            "samples_per_sec": None,
+            "suspected_input_bottleneck": None,
+            "total_samples": None,
+            "total_time": None,
+        }
     doc["compile_time"] = round(float(result.compile_time), 6)
     doc["est_samples_per_sec"] = result.est_samples_per_sec
     est = getattr(getattr(result, "plan", None), "estimate", None) or {}
@@ -153,6 +171,7 @@ def write_compile_perf(model_dir: Path, result: Any,
         "compile_time: host measurement of this machine's compile (small when a compile was "
         "reused); est_samples_per_sec: the compiler's CS-2 estimate from its cost model, "
         "not a measurement; predicted_input_bottleneck: the estimate is bound by the input "
-        "workers cs_input_analyzer measured (null when none were measured)")
+        "workers cs_input_analyzer measured (null when none were measured)"
+    )
     atomic_write(path, json.dumps(doc, sort_keys=True, indent=4) + "\n", within=model_dir)
     return path

@@ -52,8 +52,9 @@ def loads(text: str | bytes, *, max_bytes: int = MAX_BYTES, max_depth: int = MAX
         raise ValueError(f"it nests deeper than {max_depth} levels") from None
 
 
-def read(path: str | os.PathLike[str], *, max_bytes: int = MAX_BYTES,
-         max_depth: int = MAX_DEPTH) -> Any:
+def read(
+    path: str | os.PathLike[str], *, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH
+) -> Any:
     """A JSON file, bounded (its size is checked before it is read); OSError if unreadable."""
     from cs2sim.runtime.artifacts.atomic import open_regular
 

@@ -64,15 +64,22 @@ def _summary_writer_class() -> Any:
 class Summaries:
     """One TensorBoard event file in `logdir`; scalars by step."""
 
-    def __init__(self, logdir: Path, purge_step: int | None = None, flush_secs: int = 30,
-                 within: Path | None = None) -> None:
+    def __init__(
+        self,
+        logdir: Path,
+        purge_step: int | None = None,
+        flush_secs: int = 30,
+        within: Path | None = None,
+    ) -> None:
         # below `within` (model_dir), a symlink or a file in logdir's place is refused: the
         # event file is opened by tensorboardX, so the directory is checked before it is
         self.logdir = ensure_dir(Path(logdir), within)
         # tensorboardX names files by the second; the suffix keeps two runs within one second
         # apart and in order (TensorBoard reads a directory's files in name order)
         self._writer = _summary_writer_class()(
-            logdir=str(self.logdir), purge_step=purge_step, flush_secs=flush_secs,
+            logdir=str(self.logdir),
+            purge_step=purge_step,
+            flush_secs=flush_secs,
             filename_suffix=f".{time.time_ns()}",
         )
 

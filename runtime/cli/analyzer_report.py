@@ -54,9 +54,14 @@ class RichProgress:
             TimeElapsedColumn,
         )
 
-        self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
-                                 MofNCompleteColumn(), TimeElapsedColumn(),
-                                 console=Console(file=out), transient=True)
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=Console(file=out),
+            transient=True,
+        )
         self.task = self.progress.add_task("Measuring input workers", total=total)
 
     def advance(self, label: str) -> None:
@@ -84,8 +89,7 @@ class TextProgress:
     def measuring(self, total: int) -> Iterator[Callable[[str], None]]:
         self.out.write(START + "\n")
         self.out.flush()
-        bar = (RichProgress(self.out, total) if self.out.isatty()
-               else PlainProgress(self.out, total))
+        bar = RichProgress(self.out, total) if self.out.isatty() else PlainProgress(self.out, total)
         with bar:
             yield bar.advance
         self.out.write(FINISH + "\n")
@@ -98,23 +102,25 @@ def _rate(x: float | None) -> str:
 
 def render(report: dict[str, Any]) -> str:
     """The text report."""
-    r, c, need, host = (report["recommendation"], report["compile"], report["need"],
-                        report["host"])
+    r, c, need, host = (report["recommendation"], report["compile"], report["need"], report["host"])
     lines = [
         "",
         f"Input pipeline report for {report['model']} ({report['flow'].lower()}, "
         f"{report['launcher']})",
         f"  compile: {c['directory']} ({c['stop_after']}"
-        + (", reused" if c["reused"] else "") + f", {c['compile_time']:.2f} s)",
+        + (", reused" if c["reused"] else "")
+        + f", {c['compile_time']:.2f} s)",
         "",
         f"Measured on this host ({host['cpus']} CPUs, so a worker runs at most {host['cpus']} "
         "of its threads at once; host measurements, samples/s):",
         f"  {'threads':>7}  {'workers':>7}  {'total':>12}  {'per worker':>12}  {'start-up':>9}",
     ]
     for m in report["measurements"]:
-        lines.append(f"  {m['threads']:>7}  {m['workers']:>7}  {_rate(m['samples_per_sec']):>12}"
-                     f"  {_rate(m['per_worker_samples_per_sec']):>12}"
-                     f"  {m['startup_seconds']:>8.2f}s")
+        lines.append(
+            f"  {m['threads']:>7}  {m['workers']:>7}  {_rate(m['samples_per_sec']):>12}"
+            f"  {_rate(m['per_worker_samples_per_sec']):>12}"
+            f"  {m['startup_seconds']:>8.2f}s"
+        )
     lines += [
         f"  chief intake: {_rate(report['chief_intake_samples_per_sec'])} samples/s at most, "
         f"its process {report['chief_cpu_at_intake']:.0%} busy (one consumer on this host)",
@@ -123,21 +129,26 @@ def render(report: dict[str, Any]) -> str:
         "workers/node):",
     ]
     for p in report["per_threads"]:
-        lines.append(f"  {p['threads']:>2} threads: {p['workers_per_node']:>3} workers/node x "
-                     f"{_rate(p['per_worker_samples_per_sec'])} = "
-                     f"{_rate(p['node_samples_per_sec'])} samples/s per node")
+        lines.append(
+            f"  {p['threads']:>2} threads: {p['workers_per_node']:>3} workers/node x "
+            f"{_rate(p['per_worker_samples_per_sec'])} = "
+            f"{_rate(p['node_samples_per_sec'])} samples/s per node"
+        )
     lines.append("")
     if need["samples_per_sec"]:
         estimate = need["source"] == "compile estimate"
         source = "CS-2 estimate from the compile" if estimate else need["source"]
-        lines.append(f"The model needs: {_rate(need['samples_per_sec'])} samples/s "
-                     f"({source})")
+        lines.append(f"The model needs: {_rate(need['samples_per_sec'])} samples/s ({source})")
     else:
-        lines.append("The model needs: unknown (validate-only gives no estimate; run with "
-                     "--mode=compile_only or give --target-samples-per-sec)")
+        lines.append(
+            "The model needs: unknown (validate-only gives no estimate; run with "
+            "--mode=compile_only or give --target-samples-per-sec)"
+        )
     if host["extra_work_rounds"]:
-        lines.append(f"  (CS2SIM_INPUT_EXTRA_WORK={host['extra_work_rounds']}: the test knob "
-                     "made every sample heavier)")
+        lines.append(
+            f"  (CS2SIM_INPUT_EXTRA_WORK={host['extra_work_rounds']}: the test knob "
+            "made every sample heavier)"
+        )
     lines += [
         "",
         "Recommended Slurm configuration (for csrun_wse):",
@@ -147,11 +158,17 @@ def render(report: dict[str, Any]) -> str:
     ]
     if r["single_task_nodes"]:
         lines.append(f"  single_task_nodes: {r['single_task_nodes']}")
-    share = (f" = {r['expected_samples_per_sec'] / need['samples_per_sec']:.0%} of the need"
-             if need["samples_per_sec"] else "")
-    verdict = {True: "meets the need", None: "nothing to compare with",
-               False: "SHORT: input-bound, the input will bound the wafer "
-                      "(suspected_input_bottleneck predicted)"}
+    share = (
+        f" = {r['expected_samples_per_sec'] / need['samples_per_sec']:.0%} of the need"
+        if need["samples_per_sec"]
+        else ""
+    )
+    verdict = {
+        True: "meets the need",
+        None: "nothing to compare with",
+        False: "SHORT: input-bound, the input will bound the wafer "
+        "(suspected_input_bottleneck predicted)",
+    }
     lines += [
         "",
         f"Expected input: {r['streamers']} worker task(s) x "
@@ -159,14 +176,14 @@ def render(report: dict[str, Any]) -> str:
         f"{_rate(r['expected_samples_per_sec'])} samples/s (estimate){share}",
         f"  {verdict[r['meets_need']]}; {r['reason']}.",
         "",
-        "Time to train (CS-2 estimate): " + ((c.get("time_to_train") or {}).get("line")
-                                             or "not known (no estimate or max_steps)"),
+        "Time to train (CS-2 estimate): "
+        + ((c.get("time_to_train") or {}).get("line") or "not known (no estimate or max_steps)"),
         "",
         "Train with (on the CS-2):",
         f"  {r['csrun_wse']}",
         "",
         f"The per-worker rate is saved in {report['measurement_file']}: the run's compile "
-        "bounds its estimate by its input workers (\"input\" bound when they fall short).",
+        'bounds its estimate by its input workers ("input" bound when they fall short).',
         "",
     ]
     return "\n".join(lines)

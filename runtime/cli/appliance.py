@@ -39,8 +39,24 @@ __all__ = ["build_csx_parser", "run_csx", "EXECUTION_STRATEGIES", "EXIT_TIME_LIM
 EXECUTION_STRATEGIES = ("pipeline", "weight_streaming")
 EXIT_TIME_LIMIT = 124  # as timeout(1)
 EXIT_SYSTEM_STOPPED = 75
-ENV_KEEP = ("CS2", "SLURM", "PATH", "HOME", "LANG", "LC_", "PYTHON", "VIRTUAL_ENV", "TMPDIR",
-            "USER", "LOGNAME", "OMP_", "OPENBLAS", "MKL", "TZ", "COLUMNS")
+ENV_KEEP = (
+    "CS2",
+    "SLURM",
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_",
+    "PYTHON",
+    "VIRTUAL_ENV",
+    "TMPDIR",
+    "USER",
+    "LOGNAME",
+    "OMP_",
+    "OPENBLAS",
+    "MKL",
+    "TZ",
+    "COLUMNS",
+)
 TRAIN_RE = re.compile(r"\| Train Device=[^,]*, Step=(\d+), Loss=([^,\s]+)")
 FINISHED_RE = re.compile(r"Training finished with (\d+) samples")
 STAMP_RE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) ")
@@ -51,8 +67,9 @@ Loader = Callable[[list[str]], dict[str, Any]]  # run.py argv -> its effective p
 
 def _labels(text: str) -> str:
     if not re.fullmatch(r"[A-Za-z0-9_.\-/]{1,63}=[A-Za-z0-9_.\-/]{0,63}", text):
-        raise argparse.ArgumentTypeError(f"invalid label {text!r}: use key=value (letters, "
-                                         "digits, '_.-/')")
+        raise argparse.ArgumentTypeError(
+            f"invalid label {text!r}: use key=value (letters, digits, '_.-/')"
+        )
     return text
 
 
@@ -69,42 +86,79 @@ def _positive(text: str) -> int:
 def build_csx_parser(model_name: str) -> argparse.ArgumentParser:
     """The CSX parser (Model Zoo R1.8 cli_parser.py, with R1.9's optional strategy and R2.4's
     --job_priority)."""
-    p = argparse.ArgumentParser(prog="run.py CSX", allow_abbrev=False,
-                                description=f"Run {model_name} on the Wafer-Scale Cluster.")
-    p.add_argument("execution_strategy", nargs="?", choices=EXECUTION_STRATEGIES,
-                   help="R1.8's form; from R1.9 weight_streaming is implied.")
+    p = argparse.ArgumentParser(
+        prog="run.py CSX",
+        allow_abbrev=False,
+        description=f"Run {model_name} on the Wafer-Scale Cluster.",
+    )
+    p.add_argument(
+        "execution_strategy",
+        nargs="?",
+        choices=EXECUTION_STRATEGIES,
+        help="R1.8's form; from R1.9 weight_streaming is implied.",
+    )
     p.add_argument("-p", "--params", default=None, help="Path to the params YAML.")
-    p.add_argument("-m", "--mode", required=True,
-                   choices=("train", "eval", "train_and_eval", "eval_all"))
+    p.add_argument(
+        "-m", "--mode", required=True, choices=("train", "eval", "train_and_eval", "eval_all")
+    )
     p.add_argument("-o", "--model_dir", default=None, help="Checkpoints and summaries go here.")
     p.add_argument("--checkpoint_path", default=None)
     p.add_argument("--is_pretrained_checkpoint", action="store_true", default=None)
-    p.add_argument("--logging", default=None, type=str.upper,
-                   choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    p.add_argument(
+        "--logging", default=None, type=str.upper, choices=("DEBUG", "INFO", "WARNING", "ERROR")
+    )
     p.add_argument("--max_steps", type=_positive, default=None)
     p.add_argument("--eval_steps", type=_positive, default=None)
     only = p.add_mutually_exclusive_group()
     only.add_argument("--compile_only", action="store_true", help="Compile; do not run.")
     only.add_argument("--validate_only", action="store_true", help="Validate the graph only.")
     p.add_argument("--num_csx", type=_positive, default=1, help="CS-X systems (default 1).")
-    p.add_argument("--num_workers_per_csx", type=_positive, default=0,
-                   help="Input workers per CS-X (0: automatic, one).")
-    p.add_argument("--num_wgt_servers", type=_positive, default=None,
-                   help="MemoryX weight servers (default 1).")
-    p.add_argument("--num_act_servers", type=_positive, default=None,
-                   help="Activation servers per CS-X (default 1).")
-    p.add_argument("-c", "--compile_dir", default=None,
-                   help="Where compiles are kept (default: the model_dir).")
+    p.add_argument(
+        "--num_workers_per_csx",
+        type=_positive,
+        default=0,
+        help="Input workers per CS-X (0: automatic, one).",
+    )
+    p.add_argument(
+        "--num_wgt_servers",
+        type=_positive,
+        default=None,
+        help="MemoryX weight servers (default 1).",
+    )
+    p.add_argument(
+        "--num_act_servers",
+        type=_positive,
+        default=None,
+        help="Activation servers per CS-X (default 1).",
+    )
+    p.add_argument(
+        "-c",
+        "--compile_dir",
+        default=None,
+        help="Where compiles are kept (default: the model_dir).",
+    )
     p.add_argument("--job_labels", nargs="+", type=_labels, default=[], metavar="KEY=VALUE")
-    p.add_argument("--job_priority", choices=("p1", "p2", "p3"), default="p2",
-                   help="p1 is highest priority (default p2).")
+    p.add_argument(
+        "--job_priority",
+        choices=("p1", "p2", "p3"),
+        default="p2",
+        help="p1 is highest priority (default p2).",
+    )
     p.add_argument("--mount_dirs", nargs="*", default=[], help="Directories the job sees.")
     p.add_argument("--python_paths", nargs="*", default=[], help="Added to the job's PYTHONPATH.")
-    p.add_argument("--mgmt_address", default=None, metavar="HOST:PORT",
-                   help="The cluster management server (default: this host's, on its socket).")
+    p.add_argument(
+        "--mgmt_address",
+        default=None,
+        metavar="HOST:PORT",
+        help="The cluster management server (default: this host's, on its socket).",
+    )
     p.add_argument("--credentials_path", default=None, help="The server's TLS certificate.")
-    p.add_argument("--job_time_sec", type=_positive, default=None,
-                   help="Cancel the job after this many seconds.")
+    p.add_argument(
+        "--job_time_sec",
+        type=_positive,
+        default=None,
+        help="Cancel the job after this many seconds.",
+    )
     p.add_argument("--disable_version_check", action="store_true")
     p.add_argument("--multireplica", action="store_true", help="(pipeline only)")
     p.add_argument("--debug_args_path", default=None, help="(recorded with the job)")
@@ -126,8 +180,9 @@ class _Out:
         log.info(render(key, **values))
 
 
-def _job_argv(args: argparse.Namespace, params_path: Path, model_dir: Path,
-              pipeline: bool) -> list[str]:
+def _job_argv(
+    args: argparse.Namespace, params_path: Path, model_dir: Path, pipeline: bool
+) -> list[str]:
     """The run.py flags every part of the job runs with."""
     argv = ["--mode", args.mode, "-p", str(params_path), "-o", str(model_dir)]
     for flag in ("checkpoint_path", "max_steps", "eval_steps", "logging"):
@@ -148,8 +203,7 @@ def _env(python_paths: list[str]) -> dict[str, str]:
     of the job inherits it from its launch)."""
     env = {k: v for k, v in os.environ.items() if k.startswith(ENV_KEEP) and len(v) < 4000}
     if python_paths:
-        env["PYTHONPATH"] = os.pathsep.join([*python_paths,
-                                             *filter(None, [env.get("PYTHONPATH")])])
+        env["PYTHONPATH"] = os.pathsep.join([*python_paths, *filter(None, [env.get("PYTHONPATH")])])
     return env
 
 
@@ -162,11 +216,15 @@ def _dirs(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     mounts = [str(Path(d).resolve()) for d in args.mount_dirs]
     missing = [d for d in mounts if not Path(d).is_dir()]
     if missing:
-        raise UsageError(f"--mount_dirs {missing[0]} is not a directory; pass directories "
-                         "that exist on this node.")
+        raise UsageError(
+            f"--mount_dirs {missing[0]} is not a directory; pass directories "
+            "that exist on this node."
+        )
     if mounts:
-        log.info(f"Mount dirs {', '.join(mounts)}: there are no containers here, so the job's "
-                 "processes see this node's file system; recorded with the job.")
+        log.info(
+            f"Mount dirs {', '.join(mounts)}: there are no containers here, so the job's "
+            "processes see this node's file system; recorded with the job."
+        )
     return mounts, [str(Path(p).resolve()) for p in args.python_paths]
 
 
@@ -180,8 +238,9 @@ def _checksum(model_name: str, argv: list[str], pipeline: bool, load: Loader) ->
     return "cs_" + compile_checksum(model_name, params, mode=mode)
 
 
-def run_csx(model_name: str, argv: Sequence[str], default_params: Path | None, load: Loader,
-            run_py: Path) -> int:
+def run_csx(
+    model_name: str, argv: Sequence[str], default_params: Path | None, load: Loader, run_py: Path
+) -> int:
     """The CSX command line (module docstring); returns the exit code. `load(run.py argv)` gives
     the effective params of a run.py command line and `run_py` is the model's run.py (both from
     runtime/cli/main.py, which calls this)."""
@@ -202,8 +261,7 @@ def run_csx(model_name: str, argv: Sequence[str], default_params: Path | None, l
     params_path = Path(args.params) if args.params else default_params
     if params_path is None:
         parser.print_usage(sys.stderr)
-        sys.stderr.write("run.py CSX: error: the following arguments are required: "
-                         "-p/--params\n")
+        sys.stderr.write("run.py CSX: error: the following arguments are required: -p/--params\n")
         return 2
     from cs2sim.runtime.cli.runlog import RunLog
 
@@ -217,13 +275,21 @@ def run_csx(model_name: str, argv: Sequence[str], default_params: Path | None, l
             runlog.error("error: interrupted; the job was cancelled (its checkpoints are kept).")
             return 130
         except OSError as e:
-            runlog.error(f"error: {e.strerror or e} ({e.filename}); check the path and its "
-                         "permissions.")
+            runlog.error(
+                f"error: {e.strerror or e} ({e.filename}); check the path and its permissions."
+            )
             return 1
 
 
-def _run(model_name: str, args: argparse.Namespace, params_path: Path, pipeline: bool,
-         runlog: Any, load: Loader, run_py: Path) -> int:
+def _run(
+    model_name: str,
+    args: argparse.Namespace,
+    params_path: Path,
+    pipeline: bool,
+    runlog: Any,
+    load: Loader,
+    run_py: Path,
+) -> int:
     import yaml
 
     from cs2sim.runtime.compiler.cache import complete_stage
@@ -241,8 +307,12 @@ def _run(model_name: str, args: argparse.Namespace, params_path: Path, pipeline:
     home = default_home()
 
     def conn() -> Any:
-        return connect(home, start=None if args.mgmt_address else start,
-                       mgmt_address=args.mgmt_address, credentials_path=args.credentials_path)
+        return connect(
+            home,
+            start=None if args.mgmt_address else start,
+            mgmt_address=args.mgmt_address,
+            credentials_path=args.credentials_path,
+        )
 
     def call(op: str, **values: Any) -> dict[str, Any]:
         c = conn()
@@ -257,13 +327,22 @@ def _run(model_name: str, args: argparse.Namespace, params_path: Path, pipeline:
 
     out = _Out()
     wrapper = "python" if pipeline else "python-ws"
-    counts = {"num_workers_per_csx": args.num_workers_per_csx,
-              "num_wgt_servers": args.num_wgt_servers, "num_act_servers": args.num_act_servers}
-    base = {"cwd": str(Path.cwd()), "run_py": str(run_py),
-            "wrapper": wrapper, "env": _env(python_paths),
-            "job_time_sec": args.job_time_sec or 0,
-            "mount_dirs": mounts, "python_paths": python_paths, **counts,
-            "compile_dir": str(compile_dir)}
+    counts = {
+        "num_workers_per_csx": args.num_workers_per_csx,
+        "num_wgt_servers": args.num_wgt_servers,
+        "num_act_servers": args.num_act_servers,
+    }
+    base = {
+        "cwd": str(Path.cwd()),
+        "run_py": str(run_py),
+        "wrapper": wrapper,
+        "env": _env(python_paths),
+        "job_time_sec": args.job_time_sec or 0,
+        "mount_dirs": mounts,
+        "python_paths": python_paths,
+        **counts,
+        "compile_dir": str(compile_dir),
+    }
     labels = dict(label.split("=", 1) for label in args.job_labels)
     stage = "validate" if args.validate_only else "compile"
     hash_ = _checksum(model_name, job_argv, pipeline, load)
@@ -277,18 +356,25 @@ def _run(model_name: str, args: argparse.Namespace, params_path: Path, pipeline:
         flag = "--validate_only" if args.validate_only else "--compile_only"
         cargv = [a for a in job_argv]
         cargv[cargv.index("-o") + 1] = str(compile_dir)
-        reply = call("submit", kind="compile", priority=args.job_priority, labels=labels,
-                            mode=_mode(pipeline),
-                            spec={**base, "args": [*cargv, flag], "compile_hash": hash_})
+        reply = call(
+            "submit",
+            kind="compile",
+            priority=args.job_priority,
+            labels=labels,
+            mode=_mode(pipeline),
+            spec={**base, "args": [*cargv, flag], "compile_hash": hash_},
+        )
         job = reply["job"]
         out.say("compile_id", id=job["meta"]["name"], path=job["status"]["logPath"])
         end = _follow(conn(), job["meta"]["name"], out, "compile", None)
         if end["status"]["phase"] != "SUCCEEDED":
             return _failed(end)
         if complete_stage(compile_dir / hash_) is None:
-            raise CsError(f"the compile job {end['meta']['name']} succeeded but left no "
-                          f"{compile_dir / hash_}; see its log with `csctl log-export "
-                          f"{end['meta']['name']}`.")
+            raise CsError(
+                f"the compile job {end['meta']['name']} succeeded but left no "
+                f"{compile_dir / hash_}; see its log with `csctl log-export "
+                f"{end['meta']['name']}`."
+            )
         out.say("compile_written", hash=hash_)
         out.say("compile_ok")
     if args.compile_only or args.validate_only:
@@ -296,15 +382,26 @@ def _run(model_name: str, args: argparse.Namespace, params_path: Path, pipeline:
     out.say("programming")
     out.say("execute_init")
     # the server plans the job's replicas (and their nodes) from the counts in `base`
-    reply = call("submit", kind="execute", priority=args.job_priority, labels=labels,
-                        num_csx=args.num_csx, mode=_mode(pipeline),
-                        spec={**base, "args": job_argv, "compile_hash": hash_})
+    reply = call(
+        "submit",
+        kind="execute",
+        priority=args.job_priority,
+        labels=labels,
+        num_csx=args.num_csx,
+        mode=_mode(pipeline),
+        spec={**base, "args": job_argv, "compile_hash": hash_},
+    )
     job = reply["job"]
     out.say("execute_id", id=job["meta"]["name"], path=job["status"]["logPath"])
     batch = int((raw.get("train_input") or {}).get("batch_size") or 1)
     log_steps = int(runconfig.get("log_steps") or runconfig.get("save_summary_steps") or 1)
-    end = _follow(conn(), job["meta"]["name"], out, "execute",
-                  _Training(out, batch, log_steps, args.num_csx, args.mode))
+    end = _follow(
+        conn(),
+        job["meta"]["name"],
+        out,
+        "execute",
+        _Training(out, batch, log_steps, args.num_csx, args.mode),
+    )
     return 0 if end["status"]["phase"] == "SUCCEEDED" else _failed(end)
 
 
@@ -327,10 +424,12 @@ def _check_version(conn: Any) -> None:
     info = conn.call("ping")
     conn.close()
     if info.get("protocol") != PROTOCOL:
-        raise CsError(f"the cluster server (version {info.get('version')}, protocol "
-                      f"{info.get('protocol')}) does not speak this client's protocol "
-                      f"{PROTOCOL}; restart it with `cs-cluster-server stop` (the next run "
-                      "starts a new one), or pass --disable_version_check.")
+        raise CsError(
+            f"the cluster server (version {info.get('version')}, protocol "
+            f"{info.get('protocol')}) does not speak this client's protocol "
+            f"{PROTOCOL}; restart it with `cs-cluster-server stop` (the next run "
+            "starts a new one), or pass --disable_version_check."
+        )
 
 
 def _mode(pipeline: bool) -> str:
@@ -350,7 +449,7 @@ class _Training:
         self.tracker = RateTracker()
         self.keys = [line.key for line in LINES]
         first, last = self.keys.index("preparing"), self.keys.index("beginning")
-        self.staging = list(LINES[first:last + 1])
+        self.staging = list(LINES[first : last + 1])
         self.printed = 0  # how many staging lines are out
         self.step: int | None = None
         self.began = 0.0
@@ -399,9 +498,13 @@ class _Training:
         now = time.time()
         from cs2sim.runtime.training.metrics import format_rate
 
-        self.out.say("train", step=step, loss=m.group(2),
-                     rate=format_rate(self.tracker.rate(now)),
-                     global_rate=format_rate(self.tracker.global_rate(now)))
+        self.out.say(
+            "train",
+            step=step,
+            loss=m.group(2),
+            rate=format_rate(self.tracker.rate(now)),
+            global_rate=format_rate(self.tracker.global_rate(now)),
+        )
 
     def succeeded(self) -> None:
         self._through("beginning")
@@ -414,8 +517,9 @@ class _Training:
             self.out.say("eval_completed")
 
 
-def _follow(conn: Any, name: str, out: _Out, kind: str, training: _Training | None
-            ) -> dict[str, Any]:
+def _follow(
+    conn: Any, name: str, out: _Out, kind: str, training: _Training | None
+) -> dict[str, Any]:
     """Watch a job to its end, printing what the table says when it happens."""
     waited, notes, running = False, set(), False
     said: list[str] = []
@@ -459,12 +563,17 @@ def _failed(job: dict[str, Any]) -> int:
     if status.get("said"):
         reason += f" ({status['said'].rstrip('.')})"
     code = status.get("exitCode")
-    raise _JobEnded(f"{name} {status['phase']}: {reason}; its logs are in {status['logPath']} "
-                    f"(`csctl log-export {name}` zips them).",
-                    EXIT_SYSTEM_STOPPED if code == EXIT_SYSTEM_STOPPED
-                    else EXIT_TIME_LIMIT if "time limit" in reason
-                    else 130 if status["phase"] == "CANCELLED" and "went away" in reason
-                    else 1)
+    raise _JobEnded(
+        f"{name} {status['phase']}: {reason}; its logs are in {status['logPath']} "
+        f"(`csctl log-export {name}` zips them).",
+        EXIT_SYSTEM_STOPPED
+        if code == EXIT_SYSTEM_STOPPED
+        else EXIT_TIME_LIMIT
+        if "time limit" in reason
+        else 130
+        if status["phase"] == "CANCELLED" and "went away" in reason
+        else 1,
+    )
 
 
 class _JobEnded(CsError):

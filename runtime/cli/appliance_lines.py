@@ -30,41 +30,71 @@ LINES: tuple[Line, ...] = (
     Line("cached", 'Found existing cached compile with hash: "{hash}"'),
     Line("compile_init", "Initiating a new compile wsjob against the cluster server."),
     Line("compile_id", "compile job id: {id}, remote log path: {path}"),
-    Line("compile_queued", "Poll ingress status: Waiting for job running, current job status: "
-         "Queueing, msg: job is queueing. Job queue status: {note}. For more information, "
-         "please run 'csctl get jobs'.", repeat=True),
-    Line("compile_scheduled", "Poll ingress status: Waiting for job running, current job "
-         "status: Scheduled, msg: job is scheduled."),
-    Line("compile_written", "Compile artifacts successfully written to remote compile "
-         "directory. Compile hash is: {hash}"),
+    Line(
+        "compile_queued",
+        "Poll ingress status: Waiting for job running, current job status: "
+        "Queueing, msg: job is queueing. Job queue status: {note}. For more information, "
+        "please run 'csctl get jobs'.",
+        repeat=True,
+    ),
+    Line(
+        "compile_scheduled",
+        "Poll ingress status: Waiting for job running, current job "
+        "status: Scheduled, msg: job is scheduled.",
+    ),
+    Line(
+        "compile_written",
+        "Compile artifacts successfully written to remote compile "
+        "directory. Compile hash is: {hash}",
+    ),
     Line("compile_ok", "Compile was successful!"),
-    Line("programming", "Programming Cerebras Wafer Scale Cluster for execution. This may take "
-         "a few minutes."),
+    Line(
+        "programming",
+        "Programming Cerebras Wafer Scale Cluster for execution. This may take a few minutes.",
+    ),
     Line("execute_init", "Initiating a new execute wsjob against the cluster server."),
     Line("execute_id", "execute job id: {id}, remote log path: {path}"),
-    Line("execute_queued", "Poll ingress status: Waiting for job running, current job status: "
-         "Queueing, msg: job is queueing. Job queue status: {note}. For more information, "
-         "please run 'csctl get jobs'.", repeat=True),
-    Line("execute_scheduled", "Poll ingress status: Waiting for job running, current job "
-         "status: Scheduled, msg: job is scheduled."),
+    Line(
+        "execute_queued",
+        "Poll ingress status: Waiting for job running, current job status: "
+        "Queueing, msg: job is queueing. Job queue status: {note}. For more information, "
+        "please run 'csctl get jobs'.",
+        repeat=True,
+    ),
+    Line(
+        "execute_scheduled",
+        "Poll ingress status: Waiting for job running, current job "
+        "status: Scheduled, msg: job is scheduled.",
+    ),
     Line("preparing", "Preparing to execute using {n} CSX"),
     Line("weights", "About to send initial weights"),
-    Line("weights_done", "Finished sending initial weights",
-         after=r"Completed weight initialization|Loading CPU pre-initialized|Programming CS-2 "
-               r"fabric"),
+    Line(
+        "weights_done",
+        "Finished sending initial weights",
+        after=r"Completed weight initialization|Loading CPU pre-initialized|Programming CS-2 "
+        r"fabric",
+    ),
     Line("finalizing", "Finalizing appliance staging for the run"),
     Line("programming_wait", "Waiting for device programming to complete"),
-    Line("programming_done", "Device programming is complete",
-         after=r"Loading CPU pre-initialized|Fabric programmed|\| Train Device"),
+    Line(
+        "programming_done",
+        "Device programming is complete",
+        after=r"Loading CPU pre-initialized|Fabric programmed|\| Train Device",
+    ),
     Line("network", "Using network type: ROCE"),
-    Line("priming", "Waiting for input workers to prime the data pipeline and begin "
-         "streaming ..."),
-    Line("streaming", "Input workers have begun streaming input data",
-         after=r"Streamers are ready|\| Train Device"),
+    Line("priming", "Waiting for input workers to prime the data pipeline and begin streaming ..."),
+    Line(
+        "streaming",
+        "Input workers have begun streaming input data",
+        after=r"Streamers are ready|\| Train Device",
+    ),
     Line("staging_done", "Appliance staging is complete"),
     Line("beginning", "Beginning appliance run"),
-    Line("train", "| Train Device=CSX, Step={step}, Loss={loss}, Rate={rate}, "
-         "GlobalRate={global_rate}", repeat=True),
+    Line(
+        "train",
+        "| Train Device=CSX, Step={step}, Loss={loss}, Rate={rate}, GlobalRate={global_rate}",
+        repeat=True,
+    ),
     Line("completed", "Training completed successfully!"),
     Line("processed", "Processed {samples} sample(s) in {seconds:.2f} seconds."),
     Line("eval_completed", "Evaluation completed successfully!"),

@@ -47,9 +47,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-__all__ = ["THREADS", "WS_SINGLE_TASK_NODES", "AnalyzerError", "Options", "Progress",
-           "RunCommand", "parse_command", "PerThreads", "Recommendation", "recommend",
-           "run_command_for", "site_facts", "system_ip", "analyze"]
+__all__ = [
+    "THREADS",
+    "WS_SINGLE_TASK_NODES",
+    "AnalyzerError",
+    "Options",
+    "Progress",
+    "RunCommand",
+    "parse_command",
+    "PerThreads",
+    "Recommendation",
+    "recommend",
+    "run_command_for",
+    "site_facts",
+    "system_ip",
+    "analyze",
+]
 
 THREADS = (12, 16, 20)  # the real script's THREADS=( 12 16 20 )
 # weight streaming needs at least 2 single-task nodes (the Weight Streaming Quickstart)
@@ -113,21 +126,26 @@ def parse_command(command: list[str]) -> RunCommand:
     """`python[-ws|-pt] run.py ...` -> which model, which flow."""
     launcher = Path(command[0]).name
     if launcher not in LAUNCHERS or len(command) < 2:
-        raise AnalyzerError(f"the command must be python, python-ws or python-pt followed by a "
-                            f"run.py and its arguments, not {' '.join(command[:2])!r}")
+        raise AnalyzerError(
+            f"the command must be python, python-ws or python-pt followed by a "
+            f"run.py and its arguments, not {' '.join(command[:2])!r}"
+        )
     run_py = Path(command[1])
     try:
         text = run_py.read_text()
     except OSError as e:
-        raise AnalyzerError(f"cannot read {run_py} ({e.strerror}); give the path of the "
-                            "model's run.py") from None
+        raise AnalyzerError(
+            f"cannot read {run_py} ({e.strerror}); give the path of the model's run.py"
+        ) from None
     found = re.search(r"""main\(\s*["']([\w-]+)["']""", text)
     if found is not None:
         return RunCommand(launcher, run_py, found.group(1), command[2:])
     own = re.search(r"""main\(\s*([A-Za-z_]\w*)\s*\)""", text)
     if own is None:
-        raise AnalyzerError(f"{run_py} is not a cs2sim run.py (no main(\"<model>\") or "
-                            "main(<ModelClass>) call); give the model's run.py")
+        raise AnalyzerError(
+            f'{run_py} is not a cs2sim run.py (no main("<model>") or '
+            "main(<ModelClass>) call); give the model's run.py"
+        )
     return RunCommand(launcher, run_py, register_own_model(run_py, own.group(1)), command[2:])
 
 
@@ -149,12 +167,16 @@ def register_own_model(run_py: Path, class_name: str) -> str:
     try:
         spec.loader.exec_module(module)
     except Exception as e:  # noqa: BLE001 - the user's code: one line, what to do
-        raise AnalyzerError(f"importing {run_py} failed ({type(e).__name__}: {e}); run "
-                            f"`python {run_py} --help` to see the problem") from None
+        raise AnalyzerError(
+            f"importing {run_py} failed ({type(e).__name__}: {e}); run "
+            f"`python {run_py} --help` to see the problem"
+        ) from None
     cls = getattr(module, class_name, None)
     if not isinstance(cls, type):
-        raise AnalyzerError(f"{run_py} passes {class_name} to main() but defines or imports no "
-                            "such class; give the model's run.py")
+        raise AnalyzerError(
+            f"{run_py} passes {class_name} to main() but defines or imports no "
+            "such class; give the model's run.py"
+        )
     return registry.register(cls).NAME
 
 
@@ -200,16 +222,20 @@ def compile_model(cmd: RunCommand, on_stage: Any) -> tuple[Any, dict, Path]:
         args.params = str(default_params(cmd.model, cmd.run_py.resolve().parent)[0])
     stop = compile_stop(args)
     if stop is None:
-        raise AnalyzerError("cs_input_analyzer analyzes a compile: give run.py "
-                            "--mode=compile_only (best) or --mode=validate_only")
-    params, _half, _warnings = _load(cmd.model, argparse.Namespace(
-        **{**vars(args), "mode": "train", "wafer_map": None}))
+        raise AnalyzerError(
+            "cs_input_analyzer analyzes a compile: give run.py "
+            "--mode=compile_only (best) or --mode=validate_only"
+        )
+    params, _half, _warnings = _load(
+        cmd.model, argparse.Namespace(**{**vars(args), "mode": "train", "wafer_map": None})
+    )
     model_dir = Path(args.model_dir or params["runconfig"]["model_dir"])
     mode = ExecMode.WEIGHT_STREAMING if cmd.weight_streaming else ExecMode.PIPELINED
     # for the system the recommended line trains on, so that run reuses this compile
     target = _target(args.cs_ip) if args.cs_ip else first_system()[0]
-    res = compile_run(cmd.model, params, model_dir, mode=mode, stop_after=stop,
-                      target=target, on_stage=on_stage)
+    res = compile_run(
+        cmd.model, params, model_dir, mode=mode, stop_after=stop, target=target, on_stage=on_stage
+    )
     if res.plan is not None:
         from cs2sim.runtime.compiler.timetrain import report_doc
 
@@ -244,9 +270,11 @@ class Recommendation:
     nodes_needed: int | None = None  # without the --available-nodes limit
 
 
-def recommend(options: list[PerThreads], need: float | None, available: int,
-              single: int) -> Recommendation:
+def recommend(
+    options: list[PerThreads], need: float | None, available: int, single: int
+) -> Recommendation:
     """The smallest layout that delivers `need` (see the module docstring)."""
+
     def layout(p: PerThreads, tasks: int) -> tuple[int, int, int]:
         """(nodes, tasks_per_node, streamers) running `tasks` streamers, spread evenly."""
         w = p.workers_per_node
@@ -259,15 +287,26 @@ def recommend(options: list[PerThreads], need: float | None, available: int,
         return nodes, per, nodes * per - 1
 
     def full(p: PerThreads) -> tuple[int, int, int]:
-        return layout(p, (available - single) * p.workers_per_node if single
-                      else available * p.workers_per_node - 1)
+        return layout(
+            p,
+            (available - single) * p.workers_per_node
+            if single
+            else available * p.workers_per_node - 1,
+        )
 
     if need is None:
         best = max(options, key=lambda p: (p.node_rate, -p.threads))
         nodes, per, streamers = full(best)
-        return Recommendation(nodes, per, best.threads, single, streamers,
-                              streamers * best.per_worker, None,
-                              "no samples/s estimate (validate-only): all available nodes")
+        return Recommendation(
+            nodes,
+            per,
+            best.threads,
+            single,
+            streamers,
+            streamers * best.per_worker,
+            None,
+            "no samples/s estimate (validate-only): all available nodes",
+        )
     fits = []
     for p in options:
         nodes, per, streamers = layout(p, max(1, math.ceil(need / p.per_worker)))
@@ -275,24 +314,41 @@ def recommend(options: list[PerThreads], need: float | None, available: int,
             fits.append((nodes, nodes * per * p.threads, p, per, streamers))
     if fits:
         nodes, _cpus, best, per, streamers = min(fits, key=lambda f: (f[0], f[1]))
-        return Recommendation(nodes, per, best.threads, single, streamers,
-                              streamers * best.per_worker, True,
-                              "fewest nodes whose workers deliver the need")
+        return Recommendation(
+            nodes,
+            per,
+            best.threads,
+            single,
+            streamers,
+            streamers * best.per_worker,
+            True,
+            "fewest nodes whose workers deliver the need",
+        )
     best = max(options, key=lambda p: (p.node_rate, -p.threads))
     nodes, per, streamers = full(best)
     needed = layout(best, max(1, math.ceil(need / best.per_worker)))[0]
-    return Recommendation(nodes, per, best.threads, single, streamers,
-                          streamers * best.per_worker, False,
-                          f"all {available} available node(s) at the best rate; about "
-                          f"{needed} would meet the need", needed)
+    return Recommendation(
+        nodes,
+        per,
+        best.threads,
+        single,
+        streamers,
+        streamers * best.per_worker,
+        False,
+        f"all {available} available node(s) at the best rate; about {needed} would meet the need",
+        needed,
+    )
 
 
 def run_command_for(cmd: RunCommand, rec: Recommendation, ip: str | None = None) -> str:
     """The csrun_wse line that trains on the CS-2 with the recommendation: the flow's wrapper,
     --mode=train, and --cs_ip (the command's own, else `ip`: without it run.py trains on the
     host CPU)."""
-    rest = [a for a in cmd.args if a not in ("--validate_only", "--compile_only")
-            and not a.startswith("--mode=")]
+    rest = [
+        a
+        for a in cmd.args
+        if a not in ("--validate_only", "--compile_only") and not a.startswith("--mode=")
+    ]
     cleaned, skip = [], False
     for a in rest:  # drop "--mode X" / "-m X"
         if skip:
@@ -302,14 +358,18 @@ def run_command_for(cmd: RunCommand, rec: Recommendation, ip: str | None = None)
             skip = True
             continue
         cleaned.append(a)
-    flags = [f"--total-nodes={rec.nodes}", f"--tasks-per-node={rec.tasks_per_node}",
-             f"--cpus-per-task={rec.cpus_per_task}"]
+    flags = [
+        f"--total-nodes={rec.nodes}",
+        f"--tasks-per-node={rec.tasks_per_node}",
+        f"--cpus-per-task={rec.cpus_per_task}",
+    ]
     if rec.single_task_nodes:
         flags.append(f"--single-task-nodes={rec.single_task_nodes}")
     has_ip = any(a == "--cs_ip" or a.startswith("--cs_ip=") for a in cleaned)
     target = [] if has_ip or ip is None else [f"--cs_ip={ip}"]
-    return " ".join(["csrun_wse", *flags, cmd.wrapper, str(cmd.run_py), "--mode=train",
-                     *cleaned, *target])
+    return " ".join(
+        ["csrun_wse", *flags, cmd.wrapper, str(cmd.run_py), "--mode=train", *cleaned, *target]
+    )
 
 
 # -- the analysis ---------------------------------------------------------------------------------
@@ -321,21 +381,30 @@ def analyze(options: Options, progress: Progress) -> dict[str, Any]:
 
     for d in options.mount_dirs:
         if not Path(d).is_dir():
-            raise AnalyzerError(f"--mount-dirs names {d}, which is not a directory on this "
-                                "host; fix the path (the data must be on a shared file system)")
+            raise AnalyzerError(
+                f"--mount-dirs names {d}, which is not a directory on this "
+                "host; fix the path (the data must be on a shared file system)"
+            )
     cmd = parse_command(options.command)
     def_nodes, node_cpus = site_facts()
     available = options.available_nodes or def_nodes
     single = WS_SINGLE_TASK_NODES if cmd.weight_streaming else 0
     if available <= single:
-        raise AnalyzerError(f"--available-nodes {available} leaves no worker node: weight "
-                            f"streaming uses {single} single-task nodes first; give at least "
-                            f"{single + 1}")
+        raise AnalyzerError(
+            f"--available-nodes {available} leaves no worker node: weight "
+            f"streaming uses {single} single-task nodes first; give at least "
+            f"{single + 1}"
+        )
     progress.compiling(cmd.model, cmd.launcher)
     res, params, model_dir = compile_model(cmd, None)
     need = options.target or res.est_samples_per_sec
-    need_source = ("--target-samples-per-sec" if options.target
-                   else "compile estimate" if res.est_samples_per_sec else None)
+    need_source = (
+        "--target-samples-per-sec"
+        if options.target
+        else "compile estimate"
+        if res.est_samples_per_sec
+        else None
+    )
 
     host_cpus = os.cpu_count() or 1
     plan = []
@@ -349,13 +418,19 @@ def analyze(options: Options, progress: Progress) -> dict[str, Any]:
     measured = []
     with progress.measuring(len(plan)) as advance:
         for t, w in plan:
-            m = measure_delivery(cmd.model, params, workers=w, threads=t,
-                                 seconds=options.seconds, extra_work=work)
+            m = measure_delivery(
+                cmd.model, params, workers=w, threads=t, seconds=options.seconds, extra_work=work
+            )
             measured.append(m)
             advance(f"{t} threads x {w} worker(s): {m.samples_per_sec:,.0f} samples/s")
-    per = [PerThreads(t, max(1, node_cpus // t),
-                      next(m.per_worker for m in measured if m.threads == t and m.workers == 1))
-           for t in options.threads]
+    per = [
+        PerThreads(
+            t,
+            max(1, node_cpus // t),
+            next(m.per_worker for m in measured if m.threads == t and m.workers == 1),
+        )
+        for t in options.threads
+    ]
     rec = recommend(per, need, available, single)
     top = max(measured, key=lambda m: m.samples_per_sec)
     # a later compile of this model_dir (the run's) reads the rate: its estimate then names
@@ -365,40 +440,60 @@ def analyze(options: Options, progress: Progress) -> dict[str, Any]:
     chosen = next(p for p in per if p.threads == rec.cpus_per_task)
     from cs2sim.runtime.compiler.timetrain import report_doc
 
-    saved = save_measurement(model_dir, cmd.model, chosen.per_worker, chosen.threads, 1,
-                             rec.streamers)
+    saved = save_measurement(
+        model_dir, cmd.model, chosen.per_worker, chosen.threads, 1, rec.streamers
+    )
     input_bound = None if not need else rec.expected < need
     return {
         "model": cmd.model,
         "launcher": cmd.launcher,
         "flow": "WEIGHT_STREAMING" if cmd.weight_streaming else "PIPELINED",
-        "compile": {"directory": str(res.directory), "stop_after": res.stop_after,
-                    "reused": res.reused, "compile_time": round(res.compile_time, 3),
-                    "est_samples_per_sec": res.est_samples_per_sec,
-                    "time_to_train": report_doc(res.plan, params)},
+        "compile": {
+            "directory": str(res.directory),
+            "stop_after": res.stop_after,
+            "reused": res.reused,
+            "compile_time": round(res.compile_time, 3),
+            "est_samples_per_sec": res.est_samples_per_sec,
+            "time_to_train": report_doc(res.plan, params),
+        },
         "need": {"samples_per_sec": need, "source": need_source},
-        "host": {"cpus": host_cpus, "worker_node_cpus": node_cpus,
-                 "available_nodes": available, "extra_work_rounds": work,
-                 "mount_dirs": options.mount_dirs},
+        "host": {
+            "cpus": host_cpus,
+            "worker_node_cpus": node_cpus,
+            "available_nodes": available,
+            "extra_work_rounds": work,
+            "mount_dirs": options.mount_dirs,
+        },
         "measurements": [m.to_json() for m in measured],
-        "per_threads": [{"threads": p.threads, "workers_per_node": p.workers_per_node,
-                         "per_worker_samples_per_sec": round(p.per_worker, 3),
-                         "node_samples_per_sec": round(p.node_rate, 3)} for p in per],
+        "per_threads": [
+            {
+                "threads": p.threads,
+                "workers_per_node": p.workers_per_node,
+                "per_worker_samples_per_sec": round(p.per_worker, 3),
+                "node_samples_per_sec": round(p.node_rate, 3),
+            }
+            for p in per
+        ],
         "chief_intake_samples_per_sec": round(top.samples_per_sec, 3),
         "input_bound": input_bound,
         "measurement_file": str(saved),
         "chief_cpu_at_intake": round(top.chief_cpu, 3),
         "recommendation": {
-            "nodes": rec.nodes, "tasks_per_node": rec.tasks_per_node,
-            "cpus_per_task": rec.cpus_per_task, "single_task_nodes": rec.single_task_nodes,
+            "nodes": rec.nodes,
+            "tasks_per_node": rec.tasks_per_node,
+            "cpus_per_task": rec.cpus_per_task,
+            "single_task_nodes": rec.single_task_nodes,
             "streamers": rec.streamers,
             "expected_samples_per_sec": round(rec.expected, 3),
-            "meets_need": rec.meets_need, "reason": rec.reason,
+            "meets_need": rec.meets_need,
+            "reason": rec.reason,
             "nodes_needed": rec.nodes_needed,
             "csrun_wse": run_command_for(cmd, rec, system_ip()),
         },
-        "labels": {"measurements": "host measurements (this machine)",
-                   "est_samples_per_sec": "CS-2 estimate (compiler)",
-                   "node_samples_per_sec": "estimate: per-worker measurement x workers/node",
-                   "expected_samples_per_sec": "estimate from host measurements"},
+        "labels": {
+            "measurements": "host measurements (this machine)",
+            "est_samples_per_sec": "CS-2 estimate (compiler)",
+            "node_samples_per_sec": "estimate: per-worker measurement x workers/node",
+            "expected_samples_per_sec": "estimate from host measurements",
+        },
     }

@@ -48,8 +48,15 @@ from cs2sim.runtime.cli.flags import (
 from cs2sim.runtime.cli.runlog import RunLog
 from cs2sim.system.errors import CsError, UsageError
 
-__all__ = ["MODES", "build_parser", "main", "check_flags", "model_home", "default_params",
-           "script_dir"]
+__all__ = [
+    "MODES",
+    "build_parser",
+    "main",
+    "check_flags",
+    "model_home",
+    "default_params",
+    "script_dir",
+]
 
 DEVICES = ("CPU", "GPU", "CSX")  # the first word of Model Zoo R1.8+'s run.py
 # Real run.py flags (Model Zoo's run.py, docs/sources.md) whose feature is not in this version:
@@ -61,14 +68,17 @@ NO_EFFECT_YET = {
     "mount_dirs": "it belongs to the appliance: `python run.py CSX ... --mount_dirs ...`",
     "python_paths": "it belongs to the appliance: `python run.py CSX ... --python_paths ...`",
     "execution_strategy": "the execution mode comes from the launcher (python, python-ws, "
-                          "python-pt)",
+    "python-pt)",
 }
-MSG_NO_EFFECT = ("note: --{flag} {value} is stored in runconfig.{flag} and has no effect here "
-                 "yet ({why}).")
+MSG_NO_EFFECT = (
+    "note: --{flag} {value} is stored in runconfig.{flag} and has no effect here yet ({why})."
+)
 EXIT_INTERRUPTED = 130
 SHARED_ERROR_GRACE_S = 10.0  # how long a non-chief task leaves a shared error to the chief
-MSG_HOST_JOB = ("This job trains on the host CPU of node {node}, not on a CS-2: run.py has no "
-                "--cs_ip; add --cs_ip <the system's IP> to train on the CS-2.")
+MSG_HOST_JOB = (
+    "This job trains on the host CPU of node {node}, not on a CS-2: run.py has no "
+    "--cs_ip; add --cs_ip <the system's IP> to train on the CS-2."
+)
 
 
 def _load(model_name: str, args: argparse.Namespace) -> tuple[dict, str, list[str]]:
@@ -98,8 +108,9 @@ def _params_of(model_name: str, argv: list[str]) -> dict[str, Any]:
     """The effective params of a run.py command line, as its compile sees them."""
     ns = build_parser(model_name).parse_args(argv)
     ns.params_given, ns.split, ns.home = True, False, None
-    return _load(model_name, argparse.Namespace(**{**vars(ns), "mode": "train",
-                                                   "wafer_map": None}))[0]
+    return _load(
+        model_name, argparse.Namespace(**{**vars(ns), "mode": "train", "wafer_map": None})
+    )[0]
 
 
 # mode -> effective params written (Model Zoo's run.py: <mode>/params_<mode>.yaml; docs/sources.md)
@@ -126,8 +137,9 @@ def _run(model_name: str, args: argparse.Namespace, runlog: RunLog) -> int:
     task = task_info()
     # What the run uses is said once, by the task that trains (not by each of 96 streamers).
     say = log.info if task.role in (Role.CHIEF, Role.STANDALONE) else log.debug
-    given = ("" if args.params_given
-             else f" (the default {args.params_found}; choose another with -p)")
+    given = (
+        "" if args.params_given else f" (the default {args.params_found}; choose another with -p)"
+    )
     say(f"Params file: {Path(args.params).resolve()}{given}")  # a compile says it too
     if stop:
         return run_compile(model_name, args, runlog, _load, stop)
@@ -136,8 +148,7 @@ def _run(model_name: str, args: argparse.Namespace, runlog: RunLog) -> int:
     runlog.logger.setLevel(rc["logging"])
     if args.cs_ip is None and rc.get("cs_ip"):  # the YAML's runconfig.cs_ip, as the flag
         args.cs_ip = rc["cs_ip"]
-        say(f"CS-2 system: {args.cs_ip} (runconfig.cs_ip of the params file; --cs_ip "
-            "overrides it)")
+        say(f"CS-2 system: {args.cs_ip} (runconfig.cs_ip of the params file; --cs_ip overrides it)")
         check_flags(model_name, args)
     model_dir = Path(args.model_dir or rc["model_dir"])  # the YAML's default: ./model_dir
     where = "" if args.model_dir else " (runconfig.model_dir; choose another with -o)"
@@ -148,8 +159,10 @@ def _run(model_name: str, args: argparse.Namespace, runlog: RunLog) -> int:
             shown = " ".join(map(str, value)) if isinstance(value, list) else value
             say(MSG_NO_EFFECT.format(flag=flag, value=shown, why=why))
     if model_dir.exists() and not model_dir.is_dir():
-        raise UsageError(f"model_dir {model_dir} is a file, not a directory; pass "
-                         "-o/--model_dir with a directory.")
+        raise UsageError(
+            f"model_dir {model_dir} is a file, not a directory; pass "
+            "-o/--model_dir with a directory."
+        )
     rc["model_dir"] = str(model_dir)
     cs = None
     if args.cs_ip is not None:  # a CS-2 run: refused here by every task, before anything is written
@@ -192,8 +205,16 @@ def _streamer_voice(role: Any, level: str) -> Iterator[None]:
             logging.getLogger(name).setLevel(was)
 
 
-def _run_mode(model_name: str, args: argparse.Namespace, runlog: RunLog, params: dict,
-              half: str, warnings: list[str], model_dir: Path, cs: Any = None) -> int:
+def _run_mode(
+    model_name: str,
+    args: argparse.Namespace,
+    runlog: RunLog,
+    params: dict,
+    half: str,
+    warnings: list[str],
+    model_dir: Path,
+    cs: Any = None,
+) -> int:
     import logging
 
     from cs2sim.runtime.job.remote_stream import streamed_input
@@ -202,8 +223,13 @@ def _run_mode(model_name: str, args: argparse.Namespace, runlog: RunLog, params:
     from cs2sim.runtime.training.trainer import Trainer
 
     log = logging.getLogger("cs2sim.run")
-    trainer = Trainer(model_name, params, model_dir, half=half,
-                      components=Components(model_name, params, half, stream_fn=streamed_input))
+    trainer = Trainer(
+        model_name,
+        params,
+        model_dir,
+        half=half,
+        components=Components(model_name, params, half, stream_fn=streamed_input),
+    )
     if args.mode.startswith("train"):
         runlog.resume_text = trainer.resume_text  # what the message of a Ctrl-C says
     try:
@@ -228,8 +254,9 @@ def _run_mode(model_name: str, args: argparse.Namespace, runlog: RunLog, params:
     return 0
 
 
-def main(model: str | type, argv: Sequence[str] | None = None,
-         home: str | Path | None = None) -> int:
+def main(
+    model: str | type, argv: Sequence[str] | None = None, home: str | Path | None = None
+) -> int:
     """Parse `argv`, run the mode, return the exit code (the run.py entry point).
 
     `model` is a model's name in the model table (runtime/registry.py), or a model class, which
@@ -252,11 +279,14 @@ def main(model: str | type, argv: Sequence[str] | None = None,
                     found = default_params(model_name, where)[0]
             main_file = Path(sys.argv[0]).resolve()
             run_py = main_file if main_file.name == "run.py" else model_home(model_name) / "run.py"
-            return run_csx(model_name, argv, found,
-                           lambda job_argv: _params_of(model_name, job_argv), run_py)
+            return run_csx(
+                model_name, argv, found, lambda job_argv: _params_of(model_name, job_argv), run_py
+            )
         if device == "GPU":
-            sys.stderr.write("error: this installation has no GPU; run `python run.py CPU ...` "
-                             "on the host or `python run.py CSX ...` on the cluster.\n")
+            sys.stderr.write(
+                "error: this installation has no GPU; run `python run.py CPU ...` "
+                "on the host or `python run.py CSX ...` on the cluster.\n"
+            )
             return 2
     part = _part_of_a_job()
     args: argparse.Namespace | None = None
@@ -301,14 +331,18 @@ def main(model: str | type, argv: Sequence[str] | None = None,
             if show_traceback:
                 raise
             where = f" ({e.filename})" if e.filename else ""
-            fail(f"error: {e.strerror or e}{where}; check the path, its permissions and the "
-                 "free disk space.")
+            fail(
+                f"error: {e.strerror or e}{where}; check the path, its permissions and the "
+                "free disk space."
+            )
             return 1
         except Exception as e:  # noqa: BLE001 - the one boundary: no traceback reaches a user
             if show_traceback:
                 raise
-            fail(f"error: internal error ({type(e).__name__}: {e}); rerun with --traceback "
-                 "and report it.")
+            fail(
+                f"error: internal error ({type(e).__name__}: {e}); rerun with --traceback "
+                "and report it."
+            )
             return 1
 
 
@@ -323,7 +357,7 @@ def _die_of(signum: int) -> NoReturn:
 
 
 def _part_of_a_job() -> str | None:
-    """"streamer" / "coordinator" when this process is such a task of a launched job, else None
+    """ "streamer" / "coordinator" when this process is such a task of a launched job, else None
     (the chief, or a run of its own). A broken Slurm environment counts as None: the error that
     names it is then said by every task, which is all it can do."""
     from cs2sim.runtime.job.roles import Role, task_info

@@ -70,14 +70,22 @@ class _Progress:
         )
 
         self.bar = Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("steps"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-            console=Console(file=self.stream), redirect_stdout=False, redirect_stderr=False,
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("steps"),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=Console(file=self.stream),
+            redirect_stdout=False,
+            redirect_stderr=False,
             transient=False,
         )
         # the step count starts at the restored step; the ETA uses this run's speed only
-        self.task = self.bar.add_task(f"{info.mode} ({info.device})", total=info.stop_step,
-                                      completed=info.start_step)
+        self.task = self.bar.add_task(
+            f"{info.mode} ({info.device})", total=info.stop_step, completed=info.start_step
+        )
         self.bar.start()
         self.handler.live_console = self.bar.console  # log lines print above the bar
 
@@ -107,8 +115,9 @@ class _LogFile(logging.StreamHandler):
 class RunLog:
     """Logging, the run log file and the progress bar of one run.py invocation."""
 
-    def __init__(self, out: TextIO | None = None, err: TextIO | None = None,
-                 level: int = logging.INFO) -> None:
+    def __init__(
+        self, out: TextIO | None = None, err: TextIO | None = None, level: int = logging.INFO
+    ) -> None:
         self.out = out or sys.stdout
         self.err = err or sys.stderr
         # set once a training run starts: what running the same command again would do
@@ -147,8 +156,11 @@ class RunLog:
         """Print the run's one error line on stderr (and into the run log)."""
         self._stop_progress()
         if self.file_handler is not None:
-            self.file_handler.emit(logging.makeLogRecord(
-                {"name": LOGGER, "levelno": logging.ERROR, "levelname": "ERROR", "msg": message}))
+            self.file_handler.emit(
+                logging.makeLogRecord(
+                    {"name": LOGGER, "levelno": logging.ERROR, "levelname": "ERROR", "msg": message}
+                )
+            )
         self.err.write(message + "\n")
         self.err.flush()
 

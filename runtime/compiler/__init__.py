@@ -10,5 +10,13 @@ from cs2sim.runtime.compiler.errors import KernelMatchError, PassVerifyError, Pl
 from cs2sim.runtime.compiler.passes import PASSES
 from cs2sim.runtime.compiler.plan import Plan
 
-__all__ = ["compile_run", "CompileResult", "Plan", "KernelMatchError", "PlacementError",
-           "PassVerifyError", "PASSES", "stages"]
+__all__ = [
+    "compile_run",
+    "CompileResult",
+    "Plan",
+    "KernelMatchError",
+    "PlacementError",
+    "PassVerifyError",
+    "PASSES",
+    "stages",
+]

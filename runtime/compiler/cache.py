@@ -22,8 +22,15 @@ from typing import Any
 
 from cs2sim.runtime.artifacts.atomic import open_regular
 
-__all__ = ["checksum", "COMPLETE", "complete_stage", "staging_dir", "publish", "discard",
-           "COMPILER_VERSION"]
+__all__ = [
+    "checksum",
+    "COMPLETE",
+    "complete_stage",
+    "staging_dir",
+    "publish",
+    "discard",
+    "COMPILER_VERSION",
+]
 
 COMPILER_VERSION = "cs2sim-compiler-3"  # 3: the pipelined per-PE model, steps in the plan
 COMPLETE = "COMPLETE"
@@ -36,7 +43,7 @@ def checksum(doc: dict[str, Any]) -> str:
 
 
 def complete_stage(directory: Path) -> str | None:
-    """"validate" | "compile" for a complete compile directory, else None (also for a symlink:
+    """ "validate" | "compile" for a complete compile directory, else None (also for a symlink:
     model_dir's managed entries are ours, never followed)."""
     directory = Path(directory)
     if directory.is_symlink() or not directory.is_dir():

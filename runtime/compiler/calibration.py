@@ -50,8 +50,14 @@ at 0.70x, which is why it was refitted on all five.)
 
 from __future__ import annotations
 
-__all__ = ["KERNEL_PEAK_SHARE", "LAYER_PASS_SECONDS", "REF_INPUT_NODE_BYTES_S", "PIPE_PEAK_SHARE",
-           "PIPE_OP_CYCLES", "PARAMETERS"]
+__all__ = [
+    "KERNEL_PEAK_SHARE",
+    "LAYER_PASS_SECONDS",
+    "REF_INPUT_NODE_BYTES_S",
+    "PIPE_PEAK_SHARE",
+    "PIPE_OP_CYCLES",
+    "PARAMETERS",
+]
 
 KERNEL_PEAK_SHARE = 0.44
 PIPE_PEAK_SHARE = 0.147
@@ -61,15 +67,35 @@ REF_INPUT_NODE_BYTES_S = 112.7e6
 
 # (name, value, unit, set from): what bench/fidelity.py and the docs print
 PARAMETERS: tuple[tuple[str, float, str, str], ...] = (
-    ("KERNEL_PEAK_SHARE", KERNEL_PEAK_SHARE, "of peak",
-     "GPT-2 small b112 (ALCF R2.1.1) + Cerebras-GPT 256M/590M/2.7B b128 (HPEC 2024) + "
-     "BERT-large s128 b2048 (ALCF R2.1.1), jointly"),
-    ("LAYER_PASS_SECONDS", LAYER_PASS_SECONDS, "s per layer pass",
-     "the same five runs, jointly with KERNEL_PEAK_SHARE"),
-    ("PIPE_PEAK_SHARE", PIPE_PEAK_SHARE, "of peak (pipelined)",
-     "GPT-2 small s1024 b32 pipelined, the R1.6.0 compiler's 860.3 samples/s (PSC Neocortex)"),
-    ("PIPE_OP_CYCLES", PIPE_OP_CYCLES, "cycles per vector op (pipelined)",
-     "fc_mnist TF b256, the R1.1 compiler's 1,270,553 samples/s (ALCF)"),
-    ("REF_INPUT_NODE_BYTES_S", REF_INPUT_NODE_BYTES_S, "B/s per input node",
-     "fc_mnist TF b256 measured 358,417 samples/s (ALCF R1.1), 5 default worker nodes"),
+    (
+        "KERNEL_PEAK_SHARE",
+        KERNEL_PEAK_SHARE,
+        "of peak",
+        "GPT-2 small b112 (ALCF R2.1.1) + Cerebras-GPT 256M/590M/2.7B b128 (HPEC 2024) + "
+        "BERT-large s128 b2048 (ALCF R2.1.1), jointly",
+    ),
+    (
+        "LAYER_PASS_SECONDS",
+        LAYER_PASS_SECONDS,
+        "s per layer pass",
+        "the same five runs, jointly with KERNEL_PEAK_SHARE",
+    ),
+    (
+        "PIPE_PEAK_SHARE",
+        PIPE_PEAK_SHARE,
+        "of peak (pipelined)",
+        "GPT-2 small s1024 b32 pipelined, the R1.6.0 compiler's 860.3 samples/s (PSC Neocortex)",
+    ),
+    (
+        "PIPE_OP_CYCLES",
+        PIPE_OP_CYCLES,
+        "cycles per vector op (pipelined)",
+        "fc_mnist TF b256, the R1.1 compiler's 1,270,553 samples/s (ALCF)",
+    ),
+    (
+        "REF_INPUT_NODE_BYTES_S",
+        REF_INPUT_NODE_BYTES_S,
+        "B/s per input node",
+        "fc_mnist TF b256 measured 358,417 samples/s (ALCF R1.1), 5 default worker nodes",
+    ),
 )

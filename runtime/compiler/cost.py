@@ -227,8 +227,9 @@ def _cost(op: Op, kern: Kernel, g: Graph, r: Rates, n_ops: int) -> OpCost:
         wavelets = 0.0
     else:
         wavelets = 3.0 if kern.name == "add" else 2.0  # in per element: forward + backward
-    per_param = 4 + (0 if g.dtype == "float32" else 2) + 4 + OPTIMIZER_STATE_BYTES.get(
-        g.optimizer, 8)
+    per_param = (
+        4 + (0 if g.dtype == "float32" else 2) + 4 + OPTIMIZER_STATE_BYTES.get(g.optimizer, 8)
+    )
     act = 0 if kern.name == "add" else op.in_elems * a
     if kern.parallel == "scores":
         act += heads * seq * seq * a  # attention probabilities, kept for backward
@@ -236,17 +237,31 @@ def _cost(op: Op, kern: Kernel, g: Graph, r: Rates, n_ops: int) -> OpCost:
     in_flight = 1 + math.ceil(2 * depth / max(1, op.positions))
     w = r.wavelet_bytes  # one value a wavelet on the fabric
     return OpCost(
-        name=op.name, block=op.block, kernel=kern.name, dataflow=kern.dataflow,
-        fwd_flops=fwd_flops, bwd_flops=bwd_flops, fwd_cycles=fwd_cycles, bwd_cycles=bwd_cycles,
-        work=work, wavelets=wavelets, max_pes=max_pes,
-        state_bytes=op.params * per_param, act_bytes=int(act), in_flight=in_flight,
-        in_link_bytes=float(op.in_elems * w), out_link_bytes=float(op.out_elems * w),
-        weight_bytes=op.params * a, grad_bytes=op.params * GRAD_BYTES,
+        name=op.name,
+        block=op.block,
+        kernel=kern.name,
+        dataflow=kern.dataflow,
+        fwd_flops=fwd_flops,
+        bwd_flops=bwd_flops,
+        fwd_cycles=fwd_cycles,
+        bwd_cycles=bwd_cycles,
+        work=work,
+        wavelets=wavelets,
+        max_pes=max_pes,
+        state_bytes=op.params * per_param,
+        act_bytes=int(act),
+        in_flight=in_flight,
+        in_link_bytes=float(op.in_elems * w),
+        out_link_bytes=float(op.out_elems * w),
+        weight_bytes=op.params * a,
+        grad_bytes=op.params * GRAD_BYTES,
         boundary_bytes=op.out_elems * a,
         keep_bytes=op.in_elems * a if kern.keeps_input else 0,
         ws_units=max(1, int(elems)),
         positions=positions,
-        pipe_arith=pipe_arith, op_cycles=r.op_cycles)
+        pipe_arith=pipe_arith,
+        op_cycles=r.op_cycles,
+    )
 
 
 def op_costs(g: Graph, matches: tuple[Match, ...], wafer: WaferSpec) -> tuple[OpCost, ...]:

@@ -91,15 +91,23 @@ def _multireplica(params: dict[str, Any]) -> bool:
     return wanted and allowed is not False
 
 
-def _result(c: Compilation, directory: Path, reused: bool, t0: float, stop: str,
-            plan: Plan | None) -> CompileResult:
+def _result(
+    c: Compilation, directory: Path, reused: bool, t0: float, stop: str, plan: Plan | None
+) -> CompileResult:
     est = plan.estimate if plan else None
     return CompileResult(
-        directory=directory, checksum=c.checksum, reused=reused,
-        compile_time=time.perf_counter() - t0, mode=c.mode, stop_after=stop,
+        directory=directory,
+        checksum=c.checksum,
+        reused=reused,
+        compile_time=time.perf_counter() - t0,
+        mode=c.mode,
+        stop_after=stop,
         est_samples_per_sec=float(est["samples_per_sec"]) if est else None,
-        active_pes=int(est["active_pes"]) if est else None, total_pes=c.wafer.pes,
-        plan=plan, log_lines=tuple(c.log))
+        active_pes=int(est["active_pes"]) if est else None,
+        total_pes=c.wafer.pes,
+        plan=plan,
+        log_lines=tuple(c.log),
+    )
 
 
 def _reusable(c: Compilation, final: Path) -> tuple[Plan | None, str | None]:
@@ -110,14 +118,20 @@ def _reusable(c: Compilation, final: Path) -> tuple[Plan | None, str | None]:
     except (OSError, ValueError, TypeError) as e:
         return None, f"its {PLAN_FILE} cannot be read ({e})"
     g = c.graph
-    why = plan.problem(mode=c.mode.value, model=c.model_name, checksum=c.checksum,
-                       batch_size=g.batch_size, dtype=g.dtype, num_csx=c.num_csx,
-                       blocks=list(g.blocks), pes=c.wafer.pes)
+    why = plan.problem(
+        mode=c.mode.value,
+        model=c.model_name,
+        checksum=c.checksum,
+        batch_size=g.batch_size,
+        dtype=g.dtype,
+        num_csx=c.num_csx,
+        blocks=list(g.blocks),
+        pes=c.wafer.pes,
+    )
     return (None, f"its {PLAN_FILE} does not fit the model: {why}") if why else (plan, None)
 
 
-def _load_cached(c: Compilation, wafer: WaferSpec, cached: Path, t0: float
-                 ) -> CompileResult | None:
+def _load_cached(c: Compilation, wafer: WaferSpec, cached: Path, t0: float) -> CompileResult | None:
     """The result of loading `cached` (see compile_run), or None (warned) when it does not fit."""
     c.checksum = _checksum(c, wafer, None, any_target=True)
     why: str | None
@@ -137,50 +151,80 @@ def _load_cached(c: Compilation, wafer: WaferSpec, cached: Path, t0: float
 def _notes(c: Compilation, seconds: float) -> list[str]:
     e, g = c.estimate, c.graph
     assert e is not None and g is not None
-    lines = [f"cs2sim compile of {c.model_name} for {c.mode.value}"
-             f"{' on ' + c.target if c.target else ''} ({c.wafer.name}, "
-             f"{c.wafer.width} x {c.wafer.height} PEs), checksum {c.checksum}",
-             f"{g.num_params:,} parameters, batch size "
-             f"{(c.params.get('train_input') or {}).get('batch_size', g.batch_size)} (graph "
-             f"compiled at {g.batch_size} samples a pass), {g.dtype}; passes ran in "
-             f"{seconds:.3f} s (host measurement)",
-             f"These are CS-2 estimates from the cost model (docs/cost-model.md), not "
-             f"measurements; bound by {e.bound}.",
-             f"Bound: {e.bound} ({BOUND_TEXT[e.bound]})"]
+    lines = [
+        f"cs2sim compile of {c.model_name} for {c.mode.value}"
+        f"{' on ' + c.target if c.target else ''} ({c.wafer.name}, "
+        f"{c.wafer.width} x {c.wafer.height} PEs), checksum {c.checksum}",
+        f"{g.num_params:,} parameters, batch size "
+        f"{(c.params.get('train_input') or {}).get('batch_size', g.batch_size)} (graph "
+        f"compiled at {g.batch_size} samples a pass), {g.dtype}; passes ran in "
+        f"{seconds:.3f} s (host measurement)",
+        f"These are CS-2 estimates from the cost model (docs/cost-model.md), not "
+        f"measurements; bound by {e.bound}.",
+        f"Bound: {e.bound} ({BOUND_TEXT[e.bound]})",
+    ]
     if e.input_samples_per_sec is not None and c.input_cluster is not None:
         ic = c.input_cluster
-        cap = (f"the ports feeding the input kernel could carry {e.io_samples_per_sec:.1f}; "
-               "kernels are sized to what feeds them" if e.io_samples_per_sec is not None
-               else f"the wafer alone: {e.wafer_samples_per_sec:.1f}")
-        lines.append(f"Input Samples/s: {e.input_samples_per_sec:.1f} ({ic.workers} input "
-                     f"worker(s) x {ic.per_worker_samples_per_sec:.1f} samples/s each, "
-                     f"{ic.source}); {cap}")
+        cap = (
+            f"the ports feeding the input kernel could carry {e.io_samples_per_sec:.1f}; "
+            "kernels are sized to what feeds them"
+            if e.io_samples_per_sec is not None
+            else f"the wafer alone: {e.wafer_samples_per_sec:.1f}"
+        )
+        lines.append(
+            f"Input Samples/s: {e.input_samples_per_sec:.1f} ({ic.workers} input "
+            f"worker(s) x {ic.per_worker_samples_per_sec:.1f} samples/s each, "
+            f"{ic.source}); {cap}"
+        )
     else:
-        lines.append("Input Samples/s: not known (run cs_input_analyzer to measure the input "
-                     "workers; the estimate assumes they keep up)")
+        lines.append(
+            "Input Samples/s: not known (run cs_input_analyzer to measure the input "
+            "workers; the estimate assumes they keep up)"
+        )
     if c.placement is not None:
         p = c.placement
-        lines.append(f"Ports used: {p.ports * p.replicas:g} of {c.wafer.ports} "
-                     f"(100 GbE, {c.wafer.port_payload_bytes_s / 1e9:.1f} GB/s each after "
-                     "framing) feed the input kernel(s)")
-        lines.append(f"Replicas: {p.replicas} (copies of the model, data parallel; "
-                     + ("runconfig.multireplica)" if c.multireplica else
-                        "set runconfig.multireplica: True to let the compiler add more)"))
+        lines.append(
+            f"Ports used: {p.ports * p.replicas:g} of {c.wafer.ports} "
+            f"(100 GbE, {c.wafer.port_payload_bytes_s / 1e9:.1f} GB/s each after "
+            "framing) feed the input kernel(s)"
+        )
+        lines.append(
+            f"Replicas: {p.replicas} (copies of the model, data parallel; "
+            + (
+                "runconfig.multireplica)"
+                if c.multireplica
+                else "set runconfig.multireplica: True to let the compiler add more)"
+            )
+        )
     plan = c.plan
     assert plan is not None
     micro = (c.params.get("train_input") or {}).get("micro_batch_size")
-    lines.append(plan.batch_line(c.target)
-                 + (" (train_input.micro_batch_size: the executors sum the gradients of a "
-                    "step's micro-batches into one update)" if micro else ""))
+    lines.append(
+        plan.batch_line(c.target)
+        + (
+            " (train_input.micro_batch_size: the executors sum the gradients of a "
+            "step's micro-batches into one update)"
+            if micro
+            else ""
+        )
+    )
     if c.stream is not None:
         s = c.stream
-        lines.append(f"Layer passes: {2 * len(s.layers) * plan.micro_batches} per step and CS-X "
-                     f"(forward and backward of {len(s.layers)} layers per micro-batch); "
-                     "each micro-batch streams every layer's weights in again; output layer "
-                     "weights retained from forward to backward.")
+        lines.append(
+            f"Layer passes: {2 * len(s.layers) * plan.micro_batches} per step and CS-X "
+            f"(forward and backward of {len(s.layers)} layers per micro-batch); "
+            "each micro-batch streams every layer's weights in again; output layer "
+            "weights retained from forward to backward."
+        )
     ttt = for_plan(plan, c.params)
-    lines.append("Time to train: " + (ttt.line() + " (CS-2 estimate: docs/cost-model.md)"
-                                      if ttt else "not known (runconfig.max_steps is not set)"))
+    lines.append(
+        "Time to train: "
+        + (
+            ttt.line() + " (CS-2 estimate: docs/cost-model.md)"
+            if ttt
+            else "not known (runconfig.max_steps is not set)"
+        )
+    )
     return lines
 
 
@@ -202,45 +246,84 @@ def _with_report(e: KernelMatchError, model_dir: Path) -> KernelMatchError:
     model_dir.mkdir(parents=True, exist_ok=True)
     path = model_dir / REPORT_NAME
     atomic_write(path, report, within=model_dir)
-    out = KernelMatchError(f"{str(e).rstrip('.')}; the kernel matching report is in "
-                           f"{path.resolve()}.")
+    out = KernelMatchError(
+        f"{str(e).rstrip('.')}; the kernel matching report is in {path.resolve()}."
+    )
     out.report = report  # type: ignore[attr-defined]
     return out
 
 
-def _checksum(c: Compilation, wafer: WaferSpec, input_cluster: InputCluster | None,
-              *, any_target: bool = False) -> str:
+def _checksum(
+    c: Compilation,
+    wafer: WaferSpec,
+    input_cluster: InputCluster | None,
+    *,
+    any_target: bool = False,
+) -> str:
     """The compile directory's checksum (cache.py: what forces a recompile), after the graph
     pass; `any_target`: as a compile for no named system (the appliance's compile job)."""
     assert c.graph is not None
-    return checksum({"compiler": COMPILER_VERSION, "graph": c.graph.fingerprint(),
-                     "mode": c.mode.value, "num_csx": c.num_csx,
-                     "target": None if any_target else c.target,
-                     "wafer": [wafer.name, wafer.width, wafer.height,
-                               wafer.sram_per_pe_bytes, wafer.reserved_per_pe_bytes,
-                               wafer.ports],
-                     "multireplica": c.multireplica,
-                     "input": input_cluster.fingerprint() if input_cluster else None})
+    return checksum(
+        {
+            "compiler": COMPILER_VERSION,
+            "graph": c.graph.fingerprint(),
+            "mode": c.mode.value,
+            "num_csx": c.num_csx,
+            "target": None if any_target else c.target,
+            "wafer": [
+                wafer.name,
+                wafer.width,
+                wafer.height,
+                wafer.sram_per_pe_bytes,
+                wafer.reserved_per_pe_bytes,
+                wafer.ports,
+            ],
+            "multireplica": c.multireplica,
+            "input": input_cluster.fingerprint() if input_cluster else None,
+        }
+    )
 
 
-def compile_checksum(model_name: str, params: dict[str, Any], *, mode: ExecMode,
-                     target: str | None = None, wafer: WaferSpec = WSE2) -> str:
+def compile_checksum(
+    model_name: str,
+    params: dict[str, Any],
+    *,
+    mode: ExecMode,
+    target: str | None = None,
+    wafer: WaferSpec = WSE2,
+) -> str:
     """The checksum `compile_run` would give these params, from the graph pass alone (what the
     appliance client looks up before it asks for a compile job)."""
-    c = Compilation(model_name, params, _half(params), ExecMode(mode), target,
-                    _num_csx(params) if mode == ExecMode.WEIGHT_STREAMING else 1, wafer, None,
-                    multireplica=_multireplica(params))
+    c = Compilation(
+        model_name,
+        params,
+        _half(params),
+        ExecMode(mode),
+        target,
+        _num_csx(params) if mode == ExecMode.WEIGHT_STREAMING else 1,
+        wafer,
+        None,
+        multireplica=_multireplica(params),
+    )
     PASSES[0].run(c)
     return _checksum(c, wafer, None)
 
 
-def compile_run(model_name: str, params: dict[str, Any], model_dir: Path, *, mode: ExecMode,
-                stop_after: str = "compile", target: str | None = None,
-                on_stage: Callable[[str, int, int], None] | None = None,
-                wafer: WaferSpec = WSE2, model: Any = None,
-                draw_map: bool = True,
-                input_cluster: InputCluster | None = None,
-                cached: Path | None = None) -> CompileResult:
+def compile_run(
+    model_name: str,
+    params: dict[str, Any],
+    model_dir: Path,
+    *,
+    mode: ExecMode,
+    stop_after: str = "compile",
+    target: str | None = None,
+    on_stage: Callable[[str, int, int], None] | None = None,
+    wafer: WaferSpec = WSE2,
+    model: Any = None,
+    draw_map: bool = True,
+    input_cluster: InputCluster | None = None,
+    cached: Path | None = None,
+) -> CompileResult:
     """Compile `model_name` for `mode` into model_dir/cs_<checksum>/ (or reuse it).
 
     `cached`: a complete compile directory made for no named system (the appliance's compile
@@ -253,9 +336,18 @@ def compile_run(model_name: str, params: dict[str, Any], model_dir: Path, *, mod
         input_cluster = None  # validation stops before anything the input cluster bounds
     names = stages(stop_after)
     n = len(names)
-    c = Compilation(model_name, params, _half(params), ExecMode(mode), target,
-                    _num_csx(params) if mode == ExecMode.WEIGHT_STREAMING else 1, wafer, model,
-                    input_cluster=input_cluster, multireplica=_multireplica(params))
+    c = Compilation(
+        model_name,
+        params,
+        _half(params),
+        ExecMode(mode),
+        target,
+        _num_csx(params) if mode == ExecMode.WEIGHT_STREAMING else 1,
+        wafer,
+        model,
+        input_cluster=input_cluster,
+        multireplica=_multireplica(params),
+    )
 
     def run(i: int) -> None:
         p = PASSES[i]
@@ -286,8 +378,7 @@ def compile_run(model_name: str, params: dict[str, Any], model_dir: Path, *, mod
             if on_stage:
                 on_stage("Reusing existing compilation", n, n)
             return _result(c, final, True, t0, stop_after, plan)
-        log.warning(f"The compile directory {final} is marked complete but {why}; compiling "
-                    "again.")
+        log.warning(f"The compile directory {final} is marked complete but {why}; compiling again.")
         c.log.append(f"Recompiling: {final} was damaged ({why})")
         discard(final)
     for i in range(1, len(PASSES)):
@@ -311,8 +402,7 @@ def compile_run(model_name: str, params: dict[str, Any], model_dir: Path, *, mod
             save_png(c.plan, tmp / WAFER_MAP_FILE, wafer)
             c.log.append(f"[emit] wafer map written to {WAFER_MAP_FILE}")
     else:
-        kernels = [{"op": m.op.name, "kind": m.op.kind, "kernel": m.kernel.name}
-                   for m in c.matches]
+        kernels = [{"op": m.op.name, "kind": m.op.kind, "kernel": m.kernel.name} for m in c.matches]
         (tmp / "kernel_matching.json").write_text(json.dumps(kernels, indent=1) + "\n")
     c.log.append(f"compile time {time.perf_counter() - t0:.3f} s (host measurement)")
     (tmp / LOG_FILE).write_text("\n".join(c.log) + "\n")

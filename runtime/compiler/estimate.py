@@ -29,8 +29,14 @@ from cs2sim.runtime.compiler.io import InputCluster
 from cs2sim.runtime.compiler.placement import Placement, Rect, wafer_sample_bytes
 from cs2sim.system.hardware import WaferSpec
 
-__all__ = ["KernelEstimate", "Estimate", "estimate_pipelined", "shared_edge", "link_width",
-           "BOUNDS"]
+__all__ = [
+    "KernelEstimate",
+    "Estimate",
+    "estimate_pipelined",
+    "shared_edge",
+    "link_width",
+    "BOUNDS",
+]
 
 # what can limit a kernel or a layer pass, as the report names it
 BOUNDS = ("compute", "fabric", "io", "input", "stream", "memory")
@@ -95,8 +101,13 @@ def _pick(limits: dict[str, float]) -> tuple[float, str]:
     return limits[bound], bound
 
 
-def estimate_pipelined(g: Graph, costs: tuple[OpCost, ...], pl: Placement,
-                       wafer: WaferSpec, input_cluster: InputCluster | None = None) -> Estimate:
+def estimate_pipelined(
+    g: Graph,
+    costs: tuple[OpCost, ...],
+    pl: Placement,
+    wafer: WaferSpec,
+    input_cluster: InputCluster | None = None,
+) -> Estimate:
     """Pass 4 (pipelined): the Estimate of a placement."""
     r = rates(wafer)
     n = pl.replicas
@@ -132,12 +143,32 @@ def estimate_pipelined(g: Graph, costs: tuple[OpCost, ...], pl: Placement,
         util = c.arith_share(k.pes, overall / n, r)
         weighted += util * pes
         active += pes
-        kernels.append(KernelEstimate(k.name, k.block, k.kernel, pes, rate, cr, tr, util, kb,
-                                      n * pl.ports if i == 0 else 0.0))
+        kernels.append(
+            KernelEstimate(
+                k.name,
+                k.block,
+                k.kernel,
+                pes,
+                rate,
+                cr,
+                tr,
+                util,
+                kb,
+                n * pl.ports if i == 0 else 0.0,
+            )
+        )
     wafer_rate = min(min(cr, tr) for cr, tr, _, _ in rows)
     return Estimate(
-        samples_per_sec=overall, compute_samples_per_sec=compute_all,
-        transmission_samples_per_sec=trans_all, active_pes=active, total_pes=wafer.pes,
-        compute_utilization=weighted / active if active else 0.0, bound=bound,
-        kernels=tuple(kernels), input_samples_per_sec=in_rate,
-        wafer_samples_per_sec=wafer_rate, ports_used=n * pl.ports, io_samples_per_sec=io_rate)
+        samples_per_sec=overall,
+        compute_samples_per_sec=compute_all,
+        transmission_samples_per_sec=trans_all,
+        active_pes=active,
+        total_pes=wafer.pes,
+        compute_utilization=weighted / active if active else 0.0,
+        bound=bound,
+        kernels=tuple(kernels),
+        input_samples_per_sec=in_rate,
+        wafer_samples_per_sec=wafer_rate,
+        ports_used=n * pl.ports,
+        io_samples_per_sec=io_rate,
+    )

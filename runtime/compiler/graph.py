@@ -19,8 +19,15 @@ __all__ = ["Op", "Graph", "extract_graph", "OPTIMIZER_STATE_BYTES"]
 
 # fp32 bytes of optimizer state per parameter, by optimizer_type (Adam keeps two moments,
 # momentum SGD one buffer, plain SGD none)
-OPTIMIZER_STATE_BYTES = {"adam": 8, "adamw": 8, "lamb": 8, "adafactor": 4, "rmsprop": 4,
-                         "sgd": 0, "momentum": 4}
+OPTIMIZER_STATE_BYTES = {
+    "adam": 8,
+    "adamw": 8,
+    "lamb": 8,
+    "adafactor": 4,
+    "rmsprop": 4,
+    "sgd": 0,
+    "momentum": 4,
+}
 
 
 @dataclass(frozen=True)
@@ -73,9 +80,21 @@ class Graph:
         """
         return {
             "model": self.model,
-            "ops": [[o.name, o.kind, o.block, o.params, o.fwd_flops, o.in_elems, o.out_elems,
-                     list(o.out_shape), [[k, repr(v)] for k, v in o.attrs], list(o.param_names)]
-                    for o in self.ops],
+            "ops": [
+                [
+                    o.name,
+                    o.kind,
+                    o.block,
+                    o.params,
+                    o.fwd_flops,
+                    o.in_elems,
+                    o.out_elems,
+                    list(o.out_shape),
+                    [[k, repr(v)] for k, v in o.attrs],
+                    list(o.param_names),
+                ]
+                for o in self.ops
+            ],
             "batch_size": self.batch_size,
             "seq_len": self.seq_len,
             "dtype": self.dtype,
@@ -119,8 +138,9 @@ def _graph_batch(params: dict[str, Any], batch: int) -> int:
     return batch if micro is None else micro * systems
 
 
-def extract_graph(model_name: str, params: dict[str, Any], half: str,
-                  model: Any | None = None) -> Graph:
+def extract_graph(
+    model_name: str, params: dict[str, Any], half: str, model: Any | None = None
+) -> Graph:
     """Pass 1: the layer graph of `model_name` at the train (micro-)batch size, as a Graph."""
     model = model if model is not None else build_meta_model(model_name, params, half)
     ti = params.get("train_input") or {}
@@ -150,14 +170,33 @@ def extract_graph(model_name: str, params: dict[str, Any], half: str,
     for i, s in enumerate(specs):
         block = s.name.split(".")[0]
         positions = math.prod(s.out_shape[1:-1]) if len(s.out_shape) > 2 else 1
-        ops.append(Op(name=s.name, kind=s.kind, block=block, index=i, params=int(s.params),
-                      fwd_flops=float(s.fwd_flops), in_elems=int(prev_out),
-                      out_elems=int(s.out_elems), positions=int(positions),
-                      out_shape=tuple(s.out_shape), attrs=tuple(s.attrs),
-                      param_names=tuple(s.param_names)))
+        ops.append(
+            Op(
+                name=s.name,
+                kind=s.kind,
+                block=block,
+                index=i,
+                params=int(s.params),
+                fwd_flops=float(s.fwd_flops),
+                in_elems=int(prev_out),
+                out_elems=int(s.out_elems),
+                positions=int(positions),
+                out_shape=tuple(s.out_shape),
+                attrs=tuple(s.attrs),
+                param_names=tuple(s.param_names),
+            )
+        )
         prev_out = s.out_elems
     unique = {n: int(a.size) for n, a in model.parameters().items()}
-    return Graph(model=model_name, ops=tuple(ops), blocks=blocks, batch_size=batch,
-                 seq_len=seq_len, dtype=half, optimizer=_optimizer(params),
-                 input_bytes=int(input_bytes), num_params=int(sum(unique.values())),
-                 unique_params=unique)
+    return Graph(
+        model=model_name,
+        ops=tuple(ops),
+        blocks=blocks,
+        batch_size=batch,
+        seq_len=seq_len,
+        dtype=half,
+        optimizer=_optimizer(params),
+        input_bytes=int(input_bytes),
+        num_params=int(sum(unique.values())),
+        unique_params=unique,
+    )

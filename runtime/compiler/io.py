@@ -23,8 +23,16 @@ from typing import Any
 
 from cs2sim.system.hardware import WaferSpec
 
-__all__ = ["InputCluster", "port_rows", "ports_touched", "MEASUREMENT_PATH",
-           "load_measurement", "save_measurement", "recommended_streamers", "as_dict"]
+__all__ = [
+    "InputCluster",
+    "port_rows",
+    "ports_touched",
+    "MEASUREMENT_PATH",
+    "load_measurement",
+    "save_measurement",
+    "recommended_streamers",
+    "as_dict",
+]
 
 MEASUREMENT_PATH = Path("performance") / "input_measurement.json"
 
@@ -61,17 +69,28 @@ def ports_touched(y: int, h: int, wafer: WaferSpec, replicas: int = 1) -> float:
     return float(max(1, min(wafer.ports - 1, last) - first + 1))
 
 
-def save_measurement(model_dir: Path, model: str, per_worker: float, threads: int,
-                     workers_measured: int, streamers: int | None = None) -> Path:
+def save_measurement(
+    model_dir: Path,
+    model: str,
+    per_worker: float,
+    threads: int,
+    workers_measured: int,
+    streamers: int | None = None,
+) -> Path:
     """Record cs_input_analyzer's per-worker rate (and the streamer tasks it recommends) where a
     later compile finds it (atomic)."""
     from cs2sim.runtime.artifacts.atomic import atomic_write
 
     path = Path(model_dir) / MEASUREMENT_PATH
-    doc = {"model": model, "per_worker_samples_per_sec": per_worker, "threads": threads,
-           "workers_measured": workers_measured, "recommended_streamers": streamers,
-           "measurement": "host measurement by cs_input_analyzer (samples/s one input worker "
-                          "delivered on this machine)"}
+    doc = {
+        "model": model,
+        "per_worker_samples_per_sec": per_worker,
+        "threads": threads,
+        "workers_measured": workers_measured,
+        "recommended_streamers": streamers,
+        "measurement": "host measurement by cs_input_analyzer (samples/s one input worker "
+        "delivered on this machine)",
+    }
     atomic_write(path, json.dumps(doc, indent=2, sort_keys=True) + "\n", within=model_dir)
     return path
 

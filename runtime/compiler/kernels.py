@@ -30,8 +30,15 @@ from dataclasses import dataclass
 from cs2sim.runtime.compiler.errors import KernelMatchError
 from cs2sim.runtime.compiler.graph import Graph, Op
 
-__all__ = ["Kernel", "KERNELS", "Match", "match_kernels", "matching_report", "DTYPES",
-           "REPORT_NAME"]
+__all__ = [
+    "Kernel",
+    "KERNELS",
+    "Match",
+    "match_kernels",
+    "matching_report",
+    "DTYPES",
+    "REPORT_NAME",
+]
 
 REPORT_NAME = "kernel_matching_report.txt"  # written to model_dir when matching fails
 
@@ -59,37 +66,96 @@ class Kernel:
 
 KERNELS: tuple[Kernel, ...] = (
     # a multiply-add reads one weight and reads and writes one partial sum: 3 values
-    Kernel("fc", ("dense",), DTYPES, bwd=2.0, dataflow="matrix", parallel="weights",
-           bytes_fma=3.0, keeps_input=True,
-           doc="matrix multiply x @ W (+ b), weights stationary in the PEs"),
-    Kernel("attention", ("attention",), DTYPES, bwd=2.0, dataflow="matrix", parallel="scores",
-           bytes_fma=3.0, keeps_input=True,
-           doc="softmax(q k^T / sqrt(d)) v over all heads, causal or bidirectional (+ rotary, "
-               "grouped key/value heads)"),
-    Kernel("embedding", ("embedding",), DTYPES, bwd=1.0, parallel="weights",
-           bytes_elem=(2.0, 3.0),
-           doc="row gather from a table (backward: scatter-add into the table gradient)"),
+    Kernel(
+        "fc",
+        ("dense",),
+        DTYPES,
+        bwd=2.0,
+        dataflow="matrix",
+        parallel="weights",
+        bytes_fma=3.0,
+        keeps_input=True,
+        doc="matrix multiply x @ W (+ b), weights stationary in the PEs",
+    ),
+    Kernel(
+        "attention",
+        ("attention",),
+        DTYPES,
+        bwd=2.0,
+        dataflow="matrix",
+        parallel="scores",
+        bytes_fma=3.0,
+        keeps_input=True,
+        doc="softmax(q k^T / sqrt(d)) v over all heads, causal or bidirectional (+ rotary, "
+        "grouped key/value heads)",
+    ),
+    Kernel(
+        "embedding",
+        ("embedding",),
+        DTYPES,
+        bwd=1.0,
+        parallel="weights",
+        bytes_elem=(2.0, 3.0),
+        doc="row gather from a table (backward: scatter-add into the table gradient)",
+    ),
     # elementwise: read x, write y (2 values an element); backward reads x and dy, writes dx (3)
-    Kernel("eltwise", ("relu", "tanh", "elu", "selu", "linear", "gelu", "dropout"), DTYPES,
-           bwd=1.0, bytes_elem=(2.0, 3.0), doc="elementwise activation / dropout"),
+    Kernel(
+        "eltwise",
+        ("relu", "tanh", "elu", "selu", "linear", "gelu", "dropout"),
+        DTYPES,
+        bwd=1.0,
+        bytes_elem=(2.0, 3.0),
+        doc="elementwise activation / dropout",
+    ),
     # silu(gate) * up: reads two values, writes one; backward reads gate, up, dy, writes two
-    Kernel("swiglu", ("swiglu",), DTYPES, bwd=1.5, bytes_elem=(3.0, 5.0),
-           doc="gated activation silu(a) * b of the SwiGLU feed-forward"),
+    Kernel(
+        "swiglu",
+        ("swiglu",),
+        DTYPES,
+        bwd=1.5,
+        bytes_elem=(3.0, 5.0),
+        doc="gated activation silu(a) * b of the SwiGLU feed-forward",
+    ),
     # rows picked by index (BERT's masked positions, the [CLS] row); backward scatters them back
-    Kernel("gather", ("gather",), DTYPES, bwd=1.0, bytes_elem=(2.0, 2.0),
-           doc="row gather from the activations (MLM positions, [CLS])"),
+    Kernel(
+        "gather",
+        ("gather",),
+        DTYPES,
+        bwd=1.0,
+        bytes_elem=(2.0, 2.0),
+        doc="row gather from the activations (MLM positions, [CLS])",
+    ),
     # a + b -> y (3 values); backward hands dy to both inputs (read 1, write 2)
-    Kernel("add", ("add",), DTYPES, bwd=0.0, bytes_elem=(3.0, 3.0),
-           doc="residual sum of two streams"),
+    Kernel(
+        "add", ("add",), DTYPES, bwd=0.0, bytes_elem=(3.0, 3.0), doc="residual sum of two streams"
+    ),
     # mean and variance pass, normalise pass (read, read, write); backward one more read
-    Kernel("layernorm", ("layernorm",), DTYPES, bwd=2.0, bytes_elem=(3.0, 4.0),
-           doc="layer normalisation (two passes over the row, then scale and shift)"),
+    Kernel(
+        "layernorm",
+        ("layernorm",),
+        DTYPES,
+        bwd=2.0,
+        bytes_elem=(3.0, 4.0),
+        doc="layer normalisation (two passes over the row, then scale and shift)",
+    ),
     # one pass for the mean square, then scale; backward one more read
-    Kernel("rmsnorm", ("rmsnorm",), DTYPES, bwd=2.0, bytes_elem=(3.0, 4.0),
-           doc="RMS normalisation (mean square over the row, then scale)"),
+    Kernel(
+        "rmsnorm",
+        ("rmsnorm",),
+        DTYPES,
+        bwd=2.0,
+        bytes_elem=(3.0, 4.0),
+        doc="RMS normalisation (mean square over the row, then scale)",
+    ),
     # max/sum-exp pass then loss; backward writes softmax - onehot over the logits
-    Kernel("softmax_ce", ("softmax_ce",), DTYPES, bwd=0.4, bytes_elem=(3.0, 3.0),
-           doc="softmax cross-entropy loss head and its gradient"),
+    Kernel(
+        "softmax_ce",
+        ("softmax_ce",),
+        DTYPES,
+        bwd=0.4,
+        bytes_elem=(3.0, 3.0),
+        doc="softmax cross-entropy loss head and its gradient",
+    ),
 )
 
 
@@ -119,26 +185,35 @@ def matching_report(graph: Graph, library: tuple[Kernel, ...] = KERNELS) -> str:
     bad = [(op, why) for op, why in rows if why]
     width = max((len(op.name) for op in graph.ops), default=10)
     kinds = sorted(table)
-    lines = [f"Kernel matching report: model {graph.model}, {len(graph.ops)} ops, {graph.dtype}",
-             "", f"Unsupported ops ({len(bad)}):"]
-    lines += [f"  layer '{op.name}' (block '{op.block}'): op '{op.kind}': {why}"
-              for op, why in bad] or ["  none"]
+    lines = [
+        f"Kernel matching report: model {graph.model}, {len(graph.ops)} ops, {graph.dtype}",
+        "",
+        f"Unsupported ops ({len(bad)}):",
+    ]
+    lines += [
+        f"  layer '{op.name}' (block '{op.block}'): op '{op.kind}': {why}" for op, why in bad
+    ] or ["  none"]
     lines += ["", "Every op of the graph, in execution order:"]
-    lines += [f"  {op.name:<{width}}  {op.kind:<12} -> "
-              + (table[op.kind].name if not why else "UNSUPPORTED") for op, why in rows]
+    lines += [
+        f"  {op.name:<{width}}  {op.kind:<12} -> "
+        + (table[op.kind].name if not why else "UNSUPPORTED")
+        for op, why in rows
+    ]
     lines += ["", "Kernels in the CS-2 kernel library (kernel: op kinds; dtypes; what it does):"]
-    lines += [f"  {k.name}: {', '.join(k.kinds)}; {', '.join(k.dtypes)}; {k.doc}"
-              for k in library]
-    lines += ["", "What to do:",
-              "  1. Write the layer with ops the library runs: its specs() must name op kinds "
-              f"from this list ({', '.join(kinds)}); a layer built from runtime/nn's layers "
-              "(Dense, Activation, LayerNorm, RMSNorm, SelfAttention, ...) reports theirs "
-              "(docs/own-model.md).",
-              "  2. Or replace the op in the model with a supported one (an activation: "
-              "relu, tanh, elu, selu, gelu, linear).",
-              "  3. A dtype the kernel does not take: change model.fp16_type / mixed_precision.",
-              "  4. A host run (run.py without --cs_ip) needs no kernel: the model trains on the "
-              "CPU as written."]
+    lines += [f"  {k.name}: {', '.join(k.kinds)}; {', '.join(k.dtypes)}; {k.doc}" for k in library]
+    lines += [
+        "",
+        "What to do:",
+        "  1. Write the layer with ops the library runs: its specs() must name op kinds "
+        f"from this list ({', '.join(kinds)}); a layer built from runtime/nn's layers "
+        "(Dense, Activation, LayerNorm, RMSNorm, SelfAttention, ...) reports theirs "
+        "(docs/own-model.md).",
+        "  2. Or replace the op in the model with a supported one (an activation: "
+        "relu, tanh, elu, selu, gelu, linear).",
+        "  3. A dtype the kernel does not take: change model.fp16_type / mixed_precision.",
+        "  4. A host run (run.py without --cs_ip) needs no kernel: the model trains on the "
+        "CPU as written.",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -154,12 +229,14 @@ def match_kernels(graph: Graph, library: tuple[Kernel, ...] = KERNELS) -> tuple[
             err = KernelMatchError(
                 f"kernel matching failed: op '{op.kind}' in layer '{op.name}' has no kernel in "
                 f"the CS-2 kernel library (kernels: {names}); replace that layer with a "
-                "supported op.")
+                "supported op."
+            )
         elif graph.dtype not in kern.dtypes:
             err = KernelMatchError(
                 f"kernel matching failed: kernel '{kern.name}' for layer '{op.name}' does not "
                 f"take {graph.dtype} (it takes {', '.join(kern.dtypes)}); change "
-                "model.fp16_type / mixed_precision.")
+                "model.fp16_type / mixed_precision."
+            )
         else:
             out.append(Match(op, kern))
             continue

@@ -40,8 +40,9 @@ class MetaArray(np.ndarray):
         if method != "__call__":
             return _meta(())
         shapes = [np.shape(x) for x in inputs]
-        dtype = np.result_type(*[x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype
-                                 for x in inputs])
+        dtype = np.result_type(
+            *[x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype for x in inputs]
+        )
         return _meta(np.broadcast_shapes(*shapes), dtype)
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
@@ -97,8 +98,14 @@ class MetaGenerator:
         """A meta array."""
         return _meta(size if size is not None else (), np.float64)
 
-    def integers(self, low: int, high: int | None = None, size: Any = None,
-                 dtype: Any = np.int64, endpoint: bool = False) -> Any:
+    def integers(
+        self,
+        low: int,
+        high: int | None = None,
+        size: Any = None,
+        dtype: Any = np.int64,
+        endpoint: bool = False,
+    ) -> Any:
         """A meta array."""
         return _meta(size if size is not None else (), dtype)
 

@@ -63,9 +63,11 @@ class Compilation:
 def _extract(c: Compilation) -> list[str]:
     g = c.graph = extract_graph(c.model_name, c.params, c.half, c.model)
     seq = f", {g.seq_len} tokens a sample" if g.seq_len else ""
-    return [f"model {g.model}: {len(g.ops)} ops in {len(g.blocks)} blocks, "
-            f"{g.num_params:,} parameters, batch {g.batch_size}{seq}, {g.dtype}, "
-            f"optimizer {g.optimizer}"]
+    return [
+        f"model {g.model}: {len(g.ops)} ops in {len(g.blocks)} blocks, "
+        f"{g.num_params:,} parameters, batch {g.batch_size}{seq}, {g.dtype}, "
+        f"optimizer {g.optimizer}"
+    ]
 
 
 def _verify_graph(c: Compilation) -> None:
@@ -86,8 +88,10 @@ def _match(c: Compilation) -> list[str]:
     counts: dict[str, int] = {}
     for m in c.matches:
         counts[m.kernel.name] = counts.get(m.kernel.name, 0) + 1
-    return [f"matched {len(c.matches)} ops to {len(counts)} kernels: "
-            + ", ".join(f"{k} x{n}" for k, n in counts.items())]
+    return [
+        f"matched {len(c.matches)} ops to {len(counts)} kernels: "
+        + ", ".join(f"{k} x{n}" for k, n in counts.items())
+    ]
 
 
 def _verify_match(c: Compilation) -> None:
@@ -106,18 +110,23 @@ def _place(c: Compilation) -> list[str]:
     if c.mode == ExecMode.WEIGHT_STREAMING:
         c.stream = plan_streaming(c.graph, c.costs, c.wafer, c.num_csx, c.input_cluster)
         s = c.stream
-        return [f"weight streaming: {len(s.layers)} layers on the whole wafer, {s.num_csx} "
-                f"CS-X, {s.batch_per_system} samples per system in {s.micro_batches} "
-                f"micro-batch(es) of {s.micro_batch_size}, "
-                f"{fmt_bytes(s.activation_bytes)} of layer outputs kept on the wafer, "
-                f"{fmt_bytes(s.offloaded_bytes)} offloaded to MemoryX, "
-                f"{fmt_bytes(s.working_bytes)} working set"]
-    c.placement = p = place_pipelined(c.graph, c.costs, c.wafer, multireplica=c.multireplica,
-                                      input_cluster=c.input_cluster)
+        return [
+            f"weight streaming: {len(s.layers)} layers on the whole wafer, {s.num_csx} "
+            f"CS-X, {s.batch_per_system} samples per system in {s.micro_batches} "
+            f"micro-batch(es) of {s.micro_batch_size}, "
+            f"{fmt_bytes(s.activation_bytes)} of layer outputs kept on the wafer, "
+            f"{fmt_bytes(s.offloaded_bytes)} offloaded to MemoryX, "
+            f"{fmt_bytes(s.working_bytes)} working set"
+        ]
+    c.placement = p = place_pipelined(
+        c.graph, c.costs, c.wafer, multireplica=c.multireplica, input_cluster=c.input_cluster
+    )
     used = sum(k.pes for k in p.kernels) * p.replicas
-    return [f"pipelined: {len(p.kernels)} kernels placed, {p.replicas} replica(s), "
-            f"{used:,} of {c.wafer.pes:,} PEs, {fmt_bytes(p.needed_bytes)} on-wafer memory, "
-            f"{_ports(p.ports * p.replicas)} of {c.wafer.ports} ports feeding the input"]
+    return [
+        f"pipelined: {len(p.kernels)} kernels placed, {p.replicas} replica(s), "
+        f"{used:,} of {c.wafer.pes:,} PEs, {fmt_bytes(p.needed_bytes)} on-wafer memory, "
+        f"{_ports(p.ports * p.replicas)} of {c.wafer.ports} ports feeding the input"
+    ]
 
 
 def _ports(n: float) -> str:
@@ -128,16 +137,21 @@ def _verify_place(c: Compilation) -> None:
     if c.mode == ExecMode.WEIGHT_STREAMING:
         s = c.stream
         assert s is not None and c.graph is not None
-        if [lp.block for lp in s.layers] != [b for b in c.graph.blocks
-                                             if any(o.block == b for o in c.graph.ops)]:
+        if [lp.block for lp in s.layers] != [
+            b for b in c.graph.blocks if any(o.block == b for o in c.graph.ops)
+        ]:
             raise PassVerifyError("place: the layer schedule is not the model's block order")
         for lp in s.layers:
             if min(lp.fwd_compute, lp.bwd_compute, lp.fwd_stream, lp.bwd_stream) < 0:
                 raise PassVerifyError(f"place: layer {lp.name} has a negative time")
         if sum(lp.retained for lp in s.layers) > 1:
             raise PassVerifyError("place: more than one layer keeps its weights on the wafer")
-        if not (s.micro_batches >= 1 and s.micro_batch_size * s.micro_batches
-                >= s.batch_per_system > s.micro_batch_size * (s.micro_batches - 1)):
+        if not (
+            s.micro_batches >= 1
+            and s.micro_batch_size * s.micro_batches
+            >= s.batch_per_system
+            > s.micro_batch_size * (s.micro_batches - 1)
+        ):
             raise PassVerifyError("place: the micro-batches do not cover the batch")
         held = s.activation_bytes + s.working_bytes + s.weights_bytes
         if held > c.wafer.usable_sram_bytes:
@@ -161,7 +175,7 @@ def _verify_place(c: Compilation) -> None:
     seen.sort()
     # disjointness: sweep by x; rectangles are few enough for the pairwise check on neighbours
     for i, a in enumerate(seen):
-        for b in seen[i + 1:]:
+        for b in seen[i + 1 :]:
             if b[0] >= a[0] + a[2]:
                 break
             if b[1] < a[1] + a[3] and a[1] < b[1] + b[3]:
@@ -175,16 +189,20 @@ def _estimate(c: Compilation) -> list[str]:
         c.estimate = c.stream.estimate
     else:
         assert c.placement is not None
-        c.estimate = estimate_pipelined(c.graph, c.costs, c.placement, c.wafer,
-                                        c.input_cluster)
+        c.estimate = estimate_pipelined(c.graph, c.costs, c.placement, c.wafer, c.input_cluster)
     e = c.estimate
-    inp = (f", input {e.input_samples_per_sec:.1f}" if e.input_samples_per_sec is not None
-           else ", input cluster not known")
-    return [f"estimate: {e.samples_per_sec:.1f} samples/s ({e.bound} bound), compute "
-            f"{e.compute_samples_per_sec:.1f}, transmission {e.transmission_samples_per_sec:.1f}"
-            f"{inp}, {pe_share(e.active_pes, e.total_pes)} of PEs active, "
-            f"{e.compute_utilization:.0%} compute "
-            "utilization"]
+    inp = (
+        f", input {e.input_samples_per_sec:.1f}"
+        if e.input_samples_per_sec is not None
+        else ", input cluster not known"
+    )
+    return [
+        f"estimate: {e.samples_per_sec:.1f} samples/s ({e.bound} bound), compute "
+        f"{e.compute_samples_per_sec:.1f}, transmission {e.transmission_samples_per_sec:.1f}"
+        f"{inp}, {pe_share(e.active_pes, e.total_pes)} of PEs active, "
+        f"{e.compute_utilization:.0%} compute "
+        "utilization"
+    ]
 
 
 def _verify_estimate(c: Compilation) -> None:
@@ -197,61 +215,102 @@ def _verify_estimate(c: Compilation) -> None:
         if not math.isclose(e.samples_per_sec, lo, rel_tol=1e-9):
             raise PassVerifyError("estimate: overall samples/s is not the slowest kernel's")
     if e.input_samples_per_sec is not None and e.samples_per_sec > e.input_samples_per_sec * (
-            1 + 1e-9):
+        1 + 1e-9
+    ):
         raise PassVerifyError("estimate: faster than the input cluster feeds it")
 
 
 def _plan(c: Compilation) -> list[str]:
     g, e = c.graph, c.estimate
     assert g is not None and e is not None
-    est = {"samples_per_sec": e.samples_per_sec,
-           "compute_samples_per_sec": e.compute_samples_per_sec,
-           "transmission_samples_per_sec": e.transmission_samples_per_sec,
-           "input_samples_per_sec": e.input_samples_per_sec,
-           "wafer_samples_per_sec": e.wafer_samples_per_sec,
-           "active_pes": e.active_pes, "total_pes": e.total_pes,
-           "compute_utilization": e.compute_utilization, "bound": e.bound,
-           "ports_used": e.ports_used, "io_samples_per_sec": e.io_samples_per_sec,
-           "num_params": g.num_params}
+    est = {
+        "samples_per_sec": e.samples_per_sec,
+        "compute_samples_per_sec": e.compute_samples_per_sec,
+        "transmission_samples_per_sec": e.transmission_samples_per_sec,
+        "input_samples_per_sec": e.input_samples_per_sec,
+        "wafer_samples_per_sec": e.wafer_samples_per_sec,
+        "active_pes": e.active_pes,
+        "total_pes": e.total_pes,
+        "compute_utilization": e.compute_utilization,
+        "bound": e.bound,
+        "ports_used": e.ports_used,
+        "io_samples_per_sec": e.io_samples_per_sec,
+        "num_params": g.num_params,
+    }
     kernels: list[dict[str, Any]] = []
     layers: list[dict[str, Any]] = []
     replicas, micro, micro_size, per_system = 1, 1, g.batch_size, g.batch_size
     if c.placement is not None:
         replicas = c.placement.replicas
         for k, ke in zip(c.placement.kernels, e.kernels, strict=True):
-            kernels.append({"name": k.name, "block": k.block, "kernel": k.kernel, "pes": k.pes,
-                            "rect": k.rect.as_list(), "rects": [r.as_list() for r in k.rects],
-                            "replicas": replicas, "samples_per_sec": ke.samples_per_sec,
-                            "compute_samples_per_sec": ke.compute_samples_per_sec,
-                            "transmission_samples_per_sec": ke.transmission_samples_per_sec,
-                            "compute_utilization": ke.compute_utilization, "bound": ke.bound,
-                            "ports": ke.ports})
+            kernels.append(
+                {
+                    "name": k.name,
+                    "block": k.block,
+                    "kernel": k.kernel,
+                    "pes": k.pes,
+                    "rect": k.rect.as_list(),
+                    "rects": [r.as_list() for r in k.rects],
+                    "replicas": replicas,
+                    "samples_per_sec": ke.samples_per_sec,
+                    "compute_samples_per_sec": ke.compute_samples_per_sec,
+                    "transmission_samples_per_sec": ke.transmission_samples_per_sec,
+                    "compute_utilization": ke.compute_utilization,
+                    "bound": ke.bound,
+                    "ports": ke.ports,
+                }
+            )
         micro_size = per_system = math.ceil(g.batch_size / replicas)
     if c.stream is not None:
         s = c.stream
         micro, micro_size, per_system = s.micro_batches, s.micro_batch_size, s.batch_per_system
         for lp in s.layers:
-            layers.append({"name": lp.name, "block": lp.block, "fwd_seconds": lp.fwd_seconds,
-                           "bwd_seconds": lp.bwd_seconds, "bound": lp.bound,
-                           "fwd_bound": lp.fwd_bound, "bwd_bound": lp.bwd_bound,
-                           "fwd_compute_seconds": lp.fwd_compute,
-                           "fwd_stream_seconds": lp.fwd_stream,
-                           "bwd_compute_seconds": lp.bwd_compute,
-                           "bwd_stream_seconds": lp.bwd_stream,
-                           "fixed_seconds": lp.fixed, "overlap": lp.overlap,
-                           "weight_bytes": lp.weight_bytes, "grad_bytes": lp.grad_bytes,
-                           "kept_bytes": lp.kept_bytes, "offloaded_bytes": lp.offloaded_bytes,
-                           "retained": lp.retained})
+            layers.append(
+                {
+                    "name": lp.name,
+                    "block": lp.block,
+                    "fwd_seconds": lp.fwd_seconds,
+                    "bwd_seconds": lp.bwd_seconds,
+                    "bound": lp.bound,
+                    "fwd_bound": lp.fwd_bound,
+                    "bwd_bound": lp.bwd_bound,
+                    "fwd_compute_seconds": lp.fwd_compute,
+                    "fwd_stream_seconds": lp.fwd_stream,
+                    "bwd_compute_seconds": lp.bwd_compute,
+                    "bwd_stream_seconds": lp.bwd_stream,
+                    "fixed_seconds": lp.fixed,
+                    "overlap": lp.overlap,
+                    "weight_bytes": lp.weight_bytes,
+                    "grad_bytes": lp.grad_bytes,
+                    "kept_bytes": lp.kept_bytes,
+                    "offloaded_bytes": lp.offloaded_bytes,
+                    "retained": lp.retained,
+                }
+            )
     micro, micro_size, per_system = _step_batches(c, micro, micro_size, per_system)
-    c.plan = Plan(mode=c.mode.value, model=c.model_name, checksum=c.checksum, target=c.target,
-                  batch_size=g.batch_size, dtype=g.dtype, estimate=est, kernels=kernels,
-                  layers=layers, replicas=replicas, num_csx=c.num_csx, blocks=list(g.blocks),
-                  batch_per_system=per_system, micro_batch_size=micro_size,
-                  micro_batches=micro,
-                  input=as_dict(c.input_cluster))
-    return [f"plan: {len(kernels) or len(layers)} entries, blocks "
-            f"{', '.join(c.plan.blocks_in_order()[:6])}{' ...' if len(g.blocks) > 6 else ''}",
-            c.plan.batch_line(c.target)]
+    c.plan = Plan(
+        mode=c.mode.value,
+        model=c.model_name,
+        checksum=c.checksum,
+        target=c.target,
+        batch_size=g.batch_size,
+        dtype=g.dtype,
+        estimate=est,
+        kernels=kernels,
+        layers=layers,
+        replicas=replicas,
+        num_csx=c.num_csx,
+        blocks=list(g.blocks),
+        batch_per_system=per_system,
+        micro_batch_size=micro_size,
+        micro_batches=micro,
+        input=as_dict(c.input_cluster),
+    )
+    return [
+        f"plan: {len(kernels) or len(layers)} entries, blocks "
+        f"{', '.join(c.plan.blocks_in_order()[:6])}{' ...' if len(g.blocks) > 6 else ''}",
+        c.plan.batch_line(c.target),
+    ]
 
 
 def _step_batches(c: Compilation, micro: int, size: int, per_system: int) -> tuple[int, int, int]:

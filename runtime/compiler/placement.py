@@ -35,8 +35,16 @@ from cs2sim.runtime.compiler.graph import Graph
 from cs2sim.runtime.compiler.io import InputCluster, ports_touched
 from cs2sim.system.hardware import WaferSpec
 
-__all__ = ["Rect", "KernelPlacement", "Placement", "place_pipelined", "min_pes",
-           "fmt_bytes", "REPLICA_GAIN", "wafer_sample_bytes"]
+__all__ = [
+    "Rect",
+    "KernelPlacement",
+    "Placement",
+    "place_pipelined",
+    "min_pes",
+    "fmt_bytes",
+    "REPLICA_GAIN",
+    "wafer_sample_bytes",
+]
 
 REPLICA_GAIN = 1.01  # more copies of the model must beat fewer by more than 1%
 
@@ -137,8 +145,7 @@ class _Need:
         spare = C - 2.0 * self.c0
         p_str = np.where(spare > 0, self.arith / np.maximum(spare, 1e-300), np.inf)
         comp = np.where(self.mat, p_mat, p_str)
-        links = np.where(self.mat, self.work * (4.0 * self.pos / C) ** 2,
-                         self.wav * self.work / C)
+        links = np.where(self.mat, self.work * (4.0 * self.pos / C) ** 2, self.wav * self.work / C)
         want = np.ceil(np.minimum(np.maximum(comp, links), 1e18))
         return np.maximum(self.m, np.minimum(self.cap, want)).astype(np.int64)
 
@@ -207,8 +214,9 @@ def _pack(p: np.ndarray, W: int, H: int, y0: int) -> list[Rect] | None:
     return None
 
 
-def _place_replica(need: _Need, wafer: WaferSpec, W: int, H: int,
-                   r_hi: float) -> tuple[list[Rect], float] | None:
+def _place_replica(
+    need: _Need, wafer: WaferSpec, W: int, H: int, r_hi: float
+) -> tuple[list[Rect], float] | None:
     """Rectangles of one replica in a W x H slab at y=0, and the rate they aim at."""
     budget = W * H
     while budget >= int(need.m.sum()):
@@ -220,8 +228,16 @@ def _place_replica(need: _Need, wafer: WaferSpec, W: int, H: int,
     return None
 
 
-def _feed(g: Graph, need: _Need, wafer: WaferSpec, r: Rates, W: int, H: int, n: int,
-          input_rate: float | None) -> tuple[list[Rect], float, float] | None:
+def _feed(
+    g: Graph,
+    need: _Need,
+    wafer: WaferSpec,
+    r: Rates,
+    W: int,
+    H: int,
+    n: int,
+    input_rate: float | None,
+) -> tuple[list[Rect], float, float] | None:
     """Placement of one replica aimed at what feeds it: (rects, aimed rate, ports)."""
     per_sample = wafer_sample_bytes(g)
     top = need.top()
@@ -247,9 +263,14 @@ def _feed(g: Graph, need: _Need, wafer: WaferSpec, r: Rates, W: int, H: int, n: 
     return best
 
 
-def place_pipelined(g: Graph, costs: tuple[OpCost, ...], wafer: WaferSpec,
-                    replicas: int | None = None, multireplica: bool = False,
-                    input_cluster: InputCluster | None = None) -> Placement:
+def place_pipelined(
+    g: Graph,
+    costs: tuple[OpCost, ...],
+    wafer: WaferSpec,
+    replicas: int | None = None,
+    multireplica: bool = False,
+    input_cluster: InputCluster | None = None,
+) -> Placement:
     """Pass 3 (pipelined): a Placement, or PlacementError when the model does not fit."""
     m = min_pes(costs, wafer)
     needed = int(sum(c.min_bytes for c in costs))
@@ -261,7 +282,8 @@ def place_pipelined(g: Graph, costs: tuple[OpCost, ...], wafer: WaferSpec,
             f"than the {fmt_bytes(capacity)} the {wafer.name}'s {wafer.pes:,} PEs hold for data "
             f"({wafer.usable_per_pe_bytes // 1024} KiB each); compile it for weight streaming "
             "with `python-ws run.py ...` on a system an admin has switched to weight streaming "
-            "(`config execmode setup`).")
+            "(`config execmode setup`)."
+        )
     r = rates(wafer)
     need = _Need(costs, m, r)
     input_rate = input_cluster.samples_per_sec if input_cluster else None
@@ -290,12 +312,25 @@ def place_pipelined(g: Graph, costs: tuple[OpCost, ...], wafer: WaferSpec,
             f"kernels cannot be laid out as rectangles on the {wafer.name} "
             f"({fmt_bytes(capacity)} for data); compile it for weight streaming with "
             "`python-ws run.py ...` on a system an admin has switched to weight streaming "
-            "(`config execmode setup`).")
+            "(`config execmode setup`)."
+        )
     _, n, rects, aim, ports = best
     H = wafer.height // n
     kernels = tuple(
-        KernelPlacement(c.name, c.block, c.kernel, rc.pes,
-                        tuple(Rect(rc.x, rc.y + j * H, rc.w, rc.h) for j in range(n)))
-        for rc, c in zip(rects, costs, strict=True))
-    return Placement(kernels=kernels, replicas=n, region=(wafer.width, H), budget_rate=aim,
-                     needed_bytes=needed, ports=ports)
+        KernelPlacement(
+            c.name,
+            c.block,
+            c.kernel,
+            rc.pes,
+            tuple(Rect(rc.x, rc.y + j * H, rc.w, rc.h) for j in range(n)),
+        )
+        for rc, c in zip(rects, costs, strict=True)
+    )
+    return Placement(
+        kernels=kernels,
+        replicas=n,
+        region=(wafer.width, H),
+        budget_rate=aim,
+        needed_bytes=needed,
+        ports=ports,
+    )

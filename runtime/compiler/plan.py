@@ -57,9 +57,11 @@ class Plan:
         unit = "replica" if self.mode == "PIPELINED" and self.replicas > 1 else "CS-X"
         count = self.replicas if unit == "replica" else self.num_csx
         named = f" ({target})" if target and self.num_csx == 1 else ""
-        return (f"Micro-batches: {self.micro_batches} of {self.micro_batch_size} samples per "
-                f"{unit} a step ({self.batch_per_system} samples on each of {count} "
-                f"{unit}{'s' if count != 1 and unit == 'replica' else ''}{named})")
+        return (
+            f"Micro-batches: {self.micro_batches} of {self.micro_batch_size} samples per "
+            f"{unit} a step ({self.batch_per_system} samples on each of {count} "
+            f"{unit}{'s' if count != 1 and unit == 'replica' else ''}{named})"
+        )
 
     def blocks_in_order(self) -> list[str]:
         """Model block names in execution order (pipeline stages / streamed layers)."""
@@ -88,30 +90,58 @@ class Plan:
             raise ValueError("it does not have a plan's fields")
         return cls.from_json(doc)
 
-    def problem(self, *, mode: str, model: str, checksum: str, batch_size: int, dtype: str,
-                num_csx: int, blocks: list[str], pes: int) -> str | None:
+    def problem(
+        self,
+        *,
+        mode: str,
+        model: str,
+        checksum: str,
+        batch_size: int,
+        dtype: str,
+        num_csx: int,
+        blocks: list[str],
+        pes: int,
+    ) -> str | None:
         """Why this plan (read back from plan.json) does not fit the graph it is reused for,
         or None. A COMPLETE compile directory can still hold a damaged or edited plan.json."""
-        want = {"mode": mode, "model": model, "checksum": checksum, "batch_size": batch_size,
-                "dtype": dtype, "num_csx": num_csx, "blocks": blocks}
+        want = {
+            "mode": mode,
+            "model": model,
+            "checksum": checksum,
+            "batch_size": batch_size,
+            "dtype": dtype,
+            "num_csx": num_csx,
+            "blocks": blocks,
+        }
         for key, value in want.items():
             if getattr(self, key) != value:
                 return f"its {key} is {str(getattr(self, key))[:60]}, not {str(value)[:60]}"
         est = self.estimate
-        if not isinstance(est, dict) or not _number(est.get("samples_per_sec"), positive=True) \
-                or type(est.get("active_pes")) is not int or not 0 < est["active_pes"] <= pes:
+        if (
+            not isinstance(est, dict)
+            or not _number(est.get("samples_per_sec"), positive=True)
+            or type(est.get("active_pes")) is not int
+            or not 0 < est["active_pes"] <= pes
+        ):
             return "its estimate is not a valid estimate"
-        seq, need = (self.kernels, _KERNEL_KEYS) if mode == "PIPELINED" else (self.layers,
-                                                                                _LAYER_KEYS)
+        seq, need = (
+            (self.kernels, _KERNEL_KEYS) if mode == "PIPELINED" else (self.layers, _LAYER_KEYS)
+        )
         if not isinstance(seq, list) or not seq:
             return f"it has no {'kernels' if mode == 'PIPELINED' else 'layers'}"
         for i, item in enumerate(seq):
-            if not isinstance(item, dict) or any(not isinstance(item.get(k), t)
-                                                 for k, t in need.items()):
-                return f"entry {i} of its {'kernels' if mode == 'PIPELINED' else 'layers'} " \
-                       "is malformed"
-            if not all(_number(v) for k, v in item.items() if k.endswith("seconds")
-                       or k.endswith("samples_per_sec")):
+            if not isinstance(item, dict) or any(
+                not isinstance(item.get(k), t) for k, t in need.items()
+            ):
+                return (
+                    f"entry {i} of its {'kernels' if mode == 'PIPELINED' else 'layers'} "
+                    "is malformed"
+                )
+            if not all(
+                _number(v)
+                for k, v in item.items()
+                if k.endswith("seconds") or k.endswith("samples_per_sec")
+            ):
                 return f"entry {i} has a number that is not finite and >= 0"
         order = self.blocks_in_order()
         if not order or [b for b in blocks if b in set(order)] != order:
@@ -120,12 +150,25 @@ class Plan:
 
 
 _KERNEL_KEYS: dict[str, type | tuple[type, ...]] = {
-    "name": str, "block": str, "pes": int, "rect": list, "samples_per_sec": (int, float)}
+    "name": str,
+    "block": str,
+    "pes": int,
+    "rect": list,
+    "samples_per_sec": (int, float),
+}
 _LAYER_KEYS: dict[str, type | tuple[type, ...]] = {
-    "name": str, "block": str, "fwd_seconds": (int, float), "bwd_seconds": (int, float),
-    "weight_bytes": int}
+    "name": str,
+    "block": str,
+    "fwd_seconds": (int, float),
+    "bwd_seconds": (int, float),
+    "weight_bytes": int,
+}
 
 
 def _number(v: Any, positive: bool = False) -> bool:
-    return (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-            and (v > 0 if positive else v >= 0))
+    return (
+        isinstance(v, (int, float))
+        and not isinstance(v, bool)
+        and math.isfinite(v)
+        and (v > 0 if positive else v >= 0)
+    )

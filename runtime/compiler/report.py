@@ -22,15 +22,34 @@ from cs2sim.runtime.compiler.plan import Plan
 __all__ = ["render_report", "parse_report", "pe_share", "REPORT_FILE"]
 
 REPORT_FILE = "compile_report.txt"
-_LABELS = ("Samples/s", "Compute Samples/s", "Transmission Samples/s", "Active PEs",
-           "Compute Utilization")
-_KCOLS = (("Kernel Name", 91, "<"), ("Samples/s", 16, ">"), ("Compute Samples/s", 19, ">"),
-          ("Transmission Samples/s", 24, ">"), ("Active PEs", 12, ">"),
-          ("Compute Utilization", 21, ">"), ("Bound", 9, ">"))
-_LCOLS = (("Layer Name", 40, "<"), ("Forward ms", 14, ">"), ("Backward ms", 14, ">"),
-          ("Fwd Compute ms", 16, ">"), ("Fwd Stream ms", 16, ">"), ("Bwd Compute ms", 16, ">"),
-          ("Bwd Stream ms", 16, ">"), ("Fixed ms", 10, ">"), ("Fwd Bound", 11, ">"),
-          ("Bwd Bound", 11, ">"))
+_LABELS = (
+    "Samples/s",
+    "Compute Samples/s",
+    "Transmission Samples/s",
+    "Active PEs",
+    "Compute Utilization",
+)
+_KCOLS = (
+    ("Kernel Name", 91, "<"),
+    ("Samples/s", 16, ">"),
+    ("Compute Samples/s", 19, ">"),
+    ("Transmission Samples/s", 24, ">"),
+    ("Active PEs", 12, ">"),
+    ("Compute Utilization", 21, ">"),
+    ("Bound", 9, ">"),
+)
+_LCOLS = (
+    ("Layer Name", 40, "<"),
+    ("Forward ms", 14, ">"),
+    ("Backward ms", 14, ">"),
+    ("Fwd Compute ms", 16, ">"),
+    ("Fwd Stream ms", 16, ">"),
+    ("Bwd Compute ms", 16, ">"),
+    ("Bwd Stream ms", 16, ">"),
+    ("Fixed ms", 10, ">"),
+    ("Fwd Bound", 11, ">"),
+    ("Bwd Bound", 11, ">"),
+)
 _NOTES = {"Bound": "bound", "Ports used": "ports_used", "Micro-batches": "micro_batches"}
 
 
@@ -61,8 +80,7 @@ def _table(cols: tuple[tuple[str, int, str], ...], rows: list[list[str]]) -> lis
             out.append(f" {cell:{a}{w - 2}} ")
         return " |" + "|".join(out) + "|"
 
-    lines = [rule, line([c for c, _, _ in cols], header=True), rule,
-             line([""] * len(cols))]
+    lines = [rule, line([c for c, _, _ in cols], header=True), rule, line([""] * len(cols))]
     lines += [line(r) for r in rows]
     lines.append(rule)
     return lines
@@ -71,22 +89,45 @@ def _table(cols: tuple[tuple[str, int, str], ...], rows: list[list[str]]) -> lis
 def render_report(plan: Plan, notes: list[str]) -> str:
     """The text of compile_report.txt."""
     e = plan.estimate
-    values = (_num(e["samples_per_sec"]), _num(e["compute_samples_per_sec"]),
-              _num(e["transmission_samples_per_sec"]),
-              pe_share(e["active_pes"], e["total_pes"]), _pct(e["compute_utilization"]))
+    values = (
+        _num(e["samples_per_sec"]),
+        _num(e["compute_samples_per_sec"]),
+        _num(e["transmission_samples_per_sec"]),
+        pe_share(e["active_pes"], e["total_pes"]),
+        _pct(e["compute_utilization"]),
+    )
     lines = ["Estimated Overall Performance", "-------------------------------"]
     lines += [f"{label + ':':<30}{v}" for label, v in zip(_LABELS, values, strict=True)]
     if plan.kernels:
-        rows = [[k["name"], _num(k["samples_per_sec"]), _num(k["compute_samples_per_sec"]),
-                 _num(k["transmission_samples_per_sec"]), str(k["pes"] * k["replicas"]),
-                 _pct(k["compute_utilization"]), k["bound"]] for k in plan.kernels]
+        rows = [
+            [
+                k["name"],
+                _num(k["samples_per_sec"]),
+                _num(k["compute_samples_per_sec"]),
+                _num(k["transmission_samples_per_sec"]),
+                str(k["pes"] * k["replicas"]),
+                _pct(k["compute_utilization"]),
+                k["bound"],
+            ]
+            for k in plan.kernels
+        ]
         lines += _table(_KCOLS, rows)
     if plan.layers:
-        rows = [[ly["name"], f"{1e3 * ly['fwd_seconds']:.3f}", f"{1e3 * ly['bwd_seconds']:.3f}",
-                 f"{1e3 * ly['fwd_compute_seconds']:.3f}", f"{1e3 * ly['fwd_stream_seconds']:.3f}",
-                 f"{1e3 * ly['bwd_compute_seconds']:.3f}", f"{1e3 * ly['bwd_stream_seconds']:.3f}",
-                 f"{1e3 * ly['fixed_seconds']:.3f}", ly["fwd_bound"], ly["bwd_bound"]]
-                for ly in plan.layers]
+        rows = [
+            [
+                ly["name"],
+                f"{1e3 * ly['fwd_seconds']:.3f}",
+                f"{1e3 * ly['bwd_seconds']:.3f}",
+                f"{1e3 * ly['fwd_compute_seconds']:.3f}",
+                f"{1e3 * ly['fwd_stream_seconds']:.3f}",
+                f"{1e3 * ly['bwd_compute_seconds']:.3f}",
+                f"{1e3 * ly['bwd_stream_seconds']:.3f}",
+                f"{1e3 * ly['fixed_seconds']:.3f}",
+                ly["fwd_bound"],
+                ly["bwd_bound"],
+            ]
+            for ly in plan.layers
+        ]
         lines += _table(_LCOLS, rows)
     lines += [""] + notes
     return "\n".join(lines) + "\n"
@@ -104,11 +145,11 @@ def parse_report(text: str) -> dict[str, Any]:
     for raw in text.splitlines():
         for label in _LABELS:
             if raw.startswith(label + ":"):
-                v = raw[len(label) + 1:].strip()
+                v = raw[len(label) + 1 :].strip()
                 overall[label] = float(v.rstrip("%")) / (100 if v.endswith("%") else 1)
         for label, key in _NOTES.items():
             if raw.startswith(label + ": "):
-                notes[key] = raw[len(label) + 2:].split()[0]
+                notes[key] = raw[len(label) + 2 :].split()[0]
         m = _ROW.match(raw)
         if not m:
             continue
@@ -116,14 +157,26 @@ def parse_report(text: str) -> dict[str, Any]:
         if not cells[0] or cells[0] in ("Kernel Name", "Layer Name"):
             continue
         if len(cells) == len(_KCOLS):
-            kernels.append({"name": cells[0], "samples_per_sec": float(cells[1]),
-                            "compute_samples_per_sec": float(cells[2]),
-                            "transmission_samples_per_sec": float(cells[3]),
-                            "active_pes": int(cells[4]),
-                            "compute_utilization": float(cells[5].rstrip("%")) / 100,
-                            "bound": cells[6]})
+            kernels.append(
+                {
+                    "name": cells[0],
+                    "samples_per_sec": float(cells[1]),
+                    "compute_samples_per_sec": float(cells[2]),
+                    "transmission_samples_per_sec": float(cells[3]),
+                    "active_pes": int(cells[4]),
+                    "compute_utilization": float(cells[5].rstrip("%")) / 100,
+                    "bound": cells[6],
+                }
+            )
         elif len(cells) == len(_LCOLS):
-            layers.append({"name": cells[0], "fwd_ms": float(cells[1]), "bwd_ms": float(cells[2]),
-                           "fixed_ms": float(cells[7]), "fwd_bound": cells[8],
-                           "bwd_bound": cells[9]})
+            layers.append(
+                {
+                    "name": cells[0],
+                    "fwd_ms": float(cells[1]),
+                    "bwd_ms": float(cells[2]),
+                    "fixed_ms": float(cells[7]),
+                    "fwd_bound": cells[8],
+                    "bwd_bound": cells[9],
+                }
+            )
     return {"overall": overall, "kernels": kernels, "layers": layers, "notes": notes}

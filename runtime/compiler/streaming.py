@@ -100,8 +100,9 @@ class LayerPlan:
     @property
     def bound(self) -> str:
         """What limits the layer over a step (forward + backward)."""
-        return self._bound(self.fwd_compute + self.bwd_compute,
-                           self.fwd_stream + self.bwd_stream, 2 * self.fixed)
+        return self._bound(
+            self.fwd_compute + self.bwd_compute, self.fwd_stream + self.bwd_stream, 2 * self.fixed
+        )
 
 
 @dataclass(frozen=True)
@@ -141,8 +142,16 @@ def _layers(g: Graph, costs: tuple[OpCost, ...]) -> list[_Layer]:
         if not ops:
             continue
         params = g.block_params(blk)
-        out.append(_Layer(blk, tuple(ops), params * g.act_bytes, params * 4,
-                          ops[-1].boundary_bytes, sum(o.keep_bytes for o in ops)))
+        out.append(
+            _Layer(
+                blk,
+                tuple(ops),
+                params * g.act_bytes,
+                params * 4,
+                ops[-1].boundary_bytes,
+                sum(o.keep_bytes for o in ops),
+            )
+        )
     return out
 
 
@@ -164,8 +173,16 @@ def _compute(ops: tuple[OpCost, ...], m: int, N: int, r: Rates, backward: bool) 
     return t
 
 
-def _schedule(g: Graph, layers: list[_Layer], wafer: WaferSpec, r: Rates, m: int,
-              capacity: int, single: int, double: int) -> tuple[list[LayerPlan], int, int, int]:
+def _schedule(
+    g: Graph,
+    layers: list[_Layer],
+    wafer: WaferSpec,
+    r: Rates,
+    m: int,
+    capacity: int,
+    single: int,
+    double: int,
+) -> tuple[list[LayerPlan], int, int, int]:
     """The passes for micro-batches of m samples: (plans, kept on wafer, offloaded, working)."""
     N = wafer.pes
     working = max(ly.keep for ly in layers) * m
@@ -183,12 +200,23 @@ def _schedule(g: Graph, layers: list[_Layer], wafer: WaferSpec, r: Rates, m: int
         off = int(ly.out * m * offload_share)
         fwd_stream = max(ly.w, off) / io  # weights in, offloaded output out (full duplex)
         bwd_stream = max((0 if retained else ly.w) + off, ly.gr) / io
-        plans.append(LayerPlan(
-            name=ly.block, block=ly.block, weight_bytes=ly.w, grad_bytes=ly.gr,
-            fwd_compute=_compute(ly.ops, m, N, r, False), fwd_stream=fwd_stream,
-            bwd_compute=_compute(ly.ops, m, N, r, True), bwd_stream=bwd_stream,
-            fixed=LAYER_PASS_SECONDS, overlap=overlap, retained=retained,
-            kept_bytes=ly.out * m, offloaded_bytes=off))
+        plans.append(
+            LayerPlan(
+                name=ly.block,
+                block=ly.block,
+                weight_bytes=ly.w,
+                grad_bytes=ly.gr,
+                fwd_compute=_compute(ly.ops, m, N, r, False),
+                fwd_stream=fwd_stream,
+                bwd_compute=_compute(ly.ops, m, N, r, True),
+                bwd_stream=bwd_stream,
+                fixed=LAYER_PASS_SECONDS,
+                overlap=overlap,
+                retained=retained,
+                kept_bytes=ly.out * m,
+                offloaded_bytes=off,
+            )
+        )
     return plans, kept, kept_total - kept, working
 
 
@@ -196,8 +224,13 @@ def _step(plans: list[LayerPlan], k: int, reduce_s: float) -> float:
     return k * sum(p.fwd_seconds + p.bwd_seconds for p in plans) + reduce_s
 
 
-def plan_streaming(g: Graph, costs: tuple[OpCost, ...], wafer: WaferSpec, num_csx: int = 1,
-                   input_cluster: InputCluster | None = None) -> StreamPlan:
+def plan_streaming(
+    g: Graph,
+    costs: tuple[OpCost, ...],
+    wafer: WaferSpec,
+    num_csx: int = 1,
+    input_cluster: InputCluster | None = None,
+) -> StreamPlan:
     """Pass 3+4 (weight streaming): the per-layer schedule and its estimate."""
     r = rates(wafer)
     layers = _layers(g, costs)
@@ -210,22 +243,23 @@ def plan_streaming(g: Graph, costs: tuple[OpCost, ...], wafer: WaferSpec, num_cs
             f"({fmt_bytes(big.w)}) and FP32 gradient ({fmt_bytes(big.gr)}) do not fit the "
             f"{fmt_bytes(capacity)} the {wafer.name} holds for data, and weight streaming runs "
             "one whole layer at a time; make that layer smaller (hidden_size, filter_size or "
-            "vocab_size).")
+            "vocab_size)."
+        )
     b = max(1, math.ceil(g.batch_size / num_csx))
     per_sample = max(ly.keep for ly in layers)
     if single + per_sample > capacity:
         raise PlacementError(
             f"{g.model} in weight streaming cannot hold even one sample: the working set of one "
             f"sample ({fmt_bytes(per_sample)}) plus a layer's weights exceeds the "
-            f"{fmt_bytes(capacity)} of the {wafer.name}; lower max_sequence_length.")
+            f"{fmt_bytes(capacity)} of the {wafer.name}; lower max_sequence_length."
+        )
     k = math.ceil(b / ((capacity - single) // per_sample))  # the fewest micro-batches that fit
     m = math.ceil(b / k)
     depth = math.ceil(math.log2(num_csx)) if num_csx > 1 else 0
     msg_s = (ROCE_PAYLOAD_BYTES + ROCE_OVERHEAD_BYTES) / r.port_bytes_s
     # per layer: one broadcast level and one reduce level per tree level, every micro-batch
     reduce_s = k * len(layers) * 2 * depth * msg_s
-    plans, kept, offloaded, working = _schedule(g, layers, wafer, r, m, capacity, single,
-                                                double)
+    plans, kept, offloaded, working = _schedule(g, layers, wafer, r, m, capacity, single, double)
     step = _step(plans, k, reduce_s)
     B = g.batch_size
     comp = k * sum(p.fwd_compute + p.bwd_compute for p in plans)
@@ -251,9 +285,23 @@ def plan_streaming(g: Graph, costs: tuple[OpCost, ...], wafer: WaferSpec, num_cs
         samples_per_sec=rate,
         compute_samples_per_sec=B / comp if comp else math.inf,
         transmission_samples_per_sec=B / strm if strm else math.inf,
-        active_pes=wafer.pes, total_pes=wafer.pes,
+        active_pes=wafer.pes,
+        total_pes=wafer.pes,
         compute_utilization=min(1.0, flops / (step * peak)) if step else 0.0,
-        bound=bound, input_samples_per_sec=in_rate, wafer_samples_per_sec=wafer_rate)
-    return StreamPlan(tuple(plans), num_csx, b, m, k, kept, offloaded, working,
-                      double if plans and plans[0].overlap else single, reduce_s, est)
-
+        bound=bound,
+        input_samples_per_sec=in_rate,
+        wafer_samples_per_sec=wafer_rate,
+    )
+    return StreamPlan(
+        tuple(plans),
+        num_csx,
+        b,
+        m,
+        k,
+        kept,
+        offloaded,
+        working,
+        double if plans and plans[0].overlap else single,
+        reduce_s,
+        est,
+    )

@@ -28,8 +28,16 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["TimeToTrain", "time_to_train", "for_plan", "report_doc", "PROGRAMMING_SECONDS",
-           "CHECKPOINT_SECONDS_PER_BILLION", "checkpoint_saves", "fmt_duration"]
+__all__ = [
+    "TimeToTrain",
+    "time_to_train",
+    "for_plan",
+    "report_doc",
+    "PROGRAMMING_SECONDS",
+    "CHECKPOINT_SECONDS_PER_BILLION",
+    "checkpoint_saves",
+    "fmt_duration",
+]
 
 PROGRAMMING_SECONDS = 123.0
 CHECKPOINT_SECONDS_PER_BILLION = 60.0
@@ -57,17 +65,22 @@ class TimeToTrain:
     def line(self) -> str:
         """One sentence: the total and its parts."""
         systems = f"{self.num_csx} CS-2 systems" if self.num_csx > 1 else "1 CS-2"
-        return (f"{fmt_duration(self.total_seconds)} on {systems} for {self.steps:,} steps "
-                f"({self.samples:,} samples): programming {fmt_duration(self.programming_seconds)}"
-                f", training {fmt_duration(self.training_seconds)} at "
-                f"{self.samples_per_sec:,.1f} samples/s, {self.checkpoints} checkpoint save(s) "
-                f"{fmt_duration(self.checkpoint_seconds)}")
+        return (
+            f"{fmt_duration(self.total_seconds)} on {systems} for {self.steps:,} steps "
+            f"({self.samples:,} samples): programming {fmt_duration(self.programming_seconds)}"
+            f", training {fmt_duration(self.training_seconds)} at "
+            f"{self.samples_per_sec:,.1f} samples/s, {self.checkpoints} checkpoint save(s) "
+            f"{fmt_duration(self.checkpoint_seconds)}"
+        )
 
     def as_dict(self) -> dict[str, Any]:
         """JSON form (performance.json, the analyzer's report)."""
-        return {**asdict(self), "total_seconds": self.total_seconds,
-                "measurement": "CS-2 estimate (compile estimate, programming and checkpoint "
-                               "figures published for CS-2 systems), not a measurement"}
+        return {
+            **asdict(self),
+            "total_seconds": self.total_seconds,
+            "measurement": "CS-2 estimate (compile estimate, programming and checkpoint "
+            "figures published for CS-2 systems), not a measurement",
+        }
 
 
 def fmt_duration(seconds: float) -> str:
@@ -94,19 +107,31 @@ def checkpoint_saves(steps: int, checkpoint_steps: int) -> int:
     return multiples + (0 if every and steps % every == 0 else 1)
 
 
-def time_to_train(samples_per_sec: float, step_samples: int, num_params: int, steps: int,
-                  checkpoint_steps: int = 0, num_csx: int = 1) -> TimeToTrain:
+def time_to_train(
+    samples_per_sec: float,
+    step_samples: int,
+    num_params: int,
+    steps: int,
+    checkpoint_steps: int = 0,
+    num_csx: int = 1,
+) -> TimeToTrain:
     """The estimate for `steps` steps of `step_samples` samples at `samples_per_sec`."""
     steps = max(0, int(steps))
     samples = steps * int(step_samples)
     training = samples / samples_per_sec if samples_per_sec > 0 else math.inf
     saves = checkpoint_saves(steps, checkpoint_steps)
     per_save = CHECKPOINT_SECONDS_PER_BILLION * num_params / 1e9
-    return TimeToTrain(steps=steps, samples=samples, num_csx=max(1, int(num_csx)),
-                       samples_per_sec=samples_per_sec,
-                       programming_seconds=PROGRAMMING_SECONDS if steps else 0.0,
-                       training_seconds=training, checkpoints=saves,
-                       checkpoint_seconds=saves * per_save, num_params=int(num_params))
+    return TimeToTrain(
+        steps=steps,
+        samples=samples,
+        num_csx=max(1, int(num_csx)),
+        samples_per_sec=samples_per_sec,
+        programming_seconds=PROGRAMMING_SECONDS if steps else 0.0,
+        training_seconds=training,
+        checkpoints=saves,
+        checkpoint_seconds=saves * per_save,
+        num_params=int(num_params),
+    )
 
 
 def step_samples(params: dict[str, Any]) -> int:
@@ -116,8 +141,9 @@ def step_samples(params: dict[str, Any]) -> int:
     return int(ti.get("batch_size") or 1) * k
 
 
-def for_plan(plan: Any, params: dict[str, Any], *, steps: int | None = None,
-             samples: int | None = None) -> TimeToTrain | None:
+def for_plan(
+    plan: Any, params: dict[str, Any], *, steps: int | None = None, samples: int | None = None
+) -> TimeToTrain | None:
     """Time to train the plan's model for `steps` (or `samples`, rounded up to whole steps;
     else runconfig.max_steps); None when the run has no step count or the plan no estimate."""
     est = getattr(plan, "estimate", None) or {}
@@ -133,8 +159,14 @@ def for_plan(plan: Any, params: dict[str, Any], *, steps: int | None = None,
     if steps is None:
         return None
     every = int(rc.get("checkpoint_steps") or rc.get("save_checkpoints_steps") or 0)
-    return time_to_train(float(rate), per_step, int(est.get("num_params") or 0), int(steps),
-                         every, int(getattr(plan, "num_csx", 1) or 1))
+    return time_to_train(
+        float(rate),
+        per_step,
+        int(est.get("num_params") or 0),
+        int(steps),
+        every,
+        int(getattr(plan, "num_csx", 1) or 1),
+    )
 
 
 def report_doc(plan: Any, params: dict[str, Any]) -> dict[str, Any] | None:

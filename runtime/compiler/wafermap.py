@@ -19,13 +19,40 @@ from cs2sim.runtime.compiler.plan import Plan
 from cs2sim.runtime.compiler.report import pe_share
 from cs2sim.system.hardware import WaferSpec
 
-__all__ = ["save_png", "render_rich", "block_legend", "kernel_colours", "PALETTE",
-           "inset_box", "title", "share_text"]
+__all__ = [
+    "save_png",
+    "render_rich",
+    "block_legend",
+    "kernel_colours",
+    "PALETTE",
+    "inset_box",
+    "title",
+    "share_text",
+]
 
 # distinct colours, cycled (rich accepts the hex form too)
-PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-           "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39",
-           "#7b4173", "#3182bd", "#e6550d", "#31a354", "#756bb1", "#636363")
+PALETTE = (
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+    "#393b79",
+    "#637939",
+    "#8c6d31",
+    "#843c39",
+    "#7b4173",
+    "#3182bd",
+    "#e6550d",
+    "#31a354",
+    "#756bb1",
+    "#636363",
+)
 MIN_ZOOM = 2.0  # an inset only where it shows the kernels at least twice as large
 
 
@@ -37,8 +64,10 @@ def block_legend(plan: Plan) -> list[tuple[str, str, int, int, float]]:
         r = rows.setdefault(k["block"], [0, 0])
         r[0] += 1
         r[1] += k["pes"] * k["replicas"]
-    return [(b, PALETTE[i % len(PALETTE)], n, pes, pes / total)
-            for i, (b, (n, pes)) in enumerate(rows.items())]
+    return [
+        (b, PALETTE[i % len(PALETTE)], n, pes, pes / total)
+        for i, (b, (n, pes)) in enumerate(rows.items())
+    ]
 
 
 def kernel_colours(plan: Plan) -> list[tuple[float, float, float]]:
@@ -68,12 +97,17 @@ def kernel_colours(plan: Plan) -> list[tuple[float, float, float]]:
 def _frame(plan: Plan, replicas: int | None) -> tuple[int, int, int, int]:
     """(x0, y0, x1, y1) around the first `replicas` copies' rectangles (None: all)."""
     xs = [(x, y, x + w, y + h) for k in plan.kernels for x, y, w, h in k["rects"][:replicas]]
-    return (min(b[0] for b in xs), min(b[1] for b in xs), max(b[2] for b in xs),
-            max(b[3] for b in xs))
+    return (
+        min(b[0] for b in xs),
+        min(b[1] for b in xs),
+        max(b[2] for b in xs),
+        max(b[3] for b in xs),
+    )
 
 
-def _inset(plan: Plan, wafer: WaferSpec) -> tuple[tuple[int, int, int, int],
-                                                  tuple[float, ...]] | None:
+def _inset(
+    plan: Plan, wafer: WaferSpec
+) -> tuple[tuple[int, int, int, int], tuple[float, ...]] | None:
     """(the frame an inset zooms into, where on the axes it goes) or None when it would not
     magnify. The frame is the first replica's kernels (the others are copies); the inset goes
     in the largest empty strip beside or below ALL the kernels, and is drawn only when it shows
@@ -83,12 +117,17 @@ def _inset(plan: Plan, wafer: WaferSpec) -> tuple[tuple[int, int, int, int],
         return None
     x0, y0, x1, y1 = _frame(plan, 1)
     pad = max(2, (max(x1 - x0, y1 - y0)) // 20)
-    box = (max(0, x0 - pad), max(0, y0 - pad), min(wafer.width, x1 + pad),
-           min(wafer.height, y1 + pad))
+    box = (
+        max(0, x0 - pad),
+        max(0, y0 - pad),
+        min(wafer.width, x1 + pad),
+        min(wafer.height, y1 + pad),
+    )
     where = _free_corner(_frame(plan, None), wafer)
     _, _, fw, fh = where  # axes fractions of the strip
-    zoom = min(fw * wafer.width / max(1, box[2] - box[0]),
-               fh * wafer.height / max(1, box[3] - box[1]))
+    zoom = min(
+        fw * wafer.width / max(1, box[2] - box[0]), fh * wafer.height / max(1, box[3] - box[1])
+    )
     return (box, where) if zoom >= MIN_ZOOM else None
 
 
@@ -114,14 +153,18 @@ def title(plan: Plan, wafer: WaferSpec | None = None) -> str:
         from cs2sim.system.hardware import WSE2
 
         wafer = wafer or WSE2
-        return (f"{plan.model}: pipelined placement on {wafer.name}, "
-                f"{pe_share(e['active_pes'], e['total_pes'])} of PEs, {plan.replicas} "
-                f"replica(s)\n{plan.batch_line()}\nCS-2 estimate "
-                f"{e['samples_per_sec']:,.0f} samples/s, {e['bound']} bound, "
-                f"{e.get('ports_used', 0):g} of {wafer.ports} ports")
-    return (f"{plan.model}: weight-streaming schedule, {plan.num_csx} CS-X\n"
-            f"{plan.batch_line()}\nCS-2 estimate {e['samples_per_sec']:,.1f} samples/s, "
-            f"{e['bound']} bound")
+        return (
+            f"{plan.model}: pipelined placement on {wafer.name}, "
+            f"{pe_share(e['active_pes'], e['total_pes'])} of PEs, {plan.replicas} "
+            f"replica(s)\n{plan.batch_line()}\nCS-2 estimate "
+            f"{e['samples_per_sec']:,.0f} samples/s, {e['bound']} bound, "
+            f"{e.get('ports_used', 0):g} of {wafer.ports} ports"
+        )
+    return (
+        f"{plan.model}: weight-streaming schedule, {plan.num_csx} CS-X\n"
+        f"{plan.batch_line()}\nCS-2 estimate {e['samples_per_sec']:,.1f} samples/s, "
+        f"{e['bound']} bound"
+    )
 
 
 def _free_corner(box: tuple[int, int, int, int], wafer: WaferSpec) -> tuple[float, ...]:
@@ -142,12 +185,18 @@ def _draw_kernels(ax: Any, plan: Plan, colours: list[Any], labels: bool, box: An
     span = max(x1 - x0, y1 - y0)
     for k, rgb in zip(plan.kernels, colours, strict=True):
         for j, (x, y, w, h) in enumerate(k["rects"]):
-            ax.add_patch(Rectangle((x, y), w, h, facecolor=rgb, edgecolor="#202020",
-                                   linewidth=0.4))
+            ax.add_patch(Rectangle((x, y), w, h, facecolor=rgb, edgecolor="#202020", linewidth=0.4))
             # a kernel's name where its rectangle is big enough on this view
             if labels and j == 0 and min(w, h) >= span / 14:
-                ax.text(x + w / 2, y + h / 2, k["name"].split(".")[-1] if "." in k["name"]
-                        else k["name"], ha="center", va="center", fontsize=6, clip_on=True)
+                ax.text(
+                    x + w / 2,
+                    y + h / 2,
+                    k["name"].split(".")[-1] if "." in k["name"] else k["name"],
+                    ha="center",
+                    va="center",
+                    fontsize=6,
+                    clip_on=True,
+                )
 
 
 def _pipelined(plan: Plan, wafer: WaferSpec) -> Any:
@@ -157,8 +206,16 @@ def _pipelined(plan: Plan, wafer: WaferSpec) -> Any:
     fig = Figure(figsize=(7.5, 8.5))
     ax = fig.add_subplot()
     colours = kernel_colours(plan)
-    ax.add_patch(Rectangle((0, 0), wafer.width, wafer.height, facecolor="#f2f2f2",
-                           edgecolor="#808080", linewidth=0.8))
+    ax.add_patch(
+        Rectangle(
+            (0, 0),
+            wafer.width,
+            wafer.height,
+            facecolor="#f2f2f2",
+            edgecolor="#808080",
+            linewidth=0.8,
+        )
+    )
     whole = (0, 0, wafer.width, wafer.height)
     _draw_kernels(ax, plan, colours, True, whole)
     ax.set_xlim(0, wafer.width)
@@ -181,13 +238,24 @@ def _pipelined(plan: Plan, wafer: WaferSpec) -> Any:
         ax.indicate_inset_zoom(ins, edgecolor="#202020")
     legend = block_legend(plan)
     total = plan.estimate["total_pes"]
-    handles = [Patch(color=c, label=f"{b}: {n} kernel{'s' if n > 1 else ''}, {pes:,} PE"
-                                    f"{'s' if pes > 1 else ''} ({share_text(pes, total)})")
-               for b, c, n, pes, _ in legend[:24]]
+    handles = [
+        Patch(
+            color=c,
+            label=f"{b}: {n} kernel{'s' if n > 1 else ''}, {pes:,} PE"
+            f"{'s' if pes > 1 else ''} ({share_text(pes, total)})",
+        )
+        for b, c, n, pes, _ in legend[:24]
+    ]
     if len(legend) > 24:
         handles.append(Patch(color="white", label=f"... {len(legend) - 24} more blocks"))
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7,
-              title=f"{plan.replicas} replica(s); shades: kernels of a block", title_fontsize=7)
+    ax.legend(
+        handles=handles,
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1),
+        fontsize=7,
+        title=f"{plan.replicas} replica(s); shades: kernels of a block",
+        title_fontsize=7,
+    )
     ax.set_title(title(plan, wafer), fontsize=9)
     return fig
 
@@ -211,14 +279,18 @@ def _streaming(plan: Plan) -> Any:
     y = list(range(n))
     # one LineCollection per series (hlines): fast for a hundred layers; each row shows the
     # fixed cost first, then compute and the stream it overlaps
-    for starts, part, col, dy in ((starts_f, "fixed_seconds", "#7f7f7f", 0.0),
-                                  (starts_b, "fixed_seconds", "#7f7f7f", 0.0)):
+    for starts, part, col, dy in (
+        (starts_f, "fixed_seconds", "#7f7f7f", 0.0),
+        (starts_b, "fixed_seconds", "#7f7f7f", 0.0),
+    ):
         ends = [s0 + 1e3 * ly[part] for s0, ly in zip(starts, plan.layers, strict=True)]
         ax.hlines([v + dy for v in y], starts, ends, colors=col, linewidth=3)
-    for starts, key, col, dy in ((starts_f, "fwd_compute_seconds", "#1f77b4", 0.0),
-                                 (starts_f, "fwd_stream_seconds", "#ff7f0e", 0.35),
-                                 (starts_b, "bwd_compute_seconds", "#2ca02c", 0.0),
-                                 (starts_b, "bwd_stream_seconds", "#d62728", 0.35)):
+    for starts, key, col, dy in (
+        (starts_f, "fwd_compute_seconds", "#1f77b4", 0.0),
+        (starts_f, "fwd_stream_seconds", "#ff7f0e", 0.35),
+        (starts_b, "bwd_compute_seconds", "#2ca02c", 0.0),
+        (starts_b, "bwd_stream_seconds", "#d62728", 0.35),
+    ):
         s0 = [s + 1e3 * ly["fixed_seconds"] for s, ly in zip(starts, plan.layers, strict=True)]
         ends = [a + 1e3 * ly[key] for a, ly in zip(s0, plan.layers, strict=True)]
         ax.hlines([v + dy for v in y], s0, ends, colors=col, linewidth=3)
@@ -226,12 +298,18 @@ def _streaming(plan: Plan) -> Any:
     ax.set_yticks(y[::step], names[::step], fontsize=6)
     ax.invert_yaxis()
     ax.set_xlabel("time in one micro-batch pass over all layers (ms, CS-2 estimate)")
-    ax.legend(handles=[Patch(color="#7f7f7f", label="fixed cost of the pass"),
-                       Patch(color="#1f77b4", label="forward compute"),
-                       Patch(color="#ff7f0e", label="forward weight stream"),
-                       Patch(color="#2ca02c", label="backward compute"),
-                       Patch(color="#d62728", label="backward weights + gradients")],
-              fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    ax.legend(
+        handles=[
+            Patch(color="#7f7f7f", label="fixed cost of the pass"),
+            Patch(color="#1f77b4", label="forward compute"),
+            Patch(color="#ff7f0e", label="forward weight stream"),
+            Patch(color="#2ca02c", label="backward compute"),
+            Patch(color="#d62728", label="backward weights + gradients"),
+        ],
+        fontsize=7,
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1),
+    )
     ax.set_title(title(plan), fontsize=9)
     return fig
 
@@ -255,16 +333,28 @@ def render_rich(plan: Plan, wafer: WaferSpec, cols: int = 64) -> Any:
     from rich.text import Text
 
     if not plan.kernels:
-        table = Table(title=f"{plan.model}: weight-streaming layer schedule (CS-2 estimate); "
-                            f"{plan.batch_line()}")
-        for col in ("layer", "forward ms", "backward ms", "fixed ms", "forward bound",
-                    "backward bound"):
-            table.add_column(col, justify="left" if col == "layer" or "bound" in col
-                             else "right")
+        table = Table(
+            title=f"{plan.model}: weight-streaming layer schedule (CS-2 estimate); "
+            f"{plan.batch_line()}"
+        )
+        for col in (
+            "layer",
+            "forward ms",
+            "backward ms",
+            "fixed ms",
+            "forward bound",
+            "backward bound",
+        ):
+            table.add_column(col, justify="left" if col == "layer" or "bound" in col else "right")
         for ly in plan.layers:
-            table.add_row(ly["name"], f"{ly['fwd_seconds'] * 1e3:.3f}",
-                          f"{ly['bwd_seconds'] * 1e3:.3f}", f"{ly['fixed_seconds'] * 1e3:.3f}",
-                          ly["fwd_bound"], ly["bwd_bound"])
+            table.add_row(
+                ly["name"],
+                f"{ly['fwd_seconds'] * 1e3:.3f}",
+                f"{ly['bwd_seconds'] * 1e3:.3f}",
+                f"{ly['fixed_seconds'] * 1e3:.3f}",
+                ly["fwd_bound"],
+                ly["bwd_bound"],
+            )
         return table
     legend = block_legend(plan)
     colour = {b: c for b, c, *_ in legend}
@@ -284,11 +374,14 @@ def render_rich(plan: Plan, wafer: WaferSpec, cols: int = 64) -> Any:
         for cell in row:
             text.append("█" if cell else "·", style=cell or "grey30")
         text.append("\n")
-    table = Table(title=f"{plan.model}: {plan.replicas} replica(s), "
-                        f"{plan.estimate['active_pes']:,} of {plan.estimate['total_pes']:,} PEs")
+    table = Table(
+        title=f"{plan.model}: {plan.replicas} replica(s), "
+        f"{plan.estimate['active_pes']:,} of {plan.estimate['total_pes']:,} PEs"
+    )
     for col in ("", "layer", "kernels", "PEs", "share"):
         table.add_column(col, justify="right" if col in ("kernels", "PEs", "share") else "left")
     for b, c, nk, pes, _ in legend:
-        table.add_row(Text("█", style=c), b, str(nk), f"{pes:,}",
-                      share_text(pes, plan.estimate["total_pes"]))
+        table.add_row(
+            Text("█", style=c), b, str(nk), f"{pes:,}", share_text(pes, plan.estimate["total_pes"])
+        )
     return Group(text, table)

@@ -53,8 +53,10 @@ def model_family(model_name: str) -> str:
     """The model's input pipeline (a key of BUILDERS), from the model table."""
     family = registry.get(model_name).family
     if family not in BUILDERS:
-        raise ConfigError(f"model {model_name!r} has the input family {family!r}, which has no "
-                          f"input pipeline; use one of {', '.join(sorted(BUILDERS))}.")
+        raise ConfigError(
+            f"model {model_name!r} has the input family {family!r}, which has no "
+            f"input pipeline; use one of {', '.join(sorted(BUILDERS))}."
+        )
     return family
 
 
@@ -69,8 +71,9 @@ def input_config(params: dict, split: str) -> dict[str, Any]:
     cfg = {k: key.default for k, key in schema.items()}
     cfg.update(given or {})
     if not isinstance(cfg.get("batch_size"), int) or cfg["batch_size"] < 1:
-        raise ConfigError(f"{SECTION[split]}.batch_size must be an integer > 0, "
-                          f"not {cfg.get('batch_size')!r}.")
+        raise ConfigError(
+            f"{SECTION[split]}.batch_size must be an integer > 0, not {cfg.get('batch_size')!r}."
+        )
     return cfg
 
 
@@ -81,8 +84,10 @@ def _per_dir(found: list[Any], dirs: list[str], section: str, what: str) -> list
         return []
     if empty:
         i = empty[0]
-        raise ConfigError(f"{section}.data_dir[{i}] ({dirs[i]}) has no {what} while other "
-                          f"entries do; add the files or remove it from the list.")
+        raise ConfigError(
+            f"{section}.data_dir[{i}] ({dirs[i]}) has no {what} while other "
+            f"entries do; add the files or remove it from the list."
+        )
     return found
 
 
@@ -92,8 +97,9 @@ def _where(dirs: list[str]) -> str:
 
 def _mnist(cfg: dict, params: dict, split: str) -> tuple[list[Any], str]:
     dirs = data_dirs(cfg.get("data_dir"))
-    found = _per_dir([find_idx_files(d, split) for d in dirs], dirs, SECTION[split],
-                     "MNIST IDX files")
+    found = _per_dir(
+        [find_idx_files(d, split) for d in dirs], dirs, SECTION[split], "MNIST IDX files"
+    )
     if found:
         recipes = [MnistFiles(str(i), str(lb), bool(cfg["to_float16"])) for i, lb in found]
         images, labels = found[0]
@@ -103,8 +109,10 @@ def _mnist(cfg: dict, params: dict, split: str) -> tuple[list[Any], str]:
     recipe = DigitsArrays(str(digits_cache()), split, bool(cfg["to_float16"]))
     why = cfg.get("_stand_in_why") or f"no MNIST IDX files in {_where(dirs)}"
     n = EVAL_SIZE if split == "eval" else DIGITS_TOTAL - EVAL_SIZE
-    return [recipe], (f"UCI handwritten digits ({n} of 1797 real 8x8 images, bilinear-upscaled to "
-                      f"20x20 and padded to 28x28 like MNIST; {why})")
+    return [recipe], (
+        f"UCI handwritten digits ({n} of 1797 real 8x8 images, bilinear-upscaled to "
+        f"20x20 and padded to 28x28 like MNIST; {why})"
+    )
 
 
 def _lm_shape(cfg: dict, params: dict, split: str) -> tuple[int, int]:
@@ -113,17 +121,22 @@ def _lm_shape(cfg: dict, params: dict, split: str) -> tuple[int, int]:
     seq_len = cfg.get("max_sequence_length") or model.get("max_position_embeddings")
     vocab = cfg.get("vocab_size") or model.get("vocab_size")
     if not seq_len:
-        raise ConfigError(f"{section}.max_sequence_length is not set (nor "
-                          f"model.max_position_embeddings); add it.")
+        raise ConfigError(
+            f"{section}.max_sequence_length is not set (nor model.max_position_embeddings); add it."
+        )
     if not vocab:
         raise ConfigError(f"{section}.vocab_size is not set (nor model.vocab_size); add it.")
     max_pos = model.get("max_position_embeddings")
     if max_pos and seq_len > max_pos:
-        raise ConfigError(f"{section}.max_sequence_length ({seq_len}) exceeds "
-                          f"model.max_position_embeddings ({max_pos}); lower it.")
+        raise ConfigError(
+            f"{section}.max_sequence_length ({seq_len}) exceeds "
+            f"model.max_position_embeddings ({max_pos}); lower it."
+        )
     if model.get("vocab_size") and vocab > model["vocab_size"]:
-        raise ConfigError(f"{section}.vocab_size ({vocab}) exceeds model.vocab_size "
-                          f"({model['vocab_size']}); make them equal.")
+        raise ConfigError(
+            f"{section}.vocab_size ({vocab}) exceeds model.vocab_size "
+            f"({model['vocab_size']}); make them equal."
+        )
     return int(seq_len), int(vocab)
 
 
@@ -147,7 +160,8 @@ def _lm(cfg: dict, params: dict, split: str) -> tuple[Any, str]:
     eot = ", id 256 ends each file" if meta["eot"] else ""
     return [TokenFiles((str(entry / name),), seq_len, vocab)], (
         f"byte-level corpus of the Python {meta['python']} standard library ({part} of "
-        f"{meta['tokens']} tokens from {meta['files']} files{eot}; {why})")
+        f"{meta['tokens']} tokens from {meta['files']} files{eot}; {why})"
+    )
 
 
 def _mlm(cfg: dict, params: dict, split: str) -> tuple[list[Any], str]:
@@ -177,8 +191,11 @@ def _mlm_weights(cfg: dict, params: dict) -> tuple[bool, float]:
     """(scale the MLM weights by the batch's masked tokens, mlm_loss_weight): mlm.py's rules."""
     model = params.get("model") or {}
     scaling, dynamic = model.get("mlm_loss_scaling"), bool(cfg.get("dynamic_mlm_scale"))
-    by_masked = dynamic or bool(cfg.get("scale_mlm_weights")) or scaling in (
-        "num_masked", "precomputed_num_masked")
+    by_masked = (
+        dynamic
+        or bool(cfg.get("scale_mlm_weights"))
+        or scaling in ("num_masked", "precomputed_num_masked")
+    )
     if scaling == "batch_size" and not dynamic:
         by_masked = False
     return by_masked, 1.0 if dynamic else float(model.get("mlm_loss_weight") or 1.0)
@@ -193,8 +210,11 @@ def _tfrecord(cfg: dict, params: dict, split: str, res: Resolved) -> tuple[list[
         seq_len = int(cfg.get("max_sequence_length") or model.get("max_position_embeddings"))
         vocab = int(model["vocab_size"])
         by_masked, weight = _mlm_weights(cfg, params)
-    recipes = [TfRecordFiles((str(p),), kind, res.name, seq_len, vocab, by_masked, weight)
-               for f in res.found for p in f]
+    recipes = [
+        TfRecordFiles((str(p),), kind, res.name, seq_len, vocab, by_masked, weight)
+        for f in res.found
+        for p in f
+    ]
     return recipes, f"{_where_found(res)}, read by {res.name}"
 
 
@@ -202,18 +222,30 @@ def _csv(cfg: dict, params: dict, split: str, res: Resolved) -> tuple[list[Any],
     model = params.get("model") or {}
     seq_len = int(cfg.get("max_sequence_length") or model.get("max_position_embeddings"))
     if cfg.get("whole_word_masking") or cfg.get("mask_whole_word"):
-        raise ConfigError(f"{SECTION[split]}.mask_whole_word is not implemented (tokens are "
-                          "masked one at a time); set it to false.")
+        raise ConfigError(
+            f"{SECTION[split]}.mask_whole_word is not implemented (tokens are "
+            "masked one at a time); set it to false."
+        )
     by_masked, weight = _mlm_weights(cfg, params)
     seed = cfg.get("shuffle_seed")
     seed = (params.get("runconfig") or {}).get("seed") or 0 if seed is None else seed
-    recipes = [BertCsvFiles((str(p),), str(cfg.get("vocab_file") or ""),
-                            bool(cfg.get("do_lower", True)), seq_len, int(model["vocab_size"]),
-                            int(cfg.get("max_predictions_per_seq") or 20),
-                            float(cfg.get("masked_lm_prob") or 0.15),
-                            not model.get("disable_nsp", False),
-                            int(seed) * 2 + (0 if split == "train" else 1), by_masked, weight)
-               for f in res.found for p in f]
+    recipes = [
+        BertCsvFiles(
+            (str(p),),
+            str(cfg.get("vocab_file") or ""),
+            bool(cfg.get("do_lower", True)),
+            seq_len,
+            int(model["vocab_size"]),
+            int(cfg.get("max_predictions_per_seq") or 20),
+            float(cfg.get("masked_lm_prob") or 0.15),
+            not model.get("disable_nsp", False),
+            int(seed) * 2 + (0 if split == "train" else 1),
+            by_masked,
+            weight,
+        )
+        for f in res.found
+        for p in f
+    ]
     return recipes, f"{_where_found(res)}, masked as read by {res.name}"
 
 
@@ -221,9 +253,18 @@ def _tsv(cfg: dict, params: dict, split: str, res: Resolved) -> tuple[list[Any],
     model = params.get("model") or {}
     seq_len = int(cfg.get("max_sequence_length") or model.get("max_position_embeddings"))
     task = "mnli" if res.name in ("MNLIDataProcessor", "MnliDataProcessor") else "sst2"
-    recipes = [GlueTsv(str(p), task, str(cfg.get("vocab_file") or ""),
-                       bool(cfg.get("do_lower", True)), seq_len, int(model.get("num_labels") or 2))
-               for f in res.found for p in f]
+    recipes = [
+        GlueTsv(
+            str(p),
+            task,
+            str(cfg.get("vocab_file") or ""),
+            bool(cfg.get("do_lower", True)),
+            seq_len,
+            int(model.get("num_labels") or 2),
+        )
+        for f in res.found
+        for p in f
+    ]
     return recipes, f"{_where_found(res)}, read by {res.name}"
 
 
@@ -237,10 +278,16 @@ def choose_data(cfg: dict, params: dict, split: str, family: str) -> tuple[list[
         _lm_shape(cfg, params, split)  # the section's own errors before the data's
     res = resolve(cfg, family, SECTION[split], split)
     if res.dirs is None:
-        why = ("asked for by stand_in_data" if cfg.get("stand_in_data") else
-               "no data_dir" if not cfg.get("data_dir") else "data_dir does not exist")
-        recipes, source = BUILDERS[family]({**cfg, "data_dir": None, "_stand_in_why": why},
-                                           params, split)
+        why = (
+            "asked for by stand_in_data"
+            if cfg.get("stand_in_data")
+            else "no data_dir"
+            if not cfg.get("data_dir")
+            else "data_dir does not exist"
+        )
+        recipes, source = BUILDERS[family](
+            {**cfg, "data_dir": None, "_stand_in_why": why}, params, split
+        )
         return recipes, f"{STAND_IN_PREFIX}{source}"
     if res.processor.kind == "family":
         return BUILDERS[family](cfg, params, split)
@@ -253,8 +300,9 @@ def _combine(recipes: list[Any]) -> Any:
         return recipes[0]
     if all(isinstance(r, TokenFiles) for r in recipes):
         first = recipes[0]
-        return TokenFiles(tuple(p for r in recipes for p in r.paths), first.seq_len,
-                          first.vocab_size)
+        return TokenFiles(
+            tuple(p for r in recipes for p in r.paths), first.seq_len, first.vocab_size
+        )
     return ConcatRecipe(tuple(recipes))
 
 
@@ -281,9 +329,15 @@ def input_workers(cfg: dict, section: str) -> int:
         return 0
     if calls in (0, AUTOTUNE):
         n = autotune_workers()
-        log.info("%s.num_parallel_calls %d is AUTOTUNE: %d input worker%s (half of this "
-                 "host's %d CPUs, 1 to 4).", section, calls, n, "" if n == 1 else "s",
-                 os.cpu_count() or 1)
+        log.info(
+            "%s.num_parallel_calls %d is AUTOTUNE: %d input worker%s (half of this "
+            "host's %d CPUs, 1 to 4).",
+            section,
+            calls,
+            n,
+            "" if n == 1 else "s",
+            os.cpu_count() or 1,
+        )
         return n
     return int(calls)
 
@@ -296,22 +350,34 @@ def build_input(params: dict, split: str, model_name: str, seed: int) -> BatchSt
     workers = input_workers(cfg, section)
     cpus = os.cpu_count() or 1
     if workers > cpus:  # as PyTorch's DataLoader warns: they will only compete for the cores
-        log.warning("%s.num_workers is %d but this host has %d CPUs; input workers beyond that "
-                    "compete for the same cores.", section, workers, cpus)
+        log.warning(
+            "%s.num_workers is %d but this host has %d CPUs; input workers beyond that "
+            "compete for the same cores.",
+            section,
+            workers,
+            cpus,
+        )
     shuffle_seed = cfg.get("shuffle_seed")
 
     def plan_for(num_samples: int, salt: int) -> Plan:
-        return Plan(num_samples=num_samples, batch_size=cfg["batch_size"],
-                    shuffle=bool(cfg["shuffle"]),
-                    seed=int(seed if shuffle_seed is None else shuffle_seed), salt=salt,
-                    drop_last=bool(cfg["drop_last_batch"] if cfg.get("drop_last") is None
-                                   else cfg["drop_last"]),
-                    repeat=bool(cfg["repeat"]))
+        return Plan(
+            num_samples=num_samples,
+            batch_size=cfg["batch_size"],
+            shuffle=bool(cfg["shuffle"]),
+            seed=int(seed if shuffle_seed is None else shuffle_seed),
+            salt=salt,
+            drop_last=bool(
+                cfg["drop_last_batch"] if cfg.get("drop_last") is None else cfg["drop_last"]
+            ),
+            repeat=bool(cfg["repeat"]),
+        )
 
     def too_small(plan: Plan, n: int, what: str) -> None:
         if plan.batches_per_epoch < 1:
-            raise ConfigError(f"{section}.batch_size {plan.batch_size} is larger than the "
-                              f"{n} samples of {what}; lower it or set drop_last_batch: false.")
+            raise ConfigError(
+                f"{section}.batch_size {plan.batch_size} is larger than the "
+                f"{n} samples of {what}; lower it or set drop_last_batch: false."
+            )
 
     contiguous = len(recipes) == 1 and isinstance(recipes[0], H5Files)
     if workers and (len(recipes) >= 2 or contiguous):
@@ -327,18 +393,40 @@ def build_input(params: dict, split: str, model_name: str, seed: int) -> BatchSt
             plans.append(plan_for(count, SPLIT_SALT[split] + 16 * (k + 1)))
             too_small(plans[-1], count, f"shard {k} of {source}")
         if contiguous:
-            log.info("%s: %d samples cut into %d contiguous parts, one per input worker.",
-                     section, recipes[0].num_samples, n)
+            log.info(
+                "%s: %d samples cut into %d contiguous parts, one per input worker.",
+                section,
+                recipes[0].num_samples,
+                n,
+            )
         else:
-            log.info("%s.data_dir: %d entries sharded across %d input workers in order "
-                     "(worker k reads entries k, k+%d, ...).", section, len(recipes), n, n)
-        return BatchStream(shard_recipes, ShardPlan(tuple(plans)), source=source, data=None,
-                           num_workers=n, prefetch_factor=int(cfg["prefetch_factor"]),
-                           worker_recipe=tuple(_for_worker(r) for r in shard_recipes))
+            log.info(
+                "%s.data_dir: %d entries sharded across %d input workers in order "
+                "(worker k reads entries k, k+%d, ...).",
+                section,
+                len(recipes),
+                n,
+                n,
+            )
+        return BatchStream(
+            shard_recipes,
+            ShardPlan(tuple(plans)),
+            source=source,
+            data=None,
+            num_workers=n,
+            prefetch_factor=int(cfg["prefetch_factor"]),
+            worker_recipe=tuple(_for_worker(r) for r in shard_recipes),
+        )
     recipe = _combine(recipes)
     data = recipe.load()  # in the consumer too: checks the files now and counts the samples
     plan = plan_for(len(data), SPLIT_SALT[split])
     too_small(plan, len(data), source)
-    return BatchStream(recipe, plan, source=source, data=None if workers else data,
-                       num_workers=workers, prefetch_factor=int(cfg["prefetch_factor"]),
-                       worker_recipe=_for_worker(recipe))
+    return BatchStream(
+        recipe,
+        plan,
+        source=source,
+        data=None if workers else data,
+        num_workers=workers,
+        prefetch_factor=int(cfg["prefetch_factor"]),
+        worker_recipe=_for_worker(recipe),
+    )

@@ -71,10 +71,10 @@ class PairWindows(MlmWindows):
         window = self._window(i, L)  # (L,) ids: byte b is id offset + b
         a = int(rng.integers(1, L))
         ids = np.empty(T, dtype=np.int32)
-        ids[0], ids[1:a + 1], ids[a + 1] = v.cls, window[:a], v.sep
-        ids[a + 2:T - 1], ids[T - 1] = window[a:], v.sep
+        ids[0], ids[1 : a + 1], ids[a + 1] = v.cls, window[:a], v.sep
+        ids[a + 2 : T - 1], ids[T - 1] = window[a:], v.sep
         seg = np.zeros(T, dtype=np.int32)
-        seg[a + 2:] = 1
+        seg[a + 2 :] = 1
         depth = indent_depth(window - r.offset)
         bounds = (1.0,) if r.num_labels == 2 else (0.5, 1.5)
         label = int(np.searchsorted(bounds, depth, side="right"))
@@ -85,23 +85,34 @@ class PairWindows(MlmWindows):
         return {k: np.stack([s[k] for s in samples]) for k in samples[0]}
 
 
-def build_pairs(cfg: dict[str, Any], params: dict[str, Any], split: str,
-                section: str) -> tuple[list[PairRecipe], str]:
+def build_pairs(
+    cfg: dict[str, Any], params: dict[str, Any], split: str, section: str
+) -> tuple[list[PairRecipe], str]:
     """The pair-classification recipe of one input section, and what the data is."""
     model = params.get("model") or {}
     seq_len = cfg.get("max_sequence_length") or model.get("max_position_embeddings")
     labels = int(model.get("num_labels") or 2)
     if labels not in (2, 3):
-        raise ConfigError(f"model.num_labels {labels} has no stand-in task here (2 or 3 "
-                          "indentation classes); set 2 or 3.")
-    vocab, paths, offset, lower, source = text_source(cfg, split, section,
-                                                      int(model["vocab_size"]))
+        raise ConfigError(
+            f"model.num_labels {labels} has no stand-in task here (2 or 3 "
+            "indentation classes); set 2 or 3."
+        )
+    vocab, paths, offset, lower, source = text_source(cfg, split, section, int(model["vocab_size"]))
     if offset == 0:
-        raise ConfigError(f"{section}: the stand-in classification task labels the byte-level "
-                          "text by its indentation; remove vocab_file and the token files "
-                          "from data_dir (docs/training.md).")
+        raise ConfigError(
+            f"{section}: the stand-in classification task labels the byte-level "
+            "text by its indentation; remove vocab_file and the token files "
+            "from data_dir (docs/training.md)."
+        )
     seed = cfg.get("shuffle_seed")
     seed = (params.get("runconfig") or {}).get("seed") or 0 if seed is None else seed
-    recipe = PairRecipe(paths, int(seq_len), vocab, labels,
-                        int(seed) * 2 + (0 if split == "train" else 1), offset, lower)
+    recipe = PairRecipe(
+        paths,
+        int(seq_len),
+        vocab,
+        labels,
+        int(seed) * 2 + (0 if split == "train" else 1),
+        offset,
+        lower,
+    )
     return [recipe], f"segment pairs labelled by indentation depth ({labels} classes) of {source}"

@@ -29,14 +29,21 @@ import numpy as np
 from cs2sim.runtime.data.cache import cached_entry
 from cs2sim.system.errors import ConfigError
 
-__all__ = ["CORPUS_MAX_BYTES", "EVAL_FRACTION", "EOT", "stdlib_files", "build_corpus",
-           "stdlib_corpus"]
+__all__ = [
+    "CORPUS_MAX_BYTES",
+    "EVAL_FRACTION",
+    "EOT",
+    "stdlib_files",
+    "build_corpus",
+    "stdlib_corpus",
+]
 
 CORPUS_MAX_BYTES = 8 * 2**20
 EVAL_FRACTION = 0.1
 EOT = 256  # end-of-text id, after the 256 byte values
-EXCLUDED_DIRS = frozenset({"site-packages", "dist-packages", "__pycache__", "test", "tests",
-                           "idle_test"})
+EXCLUDED_DIRS = frozenset(
+    {"site-packages", "dist-packages", "__pycache__", "test", "tests", "idle_test"}
+)
 CORPUS_VERSION = 1
 
 
@@ -75,9 +82,11 @@ def _key(eot: bool) -> str:
 def stdlib_corpus(vocab_size: int, root: Path | None = None) -> tuple[Path, dict]:
     """(cache directory holding train.bin and val.bin, its meta) for this vocab_size."""
     if vocab_size < 256:
-        raise ConfigError(f"vocab_size {vocab_size} is too small for the built-in byte-level "
-                          f"corpus (it needs >= 256); raise vocab_size or put token files "
-                          f"(.bin/.npy) in data_dir.")
+        raise ConfigError(
+            f"vocab_size {vocab_size} is too small for the built-in byte-level "
+            f"corpus (it needs >= 256); raise vocab_size or put token files "
+            f"(.bin/.npy) in data_dir."
+        )
     eot = vocab_size > EOT
 
     def build(tmp: Path) -> None:
@@ -85,10 +94,16 @@ def stdlib_corpus(vocab_size: int, root: Path | None = None) -> tuple[Path, dict
         tokens, used = build_corpus(files, CORPUS_MAX_BYTES, eot)  # (N,)
         n_eval = int(len(tokens) * EVAL_FRACTION)
         tokens[: len(tokens) - n_eval].tofile(tmp / "train.bin")
-        tokens[len(tokens) - n_eval:].tofile(tmp / "val.bin")
-        meta = {"python": sys.version.split()[0], "stdlib": sysconfig.get_paths()["stdlib"],
-                "files": used, "tokens": int(len(tokens)), "eot": eot,
-                "train_tokens": int(len(tokens) - n_eval), "eval_tokens": n_eval}
+        tokens[len(tokens) - n_eval :].tofile(tmp / "val.bin")
+        meta = {
+            "python": sys.version.split()[0],
+            "stdlib": sysconfig.get_paths()["stdlib"],
+            "files": used,
+            "tokens": int(len(tokens)),
+            "eot": eot,
+            "train_tokens": int(len(tokens) - n_eval),
+            "eval_tokens": n_eval,
+        }
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
 
     entry = cached_entry(f"stdlib-corpus-{_key(eot)}", build, root)

@@ -24,8 +24,18 @@ import numpy as np
 from cs2sim.runtime.data.cache import cached_entry
 from cs2sim.runtime.data.mnist import ImageArrays
 
-__all__ = ["TABLE", "DIGITS_TOTAL", "load_table", "EVAL_SIZE", "SPLIT_SEED", "bilinear_matrix",
-           "upscale_to_mnist", "stratified_split", "digits_cache", "DigitsArrays"]
+__all__ = [
+    "TABLE",
+    "DIGITS_TOTAL",
+    "load_table",
+    "EVAL_SIZE",
+    "SPLIT_SEED",
+    "bilinear_matrix",
+    "upscale_to_mnist",
+    "stratified_split",
+    "digits_cache",
+    "DigitsArrays",
+]
 
 TABLE = Path(__file__).with_name("digits.csv.gz")  # (1797, 65): 64 pixels 0..16, then the digit
 DIGITS_TOTAL = 1797  # images in the table
@@ -55,7 +65,7 @@ def upscale_to_mnist(images: np.ndarray, max_value: float = 16.0) -> np.ndarray:
     big = np.einsum("yi,nij,xj->nyx", wy, images.astype(np.float64), wx)  # (N, 20, 20)
     big = np.clip(np.rint(big * (255.0 / max_value)), 0, 255).astype(np.uint8)
     out = np.zeros((n, BOX + 2 * PAD, BOX + 2 * PAD), dtype=np.uint8)  # (N, 28, 28)
-    out[:, PAD:PAD + BOX, PAD:PAD + BOX] = big
+    out[:, PAD : PAD + BOX, PAD : PAD + BOX] = big
     return out.reshape(n, -1)  # (N, 784)
 
 

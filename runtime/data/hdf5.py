@@ -81,13 +81,16 @@ def _open_data(path: str) -> tuple[Any, Any]:
     try:
         f = h5py.File(path, "r")
     except OSError as e:
-        raise ConfigError(f"cannot read HDF5 file {path} ({e}); check that it is a complete "
-                          f".h5 file.") from None
+        raise ConfigError(
+            f"cannot read HDF5 file {path} ({e}); check that it is a complete .h5 file."
+        ) from None
     if "data" not in f:
         keys = ", ".join(sorted(f.keys())) or "nothing"
         f.close()
-        raise ConfigError(f"HDF5 file {path} has no 'data' dataset (it holds {keys}); write it "
-                          f"in the Model Zoo's GPT layout (cs2sim-preprocess gpt2-hdf5).")
+        raise ConfigError(
+            f"HDF5 file {path} has no 'data' dataset (it holds {keys}); write it "
+            f"in the Model Zoo's GPT layout (cs2sim-preprocess gpt2-hdf5)."
+        )
     return f, f["data"]
 
 
@@ -96,22 +99,30 @@ def inspect(path: str, seq_len: int) -> int:
     f, ds = _open_data(path)
     try:
         if ds.ndim != 3 or ds.shape[1] != 3:
-            raise ConfigError(f"HDF5 file {path} has 'data' of shape {ds.shape}; the GPT layout "
-                              f"is [n_examples, 3, max_sequence_length].")
+            raise ConfigError(
+                f"HDF5 file {path} has 'data' of shape {ds.shape}; the GPT layout "
+                f"is [n_examples, 3, max_sequence_length]."
+            )
         if not np.issubdtype(ds.dtype, np.integer):
-            raise ConfigError(f"HDF5 file {path} holds {ds.dtype} values; token ids must be "
-                              f"integers.")
+            raise ConfigError(
+                f"HDF5 file {path} holds {ds.dtype} values; token ids must be integers."
+            )
         if ds.shape[2] > seq_len:
-            raise ConfigError(f"HDF5 file {path} holds sequences of {ds.shape[2]} tokens, longer "
-                              f"than max_sequence_length {seq_len}; re-create it with "
-                              f"--max_seq_length {seq_len} or raise max_sequence_length.")
+            raise ConfigError(
+                f"HDF5 file {path} holds sequences of {ds.shape[2]} tokens, longer "
+                f"than max_sequence_length {seq_len}; re-create it with "
+                f"--max_seq_length {seq_len} or raise max_sequence_length."
+            )
         if ds.shape[2] < seq_len:
-            raise ConfigError(f"HDF5 file {path} holds sequences of {ds.shape[2]} tokens but "
-                              f"max_sequence_length is {seq_len}; set it to {ds.shape[2]}.")
+            raise ConfigError(
+                f"HDF5 file {path} holds sequences of {ds.shape[2]} tokens but "
+                f"max_sequence_length is {seq_len}; set it to {ds.shape[2]}."
+            )
         n = int(f.attrs.get("n_examples", ds.shape[0]))
         if not 0 <= n <= ds.shape[0]:
-            raise ConfigError(f"HDF5 file {path} says n_examples {n} but holds {ds.shape[0]} "
-                              f"rows; re-create it.")
+            raise ConfigError(
+                f"HDF5 file {path} says n_examples {n} but holds {ds.shape[0]} rows; re-create it."
+            )
         return n
     finally:
         f.close()
@@ -165,8 +176,9 @@ class _ChunkLru:
 class H5Samples:
     """The samples of some file parts, in order: {"input_ids", "labels": int32 (B, T)}."""
 
-    def __init__(self, parts: tuple[H5Part, ...], seq_len: int, vocab_size: int,
-                 verify: bool) -> None:
+    def __init__(
+        self, parts: tuple[H5Part, ...], seq_len: int, vocab_size: int, verify: bool
+    ) -> None:
         self.parts, self.T, self.vocab_size = parts, seq_len, vocab_size
         self.starts = np.concatenate([[0], np.cumsum([p.stop - p.start for p in parts])])
         self._files: list[Any] = []
@@ -182,14 +194,18 @@ class H5Samples:
             self._data.append(ds if mapped is None else mapped)
             chunks = ds.chunks if mapped is None else None
             self._rows.append(chunks[0] if chunks and chunks[1:] == (3, seq_len) else 0)
-            self._gzip.append(mapped is None and ds.compression == "gzip" and not (
-                ds.shuffle or ds.fletcher32 or ds.scaleoffset is not None))
+            self._gzip.append(
+                mapped is None
+                and ds.compression == "gzip"
+                and not (ds.shuffle or ds.fletcher32 or ds.scaleoffset is not None)
+            )
         self._n_rows = [int(d.shape[0]) for d in self._data]
         # per gzip part: where each chunk is stored, from one walk of HDF5's chunk index, and
         # the file mapped, so a chunk is a slice of the map (no index lookup per sample)
         self._where: list[tuple[np.ndarray, np.ndarray, np.ndarray] | None] = [
             self._chunk_table(ds, rows) if gz else None
-            for ds, rows, gz in zip(self._data, self._rows, self._gzip, strict=True)]
+            for ds, rows, gz in zip(self._data, self._rows, self._gzip, strict=True)
+        ]
         self._maps: list[mmap.mmap | None] = []
         for p, where in zip(parts, self._where, strict=True):
             if where is None:
@@ -212,9 +228,10 @@ class H5Samples:
             self._have = np.zeros(n, bool)
         for p, data, each in zip(parts, self._data, self.check_each_batch, strict=True):
             if verify and not each:  # memory-mapped and small: scan it now
-                ids = np.asarray(data[p.start:p.stop, 0::2])
-                self._check(int(ids.max()) if ids.size else 0,
-                            int(ids.min()) if ids.size else 0, p.path)
+                ids = np.asarray(data[p.start : p.stop, 0::2])
+                self._check(
+                    int(ids.max()) if ids.size else 0, int(ids.min()) if ids.size else 0, p.path
+                )
 
     @staticmethod
     def _mapped(path: str, ds: Any) -> np.ndarray | None:
@@ -229,8 +246,10 @@ class H5Samples:
     def _check(self, top: int, low: int, name: str) -> None:
         if top >= self.vocab_size or low < 0:
             bad = top if top >= self.vocab_size else low
-            raise ConfigError(f"HDF5 file {name} has token id {bad} but vocab_size is "
-                              f"{self.vocab_size}; raise vocab_size or re-tokenise the data.")
+            raise ConfigError(
+                f"HDF5 file {name} has token id {bad} but vocab_size is "
+                f"{self.vocab_size}; raise vocab_size or re-tokenise the data."
+            )
 
     def __len__(self) -> int:
         return int(self.starts[-1])
@@ -247,13 +266,13 @@ class H5Samples:
             where, mapped = self._where[j], self._maps[j]
             if where is not None and mapped is not None and where[1][c] >= 0:
                 at, size = int(where[0][c]), int(where[1][c])
-                mask, raw = int(where[2][c]), mapped[at:at + size]
+                mask, raw = int(where[2][c]), mapped[at : at + size]
             else:  # not written, or no chunk index walk in this h5py
                 mask, raw = data.id.read_direct_chunk((c * rows, 0, 0))
             chunk = np.frombuffer(raw if mask else inflate(raw), dtype=self._dtypes[j])
-            chunk = chunk.reshape(rows, 3, self.T)[:min(rows, self._n_rows[j] - c * rows)]
+            chunk = chunk.reshape(rows, 3, self.T)[: min(rows, self._n_rows[j] - c * rows)]
         else:
-            chunk = np.asarray(data[c * rows:(c + 1) * rows])  # h5py decodes just this chunk
+            chunk = np.asarray(data[c * rows : (c + 1) * rows])  # h5py decodes just this chunk
         self._lru.put((j, c), chunk)
         return chunk
 
@@ -264,8 +283,11 @@ class H5Samples:
         if not rows or not hasattr(ds.id, "chunk_iter"):
             return None
         count = -(-int(ds.shape[0]) // rows)
-        at, size, mask = (np.zeros(count, np.int64), np.full(count, -1, np.int64),
-                          np.zeros(count, np.int64))
+        at, size, mask = (
+            np.zeros(count, np.int64),
+            np.full(count, -1, np.int64),
+            np.zeros(count, np.int64),
+        )
 
         def note(info: Any) -> None:
             c = info.chunk_offset[0] // rows
@@ -302,8 +324,9 @@ class H5Samples:
             out[rows] = self._read(int(j), local)
             if self.check_each_batch[j] and len(rows):
                 got = out[rows]  # (b, 2, T); IGNORE labels are padding, not ids
-                low = min(int(got[:, 0].min()), int(np.where(got[:, 1] == IGNORE, 0,
-                                                             got[:, 1]).min()))
+                low = min(
+                    int(got[:, 0].min()), int(np.where(got[:, 1] == IGNORE, 0, got[:, 1]).min())
+                )
                 self._check(int(got.max()), low, self.parts[j].path)
         return out
 
@@ -317,8 +340,10 @@ class H5Samples:
             out = self._cache[idx]  # (B, 2, T)
         else:
             out = self._gather(idx)
-        return {"input_ids": np.ascontiguousarray(out[:, 0]),  # (B, T)
-                "labels": np.ascontiguousarray(out[:, 1])}  # (B, T)
+        return {
+            "input_ids": np.ascontiguousarray(out[:, 0]),  # (B, T)
+            "labels": np.ascontiguousarray(out[:, 1]),
+        }  # (B, T)
 
     def close(self) -> None:
         """Close the files."""
@@ -353,8 +378,9 @@ class H5Files:
                 parts.append(H5Part(str(p), 0, n))
         if not parts:
             names = ", ".join(p.name for p in paths)
-            raise ConfigError(f"HDF5 files {names} in {paths[0].parent} hold no samples; "
-                              f"re-create them.")
+            raise ConfigError(
+                f"HDF5 files {names} in {paths[0].parent} hold no samples; re-create them."
+            )
         return cls(tuple(parts), seq_len, vocab_size)
 
     @property

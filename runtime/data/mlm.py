@@ -81,14 +81,18 @@ class MlmWindows:
         self.r = recipe
         self.L = recipe.seq_len - (3 if recipe.nsp else 2)  # content tokens per sample
         if self.L < 2:
-            raise ConfigError(f"max_sequence_length {recipe.seq_len} is too short for BERT's "
-                              "[CLS]/[SEP] tokens and two segments; raise it.")
+            raise ConfigError(
+                f"max_sequence_length {recipe.seq_len} is too short for BERT's "
+                "[CLS]/[SEP] tokens and two segments; raise it."
+            )
         self.arrays = arrays
         counts = [len(a) // self.L for a in arrays]
         self.starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)  # (F+1,)
         if len(self) < 2:
-            raise ConfigError(f"token files {', '.join(recipe.paths)} hold too few tokens for "
-                              f"two samples of max_sequence_length {recipe.seq_len}; add data.")
+            raise ConfigError(
+                f"token files {', '.join(recipe.paths)} hold too few tokens for "
+                f"two samples of max_sequence_length {recipe.seq_len}; add data."
+            )
         self._lut = None
         if recipe.lower:  # ASCII upper case -> lower case, on the raw bytes
             self._lut = np.arange(256, dtype=np.int64)
@@ -101,7 +105,7 @@ class MlmWindows:
         """The first n tokens of window i, in the model's ids."""
         f = int(np.searchsorted(self.starts, i, side="right") - 1)
         s = (i - int(self.starts[f])) * self.L
-        w = np.asarray(self.arrays[f][s:s + n], dtype=np.int64)  # (n,)
+        w = np.asarray(self.arrays[f][s : s + n], dtype=np.int64)  # (n,)
         if self._lut is not None:
             w = self._lut[w]
         return w + self.r.offset
@@ -123,12 +127,12 @@ class MlmWindows:
                 b = self._window(j, L - a)
             else:
                 b = window[a:]
-            ids[0], ids[1:a + 1], ids[a + 1] = v.cls, window[:a], v.sep
-            ids[a + 2:T - 1], ids[T - 1] = b, v.sep
-            seg[a + 2:] = 1
-            content = np.r_[1:a + 1, a + 2:T - 1]  # (L,) positions that may be masked
+            ids[0], ids[1 : a + 1], ids[a + 1] = v.cls, window[:a], v.sep
+            ids[a + 2 : T - 1], ids[T - 1] = b, v.sep
+            seg[a + 2 :] = 1
+            content = np.r_[1 : a + 1, a + 2 : T - 1]  # (L,) positions that may be masked
         else:  # [CLS] window [SEP]
-            ids[0], ids[1:L + 1], ids[L + 1] = v.cls, window, v.sep
+            ids[0], ids[1 : L + 1], ids[L + 1] = v.cls, window, v.sep
             content = np.arange(1, L + 1)
         # 2) choose and corrupt the predictions
         n = min(P, max(1, int(round(len(content) * r.masked_lm_prob))))
@@ -142,9 +146,14 @@ class MlmWindows:
         mlm_ids = np.zeros(P, dtype=np.int32)
         weights = np.zeros(P, dtype=np.float32)
         positions[:n], mlm_ids[:n], weights[:n] = pos, labels, 1.0
-        return {"input_ids": ids.astype(np.int32), "token_type_ids": seg,
-                "masked_lm_positions": positions, "masked_lm_ids": mlm_ids,
-                "masked_lm_weights": weights, "next_sentence_label": np.int32(nsp_label)}
+        return {
+            "input_ids": ids.astype(np.int32),
+            "token_type_ids": seg,
+            "masked_lm_positions": positions,
+            "masked_lm_ids": mlm_ids,
+            "masked_lm_weights": weights,
+            "next_sentence_label": np.int32(nsp_label),
+        }
 
     def batch(self, idx: np.ndarray) -> dict[str, np.ndarray]:
         """The samples of `idx` stacked, with the batch's loss weights (3 in the docstring)."""
@@ -169,13 +178,13 @@ def _wordpiece_files(vocab: Vocab, index: dict[str, int]) -> Path:
         for p in stdlib_files():
             if size >= WORDPIECE_MAX_BYTES:
                 break
-            text = p.read_bytes()[:WORDPIECE_MAX_BYTES - size]
+            text = p.read_bytes()[: WORDPIECE_MAX_BYTES - size]
             size += len(text)
             parts.append(wordpiece_ids(text.decode("utf-8", "replace"), index, vocab.do_lower))
         ids = np.array([t for part in parts for t in part], dtype=dtype)  # (N,)
         n_eval = int(len(ids) * EVAL_FRACTION)
         suffix = ".bin" if dtype == np.uint16 else ".npy"
-        for name, arr in (("train", ids[:len(ids) - n_eval]), ("val", ids[len(ids) - n_eval:])):
+        for name, arr in (("train", ids[: len(ids) - n_eval]), ("val", ids[len(ids) - n_eval :])):
             if suffix == ".bin":
                 arr.tofile(tmp / f"{name}.bin")
             else:
@@ -192,13 +201,17 @@ def _vocab_of(cfg: dict[str, Any], section: str, vocab_size: int) -> tuple[Vocab
     if path and Path(path).is_file():
         vocab, index = read_vocab(path, lower)
         if vocab.size > vocab_size:
-            raise ConfigError(f"{section}.vocab_file {path} has {vocab.size} tokens but "
-                              f"model.vocab_size is {vocab_size}; make them equal.")
+            raise ConfigError(
+                f"{section}.vocab_file {path} has {vocab.size} tokens but "
+                f"model.vocab_size is {vocab_size}; make them equal."
+            )
         return vocab, index
     if vocab_size < fallback_vocab().size:
-        raise ConfigError(f"model.vocab_size {vocab_size} is too small for the byte-level "
-                          f"fallback vocabulary ({fallback_vocab().size} ids); raise it or give "
-                          f"{section}.vocab_file.")
+        raise ConfigError(
+            f"model.vocab_size {vocab_size} is too small for the byte-level "
+            f"fallback vocabulary ({fallback_vocab().size} ids); raise it or give "
+            f"{section}.vocab_file."
+        )
     return fallback_vocab(lower), None
 
 
@@ -210,8 +223,9 @@ def _mask_seed(cfg: dict[str, Any], params: dict[str, Any], split: str) -> int:
     return int(seed) * 2 + (0 if split == "train" else 1)
 
 
-def text_source(cfg: dict[str, Any], split: str, section: str,
-                vocab_size: int) -> tuple[Vocab, tuple[str, ...], int, bool, str]:
+def text_source(
+    cfg: dict[str, Any], split: str, section: str, vocab_size: int
+) -> tuple[Vocab, tuple[str, ...], int, bool, str]:
     """(vocabulary, token files, id offset, lower-case bytes, what it is) of a BERT input
     section: token files in data_dir, else the standard library's text (WordPiece with a
     vocab_file, else the byte-level fallback)."""
@@ -226,46 +240,70 @@ def text_source(cfg: dict[str, Any], split: str, section: str,
         source = f"token files {', '.join(p.name for p in files)} in {files[0].parent}"
     elif index is not None:
         entry = _wordpiece_files(vocab, index)
-        paths = tuple(str(p) for p in sorted(entry.glob(("train" if split == "train" else "val")
-                                                        + ".*")))
-        source = (f"the Python standard library's sources in WordPiece tokens of {vocab.path} "
-                  f"(first {WORDPIECE_MAX_BYTES // 2**20} MiB; {why})")
+        paths = tuple(
+            str(p) for p in sorted(entry.glob(("train" if split == "train" else "val") + ".*"))
+        )
+        source = (
+            f"the Python standard library's sources in WordPiece tokens of {vocab.path} "
+            f"(first {WORDPIECE_MAX_BYTES // 2**20} MiB; {why})"
+        )
     else:
         entry, meta = stdlib_corpus(256)
         paths = (str(entry / ("train.bin" if split == "train" else "val.bin")),)
         offset, lower = BYTE_OFFSET, vocab.do_lower
-        source = (f"byte-level corpus of the Python {meta['python']} standard library in the "
-                  f"{vocab.source}{', lower-cased' if lower else ''}; {why}")
+        source = (
+            f"byte-level corpus of the Python {meta['python']} standard library in the "
+            f"{vocab.source}{', lower-cased' if lower else ''}; {why}"
+        )
     return vocab, paths, offset, lower, source
 
 
-def build_mlm(cfg: dict[str, Any], params: dict[str, Any], split: str,
-              section: str) -> tuple[list[MlmRecipe], str]:
+def build_mlm(
+    cfg: dict[str, Any], params: dict[str, Any], split: str, section: str
+) -> tuple[list[MlmRecipe], str]:
     """The masked-LM recipe of one input section, and what the data is (one phrase)."""
     model = params.get("model") or {}
     seq_len = cfg.get("max_sequence_length") or model.get("max_position_embeddings")
     vocab_size = model.get("vocab_size")
     if not seq_len or not vocab_size:
-        raise ConfigError(f"{section}.max_sequence_length and model.vocab_size must be set; "
-                          "add them.")
+        raise ConfigError(
+            f"{section}.max_sequence_length and model.vocab_size must be set; add them."
+        )
     if seq_len > (model.get("max_position_embeddings") or seq_len):
-        raise ConfigError(f"{section}.max_sequence_length ({seq_len}) exceeds "
-                          f"model.max_position_embeddings ({model['max_position_embeddings']}); "
-                          "lower it.")
+        raise ConfigError(
+            f"{section}.max_sequence_length ({seq_len}) exceeds "
+            f"model.max_position_embeddings ({model['max_position_embeddings']}); "
+            "lower it."
+        )
     if cfg.get("whole_word_masking") or cfg.get("mask_whole_word"):
-        raise ConfigError(f"{section}.whole_word_masking is not implemented (tokens are masked "
-                          "one at a time); set it to false.")
+        raise ConfigError(
+            f"{section}.whole_word_masking is not implemented (tokens are masked "
+            "one at a time); set it to false."
+        )
     vocab, paths, offset, lower, source = text_source(cfg, split, section, int(vocab_size))
     scaling = model.get("mlm_loss_scaling")
     dynamic = bool(cfg.get("dynamic_mlm_scale"))
-    by_masked = dynamic or bool(cfg.get("scale_mlm_weights")) or scaling in (
-        "num_masked", "precomputed_num_masked")
+    by_masked = (
+        dynamic
+        or bool(cfg.get("scale_mlm_weights"))
+        or scaling in ("num_masked", "precomputed_num_masked")
+    )
     if scaling == "batch_size" and not dynamic:
         by_masked = False
     weight = 1.0 if dynamic else float(model.get("mlm_loss_weight") or 1.0)
     nsp = not model.get("disable_nsp", False)
-    recipe = MlmRecipe(paths, int(seq_len), vocab, int(cfg.get("max_predictions_per_seq") or 20),
-                       float(cfg.get("masked_lm_prob") or 0.15), nsp,
-                       _mask_seed(cfg, params, split), by_masked, weight, offset, lower)
+    recipe = MlmRecipe(
+        paths,
+        int(seq_len),
+        vocab,
+        int(cfg.get("max_predictions_per_seq") or 20),
+        float(cfg.get("masked_lm_prob") or 0.15),
+        nsp,
+        _mask_seed(cfg, params, split),
+        by_masked,
+        weight,
+        offset,
+        lower,
+    )
     what = "masked LM" + (" + next sentence" if nsp else "")
     return [recipe], f"{what} samples of {source}"

@@ -56,12 +56,16 @@ def find_idx_files(data_dir: str | Path | None, split: str) -> tuple[Path, Path]
     images, labels = found[split]
     img_name, lbl_name = IDX_NAMES[split]
     if images is None and labels is None:
-        raise ConfigError(f"{d} has MNIST files of another split but no {img_name}[.gz] for "
-                          f"{split}; add {img_name} and {lbl_name} or point data_dir elsewhere.")
+        raise ConfigError(
+            f"{d} has MNIST files of another split but no {img_name}[.gz] for "
+            f"{split}; add {img_name} and {lbl_name} or point data_dir elsewhere."
+        )
     if images is None or labels is None:
         have, need = (images, lbl_name) if labels is None else (labels, img_name)
-        raise ConfigError(f"{d} has {have.name} but no {need}[.gz]; add it, or remove the MNIST "
-                          f"files to train on the built-in digits.")
+        raise ConfigError(
+            f"{d} has {have.name} but no {need}[.gz]; add it, or remove the MNIST "
+            f"files to train on the built-in digits."
+        )
     return images, labels
 
 
@@ -70,15 +74,18 @@ def read_idx(path: Path, magic: int) -> np.ndarray:
     try:
         raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
     except (EOFError, gzip.BadGzipFile, zlib.error) as e:
-        raise ConfigError(f"MNIST file {path} is truncated or corrupt ({e}); "
-                          f"download it again.") from None
+        raise ConfigError(
+            f"MNIST file {path} is truncated or corrupt ({e}); download it again."
+        ) from None
     except OSError as e:
         raise ConfigError(f"cannot read MNIST file {path} ({e.strerror}); check it.") from None
     if len(raw) < 4 or struct.unpack(">I", raw[:4])[0] != magic:
         found = f"0x{struct.unpack('>I', raw[:4])[0]:08x}" if len(raw) >= 4 else "nothing"
         kind = "image" if magic == MAGIC_IMAGES else "label"
-        raise ConfigError(f"MNIST file {path} is not an IDX {kind} file (magic {found}, "
-                          f"expected 0x{magic:08x}); check the file name.")
+        raise ConfigError(
+            f"MNIST file {path} is not an IDX {kind} file (magic {found}, "
+            f"expected 0x{magic:08x}); check the file name."
+        )
     ndim = magic & 0xFF
     header = 4 + 4 * ndim
     if len(raw) < header:
@@ -88,8 +95,10 @@ def read_idx(path: Path, magic: int) -> np.ndarray:
     have = len(raw) - header
     if have != need:
         state = "truncated" if have < need else "longer than its header says"
-        raise ConfigError(f"MNIST file {path} is {state}: it holds {have} of the {need} data bytes "
-                          f"its header announces; download it again.")
+        raise ConfigError(
+            f"MNIST file {path} is {state}: it holds {have} of the {need} data bytes "
+            f"its header announces; download it again."
+        )
     return np.frombuffer(raw, dtype=np.uint8, offset=header).reshape(dims)
 
 
@@ -126,13 +135,18 @@ class MnistFiles:
         images = read_idx(Path(self.images), MAGIC_IMAGES)
         labels = read_idx(Path(self.labels), MAGIC_LABELS)
         if images.ndim != 3 or images.shape[1:] != (IMAGE_SIDE, IMAGE_SIDE):
-            raise ConfigError(f"MNIST file {self.images} holds images of shape "
-                              f"{images.shape[1:]}; the model needs 28x28.")
+            raise ConfigError(
+                f"MNIST file {self.images} holds images of shape "
+                f"{images.shape[1:]}; the model needs 28x28."
+            )
         if labels.ndim != 1 or len(labels) != len(images):
-            raise ConfigError(f"MNIST files {Path(self.images).name} and {Path(self.labels).name} "
-                              f"disagree ({len(images)} images, {labels.shape[0]} labels); "
-                              f"use files of the same split.")
+            raise ConfigError(
+                f"MNIST files {Path(self.images).name} and {Path(self.labels).name} "
+                f"disagree ({len(images)} images, {labels.shape[0]} labels); "
+                f"use files of the same split."
+            )
         if len(labels) and labels.max() > 9:
-            raise ConfigError(f"MNIST file {self.labels} has label {labels.max()} (allowed 0-9); "
-                              f"check the file.")
+            raise ConfigError(
+                f"MNIST file {self.labels} has label {labels.max()} (allowed 0-9); check the file."
+            )
         return ImageArrays(images.reshape(len(images), -1), labels, self.to_float16)

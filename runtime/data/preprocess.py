@@ -40,8 +40,14 @@ import numpy as np
 
 from cs2sim.system.errors import ConfigError
 
-__all__ = ["GPT2_VOCAB_DIR", "GptHdf5Args", "BertCsvArgs", "write_gpt_hdf5", "write_bert_csv",
-           "Written"]
+__all__ = [
+    "GPT2_VOCAB_DIR",
+    "GptHdf5Args",
+    "BertCsvArgs",
+    "write_gpt_hdf5",
+    "write_bert_csv",
+    "Written",
+]
 
 GPT2_VOCAB_DIR = Path(__file__).parent / "gpt2_vocab"
 TEXT_SUFFIXES = (".txt",)
@@ -100,12 +106,14 @@ class Written:
 def _inputs(input_dir: str, suffixes: tuple[str, ...]) -> list[Path]:
     d = Path(input_dir)
     if not d.is_dir():
-        raise ConfigError(f"--input_dir {input_dir} is not a directory; give the directory of "
-                          f"raw text files.")
+        raise ConfigError(
+            f"--input_dir {input_dir} is not a directory; give the directory of raw text files."
+        )
     files = sorted(p for p in d.iterdir() if p.is_file() and p.suffix in suffixes)
     if not files:
-        raise ConfigError(f"--input_dir {input_dir} holds no {'/'.join(suffixes)} files; put "
-                          f"the raw text there.")
+        raise ConfigError(
+            f"--input_dir {input_dir} holds no {'/'.join(suffixes)} files; put the raw text there."
+        )
     return files
 
 
@@ -123,11 +131,14 @@ def documents(files: list[Path], key: str) -> Iterator[str]:
                     try:
                         obj = json.loads(line)
                     except ValueError:
-                        raise ConfigError(f"{path} line {n} is not JSON; write one JSON object "
-                                          f"a line.") from None
+                        raise ConfigError(
+                            f"{path} line {n} is not JSON; write one JSON object a line."
+                        ) from None
                     if not isinstance(obj, dict) or not isinstance(obj.get(key), str):
-                        raise ConfigError(f"{path} line {n} has no text field {key!r}; set "
-                                          f"--jsonl_key to the field that holds the text.")
+                        raise ConfigError(
+                            f"{path} line {n} has no text field {key!r}; set "
+                            f"--jsonl_key to the field that holds the text."
+                        )
                     yield obj[key]
         except (OSError, UnicodeDecodeError) as e:
             raise ConfigError(f"cannot read {path} ({e}); check it.") from None
@@ -139,13 +150,17 @@ def gpt2_tokenizer(vocab_file: str, encoder_file: str) -> Any:
 
     for flag, path in (("--vocab_file", vocab_file), ("--encoder_file", encoder_file)):
         if not Path(path).is_file():
-            raise ConfigError(f"{flag} {path} does not exist; give the GPT-2 file or leave the "
-                              f"flag out for the shipped one.")
+            raise ConfigError(
+                f"{flag} {path} does not exist; give the GPT-2 file or leave the "
+                f"flag out for the shipped one."
+            )
     try:
         return ByteLevelBPETokenizer(encoder_file, vocab_file, add_prefix_space=False)
     except Exception as e:  # noqa: BLE001 - the library raises its own exception types
-        raise ConfigError(f"cannot load the GPT-2 BPE from {encoder_file} and {vocab_file} "
-                          f"({e}); check the files.") from None
+        raise ConfigError(
+            f"cannot load the GPT-2 BPE from {encoder_file} and {vocab_file} "
+            f"({e}); check the files."
+        ) from None
 
 
 def _write_h5(path: Path, data: np.ndarray) -> None:
@@ -155,8 +170,9 @@ def _write_h5(path: Path, data: np.ndarray) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with h5py.File(tmp, "w") as f:
         f.attrs["n_examples"] = len(data)
-        f.create_dataset("data", data=data, dtype="i4", chunks=(1, 3, data.shape[2]),
-                         compression="gzip")
+        f.create_dataset(
+            "data", data=data, dtype="i4", chunks=(1, 3, data.shape[2]), compression="gzip"
+        )
     os.replace(tmp, path)
 
 
@@ -165,26 +181,30 @@ def _out_dir(output_dir: str) -> Path:
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise ConfigError(f"cannot create --output_dir {output_dir} ({e.strerror}); choose "
-                          f"another.") from None
+        raise ConfigError(
+            f"cannot create --output_dir {output_dir} ({e.strerror}); choose another."
+        ) from None
     return out
 
 
 def write_gpt_hdf5(a: GptHdf5Args) -> Written:
     """Raw text -> GPT HDF5 files (see the module docstring)."""
     if a.tokenizer_type != "GPT2Tokenizer":
-        raise ConfigError(f"--tokenizer_type {a.tokenizer_type} is not available here; use "
-                          f"GPT2Tokenizer.")
+        raise ConfigError(
+            f"--tokenizer_type {a.tokenizer_type} is not available here; use GPT2Tokenizer."
+        )
     if a.max_seq_length < 2 or a.files_per_record < 1:
-        raise ConfigError("--max_seq_length must be at least 2 and --files_per_record at "
-                          "least 1; raise them.")
+        raise ConfigError(
+            "--max_seq_length must be at least 2 and --files_per_record at least 1; raise them."
+        )
     files = _inputs(a.input_dir, TEXT_SUFFIXES + JSONL_SUFFIXES)
     tok = gpt2_tokenizer(a.vocab_file, a.encoder_file)
     vocab = tok.get_vocab_size()
     for flag, v in (("--eos_id", a.eos_id), ("--pad_id", a.pad_id)):
         if not 0 <= v < vocab:
-            raise ConfigError(f"{flag} {v} is outside the vocabulary (0 to {vocab - 1}); "
-                              f"give an id of it.")
+            raise ConfigError(
+                f"{flag} {v} is outside the vocabulary (0 to {vocab - 1}); give an id of it."
+            )
     out, msl, rng = _out_dir(a.output_dir), a.max_seq_length, random.Random(a.seed)
     done = Written()
     t0 = time.perf_counter()
@@ -201,7 +221,7 @@ def write_gpt_hdf5(a: GptHdf5Args) -> Written:
 
     def flush(final: bool) -> None:
         while len(pending) >= a.files_per_record or (final and pending):
-            part, pending[:] = pending[:a.files_per_record], pending[a.files_per_record:]
+            part, pending[:] = pending[: a.files_per_record], pending[a.files_per_record :]
             path = out / f"{a.output_name}_{len(done.files)}.h5"
             _write_h5(path, np.stack(part))  # (n, 3, msl)
             done.files.append(str(path))
@@ -220,7 +240,7 @@ def write_gpt_hdf5(a: GptHdf5Args) -> Written:
                 width = msl + 1
                 if a.short_seq_prob and rng.random() < a.short_seq_prob:
                     width = rng.randint(2, msl - 1) + 1
-                pending.append(sample(stream[pos:pos + width]))
+                pending.append(sample(stream[pos : pos + width]))
                 pos += width
             carry = stream[pos:]
         flush(final=False)
@@ -242,11 +262,18 @@ def write_gpt_hdf5(a: GptHdf5Args) -> Written:
             done.samples += int(f.attrs["n_examples"])
     done.seconds = time.perf_counter() - t0
     if not done.files:
-        raise ConfigError(f"--input_dir {a.input_dir} holds too little text for one sample; "
-                          f"add text.")
-    meta = {"processing": {k: v for k, v in asdict(a).items()},
-            "post-process": {"n_examples": done.samples, "documents": done.documents,
-                             "tokens": done.tokens, "files": len(done.files)}}
+        raise ConfigError(
+            f"--input_dir {a.input_dir} holds too little text for one sample; add text."
+        )
+    meta = {
+        "processing": {k: v for k, v in asdict(a).items()},
+        "post-process": {
+            "n_examples": done.samples,
+            "documents": done.documents,
+            "tokens": done.tokens,
+            "files": len(done.files),
+        },
+    }
     _atomic_text(out / "data_params.json", json.dumps(meta, indent=2) + "\n")
     return done
 
@@ -266,8 +293,7 @@ def _bert_documents(files: list[Path], tok: Any) -> list[list[list[str]]]:
             lines = path.read_text(encoding="utf-8").splitlines()
         except (OSError, UnicodeDecodeError) as e:
             raise ConfigError(f"cannot read {path} ({e}); check it.") from None
-        for enc, line in zip(tok.encode_batch(lines, add_special_tokens=False), lines,
-                             strict=True):
+        for enc, line in zip(tok.encode_batch(lines, add_special_tokens=False), lines, strict=True):
             if not line.strip():
                 if docs[-1]:
                     docs.append([])
@@ -279,8 +305,9 @@ def _bert_documents(files: list[Path], tok: Any) -> list[list[list[str]]]:
     return [d for d in docs if d]
 
 
-def _pairs(docs: list[list[list[str]]], max_tokens: int,
-           rng: random.Random) -> Iterator[tuple[list[str], list[str], int]]:
+def _pairs(
+    docs: list[list[list[str]]], max_tokens: int, rng: random.Random
+) -> Iterator[tuple[list[str], list[str], int]]:
     """(A, B, is_random_next) instances, as create_instances_from_document makes them."""
     for i, doc in enumerate(docs):
         chunk: list[list[str]] = []
@@ -295,7 +322,7 @@ def _pairs(docs: list[list[list[str]]], max_tokens: int,
                     k = rng.randrange(len(docs) - 1)
                     other = docs[k + (k >= i)]
                     start = rng.randrange(len(other))
-                    b = [t for s in other[start:] for t in s][:max(1, max_tokens - len(a))]
+                    b = [t for s in other[start:] for t in s][: max(1, max_tokens - len(a))]
                     random_next = 1
                 else:
                     b = [t for s in chunk[a_end:] for t in s]
@@ -312,11 +339,14 @@ def write_bert_csv(a: BertCsvArgs) -> Written:
     from tokenizers import BertWordPieceTokenizer
 
     if not Path(a.vocab_file).is_file():
-        raise ConfigError(f"--vocab_file {a.vocab_file} does not exist; give the WordPiece "
-                          f"vocabulary (one token a line).")
+        raise ConfigError(
+            f"--vocab_file {a.vocab_file} does not exist; give the WordPiece "
+            f"vocabulary (one token a line)."
+        )
     if a.max_seq_length < 5:
-        raise ConfigError("--max_seq_length must be at least 5 for [CLS] A [SEP] B [SEP]; "
-                          "raise it.")
+        raise ConfigError(
+            "--max_seq_length must be at least 5 for [CLS] A [SEP] B [SEP]; raise it."
+        )
     files = _inputs(a.input_dir, TEXT_SUFFIXES)
     t0 = time.perf_counter()
     tok = BertWordPieceTokenizer(a.vocab_file, lowercase=a.do_lower_case)
@@ -348,8 +378,10 @@ def write_bert_csv(a: BertCsvArgs) -> Written:
         flush()
     done.documents = len(docs)
     if not done.files:
-        raise ConfigError(f"--input_dir {a.input_dir} holds too little text for one sentence "
-                          f"pair; add documents of two or more lines.")
+        raise ConfigError(
+            f"--input_dir {a.input_dir} holds too little text for one sentence "
+            f"pair; add documents of two or more lines."
+        )
     _atomic_text(out / "meta.dat", "\n".join(meta) + "\n")
     done.seconds = time.perf_counter() - t0
     return done

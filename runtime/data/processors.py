@@ -54,22 +54,36 @@ class Processor:
     kind: str  # the builder in runtime/data/__init__.py: "family", "hdf5", "tfrecord", "csv"
 
 
-_TOKENS = Processor(("lm", "mlm"), "token files (.bin/.npy)", (".bin", ".npy"),
-                    find_token_files, "family")
+_TOKENS = Processor(
+    ("lm", "mlm"), "token files (.bin/.npy)", (".bin", ".npy"), find_token_files, "family"
+)
 _HDF5 = Processor(("lm",), "HDF5 files (.h5)", (".h5",), lambda d, s: find_h5_files(d), "hdf5")
-_TFR_GPT = Processor(("lm",), "TFRecord files (.tfrecords)", (".tfrecords", ".tfrecord"),
-                     lambda d, s: find_tfrecord_files(d), "tfrecord")
-_TFR_BERT = Processor(("mlm",), "TFRecord files (.tfrecords)", (".tfrecords", ".tfrecord"),
-                      lambda d, s: find_tfrecord_files(d), "tfrecord")
-_CSV_BERT = Processor(("mlm",), "BERT CSV files (.csv)", (".csv",),
-                      lambda d, s: find_csv_files(d), "csv")
-_TSV_CLS = Processor(("pairs",), "GLUE TSV files (train.tsv, dev.tsv)", (".tsv",),
-                     find_tsv_files, "tsv")
+_TFR_GPT = Processor(
+    ("lm",),
+    "TFRecord files (.tfrecords)",
+    (".tfrecords", ".tfrecord"),
+    lambda d, s: find_tfrecord_files(d),
+    "tfrecord",
+)
+_TFR_BERT = Processor(
+    ("mlm",),
+    "TFRecord files (.tfrecords)",
+    (".tfrecords", ".tfrecord"),
+    lambda d, s: find_tfrecord_files(d),
+    "tfrecord",
+)
+_CSV_BERT = Processor(
+    ("mlm",), "BERT CSV files (.csv)", (".csv",), lambda d, s: find_csv_files(d), "csv"
+)
+_TSV_CLS = Processor(
+    ("pairs",), "GLUE TSV files (train.tsv, dev.tsv)", (".tsv",), find_tsv_files, "tsv"
+)
 
 PROCESSORS: dict[str, Processor] = {
     "TokenFileDataProcessor": _TOKENS,  # nanoGPT-style uint16 .bin / .npy (runtime/data/tokens.py)
-    "MNISTDataProcessor": Processor(("mnist",), "MNIST IDX files", ("-ubyte", "-ubyte.gz"),
-                                    _has_idx, "family"),
+    "MNISTDataProcessor": Processor(
+        ("mnist",), "MNIST IDX files", ("-ubyte", "-ubyte.gz"), _has_idx, "family"
+    ),
     "GptHDF5DataProcessor": _HDF5,
     "HDF5IterableDataProcessor": _HDF5,  # later Model Zoo releases' name for the same layout
     "GptTfRecordsProcessor": _TFR_GPT,
@@ -81,13 +95,19 @@ PROCESSORS: dict[str, Processor] = {
     "MnliDataProcessor": _TSV_CLS,  # the TF classifier configs' spelling
 }
 # The reader of a family whose section names none.
-DEFAULT = {"lm": "TokenFileDataProcessor", "mlm": "TokenFileDataProcessor",
-           "mnist": "MNISTDataProcessor", "pairs": "SST2DataProcessor"}
+DEFAULT = {
+    "lm": "TokenFileDataProcessor",
+    "mlm": "TokenFileDataProcessor",
+    "mnist": "MNISTDataProcessor",
+    "pairs": "SST2DataProcessor",
+}
 # How the stand-in data is described, and what to set instead.
-STAND_IN = {"lm": "the byte-level text of the Python standard library",
-            "mlm": "the Python standard library's text",
-            "pairs": "segment pairs of the Python standard library's text labelled by indentation",
-            "mnist": "the built-in 8x8 digits table brought to 28x28"}
+STAND_IN = {
+    "lm": "the byte-level text of the Python standard library",
+    "mlm": "the Python standard library's text",
+    "pairs": "segment pairs of the Python standard library's text labelled by indentation",
+    "mnist": "the built-in 8x8 digits table brought to 28x28",
+}
 
 
 def processor_for(name: str | None, family: str, section: str) -> tuple[str, Processor]:
@@ -96,12 +116,16 @@ def processor_for(name: str | None, family: str, section: str) -> tuple[str, Pro
     proc = PROCESSORS.get(name)
     if proc is None:
         names = ", ".join(n for n, p in PROCESSORS.items() if family in p.families)
-        raise ConfigError(f"{section}.data_processor {name!r} is not a data processor cs2sim "
-                          f"has; for this model use one of: {names}.")
+        raise ConfigError(
+            f"{section}.data_processor {name!r} is not a data processor cs2sim "
+            f"has; for this model use one of: {names}."
+        )
     if family not in proc.families:
         names = ", ".join(n for n, p in PROCESSORS.items() if family in p.families)
-        raise ConfigError(f"{section}.data_processor {name} reads {proc.fmt} for other models; "
-                          f"for this model use one of: {names}.")
+        raise ConfigError(
+            f"{section}.data_processor {name} reads {proc.fmt} for other models; "
+            f"for this model use one of: {names}."
+        )
     return name, proc
 
 
@@ -114,8 +138,9 @@ def _census(d: Path) -> str:
     if not names:
         return "it is empty"
     ends = Counter(Path(n).suffix or "(no suffix)" for n in names)
-    return "it holds " + ", ".join(f"{c} {e} file{'' if c == 1 else 's'}"
-                                   for e, c in ends.most_common(3))
+    return "it holds " + ", ".join(
+        f"{c} {e} file{'' if c == 1 else 's'}" for e, c in ends.most_common(3)
+    )
 
 
 def _reader_of(d: Path, family: str, split: str) -> str | None:
@@ -147,30 +172,48 @@ def resolve(cfg: dict[str, Any], family: str, section: str, split: str) -> Resol
     dirs = [d for d in data_dirs(cfg.get("data_dir")) if d.strip()]
     present = [d for d in dirs if Path(d).exists()]
     if not present:
-        why = (f"{section}.data_dir {dirs[0]} does not exist" if len(dirs) == 1 else
-               f"none of the {len(dirs)} entries of {section}.data_dir exists" if dirs else
-               f"{section} has no data_dir")
+        why = (
+            f"{section}.data_dir {dirs[0]} does not exist"
+            if len(dirs) == 1
+            else f"none of the {len(dirs)} entries of {section}.data_dir exists"
+            if dirs
+            else f"{section} has no data_dir"
+        )
         if cfg.get("stand_in_data"):
-            log.info("%s.stand_in_data: %s, so the run trains on stand-in data (%s).", section,
-                     why, STAND_IN[family])
+            log.info(
+                "%s.stand_in_data: %s, so the run trains on stand-in data (%s).",
+                section,
+                why,
+                STAND_IN[family],
+            )
         else:
-            log.warning("%s, so the run trains on STAND-IN data (%s), not on your data set; "
-                        "set %s.data_dir to a directory of %s for %s.", why, STAND_IN[family],
-                        section, proc.fmt, name)
+            log.warning(
+                "%s, so the run trains on STAND-IN data (%s), not on your data set; "
+                "set %s.data_dir to a directory of %s for %s.",
+                why,
+                STAND_IN[family],
+                section,
+                proc.fmt,
+                name,
+            )
         return Resolved(name, proc, None, [])
     found = []
     for i, d in enumerate(dirs):
         where = f"{section}.data_dir" + (f"[{i}]" if len(dirs) > 1 else "")
         if not Path(d).exists():
-            raise ConfigError(f"{where} ({d}) does not exist while other entries do; fix the "
-                              f"path or remove it from the list.")
+            raise ConfigError(
+                f"{where} ({d}) does not exist while other entries do; fix the "
+                f"path or remove it from the list."
+            )
         files = proc.find(d, split)
         if not files:
             other = _reader_of(Path(d), family, split)
             hint = f"point data_dir at {proc.fmt}"
             if other and other != name:
                 hint = f"set data_processor to {other}, which reads them, or {hint}"
-            raise ConfigError(f"{where} {d} holds no {proc.fmt}: {_census(Path(d))}, but the "
-                              f"config's processor {name} reads {proc.fmt}; {hint}.")
+            raise ConfigError(
+                f"{where} {d} holds no {proc.fmt}: {_census(Path(d))}, but the "
+                f"config's processor {name} reads {proc.fmt}; {hint}."
+            )
         found.append(files)
     return Resolved(name, proc, dirs, found)

@@ -100,7 +100,7 @@ class Plan:
         """Sample indices of batch g, (B,) (fewer for a last partial batch)."""
         epoch, i = divmod(g, self.batches_per_epoch)
         order = _order(self.num_samples, self.shuffle, self.seed, self.salt, epoch)
-        return order[i * self.batch_size:(i + 1) * self.batch_size]
+        return order[i * self.batch_size : (i + 1) * self.batch_size]
 
 
 class DataPosition:
@@ -122,8 +122,12 @@ class DataPosition:
     def state_dict(self) -> dict[str, Any]:
         """The data position, for the checkpoint."""
         epoch, index = self.position
-        return {"epoch": epoch, "index": index, "batches_per_epoch": self.batches_per_epoch,
-                "batch_size": self.batch_size}
+        return {
+            "epoch": epoch,
+            "index": index,
+            "batches_per_epoch": self.batches_per_epoch,
+            "batch_size": self.batch_size,
+        }
 
     def index_of(self, d: dict[str, Any]) -> int:
         """The global batch index a saved position continues at."""
@@ -136,9 +140,17 @@ class DataPosition:
 class BatchStream(DataPosition):
     """Iterator of batch dicts, deterministic for a seed; `state_dict` is the data position."""
 
-    def __init__(self, recipe: Recipe, plan: Plan, *, source: str, data: Dataset | None = None,
-                 num_workers: int = 0, prefetch_factor: int = 2,
-                 worker_recipe: Recipe | None = None) -> None:
+    def __init__(
+        self,
+        recipe: Recipe,
+        plan: Plan,
+        *,
+        source: str,
+        data: Dataset | None = None,
+        num_workers: int = 0,
+        prefetch_factor: int = 2,
+        worker_recipe: Recipe | None = None,
+    ) -> None:
         if plan.batches_per_epoch < 1:
             raise ValueError("a BatchStream needs at least one batch per epoch")
         self.plan = plan
@@ -193,8 +205,13 @@ class BatchStream(DataPosition):
         starting = self.num_workers > 0 and self._pool is None
         if self.num_workers > 0:
             if self._pool is None:
-                self._pool = WorkerPool(self._worker_recipe, self.plan, self.num_workers,
-                                        self.prefetch_factor, start=self._g)
+                self._pool = WorkerPool(
+                    self._worker_recipe,
+                    self.plan,
+                    self.num_workers,
+                    self.prefetch_factor,
+                    start=self._g,
+                )
             batch = self._pool.get(self._g)
         else:
             if self._data is None:
@@ -237,5 +254,7 @@ class BatchStream(DataPosition):
 
     def __repr__(self) -> str:
         epoch, index = self.position
-        return (f"BatchStream({self.source}, batch_size={self.batch_size}, "
-                f"epoch={epoch}, index={index}, workers={self.num_workers})")
+        return (
+            f"BatchStream({self.source}, batch_size={self.batch_size}, "
+            f"epoch={epoch}, index={index}, workers={self.num_workers})"
+        )

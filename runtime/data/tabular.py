@@ -36,8 +36,16 @@ import numpy as np
 from cs2sim.runtime.data.vocab import Vocab, read_vocab, wordpiece_ids
 from cs2sim.system.errors import ConfigError
 
-__all__ = ["find_csv_files", "find_tsv_files", "BertCsvFiles", "BertCsvSamples", "GlueTsv",
-           "GlueSamples", "MNLI_LABELS", "scale_mlm_weights"]
+__all__ = [
+    "find_csv_files",
+    "find_tsv_files",
+    "BertCsvFiles",
+    "BertCsvSamples",
+    "GlueTsv",
+    "GlueSamples",
+    "MNLI_LABELS",
+    "scale_mlm_weights",
+]
 
 TSV_NAMES = {"train": ("train.tsv",), "eval": ("dev.tsv", "dev_matched.tsv", "validation.tsv")}
 MNLI_LABELS = ("contradiction", "entailment", "neutral")
@@ -74,8 +82,10 @@ def scale_mlm_weights(w: np.ndarray, scale_by_masked: bool, weight: float) -> np
 
 def _vocab(path: str | None, do_lower: bool, what: str) -> tuple[Vocab, dict[str, int]]:
     if not path or not Path(path).is_file():
-        raise ConfigError(f"{what} needs vocab_file, the WordPiece vocabulary the data was made "
-                          f"with; {'set it' if not path else f'{path} does not exist'}.")
+        raise ConfigError(
+            f"{what} needs vocab_file, the WordPiece vocabulary the data was made "
+            f"with; {'set it' if not path else f'{path} does not exist'}."
+        )
     return read_vocab(path, do_lower)
 
 
@@ -107,8 +117,10 @@ class BertCsvSamples:
         self.r = r
         self.vocab, index = _vocab(r.vocab_file, r.do_lower, "BertCSVDynamicMaskDataProcessor")
         if self.vocab.size > r.vocab_size:
-            raise ConfigError(f"vocab_file {r.vocab_file} has {self.vocab.size} tokens but "
-                              f"model.vocab_size is {r.vocab_size}; make them equal.")
+            raise ConfigError(
+                f"vocab_file {r.vocab_file} has {self.vocab.size} tokens but "
+                f"model.vocab_size is {r.vocab_size}; make them equal."
+            )
         unk = index["[UNK]"]
         ids, segs, lens, nsp = [], [], [], []
         for path in r.paths:
@@ -117,17 +129,20 @@ class BertCsvSamples:
                     for n, row in enumerate(csv.DictReader(f)):
                         toks = _literal(row, "tokens", path, n)
                         if len(toks) > r.seq_len:
-                            raise ConfigError(f"CSV file {path} row {n + 1} has {len(toks)} "
-                                              f"tokens, more than max_sequence_length "
-                                              f"{r.seq_len}; re-create it or raise it.")
-                        toks = [t.lower() if r.do_lower and not t.startswith("[") else t
-                                for t in toks]
+                            raise ConfigError(
+                                f"CSV file {path} row {n + 1} has {len(toks)} "
+                                f"tokens, more than max_sequence_length "
+                                f"{r.seq_len}; re-create it or raise it."
+                            )
+                        toks = [
+                            t.lower() if r.do_lower and not t.startswith("[") else t for t in toks
+                        ]
                         row_ids = np.full(r.seq_len, self.vocab.pad, np.int32)
-                        row_ids[:len(toks)] = [index.get(t, unk) for t in toks]
+                        row_ids[: len(toks)] = [index.get(t, unk) for t in toks]
                         seg = np.zeros(r.seq_len, np.int32)
                         if r.nsp:
                             s = _literal(row, "segment_ids", path, n)
-                            seg[:len(s)] = s[:r.seq_len]
+                            seg[: len(s)] = s[: r.seq_len]
                             nsp.append(int(row.get("is_random_next") or 0))
                         else:
                             nsp.append(0)
@@ -162,9 +177,14 @@ class BertCsvSamples:
         positions, mlm_ids = np.zeros(P, np.int32), np.zeros(P, np.int32)
         weights = np.zeros(P, np.float32)
         positions[:n], mlm_ids[:n], weights[:n] = pos, labels, 1.0
-        return {"input_ids": ids, "token_type_ids": self.segs[i],
-                "masked_lm_positions": positions, "masked_lm_ids": mlm_ids,
-                "masked_lm_weights": weights, "next_sentence_label": self.nsp[i]}
+        return {
+            "input_ids": ids,
+            "token_type_ids": self.segs[i],
+            "masked_lm_positions": positions,
+            "masked_lm_ids": mlm_ids,
+            "masked_lm_weights": weights,
+            "next_sentence_label": self.nsp[i],
+        }
 
     def batch(self, idx: np.ndarray) -> dict[str, np.ndarray]:
         """The samples of `idx` with epoch 0's masks (see `epoch_batch`)."""
@@ -186,8 +206,10 @@ def _literal(row: dict[str, str], col: str, path: str, n: int) -> list:
     except (ValueError, SyntaxError):
         value = None
     if not isinstance(value, list):
-        raise ConfigError(f"CSV file {path} row {n + 1} has no list in column {col!r}; it is "
-                          f"not in the Model Zoo's BERT CSV layout.")
+        raise ConfigError(
+            f"CSV file {path} row {n + 1} has no list in column {col!r}; it is "
+            f"not in the Model Zoo's BERT CSV layout."
+        )
     return value
 
 
@@ -214,17 +236,20 @@ class GlueSamples:
         what = "SST2DataProcessor" if r.task == "sst2" else "MNLIDataProcessor"
         _, index = _vocab(r.vocab_file, r.do_lower, what)
         cls, sep, pad = index["[CLS]"], index["[SEP]"], index["[PAD]"]
-        cols = ("sentence", "label") if r.task == "sst2" else ("sentence1", "sentence2",
-                                                                "gold_label")
+        cols = (
+            ("sentence", "label") if r.task == "sst2" else ("sentence1", "sentence2", "gold_label")
+        )
         ids, segs, labels = [], [], []
         try:
             with open(r.path, newline="", encoding="utf-8") as f:
                 reader = csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
                 missing = [c for c in cols if c not in (reader.fieldnames or ())]
                 if missing:
-                    raise ConfigError(f"TSV file {r.path} has no column {missing[0]!r} (it has "
-                                      f"{', '.join(reader.fieldnames or ())}); {what} reads "
-                                      f"GLUE's {'SST-2' if r.task == 'sst2' else 'MNLI'} layout.")
+                    raise ConfigError(
+                        f"TSV file {r.path} has no column {missing[0]!r} (it has "
+                        f"{', '.join(reader.fieldnames or ())}); {what} reads "
+                        f"GLUE's {'SST-2' if r.task == 'sst2' else 'MNLI'} layout."
+                    )
                 for n, row in enumerate(reader):
                     a = wordpiece_ids(row[cols[0]], index, r.do_lower)
                     b = wordpiece_ids(row[cols[1]], index, r.do_lower) if r.task == "mnli" else []
@@ -234,9 +259,9 @@ class GlueSamples:
                         (a if len(a) > len(b) else b).pop()  # as BERT's truncate_seq_pair
                     row_ids = np.full(r.seq_len, pad, np.int32)
                     seq = [cls, *a, sep] + ([*b, sep] if b else [])
-                    row_ids[:len(seq)] = seq
+                    row_ids[: len(seq)] = seq
                     seg = np.zeros(r.seq_len, np.int32)
-                    seg[len(a) + 2:len(seq)] = 1
+                    seg[len(a) + 2 : len(seq)] = 1
                     ids.append(row_ids)
                     segs.append(seg)
                     labels.append(label)
@@ -252,25 +277,33 @@ class GlueSamples:
 
     def batch(self, idx: np.ndarray) -> dict[str, np.ndarray]:
         """{"input_ids", "token_type_ids": (B, T), "labels": (B,)}."""
-        return {"input_ids": self.ids[idx], "token_type_ids": self.segs[idx],
-                "labels": self.labels[idx]}
+        return {
+            "input_ids": self.ids[idx],
+            "token_type_ids": self.segs[idx],
+            "labels": self.labels[idx],
+        }
 
 
 def _label(text: str, r: GlueTsv, n: int) -> int:
     text = (text or "").strip()
     if r.task == "mnli":
         if text not in MNLI_LABELS:
-            raise ConfigError(f"TSV file {r.path} row {n + 1} has gold_label {text!r}; MNLI's are "
-                              f"{', '.join(MNLI_LABELS)}.")
+            raise ConfigError(
+                f"TSV file {r.path} row {n + 1} has gold_label {text!r}; MNLI's are "
+                f"{', '.join(MNLI_LABELS)}."
+            )
         label = MNLI_LABELS.index(text)
     else:
         try:
             label = int(text)
         except ValueError:
-            raise ConfigError(f"TSV file {r.path} row {n + 1} has label {text!r}; SST-2's are 0 "
-                              f"and 1.") from None
+            raise ConfigError(
+                f"TSV file {r.path} row {n + 1} has label {text!r}; SST-2's are 0 and 1."
+            ) from None
     if not 0 <= label < r.num_labels:
-        raise ConfigError(f"TSV file {r.path} row {n + 1} has label {label} but model.num_labels "
-                          f"is {r.num_labels}; set num_labels to "
-                          f"{3 if r.task == 'mnli' else 2}.")
+        raise ConfigError(
+            f"TSV file {r.path} row {n + 1} has label {label} but model.num_labels "
+            f"is {r.num_labels}; set num_labels to "
+            f"{3 if r.task == 'mnli' else 2}."
+        )
     return label

@@ -37,14 +37,29 @@ import numpy as np
 from cs2sim.runtime.nn.loss import IGNORE
 from cs2sim.system.errors import ConfigError
 
-__all__ = ["TFRECORD_SUFFIXES", "find_tfrecord_files", "masked_crc", "write_records",
-           "read_records", "parse_example", "encode_example", "TfRecordFiles", "TfRecordSamples"]
+__all__ = [
+    "TFRECORD_SUFFIXES",
+    "find_tfrecord_files",
+    "masked_crc",
+    "write_records",
+    "read_records",
+    "parse_example",
+    "encode_example",
+    "TfRecordFiles",
+    "TfRecordSamples",
+]
 
 TFRECORD_SUFFIXES = (".tfrecords", ".tfrecord")
 VERIFY_DATA_BYTES = 4 * 2**20
 GPT_FEATURES = ("input_ids", "labels")
-BERT_FEATURES = ("input_ids", "segment_ids", "masked_lm_positions", "masked_lm_ids",
-                 "masked_lm_weights", "next_sentence_labels")
+BERT_FEATURES = (
+    "input_ids",
+    "segment_ids",
+    "masked_lm_positions",
+    "masked_lm_ids",
+    "masked_lm_weights",
+    "next_sentence_labels",
+)
 
 
 def find_tfrecord_files(data_dir: str | Path) -> list[Path]:
@@ -73,8 +88,9 @@ def write_records(path: str | Path, records: list[bytes]) -> None:
     with open(path, "wb") as f:
         for r in records:
             head = struct.pack("<Q", len(r))
-            f.write(head + struct.pack("<I", masked_crc(head)) + r
-                    + struct.pack("<I", masked_crc(r)))
+            f.write(
+                head + struct.pack("<I", masked_crc(head)) + r + struct.pack("<I", masked_crc(r))
+            )
 
 
 def read_records(path: str | Path) -> list[bytes]:
@@ -88,19 +104,23 @@ def read_records(path: str | Path) -> list[bytes]:
     while pos < len(raw):
         if pos + 12 > len(raw):
             raise ConfigError(f"TFRecord file {path} is truncated at byte {pos}; write it again.")
-        head = raw[pos:pos + 8]
-        (n,), (crc,) = struct.unpack("<Q", head), struct.unpack("<I", raw[pos + 8:pos + 12])
+        head = raw[pos : pos + 8]
+        (n,), (crc,) = struct.unpack("<Q", head), struct.unpack("<I", raw[pos + 8 : pos + 12])
         if crc != masked_crc(head):
-            raise ConfigError(f"TFRecord file {path} has a bad length checksum at byte {pos}; "
-                              f"it is not a TFRecord file or is corrupt.")
+            raise ConfigError(
+                f"TFRecord file {path} has a bad length checksum at byte {pos}; "
+                f"it is not a TFRecord file or is corrupt."
+            )
         end = pos + 12 + n
         if end + 4 > len(raw):
-            raise ConfigError(f"TFRecord file {path} is truncated in record {len(out)}; write it "
-                              f"again.")
-        data = raw[pos + 12:end]
-        if verify_data and struct.unpack("<I", raw[end:end + 4])[0] != masked_crc(data):
-            raise ConfigError(f"TFRecord file {path} has a bad checksum in record {len(out)}; "
-                              f"it is corrupt.")
+            raise ConfigError(
+                f"TFRecord file {path} is truncated in record {len(out)}; write it again."
+            )
+        data = raw[pos + 12 : end]
+        if verify_data and struct.unpack("<I", raw[end : end + 4])[0] != masked_crc(data):
+            raise ConfigError(
+                f"TFRecord file {path} has a bad checksum in record {len(out)}; it is corrupt."
+            )
         out.append(data)
         pos = end + 4
     return out
@@ -130,11 +150,11 @@ def _fields(buf: bytes) -> list[tuple[int, int, Any]]:
             v, pos = _varint(buf, pos)
         elif wt == 2:
             n, pos = _varint(buf, pos)
-            v, pos = buf[pos:pos + n], pos + n
+            v, pos = buf[pos : pos + n], pos + n
         elif wt == 5:
-            v, pos = buf[pos:pos + 4], pos + 4
+            v, pos = buf[pos : pos + 4], pos + 4
         elif wt == 1:
-            v, pos = buf[pos:pos + 8], pos + 8
+            v, pos = buf[pos : pos + 8], pos + 8
         else:
             raise ValueError(f"wire type {wt}")
         out.append((num, wt, v))
@@ -157,8 +177,11 @@ def _packed_varints(buf: bytes) -> np.ndarray:
 def _feature(buf: bytes) -> np.ndarray:
     for num, _wt, v in _fields(buf):
         if num == 3:  # Int64List
-            parts = [(_packed_varints(x) if w == 2 else np.array([x], np.uint64).astype(np.int64))
-                     for n, w, x in _fields(v) if n == 1]
+            parts = [
+                (_packed_varints(x) if w == 2 else np.array([x], np.uint64).astype(np.int64))
+                for n, w, x in _fields(v)
+                if n == 1
+            ]
             return np.concatenate(parts) if parts else np.zeros(0, np.int64)
         if num == 2:  # FloatList
             parts = [np.frombuffer(x, "<f4") for n, w, x in _fields(v) if n == 1]
@@ -227,24 +250,34 @@ class TfRecordSamples:
                 try:
                     ex = parse_example(rec)
                 except (ValueError, IndexError, UnicodeDecodeError) as e:
-                    raise ConfigError(f"TFRecord file {path} record {i} is not a "
-                                      f"tf.train.Example ({e}); write it again.") from None
+                    raise ConfigError(
+                        f"TFRecord file {path} record {i} is not a "
+                        f"tf.train.Example ({e}); write it again."
+                    ) from None
                 missing = [k for k in want if k not in ex]
                 if missing:
-                    raise ConfigError(f"TFRecord file {path} record {i} has no feature "
-                                      f"{missing[0]!r} (it has {', '.join(sorted(ex))}); "
-                                      f"{recipe.name} needs {', '.join(want)}.")
+                    raise ConfigError(
+                        f"TFRecord file {path} record {i} has no feature "
+                        f"{missing[0]!r} (it has {', '.join(sorted(ex))}); "
+                        f"{recipe.name} needs {', '.join(want)}."
+                    )
                 if len(ex["input_ids"]) > recipe.seq_len:
-                    raise ConfigError(f"TFRecord file {path} holds sequences of "
-                                      f"{len(ex['input_ids'])} tokens, longer than "
-                                      f"max_sequence_length {recipe.seq_len}; raise it or "
-                                      f"re-create the data.")
-                top = max(int(ex["input_ids"].max(initial=0)),
-                          int(ex.get("labels", ex.get("masked_lm_ids", np.zeros(1))).max()))
+                    raise ConfigError(
+                        f"TFRecord file {path} holds sequences of "
+                        f"{len(ex['input_ids'])} tokens, longer than "
+                        f"max_sequence_length {recipe.seq_len}; raise it or "
+                        f"re-create the data."
+                    )
+                top = max(
+                    int(ex["input_ids"].max(initial=0)),
+                    int(ex.get("labels", ex.get("masked_lm_ids", np.zeros(1))).max()),
+                )
                 if top >= recipe.vocab_size:
-                    raise ConfigError(f"TFRecord file {path} has token id {top} but vocab_size "
-                                      f"is {recipe.vocab_size}; raise vocab_size or re-tokenise "
-                                      f"the data.")
+                    raise ConfigError(
+                        f"TFRecord file {path} has token id {top} but vocab_size "
+                        f"is {recipe.vocab_size}; raise vocab_size or re-tokenise "
+                        f"the data."
+                    )
                 mask = np.asarray(ex.get("input_mask", ()))
                 if recipe.kind == "gpt" and len(mask) == len(ex["labels"]):
                     ex["labels"] = np.where(mask == 0, IGNORE, ex["labels"])  # padding
@@ -265,21 +298,29 @@ class TfRecordSamples:
             w *= np.float32(len(idx) / max(float(w.sum()), 1.0))
         if self.r.weight != 1.0:
             w *= np.float32(self.r.weight)
-        return {"input_ids": c["input_ids"][idx], "token_type_ids": c["segment_ids"][idx],
-                "masked_lm_positions": c["masked_lm_positions"][idx],
-                "masked_lm_ids": c["masked_lm_ids"][idx], "masked_lm_weights": w,
-                "next_sentence_label": c["next_sentence_labels"][idx].reshape(-1)}
+        return {
+            "input_ids": c["input_ids"][idx],
+            "token_type_ids": c["segment_ids"][idx],
+            "masked_lm_positions": c["masked_lm_positions"][idx],
+            "masked_lm_ids": c["masked_lm_ids"][idx],
+            "masked_lm_weights": w,
+            "next_sentence_label": c["next_sentence_labels"][idx].reshape(-1),
+        }
 
 
 def _stack(values: list[np.ndarray], key: str, r: TfRecordFiles) -> np.ndarray:
     """One feature of every record, (N, len): sequences must all be max_sequence_length long."""
     lengths = {len(v) for v in values}
     if len(lengths) > 1:
-        raise ConfigError(f"TFRecord files {r.paths[0]}, ... hold {key} of lengths "
-                          f"{sorted(lengths)[:3]}; every record must have the same length.")
+        raise ConfigError(
+            f"TFRecord files {r.paths[0]}, ... hold {key} of lengths "
+            f"{sorted(lengths)[:3]}; every record must have the same length."
+        )
     if key in ("input_ids", "labels", "segment_ids") and lengths and lengths != {r.seq_len}:
-        raise ConfigError(f"TFRecord file {r.paths[0]} holds {key} of {lengths.pop()} tokens "
-                          f"but max_sequence_length is {r.seq_len}; make them equal.")
+        raise ConfigError(
+            f"TFRecord file {r.paths[0]} holds {key} of {lengths.pop()} tokens "
+            f"but max_sequence_length is {r.seq_len}; make them equal."
+        )
     dtype = np.float32 if key == "masked_lm_weights" else np.int32
     return np.stack(values).astype(dtype) if values else np.zeros((0, 1), dtype)
 
@@ -300,6 +341,7 @@ class TfRecordFiles:
         """Read and parse the files."""
         data = TfRecordSamples(self)
         if len(data) == 0:
-            raise ConfigError(f"TFRecord files {', '.join(self.paths)} hold no records; write "
-                              f"them again.")
+            raise ConfigError(
+                f"TFRecord files {', '.join(self.paths)} hold no records; write them again."
+            )
         return data

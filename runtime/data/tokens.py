@@ -43,12 +43,13 @@ def find_token_files(data_dir: str | Path | None, split: str) -> list[Path]:
     own = [p for p in files if p.stem in SPLIT_STEMS[split]]
     if own:
         return own[:1]
-    others = [p for s, stems in SPLIT_STEMS.items() if s != split
-              for p in files if p.stem in stems]
+    others = [p for s, stems in SPLIT_STEMS.items() if s != split for p in files if p.stem in stems]
     if others and len(others) == len(files):
         names = "/".join(f"{s}.bin" for s in SPLIT_STEMS[split])
-        raise ConfigError(f"{d} has token files for another split ({others[0].name}) but no "
-                          f"{names} for {split}; add one or point data_dir elsewhere.")
+        raise ConfigError(
+            f"{d} has token files for another split ({others[0].name}) but no "
+            f"{names} for {split}; add one or point data_dir elsewhere."
+        )
     return files
 
 
@@ -57,28 +58,38 @@ def _open(path: Path) -> np.ndarray:
     try:
         if path.suffix == ".bin":
             if path.stat().st_size % 2:
-                raise ConfigError(f"token file {path} has an odd size, so it is not uint16 tokens; "
-                                  f"write it with np.uint16 (nanoGPT's prepare.py format).")
+                raise ConfigError(
+                    f"token file {path} has an odd size, so it is not uint16 tokens; "
+                    f"write it with np.uint16 (nanoGPT's prepare.py format)."
+                )
             return np.memmap(path, dtype="<u2", mode="r")
         arr = np.load(path, mmap_mode="r")
     except (OSError, ValueError) as e:
         raise ConfigError(f"cannot read token file {path} ({e}); check it.") from None
     if not np.issubdtype(arr.dtype, np.integer):
-        raise ConfigError(f"token file {path} holds {arr.dtype} values; token ids must be "
-                          f"integers.")
+        raise ConfigError(
+            f"token file {path} holds {arr.dtype} values; token ids must be integers."
+        )
     return arr.reshape(-1)
 
 
 def _max_token(tokens: np.ndarray) -> int:
-    return max((int(tokens[i:i + _CHUNK].max()) for i in range(0, len(tokens), _CHUNK)),
-               default=0)
+    return max(
+        (int(tokens[i : i + _CHUNK].max()) for i in range(0, len(tokens), _CHUNK)), default=0
+    )
 
 
 class TokenWindows:
     """Windows of T+1 tokens over one or more memory-mapped files."""
 
-    def __init__(self, arrays: list[np.ndarray], names: list[str], seq_len: int,
-                 vocab_size: int, verify: bool = True) -> None:
+    def __init__(
+        self,
+        arrays: list[np.ndarray],
+        names: list[str],
+        seq_len: int,
+        vocab_size: int,
+        verify: bool = True,
+    ) -> None:
         self.arrays, self.names, self.T, self.vocab_size = arrays, names, seq_len, vocab_size
         counts = [max((len(a) - 1) // seq_len, 0) for a in arrays]
         self.starts = np.concatenate([[0], np.cumsum(counts)])  # (F+1,) first sample of each file
@@ -89,8 +100,10 @@ class TokenWindows:
 
     def _check(self, top: int, name: str) -> None:
         if top >= self.vocab_size:
-            raise ConfigError(f"token file {name} has token id {top} but vocab_size is "
-                              f"{self.vocab_size}; raise vocab_size or re-tokenise the data.")
+            raise ConfigError(
+                f"token file {name} has token id {top} but vocab_size is "
+                f"{self.vocab_size}; raise vocab_size or re-tokenise the data."
+            )
 
     def __len__(self) -> int:
         return int(self.starts[-1])
@@ -102,13 +115,15 @@ class TokenWindows:
         w = np.empty((len(idx), T + 1), dtype=np.int32)  # (B, T+1)
         for row, (f, i) in enumerate(zip(files, idx, strict=True)):
             s = (int(i) - int(self.starts[f])) * T
-            w[row] = self.arrays[f][s:s + T + 1]
+            w[row] = self.arrays[f][s : s + T + 1]
         if self.check_each_batch and len(idx):
             top = int(w.max())
             if top >= self.vocab_size:
                 self._check(top, self.names[int(files[np.argmax(w.max(axis=1))])])
-        return {"input_ids": np.ascontiguousarray(w[:, :-1]),  # (B, T)
-                "labels": np.ascontiguousarray(w[:, 1:])}  # (B, T) the next tokens
+        return {
+            "input_ids": np.ascontiguousarray(w[:, :-1]),  # (B, T)
+            "labels": np.ascontiguousarray(w[:, 1:]),
+        }  # (B, T) the next tokens
 
 
 @dataclass(frozen=True)
@@ -123,11 +138,12 @@ class TokenFiles:
     def load(self) -> TokenWindows:
         """Memory-map the files and check them."""
         arrays = [_open(Path(p)) for p in self.paths]
-        data = TokenWindows(arrays, list(self.paths), self.seq_len, self.vocab_size,
-                            self.verify)
+        data = TokenWindows(arrays, list(self.paths), self.seq_len, self.vocab_size, self.verify)
         if len(data) == 0:
             total = sum(len(a) for a in arrays)
-            raise ConfigError(f"token files {', '.join(self.paths)} hold {total} tokens, too few "
-                              f"for one sample of max_sequence_length {self.seq_len} + 1; "
-                              f"lower max_sequence_length or add data.")
+            raise ConfigError(
+                f"token files {', '.join(self.paths)} hold {total} tokens, too few "
+                f"for one sample of max_sequence_length {self.seq_len} + 1; "
+                f"lower max_sequence_length or add data."
+            )
         return data

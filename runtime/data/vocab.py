@@ -19,8 +19,16 @@ from pathlib import Path
 
 from cs2sim.system.errors import ConfigError
 
-__all__ = ["FALLBACK_SIZE", "FALLBACK_TABLE_ROWS", "BYTE_OFFSET", "Vocab", "fallback_vocab",
-           "read_vocab", "read_vocab_size", "wordpiece_ids"]
+__all__ = [
+    "FALLBACK_SIZE",
+    "FALLBACK_TABLE_ROWS",
+    "BYTE_OFFSET",
+    "Vocab",
+    "fallback_vocab",
+    "read_vocab",
+    "read_vocab_size",
+    "wordpiece_ids",
+]
 
 SPECIALS = ("[PAD]", "[CLS]", "[SEP]", "[MASK]")
 BYTE_OFFSET = len(SPECIALS)  # byte b has id 4 + b
@@ -45,9 +53,18 @@ class Vocab:
 
 def fallback_vocab(do_lower: bool = True) -> Vocab:
     """The byte-level fallback vocabulary."""
-    return Vocab(FALLBACK_SIZE, 0, 1, 2, 3, (BYTE_OFFSET, FALLBACK_SIZE),
-                 f"byte-level fallback vocabulary ({FALLBACK_SIZE} ids: [PAD] [CLS] [SEP] "
-                 "[MASK] and the 256 bytes)", None, do_lower)
+    return Vocab(
+        FALLBACK_SIZE,
+        0,
+        1,
+        2,
+        3,
+        (BYTE_OFFSET, FALLBACK_SIZE),
+        f"byte-level fallback vocabulary ({FALLBACK_SIZE} ids: [PAD] [CLS] [SEP] "
+        "[MASK] and the 256 bytes)",
+        None,
+        do_lower,
+    )
 
 
 def _lines(path: str | Path) -> list[str]:
@@ -69,15 +86,25 @@ def read_vocab(path: str | Path, do_lower: bool = True) -> tuple[Vocab, dict[str
     index = {t: i for i, t in enumerate(tokens)}
     missing = [s for s in (*SPECIALS, "[UNK]") if s not in index]
     if missing:
-        raise ConfigError(f"vocab_file {path} has no {missing[0]} token; a BERT vocabulary "
-                          "needs [PAD], [UNK], [CLS], [SEP] and [MASK].")
+        raise ConfigError(
+            f"vocab_file {path} has no {missing[0]} token; a BERT vocabulary "
+            "needs [PAD], [UNK], [CLS], [SEP] and [MASK]."
+        )
     bracketed = [i for t, i in index.items() if t.startswith("[") and t.endswith("]")]
     lo = max(bracketed) + 1  # Google's vocab.txt: [PAD], [unusedN], [UNK] ... come first
     if lo >= len(tokens):
         raise ConfigError(f"vocab_file {path} holds only special tokens; it needs word pieces.")
-    vocab = Vocab(len(tokens), index["[PAD]"], index["[CLS]"], index["[SEP]"], index["[MASK]"],
-                  (lo, len(tokens)), f"WordPiece vocab_file {path} ({len(tokens)} tokens)",
-                  str(path), do_lower)
+    vocab = Vocab(
+        len(tokens),
+        index["[PAD]"],
+        index["[CLS]"],
+        index["[SEP]"],
+        index["[MASK]"],
+        (lo, len(tokens)),
+        f"WordPiece vocab_file {path} ({len(tokens)} tokens)",
+        str(path),
+        do_lower,
+    )
     return vocab, index
 
 
@@ -92,8 +119,9 @@ def _basic_tokens(text: str, do_lower: bool) -> list[str]:
     """BERT's basic tokenizer: lower-case (and strip accents) if asked, split at whitespace,
     every punctuation character a token of its own."""
     if do_lower:
-        text = "".join(c for c in unicodedata.normalize("NFD", text.lower())
-                       if unicodedata.category(c) != "Mn")
+        text = "".join(
+            c for c in unicodedata.normalize("NFD", text.lower()) if unicodedata.category(c) != "Mn"
+        )
     out: list[str] = []
     for word in text.split():
         start = 0
@@ -129,8 +157,9 @@ def _pieces(word: str, index: dict[str, int], unk: int, max_chars: int) -> list[
     return out
 
 
-def wordpiece_ids(text: str, index: dict[str, int], do_lower: bool,
-                  max_chars: int = 100) -> list[int]:
+def wordpiece_ids(
+    text: str, index: dict[str, int], do_lower: bool, max_chars: int = 100
+) -> list[int]:
     """Token ids of `text`: basic tokens, each split greedily into the longest pieces the
     vocabulary has ("##" before a continuation); [UNK] for a word that cannot be split."""
     unk = index["[UNK]"]

@@ -72,8 +72,9 @@ def _put(out: Any, item: Any, stop: Any, parent: int) -> bool:
             continue
 
 
-def _worker_main(recipe: Any, plan: Any, worker: int, n: int, start: int, out: Any,
-                 stop: Any, parent: int) -> None:
+def _worker_main(
+    recipe: Any, plan: Any, worker: int, n: int, start: int, out: Any, stop: Any, parent: int
+) -> None:
     """Body of worker `worker` of `n`: batches start+worker, start+worker+n, ..."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     g = start + worker
@@ -152,21 +153,32 @@ def _work_of(recipe: Any, plan: Any, first: int) -> tuple[Any, Any]:
 class WorkerPool:
     """n spawned input workers producing batches start, start+1, ... in shards."""
 
-    def __init__(self, recipe: Any, plan: Any, num_workers: int, prefetch_factor: int,
-                 start: int = 0) -> None:
+    def __init__(
+        self, recipe: Any, plan: Any, num_workers: int, prefetch_factor: int, start: int = 0
+    ) -> None:
         if num_workers < 1:
             raise ValueError(f"num_workers must be >= 1, not {num_workers}")
         self.start, self.n = start, num_workers
         self._stop = _CTX.Event()
         self._queues = [_CTX.Queue(maxsize=prefetch_factor) for _ in range(num_workers)]
         self._procs = [
-            _CTX.Process(target=_worker_main, name=f"cs2sim-input-worker-{k}", daemon=True,
-                         args=(*_work_of(recipe, plan, start + k), k, num_workers, start, q,
-                               self._stop, os.getpid()))
+            _CTX.Process(
+                target=_worker_main,
+                name=f"cs2sim-input-worker-{k}",
+                daemon=True,
+                args=(
+                    *_work_of(recipe, plan, start + k),
+                    k,
+                    num_workers,
+                    start,
+                    q,
+                    self._stop,
+                    os.getpid(),
+                ),
+            )
             for k, q in enumerate(self._queues)
         ]
-        self._finalizer = weakref.finalize(self, _shutdown, self._stop, self._procs,
-                                           self._queues)
+        self._finalizer = weakref.finalize(self, _shutdown, self._stop, self._procs, self._queues)
         try:
             with _main_hidden():
                 for p in self._procs:
@@ -193,11 +205,14 @@ class WorkerPool:
         if isinstance(payload, _Failure):
             if isinstance(payload.error, CsError):
                 raise payload.error
-            raise RuntimeFailure(f"input worker {payload.worker} failed ({payload.text}); "
-                                 f"set num_workers: 0 to reproduce it in-process.")
+            raise RuntimeFailure(
+                f"input worker {payload.worker} failed ({payload.text}); "
+                f"set num_workers: 0 to reproduce it in-process."
+            )
         if got != g:  # cannot happen unless the sharding above is broken
-            raise RuntimeFailure(f"input worker {k} sent batch {got} where {g} was expected; "
-                                 f"report this bug.")
+            raise RuntimeFailure(
+                f"input worker {k} sent batch {got} where {g} was expected; report this bug."
+            )
         return payload
 
     @property

@@ -80,8 +80,10 @@ class Accumulation:
         else:
             return [(batch, Shard(0, B, B))]
         bounds = list(range(0, B, rows)) + [B]
-        return [({k: v[lo:hi] for k, v in batch.items()}, Shard(lo, hi, B))
-                for lo, hi in zip(bounds, bounds[1:], strict=False)]
+        return [
+            ({k: v[lo:hi] for k, v in batch.items()}, Shard(lo, hi, B))
+            for lo, hi in zip(bounds, bounds[1:], strict=False)
+        ]
 
     def describe(self, batch_size: int) -> str:
         """One phrase for the run's log."""
@@ -90,10 +92,14 @@ class Accumulation:
         total = batch_size * self.batches
         if self.micro_batch is not None:
             n = total // (self.micro_batch * self.systems)
-            return (f"gradient accumulation: {n} micro-batches of {self.micro_batch} samples "
-                    f"per CS-X x {self.systems} make each update of {total} samples")
-        return (f"gradient accumulation: {self.batches} input batches of {batch_size} "
-                f"samples make each update of {total} samples")
+            return (
+                f"gradient accumulation: {n} micro-batches of {self.micro_batch} samples "
+                f"per CS-X x {self.systems} make each update of {total} samples"
+            )
+        return (
+            f"gradient accumulation: {self.batches} input batches of {batch_size} "
+            f"samples make each update of {total} samples"
+        )
 
 
 NONE = Accumulation()

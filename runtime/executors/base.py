@@ -228,8 +228,9 @@ class QueuedExecutor:
     def load(self, model: Any, optimizer: Any, scaler: Any, params: dict) -> LoadReport:
         """Keep references to the objects the steps use, and the gradient accumulation."""
         self.model, self.optimizer, self.scaler, self.params = model, optimizer, scaler, params
-        self.accumulation = (Accumulation.from_params(params, getattr(self, "plan", None))
-                             if params else NONE)
+        self.accumulation = (
+            Accumulation.from_params(params, getattr(self, "plan", None)) if params else NONE
+        )
         return LoadReport()
 
     # -- one training step: the executor supplies these three parts ------------------------------
@@ -307,10 +308,26 @@ class QueuedExecutor:
                         snap = self.snapshot(step, stream)
                     samples = len(next(iter(batch.values())))
                     every = self.summary_steps
-                    norms = (self.group_norms() if every and (step % every == 0
-                                                              or step == stop_step) else None)
-                    put(StepOutput(step, r.loss, r.lr, r.loss_scale, r.isfinite, samples,
-                                   r.grad_norm, t1 - t0, self.clock() - t0, snap, norms))
+                    norms = (
+                        self.group_norms()
+                        if every and (step % every == 0 or step == stop_step)
+                        else None
+                    )
+                    put(
+                        StepOutput(
+                            step,
+                            r.loss,
+                            r.lr,
+                            r.loss_scale,
+                            r.isfinite,
+                            samples,
+                            r.grad_norm,
+                            t1 - t0,
+                            self.clock() - t0,
+                            snap,
+                            norms,
+                        )
+                    )
                 put(_End())
             except BaseException as exc:  # handed to the consumer, re-raised there
                 put(_Failure(exc))
@@ -345,7 +362,8 @@ class QueuedExecutor:
                     return
                 with np.errstate(all="ignore"):  # a diverged model's NaN is reported as a loss
                     sums = self.model.eval_metrics(batch)
-                yield EvalOutput(i + 1, {k: float(v) for k, v in sums.items()},
-                                 len(next(iter(batch.values()))))
+                yield EvalOutput(
+                    i + 1, {k: float(v) for k, v in sums.items()}, len(next(iter(batch.values())))
+                )
         finally:
             self.model.train()

@@ -58,5 +58,6 @@ class CpuExecutor(QueuedExecutor):
                 self.clip(grads, norm)
             self.optimizer.step(grads, step - 1)
         scaler.update(bool(isfinite))  # 5)
-        return StepResult(loss, float(self.optimizer.lr_at(step - 1)), scale, bool(isfinite),
-                          float(norm))
+        return StepResult(
+            loss, float(self.optimizer.lr_at(step - 1)), scale, bool(isfinite), float(norm)
+        )

@@ -41,8 +41,10 @@ class MemoryX:
     def nbytes(self) -> int:
         """Bytes of weights plus optimizer state held."""
         state = self.optimizer.state_dict(copy=False) if self.optimizer is not None else {}
-        return int(sum(w.nbytes for w in self.weights.values())
-                   + sum(v.nbytes for v in state.values() if isinstance(v, np.ndarray)))
+        return int(
+            sum(w.nbytes for w in self.weights.values())
+            + sum(v.nbytes for v in state.values() if isinstance(v, np.ndarray))
+        )
 
     def zero_grads(self) -> None:
         """Clear the accumulators before a step's gradients arrive."""

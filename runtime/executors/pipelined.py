@@ -148,10 +148,19 @@ class PipelinedExecutor(QueuedExecutor):
 
     device = "CSX"
 
-    def __init__(self, plan: PlanView | None = None, *, microbatches: int | None = None,
-                 compile_time: float | None = None, est_samples_per_sec: float | None = None,
-                 active_pes: int | None = None, total_pes: int | None = None,
-                 pe_share: str | None = None, queue_depth: int = 16, **kw: Any) -> None:
+    def __init__(
+        self,
+        plan: PlanView | None = None,
+        *,
+        microbatches: int | None = None,
+        compile_time: float | None = None,
+        est_samples_per_sec: float | None = None,
+        active_pes: int | None = None,
+        total_pes: int | None = None,
+        pe_share: str | None = None,
+        queue_depth: int = 16,
+        **kw: Any,
+    ) -> None:
         super().__init__(queue_depth, **kw)
         self.plan = plan
         self.fixed_microbatches = None if microbatches is None else max(1, int(microbatches))
@@ -174,8 +183,9 @@ class PipelinedExecutor(QueuedExecutor):
         """Program the fabric: stages, their weights and optimizer state, micro-batch replicas."""
         super().load(model, optimizer, scaler, params)
         self.clip = build_clipper(params.get("optimizer") or {})
-        log.info("Programming CS-2 fabric. This may take couple of minutes - please do not "
-                 "interrupt.")
+        log.info(
+            "Programming CS-2 fabric. This may take couple of minutes - please do not interrupt."
+        )
         t0 = time.perf_counter()
         self.stages = stages_from_plan(list(model.block_names), self.plan)
         # the wafer's own copy of the weights (the host model keeps the user node's copy)
@@ -196,32 +206,46 @@ class PipelinedExecutor(QueuedExecutor):
                 st.optimizer = build_optimizer(params["optimizer"], st.params, half)
                 st.optimizer.load_state_dict(_subset_state(host_state, st.params))
         # stages that must not run side by side: they read or add to the same weight array
-        used = [{id(a) for b in st.blocks for a in self.wafer.blocks[b].parameters().values()}
-                for st in self.stages]
-        self.conflicts = {(i, j) for i in range(len(used)) for j in range(len(used))
-                          if i != j and used[i] & used[j]}
+        used = [
+            {id(a) for b in st.blocks for a in self.wafer.blocks[b].parameters().values()}
+            for st in self.stages
+        ]
+        self.conflicts = {
+            (i, j)
+            for i in range(len(used))
+            for j in range(len(used))
+            if i != j and used[i] & used[j]
+        }
         self.bank = MaskBank()
         self.shards = [Shard() for _ in range(self.microbatches * self.data_replicas)]
         shared_p = {id(a): a for a in _all_arrays(self.wafer, "p")}
-        shared_g = {id(a): g for a, g in zip(_all_arrays(self.wafer, "p"),
-                                              _all_arrays(self.wafer, "g"), strict=True)}
+        shared_g = {
+            id(a): g
+            for a, g in zip(_all_arrays(self.wafer, "p"), _all_arrays(self.wafer, "g"), strict=True)
+        }
         scratch: dict[str, dict] = {}  # micro-batches run one after another: share scratch
-        self.replicas = [make_replica(self.wafer, shared_p, shared_g, bank=self.bank, shard=s,
-                                      scratch=scratch) for s in self.shards]
+        self.replicas = [
+            make_replica(self.wafer, shared_p, shared_g, bank=self.bank, shard=s, scratch=scratch)
+            for s in self.shards
+        ]
         for r in self.replicas:
             r.train()
         programming = time.perf_counter() - t0
         n_bytes = sum(st.nbytes for st in self.stages)
         log.info("Fabric programmed")
-        log.debug(f"{len(self.stages)} stages, {n_bytes} bytes of weights loaded in "
-                  f"{programming:.3f} s")
+        log.debug(
+            f"{len(self.stages)} stages, {n_bytes} bytes of weights loaded in {programming:.3f} s"
+        )
         if self.pe_share and self.total_pes:
-            log.info(f"Coordinator fully up. Waiting for Streaming (using {self.pe_share} out of "
-                     f"{self.total_pes} cores on the fabric)")
+            log.info(
+                f"Coordinator fully up. Waiting for Streaming (using {self.pe_share} out of "
+                f"{self.total_pes} cores on the fabric)"
+            )
         return LoadReport(self.compile_time, programming, self.est_samples_per_sec)
 
-    def run(self, stream: Any, start_step: int, stop_step: int,
-            checkpoint_steps: Collection[int]) -> Generator[StepOutput, None, None]:
+    def run(
+        self, stream: Any, start_step: int, stop_step: int, checkpoint_steps: Collection[int]
+    ) -> Generator[StepOutput, None, None]:
         """The base run; afterwards the host model and optimizer get the wafer's final state."""
         # A launcher's input workers (runtime/job/streamers.py) announce themselves when the
         # stream starts; this process's own input pipeline is announced here as 1 streamer.
@@ -255,8 +279,9 @@ class PipelinedExecutor(QueuedExecutor):
             for st in self.stages:
                 st.optimizer.step(st.grads, step - 1)
         self.scaler.update(bool(isfinite))
-        return StepResult(loss, float(self.optimizer.lr_at(step - 1)), scale, bool(isfinite),
-                          float(norm))
+        return StepResult(
+            loss, float(self.optimizer.lr_at(step - 1)), scale, bool(isfinite), float(norm)
+        )
 
     def compute_gradients(self, batch: dict[str, np.ndarray], step: int, scale: float) -> float:
         """The pipeline's forward and backward of one (micro-)batch: adds the gradients of
@@ -279,8 +304,9 @@ class PipelinedExecutor(QueuedExecutor):
         # forward: at tick t stage s works on (each replica's) micro-batch t - s
         for t in range(ticks):
             tasks = []
-            for st, m in ((st, m) for m in range(M) for st in self.stages
-                          if pos[m] == t - st.index):
+            for st, m in (
+                (st, m) for m in range(M) for st in self.stages if pos[m] == t - st.index
+            ):
 
                 def fwd(st: Stage = st, m: int = m) -> None:
                     blocks = self.replicas[m].blocks
@@ -291,37 +317,50 @@ class PipelinedExecutor(QueuedExecutor):
                         else:
                             x = blocks[b].forward(x)
                     acts[m] = x
+
                 tasks.append((st.index, m, fwd))
             self._run_tick(tasks, side_by_side, "F")
             self._record(step, t, [(s, m) for s, m, _ in tasks], "F", debug)
         # backward: stage S-1 first; the loss head is seeded with this shard's share of the mean
         for t in range(ticks):
             tasks = []
-            for st, m in ((st, m) for m in range(M) for st in reversed(self.stages)
-                          if pos[m] == t - (S - 1 - st.index)):
+            for st, m in (
+                (st, m)
+                for m in range(M)
+                for st in reversed(self.stages)
+                if pos[m] == t - (S - 1 - st.index)
+            ):
 
                 def bwd(st: Stage = st, m: int = m) -> None:
                     blocks = self.replicas[m].blocks
                     d = acts[m]
                     for b in reversed(st.blocks):
-                        d = blocks[b].backward(scale * shards[m].weight) if b == last else \
-                            blocks[b].backward(d)
+                        d = (
+                            blocks[b].backward(scale * shards[m].weight)
+                            if b == last
+                            else blocks[b].backward(d)
+                        )
                     acts[m] = d
+
                 tasks.append((st.index, m, bwd))
             self._run_tick(tasks, side_by_side, "B")
             self._record(step, t, [(s, m) for s, m, _ in tasks], "B", debug)
         return float(np.float32(sum(lo * s.weight for lo, s in zip(losses, shards, strict=True))))
 
-    def _run_tick(self, tasks: list[tuple[int, int, Any]], side_by_side: bool,
-                  phase: str) -> None:
+    def _run_tick(self, tasks: list[tuple[int, int, Any]], side_by_side: bool, phase: str) -> None:
         """Run one tick's (stage, micro-batch, work) tasks: side by side over the worker threads
         when allowed (large enough micro-batches), there are several, no two share a weight and
         they keep the threads equally busy (`_balanced`); else one after another in order (each
         task then splits its kernels over the threads, and its time is measured)."""
         busy = [s for s, _, _ in tasks]  # a stage twice (two replicas): one after the other
-        if len(tasks) < 2 or workers() < 2 or not side_by_side or len(set(busy)) < len(busy) \
-                or any((a, b) in self.conflicts for a in busy for b in busy) \
-                or not self._balanced([(phase, s) for s in busy]):
+        if (
+            len(tasks) < 2
+            or workers() < 2
+            or not side_by_side
+            or len(set(busy)) < len(busy)
+            or any((a, b) in self.conflicts for a in busy for b in busy)
+            or not self._balanced([(phase, s) for s in busy])
+        ):
             for s, _, work in tasks:
                 t0 = time.perf_counter()
                 work()
@@ -349,8 +388,9 @@ class PipelinedExecutor(QueuedExecutor):
             load[load.index(min(load))] += c  # type: ignore[operator]
         return W * max(load) <= BALANCE * sum(costs)  # type: ignore[arg-type]
 
-    def _split(self, batch: dict[str, np.ndarray]) -> tuple[list[dict[str, np.ndarray]],
-                                                             list[Shard], list[int]]:
+    def _split(
+        self, batch: dict[str, np.ndarray]
+    ) -> tuple[list[dict[str, np.ndarray]], list[Shard], list[int]]:
         """The step's micro-batches over the replicas: (parts, their rows in the global batch,
         the replica of each), replica by replica."""
         replica_parts, replica_rows = shard_batch(batch, self.data_replicas)
@@ -370,8 +410,7 @@ class PipelinedExecutor(QueuedExecutor):
         if self.fixed_microbatches is not None:
             return self.fixed_microbatches
         B = len(next(iter(batch.values())))
-        m = max(2, min(DEFAULT_MICROBATCHES, self._rows(batch) // MIN_MICROBATCH_ROWS,
-                       workers()))
+        m = max(2, min(DEFAULT_MICROBATCHES, self._rows(batch) // MIN_MICROBATCH_ROWS, workers()))
         return min(m, B)
 
     def _rows(self, batch: dict[str, np.ndarray]) -> int:
@@ -383,14 +422,17 @@ class PipelinedExecutor(QueuedExecutor):
         per = int(np.prod(x.shape[1:] if x.dtype.kind in "iu" else x.shape[1:-1], dtype=np.int64))
         return len(x) * max(per, 1)
 
-    def _record(self, step: int, tick: int, busy: list[tuple[int, int]], phase: str,
-                debug: bool) -> None:
+    def _record(
+        self, step: int, tick: int, busy: list[tuple[int, int]], phase: str, debug: bool
+    ) -> None:
         if self.keep_trace:
             self.trace.extend((step, tick, s, m, phase) for s, m in busy)
         if debug:
             cells = " ".join(f"s{s}:mb{m}" for s, m in sorted(busy))
-            trace_log.debug(f"step {step} {phase} tick {tick}: {len(busy)}/{len(self.stages)} "
-                            f"stages busy [{cells}]")
+            trace_log.debug(
+                f"step {step} {phase} tick {tick}: {len(busy)}/{len(self.stages)} "
+                f"stages busy [{cells}]"
+            )
 
     # -- checkpoints ----------------------------------------------------------------------------
     def snapshot(self, step: int, stream: Any) -> TrainState:

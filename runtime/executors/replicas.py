@@ -46,8 +46,9 @@ class Shard:
         return (self.hi - self.lo) / self.total
 
 
-def shard_batch(batch: dict[str, np.ndarray], n: int) -> tuple[list[dict[str, np.ndarray]],
-                                                                 list[Shard]]:
+def shard_batch(
+    batch: dict[str, np.ndarray], n: int
+) -> tuple[list[dict[str, np.ndarray]], list[Shard]]:
     """Split every array of `batch` along axis 0 into n near-equal contiguous shards (views)."""
     B = len(next(iter(batch.values())))
     n = max(1, min(n, B))
@@ -111,8 +112,7 @@ class _SharedScratch(dict):
         self.shared = shared
 
     def get(self, key: Any, default: Any = None) -> Any:
-        return self.shared.get(key, default) if key in WEIGHT_SCRATCH else super().get(key,
-                                                                                        default)
+        return self.shared.get(key, default) if key in WEIGHT_SCRATCH else super().get(key, default)
 
     def __setitem__(self, key: Any, value: Any) -> None:
         if key in WEIGHT_SCRATCH:

@@ -85,18 +85,24 @@ def streamed_layers(block_names: list[str], plan: PlanView | None) -> list[Strea
     where = {n: i for i, n in enumerate(block_names)}
     starts = [where.get(e["block"], -1) for e in entries]
     if -1 in starts or starts != sorted(set(starts)):
-        bad = next((e["block"] for e, s in zip(entries, starts, strict=True) if s == -1),
-                   None)
-        what = (f"streams block {bad!r}, which this model does not have" if bad is not None
-                else "streams this model's blocks out of their order")
+        bad = next((e["block"] for e, s in zip(entries, starts, strict=True) if s == -1), None)
+        what = (
+            f"streams block {bad!r}, which this model does not have"
+            if bad is not None
+            else "streams this model's blocks out of their order"
+        )
         raise RuntimeFailure(
             f"The compiled plan {what}; the compile is for another model or config: compile "
-            "again (drop --cs_ip's cached cs_* directory or change model_dir).")
+            "again (drop --cs_ip's cached cs_* directory or change model_dir)."
+        )
     starts[0] = 0  # blocks before the first planned layer (no kernel) join it
     ends = [*starts[1:], len(block_names)]
-    return [StreamedLayer(str(e.get("name", e["block"])), tuple(range(lo, hi)),
-                          bool(e.get("retained", False)))
-            for e, lo, hi in zip(entries, starts, ends, strict=True)]
+    return [
+        StreamedLayer(
+            str(e.get("name", e["block"])), tuple(range(lo, hi)), bool(e.get("retained", False))
+        )
+        for e, lo, hi in zip(entries, starts, ends, strict=True)
+    ]
 
 
 class WeightStreamingExecutor(QueuedExecutor):
@@ -108,10 +114,16 @@ class WeightStreamingExecutor(QueuedExecutor):
     checkpoint_before_load = False
     announce_weight_init = True
 
-    def __init__(self, num_csx: int = 1, plan: PlanView | None = None, *,
-                 compile_time: float | None = None,
-                 est_samples_per_sec: float | None = None, queue_depth: int = 16,
-                 **kw: Any) -> None:
+    def __init__(
+        self,
+        num_csx: int = 1,
+        plan: PlanView | None = None,
+        *,
+        compile_time: float | None = None,
+        est_samples_per_sec: float | None = None,
+        queue_depth: int = 16,
+        **kw: Any,
+    ) -> None:
         super().__init__(queue_depth, **kw)
         if num_csx < 1:
             raise ValueError(f"num_csx must be >= 1, not {num_csx}")
@@ -132,23 +144,32 @@ class WeightStreamingExecutor(QueuedExecutor):
         self.memoryx = MemoryX(model, optimizer, scaler, params.get("optimizer") or {})
         self.layers = streamed_layers(list(model.block_names), self.plan)
         per_block = block_param_names(model)
-        self.swarmx = SwarmX(self.memoryx, self.num_csx,
-                             [list(dict.fromkeys(n for b in lay.blocks for n in per_block[b]))
-                              for lay in self.layers])
+        self.swarmx = SwarmX(
+            self.memoryx,
+            self.num_csx,
+            [
+                list(dict.fromkeys(n for b in lay.blocks for n in per_block[b]))
+                for lay in self.layers
+            ],
+        )
         by_id = {id(a): n for n, a in model.parameters().items()}
         weights = {i: self.swarmx.weights[n] for i, n in by_id.items()}
         grads = {i: self.swarmx.grads[n] for i, n in by_id.items()}
         self.bank = MaskBank()
         self.shards = [Shard() for _ in range(self.num_csx)]
         scratch: dict[str, dict] = {}  # the systems run one after another: share scratch
-        self.systems = [make_replica(model, weights, grads, bank=self.bank, shard=s,
-                                     scratch=scratch) for s in self.shards]
+        self.systems = [
+            make_replica(model, weights, grads, bank=self.bank, shard=s, scratch=scratch)
+            for s in self.shards
+        ]
         for system in self.systems:
             system.train()
         took = time.perf_counter() - t0
         log.info(f"Loading CPU pre-initialized weights took {took:.3f} seconds")
-        log.debug(f"MemoryX holds {self.memoryx.nbytes} bytes; {self.num_csx} CS-X system(s), "
-                  f"{len(self.layers)} layers streamed per step")
+        log.debug(
+            f"MemoryX holds {self.memoryx.nbytes} bytes; {self.num_csx} CS-X system(s), "
+            f"{len(self.layers)} layers streamed per step"
+        )
         return LoadReport(self.compile_time, took, self.est_samples_per_sec)
 
     def summary_arrays(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
@@ -202,7 +223,7 @@ class WeightStreamingExecutor(QueuedExecutor):
                         x = sys_.blocks[b].forward(x)
                 acts[i] = x
         for k in range(len(self.layers) - 1, -1, -1):  # backward; the retained layer's weights
-            layer = self.layers[k]                       # are still on the wafer
+            layer = self.layers[k]  # are still on the wafer
             if not layer.retained:
                 sx.broadcast(k)
             if record:
@@ -210,8 +231,11 @@ class WeightStreamingExecutor(QueuedExecutor):
             for i, sys_ in enumerate(systems):
                 d = acts[i]
                 for b in reversed(layer.blocks):
-                    d = (sys_.blocks[b].backward(scale * shards[i].weight) if b == last
-                         else sys_.blocks[b].backward(d))
+                    d = (
+                        sys_.blocks[b].backward(scale * shards[i].weight)
+                        if b == last
+                        else sys_.blocks[b].backward(d)
+                    )
                 acts[i] = d
                 sx.reduce(k)
         return float(np.float32(sum(lo * s.weight for lo, s in zip(losses, shards, strict=True))))

@@ -25,8 +25,16 @@ import sys
 from pathlib import Path
 from string import Template
 
-__all__ = ["DEPENDENCIES", "GUARD", "project_root", "missing_dependency", "venv_python",
-           "ensure_environment", "RUN_PY", "run_py_text"]
+__all__ = [
+    "DEPENDENCIES",
+    "GUARD",
+    "project_root",
+    "missing_dependency",
+    "venv_python",
+    "ensure_environment",
+    "RUN_PY",
+    "run_py_text",
+]
 
 DEPENDENCIES = ("numpy", "yaml", "rich", "tensorboardX")  # what a run imports (pyproject.toml)
 GUARD = "CS2SIM_REEXEC"  # set on the re-executed process: never re-exec twice
@@ -69,9 +77,11 @@ def ensure_environment(run_py: str) -> str | None:
         return None
     root = project_root(run_py)
     if root is None:  # a copy outside the checkout: only an activated venv or $CS2SIM_VENV helps
-        return (f"error: run.py needs the Python package {missing!r}, which {sys.executable} "
-                "cannot import; run it with the python of the venv cs2sim is installed in "
-                "(activate it, or set CS2SIM_VENV to it).")
+        return (
+            f"error: run.py needs the Python package {missing!r}, which {sys.executable} "
+            "cannot import; run it with the python of the venv cs2sim is installed in "
+            "(activate it, or set CS2SIM_VENV to it)."
+        )
     exe = venv_python(root)
     if exe is not None and os.environ.get(GUARD) is None:
         env = {**os.environ, GUARD: str(exe)}
@@ -79,11 +89,16 @@ def ensure_environment(run_py: str) -> str | None:
         sys.stdout.flush()
         sys.stderr.flush()
         os.execve(exe, argv, env)  # does not return
-    where = (f"the venv's interpreter {exe} lacks it too" if exe is not None
-             else f"no venv was found in {root}")
-    return (f"error: run.py needs the Python package {missing!r}, which {sys.executable} cannot "
-            f"import and {where}; install the project once with: cd {root} && "
-            f"python3 -m venv .venv && .venv/bin/pip install -e .")
+    where = (
+        f"the venv's interpreter {exe} lacks it too"
+        if exe is not None
+        else f"no venv was found in {root}"
+    )
+    return (
+        f"error: run.py needs the Python package {missing!r}, which {sys.executable} cannot "
+        f"import and {where}; install the project once with: cd {root} && "
+        f"python3 -m venv .venv && .venv/bin/pip install -e ."
+    )
 
 
 # Every Model Zoo model's run.py is this text with its name (tests/modelzoo/test_run_py.py

@@ -45,10 +45,28 @@ from cs2sim.system import knobs
 from cs2sim.system.sched.pycmd import SECRET_ENV
 from cs2sim.system.wire import LEN, Closed, FrameError, recv_exact_into, recv_obj
 
-__all__ = ["Closed", "FrameError", "SECRET_ENV", "MAX_HEADER", "POLL_S", "send_frame",
-           "recv_header", "recv_frame", "recv_arrays", "check_arrays", "Layout", "new_secret",
-           "env_secret", "hello_proof", "welcome_proof", "proof_ok", "claim_text", "nonce",
-           "printable", "tune"]
+__all__ = [
+    "Closed",
+    "FrameError",
+    "SECRET_ENV",
+    "MAX_HEADER",
+    "POLL_S",
+    "send_frame",
+    "recv_header",
+    "recv_frame",
+    "recv_arrays",
+    "check_arrays",
+    "Layout",
+    "new_secret",
+    "env_secret",
+    "hello_proof",
+    "welcome_proof",
+    "proof_ok",
+    "claim_text",
+    "nonce",
+    "printable",
+    "tune",
+]
 
 MAX_HEADER = 64 * 1024  # bytes of JSON header; our largest (a hello, an error text) is < 2 KiB
 MAX_ARRAYS = 64  # arrays in one frame
@@ -61,8 +79,9 @@ Layout = list[tuple[str, np.dtype, tuple[int, ...]]]  # [(name, dtype, shape)] i
 
 
 # -- frames ---------------------------------------------------------------------------------------
-def send_frame(sock: socket.socket, header: dict[str, Any],
-               arrays: dict[str, np.ndarray] | None = None) -> None:
+def send_frame(
+    sock: socket.socket, header: dict[str, Any], arrays: dict[str, np.ndarray] | None = None
+) -> None:
     """One frame: length, JSON header (with the arrays' dtype/shape), the arrays' bytes."""
     arrays = arrays or {}
     header = dict(header)
@@ -73,8 +92,9 @@ def send_frame(sock: socket.socket, header: dict[str, Any],
         sock.sendall(memoryview(np.ascontiguousarray(a)).cast("B"))
 
 
-def recv_header(sock: socket.socket, max_header: int = MAX_HEADER,
-                deadline: float | None = None) -> dict[str, Any]:
+def recv_header(
+    sock: socket.socket, max_header: int = MAX_HEADER, deadline: float | None = None
+) -> dict[str, Any]:
     """The next frame's header (an object); its arrays' bytes are NOT read (see recv_arrays).
     With `deadline` (time.monotonic), the whole header must arrive by then (else Closed)."""
     return recv_obj(sock, max_header, deadline)
@@ -89,18 +109,25 @@ def _parse_layout(listed: Any) -> Layout:
     out: Layout = []
     total = 0
     for item in listed:
-        if not (isinstance(item, list) and len(item) == 3 and isinstance(item[0], str)
-                and isinstance(item[1], str) and isinstance(item[2], list)):
+        if not (
+            isinstance(item, list)
+            and len(item) == 3
+            and isinstance(item[0], str)
+            and isinstance(item[1], str)
+            and isinstance(item[2], list)
+        ):
             raise FrameError("an array entry that is not [name, dtype, shape]")
         name, dtype_text, shape = item
         try:
             dtype = np.dtype(dtype_text)
         except (TypeError, ValueError):
-            raise FrameError(f"array {name[:40]!r} with the unknown dtype {dtype_text[:20]!r}"
-                             ) from None
+            raise FrameError(
+                f"array {name[:40]!r} with the unknown dtype {dtype_text[:20]!r}"
+            ) from None
         if dtype.kind not in NUMERIC_KINDS or dtype.hasobject or dtype.subdtype is not None:
-            raise FrameError(f"array {name[:40]!r} of dtype {dtype_text[:20]!r} (numeric "
-                             "dtypes only)")
+            raise FrameError(
+                f"array {name[:40]!r} of dtype {dtype_text[:20]!r} (numeric dtypes only)"
+            )
         if len(shape) > MAX_NDIM or not all(type(d) is int and 0 <= d < 1 << 40 for d in shape):
             raise FrameError(f"array {name[:40]!r} with the impossible shape {str(shape)[:60]}")
         nbytes = dtype.itemsize * math.prod(shape)
@@ -120,8 +147,10 @@ def check_arrays(header: dict[str, Any], expected: Layout | None = None) -> Layo
         return expected
     layout = _parse_layout(listed)
     if expected is not None and layout != expected:
+
         def show(lay: Layout) -> str:
             return ", ".join(f"{n} {d.str}{list(s)}" for n, d, s in lay)[:200] or "none"
+
         raise FrameError(f"arrays {show(layout)} where {show(expected)} were expected")
     return layout
 
@@ -141,8 +170,9 @@ def _raw(layout: Layout) -> list[list[Any]]:
 _RAW: dict[int, tuple[Layout, list[list[Any]]]] = {}
 
 
-def recv_arrays(sock: socket.socket, layout: Layout,
-                deadline: float | None = None) -> dict[str, np.ndarray]:
+def recv_arrays(
+    sock: socket.socket, layout: Layout, deadline: float | None = None
+) -> dict[str, np.ndarray]:
     """Receive the arrays of a checked layout straight into new numpy arrays."""
     arrays: dict[str, np.ndarray] = {}
     for name, dtype, shape in layout:
@@ -153,8 +183,9 @@ def recv_arrays(sock: socket.socket, layout: Layout,
     return arrays
 
 
-def recv_frame(sock: socket.socket, expected: Layout | None = None,
-               deadline: float | None = None) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+def recv_frame(
+    sock: socket.socket, expected: Layout | None = None, deadline: float | None = None
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The next frame: (header, arrays); a frame carrying arrays must match `expected`
     (None: no arrays allowed at all). Raises Closed at EOF or past `deadline`, FrameError
     when malformed."""

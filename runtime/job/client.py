@@ -34,12 +34,18 @@ class StreamerConnection:
     """A streamer's or coordinator's link to its chief, found through the rendezvous file and
     opened with the handshake of runtime/job/channel.py (the chief proves the secret too)."""
 
-    def __init__(self, info: TaskInfo, model_dir: Path, hello: dict[str, Any],
-                 secret: bytes | None = None) -> None:
+    def __init__(
+        self, info: TaskInfo, model_dir: Path, hello: dict[str, Any], secret: bytes | None = None
+    ) -> None:
         self.info = info
         self.dir = d = rendezvous.job_dir(model_dir, info.job_id)
-        claim = {"job": info.job_id, "procid": info.procid, "node": info.node,
-                 "pid": os.getpid(), **hello}
+        claim = {
+            "job": info.job_id,
+            "procid": info.procid,
+            "node": info.node,
+            "pid": os.getpid(),
+            **hello,
+        }
         deadline = time.monotonic() + rendezvous_timeout()
         refused: str | None = None
         while True:
@@ -60,8 +66,10 @@ class StreamerConnection:
             if time.monotonic() > deadline:
                 if refused:
                     raise RuntimeFailure(refused)
-                raise RuntimeFailure(f"{info.name} found no chief at {d / rendezvous.ADDR_FILE} "
-                                     f"within {rendezvous_timeout():g} s; is task 0 running?")
+                raise RuntimeFailure(
+                    f"{info.name} found no chief at {d / rendezvous.ADDR_FILE} "
+                    f"within {rendezvous_timeout():g} s; is task 0 running?"
+                )
             time.sleep(POLL_S)
 
     def ended(self) -> ChiefEnded | None:
@@ -79,15 +87,16 @@ def _handshake(sock: socket.socket, secret: bytes, claim: dict[str, Any]) -> soc
         raise FrameError("no challenge")
     task_nonce = channel.nonce()
     hello = {**claim, "nonce": task_nonce}
-    hello["proof"] = channel.hello_proof(secret, chief_nonce, task_nonce,
-                                         channel.claim_text(hello))
+    hello["proof"] = channel.hello_proof(secret, chief_nonce, task_nonce, channel.claim_text(hello))
     send_frame(sock, hello)
     welcome, _ = recv_frame(sock, deadline=deadline)
     expected = channel.welcome_proof(secret, task_nonce, chief_nonce)
     if welcome.get("type") != "welcome" or not channel.proof_ok(welcome.get("proof"), expected):
-        raise RuntimeFailure("the process listening at the chief's address did not prove it "
-                             "holds the job's secret; the job's rendezvous files were replaced "
-                             "or the launcher's secret differs between tasks.")
+        raise RuntimeFailure(
+            "the process listening at the chief's address did not prove it "
+            "holds the job's secret; the job's rendezvous files were replaced "
+            "or the launcher's secret differs between tasks."
+        )
     sock.settimeout(None)
     return sock
 
@@ -151,5 +160,3 @@ class Control:
 
     def done(self) -> bool:
         return self.ended is not None or self.lost
-
-

@@ -36,8 +36,9 @@ def coordinate(info: TaskInfo, model_dir: Path) -> int:
         if late is not None:
             log.info(f"The chief ended with exit code {late.status}")
             return late.status
-        log.error("the chief closed the connection without ending the job; this coordinator "
-                  "stops too.")
+        log.error(
+            "the chief closed the connection without ending the job; this coordinator stops too."
+        )
         return 1
     status = int(control.ended.get("status", 1))
     log.info(f"The chief ended with exit code {status}")

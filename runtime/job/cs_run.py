@@ -91,14 +91,20 @@ class SystemStopped(RuntimeFailure):
 class CsRun:
     """One run.py invocation with --cs_ip, from the gate to the job's outcome."""
 
-    def __init__(self, model_name: str, params: dict, model_dir: Path, cs_ip: str, *,
-                 command: str | None = None) -> None:
+    def __init__(
+        self,
+        model_name: str,
+        params: dict,
+        model_dir: Path,
+        cs_ip: str,
+        *,
+        command: str | None = None,
+    ) -> None:
         self.model_name, self.params, self.model_dir = model_name, params, Path(model_dir)
         self.cs_ip = cs_ip
         self.mode = execution_mode()
         self.num_csx = int(params["runconfig"].get("num_csx") or 1)
-        self.command = command or " ".join(
-            [launcher_word(), *(shlex.quote(a) for a in sys.argv)])
+        self.command = command or " ".join([launcher_word(), *(shlex.quote(a) for a in sys.argv)])
         wsjob = knobs.raw("CS2SIM_WSJOB")  # the cluster server's execute job runs this
         if wsjob and not command:
             self.command = f"{wsjob}: {self.command}"
@@ -168,14 +174,21 @@ class CsRun:
         if self.job is None:
             who = local_identity(self.store)
             self.job = self.machine.register_job(
-                who, self.mode, self.command, os.getpid(),
+                who,
+                self.mode,
+                self.command,
+                os.getpid(),
                 job_id=int(slurm) if slurm.isascii() and slurm.isdigit() else None,
-                num_csx=self.systems_wanted)
+                num_csx=self.systems_wanted,
+            )
         # the two differ only when a Slurm id met an older job's id in the store: name both
         under = f" (Slurm job {slurm})" if slurm and slurm != str(self.job.id) else ""
         held = tuple(self.job.systems) or (self.machine.name,)
-        on = (f"{self.machine.name} ({self.machine.ip})" if len(held) == 1
-              else f"{len(held)} CS-2 systems ({', '.join(held)})")
+        on = (
+            f"{self.machine.name} ({self.machine.ip})"
+            if len(held) == 1
+            else f"{len(held)} CS-2 systems ({', '.join(held)})"
+        )
         log.info(f"Job {self.job.id}{under} is running on {on} in {self.mode} mode.")
         if not owned:
             trainer.executor = self.prepare()
@@ -216,40 +229,59 @@ class CsRun:
 
         # a cluster server's execute job loads the compile its client found or made
         cached = knobs.raw("CS2SIM_COMPILE_FROM")
-        res = compile_run(self.model_name, self.params, self.model_dir, mode=self.mode,
-                          target=self.machine.name, on_stage=on_stage,
-                          input_cluster=self.input_cluster(),
-                          cached=Path(cached) if cached else None)
+        res = compile_run(
+            self.model_name,
+            self.params,
+            self.model_dir,
+            mode=self.mode,
+            target=self.machine.name,
+            on_stage=on_stage,
+            input_cluster=self.input_cluster(),
+            cached=Path(cached) if cached else None,
+        )
         if res.reused and cached and res.directory == Path(cached):
-            log.info(f'Loading the cached compile with hash "{res.directory.name}" from '
-                     f"{res.directory.parent} (not compiling again)")
+            log.info(
+                f'Loading the cached compile with hash "{res.directory.name}" from '
+                f"{res.directory.parent} (not compiling again)"
+            )
         elif res.reused:
             log.info(f"Reusing existing compilation in {res.directory}")
         n, took = seen[0], time.perf_counter() - t0
         # the PSC Neocortex run transcript (docs/sources.md): "Cerebras compilation completed: ...
         # 19/? [00:25s,  1.35s/stages]"
-        log.info(f"Cerebras compilation completed: {n}/{n} [{int(took) // 60:02d}:"
-                 f"{int(took) % 60:02d}s, {took / max(n, 1):5.2f}s/stages]")
+        log.info(
+            f"Cerebras compilation completed: {n}/{n} [{int(took) // 60:02d}:"
+            f"{int(took) % 60:02d}s, {took / max(n, 1):5.2f}s/stages]"
+        )
         log.info("=============== Cerebras Compilation Completed ===============")
         if res.est_samples_per_sec:
-            log.info(f"Compiler estimate for {self.machine.name}: {res.est_samples_per_sec:.1f} "
-                     "samples/sec on a CS-2 (est_samples_per_sec in performance.json); Rate and "
-                     "GlobalRate below are measured on this host.")
+            log.info(
+                f"Compiler estimate for {self.machine.name}: {res.est_samples_per_sec:.1f} "
+                "samples/sec on a CS-2 (est_samples_per_sec in performance.json); Rate and "
+                "GlobalRate below are measured on this host."
+            )
         if self.mode is ExecMode.PIPELINED:
             from cs2sim.runtime.compiler.report import pe_share
             from cs2sim.runtime.executors.pipelined import PipelinedExecutor
 
             share = pe_share(res.active_pes, res.total_pes) if res.active_pes else None
             ex: QueuedExecutor = PipelinedExecutor(
-                res.plan, compile_time=res.compile_time,
-                est_samples_per_sec=res.est_samples_per_sec, active_pes=res.active_pes,
-                total_pes=res.total_pes, pe_share=share)
+                res.plan,
+                compile_time=res.compile_time,
+                est_samples_per_sec=res.est_samples_per_sec,
+                active_pes=res.active_pes,
+                total_pes=res.total_pes,
+                pe_share=share,
+            )
         else:
             from cs2sim.runtime.executors.weight_streaming import WeightStreamingExecutor
 
             ex = WeightStreamingExecutor(
-                self.num_csx, res.plan, compile_time=res.compile_time,
-                est_samples_per_sec=res.est_samples_per_sec)
+                self.num_csx,
+                res.plan,
+                compile_time=res.compile_time,
+                est_samples_per_sec=res.est_samples_per_sec,
+            )
         from cs2sim.runtime.artifacts.perf import plan_batches
         from cs2sim.runtime.compiler.timetrain import for_plan
 
@@ -259,11 +291,15 @@ class CsRun:
             log.info(f"{res.plan.batch_line()} on {', '.join(systems)}.")
         if ttt is not None:
             log.info(f"Time to train (CS-2 estimate): {ttt.line()}.")
-        ex.run_info = {"system": self.machine.name, "systems": systems,
-                       "execution_mode": str(self.mode), "num_csx": self.num_csx,
-                       "job_id": self.job.id if self.job else None,
-                       **plan_batches(res.plan),
-                       "time_to_train": ttt.as_dict() if ttt else None}
+        ex.run_info = {
+            "system": self.machine.name,
+            "systems": systems,
+            "execution_mode": str(self.mode),
+            "num_csx": self.num_csx,
+            "job_id": self.job.id if self.job else None,
+            **plan_batches(res.plan),
+            "time_to_train": ttt.as_dict() if ttt else None,
+        }
         ex.before_step = self.watch
         self.executor = ex
         return ex
@@ -288,18 +324,21 @@ class CsRun:
         else:
             return
         # what brings the system back: from FAULT a standby comes first (system/state.py)
-        fix = ("`system standby` and `system activate`" if status.state is State.FAULT
-               else "`system activate`")
+        fix = (
+            "`system standby` and `system activate`"
+            if status.state is State.FAULT
+            else "`system activate`"
+        )
         held = tuple(getattr(self.job, "systems", ())) or (status.name,)
         others = [n for n in held if n != status.name]
-        freed = (f" (its {len(held)} systems, {', '.join(held)}, are released)"
-                 if others else "")
+        freed = f" (its {len(held)} systems, {', '.join(held)}, are released)" if others else ""
         trainer = self.trainer
         raise SystemStopped(
             f"System {status.name} went to {status.state} while job {self.job.id} ran, so "
             f"training stopped before global step {step}{freed}",
-            trainer.resume_text if trainer is not None else lambda: (
-                "running the same command again resumes from its last checkpoint, if any"),
+            trainer.resume_text
+            if trainer is not None
+            else lambda: "running the same command again resumes from its last checkpoint, if any",
             f"once an admin has run {fix}" + (f" on {status.name}." if others else "."),
         )
 
@@ -309,10 +348,10 @@ class CsRun:
             from cs2sim.system.machine import Machine
 
             held = tuple(getattr(self.job, "systems", ())) or (self.machine.name,)
-            self._machines = [self.machine if n == self.machine.name
-                              else Machine(self.store, n) for n in held]
+            self._machines = [
+                self.machine if n == self.machine.name else Machine(self.store, n) for n in held
+            ]
         return self._machines
-
 
     def _inject_fault(self, step: int) -> None:
         """The test knob: the system goes to FAULT now, before `step` (then the watch sees it)."""
@@ -320,8 +359,7 @@ class CsRun:
 
         self._fault_at = None  # once
         self._next_watch = 0.0  # the watch below reads the state at once
-        reason = knobs.text(FAULT_REASON_ENV) or (
-            f"injected fault before global step {step}")
+        reason = knobs.text(FAULT_REASON_ENV) or (f"injected fault before global step {step}")
         self.machine.inject_fault(Identity("testkit", Role.ADMIN, "internal"), reason)
 
 
@@ -345,5 +383,8 @@ def known_input_cluster(model_dir: Any, model_name: str) -> Any:
     advised = recommended_streamers(model_dir, model_name)  # a compile outside a CS-2 job
     if advised is None:
         return None
-    return InputCluster(advised, rate, "cs_input_analyzer (host measurement), the "
-                        f"{advised} streamer task(s) it recommended")
+    return InputCluster(
+        advised,
+        rate,
+        f"cs_input_analyzer (host measurement), the {advised} streamer task(s) it recommended",
+    )

@@ -82,10 +82,14 @@ class Door:
     hello is refused (None: it proved the job's secret); `welcome(hello, chief_nonce)` is the
     chief's answer to a good one."""
 
-    def __init__(self, sock: socket.socket, check: Callable[[dict[str, Any], str], str | None],
-                 welcome: Callable[[dict[str, Any], str], dict[str, Any]],
-                 admit: Callable[[socket.socket, dict[str, Any]], None],
-                 closing: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        sock: socket.socket,
+        check: Callable[[dict[str, Any], str], str | None],
+        welcome: Callable[[dict[str, Any], str], dict[str, Any]],
+        admit: Callable[[socket.socket, dict[str, Any]], None],
+        closing: Callable[[], bool],
+    ) -> None:
         self._sock = sock
         self._check, self._welcome, self._admit, self._closing = check, welcome, admit, closing
         self._lock = threading.Lock()
@@ -105,8 +109,11 @@ class Door:
     def _lane(self, conn: socket.socket, addr: Any) -> tuple[Any, int]:
         """(lane key, its size) for a new connection."""
         host = addr[0] if isinstance(addr, tuple) else ""
-        local = host.startswith("127.") or host in ("::1", "::ffff:127.0.0.1") \
+        local = (
+            host.startswith("127.")
+            or host in ("::1", "::ffff:127.0.0.1")
             or host in _local_addresses()
+        )
         uid = peer_uid(conn) if local else None
         if uid is None:
             return REMOTE, REMOTE_PENDING
@@ -133,8 +140,9 @@ class Door:
                     with contextlib.suppress(OSError):
                         old.shutdown(socket.SHUT_RDWR)  # its handshake thread sees EOF now
                 queue[conn] = time.monotonic()
-            threading.Thread(target=self._hello, args=(conn, addr, lane), daemon=True,
-                             name="chief-hello").start()
+            threading.Thread(
+                target=self._hello, args=(conn, addr, lane), daemon=True, name="chief-hello"
+            ).start()
 
     def _leave(self, conn: socket.socket, lane: Any) -> bool:
         """Take `conn` out of its lane; False when it had been evicted meanwhile."""
@@ -167,16 +175,20 @@ class Door:
                     conn.settimeout(max(0.01, deadline - time.monotonic()))
                     send_frame(conn, self._welcome(header, chief_nonce))
             except (Closed, TimeoutError):
-                why = (f"sent no complete hello within {HELLO_TIMEOUT_S:g} s"
-                       if time.monotonic() >= deadline
-                       else "closed the connection before its hello")
+                why = (
+                    f"sent no complete hello within {HELLO_TIMEOUT_S:g} s"
+                    if time.monotonic() >= deadline
+                    else "closed the connection before its hello"
+                )
             except FrameError as e:
                 why = f"sent {e}"
             except OSError as e:
                 why = f"failed ({e.strerror or e})"
             if not self._leave(conn, lane):
-                why = ("was closed to make room for newer connections while its handshake was "
-                       "incomplete")
+                why = (
+                    "was closed to make room for newer connections while its handshake was "
+                    "incomplete"
+                )
             if why is not None:
                 self._refuse(addr, header, why)
                 conn.close()
@@ -199,14 +211,21 @@ class Door:
         if n > MAX_REFUSAL_LINES + 1:
             return
         if n == MAX_REFUSAL_LINES + 1:
-            log.warning(f"More than {MAX_REFUSAL_LINES} connections to the chief were refused; "
-                        "further ones are not logged.")
+            log.warning(
+                f"More than {MAX_REFUSAL_LINES} connections to the chief were refused; "
+                "further ones are not logged."
+            )
             return
-        where = (f"{channel.printable(addr[0], 64)}:{channel.printable(addr[1], 8)}"
-                 if isinstance(addr, tuple) and len(addr) >= 2 else "?")
-        log.warning(f"Refused a connection to the chief from {where}{claimed(claim)}: it "
-                    f"{channel.printable(why, 300)}; it is not a task of this job, and the job "
-                    "goes on.")
+        where = (
+            f"{channel.printable(addr[0], 64)}:{channel.printable(addr[1], 8)}"
+            if isinstance(addr, tuple) and len(addr) >= 2
+            else "?"
+        )
+        log.warning(
+            f"Refused a connection to the chief from {where}{claimed(claim)}: it "
+            f"{channel.printable(why, 300)}; it is not a task of this job, and the job "
+            "goes on."
+        )
 
 
 def claimed(claim: dict[str, Any] | None) -> str:
@@ -221,8 +240,10 @@ def claimed(claim: dict[str, Any] | None) -> str:
     who = show("type")
     if claim.get("rank") is not None:
         who += f" {show('rank')}"
-    return (f", claiming to be {who} of job {show('job')} (task {show('procid')} on node "
-            f"{show('node')}, pid {show('pid')})")
+    return (
+        f", claiming to be {who} of job {show('job')} (task {show('procid')} on node "
+        f"{show('node')}, pid {show('pid')})"
+    )
 
 
 _LOCAL: set[str] | None = None

@@ -25,8 +25,15 @@ from cs2sim.runtime.job.roles import TaskInfo
 from cs2sim.system import procfs
 from cs2sim.system.errors import CsError
 
-__all__ = ["ENDED_FILE", "ENDED_FRESH_S", "ChiefEnded", "write_ended", "read_ended", "prune",
-           "exit_status"]
+__all__ = [
+    "ENDED_FILE",
+    "ENDED_FRESH_S",
+    "ChiefEnded",
+    "write_ended",
+    "read_ended",
+    "prune",
+    "exit_status",
+]
 
 ENDED_FILE = "ended.json"
 ENDED_FRESH_S = 120.0  # an ended record this much older than the reading task is another job's
@@ -36,10 +43,21 @@ ENDED_KEEP_S = 86400.0  # a chief removes other jobs' rendezvous directories end
 def write_ended(directory: Path, info: TaskInfo, status: int, text: str = "") -> None:
     """The chief's ended record: where late streamers and coordinators find its outcome."""
     with contextlib.suppress(OSError):
-        atomic_write(directory / ENDED_FILE, json.dumps({
-            "job": info.job_id, "status": int(status), "text": text, "at": time.time(),
-            "pid": os.getpid(), "node": info.node,
-        }) + "\n", mode=0o600)
+        atomic_write(
+            directory / ENDED_FILE,
+            json.dumps(
+                {
+                    "job": info.job_id,
+                    "status": int(status),
+                    "text": text,
+                    "at": time.time(),
+                    "pid": os.getpid(),
+                    "node": info.node,
+                }
+            )
+            + "\n",
+            mode=0o600,
+        )
 
 
 class ChiefEnded(Exception):
@@ -89,7 +107,6 @@ def prune(parent: Path) -> None:
                     d.rmdir()
 
 
-
 def exit_status(exc: BaseException | None) -> int:
     """The exit code run.py gives for `exc` (cli.main's mapping)."""
     if exc is None:
@@ -99,5 +116,3 @@ def exit_status(exc: BaseException | None) -> int:
     if isinstance(exc, KeyboardInterrupt):
         return 130
     return 1
-
-

@@ -81,16 +81,18 @@ class Link:
 
     @property
     def name(self) -> str:
-        return (f"input streamer {self.rank} (task {self.procid} on node "
-                f"{printable(self.node, 64)}, pid {self.pid})")
-
+        return (
+            f"input streamer {self.rank} (task {self.procid} on node "
+            f"{printable(self.node, 64)}, pid {self.pid})"
+        )
 
 
 class ChiefHub:
     """The chief's listener: accepts its streamers and coordinators, serves RemoteStreams."""
 
-    def __init__(self, info: TaskInfo, model_dir: Path, *, prefetch: int = 4,
-                 host: str | None = None) -> None:
+    def __init__(
+        self, info: TaskInfo, model_dir: Path, *, prefetch: int = 4, host: str | None = None
+    ) -> None:
         self.info = info
         self.num_streamers = info.num_streamers
         # ready batches per streamer: a 96-streamer job must not hold 96 x 4 batches
@@ -118,13 +120,22 @@ class ChiefHub:
         self._layouts: dict[str, Layout] = {}  # split -> its first batch's layout (rows = 0)
         self._expect: dict[tuple[str, int], Layout] = {}  # (split, rows) -> the exact layout
         self.bad_hello: str | None = None
-        hosts = [h for h in (host or knobs.raw("CS2SIM_CHIEF_HOST"),
-                             _host_address(), "127.0.0.1") if h]
-        rendezvous.write_address(self.dir, {
-            "hosts": list(dict.fromkeys(hosts)), "port": self.port, "node": info.node,
-            "job": info.job_id, "streamers": self.num_streamers})
-        self.door = Door(self._sock, self._check_hello, self._welcome, self._join,
-                         lambda: self._closing)
+        hosts = [
+            h for h in (host or knobs.raw("CS2SIM_CHIEF_HOST"), _host_address(), "127.0.0.1") if h
+        ]
+        rendezvous.write_address(
+            self.dir,
+            {
+                "hosts": list(dict.fromkeys(hosts)),
+                "port": self.port,
+                "node": info.node,
+                "job": info.job_id,
+                "streamers": self.num_streamers,
+            },
+        )
+        self.door = Door(
+            self._sock, self._check_hello, self._welcome, self._join, lambda: self._closing
+        )
 
     @property
     def refused(self) -> int:
@@ -139,8 +150,9 @@ class ChiefHub:
         task_nonce = header.get("nonce")
         if not isinstance(task_nonce, str) or not 16 <= len(task_nonce) <= 128:
             return "sent a hello without a valid nonce"
-        expected = channel.hello_proof(self._secret, chief_nonce, task_nonce,
-                                       channel.claim_text(header))
+        expected = channel.hello_proof(
+            self._secret, chief_nonce, task_nonce, channel.claim_text(header)
+        )
         if not channel.proof_ok(header.get("proof"), expected):
             return "did not prove it holds the job's secret"
         if header.get("job") != self.info.job_id:  # a task of another job, same secret: no
@@ -151,31 +163,43 @@ class ChiefHub:
         return None
 
     def _welcome(self, hello: dict[str, Any], chief_nonce: str) -> dict[str, Any]:
-        return {"type": "welcome",
-                "proof": channel.welcome_proof(self._secret, hello["nonce"], chief_nonce)}
+        return {
+            "type": "welcome",
+            "proof": channel.welcome_proof(self._secret, hello["nonce"], chief_nonce),
+        }
 
     def _join(self, conn: socket.socket, header: dict[str, Any]) -> None:
         """An authenticated task joins: a coordinator, or the streamer of its rank."""
         with self._joined:
             if header.get("type") == "coordinator":
                 self.coordinators.append(conn)
-                log.debug(f"Coordinator task {printable(header.get('procid'))} on node "
-                          f"{printable(header.get('node'))} joined")
+                log.debug(
+                    f"Coordinator task {printable(header.get('procid'))} on node "
+                    f"{printable(header.get('node'))} joined"
+                )
                 return
             rank = int(header["rank"])
             if not 0 <= rank < self.num_streamers or rank in self.links:
-                self.bad_hello = (f"task {printable(header.get('procid'))} on node "
-                                  f"{printable(header.get('node'))} announced streamer rank "
-                                  f"{rank} of {self.num_streamers}")
+                self.bad_hello = (
+                    f"task {printable(header.get('procid'))} on node "
+                    f"{printable(header.get('node'))} announced streamer rank "
+                    f"{rank} of {self.num_streamers}"
+                )
                 conn.close()
                 self._joined.notify_all()
                 return
             procid, pid = header.get("procid"), header.get("pid")
-            link = Link(rank, procid if type(procid) is int else -1,
-                         str(header.get("node", "?"))[:64], pid if type(pid) is int else -1,
-                         conn, queue.Queue(maxsize=self.prefetch))
-            link.reader = threading.Thread(target=self._read, args=(link,), daemon=True,
-                                           name=f"chief-read-{rank}")
+            link = Link(
+                rank,
+                procid if type(procid) is int else -1,
+                str(header.get("node", "?"))[:64],
+                pid if type(pid) is int else -1,
+                conn,
+                queue.Queue(maxsize=self.prefetch),
+            )
+            link.reader = threading.Thread(
+                target=self._read, args=(link,), daemon=True, name=f"chief-read-{rank}"
+            )
             self.links[rank] = link
             link.reader.start()
             self._joined.notify_all()
@@ -194,8 +218,12 @@ class ChiefHub:
             raise FrameError(f"a batch of the unknown session {str(session)[:20]}")
         split, plan, start = self._sessions[session]
         total = plan.total_batches
-        if type(g) is not int or g < start or (total is not None and g >= total) \
-                or (g - start) % self.num_streamers != link.rank:
+        if (
+            type(g) is not int
+            or g < start
+            or (total is not None and g >= total)
+            or (g - start) % self.num_streamers != link.rank
+        ):
             raise FrameError(f"batch {str(g)[:20]}, which is not one of its batches")
         rows = _rows(plan, g)
         layout = channel.check_arrays(header)  # well formed; now the exact shapes:
@@ -249,16 +277,19 @@ class ChiefHub:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     missing = sorted(set(range(self.num_streamers)) - set(self.links))
-                    shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10
-                                                                 else "")
+                    shown = ", ".join(map(str, missing[:10])) + (
+                        " ..." if len(missing) > 10 else ""
+                    )
                     raise RuntimeFailure(
                         f"{len(missing)} of {self.num_streamers} input streamer(s) did not "
                         f"connect to the chief within {timeout:g} s (rank(s) {shown}); check "
-                        f"their task logs, or raise CS2SIM_STREAMER_TIMEOUT.")
+                        f"their task logs, or raise CS2SIM_STREAMER_TIMEOUT."
+                    )
                 self._joined.wait(min(left, POLL_S))
             if self.bad_hello:
-                raise RuntimeFailure(f"the job's tasks disagree on its layout: "
-                                     f"{self.bad_hello}; relaunch the job.")
+                raise RuntimeFailure(
+                    f"the job's tasks disagree on its layout: {self.bad_hello}; relaunch the job."
+                )
 
     # sessions ----------------------------------------------------------------------------------
     def open(self, split: str, start: int, plan: Any) -> int:
@@ -272,8 +303,16 @@ class ChiefHub:
             link.session = session
             link.last = time.monotonic()  # idle between sessions is not a stall
             _drain(link.q)
-            self._send(link, {"type": "open", "session": session, "split": split,
-                              "start": start, "n": self.num_streamers})
+            self._send(
+                link,
+                {
+                    "type": "open",
+                    "session": session,
+                    "split": split,
+                    "start": start,
+                    "n": self.num_streamers,
+                },
+            )
         return session
 
     def close_session(self) -> None:
@@ -291,8 +330,9 @@ class ChiefHub:
         try:
             send_frame(link.sock, header)
         except OSError as e:
-            raise RuntimeFailure(f"{link.name} cannot be reached ({e.strerror or e}); the "
-                                 "task died: see its log.") from None
+            raise RuntimeFailure(
+                f"{link.name} cannot be reached ({e.strerror or e}); the task died: see its log."
+            ) from None
 
     def get(self, link: Link, g: int, session: int) -> dict[str, np.ndarray]:
         """Batch g from `link` (blocks; names the streamer if it died or stalled)."""
@@ -308,16 +348,20 @@ class ChiefHub:
                 if link.dead is not None and link.q.empty():
                     raise RuntimeFailure(
                         f"{link.name} died: it {link.dead} before sending batch {g}; see that "
-                        "task's log (the job stops).") from None
+                        "task's log (the job stops)."
+                    ) from None
                 if time.monotonic() - max(link.last, since) > limit:
                     raise RuntimeFailure(
                         f"{link.name} sent nothing for {limit:g} s while batch {g} was due; "
-                        "it is stuck (see its log) or raise CS2SIM_STREAMER_TIMEOUT.") from None
+                        "it is stuck (see its log) or raise CS2SIM_STREAMER_TIMEOUT."
+                    ) from None
         if header.get("type") == "error":
             raise RuntimeFailure(f"{link.name} failed: {header.get('text')}")
         if header.get("g") != g:
-            raise RuntimeFailure(f"{link.name} sent batch {header.get('g')} where {g} was "
-                                 "expected; the tasks disagree on the input (same params?).")
+            raise RuntimeFailure(
+                f"{link.name} sent batch {header.get('g')} where {g} was "
+                "expected; the tasks disagree on the input (same params?)."
+            )
         return arrays
 
     # end ---------------------------------------------------------------------------------------
@@ -354,13 +398,11 @@ class ChiefHub:
         rendezvous.remove_job_dir(self.dir)  # chief.json and the secret; ended.json stays
 
 
-
 def _rows(plan: Any, g: int) -> int:
     """Rows of batch g under the chief's plan (a shard plan asks its shard's plan)."""
     if hasattr(plan, "shard_of"):
         return len(plan.local(plan.shard_of(g)).indices(g))
     return len(plan.indices(g))
-
 
 
 def _drain(q: queue.Queue) -> None:
@@ -379,7 +421,6 @@ def _host_address() -> str | None:
         return None
 
 
-
 _ACTIVE: ChiefHub | None = None
 
 
@@ -396,8 +437,10 @@ def chief_task(info: TaskInfo, model_dir: Path, prefetch: int = 4) -> Iterator[C
         yield None
         return
     hub = ChiefHub(info, model_dir, prefetch=prefetch)
-    log.debug(f"Chief of job {info.job_id} listening on port {hub.port} for "
-              f"{info.num_streamers} streamer(s) and {info.num_coordinators} coordinator(s)")
+    log.debug(
+        f"Chief of job {info.job_id} listening on port {hub.port} for "
+        f"{info.num_streamers} streamer(s) and {info.num_coordinators} coordinator(s)"
+    )
     _ACTIVE = hub
     try:
         yield hub
@@ -408,4 +451,3 @@ def chief_task(info: TaskInfo, model_dir: Path, prefetch: int = 4) -> Iterator[C
         hub.end(0)
     finally:
         _ACTIVE = None
-

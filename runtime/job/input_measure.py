@@ -57,13 +57,26 @@ class Measurement:
 
     def to_json(self) -> dict[str, Any]:
         """JSON-able, with the rates."""
-        return {**asdict(self), "chief_cpu": round(self.chief_cpu, 3),
-                "samples_per_sec": round(self.samples_per_sec, 3),
-                "per_worker_samples_per_sec": round(self.per_worker, 3)}
+        return {
+            **asdict(self),
+            "chief_cpu": round(self.chief_cpu, 3),
+            "samples_per_sec": round(self.samples_per_sec, 3),
+            "per_worker_samples_per_sec": round(self.per_worker, 3),
+        }
 
 
-def _worker(model_dir: str, job: str, rank: int, n: int, model_name: str, params: dict,
-            seed: int, threads: int, extra_work: int, models: dict | None = None) -> None:
+def _worker(
+    model_dir: str,
+    job: str,
+    rank: int,
+    n: int,
+    model_name: str,
+    params: dict,
+    seed: int,
+    threads: int,
+    extra_work: int,
+    models: dict | None = None,
+) -> None:
     """A streamer task without Slurm: the same connection and loop as the real one."""
     from cs2sim.runtime import registry
     from cs2sim.runtime.data import build_input
@@ -71,8 +84,15 @@ def _worker(model_dir: str, job: str, rank: int, n: int, model_name: str, params
     for cls in (models or {}).values():  # a user's own model, registered by its run.py
         registry.register(cls)
 
-    info = TaskInfo(Role.STREAMER, job_id=job, procid=rank + 1, node=socket.gethostname(),
-                    streamer_rank=rank, num_streamers=n, cpus_per_task=threads)
+    info = TaskInfo(
+        Role.STREAMER,
+        job_id=job,
+        procid=rank + 1,
+        node=socket.gethostname(),
+        streamer_rank=rank,
+        num_streamers=n,
+        cpus_per_task=threads,
+    )
     conn = StreamerConnection(info, Path(model_dir), {"type": "streamer", "rank": rank})
 
     def producers(split: str) -> ShardProducer:
@@ -82,9 +102,17 @@ def _worker(model_dir: str, job: str, rank: int, n: int, model_name: str, params
     sys.exit(streamer_loop(conn.sock, rank, producers))
 
 
-def measure_delivery(model_name: str, params: dict, *, workers: int, threads: int,
-                     seconds: float = 1.0, extra_work: int = 0, seed: int | None = None,
-                     split: str = "train") -> Measurement:
+def measure_delivery(
+    model_name: str,
+    params: dict,
+    *,
+    workers: int,
+    threads: int,
+    seconds: float = 1.0,
+    extra_work: int = 0,
+    seed: int | None = None,
+    split: str = "train",
+) -> Measurement:
     """samples/s that `workers` streamer processes of `threads` threads deliver to one chief."""
     from cs2sim.runtime import registry
     from cs2sim.runtime.data import build_input
@@ -93,13 +121,28 @@ def measure_delivery(model_name: str, params: dict, *, workers: int, threads: in
         seed = int((params.get("runconfig") or {}).get("seed") or 1)
     job = f"measure-{os.getpid()}-{time.monotonic_ns()}"
     with tempfile.TemporaryDirectory(prefix="cs2sim-measure-") as tmp:
-        info = TaskInfo(Role.CHIEF, job_id=job, node=socket.gethostname(),
-                        num_streamers=workers)
+        info = TaskInfo(Role.CHIEF, job_id=job, node=socket.gethostname(), num_streamers=workers)
         hub = ChiefHub(info, Path(tmp), prefetch=4)
-        procs = [_CTX.Process(target=_worker, daemon=True, name=f"cs2sim-measure-{k}",
-                              args=(tmp, job, k, workers, model_name, params, seed, threads,
-                                    extra_work, registry.explicit()))
-                 for k in range(workers)]
+        procs = [
+            _CTX.Process(
+                target=_worker,
+                daemon=True,
+                name=f"cs2sim-measure-{k}",
+                args=(
+                    tmp,
+                    job,
+                    k,
+                    workers,
+                    model_name,
+                    params,
+                    seed,
+                    threads,
+                    extra_work,
+                    registry.explicit(),
+                ),
+            )
+            for k in range(workers)
+        ]
         try:
             with _main_hidden():
                 for p in procs:
@@ -124,8 +167,15 @@ def measure_delivery(model_name: str, params: dict, *, workers: int, threads: in
                     break
             cpu = time.process_time() - cpu0
             stream.close()
-            return Measurement(threads, workers, samples, now - t0, stream.startup_seconds,
-                               stream.batch_size, cpu / max(now - t0, 1e-9))
+            return Measurement(
+                threads,
+                workers,
+                samples,
+                now - t0,
+                stream.startup_seconds,
+                stream.batch_size,
+                cpu / max(now - t0, 1e-9),
+            )
         finally:
             hub.end(0)
             for p in procs:

@@ -88,11 +88,15 @@ class RemoteStream(DataPosition):
         limit = time.monotonic() + streamer_timeout()
         while link.q.empty():
             if link.dead is not None:
-                raise RuntimeFailure(f"{link.name} died: it {link.dead} before its first "
-                                     "batch; see that task's log (the job stops).")
+                raise RuntimeFailure(
+                    f"{link.name} died: it {link.dead} before its first "
+                    "batch; see that task's log (the job stops)."
+                )
             if time.monotonic() > limit:
-                raise RuntimeFailure(f"{link.name} sent no batch within "
-                                     f"{streamer_timeout():g} s of the start; see its log.")
+                raise RuntimeFailure(
+                    f"{link.name} sent no batch within "
+                    f"{streamer_timeout():g} s of the start; see its log."
+                )
             time.sleep(0.005)
 
     def __next__(self) -> dict[str, np.ndarray]:
@@ -136,9 +140,10 @@ class RemoteStream(DataPosition):
 
     def __repr__(self) -> str:
         epoch, index = self.position
-        return (f"RemoteStream({self.split}, streamers={self.hub.num_streamers}, "
-                f"epoch={epoch}, index={index})")
-
+        return (
+            f"RemoteStream({self.split}, streamers={self.hub.num_streamers}, "
+            f"epoch={epoch}, index={index})"
+        )
 
 
 def for_streamers(params: dict, split: str, n: int) -> dict:
@@ -169,5 +174,3 @@ def streamed_input(params: dict, split: str, model_name: str, seed: int) -> Any:
     remote = RemoteStream(hub, local, split)
     local.close()  # only its plan is used; the streamers make the batches
     return remote
-
-

@@ -31,9 +31,20 @@ from cs2sim.runtime.artifacts.atomic import atomic_write
 from cs2sim.system.jobs import process_alive, process_start
 from cs2sim.system.paths import private_dir
 
-__all__ = ["ADDR_FILE", "SECRET_FILE", "read_own", "job_dir", "make_job_dir", "write_address",
-           "read_address", "write_secret", "read_secret", "remove_job_dir", "clean_stale",
-           "this_host"]
+__all__ = [
+    "ADDR_FILE",
+    "SECRET_FILE",
+    "read_own",
+    "job_dir",
+    "make_job_dir",
+    "write_address",
+    "read_address",
+    "write_secret",
+    "read_secret",
+    "remove_job_dir",
+    "clean_stale",
+    "this_host",
+]
 
 ADDR_FILE = "chief.json"
 SECRET_FILE = "secret"
@@ -79,8 +90,7 @@ def read_own(path: Path) -> bytes | None:
 
 def write_address(d: Path, doc: dict[str, Any]) -> None:
     """chief.json, 0600, with this process's identity (pid, start tick, host) for liveness."""
-    doc = {**doc, "pid": os.getpid(), "pid_start": process_start(os.getpid()),
-           "host": this_host()}
+    doc = {**doc, "pid": os.getpid(), "pid_start": process_start(os.getpid()), "host": this_host()}
     atomic_write(d / ADDR_FILE, json.dumps(doc) + "\n", mode=0o600)
 
 

@@ -74,7 +74,8 @@ class TaskInfo:
     def name(self) -> str:
         """How errors name this task: role, rank, Slurm task id and node."""
         who = {"weight": "weight server", "activation": "activation server"}.get(
-            self.server, self.role.value)
+            self.server, self.role.value
+        )
         if self.streamer_rank is not None:
             who += f" {self.streamer_rank}"
         return f"{who} (task {self.procid} on node {self.node or '?'})"
@@ -87,8 +88,10 @@ def _int(env: Mapping[str, str], key: str, default: int | None = None) -> int | 
     try:
         return int(raw)
     except ValueError:
-        raise UsageError(f"{key}={raw!r} is not an integer; the launcher set a broken Slurm "
-                         "environment (unset it to run outside a job).") from None
+        raise UsageError(
+            f"{key}={raw!r} is not an integer; the launcher set a broken Slurm "
+            "environment (unset it to run outside a job)."
+        ) from None
 
 
 def _group_sizes(env: Mapping[str, str], het_size: int, ntasks: int | None) -> tuple[int, ...]:
@@ -96,25 +99,33 @@ def _group_sizes(env: Mapping[str, str], het_size: int, ntasks: int | None) -> t
     sizes = [_int(env, f"SLURM_NTASKS_HET_GROUP_{i}") for i in range(het_size)]
     if all(s is not None for s in sizes):
         return tuple(int(s) for s in sizes)  # type: ignore[arg-type]
-    per_node = _expand_counts(env.get("SLURM_TASKS_PER_NODE")
-                              or env.get("SLURM_STEP_TASKS_PER_NODE") or "")
-    lists = [env.get(f"SLURM_JOB_NODELIST_PACK_GROUP_{i}")
-             or env.get(f"SLURM_JOB_NODELIST_HET_GROUP_{i}") for i in range(het_size)]
+    per_node = _expand_counts(
+        env.get("SLURM_TASKS_PER_NODE") or env.get("SLURM_STEP_TASKS_PER_NODE") or ""
+    )
+    lists = [
+        env.get(f"SLURM_JOB_NODELIST_PACK_GROUP_{i}")
+        or env.get(f"SLURM_JOB_NODELIST_HET_GROUP_{i}")
+        for i in range(het_size)
+    ]
     if per_node and all(lists):
         counts = [count_hosts(str(nl)) for nl in lists]
         if sum(counts) == len(per_node):
             out, at = [], 0
             for c in counts:
-                out.append(sum(per_node[at:at + c]))
+                out.append(sum(per_node[at : at + c]))
                 at += c
             return tuple(out)
     if ntasks is None:
-        raise UsageError("a heterogeneous job task has neither SLURM_NTASKS_HET_GROUP_<i> nor "
-                         "SLURM_NTASKS; the launcher must set them.")
+        raise UsageError(
+            "a heterogeneous job task has neither SLURM_NTASKS_HET_GROUP_<i> nor "
+            "SLURM_NTASKS; the launcher must set them."
+        )
     last = ntasks - (het_size - 1)
     if last < 1:
-        raise UsageError(f"SLURM_NTASKS={ntasks} is fewer than the {het_size} components of "
-                         "the heterogeneous job; the launcher set a broken environment.")
+        raise UsageError(
+            f"SLURM_NTASKS={ntasks} is fewer than the {het_size} components of "
+            "the heterogeneous job; the launcher set a broken environment."
+        )
     return (1,) * (het_size - 1) + (last,)
 
 
@@ -176,17 +187,26 @@ def task_info(env: Mapping[str, str] | None = None) -> TaskInfo:
         sizes = (ntasks if ntasks is not None else procid + 1,)
     starts = [sum(sizes[:i]) for i in range(len(sizes))]
     if not 0 <= procid < sum(sizes):
-        raise UsageError(f"SLURM_PROCID={procid} is outside the job's {sum(sizes)} tasks; the "
-                         "launcher set a broken environment.")
+        raise UsageError(
+            f"SLURM_PROCID={procid} is outside the job's {sum(sizes)} tasks; the "
+            "launcher set a broken environment."
+        )
     component = max(i for i, s in enumerate(starts) if s <= procid)
     given = _int(env, "SLURM_HET_JOB_OFFSET")
     if het_size > 1 and given is not None and given != component:
-        raise UsageError(f"SLURM_HET_JOB_OFFSET={given} disagrees with SLURM_PROCID={procid} "
-                         f"(component {component} of tasks per component {list(sizes)}).")
+        raise UsageError(
+            f"SLURM_HET_JOB_OFFSET={given} disagrees with SLURM_PROCID={procid} "
+            f"(component {component} of tasks per component {list(sizes)})."
+        )
 
     # streamers: every task of a multi-task component, except the chief (task 0)
-    streamer_ids = [p for i, (s, n) in enumerate(zip(starts, sizes, strict=True)) if n > 1
-                    for p in range(s, s + n) if p != 0]
+    streamer_ids = [
+        p
+        for i, (s, n) in enumerate(zip(starts, sizes, strict=True))
+        if n > 1
+        for p in range(s, s + n)
+        if p != 0
+    ]
     coordinators = sum(1 for i, n in enumerate(sizes) if n == 1 and i > 0)
     if procid == 0:
         role = Role.CHIEF
@@ -196,11 +216,18 @@ def task_info(env: Mapping[str, str] | None = None) -> TaskInfo:
         role = Role.COORDINATOR
     server = _server_kind(env, component) if role is Role.COORDINATOR else ""
     return TaskInfo(
-        role=role, server=server, job_id=str(job), procid=procid, component=component, node=node,
+        role=role,
+        server=server,
+        job_id=str(job),
+        procid=procid,
+        component=component,
+        node=node,
         localid=localid,
         streamer_rank=streamer_ids.index(procid) if role is Role.STREAMER else None,
-        num_streamers=len(streamer_ids), num_coordinators=coordinators,
-        cpus_per_task=cpus, group_sizes=tuple(sizes),
+        num_streamers=len(streamer_ids),
+        num_coordinators=coordinators,
+        cpus_per_task=cpus,
+        group_sizes=tuple(sizes),
     )
 
 

@@ -38,8 +38,7 @@ from cs2sim.runtime.job.remote_stream import for_streamers
 from cs2sim.runtime.job.roles import Role, TaskInfo
 from cs2sim.system import knobs
 
-__all__ = ["ShardProducer", "streamer_loop", "serve_task", "producing_threads",
-           "extra_work_rounds"]
+__all__ = ["ShardProducer", "streamer_loop", "serve_task", "producing_threads", "extra_work_rounds"]
 
 log = logging.getLogger("cs2sim.run")
 
@@ -55,7 +54,6 @@ def producing_threads(cpus_per_task: int | None) -> int:
 def extra_work_rounds() -> int:
     """The CS2SIM_INPUT_EXTRA_WORK test knob (see the module docstring); 0 when unset."""
     return max(0, knobs.integer("CS2SIM_INPUT_EXTRA_WORK", 0))
-
 
 
 # -- the streamer's side ---------------------------------------------------------------------------
@@ -95,8 +93,9 @@ class ShardProducer:
                     hashlib.sha256(sample).digest()
         return batch
 
-    def batches(self, first: int, step: int, stop: Callable[[], bool]
-                ) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+    def batches(
+        self, first: int, step: int, stop: Callable[[], bool]
+    ) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
         """(g, batch) for g = first, first+step, ... in order, until the plan or `stop` ends."""
         total = self.plan.total_batches
 
@@ -126,9 +125,12 @@ class ShardProducer:
                     fut.cancel()
 
 
-
-def streamer_loop(conn: socket.socket, rank: int, producers: Callable[[str], ShardProducer],
-                  ended: Callable[[], ChiefEnded | None] = lambda: None) -> int:
+def streamer_loop(
+    conn: socket.socket,
+    rank: int,
+    producers: Callable[[str], ShardProducer],
+    ended: Callable[[], ChiefEnded | None] = lambda: None,
+) -> int:
     """Serve the chief's sessions until its end; returns this task's exit code. `ended` reads
     the chief's ended record when the connection closes without an `end` frame."""
     control = Control(conn)
@@ -145,16 +147,18 @@ def streamer_loop(conn: socket.socket, rank: int, producers: Callable[[str], Sha
             if split not in cache:
                 cache[split] = producers(split)
             prod = cache[split]
-            for g, batch in prod.batches(int(req["start"]) + rank, int(req["n"]),
-                                         lambda req=req: control.request is not req):
+            for g, batch in prod.batches(
+                int(req["start"]) + rank, int(req["n"]), lambda req=req: control.request is not req
+            ):
                 send_frame(conn, {"type": "batch", "session": session, "g": g}, batch)
         except OSError:
             control.thread.join(5.0)  # the chief hung up: did it say goodbye first?
             break
         except Exception as e:  # noqa: BLE001 - the chief reports it with this task's name
             with contextlib.suppress(OSError):
-                send_frame(conn, {"type": "error", "session": session,
-                                  "text": f"{type(e).__name__}: {e}"})
+                send_frame(
+                    conn, {"type": "error", "session": session, "text": f"{type(e).__name__}: {e}"}
+                )
             control.thread.join(rendezvous_timeout())
             return exit_status(e) or 1
         with control.cv:  # the stream ended (repeat: false) or a new order came
@@ -165,10 +169,11 @@ def streamer_loop(conn: socket.socket, rank: int, producers: Callable[[str], Sha
         conn.close()
     if control.ended is not None or ended() is not None:
         return 0
-    log.error("the chief closed the connection without ending the job (it failed or was "
-              "stopped); this streamer stops too.")
+    log.error(
+        "the chief closed the connection without ending the job (it failed or was "
+        "stopped); this streamer stops too."
+    )
     return 1
-
 
 
 def serve_task(info: TaskInfo, model_name: str, params: dict, model_dir: Path) -> int:
@@ -183,17 +188,21 @@ def serve_task(info: TaskInfo, model_name: str, params: dict, model_dir: Path) -
     work = extra_work_rounds()
 
     def producers(split: str) -> ShardProducer:
-        stream = build_input(for_streamers(params, split, info.num_streamers), split,
-                             model_name, seed)
+        stream = build_input(
+            for_streamers(params, split, info.num_streamers), split, model_name, seed
+        )
         return ShardProducer(stream, threads, work)
 
-    log.info(f"Input {info.name} of job {info.job_id}: streaming batches "
-             f"{info.streamer_rank}, {info.streamer_rank}+{info.num_streamers}, ... to the chief")
+    log.info(
+        f"Input {info.name} of job {info.job_id}: streaming batches "
+        f"{info.streamer_rank}, {info.streamer_rank}+{info.num_streamers}, ... to the chief"
+    )
     try:
-        conn = StreamerConnection(info, model_dir,
-                                  {"type": "streamer", "rank": info.streamer_rank})
+        conn = StreamerConnection(info, model_dir, {"type": "streamer", "rank": info.streamer_rank})
     except ChiefEnded as e:
-        log.info(f"The chief ended (exit code {e.status}) before this streamer connected; "
-                 "nothing to stream.")
+        log.info(
+            f"The chief ended (exit code {e.status}) before this streamer connected; "
+            "nothing to stream."
+        )
         return 0
     return streamer_loop(conn.sock, int(info.streamer_rank or 0), producers, conn.ended)

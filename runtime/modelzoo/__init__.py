@@ -17,11 +17,16 @@ __all__ = ["fill_defaults", "WEIGHT_STREAMING_CONFIGS"]
 
 # The shipped configs (configs/<name> of any model) meant for weight streaming; as in Model Zoo,
 # nothing in a params file says which mode it is for.
-WEIGHT_STREAMING_CONFIGS = frozenset({
-    "params_gpt2_small_ws.yaml", "params_gpt3_xl.yaml", "params_gptj_6b.yaml",
-    "params_continuous_pretraining.yaml", "params_llama_7b.yaml",
-    "params_bert_large_msl128_ws.yaml",
-})
+WEIGHT_STREAMING_CONFIGS = frozenset(
+    {
+        "params_gpt2_small_ws.yaml",
+        "params_gpt3_xl.yaml",
+        "params_gptj_6b.yaml",
+        "params_continuous_pretraining.yaml",
+        "params_llama_7b.yaml",
+        "params_bert_large_msl128_ws.yaml",
+    }
+)
 
 
 def fill_defaults(schema: Schema, params: dict[str, Any]) -> dict[str, Any]:

@@ -78,8 +78,11 @@ class SelfAttention(Module):
         self.qkv = Dense(dim, dim + kv_width, rng, bias=qkv_bias, init=init, policy=policy)
         self.proj = Dense(dim, dim, rng, bias=out_bias, init=out_init, policy=policy)
         self.drop = Dropout(dropout, drop_rng or np.random.default_rng(0), policy)
-        self.rotary = (Rotary(rotary_dim, max_positions, interleaved=rotary_interleaved)
-                       if rotary_dim else None)
+        self.rotary = (
+            Rotary(rotary_dim, max_positions, interleaved=rotary_interleaved)
+            if rotary_dim
+            else None
+        )
         # attention_type "scaled_dot_product" divides the scores by sqrt(hs); "dot_product" not
         self.scale = 1.0 / math.sqrt(self.hs) if scaled else 1.0
         self._masks: dict[int, np.ndarray] = {}
@@ -111,7 +114,7 @@ class SelfAttention(Module):
         C, r = nh * hs, nh // g
         np.copyto(heads[0], qkv[..., :C].reshape(B, T, nh, hs).transpose(0, 2, 1, 3))
         for i in (1, 2):  # k, v: (B, T, g, hs) -> each of the r query heads of a group
-            part = qkv[..., C + (i - 1) * g * hs:C + i * g * hs].reshape(B, T, g, hs)
+            part = qkv[..., C + (i - 1) * g * hs : C + i * g * hs].reshape(B, T, g, hs)
             np.copyto(heads[i].reshape(B, g, r, T, hs), part.transpose(0, 2, 1, 3)[:, :, None])
 
     def _merge_heads(self, dheads: np.ndarray, dqkv: np.ndarray) -> None:
@@ -125,8 +128,10 @@ class SelfAttention(Module):
         np.copyto(dqkv[..., :C].reshape(B, T, nh, hs), dheads[0].transpose(0, 2, 1, 3))
         for i in (1, 2):
             summed = dheads[i].reshape(B, g, r, T, hs).sum(axis=2)  # (B, g, T, hs)
-            np.copyto(dqkv[..., C + (i - 1) * g * hs:C + i * g * hs].reshape(B, T, g, hs),
-                      summed.transpose(0, 2, 1, 3))
+            np.copyto(
+                dqkv[..., C + (i - 1) * g * hs : C + i * g * hs].reshape(B, T, g, hs),
+                summed.transpose(0, 2, 1, 3),
+            )
 
     def forward(self, x: np.ndarray, epilogue: Epilogue | None = None) -> np.ndarray:
         """x (B, T, C) -> (B, T, C); `epilogue` runs on each block of the output projection's
@@ -174,7 +179,7 @@ class SelfAttention(Module):
 
         attg_d = attg
         if not fused and len(parts) > 1:  # dropout masks the whole array: the skipped block is 0
-            att[:, :, parts[0][0], parts[0][1]:] = 0
+            att[:, :, parts[0][0], parts[0][1] :] = 0
         for_rows(scores, G, T * T * att.itemsize)
         att_d = att
         if not fused:
@@ -239,7 +244,7 @@ class SelfAttention(Module):
             dqg[g0:g1] *= scale
 
         if not fused and len(parts) > 1:  # the dropout pass reads the whole array
-            datt[:, :, parts[-1][0], parts[-1][1]:] = 0
+            datt[:, :, parts[-1][0], parts[-1][1] :] = 0
         for_rows(values, G, T * T * att.itemsize)
         if not fused:
             np.copyto(datt, self.drop.backward(datt))  # (B, nh, T, T) through the dropout mask

@@ -58,9 +58,7 @@ class DecoderConfig:
         V, C, F, L = self.vocab_size, self.hidden_size, self.filter_size, self.num_layers
         embed = V * C + (self.max_positions * C if self.position == "learned" else 0)
         qkv = C + 2 * (self.kv_heads or self.num_heads) * (C // self.num_heads)  # q, k, v width
-        attn = (
-            C * qkv + (qkv if self.qkv_bias else 0) + C * C + (C if self.attn_out_bias else 0)
-        )
+        attn = C * qkv + (qkv if self.qkv_bias else 0) + C * C + (C if self.attn_out_bias else 0)
         gated = self.nonlinearity == "swiglu"  # gate and up projections, then down
         mlp = (3 if gated else 2) * C * F + (((2 if gated else 1) * F + C) if self.ffn_bias else 0)
         per_norm = C if self.norm == "rmsnorm" else 2 * C

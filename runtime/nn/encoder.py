@@ -44,10 +44,21 @@ __all__ = ["BertEmbedding", "EncoderBlock", "MLMHead", "NSPHead", "BertHead", "C
 class BertEmbedding(Module):
     """{"input_ids": (B, T), "token_type_ids": (B, T)} (or the ids alone) -> (B, T, C)."""
 
-    def __init__(self, vocab: int, dim: int, rng: np.random.Generator,
-                 drop_rng: np.random.Generator, init: Init, *, position: str | None = "learned",
-                 max_positions: int = 512, num_segments: int = 2, eps: float = 1e-12,
-                 dropout: float = 0.0, policy: Policy = FP32) -> None:
+    def __init__(
+        self,
+        vocab: int,
+        dim: int,
+        rng: np.random.Generator,
+        drop_rng: np.random.Generator,
+        init: Init,
+        *,
+        position: str | None = "learned",
+        max_positions: int = 512,
+        num_segments: int = 2,
+        eps: float = 1e-12,
+        dropout: float = 0.0,
+        policy: Policy = FP32,
+    ) -> None:
         super().__init__(policy)
         self.wte = Embedding(vocab, dim, rng, init, policy)
         make = POSITIONS.get(position or "")
@@ -86,11 +97,23 @@ class BertEmbedding(Module):
         out = s[-1].out_shape
         if self.wpe is not None:
             attrs = (("vocab", self.wpe.max_positions), ("dim", self.wpe.dim), ("positions", True))
-            s.append(make_spec(f"{name}.wpe", "embedding", out, 1, tuple(self.wpe.p.values()),
-                               names, attrs))
+            s.append(
+                make_spec(
+                    f"{name}.wpe", "embedding", out, 1, tuple(self.wpe.p.values()), names, attrs
+                )
+            )
         if self.tte is not None:
-            s.append(make_spec(f"{name}.tte", "embedding", out, 1, (self.tte.p["weight"],), names,
-                               (("vocab", self.tte.vocab), ("dim", self.tte.dim))))
+            s.append(
+                make_spec(
+                    f"{name}.tte",
+                    "embedding",
+                    out,
+                    1,
+                    (self.tte.p["weight"],),
+                    names,
+                    (("vocab", self.tte.vocab), ("dim", self.tte.dim)),
+                )
+            )
         s += self.ln.specs(f"{name}.ln", out, names)
         return s + self.drop.specs(f"{name}.drop", out, names)
 
@@ -98,15 +121,41 @@ class BertEmbedding(Module):
 class EncoderBlock(Module):
     """BERT's post-LN encoder block: bidirectional attention, then the MLP, each + LN."""
 
-    def __init__(self, dim: int, num_heads: int, filter_size: int, act: str,
-                 rng: np.random.Generator, drop_rng: np.random.Generator, *, eps: float = 1e-12,
-                 qkv_bias: bool = True, attn_out_bias: bool = True, ffn_bias: bool = True,
-                 attn_dropout: float = 0.0, resid_dropout: float = 0.0, scaled: bool = True,
-                 init: Init, out_init: Init, policy: Policy = FP32) -> None:
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        filter_size: int,
+        act: str,
+        rng: np.random.Generator,
+        drop_rng: np.random.Generator,
+        *,
+        eps: float = 1e-12,
+        qkv_bias: bool = True,
+        attn_out_bias: bool = True,
+        ffn_bias: bool = True,
+        attn_dropout: float = 0.0,
+        resid_dropout: float = 0.0,
+        scaled: bool = True,
+        init: Init,
+        out_init: Init,
+        policy: Policy = FP32,
+    ) -> None:
         super().__init__(policy)
-        self.attn = SelfAttention(dim, num_heads, rng, drop_rng, qkv_bias=qkv_bias,
-                                  out_bias=attn_out_bias, dropout=attn_dropout, scaled=scaled,
-                                  init=init, out_init=out_init, policy=policy, causal=False)
+        self.attn = SelfAttention(
+            dim,
+            num_heads,
+            rng,
+            drop_rng,
+            qkv_bias=qkv_bias,
+            out_bias=attn_out_bias,
+            dropout=attn_dropout,
+            scaled=scaled,
+            init=init,
+            out_init=out_init,
+            policy=policy,
+            causal=False,
+        )
         self.drop_attn = Dropout(resid_dropout, drop_rng, policy)
         self.ln_1 = LayerNorm(dim, eps, policy)
         self.mlp = MLP(dim, filter_size, act, rng, ffn_bias, init, out_init, policy)
@@ -201,9 +250,20 @@ class EncoderBlock(Module):
 class MLMHead(Module):
     """h (B, T, C), positions (B, P) -> logits (B * P, V) of the gathered positions."""
 
-    def __init__(self, dim: int, vocab: int, rng: np.random.Generator, *, act: str, eps: float,
-                 tied_to: Embedding | None, ffn_bias: bool, out_bias: bool, init: Init,
-                 policy: Policy = FP32) -> None:
+    def __init__(
+        self,
+        dim: int,
+        vocab: int,
+        rng: np.random.Generator,
+        *,
+        act: str,
+        eps: float,
+        tied_to: Embedding | None,
+        ffn_bias: bool,
+        out_bias: bool,
+        init: Init,
+        policy: Policy = FP32,
+    ) -> None:
         super().__init__(policy)
         self.dense = Dense(dim, dim, rng, bias=ffn_bias, init=init, policy=policy)
         self.act = Activation(act, policy)
@@ -217,8 +277,9 @@ class MLMHead(Module):
         """(B, T, C), (B, P) int -> (B * P, V)."""
         B, T, C = h.shape
         rows = (positions + T * np.arange(B)[:, None]).reshape(-1)  # (B * P,) rows of (B * T)
-        g = np.take(h.reshape(-1, C), rows, axis=0,
-                    out=self.buf("g", (rows.size, C), h.dtype))  # (B * P, C)
+        g = np.take(
+            h.reshape(-1, C), rows, axis=0, out=self.buf("g", (rows.size, C), h.dtype)
+        )  # (B * P, C)
         self._rows, self._shape = rows, h.shape
         return self.out.forward(self.ln.forward(self.act.forward(self.dense.forward(g))))
 
@@ -231,8 +292,9 @@ class MLMHead(Module):
         scatter_add_rows(dh.reshape(-1, self._shape[-1]), self._rows, dg)
         return dh
 
-    def specs(self, name: str, in_shape: tuple[int, ...], predictions: int,
-              names: dict[int, str]) -> list[LayerSpec]:
+    def specs(
+        self, name: str, in_shape: tuple[int, ...], predictions: int, names: dict[int, str]
+    ) -> list[LayerSpec]:
         """The "gather" of P positions, dense, act, layernorm, output "dense"."""
         B, T, C = in_shape
         g_shape = (B, predictions, C)
@@ -246,8 +308,16 @@ class MLMHead(Module):
 class NSPHead(Module):
     """h (B, T, C) -> next-sentence logits (B, 2): tanh(pooler(h[:, 0])) @ W + b."""
 
-    def __init__(self, dim: int, rng: np.random.Generator, *, init: Init, bias: bool = True,
-                 classes: int = 2, policy: Policy = FP32) -> None:
+    def __init__(
+        self,
+        dim: int,
+        rng: np.random.Generator,
+        *,
+        init: Init,
+        bias: bool = True,
+        classes: int = 2,
+        policy: Policy = FP32,
+    ) -> None:
         super().__init__(policy)
         self.pooler = Dense(dim, dim, rng, bias=True, init=init, policy=policy)
         self.act = Activation("tanh", policy)
@@ -283,8 +353,9 @@ class BertHead(Module):
     float (0 for padding; every loss scaling folded in), next_sentence_label (B,) int.
     """
 
-    def __init__(self, mlm: MLMHead, nsp: NSPHead | None, policy: Policy = FP32,
-                 predictions: int = 20) -> None:
+    def __init__(
+        self, mlm: MLMHead, nsp: NSPHead | None, policy: Policy = FP32, predictions: int = 20
+    ) -> None:
         super().__init__(policy)
         self.mlm, self.nsp = mlm, nsp
         self.predictions = predictions  # P of the compiler's graph (the input's, when known)
@@ -295,12 +366,14 @@ class BertHead(Module):
         """h (B, T, C) -> loss = (1/B) sum w CE_mlm + (1/B) sum CE_nsp."""
         B = h.shape[0]
         logits = self.mlm.forward(h, labels["masked_lm_positions"])  # (B * P, V)
-        loss = self.mlm_ce.forward(logits, labels["masked_lm_ids"], 1.0 / B,
-                                   weights=labels["masked_lm_weights"])
+        loss = self.mlm_ce.forward(
+            logits, labels["masked_lm_ids"], 1.0 / B, weights=labels["masked_lm_weights"]
+        )
         self.mlm_loss, self.nsp_loss = loss, 0.0
         if self.nsp is not None:
-            self.nsp_loss = self.nsp_ce.forward(self.nsp.forward(h),
-                                                labels["next_sentence_label"], 1.0 / B)
+            self.nsp_loss = self.nsp_ce.forward(
+                self.nsp.forward(h), labels["next_sentence_label"], 1.0 / B
+            )
             loss += self.nsp_loss
         self._h_shape, self._mask = h.shape, labels["masked_lm_weights"].reshape(-1) > 0
         return float(np.float32(loss)) if h.dtype == np.float32 else loss
@@ -317,8 +390,11 @@ class BertHead(Module):
         """Sums for eval: MLM CE and accuracy over the real predictions, NSP accuracy."""
         ce, mask = self.mlm_ce, self._mask
         correct = (ce.probs.argmax(axis=1) == ce.labels) & mask
-        out = {"mlm_ce_sum": float(ce.row_ce[mask].sum()), "mlm_count": float(mask.sum()),
-               "mlm_correct": float(correct.sum())}
+        out = {
+            "mlm_ce_sum": float(ce.row_ce[mask].sum()),
+            "mlm_count": float(mask.sum()),
+            "mlm_correct": float(correct.sum()),
+        }
         if self.nsp_ce is not None:
             out["nsp_correct"] = float(self.nsp_ce.num_correct())
             out["nsp_count"] = float(self.nsp_ce.count)
@@ -329,12 +405,32 @@ class BertHead(Module):
         predictions = self.predictions
         s = self.mlm.specs(f"{name}.mlm", in_shape, predictions, names)
         V = s[-1].out_shape[-1]
-        s.append(LayerSpec(f"{name}.mlm_ce", "softmax_ce", 0, 5.0 * V * predictions, 1, (),
-                           (in_shape[0],), (("classes", V),)))
+        s.append(
+            LayerSpec(
+                f"{name}.mlm_ce",
+                "softmax_ce",
+                0,
+                5.0 * V * predictions,
+                1,
+                (),
+                (in_shape[0],),
+                (("classes", V),),
+            )
+        )
         if self.nsp is not None:
             s += self.nsp.specs(f"{name}.nsp", in_shape, names)
-            s.append(LayerSpec(f"{name}.nsp_ce", "softmax_ce", 0, 10.0, 1, (), (in_shape[0],),
-                               (("classes", 2),)))
+            s.append(
+                LayerSpec(
+                    f"{name}.nsp_ce",
+                    "softmax_ce",
+                    0,
+                    10.0,
+                    1,
+                    (),
+                    (in_shape[0],),
+                    (("classes", 2),),
+                )
+            )
         return s
 
 
@@ -343,9 +439,17 @@ class ClassifierHead(Module):
     pooler dense + tanh -> dropout(task_dropout) -> dense to num_labels -> mean cross-entropy.
     labels: (B,) int."""
 
-    def __init__(self, dim: int, num_labels: int, rng: np.random.Generator,
-                 drop_rng: np.random.Generator, *, init: Init, dropout: float = 0.0,
-                 policy: Policy = FP32) -> None:
+    def __init__(
+        self,
+        dim: int,
+        num_labels: int,
+        rng: np.random.Generator,
+        drop_rng: np.random.Generator,
+        *,
+        init: Init,
+        dropout: float = 0.0,
+        policy: Policy = FP32,
+    ) -> None:
         super().__init__(policy)
         self.pooler = Dense(dim, dim, rng, bias=True, init=init, policy=policy)
         self.act = Activation("tanh", policy)
@@ -370,7 +474,7 @@ class ClassifierHead(Module):
         return dh
 
     def specs(self, name: str, in_shape: tuple[int, ...], names: dict[int, str]) -> list[LayerSpec]:
-        """"gather" of [CLS], pooler, tanh, dropout, classifier, "softmax_ce"."""
+        """ "gather" of [CLS], pooler, tanh, dropout, classifier, "softmax_ce"."""
         B, T, C = in_shape
         s = [make_spec(f"{name}.gather", "gather", (B, C), 1, attrs=(("rows", 1),))]
         s += self.pooler.specs(f"{name}.pooler", (B, C), names)
@@ -378,4 +482,3 @@ class ClassifierHead(Module):
         s += self.drop.specs(f"{name}.drop", (B, C), names)
         s += self.cls.specs(f"{name}.cls", (B, C), names)
         return s + self.ce.specs(f"{name}.ce", s[-1].out_shape, names)
-

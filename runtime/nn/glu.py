@@ -37,8 +37,9 @@ def swiglu_into(a: np.ndarray, b: np.ndarray, s: np.ndarray, h: np.ndarray) -> N
     h *= b
 
 
-def swiglu_grad_into(dh: np.ndarray, a: np.ndarray, b: np.ndarray, s: np.ndarray,
-                     da: np.ndarray, db: np.ndarray) -> None:
+def swiglu_grad_into(
+    dh: np.ndarray, a: np.ndarray, b: np.ndarray, s: np.ndarray, da: np.ndarray, db: np.ndarray
+) -> None:
     """da, db from dh and the forward's a, b, s; all (r, F)."""
     np.multiply(a, s, out=db)  # silu(a)
     np.subtract(1.0, s, out=da)  # 1 - s
@@ -53,8 +54,16 @@ def swiglu_grad_into(dh: np.ndarray, a: np.ndarray, b: np.ndarray, s: np.ndarray
 class GatedMLP(Module):
     """x (B, T, C) -> proj(silu(x Wg) * (x Wu)) (B, T, C); no biases unless asked (LLaMA)."""
 
-    def __init__(self, dim: int, filter_size: int, rng: np.random.Generator, bias: bool,
-                 init: Init, out_init: Init, policy: Policy = FP32) -> None:
+    def __init__(
+        self,
+        dim: int,
+        filter_size: int,
+        rng: np.random.Generator,
+        bias: bool,
+        init: Init,
+        out_init: Init,
+        policy: Policy = FP32,
+    ) -> None:
         super().__init__(policy)
         self.filter_size = filter_size
         self.fc = Dense(dim, 2 * filter_size, rng, bias=bias, init=init, policy=policy)
@@ -90,12 +99,11 @@ class GatedMLP(Module):
         def ungate(blk: np.ndarray, rows: slice, cols: slice) -> None:
             # blk: rows x cols of dh (N, F); cols index both halves of ab and dab
             c0, c1 = cols.start or 0, cols.stop if cols.stop is not None else F
-            a, b, sb = ab[rows, c0:c1], ab[rows, F + c0:F + c1], s[rows, c0:c1]
-            da, db = dab[rows, c0:c1], dab[rows, F + c0:F + c1]
+            a, b, sb = ab[rows, c0:c1], ab[rows, F + c0 : F + c1], s[rows, c0:c1]
+            da, db = dab[rows, c0:c1], dab[rows, F + c0 : F + c1]
             for r0 in range(0, len(blk), SUB_ROWS):
                 r1 = r0 + SUB_ROWS
-                swiglu_grad_into(blk[r0:r1], a[r0:r1], b[r0:r1], sb[r0:r1], da[r0:r1],
-                                 db[r0:r1])
+                swiglu_grad_into(blk[r0:r1], a[r0:r1], b[r0:r1], sb[r0:r1], da[r0:r1], db[r0:r1])
                 if cast is not None:
                     cast(da[r0:r1], out=da[r0:r1])
                     cast(db[r0:r1], out=db[r0:r1])

@@ -32,8 +32,13 @@ class SoftmaxCrossEntropy(Module):
         self.probs: np.ndarray | None = None
         self.skip: np.ndarray | None = None  # (n_pad,) rows labelled IGNORE
 
-    def forward(self, logits: np.ndarray, labels: np.ndarray, scale: float | None = None,
-                weights: np.ndarray | None = None) -> float:
+    def forward(
+        self,
+        logits: np.ndarray,
+        labels: np.ndarray,
+        scale: float | None = None,
+        weights: np.ndarray | None = None,
+    ) -> float:
         """The scaled loss; also sets ce_sum (sum over rows), count (rows) and row_ce (N,)."""
         V = logits.shape[-1]
         z = logits.reshape(-1, V)  # (N, V)

@@ -176,7 +176,8 @@ class Model(Module):
                     f"layer {layer} in block {name!r} of {type(self).__name__} has no "
                     f"specs(name, in_shape, names); define it to list the layer's ops for the "
                     f"CS-2 compiler (docs/own-model.md), or build the block from runtime/nn's "
-                    f"layers.") from None
+                    f"layers."
+                ) from None
             specs += s
             if s:
                 shape = s[-1].out_shape

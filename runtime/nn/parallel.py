@@ -28,8 +28,16 @@ import numpy as np
 
 from cs2sim.runtime.threads import SMALL_GEMM_MACS, run_chunks, single_threaded_blas, workers
 
-__all__ = ["gemm", "gemms", "needs_rows", "Epilogue", "for_rows", "row_bounds", "CHUNK_MACS",
-           "CHUNK_BYTES"]
+__all__ = [
+    "gemm",
+    "gemms",
+    "needs_rows",
+    "Epilogue",
+    "for_rows",
+    "row_bounds",
+    "CHUNK_MACS",
+    "CHUNK_BYTES",
+]
 
 CHUNK_MACS = 4_000_000  # multiply-adds per product block: ~40 us a block, >> ~10 us of overhead
 CHUNK_BYTES = 1 << 20  # at most this many bytes of an elementwise kernel's widest array a block
@@ -65,8 +73,9 @@ Epilogue = Callable[[np.ndarray, slice, slice], object]
 Product = tuple[np.ndarray, np.ndarray, np.ndarray, "Epilogue | None"]
 
 
-def _blocks(a: np.ndarray, b: np.ndarray, out: np.ndarray, epi: Epilogue | None,
-            w: int) -> list[Callable[[], object]]:
+def _blocks(
+    a: np.ndarray, b: np.ndarray, out: np.ndarray, epi: Epilogue | None, w: int
+) -> list[Callable[[], object]]:
     """The blocks of out = a @ b for `w` workers, each a callable computing its part."""
     M, K = a.shape
     N = b.shape[1]
@@ -118,8 +127,9 @@ def gemms(products: list[Product]) -> None:
     run_chunks(lambda i: tasks[i](), len(tasks))
 
 
-def gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray,
-         epilogue: Epilogue | None = None) -> np.ndarray:
+def gemm(
+    a: np.ndarray, b: np.ndarray, out: np.ndarray, epilogue: Epilogue | None = None
+) -> np.ndarray:
     """out (M, N) = a (M, K) @ b (K, N), split over the worker threads when large enough; the
     epilogue (if any) runs on each block of out as soon as it is computed."""
     gemms([(a, b, out, epilogue)])

@@ -75,5 +75,6 @@ class RMSNorm(RowNorm):
     def specs(self, name: str, in_shape: tuple[int, ...], names: dict[int, str]) -> list[LayerSpec]:
         """One "rmsnorm" kernel (~5 flops per element)."""
         arrays = tuple(self.p.values())
-        return [make_spec(name, "rmsnorm", in_shape, 5 * self.dim, arrays, names,
-                          (("eps", self.eps),))]
+        return [
+            make_spec(name, "rmsnorm", in_shape, 5 * self.dim, arrays, names, (("eps", self.eps),))
+        ]

@@ -23,15 +23,17 @@ class Rotary:
     """sin/cos tables for positions up to max_positions-1 (made as far as sequences reach) and
     the (inverse) rotation of q or k."""
 
-    def __init__(self, rotary_dim: int, max_positions: int, base: float = 10000.0,
-                 interleaved: bool = True) -> None:
+    def __init__(
+        self, rotary_dim: int, max_positions: int, base: float = 10000.0, interleaved: bool = True
+    ) -> None:
         if rotary_dim <= 0 or rotary_dim % 2:
             raise ValueError(f"rotary_dim must be a positive even number, not {rotary_dim}")
         self.dim = rotary_dim
         self.interleaved = interleaved
         self.max_positions = int(max_positions)
-        self._inv_freq = base ** (-np.arange(0, rotary_dim, 2, dtype=np.float64)
-                                  / rotary_dim)  # (rd/2,)
+        self._inv_freq = base ** (
+            -np.arange(0, rotary_dim, 2, dtype=np.float64) / rotary_dim
+        )  # (rd/2,)
         self._tables = self._make(min(self.max_positions, 128))
 
     def _make(self, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -43,10 +45,8 @@ class Rotary:
         tables = self._tables  # one read: another thread may swap in longer tables meanwhile
         if T > len(tables[0]):
             if T > self.max_positions:
-                raise ValueError(f"sequence length {T} exceeds max_positions "
-                                 f"{self.max_positions}")
-            tables = self._tables = self._make(min(self.max_positions,
-                                                   1 << (T - 1).bit_length()))
+                raise ValueError(f"sequence length {T} exceeds max_positions {self.max_positions}")
+            tables = self._tables = self._make(min(self.max_positions, 1 << (T - 1).bit_length()))
         return tables[0][:T], tables[1][:T]
 
     def rotate(self, x: np.ndarray, out: np.ndarray, inverse: bool = False) -> np.ndarray:

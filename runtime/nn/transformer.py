@@ -82,8 +82,16 @@ class MLP(Module):
         return [*fc, *act, *self.proj.specs(f"{name}.proj", act[-1].out_shape, names)]
 
 
-def make_mlp(dim: int, filter_size: int, act: str, rng: np.random.Generator, bias: bool,
-             init: Init, out_init: Init, policy: Policy) -> Module:
+def make_mlp(
+    dim: int,
+    filter_size: int,
+    act: str,
+    rng: np.random.Generator,
+    bias: bool,
+    init: Init,
+    out_init: Init,
+    policy: Policy,
+) -> Module:
     """The feed-forward of a block: SwiGLU's gated form for act "swiglu", else fc-act-proj."""
     if act == "swiglu":
         return GatedMLP(dim, filter_size, rng, bias, init, out_init, policy)

@@ -21,11 +21,15 @@ MSG_CBFLOAT16_NEEDS_DLS = (
     "underflow/overflow in the middle of training and cause NaNs. Please set "
     "`loss_scaling_factor` to `dynamic` to use cbfloat16."
 )
-MSG_BFLOAT16_NO_DLS = ("No need to use DLS for loss when half dtype is bfloat16. "
-                       "Setting `loss_scaling_factor ` to `1.0`.")
+MSG_BFLOAT16_NO_DLS = (
+    "No need to use DLS for loss when half dtype is bfloat16. "
+    "Setting `loss_scaling_factor ` to `1.0`."
+)
 MSG_USE_BFLOAT16 = 'The flag "use_bfloat16" is deprecated. Use the flag "fp16_type" instead.'
-MSG_PRECISION_OPT_LEVEL = ('Passing `precision_opt_level` via `model` params is deprecated. '
-                           'Please use `params["runconfig"]["precision_opt_level"]`')
+MSG_PRECISION_OPT_LEVEL = (
+    "Passing `precision_opt_level` via `model` params is deprecated. "
+    'Please use `params["runconfig"]["precision_opt_level"]`'
+)
 
 
 def resolve_precision(params: dict) -> tuple[str, list[str]]:
@@ -46,25 +50,36 @@ def resolve_precision(params: dict) -> tuple[str, list[str]]:
         warnings.append(MSG_PRECISION_OPT_LEVEL)
         params.setdefault("runconfig", {})["precision_opt_level"] = model.pop("precision_opt_level")
     if model.get("to_float16"):
-        raise ConfigError("model.to_float16 must be false (mixed precision casts the model); "
-                          "set model.mixed_precision: true instead.")
+        raise ConfigError(
+            "model.to_float16 must be false (mixed precision casts the model); "
+            "set model.mixed_precision: true instead."
+        )
     if model.get("use_bfloat16"):
         warnings.append(MSG_USE_BFLOAT16)
-    legacy = ("cbfloat16" if csconfig.get("use_cbfloat16")
-              else "bfloat16" if model.get("use_bfloat16") else None)
+    legacy = (
+        "cbfloat16"
+        if csconfig.get("use_cbfloat16")
+        else "bfloat16"
+        if model.get("use_bfloat16")
+        else None
+    )
     fp16_type = model.get("fp16_type")
     if fp16_type is not None:
         if not isinstance(fp16_type, str) or fp16_type.lower() not in FP16_TYPES:
-            raise ConfigError(f"model.fp16_type must be one of {', '.join(FP16_TYPES)}, "
-                              f"not {shown(fp16_type)}.")
+            raise ConfigError(
+                f"model.fp16_type must be one of {', '.join(FP16_TYPES)}, not {shown(fp16_type)}."
+            )
         fp16_type = fp16_type.lower()
         if legacy and legacy != fp16_type:
-            warnings.append(f"model.fp16_type ({fp16_type}) wins over the legacy flag that "
-                            f"asks for {legacy}")
+            warnings.append(
+                f"model.fp16_type ({fp16_type}) wins over the legacy flag that asks for {legacy}"
+            )
     if not model.get("mixed_precision", False):
         if fp16_type or legacy:
-            warnings.append(f"model.mixed_precision is false, so {fp16_type or legacy} is not "
-                            f"used and training runs in float32")
+            warnings.append(
+                f"model.mixed_precision is false, so {fp16_type or legacy} is not "
+                f"used and training runs in float32"
+            )
         return "float32", warnings
     half = fp16_type or legacy or "float16"
     dls = optimizer.get("loss_scaling_factor") in DYNAMIC

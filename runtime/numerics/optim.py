@@ -394,46 +394,74 @@ OPTIMIZER_SCHEMA: Schema = {
     ),
     "use_bias_correction": Key(bool, None, "TF spelling of correct_bias"),
     "weight_decay_rate": Key(
-        _NUM, 0.0, "decoupled (adamw) or L2 (sgd, adam) weight decay",
+        _NUM,
+        0.0,
+        "decoupled (adamw) or L2 (sgd, adam) weight decay",
         check=_closed(0, 1, "a fraction of the weights per step"),
     ),
     "weight_decay": Key(
-        _NUM, None, "weight_decay_rate (Model Zoo 2.x spelling; overrides it)",
+        _NUM,
+        None,
+        "weight_decay_rate (Model Zoo 2.x spelling; overrides it)",
         check=_closed(0, 1, "a fraction of the weights per step"),
     ),
     "exclude_from_weight_decay": Key(
         list, None, "regexes of parameter names not decayed (default: biases and norms)"
     ),
-    "max_gradient_norm": Key(_NUM, None, "clip gradients by global norm (None or 0 = off)",
-                             check=non_negative),
-    "max_gradient_value": Key(_NUM, None, "clip gradients to [-v, v] (None or 0 = off)",
-                              check=non_negative),
-    "grad_accum_steps": Key(int, 1, "input batches whose gradients are summed into one "
-                            "optimizer step (runtime/executors/accumulate.py)",
-                            check=_closed(1, MAX_GRAD_ACCUM, "micro-batches per step")),
+    "max_gradient_norm": Key(
+        _NUM, None, "clip gradients by global norm (None or 0 = off)", check=non_negative
+    ),
+    "max_gradient_value": Key(
+        _NUM, None, "clip gradients to [-v, v] (None or 0 = off)", check=non_negative
+    ),
+    "grad_accum_steps": Key(
+        int,
+        1,
+        "input batches whose gradients are summed into one "
+        "optimizer step (runtime/executors/accumulate.py)",
+        check=_closed(1, MAX_GRAD_ACCUM, "micro-batches per step"),
+    ),
     "use_cs_grad_accum": Key(bool, None, "older spelling of runconfig.use_cs_grad_accum"),
     "loss_scaling_factor": Key(
         (int, float, str), 1.0, "a number (static) or 'dynamic'", check=_scale_phrase
     ),
     "initial_loss_scale": Key(
-        _NUM, None, "dynamic loss scale at the start (2**15; 2**31 for cbfloat16)",
+        _NUM,
+        None,
+        "dynamic loss scale at the start (2**15; 2**31 for cbfloat16)",
         check=_closed(2.0**-64, MAX_LOSS_SCALE, "a power-of-two-like scale of the loss"),
     ),
-    "steps_per_increase": Key(int, 2000, "steps between loss scale doublings",
-                              check=_closed(1, MAX_STEPS_PER_INCREASE, "steps")),
-    "min_loss_scale": Key(_NUM, None, "smallest dynamic loss scale (2**-14)",
-                          check=_closed(2.0**-64, MAX_LOSS_SCALE, "a scale of the loss")),
+    "steps_per_increase": Key(
+        int,
+        2000,
+        "steps between loss scale doublings",
+        check=_closed(1, MAX_STEPS_PER_INCREASE, "steps"),
+    ),
+    "min_loss_scale": Key(
+        _NUM,
+        None,
+        "smallest dynamic loss scale (2**-14)",
+        check=_closed(2.0**-64, MAX_LOSS_SCALE, "a scale of the loss"),
+    ),
     "max_loss_scale": Key(
-        _NUM, None, "largest dynamic loss scale (2**15; 2**31 for cbfloat16)",
+        _NUM,
+        None,
+        "largest dynamic loss scale (2**15; 2**31 for cbfloat16)",
         check=_closed(2.0**-64, MAX_LOSS_SCALE, "a scale of the loss"),
     ),
     "overflow_tolerance": Key(
-        _NUM, 0.05, "overflowed-step ratio beyond which the loss scale halves",
+        _NUM,
+        0.05,
+        "overflowed-step ratio beyond which the loss scale halves",
         check=_closed(0, 1, "a ratio of steps"),
     ),
-    "log_summaries": Key(bool, False, "also write the global and per-layer-group gradient "
-                         "and weight norms (grad_norm/<group>, weight_norm/<group>) to the "
-                         "event file; lr and loss_scale are always written"),
+    "log_summaries": Key(
+        bool,
+        False,
+        "also write the global and per-layer-group gradient "
+        "and weight norms (grad_norm/<group>, weight_norm/<group>) to the "
+        "event file; lr and loss_scale are always written",
+    ),
 }
 
 
@@ -521,16 +549,24 @@ def check_optimizer_params(opt_params: Mapping, half: str = "float32") -> None:
     # clamped into them, as in TF)
     from cs2sim.runtime.numerics.loss_scale import loss_scale_defaults
 
-    bounds = {**loss_scale_defaults(half),
-              **{k: opt_params[k] for k in ("min_loss_scale", "max_loss_scale")
-                 if opt_params.get(k) is not None}}
+    bounds = {
+        **loss_scale_defaults(half),
+        **{
+            k: opt_params[k]
+            for k in ("min_loss_scale", "max_loss_scale")
+            if opt_params.get(k) is not None
+        },
+    }
     lo, hi = float(bounds["min_loss_scale"]), float(bounds["max_loss_scale"])
     if not lo <= hi:
-        raise ConfigError(f"optimizer.min_loss_scale ({lo:g}) is above optimizer.max_loss_scale "
-                          f"({hi:g}); the smallest loss scale must not exceed the largest.")
+        raise ConfigError(
+            f"optimizer.min_loss_scale ({lo:g}) is above optimizer.max_loss_scale "
+            f"({hi:g}); the smallest loss scale must not exceed the largest."
+        )
     hyper = _hyper(opt_params, kind, half)
     for i, beta in enumerate(("beta1", "beta2")):
         if beta in hyper and opt_params.get("betas") is not None and not 0 <= hyper[beta] < 1:
-            raise ConfigError(f"optimizer.betas[{i}] ({beta}) must be in [0, 1), not "
-                              f"{hyper[beta]!r}.")
+            raise ConfigError(
+                f"optimizer.betas[{i}] ({beta}) must be in [0, 1), not {hyper[beta]!r}."
+            )
     OPTIMIZERS[kind]({}, 0.0, **hyper)

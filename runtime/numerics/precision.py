@@ -55,7 +55,7 @@ class Format:
     @property
     def max(self) -> float:
         """Largest finite value."""
-        return float((2.0 - 2.0 ** -self.man_bits) * 2.0**self.emax)
+        return float((2.0 - 2.0**-self.man_bits) * 2.0**self.emax)
 
     @property
     def tiny(self) -> float:

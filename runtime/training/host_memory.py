@@ -54,8 +54,15 @@ def _estimate_kwargs(estimate: Any, section: dict) -> dict[str, int]:
     return {k: int(v) for k, v in given.items() if k in accepted and v}
 
 
-def check_host_memory(model_name: str, model_cls: type, params: dict, *, training: bool = True,
-                      capacity: int | None = None, cs2: bool = False) -> None:
+def check_host_memory(
+    model_name: str,
+    model_cls: type,
+    params: dict,
+    *,
+    training: bool = True,
+    capacity: int | None = None,
+    cs2: bool = False,
+) -> None:
     """ResourceError when training (or evaluating) this config needs more than the host has.
 
     `cs2`: the run is on the simulated CS-2, whose model also lives in this machine's memory;

@@ -58,8 +58,9 @@ class LoopConfig:
             steps=rc.get("steps"),
             num_steps=rc.get("num_steps"),
             log_steps=int(rc.get("log_steps", cls.log_steps)),
-            summary_steps=int(rc.get("save_summary_steps") or rc.get("log_steps")
-                              or cls.summary_steps),
+            summary_steps=int(
+                rc.get("save_summary_steps") or rc.get("log_steps") or cls.summary_steps
+            ),
             checkpoint_steps=int(rc.get("checkpoint_steps", cls.checkpoint_steps)),
             keep_checkpoint_max=rc.get("keep_checkpoint_max", cls.keep_checkpoint_max),
             eval_steps=eval_steps if eval_steps and eval_steps > 0 else None,
@@ -99,8 +100,13 @@ class LoopConfig:
 class Components:
     """Builds the model, optimizer, loss scaler and input streams from validated params."""
 
-    def __init__(self, model_name: str, params: dict, half: str,
-                 stream_fn: Callable[[dict, str, str, int], Any] = build_input) -> None:
+    def __init__(
+        self,
+        model_name: str,
+        params: dict,
+        half: str,
+        stream_fn: Callable[[dict, str, str, int], Any] = build_input,
+    ) -> None:
         self.model_name, self.params, self.half = model_name, params, half
         self.stream_fn = stream_fn  # (params, split, model_name, seed) -> a batch stream
 

@@ -137,8 +137,14 @@ class Trainer:
             cs2 = getattr(self.executor, "device", "cpu") != "cpu"
         for training in (True, False):
             if mode in (TRAIN_MODES if training else EVAL_MODES):
-                check_host_memory(self.model_name, cls, self.params, training=training,
-                                  capacity=self.memory_capacity, cs2=cs2)
+                check_host_memory(
+                    self.model_name,
+                    cls,
+                    self.params,
+                    training=training,
+                    capacity=self.memory_capacity,
+                    cs2=cs2,
+                )
 
     def _latest(self, model: Any) -> ckpt.TrainState | None:
         """The latest valid checkpoint in model_dir, announced as Model Zoo does (a file
@@ -154,8 +160,10 @@ class Trainer:
         """Warm start or resume; returns the global step training starts from."""
         cfg = self.config
         if cfg.checkpoint_path:
-            given = ckpt.load_checkpoint(ckpt.resolve_checkpoint_path(cfg.checkpoint_path),
-                                         ckpt.model_budget(model.num_params()))
+            given = ckpt.load_checkpoint(
+                ckpt.resolve_checkpoint_path(cfg.checkpoint_path),
+                ckpt.model_budget(model.num_params()),
+            )
             if cfg.is_pretrained_checkpoint:
                 restore_state(given, model, None, None, None)
                 log.info(
@@ -165,9 +173,11 @@ class Trainer:
                 )
                 return 0
             restore_state(given, model, opt, scaler, stream)
-            log.info(f'Resuming from checkpoint "{given.path}" at global step {given.step} '
-                     "(--checkpoint_path; add --is_pretrained_checkpoint to load only its "
-                     "weights and start at step 0).")
+            log.info(
+                f'Resuming from checkpoint "{given.path}" at global step {given.step} '
+                "(--checkpoint_path; add --is_pretrained_checkpoint to load only its "
+                "weights and start at step 0)."
+            )
             return given.step
         if not cfg.autoload_last_checkpoint:
             return 0
@@ -186,17 +196,20 @@ class Trainer:
         if cfg.checkpoint_path:
             path = ckpt.resolve_checkpoint_path(cfg.checkpoint_path)
             if cfg.is_pretrained_checkpoint:
-                return (f'{again} starts from global step 0 with the weights of "{path}" '
-                        "(--is_pretrained_checkpoint)")
-            return (f'{again} resumes from "{path}" again (--checkpoint_path), not from the '
-                    "checkpoints written since")
+                return (
+                    f'{again} starts from global step 0 with the weights of "{path}" '
+                    "(--is_pretrained_checkpoint)"
+                )
+            return (
+                f'{again} resumes from "{path}" again (--checkpoint_path), not from the '
+                "checkpoints written since"
+            )
         found = ckpt.list_checkpoints(self.model_dir)
         if not cfg.autoload_last_checkpoint:
             kept = f" ({len(found)} checkpoint(s) are kept)" if found else ""
             return f"{again} starts from global step 0 (autoload_last_checkpoint is off){kept}"
         if not found:
-            return (f"no checkpoint had been written yet, so {again} starts from global "
-                    "step 0")
+            return f"no checkpoint had been written yet, so {again} starts from global step 0"
         step = ckpt.step_of(found[-1])
         at = f" (global step {step})" if step is not None else ""
         return f'its last checkpoint is "{found[-1]}"{at}, and {again} resumes from it'
@@ -219,22 +232,23 @@ class Trainer:
         model = comp.model(cfg.seed)
         # weight streaming (the Weight Streaming Quickstart)
         if getattr(self.executor, "announce_weight_init", False):
-            log.info("Completed weight initialization on CPU in: "
-                     f"{time.perf_counter() - t0:.3f} seconds")
+            log.info(
+                f"Completed weight initialization on CPU in: {time.perf_counter() - t0:.3f} seconds"
+            )
         opt, scaler = comp.optimizer(model), comp.scaler()
         stream = comp.stream("train", cfg.seed)
         try:
             start = self._restore_for_train(model, opt, scaler, stream)
             accumulation = Accumulation.from_params(self.params)
             if accumulation.active:
-                log.info(accumulation.describe(int(self.params["train_input"]["batch_size"]))
-                         + ".")
+                log.info(accumulation.describe(int(self.params["train_input"]["batch_size"])) + ".")
             # an update takes `batches` input batches (optimizer.grad_accum_steps)
-            stop = cfg.stop_step(start, max(1, _batches_per_epoch(stream)
-                                            // accumulation.batches))
+            stop = cfg.stop_step(start, max(1, _batches_per_epoch(stream) // accumulation.batches))
             if stop <= start:
-                log.info(f"Global step {start} already reaches the requested {stop}; "
-                         "nothing to train (raise --max_steps or use --steps).")
+                log.info(
+                    f"Global step {start} already reaches the requested {stop}; "
+                    "nothing to train (raise --max_steps or use --steps)."
+                )
                 result = TrainResult(start, start, 0, 0.0, None)
                 self._fire("on_end", result)
                 return result
@@ -242,8 +256,9 @@ class Trainer:
         finally:
             stream.close()
 
-    def _train_loop(self, model: Any, opt: Any, scaler: Any, stream: Any, start: int,
-                    stop: int) -> TrainResult:
+    def _train_loop(
+        self, model: Any, opt: Any, scaler: Any, stream: Any, start: int, stop: int
+    ) -> TrainResult:
         cfg, ex = self.config, self.executor
         every = cfg.checkpoint_steps
         ckpt_steps = {s for s in range(start + 1, stop + 1) if every and s % every == 0} | {stop}
@@ -257,8 +272,10 @@ class Trainer:
         before = getattr(ex, "checkpoint_before_load", True)
         if (self.params.get("optimizer") or {}).get("log_summaries"):
             if not hasattr(ex, "summary_steps"):
-                raise ConfigError(f"optimizer.log_summaries needs per-layer norms, which the "
-                                  f"{ex.device} executor does not report; set it to false.")
+                raise ConfigError(
+                    f"optimizer.log_summaries needs per-layer norms, which the "
+                    f"{ex.device} executor does not report; set it to false."
+                )
             ex.summary_steps = cfg.summary_steps  # norms on the steps summaries are written
         if not before:
             report = ex.load(model, opt, scaler, self.params)
@@ -269,15 +286,25 @@ class Trainer:
         if before:
             report = ex.load(model, opt, scaler, self.params)
         _start(stream)
-        perf = RunPerf(ex.device, 0, 0.0, start, stop, compile_time=report.compile_time,
-                       programming_time=report.programming_time,
-                       est_samples_per_sec=report.est_samples_per_sec,
-                       run_info=getattr(ex, "run_info", None), data_source=source or None)
+        perf = RunPerf(
+            ex.device,
+            0,
+            0.0,
+            start,
+            stop,
+            compile_time=report.compile_time,
+            programming_time=report.programming_time,
+            est_samples_per_sec=report.est_samples_per_sec,
+            run_info=getattr(ex, "run_info", None),
+            data_source=source or None,
+        )
         self._nonfinite_warned = False
         ckpt_time = 0.0
         with Summaries(self.model_dir, purge_step=start + 1 if start else None) as tb:
-            self._fire("on_load", LoadInfo(ex.device, start, stop, report, model.num_params(),
-                                           source, "train"))
+            self._fire(
+                "on_load",
+                LoadInfo(ex.device, start, stop, report, model.num_params(), source, "train"),
+            )
             tracker = RateTracker(clock=self.clock)
             tracker.reset()  # GlobalRate counts from here: compile and load are excluded
             # 3) one output per step, in step order, from the executor's bounded queue
@@ -327,11 +354,20 @@ class Trainer:
             raise RuntimeFailure(NAN_MESSAGE.format("NaN" if math.isnan(out.loss) else "inf"))
         if not self._nonfinite_warned:
             self._nonfinite_warned = True
-            log.warning(f"The loss at global step {out.step} is {out.loss}; training continues "
-                        "because runconfig.check_loss_values is false.")
+            log.warning(
+                f"The loss at global step {out.step} is {out.loss}; training continues "
+                "because runconfig.check_loss_values is false."
+            )
 
-    def _log_step(self, tb: Summaries, out: StepOutput, tracker: RateTracker, now: float,
-                  console: bool = True, summary: bool = True) -> None:
+    def _log_step(
+        self,
+        tb: Summaries,
+        out: StepOutput,
+        tracker: RateTracker,
+        now: float,
+        console: bool = True,
+        summary: bool = True,
+    ) -> None:
         """A log step: console lines every log_steps, summaries every summary_steps (TF flow:
         two intervals; PyTorch: one). Rate is queried once for either, so both see one EMA."""
         rate, global_rate = tracker.rate(now), tracker.global_rate(now)
@@ -341,25 +377,35 @@ class Trainer:
             return
         device = self.executor.device
         if self.config.standard_logs:
-            log.info(f"| Train Device={device}, Step={out.step}, Loss={out.loss:.5f}, "
-                     f"Rate={format_rate(rate)}, GlobalRate={format_rate(global_rate)}")
+            log.info(
+                f"| Train Device={device}, Step={out.step}, Loss={out.loss:.5f}, "
+                f"Rate={format_rate(rate)}, GlobalRate={format_rate(global_rate)}"
+            )
             log.info(f"global_step = {out.step}, loss = {np.float32(out.loss)!s}")
-        self._fire("on_step_logged", StepLog(device, out.step, out.loss, rate, global_rate,
-                                             out.lr, out.loss_scale, now))
+        self._fire(
+            "on_step_logged",
+            StepLog(device, out.step, out.loss, rate, global_rate, out.lr, out.loss_scale, now),
+        )
 
-    def _summaries(self, tb: Summaries, out: StepOutput, rate: float, global_rate: float,
-                   now: float) -> None:
-        tb.scalars(out.step, {
-            "loss": out.loss,
-            "local_samples_per_sec": rate,
-            "avg_samples_per_sec": global_rate,
-            "avg_steps_per_sec": global_rate / out.samples if out.samples else 0.0,
-            "lr": out.lr,
-            "loss_scale": out.loss_scale,
-            # optimizer.log_summaries: the global and per-group norms (runtime/executors/base.py)
-            **({"grad_norm": out.grad_norm} if out.norms and out.grad_norm is not None else {}),
-            **(out.norms or {}),
-        }, walltime=now)
+    def _summaries(
+        self, tb: Summaries, out: StepOutput, rate: float, global_rate: float, now: float
+    ) -> None:
+        tb.scalars(
+            out.step,
+            {
+                "loss": out.loss,
+                "local_samples_per_sec": rate,
+                "avg_samples_per_sec": global_rate,
+                "avg_steps_per_sec": global_rate / out.samples if out.samples else 0.0,
+                "lr": out.lr,
+                "loss_scale": out.loss_scale,
+                # optimizer.log_summaries: the global and per-group norms
+                # (runtime/executors/base.py)
+                **({"grad_norm": out.grad_norm} if out.norms and out.grad_norm is not None else {}),
+                **(out.norms or {}),
+            },
+            walltime=now,
+        )
 
     # -- eval --------------------------------------------------------------------------------------
     def eval(self, checkpoint_path: str | Path | None = None) -> EvalResult:
@@ -369,7 +415,8 @@ class Trainer:
         path = checkpoint_path or self.config.checkpoint_path
         if path:
             state: ckpt.TrainState | None = ckpt.load_checkpoint(
-                ckpt.resolve_checkpoint_path(path), ckpt.model_budget(model.num_params()))
+                ckpt.resolve_checkpoint_path(path), ckpt.model_budget(model.num_params())
+            )
         else:
             state = self._latest(model)
             if state is None:
@@ -379,8 +426,10 @@ class Trainer:
                         "--checkpoint_path, or add --eval_random_weights to evaluate randomly "
                         "initialized weights on purpose."
                     )
-                log.warning("No checkpoint to evaluate; evaluating randomly initialized weights "
-                            "(--eval_random_weights).")
+                log.warning(
+                    "No checkpoint to evaluate; evaluating randomly initialized weights "
+                    "(--eval_random_weights)."
+                )
         with Summaries(self.model_dir / EVAL_DIR, within=self.model_dir) as tb:
             return self._evaluate(model, state, tb)
 
@@ -418,8 +467,9 @@ class Trainer:
             write_performance(self.model_dir, result.perf)
         return result, ev
 
-    def _evaluate(self, model: Any, state: ckpt.TrainState | None, tb: Summaries,
-                  describe_input: bool = True) -> EvalResult:
+    def _evaluate(
+        self, model: Any, state: ckpt.TrainState | None, tb: Summaries, describe_input: bool = True
+    ) -> EvalResult:
         cfg, ex = self.config, self.executor
         step = 0
         if state is not None:

@@ -91,24 +91,40 @@ class ApplianceCluster:
 
     # --- the user's commands ------------------------------------------------------------------
     def csctl(self, *argv: str, timeout: float = 120) -> CsResult:
-        return self.system.run([sys.executable, "-m", "cs2sim.scripts.csctl", *argv],
-                               timeout=timeout, label="csctl " + " ".join(argv))
+        return self.system.run(
+            [sys.executable, "-m", "cs2sim.scripts.csctl", *argv],
+            timeout=timeout,
+            label="csctl " + " ".join(argv),
+        )
 
     def run_csx(self, model_dir: Path, *argv: str, timeout: float = 600) -> CsResult:
         """`python run.py CSX ARGV...` in `model_dir` (a copy of a Model Zoo model)."""
-        return self.system.run([sys.executable, str(Path(model_dir) / "run.py"), "CSX", *argv],
-                               cwd=model_dir, timeout=timeout,
-                               label="python run.py CSX " + " ".join(argv))
+        return self.system.run(
+            [sys.executable, str(Path(model_dir) / "run.py"), "CSX", *argv],
+            cwd=model_dir,
+            timeout=timeout,
+            label="python run.py CSX " + " ".join(argv),
+        )
 
     def start_csx(self, model_dir: Path, *argv: str) -> Any:
         """The same in the background: a Popen (text pipes)."""
-        return self.system.start([sys.executable, str(Path(model_dir) / "run.py"), "CSX",
-                                  *argv], cwd=model_dir)
+        return self.system.start(
+            [sys.executable, str(Path(model_dir) / "run.py"), "CSX", *argv], cwd=model_dir
+        )
 
     def jobs(self, *, all_states: bool = True) -> list[dict[str, Any]]:
         """`csctl get jobs [-a] -o json`: the jobs, oldest first."""
-        res = self.csctl("get", "jobs", *(["-a"] if all_states else []), "-o", "json",
-                         "--sort", "age", "--order", "desc").check()
+        res = self.csctl(
+            "get",
+            "jobs",
+            *(["-a"] if all_states else []),
+            "-o",
+            "json",
+            "--sort",
+            "age",
+            "--order",
+            "desc",
+        ).check()
         return list(json.loads(res.output)["jobs"])
 
     def job(self, name: str) -> dict[str, Any]:
@@ -116,6 +132,7 @@ class ApplianceCluster:
 
     def wait_for(self, kind: str, phase: str, timeout: float = 120) -> dict[str, Any]:
         """The newest job of `kind` (compile | execute) once it is in `phase`."""
+
         def ready() -> dict[str, Any] | None:
             mine = [j for j in self.jobs() if j["meta"]["type"] == kind]
             return mine[-1] if mine and mine[-1]["status"]["phase"] == phase else None

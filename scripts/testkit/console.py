@@ -44,9 +44,11 @@ def _pexpect() -> ModuleType:
     try:
         import pexpect
     except ImportError:
-        raise ConsoleError("the console session needs pexpect, which this Python cannot import; "
-                           "install it (pip install pexpect) or reinstall cs2sim, which "
-                           "depends on it.") from None
+        raise ConsoleError(
+            "the console session needs pexpect, which this Python cannot import; "
+            "install it (pip install pexpect) or reinstall cs2sim, which "
+            "depends on it."
+        ) from None
     return pexpect
 
 
@@ -71,7 +73,11 @@ class ConsoleSession:
     """
 
     def __init__(
-        self, env: Mapping[str, str], *args: str, width: int = 160, timeout: float = 15,
+        self,
+        env: Mapping[str, str],
+        *args: str,
+        width: int = 160,
+        timeout: float = 15,
         password: str | None = None,
     ) -> None:
         self.timeout = timeout
@@ -82,8 +88,13 @@ class ConsoleSession:
         self._getpass = False  # the pending question is the login's password prompt
         self._ended = False  # cs's end (EOF) was read
         self.child = self._px.spawn(
-            sys.executable, ["-m", "cs2sim.csshell", *args], env=dict(env), encoding="utf-8",
-            timeout=timeout, dimensions=(40, width), preexec_fn=terminal_signals,
+            sys.executable,
+            ["-m", "cs2sim.csshell", *args],
+            env=dict(env),
+            encoding="utf-8",
+            timeout=timeout,
+            dimensions=(40, width),
+            preexec_fn=terminal_signals,
         )
         self.child.delaybeforesend = None
         self.child.logfile_read = self.log
@@ -91,13 +102,15 @@ class ConsoleSession:
         if self._getpass and password is not None:  # `--user NAME`: log in
             self.output += self.answer(password)
             if self.closed:
-                raise ConsoleError("cs refused the login and exited: "
-                                   f"{self.output.strip()}" + self._log_tail())
+                raise ConsoleError(
+                    f"cs refused the login and exited: {self.output.strip()}" + self._log_tail()
+                )
         if self.closed:
             raise ConsoleError("cs exited before showing its prompt" + self._log_tail())
         if self.question is not None and not self._getpass:
-            raise ConsoleError(f"cs asked {self.question!r} instead of showing its prompt"
-                               + self._log_tail())
+            raise ConsoleError(
+                f"cs asked {self.question!r} instead of showing its prompt" + self._log_tail()
+            )
 
     @property
     def closed(self) -> bool:
@@ -123,8 +136,9 @@ class ConsoleSession:
         for text in answers:
             out += self.answer(text)
         if self.question is not None:
-            raise ConsoleError(f"`{line}` still asks {self.question!r} after the answers given"
-                               + self._log_tail())
+            raise ConsoleError(
+                f"`{line}` still asks {self.question!r} after the answers given" + self._log_tail()
+            )
         return out
 
     def interrupt(self) -> str:
@@ -208,8 +222,9 @@ class ConsoleSession:
                 return int(self.child.expect_exact(pattern, timeout=self.timeout))
             return int(self.child.expect(pattern, timeout=self.timeout))  # type: ignore[arg-type]
         except px.TIMEOUT:
-            raise ConsoleError(f"timed out after {self.timeout:g} s waiting for {what}"
-                               + self._log_tail()) from None
+            raise ConsoleError(
+                f"timed out after {self.timeout:g} s waiting for {what}" + self._log_tail()
+            ) from None
         except px.EOF:
             self._ended = True
             raise ConsoleError(f"cs exited while waiting for {what}" + self._log_tail()) from None

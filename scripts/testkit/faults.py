@@ -34,16 +34,18 @@ __all__ = ["FaultTimer", "job_processes", "kill_all", "checkpoint_steps"]
 class FaultTimer:
     """A background thread: when `ready()` is true, wait `delay` seconds, then `act()` once."""
 
-    def __init__(self, ready: Any, act: Any, delay: float, timeout: float, what: str,
-                 cleanup: Any = None) -> None:
+    def __init__(
+        self, ready: Any, act: Any, delay: float, timeout: float, what: str, cleanup: Any = None
+    ) -> None:
         self.what = what
         self._cleanup = cleanup  # run once when the timer is over: fired, timed out or cancelled
         self._cleaned = threading.Lock()
         self.fired_at: float | None = None
         self.error: BaseException | None = None
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(ready, act, delay, timeout),
-                                        name=f"testkit-{what}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, args=(ready, act, delay, timeout), name=f"testkit-{what}", daemon=True
+        )
         self._thread.start()
 
     def _run(self, ready: Any, act: Any, delay: float, timeout: float) -> None:
@@ -88,8 +90,9 @@ class FaultTimer:
         self._thread.join(5)
 
 
-def job_processes(home: Path, job: Any, *, node: str | None = None,
-                  streamers: bool = False) -> list[int]:
+def job_processes(
+    home: Path, job: Any, *, node: str | None = None, streamers: bool = False
+) -> list[int]:
     """Pids of a running job's task processes, from the launcher's `pids` list (as Slurm's
     `scontrol listpids`). node: only tasks on that node; streamers: only input workers (task ids
     above 0 in a component that runs several tasks per node, as runtime/job/roles.py decides)."""

@@ -17,8 +17,15 @@ from typing import Any
 
 from cs2sim.scripts.testkit.result import CsResult
 
-__all__ = ["LaunchResult", "launcher", "scripts_dir", "model_copy", "named_model_dir", "find_job",
-           "task_logs"]
+__all__ = [
+    "LaunchResult",
+    "launcher",
+    "scripts_dir",
+    "model_copy",
+    "named_model_dir",
+    "find_job",
+    "task_logs",
+]
 
 MODEL_DIR_FLAGS = ("--model_dir", "-o")
 
@@ -50,8 +57,10 @@ def launcher(word: str) -> str:
     """The installed console script `word` (csrun_wse, csrun_cpu, ...) of this Python."""
     path = scripts_dir() / word
     if not path.exists():
-        raise AssertionError(f"{word} is not installed next to {sys.executable}; install cs2sim "
-                             "(pip install -e .) in the environment that runs the tests.")
+        raise AssertionError(
+            f"{word} is not installed next to {sys.executable}; install cs2sim "
+            "(pip install -e .) in the environment that runs the tests."
+        )
     return str(path)
 
 

@@ -34,8 +34,15 @@ if TYPE_CHECKING:
     from cs2sim.scripts.testkit.result import CsResult
     from cs2sim.scripts.testkit.system import ThrowawaySystem
 
-__all__ = ["cs2_cluster", "cs2_boot_seconds", "cs2_systems", "cs2_system", "cs2_console",
-           "cs2_cs", "cs2_appliance"]
+__all__ = [
+    "cs2_cluster",
+    "cs2_boot_seconds",
+    "cs2_systems",
+    "cs2_system",
+    "cs2_console",
+    "cs2_cs",
+    "cs2_appliance",
+]
 
 
 @pytest.fixture

@@ -190,7 +190,11 @@ class ThrowawaySystem:
         return machine.status()
 
     def hold_job(
-        self, mode: str | None = None, *, user: str = "someone", command: str = "held by testkit",
+        self,
+        mode: str | None = None,
+        *,
+        user: str = "someone",
+        command: str = "held by testkit",
         name: str | None = None,
     ) -> Any:
         """A RUNNING job on the system, as if another user's run were going on.
@@ -206,8 +210,9 @@ class ThrowawaySystem:
         machine = self.machine(name)
         run_mode = ExecMode(_mode(mode)) if mode else machine.status().active_mode
         proc = self.start([sys.executable, "-c", "import time; time.sleep(86400)"])
-        job = machine.register_job(Identity(user, Role.USER, "testkit"), run_mode, command,
-                                   proc.pid)
+        job = machine.register_job(
+            Identity(user, Role.USER, "testkit"), run_mode, command, proc.pid
+        )
         self._held[job.id] = proc
         return job
 
@@ -250,8 +255,12 @@ class ThrowawaySystem:
         if command is not None:
             argv += ["-c", command]
         argv += list(args)
-        return self.run([sys.executable, "-m", "cs2sim.csshell", *argv], input=input,
-                        timeout=timeout, label=f"cs {' '.join(argv)}")
+        return self.run(
+            [sys.executable, "-m", "cs2sim.csshell", *argv],
+            input=input,
+            timeout=timeout,
+            label=f"cs {' '.join(argv)}",
+        )
 
     def run(
         self,
@@ -264,9 +273,14 @@ class ThrowawaySystem:
     ) -> CsResult:
         """Run any command (a launcher, your own script) with this system's environment."""
         proc = subprocess.Popen(
-            list(argv), env=self.env, cwd=cwd, text=True, start_new_session=True,
+            list(argv),
+            env=self.env,
+            cwd=cwd,
+            text=True,
+            start_new_session=True,
             stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
         )
         self._processes.append(proc)
         out, err, both = communicate(proc, input, timeout, label or " ".join(argv))
@@ -277,8 +291,14 @@ class ThrowawaySystem:
     ) -> subprocess.Popen[str]:
         """Start a command in the background (stopped, with its children, by `close`)."""
         proc = subprocess.Popen(
-            list(argv), env=self.env, cwd=cwd, text=True, start_new_session=True,
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            list(argv),
+            env=self.env,
+            cwd=cwd,
+            text=True,
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
         )
         self._processes.append(proc)
         return proc
@@ -290,14 +310,16 @@ class ThrowawaySystem:
 
         return model_copy(self.root, model)
 
-    def csrun_wse(self, *argv: str, cwd: str | os.PathLike[str] | None = None,
-                  timeout: float = 600) -> Any:
+    def csrun_wse(
+        self, *argv: str, cwd: str | os.PathLike[str] | None = None, timeout: float = 600
+    ) -> Any:
         """Run `csrun_wse ARGV...` on this system's cluster; a LaunchResult (output, exit code,
         the job as `jobs show` records it, every task's log, the model_dir the command names)."""
         return self._launch("csrun_wse", argv, cwd, timeout)
 
-    def csrun_cpu(self, *argv: str, cwd: str | os.PathLike[str] | None = None,
-                  timeout: float = 600) -> Any:
+    def csrun_cpu(
+        self, *argv: str, cwd: str | os.PathLike[str] | None = None, timeout: float = 600
+    ) -> Any:
         """Run `csrun_cpu ARGV...` (one CPU node; never the CS-2); a LaunchResult."""
         return self._launch("csrun_cpu", argv, cwd, timeout)
 
@@ -308,15 +330,21 @@ class ThrowawaySystem:
 
         return launcher(word)
 
-    def start_launch(self, word: str, *argv: str,
-                     cwd: str | os.PathLike[str] | None = None) -> subprocess.Popen[str]:
+    def start_launch(
+        self, word: str, *argv: str, cwd: str | os.PathLike[str] | None = None
+    ) -> subprocess.Popen[str]:
         """Start `csrun_wse`/`csrun_cpu` in the background (for faults and queue views)."""
         from cs2sim.scripts.testkit.launch import launcher
 
         return self.start([launcher(word), *argv], cwd=cwd)
 
-    def finish_launch(self, proc: subprocess.Popen[str], argv: Sequence[str] = (),
-                      cwd: str | os.PathLike[str] | None = None, timeout: float = 600) -> Any:
+    def finish_launch(
+        self,
+        proc: subprocess.Popen[str],
+        argv: Sequence[str] = (),
+        cwd: str | os.PathLike[str] | None = None,
+        timeout: float = 600,
+    ) -> Any:
         """Wait for a launcher from `start_launch`; its LaunchResult."""
         from cs2sim.scripts.testkit.launch import LaunchResult, find_job, named_model_dir, task_logs
 
@@ -325,7 +353,12 @@ class ThrowawaySystem:
         job = find_job(self.store, proc.pid)
         where = Path(cwd) if cwd is not None else Path.cwd()
         return LaunchResult(
-            command, out, err, proc.returncode, both, job=job,
+            command,
+            out,
+            err,
+            proc.returncode,
+            both,
+            job=job,
             tasks=task_logs(self.home, job.id) if job is not None else {},
             model_dir=named_model_dir(list(argv), where),
         )
@@ -359,8 +392,13 @@ class ThrowawaySystem:
             time.sleep(0.05)
 
     # -- faults (scripts/testkit/faults.py says what a real CS-2 shows for each) -----------------
-    def fault_when_running(self, delay: float = 0.5, reason: str = "injected fault: fabric "
-                           "link down", timeout: float = 120, when: Any = None) -> Any:
+    def fault_when_running(
+        self,
+        delay: float = 0.5,
+        reason: str = "injected fault: fabric link down",
+        timeout: float = 120,
+        when: Any = None,
+    ) -> Any:
         """Once a job runs on the system (and `when()` is true, if given), after `delay` s put
         the system in FAULT. Returns a FaultTimer. A job "runs" from its registration, before
         its first step: to have checkpoints to keep, use `fault_after_checkpoint` or
@@ -370,12 +408,17 @@ class ThrowawaySystem:
         def ready() -> bool:
             return bool(self.status().running_jobs) and (when is None or bool(when()))
 
-        return FaultTimer(ready, lambda: self.put_in("FAULT", reason=reason), delay, timeout,
-                          "a system fault")
+        return FaultTimer(
+            ready, lambda: self.put_in("FAULT", reason=reason), delay, timeout, "a system fault"
+        )
 
-    def fault_after_checkpoint(self, model_dir: str | os.PathLike[str], delay: float = 0.0,
-                               reason: str = "injected fault: fabric link down",
-                               timeout: float = 300) -> Any:
+    def fault_after_checkpoint(
+        self,
+        model_dir: str | os.PathLike[str],
+        delay: float = 0.0,
+        reason: str = "injected fault: fabric link down",
+        timeout: float = 300,
+    ) -> Any:
         """Once a job runs and a NEW checkpoint of a trained step (model-ckpt-<N>.npz, N > 0,
         not in `model_dir` when this was called) is there, after `delay` s put the system in
         FAULT: the run stops at its next step with that checkpoint to resume from."""
@@ -388,11 +431,17 @@ class ThrowawaySystem:
             new = checkpoint_steps(where) - before
             return any(step > 0 for step in new) and bool(self.status().running_jobs)
 
-        return FaultTimer(ready, lambda: self.put_in("FAULT", reason=reason), delay, timeout,
-                          "a system fault after a checkpoint")
+        return FaultTimer(
+            ready,
+            lambda: self.put_in("FAULT", reason=reason),
+            delay,
+            timeout,
+            "a system fault after a checkpoint",
+        )
 
-    def fault_at_step(self, step: int, reason: str = "injected fault: fabric link down",
-                      timeout: float = 300) -> Any:
+    def fault_at_step(
+        self, step: int, reason: str = "injected fault: fabric link down", timeout: float = 300
+    ) -> Any:
         """For runs started after this, until the fault happens: the system goes to FAULT just
         before global step `step` (the run itself does it, CS2SIM_FAULT_AT_STEP, so it happens
         at exactly that step). Returns a FaultTimer whose `wait()` is True once the system is in
@@ -410,8 +459,14 @@ class ThrowawaySystem:
                 for key in armed:
                     del self.env[key]
 
-        return FaultTimer(lambda: self.state == "FAULT", lambda: None, 0.0, timeout,
-                          f"a system fault at step {step}", cleanup=disarm)
+        return FaultTimer(
+            lambda: self.state == "FAULT",
+            lambda: None,
+            0.0,
+            timeout,
+            f"a system fault at step {step}",
+            cleanup=disarm,
+        )
 
     def lose_node(self, node: str, delay: float = 0.5, timeout: float = 120) -> Any:
         """Once a job has tasks on `node`, after `delay` s kill them all (SIGKILL): the node is
@@ -434,8 +489,7 @@ class ThrowawaySystem:
 
         return FaultTimer(ready, act, delay, timeout, f"the loss of node {node}")
 
-    def stall_streamer(self, delay: float = 0.5, timeout_s: float = 5.0,
-                       wait: float = 120) -> Any:
+    def stall_streamer(self, delay: float = 0.5, timeout_s: float = 5.0, wait: float = 120) -> Any:
         """Once a job's input streamers run, after `delay` s stop one (SIGSTOP): a hung input
         worker. Sets the chief's streamer timeout to `timeout_s` for runs started after this."""
         from cs2sim.scripts.testkit.faults import FaultTimer, job_processes, kill_all
@@ -462,8 +516,14 @@ class ThrowawaySystem:
         after this: an input pipeline slower than the wafer (suspected_input_bottleneck)."""
         self.env["CS2SIM_INPUT_EXTRA_WORK"] = str(int(rounds))
 
-    def console(self, *args: str, user: str | None = None, password: str | None = None,
-                width: int = 160, timeout: float = 15) -> Any:
+    def console(
+        self,
+        *args: str,
+        user: str | None = None,
+        password: str | None = None,
+        width: int = 160,
+        timeout: float = 15,
+    ) -> Any:
         """The interactive `cs>` (a ConsoleSession) at its first prompt.
 
         user: log in as that account (`cs --user NAME`); with `password` the session answers
@@ -472,8 +532,9 @@ class ThrowawaySystem:
         from cs2sim.scripts.testkit.console import ConsoleSession
 
         login = ("--user", user) if user is not None else ()
-        session = ConsoleSession(self.env, *login, *args, width=width, timeout=timeout,
-                                 password=password)
+        session = ConsoleSession(
+            self.env, *login, *args, width=width, timeout=timeout, password=password
+        )
         self._consoles.append(session)
         return session
 

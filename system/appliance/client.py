@@ -20,8 +20,7 @@ from cs2sim.system import wire
 from cs2sim.system.appliance.address import MAX_REQUEST, socket_path
 from cs2sim.system.appliance.errors import RequestFailed, ServerGone
 
-__all__ = ["Connection", "ServerGone", "RequestFailed", "connect", "MAX_REPLY",
-           "START_WAIT_S"]
+__all__ = ["Connection", "ServerGone", "RequestFailed", "connect", "MAX_REPLY", "START_WAIT_S"]
 
 MAX_REPLY = 96 * 1024 * 1024  # a log export's zip travels in one reply
 REPLY_S = 60.0
@@ -45,26 +44,36 @@ class Connection:
             wire.send_obj(self.sock, {"op": op, "args": args}, MAX_REQUEST)
             reply = wire.recv_obj(self.sock, MAX_REPLY, time.monotonic() + REPLY_S)
         except (wire.Closed, wire.FrameError, OSError) as e:
-            raise ServerGone(f"the cluster server at {self.where} closed the connection "
-                             f"({type(e).__name__}); check it with `cs-cluster-server status` "
-                             "and retry.") from None
+            raise ServerGone(
+                f"the cluster server at {self.where} closed the connection "
+                f"({type(e).__name__}); check it with `cs-cluster-server status` "
+                "and retry."
+            ) from None
         if not reply.get("ok"):
-            raise RequestFailed(str(reply.get("error", "the cluster server refused")),
-                                int(reply.get("code", 1)))
+            raise RequestFailed(
+                str(reply.get("error", "the cluster server refused")), int(reply.get("code", 1))
+            )
         return reply
 
-    def watch(self, name: str, *, attach: bool = False, offset: int = 0,
-              ) -> Iterator[dict[str, Any]]:
+    def watch(
+        self,
+        name: str,
+        *,
+        attach: bool = False,
+        offset: int = 0,
+    ) -> Iterator[dict[str, Any]]:
         """The job's events until its end; ServerGone if the server dies first."""
         self.call("watch", name=name, attach=attach, offset=offset)
         while True:
             try:
                 event = wire.recv_obj(self.sock, MAX_REPLY, None)
             except (wire.Closed, wire.FrameError, OSError):
-                raise ServerGone(f"the cluster management server stopped while {name} was "
-                                 "being watched; its jobs were stopped with it. Start it again "
-                                 "(`cs-cluster-server start`, or just rerun: the client starts "
-                                 "one) and resubmit.") from None
+                raise ServerGone(
+                    f"the cluster management server stopped while {name} was "
+                    "being watched; its jobs were stopped with it. Start it again "
+                    "(`cs-cluster-server start`, or just rerun: the client starts "
+                    "one) and resubmit."
+                ) from None
             yield event
             if event.get("event") == "end":
                 return
@@ -81,8 +90,13 @@ def _unix(home: Path) -> socket.socket:
     return sock
 
 
-def connect(home: Path, *, start: Sequence[str] | None = None, mgmt_address: str | None = None,
-            credentials_path: str | None = None) -> Connection:
+def connect(
+    home: Path,
+    *,
+    start: Sequence[str] | None = None,
+    mgmt_address: str | None = None,
+    credentials_path: str | None = None,
+) -> Connection:
     """A connection to the cluster server (module docstring)."""
     if mgmt_address:
         from cs2sim.system.appliance.tls import connect_tls
@@ -93,17 +107,27 @@ def connect(home: Path, *, start: Sequence[str] | None = None, mgmt_address: str
         return Connection(_unix(home), where)
     except OSError as e:
         if start is None:
-            raise ServerGone(f"no cluster server runs for {home} ({e.strerror}); start one "
-                             "with `cs-cluster-server start`.") from None
-    subprocess.run(list(start), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL, check=False, env=dict(os.environ))
+            raise ServerGone(
+                f"no cluster server runs for {home} ({e.strerror}); start one "
+                "with `cs-cluster-server start`."
+            ) from None
+    subprocess.run(
+        list(start),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        check=False,
+        env=dict(os.environ),
+    )
     deadline = time.monotonic() + START_WAIT_S
     while True:
         try:
             return Connection(_unix(home), where)
         except OSError as e:
             if time.monotonic() > deadline:
-                raise ServerGone(f"the cluster server for {home} did not start within "
-                                 f"{START_WAIT_S:.0f} s ({e.strerror}); see "
-                                 f"{Path(home) / 'wsjob' / 'server.log'}.") from None
+                raise ServerGone(
+                    f"the cluster server for {home} did not start within "
+                    f"{START_WAIT_S:.0f} s ({e.strerror}); see "
+                    f"{Path(home) / 'wsjob' / 'server.log'}."
+                ) from None
             time.sleep(0.05)

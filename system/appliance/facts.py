@@ -19,10 +19,16 @@ def _systems(store: Store) -> list[dict[str, Any]]:
     rows = []
     for name in list_systems(store):
         s = Machine(store, name).status()
-        rows.append({"name": s.name, "ip": s.ip, "state": s.state.value,
-                     "mode": s.active_mode.value,
-                     "job": "" if s.held_by is None else str(s.held_by),
-                     "fault": s.fault_reason})
+        rows.append(
+            {
+                "name": s.name,
+                "ip": s.ip,
+                "state": s.state.value,
+                "mode": s.active_mode.value,
+                "job": "" if s.held_by is None else str(s.held_by),
+                "fault": s.fault_reason,
+            }
+        )
     return rows
 
 
@@ -35,8 +41,15 @@ def _nodegroups() -> list[dict[str, Any]]:
         g["cpus"] += n.cpus
         g["memory_gb"] += n.memory_gb
     mx = cluster.memoryx
-    return [*groups.values(), {"name": "memoryx", "nodes": 1, "cpus": 0,
-                               "memory_gb": float(getattr(mx, "capacity_tb", 0)) * 1000}]
+    return [
+        *groups.values(),
+        {
+            "name": "memoryx",
+            "nodes": 1,
+            "cpus": 0,
+            "memory_gb": float(getattr(mx, "capacity_tb", 0)) * 1000,
+        },
+    ]
 
 
 def cluster_facts(store: Store, what: str, server_version: str) -> dict[str, Any]:
@@ -46,8 +59,15 @@ def cluster_facts(store: Store, what: str, server_version: str) -> dict[str, Any
     if what == "nodegroup":
         return {"rows": _nodegroups()}
     if what == "version":
-        return {"rows": [{"component": "cluster-server", "version": server_version},
-                         {"component": "system software", "version": software_version()}]}
+        return {
+            "rows": [
+                {"component": "cluster-server", "version": server_version},
+                {"component": "system software", "version": software_version()},
+            ]
+        }
     systems = _systems(store)
-    return {"rows": systems, "nodegroups": _nodegroups(),
-            "healthy": all(s["state"] == "ACTIVE" for s in systems)}
+    return {
+        "rows": systems,
+        "nodegroups": _nodegroups(),
+        "healthy": all(s["state"] == "ACTIVE" for s in systems),
+    }

@@ -25,8 +25,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PHASES", "ENDED", "PRIORITIES", "KINDS", "WsJob", "JobBook", "new_id", "log_root",
-           "job_log_dir", "ID_RE"]
+__all__ = [
+    "PHASES",
+    "ENDED",
+    "PRIORITIES",
+    "KINDS",
+    "WsJob",
+    "JobBook",
+    "new_id",
+    "log_root",
+    "job_log_dir",
+    "ID_RE",
+]
 
 PHASES = ("QUEUED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED")
 ENDED = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
@@ -85,9 +95,26 @@ class WsJob:
     compile_hash: str = ""
     sched_job: str = ""  # the scheduler's job id of its launch ("" before it is submitted)
 
-    _COLUMNS = ("id", "kind", "user", "uid", "priority", "created", "started", "ended", "phase",
-                "reason", "labels", "systems", "num_csx", "spec", "exit_code", "epoch",
-                "compile_hash", "sched_job")
+    _COLUMNS = (
+        "id",
+        "kind",
+        "user",
+        "uid",
+        "priority",
+        "created",
+        "started",
+        "ended",
+        "phase",
+        "reason",
+        "labels",
+        "systems",
+        "num_csx",
+        "spec",
+        "exit_code",
+        "epoch",
+        "compile_hash",
+        "sched_job",
+    )
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...]) -> WsJob:
@@ -109,20 +136,38 @@ class WsJob:
     def public(self, home: Path) -> dict[str, Any]:
         """The job as `csctl get job NAME -o json` shows it (the real tool's field names)."""
         return {
-            "meta": {"name": self.id, "labels": dict(self.labels),
-                     "createTime": _iso(self.created), "type": self.kind},
-            "spec": {"user": {"username": self.user, "uid": self.uid},
-                     "priority": self.priority, "numCsx": self.num_csx,
-                     **({"mountDirs": list(self.spec.get("mount_dirs") or []),
-                         "pythonPaths": list(self.spec.get("python_paths") or [])}
-                        if self.spec else {})},
-            "status": {"phase": self.phase, "reason": self.reason,
-                       "systems": list(self.systems),
-                       "startTime": _iso(self.started), "executionTime": _iso(self.started),
-                       "completionTime": _iso(self.ended), "exitCode": self.exit_code,
-                       "compileHash": self.compile_hash, "schedulerJob": self.sched_job,
-                       "logPath": str(job_log_dir(home, self.id)),
-                       **self._replicas()},
+            "meta": {
+                "name": self.id,
+                "labels": dict(self.labels),
+                "createTime": _iso(self.created),
+                "type": self.kind,
+            },
+            "spec": {
+                "user": {"username": self.user, "uid": self.uid},
+                "priority": self.priority,
+                "numCsx": self.num_csx,
+                **(
+                    {
+                        "mountDirs": list(self.spec.get("mount_dirs") or []),
+                        "pythonPaths": list(self.spec.get("python_paths") or []),
+                    }
+                    if self.spec
+                    else {}
+                ),
+            },
+            "status": {
+                "phase": self.phase,
+                "reason": self.reason,
+                "systems": list(self.systems),
+                "startTime": _iso(self.started),
+                "executionTime": _iso(self.started),
+                "completionTime": _iso(self.ended),
+                "exitCode": self.exit_code,
+                "compileHash": self.compile_hash,
+                "schedulerJob": self.sched_job,
+                "logPath": str(job_log_dir(home, self.id)),
+                **self._replicas(),
+            },
         }
 
     def _replicas(self) -> dict[str, Any]:
@@ -152,8 +197,9 @@ class JobBook:
         self.path = Path(path)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         os.close(fd)
-        self._db = sqlite3.connect(self.path, timeout=10.0, isolation_level=None,
-                                   check_same_thread=False)
+        self._db = sqlite3.connect(
+            self.path, timeout=10.0, isolation_level=None, check_same_thread=False
+        )
         self._lock = threading.RLock()  # one connection, shared by the server's threads
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(SCHEMA)
@@ -177,14 +223,16 @@ class JobBook:
         with self.transaction() as db:
             row = db.execute("SELECT value FROM server WHERE key = 'epoch'").fetchone()
             epoch = int(row[0]) + 1 if row else 1
-            db.execute("INSERT OR REPLACE INTO server (key, value) VALUES ('epoch', ?)",
-                       (str(epoch),))
+            db.execute(
+                "INSERT OR REPLACE INTO server (key, value) VALUES ('epoch', ?)", (str(epoch),)
+            )
         return epoch
 
     def add(self, job: WsJob) -> None:
         with self.transaction() as db:
-            db.execute(f"INSERT INTO wsjobs VALUES ({','.join('?' * len(WsJob._COLUMNS))})",
-                       job.row())
+            db.execute(
+                f"INSERT INTO wsjobs VALUES ({','.join('?' * len(WsJob._COLUMNS))})", job.row()
+            )
 
     def save(self, job: WsJob) -> None:
         """Write the job's state; its labels are `set_labels`'s alone (a label patched while
@@ -192,21 +240,26 @@ class JobBook:
         cols = [c for c in WsJob._COLUMNS if c not in ("id", "labels")]
         values = dict(zip(WsJob._COLUMNS, job.row(), strict=True))
         with self.transaction() as db:
-            db.execute(f"UPDATE wsjobs SET {', '.join(f'{c} = ?' for c in cols)} WHERE id = ?",
-                       [values[c] for c in cols] + [job.id])
+            db.execute(
+                f"UPDATE wsjobs SET {', '.join(f'{c} = ?' for c in cols)} WHERE id = ?",
+                [values[c] for c in cols] + [job.id],
+            )
 
     def set_labels(self, job_id: str, labels: dict[str, str]) -> None:
         with self.transaction() as db:
-            db.execute("UPDATE wsjobs SET labels = ? WHERE id = ?",
-                       (json.dumps(labels, sort_keys=True), job_id))
+            db.execute(
+                "UPDATE wsjobs SET labels = ? WHERE id = ?",
+                (json.dumps(labels, sort_keys=True), job_id),
+            )
 
     def get(self, job_id: str) -> WsJob | None:
         with self._lock:
             row = self._db.execute("SELECT * FROM wsjobs WHERE id = ?", (job_id,)).fetchone()
         return None if row is None else WsJob.from_row(row)
 
-    def all(self, *, active_only: bool = False, since: float | None = None,
-            with_spec: bool = True) -> list[WsJob]:
+    def all(
+        self, *, active_only: bool = False, since: float | None = None, with_spec: bool = True
+    ) -> list[WsJob]:
         """Jobs by phase / age; without `with_spec` their specs (command line, environment)
         are not read, which a listing does not need."""
         cols = ", ".join(c if with_spec or c != "spec" else "'{}'" for c in WsJob._COLUMNS)
@@ -229,14 +282,18 @@ class JobBook:
         signal)."""
         ended = []
         with self.transaction() as db:
-            rows = db.execute("SELECT * FROM wsjobs WHERE phase IN ('QUEUED', 'RUNNING') "
-                              "AND epoch != ?", (epoch,)).fetchall()
+            rows = db.execute(
+                "SELECT * FROM wsjobs WHERE phase IN ('QUEUED', 'RUNNING') AND epoch != ?", (epoch,)
+            ).fetchall()
             for r in rows:
                 job = WsJob.from_row(r)
                 job.phase, job.ended = "FAILED", now
-                job.reason = ("the cluster server stopped while the job was "
-                              + ("running" if job.started else "queued"))
-                db.execute("UPDATE wsjobs SET phase = ?, ended = ?, reason = ? WHERE id = ?",
-                           (job.phase, job.ended, job.reason, job.id))
+                job.reason = "the cluster server stopped while the job was " + (
+                    "running" if job.started else "queued"
+                )
+                db.execute(
+                    "UPDATE wsjobs SET phase = ?, ended = ?, reason = ? WHERE id = ?",
+                    (job.phase, job.ended, job.reason, job.id),
+                )
                 ended.append(job)
         return ended

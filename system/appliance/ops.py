@@ -43,31 +43,61 @@ class Op:
     streams: bool = False  # answers with a stream of frames (watch), not one reply
 
 
-OPS: dict[str, Op] = {op.name: op for op in (
-    Op("ping", {}, "anyone", "op_ping"),
-    Op("submit", {"kind": str, "priority": str, "labels": dict, "num_csx": int,
-                  "mode": str, "spec": dict}, "runner", "op_submit"),
-    Op("check", {"num_csx": int, "mode": str, "num_workers_per_csx": (int, type(None)),
-                 "num_wgt_servers": (int, type(None)), "num_act_servers": (int, type(None))},
-       "anyone", "op_check"),
-    Op("get_jobs", {"all": bool, "mine": bool, "labels": dict, "limit": int},
-       "anyone", "op_get_jobs"),
-    Op("get_job", {"name": str}, "owner", "op_get_job"),
-    Op("cancel", {"name": str, "reason": str}, "owner", "op_cancel"),
-    Op("label", {"name": str, "set": dict, "remove": list}, "owner", "op_label"),
-    Op("log_export", {"name": str, "binaries": bool, "compile": bool}, "owner",
-       "op_log_export"),
-    Op("watch", {"name": str, "attach": bool, "offset": int}, "owner", "op_watch",
-       streams=True),
-    Op("cluster", {"what": str}, "anyone", "op_cluster"),
-    Op("token", {}, "anyone", "op_token"),
-    Op("shutdown", {}, "admin", "op_shutdown"),
-)}
+OPS: dict[str, Op] = {
+    op.name: op
+    for op in (
+        Op("ping", {}, "anyone", "op_ping"),
+        Op(
+            "submit",
+            {
+                "kind": str,
+                "priority": str,
+                "labels": dict,
+                "num_csx": int,
+                "mode": str,
+                "spec": dict,
+            },
+            "runner",
+            "op_submit",
+        ),
+        Op(
+            "check",
+            {
+                "num_csx": int,
+                "mode": str,
+                "num_workers_per_csx": (int, type(None)),
+                "num_wgt_servers": (int, type(None)),
+                "num_act_servers": (int, type(None)),
+            },
+            "anyone",
+            "op_check",
+        ),
+        Op(
+            "get_jobs",
+            {"all": bool, "mine": bool, "labels": dict, "limit": int},
+            "anyone",
+            "op_get_jobs",
+        ),
+        Op("get_job", {"name": str}, "owner", "op_get_job"),
+        Op("cancel", {"name": str, "reason": str}, "owner", "op_cancel"),
+        Op("label", {"name": str, "set": dict, "remove": list}, "owner", "op_label"),
+        Op(
+            "log_export", {"name": str, "binaries": bool, "compile": bool}, "owner", "op_log_export"
+        ),
+        Op(
+            "watch", {"name": str, "attach": bool, "offset": int}, "owner", "op_watch", streams=True
+        ),
+        Op("cluster", {"what": str}, "anyone", "op_cluster"),
+        Op("token", {}, "anyone", "op_token"),
+        Op("shutdown", {}, "admin", "op_shutdown"),
+    )
+}
 
 
 # which operations with which arguments: a client and a server that disagree cannot work together
-PROTOCOL = hashlib.sha256(repr(sorted((o.name, sorted(o.schema), o.who) for o in OPS.values()))
-                          .encode()).hexdigest()[:12]
+PROTOCOL = hashlib.sha256(
+    repr(sorted((o.name, sorted(o.schema), o.who) for o in OPS.values())).encode()
+).hexdigest()[:12]
 
 
 class ArgError(ValueError):

@@ -99,8 +99,15 @@ class _Launch:
 class Dispatcher:
     """Starts queued wsjobs when their resources are free and records how each ends."""
 
-    def __init__(self, home: Path, book: JobBook, store: Store, launchers: Launchers,
-                 epoch: int, on_change: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        home: Path,
+        book: JobBook,
+        store: Store,
+        launchers: Launchers,
+        epoch: int,
+        on_change: Callable[[], None],
+    ) -> None:
         self.home = Path(home)
         self.book = book
         self.store = store
@@ -123,16 +130,19 @@ class Dispatcher:
         busy = 0
         for first in range(len(names)):
             window = [names[(first + k) % len(names)] for k in range(count)]
-            ok = all(status[n].state is State.ACTIVE and status[n].active_mode is mode
-                     for n in window)
+            ok = all(
+                status[n].state is State.ACTIVE and status[n].active_mode is mode for n in window
+            )
             if ok and not held.intersection(window):
                 return tuple(window), ""
             if ok:
                 busy += 1
         running = len([j for j in self._running_jobs() if j.kind == "execute"])
-        return None, ("current job is top of queue but likely blocked by running jobs, "
-                      f"{running} execute job(s) running, systems held: "
-                      f"{', '.join(sorted(held)) or 'none'}")
+        return None, (
+            "current job is top of queue but likely blocked by running jobs, "
+            f"{running} execute job(s) running, systems held: "
+            f"{', '.join(sorted(held)) or 'none'}"
+        )
 
     def refusal(self, mode: ExecMode, count: int) -> None:
         """JobRefused when no `count` systems in a row could ever run the job as the cluster is
@@ -185,24 +195,32 @@ class Dispatcher:
         return wait
 
     def _start_ready(self) -> None:
-        queued = sorted((j for j in self.book.all(active_only=True)
-                         if j.phase == "QUEUED" and j.id not in self.launches),
-                        key=WsJob.order_key)
+        queued = sorted(
+            (
+                j
+                for j in self.book.all(active_only=True)
+                if j.phase == "QUEUED" and j.id not in self.launches
+            ),
+            key=WsJob.order_key,
+        )
         compiles = sum(1 for j in self._running_jobs() if j.kind == "compile")
         execute_ahead = 0
-        notes = {job_id: note for job_id, la in self.launches.items()
-                 if (note := self._pending_note(la))}
+        notes = {
+            job_id: note for job_id, la in self.launches.items() if (note := self._pending_note(la))
+        }
         for job in queued:
             if job.kind == "compile":
                 if compiles < MAX_COMPILES:
                     self._start(job, ())
                     compiles += 1
                 else:
-                    notes[job.id] = (f"current job is top of queue but likely blocked by "
-                                     f"running jobs, {compiles} compile job(s) running")
+                    notes[job.id] = (
+                        f"current job is top of queue but likely blocked by "
+                        f"running jobs, {compiles} compile job(s) running"
+                    )
                 continue
             if execute_ahead:
-                notes[job.id] = (f"{execute_ahead} execute job(s) queued before current job")
+                notes[job.id] = f"{execute_ahead} execute job(s) queued before current job"
                 execute_ahead += 1
                 continue
             systems, why = self.systems_for(ExecMode(job.spec["exec_mode"]), job.num_csx)
@@ -222,15 +240,29 @@ class Dispatcher:
         if job.kind == "compile":
             argv = [*self.launchers.cpu, spec["wrapper"], spec["run_py"], *spec["args"]]
         else:
-            argv = [*self.launchers.wse, *spec["shape"], spec["wrapper"], spec["run_py"],
-                    *spec["args"], "--cs_ip", systems[0]]
+            argv = [
+                *self.launchers.wse,
+                *spec["shape"],
+                spec["wrapper"],
+                spec["run_py"],
+                *spec["args"],
+                "--cs_ip",
+                systems[0],
+            ]
         env = {k: str(v) for k, v in spec.get("env", {}).items()}
         env["CS2SIM_WSJOB"] = job.id  # the launch names its scheduler job after the wsjob
         out = open(log_dir / "launch.log", "ab")  # noqa: SIM115 - handed to the child
         try:
-            proc = subprocess.Popen(argv, cwd=spec["cwd"], env=env, stdin=subprocess.DEVNULL,
-                                    stdout=out, stderr=subprocess.STDOUT,
-                                    start_new_session=True, preexec_fn=_as_user(job.uid))
+            proc = subprocess.Popen(
+                argv,
+                cwd=spec["cwd"],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_as_user(job.uid),
+            )
         except (OSError, KeyError, subprocess.SubprocessError) as e:
             job.phase, job.ended = "FAILED", time.time()
             job.reason = f"the launch could not start: {getattr(e, 'strerror', None) or e}"
@@ -240,8 +272,9 @@ class Dispatcher:
         finally:
             out.close()
         limit = spec.get("job_time_sec") or 0
-        launch = _Launch(job.id, proc, time.monotonic() + limit if limit > 0 else None,
-                         allocated=not systems)
+        launch = _Launch(
+            job.id, proc, time.monotonic() + limit if limit > 0 else None, allocated=not systems
+        )
         self.launches[job.id] = launch
         # an execute job is RUNNING once the scheduler has given its launch the systems (the
         # chosen ones were free, but a launcher job or, on real Slurm, anyone's job may take
@@ -275,8 +308,10 @@ class Dispatcher:
         registered = any(j.command.startswith(f"{job.id}: ") for j in status.running_jobs)
         if not registered and not (mine and mine[-1].state == "RUNNING"):
             if mine and mine[-1].state == "PENDING":
-                note = (f"scheduler job {mine[-1].id} is PENDING ({mine[-1].reason}), "
-                        f"waiting for {', '.join(job.systems)}")
+                note = (
+                    f"scheduler job {mine[-1].id} is PENDING ({mine[-1].reason}), "
+                    f"waiting for {', '.join(job.systems)}"
+                )
                 if note != launch.pending:
                     launch.pending = note
                     self.queue_notes = {**self.queue_notes, job.id: note}
@@ -302,8 +337,11 @@ class Dispatcher:
                 due = launch.deadline is not None and now >= launch.deadline
                 if due and not launch.stop_reason:
                     limit = self.book.get(job_id).spec.get("job_time_sec")  # type: ignore[union-attr]
-                    self._signal(launch, "FAILED",
-                                 f"the job ran past its time limit (--job_time_sec {limit})")
+                    self._signal(
+                        launch,
+                        "FAILED",
+                        f"the job ran past its time limit (--job_time_sec {limit})",
+                    )
                 elif launch.stop_reason and launch.deadline and now >= launch.deadline:
                     _kill_group(launch.proc.pid, signal.SIGKILL)
                 continue
@@ -336,8 +374,10 @@ class Dispatcher:
             job.phase, job.reason = "SUCCEEDED", ""
         elif code == EXIT_SYSTEM_STOPPED:
             job.phase = "FAILED"
-            job.reason = ("a system of the job left ACTIVE while it ran (a forced standby or a "
-                          "fault); its checkpoints are kept")
+            job.reason = (
+                "a system of the job left ACTIVE while it ran (a forced standby or a "
+                "fault); its checkpoints are kept"
+            )
         elif code == EXIT_REFUSED:
             job.phase, job.reason = "FAILED", "the system refused the job (see its log)"
         else:

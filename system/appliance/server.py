@@ -86,8 +86,10 @@ class Server:
         try:
             fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise UsageError(f"a cluster server already runs for {self.home}; use it, or stop "
-                             "it with `cs-cluster-server stop`.") from None
+            raise UsageError(
+                f"a cluster server already runs for {self.home}; use it, or stop "
+                "it with `cs-cluster-server stop`."
+            ) from None
         self.store = Store.open()
         self.book = JobBook(self.dir / "server.db")
         self.epoch = self.book.next_epoch()
@@ -97,8 +99,9 @@ class Server:
             log.info("%s: %s", job.id, job.reason)
         self.changed = threading.Condition()
         self.generation = 0
-        self.dispatcher = Dispatcher(self.home, self.book, self.store, launchers, self.epoch,
-                                     self._changed)
+        self.dispatcher = Dispatcher(
+            self.home, self.book, self.store, launchers, self.epoch, self._changed
+        )
         self.conns: dict[int, int] = {}  # uid -> open connections
         self.conns_lock = threading.Lock()
         self.listeners: list[tuple[socket.socket, Identify]] = []
@@ -172,23 +175,35 @@ class Server:
                 return  # identify logged why
             caller, conn = known  # a TCP connection continues inside its TLS session
             if not self._admit(caller.uid):
-                log.info("refused a connection of %s: more than %d open", caller.name,
-                         MAX_CONNS_PER_UID)
-                wire.send_obj(conn, {"ok": False, "error": "too many connections from you to "
-                                     "the cluster server; close some and retry."})
+                log.info(
+                    "refused a connection of %s: more than %d open", caller.name, MAX_CONNS_PER_UID
+                )
+                wire.send_obj(
+                    conn,
+                    {
+                        "ok": False,
+                        "error": "too many connections from you to "
+                        "the cluster server; close some and retry.",
+                    },
+                )
                 return
             try:
                 self._requests(conn, caller)
             finally:
                 self._leave(caller.uid)
         except (wire.Closed, OSError) as e:  # a client that hung up: routine, not news
-            log.debug("connection of %s closed: %s", caller.name if caller else "?",
-                      type(e).__name__)
+            log.debug(
+                "connection of %s closed: %s", caller.name if caller else "?", type(e).__name__
+            )
         except wire.FrameError as e:
             log.info("closed a connection of %s: it sent %s", caller.name if caller else "?", e)
         except Exception as e:  # noqa: BLE001 - one line in the log, never a traceback
-            log.error("a connection of %s failed: %s: %s", caller.name if caller else "?",
-                      type(e).__name__, e)
+            log.error(
+                "a connection of %s failed: %s: %s",
+                caller.name if caller else "?",
+                type(e).__name__,
+                e,
+            )
         finally:
             conn.close()
 
@@ -211,8 +226,14 @@ class Server:
             req = wire.recv_obj(conn, MAX_REQUEST, time.monotonic() + REQUEST_S)
             op = ops.OPS.get(str(req.get("op")))
             if op is None:
-                wire.send_obj(conn, {"ok": False, "error": f"unknown operation {req.get('op')!r}"
-                                     f"; known: {', '.join(sorted(ops.OPS))}."})
+                wire.send_obj(
+                    conn,
+                    {
+                        "ok": False,
+                        "error": f"unknown operation {req.get('op')!r}"
+                        f"; known: {', '.join(sorted(ops.OPS))}.",
+                    },
+                )
                 continue
             try:
                 args = ops.check_args(op, req.get("args", {}))
@@ -228,12 +249,14 @@ class Server:
             except CsError as e:
                 reply = {"ok": False, "error": str(e), "code": e.exit_code}
             except (ValueError, KeyError, TypeError) as e:  # a value the schema let through
-                reply = {"ok": False, "error": f"bad request: {type(e).__name__} {e}.",
-                         "code": 2}
+                reply = {"ok": False, "error": f"bad request: {type(e).__name__} {e}.", "code": 2}
             except Exception as e:  # noqa: BLE001 - one line in the log, never a traceback
                 log.error("%s failed for %s: %s: %s", op.name, caller.name, type(e).__name__, e)
-                reply = {"ok": False, "error": f"the cluster server failed to {op.name} "
-                         f"({type(e).__name__}); see its log {self.dir / 'server.log'}."}
+                reply = {
+                    "ok": False,
+                    "error": f"the cluster server failed to {op.name} "
+                    f"({type(e).__name__}); see its log {self.dir / 'server.log'}.",
+                }
             wire.send_obj(conn, {"ok": True, **reply} if "ok" not in reply else reply)
 
     def _allow(self, op: ops.Op, caller: ops.Caller, args: dict[str, Any]) -> None:
@@ -241,9 +264,12 @@ class Server:
             return
         if op.who == "runner":
             if caller.uid != self.uid and self.uid != 0:
-                raise Refused(f"the cluster server runs as {_user_name(self.uid)} and cannot run "
-                              f"jobs for {caller.name}; start your own (cs-cluster-server start "
-                              "with your own CS2_HOME) or ask the admin to run it as root.", 77)
+                raise Refused(
+                    f"the cluster server runs as {_user_name(self.uid)} and cannot run "
+                    f"jobs for {caller.name}; start your own (cs-cluster-server start "
+                    "with your own CS2_HOME) or ask the admin to run it as root.",
+                    77,
+                )
             return
         if op.who == "admin":
             if not caller.admin:
@@ -256,12 +282,15 @@ class Server:
     def _deny(self, caller: ops.Caller, what: str, why: str) -> None:
         from cs2sim.system import audit
 
-        message = (f"Permission denied: {why}; only its owner or an admin of the store may do "
-                   f"that (you are {caller.name}).")
+        message = (
+            f"Permission denied: {why}; only its owner or an admin of the store may do "
+            f"that (you are {caller.name})."
+        )
         try:
             with self.store.transaction() as db:
-                audit.record(db, user=caller.name, command=f"csctl {what}", outcome="denied",
-                             detail=message)
+                audit.record(
+                    db, user=caller.name, command=f"csctl {what}", outcome="denied", detail=message
+                )
         except CsError:
             log.info("could not audit a denied %s by %s", what, caller.name)
         raise PermissionDenied(message)
@@ -279,9 +308,14 @@ class Server:
 
     # --- operations ---------------------------------------------------------------------------
     def op_ping(self, caller: ops.Caller, args: dict[str, Any]) -> dict[str, Any]:
-        return {"version": SERVER_VERSION, "protocol": ops.PROTOCOL, "pid": os.getpid(),
-                "user": caller.name,
-                "admin": caller.admin, "started": self.started}
+        return {
+            "version": SERVER_VERSION,
+            "protocol": ops.PROTOCOL,
+            "pid": os.getpid(),
+            "user": caller.name,
+            "admin": caller.admin,
+            "started": self.started,
+        }
 
     def op_submit(self, caller: ops.Caller, args: dict[str, Any]) -> dict[str, Any]:
         kind, priority = args.get("kind", ""), args.get("priority", "p2")
@@ -291,10 +325,10 @@ class Server:
         for key in ("cwd", "run_py", "wrapper"):
             if not isinstance(spec.get(key), str):
                 raise Refused(f"bad request: spec.{key} is missing.", 2)
-        if Path(spec["run_py"]).name != "run.py" or spec["wrapper"] not in ("python",
-                                                                            "python-ws"):
-            raise Refused("bad request: a wsjob runs a Model Zoo run.py under python or "
-                          "python-ws.", 2)
+        if Path(spec["run_py"]).name != "run.py" or spec["wrapper"] not in ("python", "python-ws"):
+            raise Refused(
+                "bad request: a wsjob runs a Model Zoo run.py under python or python-ws.", 2
+            )
         if not all(isinstance(a, str) for a in spec.get("args", [])):
             raise Refused("bad request: spec.args must be strings.", 2)
         spec.setdefault("args", [])
@@ -311,14 +345,26 @@ class Server:
             spec["num_act_servers"] = plan.act_servers // plan.num_csx
             # the server decides the launch's shape and what its tasks are told, not the client
             spec["shape"] = plan.shape()
-            told = {k: v for k, v in dict(spec.get("env") or {}).items()
-                    if k not in (SERVERS_ENV, COMPILE_FROM_ENV)}
+            told = {
+                k: v
+                for k, v in dict(spec.get("env") or {}).items()
+                if k not in (SERVERS_ENV, COMPILE_FROM_ENV)
+            }
             spec["env"] = {**told, **plan.env(), **_compile_env(spec)}
         labels = {str(k): str(v) for k, v in args.get("labels", {}).items()}
-        job = WsJob(id=new_id(), kind=kind, user=caller.name, uid=caller.uid,
-                    priority=priority, created=time.time(), labels=labels, num_csx=num_csx,
-                    spec=spec, epoch=self.epoch,
-                    compile_hash=str(spec.get("compile_hash", ""))[:80])
+        job = WsJob(
+            id=new_id(),
+            kind=kind,
+            user=caller.name,
+            uid=caller.uid,
+            priority=priority,
+            created=time.time(),
+            labels=labels,
+            num_csx=num_csx,
+            spec=spec,
+            epoch=self.epoch,
+            compile_hash=str(spec.get("compile_hash", ""))[:80],
+        )
         job_log_dir(self.home, job.id).mkdir(parents=True, exist_ok=True)
         self.book.add(job)
         self.dispatcher.wake()
@@ -333,9 +379,11 @@ class Server:
         return {}
 
     def op_get_jobs(self, caller: ops.Caller, args: dict[str, Any]) -> dict[str, Any]:
-        jobs = self.book.all(active_only=not args.get("all"),
-                             since=time.time() - HISTORY_S if args.get("all") else None,
-                             with_spec=False)
+        jobs = self.book.all(
+            active_only=not args.get("all"),
+            since=time.time() - HISTORY_S if args.get("all") else None,
+            with_spec=False,
+        )
         if args.get("mine"):
             jobs = [j for j in jobs if j.uid == caller.uid]
         want = args.get("labels") or {}
@@ -344,8 +392,11 @@ class Server:
         jobs.sort(key=lambda j: j.created)
         if limit > 0:
             jobs = jobs[-limit:]
-        return {"jobs": [j.public(self.home) for j in jobs], "now": time.time(),
-                "notes": self.dispatcher.queue_notes}
+        return {
+            "jobs": [j.public(self.home) for j in jobs],
+            "now": time.time(),
+            "notes": self.dispatcher.queue_notes,
+        }
 
     def op_get_job(self, caller: ops.Caller, args: dict[str, Any]) -> dict[str, Any]:
         job = self._job(args["name"])
@@ -354,8 +405,9 @@ class Server:
     def op_cancel(self, caller: ops.Caller, args: dict[str, Any]) -> dict[str, Any]:
         job = self._job(args["name"])
         if job.phase in ENDED:
-            raise Refused(f"{job.id} has already ended ({job.phase}); there is nothing to "
-                          "cancel.", 1)
+            raise Refused(
+                f"{job.id} has already ended ({job.phase}); there is nothing to cancel.", 1
+            )
         reason = args.get("reason") or f"cancelled by {caller.name} (csctl cancel job)"
         self.dispatcher.stop_job(job, "CANCELLED", reason)
         return {"name": job.id}
@@ -382,8 +434,11 @@ class Server:
                 if path.is_file() and not path.is_symlink():
                     total += path.stat().st_size
                     if total > MAX_EXPORT:
-                        raise Refused(f"{job.id}'s logs exceed {MAX_EXPORT >> 20} MiB; copy "
-                                      f"them from {root} instead.", 1)
+                        raise Refused(
+                            f"{job.id}'s logs exceed {MAX_EXPORT >> 20} MiB; copy "
+                            f"them from {root} instead.",
+                            1,
+                        )
                     z.write(path, f"{base}/{path.relative_to(root)}")
             if job.sched_job:  # every task's own log (coordinator, workers, the chief)
                 for path in sorted((self.home / "slurm" / job.sched_job).glob("task-*.log")):
@@ -405,8 +460,11 @@ class Server:
 
     def op_token(self, caller: ops.Caller, args: dict[str, Any]) -> dict[str, Any]:
         if self.tokens is None:
-            raise Refused("this cluster server does not listen on TCP; start it with "
-                          "--tcp HOST:PORT to use --mgmt_address.", 1)
+            raise Refused(
+                "this cluster server does not listen on TCP; start it with "
+                "--tcp HOST:PORT to use --mgmt_address.",
+                1,
+            )
         if caller.via != "unix":
             raise Refused("a token is issued on the local socket only.", 77)
         return {"token": self.tokens.issue(caller.uid)}
@@ -430,8 +488,9 @@ class Server:
 
     def _client_gone(self, job: WsJob) -> None:
         log.info("%s: its client went away; cancelling it", job.id)
-        self.dispatcher.stop_job(job, "CANCELLED", "its client (run.py CSX) went away before "
-                                 "the job ended")
+        self.dispatcher.stop_job(
+            job, "CANCELLED", "its client (run.py CSX) went away before the job ended"
+        )
 
     def _watch(self, conn: socket.socket, job: WsJob, args: dict[str, Any]) -> None:
         log_path = job_log_dir(self.home, job.id) / "launch.log"
@@ -445,8 +504,7 @@ class Server:
             note = self.dispatcher.queue_notes.get(job.id, "")
             state = (job.phase, note, ",".join(job.systems))
             if state != last:
-                wire.send_obj(conn, {"event": "phase", "job": job.public(self.home),
-                                     "note": note})
+                wire.send_obj(conn, {"event": "phase", "job": job.public(self.home), "note": note})
                 last = state
             offset = self._send_lines(conn, log_path, offset)
             if job.phase in ENDED:
@@ -473,8 +531,14 @@ class Server:
         if end < 0:
             return offset
         chunk = data[: end + 1]
-        wire.send_obj(conn, {"event": "lines", "text": chunk.decode("utf-8", "replace"),
-                             "offset": offset + len(chunk)})
+        wire.send_obj(
+            conn,
+            {
+                "event": "lines",
+                "text": chunk.decode("utf-8", "replace"),
+                "offset": offset + len(chunk),
+            },
+        )
         return offset + len(chunk)
 
 
@@ -501,7 +565,12 @@ def _compile_env(spec: dict[str, Any]) -> dict[str, str]:
     """The compile the execute job loads instead of compiling again: the one the client found
     or had compiled, `<compile_dir>/<compile hash>` (runtime/job/cs_run.py reads it)."""
     compile_dir, hash_ = spec.get("compile_dir"), spec.get("compile_hash")
-    if not (isinstance(compile_dir, str) and isinstance(hash_, str) and compile_dir
-            and hash_.startswith("cs_") and "/" not in hash_):
+    if not (
+        isinstance(compile_dir, str)
+        and isinstance(hash_, str)
+        and compile_dir
+        and hash_.startswith("cs_")
+        and "/" not in hash_
+    ):
         return {}
     return {COMPILE_FROM_ENV: str(Path(compile_dir) / hash_)}

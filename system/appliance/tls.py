@@ -53,8 +53,9 @@ class TokenBook:
         self.path = Path(path)
         self.lock = threading.Lock()
         try:
-            self.hashes: dict[str, int] = {k: int(v) for k, v in
-                                           json.loads(self.path.read_text()).items()}
+            self.hashes: dict[str, int] = {
+                k: int(v) for k, v in json.loads(self.path.read_text()).items()
+            }
         except (OSError, ValueError, AttributeError):
             self.hashes = {}
 
@@ -106,9 +107,16 @@ def listen_tls(server: Any, address: str, cert: str | None, key: str | None) -> 
         if uid is None:
             log.info("refused a TCP peer %s: no valid token", peer)
             try:
-                wire.send_obj(tls, {"ok": False, "code": 77, "error": "the cluster server "
-                                    "does not know this token; get one with `cs-cluster-server "
-                                    "token` on the server's host."})
+                wire.send_obj(
+                    tls,
+                    {
+                        "ok": False,
+                        "code": 77,
+                        "error": "the cluster server "
+                        "does not know this token; get one with `cs-cluster-server "
+                        "token` on the server's host.",
+                    },
+                )
             except OSError:
                 pass
             return None
@@ -121,25 +129,32 @@ def connect_tls(home: Path, address: str, credentials_path: str | None) -> socke
     """A TLS connection to `address` that has presented the user's token."""
     host, _, port = address.rpartition(":")
     if not host or not port.isdigit():
-        raise CsError(f"--mgmt_address {address!r} is not HOST:PORT; give e.g. "
-                      "cluster-server:443.")
+        raise CsError(f"--mgmt_address {address!r} is not HOST:PORT; give e.g. cluster-server:443.")
     try:
         token = token_path().read_text().strip()
     except OSError:
-        raise CsError(f"no token in {token_path()}; run `cs-cluster-server token` on the "
-                      "server's host first.") from None
-    ctx = ssl.create_default_context(cafile=credentials_path) if credentials_path \
+        raise CsError(
+            f"no token in {token_path()}; run `cs-cluster-server token` on the server's host first."
+        ) from None
+    ctx = (
+        ssl.create_default_context(cafile=credentials_path)
+        if credentials_path
         else ssl.create_default_context()
+    )
     try:
         raw = socket.create_connection((host, int(port)), timeout=HANDSHAKE_S)
         sock = ctx.wrap_socket(raw, server_hostname=host)
         sock.settimeout(None)
         wire.send_obj(sock, {"token": token})
     except ssl.SSLCertVerificationError as e:
-        raise ServerGone(f"the cluster server at {address} did not prove its identity "
-                         f"({e.verify_message}); pass its certificate with "
-                         "--credentials_path.") from None
+        raise ServerGone(
+            f"the cluster server at {address} did not prove its identity "
+            f"({e.verify_message}); pass its certificate with "
+            "--credentials_path."
+        ) from None
     except OSError as e:
-        raise ServerGone(f"cannot reach the cluster server at {address} "
-                         f"({e.strerror or e}); check --mgmt_address.") from None
+        raise ServerGone(
+            f"cannot reach the cluster server at {address} "
+            f"({e.strerror or e}); check --mgmt_address."
+        ) from None
     return sock

@@ -27,8 +27,15 @@ from cs2sim.system.sched.pycmd import secret_env
 from cs2sim.system.sched.request import JobRequest
 from cs2sim.system.sched.runner import StepResult, run_step
 
-__all__ = ["Allocation", "Backend", "EmbeddedBackend", "Events", "SCHEDULER_ENV", "scheduler_name",
-           "select_backend"]
+__all__ = [
+    "Allocation",
+    "Backend",
+    "EmbeddedBackend",
+    "Events",
+    "SCHEDULER_ENV",
+    "scheduler_name",
+    "select_backend",
+]
 
 # A queued launcher sleeps until woken (system/sched/wake.py). Its safety re-check, for peers
 # that crashed without waking it, comes every RECHECK_S at the head of the queue and less often
@@ -45,15 +52,27 @@ class Backend(Protocol):
 
     name: str
 
-    def allocate(self, request: JobRequest, *, user: str, events: Events,
-                 stop_requested: Callable[[], int | None]) -> Allocation | None:
+    def allocate(
+        self,
+        request: JobRequest,
+        *,
+        user: str,
+        events: Events,
+        stop_requested: Callable[[], int | None],
+    ) -> Allocation | None:
         """Queue the request and block until it holds nodes. Prints (via `events`) Slurm's
         `srun: job N queued and waiting for resources` / `... has been allocated resources`.
         None if stopped while waiting (Ctrl-C, cancelled); NeverFits if it can never run."""
 
-    def run(self, alloc: Allocation, *, out: Callable[[str], None], err: Callable[[str], None],
-            stop_requested: Callable[[], int | None],
-            on_started: Callable[[float], None] | None = None) -> StepResult:
+    def run(
+        self,
+        alloc: Allocation,
+        *,
+        out: Callable[[str], None],
+        err: Callable[[str], None],
+        stop_requested: Callable[[], int | None],
+        on_started: Callable[[float], None] | None = None,
+    ) -> StepResult:
         """Run the request's command as every task of the allocation; wait for all of them."""
 
     def release(self, alloc: Allocation, result: StepResult | None) -> None:
@@ -71,8 +90,9 @@ class EmbeddedBackend:
 
     name = "embedded"
 
-    def __init__(self, store: object, *, log_root: Path | None = None,
-                 base_env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, store: object, *, log_root: Path | None = None, base_env: dict[str, str] | None = None
+    ) -> None:
         from cs2sim.system.store import Store
 
         assert isinstance(store, Store)
@@ -80,8 +100,11 @@ class EmbeddedBackend:
         if log_root is None:  # a member of a shared store may not write its owner's home
             from cs2sim.system.paths import private_dir, user_tmp_dir
 
-            log_root = (store.home / "slurm" if store.remote is None
-                        else private_dir(user_tmp_dir("cs2sim"), "slurm"))
+            log_root = (
+                store.home / "slurm"
+                if store.remote is None
+                else private_dir(user_tmp_dir("cs2sim"), "slurm")
+            )
         self.log_root = log_root
         self.base_env = base_env
         self._nodes: list[NodeInfo] | None = None
@@ -93,8 +116,14 @@ class EmbeddedBackend:
             self._nodes = queue.cluster_nodes(self.store)
         return self._nodes
 
-    def allocate(self, request: JobRequest, *, user: str, events: Events,
-                 stop_requested: Callable[[], int | None]) -> Allocation | None:
+    def allocate(
+        self,
+        request: JobRequest,
+        *,
+        user: str,
+        events: Events,
+        stop_requested: Callable[[], int | None],
+    ) -> Allocation | None:
         """Queue the request, then sleep until its job starts, is cancelled, or a signal comes.
 
         srun's words and exit (measured on Slurm 22.05): a pending job cancelled by `jobs
@@ -119,8 +148,10 @@ class EmbeddedBackend:
                     return Allocation(job_id, job.nodes, request)
                 if job.state != "PENDING":  # cancelled while waiting (jobs cancel)
                     events("srun: Job has been cancelled")
-                    events("srun: error: Unable to allocate resources: Job/step already "
-                           "completing or completed")
+                    events(
+                        "srun: error: Unable to allocate resources: Job/step already "
+                        "completing or completed"
+                    )
                     self._drop_guard()
                     return None
                 if not queued:
@@ -141,12 +172,23 @@ class EmbeddedBackend:
 
     def tasks(self, alloc: Allocation, *, user: str = "") -> list[Task]:
         cpus = {n.name: n.cpus for n in self.nodes}
-        return layout(alloc.request, alloc.job_id, [list(p) for p in alloc.nodes], cpus,
-                      user=user or os.environ.get("USER", ""))
+        return layout(
+            alloc.request,
+            alloc.job_id,
+            [list(p) for p in alloc.nodes],
+            cpus,
+            user=user or os.environ.get("USER", ""),
+        )
 
-    def run(self, alloc: Allocation, *, out: Callable[[str], None], err: Callable[[str], None],
-            stop_requested: Callable[[], int | None],
-            on_started: Callable[[float], None] | None = None) -> StepResult:
+    def run(
+        self,
+        alloc: Allocation,
+        *,
+        out: Callable[[str], None],
+        err: Callable[[str], None],
+        stop_requested: Callable[[], int | None],
+        on_started: Callable[[float], None] | None = None,
+    ) -> StepResult:
         from cs2sim.system.oslogin import login_name
 
         tasks = self.tasks(alloc, user=login_name())
@@ -161,10 +203,20 @@ class EmbeddedBackend:
                 sig = signal.SIGTERM
             return sig
 
-        return run_step(tasks, alloc.request.command, job_id=alloc.job_id, out=out, err=err,
-                        log_dir=log_dir, base_env=env,
-                        kill_on_bad_exit=alloc.request.kill_on_bad_exit, pty=alloc.request.pty,
-                        stop_requested=stop, on_started=on_started, guard=self.guard)
+        return run_step(
+            tasks,
+            alloc.request.command,
+            job_id=alloc.job_id,
+            out=out,
+            err=err,
+            log_dir=log_dir,
+            base_env=env,
+            kill_on_bad_exit=alloc.request.kill_on_bad_exit,
+            pty=alloc.request.pty,
+            stop_requested=stop,
+            on_started=on_started,
+            guard=self.guard,
+        )
 
     _last_check = 0.0
 
@@ -187,8 +239,10 @@ class EmbeddedBackend:
         else:
             state = "COMPLETED" if result.exit_code == 0 else "FAILED"
             code = result.exit_code
-            if (code == SYSTEM_STOPPED_EXIT
-                    and _cs2_job_state(self.store, alloc.job_id) == "CANCELLED"):
+            if (
+                code == SYSTEM_STOPPED_EXIT
+                and _cs2_job_state(self.store, alloc.job_id) == "CANCELLED"
+            ):
                 # the run on the CS-2 was stopped, not failed (its system left ACTIVE, a forced
                 # standby: it recorded itself CANCELLED and exited 75): the queue says the same,
                 # one end, one name. A task that died (any other exit) stays FAILED.
@@ -312,14 +366,17 @@ def scheduler_name(site: object) -> str:
     env = knobs.text(SCHEDULER_ENV).lower()
     if env:
         if env not in SCHEDULERS:
-            raise ConfigError(f"{SCHEDULER_ENV}={env} is not a scheduler; use one of: "
-                              f"{', '.join(SCHEDULERS)} (or unset it).")
+            raise ConfigError(
+                f"{SCHEDULER_ENV}={env} is not a scheduler; use one of: "
+                f"{', '.join(SCHEDULERS)} (or unset it)."
+            )
         return env
     return str(getattr(site, "scheduler", "embedded"))
 
 
-def select_backend(store: object, site: object, srun: object = None,
-                   run_args: tuple[str, ...] = ()) -> Backend:
+def select_backend(
+    store: object, site: object, srun: object = None, run_args: tuple[str, ...] = ()
+) -> Backend:
     """The backend the site (or $CS2_SCHEDULER) chose. `srun` is the launcher's SrunCommand
     (request.srun_command / cpu_command): the Slurm backend runs its argv with the container
     replaced by `run_args` (slurm.slurm_argv). The embedded path imports nothing of Slurm's."""

@@ -52,8 +52,16 @@ CPU_USAGE = "Usage: csrun_cpu [--help] [--alloc-node] [--mount-dirs] command_to_
 MIN_WS_SINGLE_TASK_NODES = 2
 # csrun_cpu unsets these "within the singularity container scope" (Model Zoo's csrun_cpu,
 # docs/sources.md)
-UNSET_VARS = ("PYTHONPATH", "GITTOP", "LLVM_TOP", "LLVM_MLIR_PATH", "LD_LIBRARY_PATH", "CBCORE",
-              "CEREBRAS_INCLUDE_PATH", "CEREBRAS_ANGLER_SHARE_PATH")
+UNSET_VARS = (
+    "PYTHONPATH",
+    "GITTOP",
+    "LLVM_TOP",
+    "LLVM_MLIR_PATH",
+    "LD_LIBRARY_PATH",
+    "CBCORE",
+    "CEREBRAS_INCLUDE_PATH",
+    "CEREBRAS_ANGLER_SHARE_PATH",
+)
 
 
 class LaunchError(UsageError):
@@ -172,7 +180,9 @@ def parse_wse(
             i += 1
         elif name == "--mount-dirs":
             out.extra_mount_dirs, i = _value(
-                argv, i, name,
+                argv,
+                i,
+                name,
                 'ERROR: "--mount-dirs" requires a non-empty argument (directories to mount)',
             )
         elif word == "--dry-run":  # ours: print the srun line and the layout, run nothing
@@ -203,8 +213,13 @@ def parse_wse(
             say(("out", "    Using default value for cpus_per_task"))
             out.cpus_per_task = site.def_cpus_per_task
         else:
-            say(("out", "    Slurm will choose value for cpus-per-task as default value is not "
-                        "compatible with given value of tasks-per-node."))
+            say(
+                (
+                    "out",
+                    "    Slurm will choose value for cpus-per-task as default value is not "
+                    "compatible with given value of tasks-per-node.",
+                )
+            )
             out.cpus_per_task = None
     elif tasks is None:
         say(("out", "INFO: cpus_per_task specified but tasks-per-node is not specified"))
@@ -254,8 +269,12 @@ def parse_wse(
 
 def wse_components(launch: WseLaunch, gres: str) -> tuple[Component, ...]:
     """The heterogeneous job the srun line describes (same three shapes)."""
-    nodes, single, tasks, cpus = (launch.nodes, launch.single_task_nodes, launch.tasks_per_node,
-                                  launch.cpus_per_task)
+    nodes, single, tasks, cpus = (
+        launch.nodes,
+        launch.single_task_nodes,
+        launch.tasks_per_node,
+        launch.cpus_per_task,
+    )
     if nodes > 1 and single > 0:
         first = (Component(1, 1, None, False, gres),)
         middle = tuple(Component(1, 1) for _ in range(2, single + 1))
@@ -264,8 +283,10 @@ def wse_components(launch: WseLaunch, gres: str) -> tuple[Component, ...]:
         # the real line has no --exclusive on its first part: Slurm gives it only the cpus its
         # tasks need (SLURM_JOB_CPUS_PER_NODE shows it); the embedded scheduler still keeps the
         # node whole
-        return (Component(1, tasks, cpus, False, gres, exclusive=False),
-                Component(nodes - 1, tasks, cpus, launch.cyclic))
+        return (
+            Component(1, tasks, cpus, False, gres, exclusive=False),
+            Component(nodes - 1, tasks, cpus, launch.cyclic),
+        )
     return (Component(nodes, tasks, cpus, False, gres),)
 
 
@@ -388,8 +409,9 @@ def num_csx_of(run_args: tuple[str, ...]) -> int:
         runconfig = data.get("runconfig") if isinstance(data, dict) else None
         value = runconfig.get("num_csx") if isinstance(runconfig, dict) else None
         text = str(value) if isinstance(value, int) and not isinstance(value, bool) else None
-    return int(text) if text is not None and text.isascii() and text.isdigit() and int(text) > 0 \
-        else 1
+    return (
+        int(text) if text is not None and text.isascii() and text.isdigit() and int(text) > 0 else 1
+    )
 
 
 def with_systems(launch: WseLaunch, systems: tuple[str, ...], site: SiteSpec) -> WseLaunch:
@@ -481,8 +503,7 @@ def wse_help(site: SiteSpec) -> str:
         "          and 16 cpus assigned per worker - is used for this training task. ",
         '    csrun_wse --mount-dirs="/data/ml,/lab/ml" python run.py --mode=eval '
         "--eval_steps=1000 --cs_ip=0.0.0.0",
-        '        - Mounts "/data/ml/" and "/lab/ml" in addition to the default mount '
-        "directories.",
+        '        - Mounts "/data/ml/" and "/lab/ml" in addition to the default mount directories.',
         '          Executes the command "python run.py --mode=eval --eval_steps=1000 '
         '--cs_ip=0.0.0.0",',
         "          which initiates model evaluation on the CS system at the given cs_ip address",

@@ -41,8 +41,13 @@ PR_SET_CHILD_SUBREAPER = 36
 KILL_WAIT_S = 5.0  # SIGKILLed processes are gone within ms; this bounds a stuck scan
 
 
-def members(sids: set[int], *, parent: int | None = None, marker: bytes | None = None,
-            exclude: set[int] | frozenset[int] = frozenset()) -> list[int]:
+def members(
+    sids: set[int],
+    *,
+    parent: int | None = None,
+    marker: bytes | None = None,
+    exclude: set[int] | frozenset[int] = frozenset(),
+) -> list[int]:
     """Live (non-zombie) processes in the sessions `sids`, or children of `parent`, or (this
     user's) carrying the environment entry `marker`; never this process or `exclude`."""
     me = os.getpid()
@@ -56,15 +61,19 @@ def members(sids: set[int], *, parent: int | None = None, marker: bytes | None =
             continue
         if st.session in sids or (parent is not None and st.ppid == parent):
             out.append(pid)
-        elif (marker is not None and procfs.owner(pid) == uid
-              and procfs.environ_has(pid, marker)):
+        elif marker is not None and procfs.owner(pid) == uid and procfs.environ_has(pid, marker):
             out.append(pid)
     return out
 
 
-def end_processes(sids: set[int], *, parent: int | None = None, marker: bytes | None = None,
-                  exclude: set[int] | frozenset[int] = frozenset(),
-                  timeout: float = KILL_WAIT_S) -> int:
+def end_processes(
+    sids: set[int],
+    *,
+    parent: int | None = None,
+    marker: bytes | None = None,
+    exclude: set[int] | frozenset[int] = frozenset(),
+    timeout: float = KILL_WAIT_S,
+) -> int:
     """SIGKILL every process `members` finds until none is left (or `timeout`); how many."""
     killed: set[int] = set()
     deadline = time.monotonic() + timeout
@@ -159,8 +168,9 @@ def _guard_main(r: int) -> None:
     os.setsid()  # a terminal's Ctrl-C and hang-up are the launcher's business, not ours
     launcher = os.getppid()
     with contextlib.suppress(OSError, AttributeError):  # the name the queue looks for
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_NAME, GUARD_NAME.format(launcher).encode(),
-                                                0, 0, 0)
+        ctypes.CDLL(None, use_errno=True).prctl(
+            PR_SET_NAME, GUARD_NAME.format(launcher).encode(), 0, 0, 0
+        )
 
     def forward(sig: int, frame: object) -> None:  # `jobs cancel` signals the recorded pid
         with contextlib.suppress(OSError):

@@ -47,7 +47,7 @@ def compress(names: list[str] | tuple[str, ...]) -> str:
 
 
 def _ranges(nums: list[str]) -> str:
-    """"1,2,3,7" -> "1-3,7" (numbers kept with their own zero-padding, sorted)."""
+    """ "1,2,3,7" -> "1-3,7" (numbers kept with their own zero-padding, sorted)."""
     items = sorted(set(nums), key=lambda s: (int(s), len(s)))
     parts: list[str] = []
     start = prev = items[0]
@@ -130,7 +130,7 @@ _PIECE = re.compile(r"([^\[\]]+)|\[([^\[\]]*)\]")
 
 
 def _numbers(ranges: str, expr: str) -> list[str]:
-    """"1-3,07" -> ["1", "2", "3", "07"]: each range's numbers with its low end's width."""
+    """ "1-3,07" -> ["1", "2", "3", "07"]: each range's numbers with its low end's width."""
     out: list[str] = []
     for part in ranges.split(","):
         lo, dash, hi = part.strip().partition("-")

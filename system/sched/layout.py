@@ -89,8 +89,15 @@ def layout(
     for k, (comp, part) in enumerate(zip(comps, nodes, strict=True)):
         for i in range(comp.ntasks):
             node_index, _ = _place(comp, i)
-            placed.append((task_offset + i, k, node_offset + node_index, part[node_index],
-                           comp.cpus_per_task or 1))
+            placed.append(
+                (
+                    task_offset + i,
+                    k,
+                    node_offset + node_index,
+                    part[node_index],
+                    comp.cpus_per_task or 1,
+                )
+            )
         task_offset += comp.ntasks
         node_offset += comp.nodes
     on_node: dict[str, list[int]] = {}
@@ -101,11 +108,14 @@ def layout(
 
     def cpus_text(part: list[str]) -> str:
         """Whole nodes for an --exclusive component; only what its tasks use otherwise."""
-        return tasks_per_node_text([
-            node_cpus.get(n, 1) if comp_of[n].exclusive
-            else comp_of[n].tasks_per_node * (comp_of[n].cpus_per_task or 1)
-            for n in part
-        ])
+        return tasks_per_node_text(
+            [
+                node_cpus.get(n, 1)
+                if comp_of[n].exclusive
+                else comp_of[n].tasks_per_node * (comp_of[n].cpus_per_task or 1)
+                for n in part
+            ]
+        )
 
     counts = [c.tasks_per_node for c in comps for _ in range(c.nodes)]
     common = {

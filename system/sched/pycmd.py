@@ -28,6 +28,8 @@ def secret_env() -> dict[str, str]:
     import secrets
 
     return {SECRET_ENV: secrets.token_hex(32)}
+
+
 FLOW_WORDS = {"python": "", "python3": "", "python-ws": "ws", "python-pt": "pt"}
 
 

@@ -132,8 +132,7 @@ def _ensure(store: Store) -> None:
         if missing:
             with store.transaction() as db:
                 if not has_column(db, "sched_jobs", "systems"):
-                    db.execute("ALTER TABLE sched_jobs ADD COLUMN systems TEXT NOT NULL"
-                               " DEFAULT ''")
+                    db.execute("ALTER TABLE sched_jobs ADD COLUMN systems TEXT NOT NULL DEFAULT ''")
     _ready.add(key)
 
 
@@ -144,16 +143,26 @@ def cluster_nodes(store: Store) -> list[NodeInfo]:
     cluster = load_cluster(cluster_source(store.home))
     site = cluster.site
     wired = gres_nodes(site)
-    return [NodeInfo(n.name, n.cpus, site.gres_resource if n.name in wired else "")
-            for n in cluster.nodes]
+    return [
+        NodeInfo(n.name, n.cpus, site.gres_resource if n.name in wired else "")
+        for n in cluster.nodes
+    ]
 
 
-@operation("queue.submit", args={"request": JobRequest},
-           fill={"user": "user", "pid": "pid", "nodes": "nodes", "now": "none"},
-           may="own")
+@operation(
+    "queue.submit",
+    args={"request": JobRequest},
+    fill={"user": "user", "pid": "pid", "nodes": "nodes", "now": "none"},
+    may="own",
+)
 def submit(
-    store: Store, request: JobRequest, *, user: str, pid: int | None = None,
-    nodes: list[NodeInfo] | None = None, now: float | None = None,
+    store: Store,
+    request: JobRequest,
+    *,
+    user: str,
+    pid: int | None = None,
+    nodes: list[NodeInfo] | None = None,
+    now: float | None = None,
 ) -> int:
     """Queue `request` (PENDING) and run a pass; its job id. ResourceError (Slurm's
     `Unable to allocate resources: ...` reason + the cluster's size) if it can never fit."""
@@ -171,9 +180,19 @@ def submit(
         db.execute(
             f"INSERT INTO sched_jobs ({COLS.replace(', exit_code', '')}, pid_start)"
             " VALUES (?, ?, ?, ?, 'PENDING', 'None', ?, ?, ?, ?, ?, NULL, NULL, '[]', ?, ?)",
-            (next_id, len(request.components), request.job_name, user, encode_request(request),
-             " ".join(request.command), pid, this_host(), now, ",".join(request.systems),
-             process_start(pid)),
+            (
+                next_id,
+                len(request.components),
+                request.job_name,
+                user,
+                encode_request(request),
+                " ".join(request.command),
+                pid,
+                this_host(),
+                now,
+                ",".join(request.systems),
+                process_start(pid),
+            ),
         )
         schedule(db, nodes, now, woken)
     _wake(store, [j for j in woken if j != next_id])
@@ -212,13 +231,17 @@ def _never_fits_hint(why: str, request: JobRequest, nodes: list[NodeInfo]) -> st
     usable = [n for n in nodes if n.name not in request.exclude]
     biggest = max((n.cpus for n in usable), default=0)
     if why.startswith("Node count"):
-        hint = (f"this cluster has {len(usable)} usable node(s) and the job asks for "
-                f"{request.nodes}: ask for at most {len(usable)} with --total-nodes, or add "
-                "nodes to cluster.yaml.")
+        hint = (
+            f"this cluster has {len(usable)} usable node(s) and the job asks for "
+            f"{request.nodes}: ask for at most {len(usable)} with --total-nodes, or add "
+            "nodes to cluster.yaml."
+        )
     else:
-        hint = (f"no node of this cluster can hold one of its components (the largest has "
-                f"{biggest} cpus, and only one node has the CS-2's GRES): lower "
-                "--tasks-per-node x --cpus-per-task.")
+        hint = (
+            f"no node of this cluster can hold one of its components (the largest has "
+            f"{biggest} cpus, and only one node has the CS-2's GRES): lower "
+            "--tasks-per-node x --cpus-per-task."
+        )
     return hint
 
 
@@ -231,7 +254,7 @@ def poll(store: Store, job_id: int, nodes: list[NodeInfo]) -> QueueJob:
         row = db.execute(f"SELECT {COLS} FROM sched_jobs WHERE id = ?", (job_id,)).fetchone()
     _wake(store, [j for j in woken if j != job_id])
     if row is None:
-        raise NoSuchJob(f"No job {job_id} in the queue; see `cs -c \"jobs show\"`.")
+        raise NoSuchJob(f'No job {job_id} in the queue; see `cs -c "jobs show"`.')
     return one(row, job_id)
 
 
@@ -240,10 +263,13 @@ def kick(store: Store) -> None:
     """Run a pass if launches are waiting (something they wait for may be free now: a CS-2
     system whose job ended outside the queue) and wake the launchers of the jobs it starts."""
     with store.read() as db:
-        has = db.execute(
-            "SELECT count(*) FROM sqlite_master WHERE name = 'sched_jobs'").fetchone()[0]
-        waiting = has and db.execute(
-            "SELECT 1 FROM sched_jobs WHERE state = 'PENDING' LIMIT 1").fetchone()
+        has = db.execute("SELECT count(*) FROM sqlite_master WHERE name = 'sched_jobs'").fetchone()[
+            0
+        ]
+        waiting = (
+            has
+            and db.execute("SELECT 1 FROM sched_jobs WHERE state = 'PENDING' LIMIT 1").fetchone()
+        )
     if not waiting:
         return
     _ensure(store)
@@ -253,11 +279,22 @@ def kick(store: Store) -> None:
     _wake(store, woken)
 
 
-@operation("queue.finish", args={"job_id": int, "state": str, "exit_code": int | None},
-           fill={"nodes": "nodes", "user": "user", "admin": "admin"}, may="owner-or-admin")
-def finish(store: Store, job_id: int, state: str, exit_code: int | None,
-           nodes: list[NodeInfo] | None = None, *, user: str | None = None,
-           admin: bool = False) -> None:
+@operation(
+    "queue.finish",
+    args={"job_id": int, "state": str, "exit_code": int | None},
+    fill={"nodes": "nodes", "user": "user", "admin": "admin"},
+    may="owner-or-admin",
+)
+def finish(
+    store: Store,
+    job_id: int,
+    state: str,
+    exit_code: int | None,
+    nodes: list[NodeInfo] | None = None,
+    *,
+    user: str | None = None,
+    admin: bool = False,
+) -> None:
     """End a job (COMPLETED / FAILED / CANCELLED), free its nodes, and start what now fits (the
     launchers of the jobs that start are woken). `user`: the account asking (a shared store's
     member): only the job's owner or an admin may end it (None: this process launched it)."""
@@ -269,19 +306,25 @@ def finish(store: Store, job_id: int, state: str, exit_code: int | None,
         if user is not None and not admin:
             owner = db.execute("SELECT user FROM sched_jobs WHERE id = ?", (job_id,)).fetchone()
             if owner is not None and owner[0] != user:
-                raise PermissionDenied(f"Job {job_id} belongs to {owner[0]}; only its owner or "
-                                       "an admin may end it.")
+                raise PermissionDenied(
+                    f"Job {job_id} belongs to {owner[0]}; only its owner or an admin may end it."
+                )
         db.execute(
             "UPDATE sched_jobs SET state = ?, ended_at = ?, exit_code = ?"
             " WHERE id = ? AND state IN ('PENDING', 'RUNNING')",
-            (state, time.time(), exit_code, job_id))
+            (state, time.time(), exit_code, job_id),
+        )
         db.execute("DELETE FROM sched_alloc WHERE job_id = ?", (job_id,))
         schedule(db, nodes, None, woken)
     _wake(store, woken)
 
 
-@operation("queue.cancel", args={"job_id": int}, fill={"user": "user", "admin": "admin"},
-           may="owner-or-admin")
+@operation(
+    "queue.cancel",
+    args={"job_id": int},
+    fill={"user": "user", "admin": "admin"},
+    may="owner-or-admin",
+)
 def cancel(store: Store, job_id: int, *, user: str, admin: bool) -> QueueJob:
     """Cancel a pending or running job (its owner or an admin): CANCELLED, nodes freed, and the
     jobs the freed nodes let start are started. A running job's launcher (on this host) gets
@@ -297,24 +340,36 @@ def cancel(store: Store, job_id: int, *, user: str, admin: bool) -> QueueJob:
         refusal: CsError | None = None
         if job.user != user and not admin:
             refusal = PermissionDenied(
-                f"Job {job_id} belongs to {job.user}; only its owner or an admin may cancel it.")
+                f"Job {job_id} belongs to {job.user}; only its owner or an admin may cancel it."
+            )
         elif job.state not in ("PENDING", "RUNNING"):
             refusal = UsageError(
-                f"Job {job_id} has already ended ({job.state}); nothing to cancel.")
+                f"Job {job_id} has already ended ({job.state}); nothing to cancel."
+            )
         if refusal is None:
             db.execute(
                 "UPDATE sched_jobs SET state = 'CANCELLED', reason = 'Cancelled', ended_at = ?"
-                " WHERE id = ?", (time.time(), job_id))
+                " WHERE id = ?",
+                (time.time(), job_id),
+            )
             db.execute("DELETE FROM sched_alloc WHERE job_id = ?", (job_id,))
         # a refusal is audited too (committed); the change and its row commit together
         audit.record(
-            db, user=user, command="jobs cancel",
-            outcome="ok" if refusal is None else
-            "denied" if isinstance(refusal, PermissionDenied) else "refused",
-            detail=str(refusal) if refusal else
-            f"job {job_id} ({job.user}: {job.command}) cancelled while {job.state}")
+            db,
+            user=user,
+            command="jobs cancel",
+            outcome="ok"
+            if refusal is None
+            else "denied"
+            if isinstance(refusal, PermissionDenied)
+            else "refused",
+            detail=str(refusal)
+            if refusal
+            else f"job {job_id} ({job.user}: {job.command}) cancelled while {job.state}",
+        )
         pid_start = db.execute(
-            "SELECT pid_start FROM sched_jobs WHERE id = ?", (job_id,)).fetchone()[0]
+            "SELECT pid_start FROM sched_jobs WHERE id = ?", (job_id,)
+        ).fetchone()[0]
         if refusal is None:
             schedule(db, nodes, None, woken)
     if refusal is not None:
@@ -341,7 +396,9 @@ def jobs(store: Store, *, all_states: bool = False, limit: int | None = None) ->
         where = "" if all_states else "WHERE state IN ('PENDING', 'RUNNING')"
         rows = db.execute(
             f"SELECT {COLS} FROM (SELECT * FROM sched_jobs {where} ORDER BY id DESC LIMIT ?)"
-            " ORDER BY id", (-1 if limit is None else limit,)).fetchall()
+            " ORDER BY id",
+            (-1 if limit is None else limit,),
+        ).fetchall()
     _wake(store, woken)
     return readable(rows)
 
@@ -375,16 +432,22 @@ def arrange(rows: list[QueueJob], *, all_states: bool, limit: int | None) -> Lis
     they hold the nodes); the rest is counted, never dropped silently."""
     running = sorted((j for j in rows if j.state == "RUNNING"), key=lambda j: j.id)
     pending = sorted((j for j in rows if j.state == "PENDING"), key=lambda j: j.id)
-    ended = sorted((j for j in rows if j.state not in ("RUNNING", "PENDING")),
-                   key=lambda j: (j.ended_at or j.submitted_at, j.id), reverse=True)
+    ended = sorted(
+        (j for j in rows if j.state not in ("RUNNING", "PENDING")),
+        key=lambda j: (j.ended_at or j.submitted_at, j.id),
+        reverse=True,
+    )
     if not all_states:
         ended = []
     room = None if limit is None else max(0, limit - len(running))
     shown_pending = pending if room is None else pending[:room]
     room = None if room is None else room - len(shown_pending)
     shown_ended = ended if room is None else ended[:room]
-    return Listing(tuple(running + shown_pending + shown_ended),
-                   len(pending) - len(shown_pending), len(ended) - len(shown_ended))
+    return Listing(
+        tuple(running + shown_pending + shown_ended),
+        len(pending) - len(shown_pending),
+        len(ended) - len(shown_ended),
+    )
 
 
 @operation("queue.listing", args={"all_states": bool, "limit": int | None})
@@ -397,16 +460,19 @@ def listing(store: Store, *, all_states: bool = False, limit: int | None = 200) 
     with store.transaction() as db:
         _settle(db, cluster_nodes(store), woken)
         rows = db.execute(f"SELECT {COLS} FROM sched_jobs WHERE state = 'RUNNING'").fetchall()
-        rows += db.execute(f"SELECT {COLS} FROM sched_jobs WHERE state = 'PENDING' ORDER BY id"
-                           " LIMIT ?", (cap,)).fetchall()
+        rows += db.execute(
+            f"SELECT {COLS} FROM sched_jobs WHERE state = 'PENDING' ORDER BY id LIMIT ?", (cap,)
+        ).fetchall()
         n_pending = db.execute(
-            "SELECT count(*) FROM sched_jobs WHERE state = 'PENDING'").fetchone()[0]
+            "SELECT count(*) FROM sched_jobs WHERE state = 'PENDING'"
+        ).fetchone()[0]
         n_ended = 0
         if all_states:
             rows += db.execute(
                 f"SELECT {COLS} FROM sched_jobs WHERE state NOT IN ('PENDING', 'RUNNING')"
                 " ORDER BY COALESCE(ended_at, submitted_at) DESC, id DESC LIMIT ?",
-                (cap,)).fetchall()
+                (cap,),
+            ).fetchall()
             n_ended = db.execute(
                 "SELECT count(*) FROM sched_jobs WHERE state NOT IN ('PENDING', 'RUNNING')"
             ).fetchone()[0]
@@ -423,7 +489,7 @@ def state(store: Store, job_id: int) -> QueueJob:
     with store.read() as db:
         row = db.execute(f"SELECT {COLS} FROM sched_jobs WHERE id = ?", (job_id,)).fetchone()
     if row is None:
-        raise NoSuchJob(f"No job {job_id} in the queue; see `cs -c \"jobs show\"`.")
+        raise NoSuchJob(f'No job {job_id} in the queue; see `cs -c "jobs show"`.')
     return one(row, job_id)
 
 
@@ -439,11 +505,13 @@ def recheck(store: Store, job_id: int, nodes: list[NodeInfo]) -> int:
     alive = Alive()
     with store.read() as db:
         ahead = db.execute(
-            "SELECT count(*) FROM sched_jobs WHERE state = 'PENDING' AND id < ?",
-            (job_id,)).fetchone()[0]
+            "SELECT count(*) FROM sched_jobs WHERE state = 'PENDING' AND id < ?", (job_id,)
+        ).fetchone()[0]
         head = db.execute(
             "SELECT pid, pid_start, host FROM sched_jobs WHERE state = 'PENDING' AND id < ?"
-            " ORDER BY id LIMIT 1", (job_id,)).fetchone()
+            " ORDER BY id LIMIT 1",
+            (job_id,),
+        ).fetchone()
     if ahead == 0 or (head is not None and not alive(*head)):
         woken: list[int] = []
         with store.transaction() as db:

@@ -7,13 +7,23 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from cs2sim.system.errors import CsWarning, UsageError
 from cs2sim.system.sched.request import Component, JobRequest
 from cs2sim.system.store_ops import wire
 
-__all__ = ["QueueJob", "MalformedRow", "COLS", "encode_request", "decode_request",
-           "check_request", "readable", "one", "row_job"]
+__all__ = [
+    "QueueJob",
+    "MalformedRow",
+    "COLS",
+    "encode_request",
+    "decode_request",
+    "check_request",
+    "readable",
+    "one",
+    "row_job",
+]
 
 COLS = (
     "id, het_size, name, user, state, reason, request, command, pid, host, submitted_at,"
@@ -74,16 +84,27 @@ def check_request(request: JobRequest) -> None:
     """UsageError unless `request` is one a launcher could have made: the queue never holds a
     request the scheduler cannot read back."""
     comps = request.components
-    ok = (isinstance(comps, tuple) and 0 < len(comps) <= 64
-          and all(isinstance(c, Component) and 0 < c.nodes <= 100_000
-                  and 0 < c.tasks_per_node <= 100_000
-                  and (c.cpus_per_task is None or 0 < c.cpus_per_task <= 100_000)
-                  and len(c.gres) <= 256 for c in comps)
-          and 0 < len(request.command) <= 4096 and len(request.exclude) <= 100_000
-          and len(request.systems) <= 1024 and len(request.env) <= 4096)
+    ok = (
+        isinstance(comps, tuple)
+        and 0 < len(comps) <= 64
+        and all(
+            isinstance(c, Component)
+            and 0 < c.nodes <= 100_000
+            and 0 < c.tasks_per_node <= 100_000
+            and (c.cpus_per_task is None or 0 < c.cpus_per_task <= 100_000)
+            and len(c.gres) <= 256
+            for c in comps
+        )
+        and 0 < len(request.command) <= 4096
+        and len(request.exclude) <= 100_000
+        and len(request.systems) <= 1024
+        and len(request.env) <= 4096
+    )
     if not ok:
-        raise UsageError("The launch request is malformed (no components, a count out of range "
-                         "or a value too long); launch it with csrun_wse or csrun_cpu.")
+        raise UsageError(
+            "The launch request is malformed (no components, a count out of range "
+            "or a value too long); launch it with csrun_wse or csrun_cpu."
+        )
 
 
 def readable(rows: list[tuple[object, ...]]) -> list[QueueJob]:
@@ -96,9 +117,13 @@ def readable(rows: list[tuple[object, ...]]) -> list[QueueJob]:
         try:
             out.append(row_job(r))
         except (ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
-            warnings.warn(f"skipped queue job {str(r[0])[:20]} of the system store: its row is "
-                          f"malformed ({type(e).__name__}), so it is not listed; the other jobs "
-                          "are not affected", MalformedRow, stacklevel=2)
+            warnings.warn(
+                f"skipped queue job {str(r[0])[:20]} of the system store: its row is "
+                f"malformed ({type(e).__name__}), so it is not listed; the other jobs "
+                "are not affected",
+                MalformedRow,
+                stacklevel=2,
+            )
     return out
 
 
@@ -106,19 +131,48 @@ def one(row: tuple[object, ...], job_id: int) -> QueueJob:
     try:
         return row_job(row)
     except (ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
-        raise UsageError(f"Queue job {job_id} has a malformed row in the system store "
-                         f"({type(e).__name__}); it cannot be shown or run.") from None
+        raise UsageError(
+            f"Queue job {job_id} has a malformed row in the system store "
+            f"({type(e).__name__}); it cannot be shown or run."
+        ) from None
 
 
-def row_job(row: tuple[object, ...]) -> QueueJob:
-    (id_, size, name, user, state, reason, request, command, pid, host, sub, start, end,
-     nodes, code, systems) = row
+def row_job(row: tuple[Any, ...]) -> QueueJob:
+    """A sched_jobs row (sqlite's values, untyped: converted here) -> QueueJob."""
+    (
+        id_,
+        size,
+        name,
+        user,
+        state,
+        reason,
+        request,
+        command,
+        pid,
+        host,
+        sub,
+        start,
+        end,
+        nodes,
+        code,
+        systems,
+    ) = row
     comps, _ = decode_request(str(request))
     return QueueJob(
-        int(id_), int(size), str(name), str(user), str(state), str(reason), comps,  # type: ignore[call-overload]
-        str(command), int(pid), str(host), float(sub), start, end,  # type: ignore[call-overload,arg-type]
-        tuple(tuple(p) for p in json.loads(str(nodes))), code,  # type: ignore[arg-type]
+        int(id_),
+        int(size),
+        str(name),
+        str(user),
+        str(state),
+        str(reason),
+        comps,
+        str(command),
+        int(pid),
+        str(host),
+        float(sub),
+        start,
+        end,
+        tuple(tuple(p) for p in json.loads(str(nodes))),
+        code,
         tuple(n for n in str(systems).split(",") if n),
     )
-
-

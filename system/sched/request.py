@@ -142,6 +142,17 @@ def cpu_command(
     if not alloc_node:
         return SrunCommand(tail, ("singularity", "exec", "-B", mount_dirs, image, *run_args))
     text = f"srun --pty --nodes=1 {exclude_arg} --exclusive {tail}"
-    argv = ("srun", "--pty", "--nodes=1", exclude_arg, "--exclusive", "singularity", "exec",
-            "-B", mount_dirs, image, *run_args)
+    argv = (
+        "srun",
+        "--pty",
+        "--nodes=1",
+        exclude_arg,
+        "--exclusive",
+        "singularity",
+        "exec",
+        "-B",
+        mount_dirs,
+        image,
+        *run_args,
+    )
     return SrunCommand(text, tuple(a for a in argv if a))

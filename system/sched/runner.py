@@ -147,8 +147,10 @@ def _run_python(cmd: PyCommand, env: dict[str, str]) -> int:
             if not os.path.exists(cmd.target):
                 path = os.path.abspath(cmd.target)
                 # what python itself says (the task's own stderr, not the launcher's)
-                sys.stderr.write(f"{sys.executable}: can't open file {path!r}: [Errno 2] No "
-                                 "such file or directory\n")
+                sys.stderr.write(
+                    f"{sys.executable}: can't open file {path!r}: [Errno 2] No "
+                    "such file or directory\n"
+                )
                 return 2
             sys.path[0] = os.path.dirname(os.path.abspath(cmd.target))
             runpy.run_path(cmd.target, run_name="__main__")
@@ -186,9 +188,17 @@ def _print_user_traceback(e: BaseException) -> None:
     traceback.print_exception(type(e), e, tb)
 
 
-def _child(task: Task, argv: tuple[str, ...], pycmd: PyCommand | None, base_env: dict[str, str],
-           fds: tuple[int, int], session: bool, prctl: object, keep_fds: set[int],
-           go: int) -> None:
+def _child(
+    task: Task,
+    argv: tuple[str, ...],
+    pycmd: PyCommand | None,
+    base_env: dict[str, str],
+    fds: tuple[int, int],
+    session: bool,
+    prctl: object,
+    keep_fds: set[int],
+    go: int,
+) -> None:
     """Body of a forked task; never returns."""
     code = 1
     try:
@@ -225,8 +235,12 @@ def _child(task: Task, argv: tuple[str, ...], pycmd: PyCommand | None, base_env:
 
 
 def _signal_text(sig: int) -> str:
-    names: dict[int, str] = {signal.SIGTERM: "Terminated", signal.SIGKILL: "Killed",
-                             signal.SIGSEGV: "Segmentation fault", signal.SIGINT: "Interrupt"}
+    names: dict[int, str] = {
+        signal.SIGTERM: "Terminated",
+        signal.SIGKILL: "Killed",
+        signal.SIGSEGV: "Segmentation fault",
+        signal.SIGINT: "Interrupt",
+    }
     return names.get(sig, signal.Signals(sig).name)
 
 
@@ -253,8 +267,15 @@ def _id_ranges(ids: list[int]) -> str:
 class _Step:
     """The running step: children, pipes, logs."""
 
-    def __init__(self, tasks: list[Task], argv: tuple[str, ...], log_dir: Path | None,
-                 out: Write, err: Write, pty: bool) -> None:
+    def __init__(
+        self,
+        tasks: list[Task],
+        argv: tuple[str, ...],
+        log_dir: Path | None,
+        out: Write,
+        err: Write,
+        pty: bool,
+    ) -> None:
         self.tasks = tasks
         self.argv = argv
         self.log_dir = log_dir
@@ -299,8 +320,17 @@ class _Step:
                 others |= set(self.logs.values()) | {go_w}
                 pid = os.fork()
                 if pid == 0:
-                    _child(task, self.argv, pycmd, base_env, (out_w, err_w),
-                           not self.pty, prctl, others | self.close_in_child, go_r)
+                    _child(
+                        task,
+                        self.argv,
+                        pycmd,
+                        base_env,
+                        (out_w, err_w),
+                        not self.pty,
+                        prctl,
+                        others | self.close_in_child,
+                        go_r,
+                    )
                 self.pids[pid] = task
                 if out_w >= 0:
                     os.close(out_w)
@@ -460,8 +490,10 @@ def run_step(
             sig = stop_requested() if result.interrupted is None else None
             if sig is not None and step.pids:
                 result.interrupted = sig
-                err(f"srun: Job step aborted: Waiting up to {grace:g} seconds for job step "
-                    "to finish.\n")
+                err(
+                    f"srun: Job step aborted: Waiting up to {grace:g} seconds for job step "
+                    "to finish.\n"
+                )
                 step.signal_all(signal.SIGINT if sig == signal.SIGINT else signal.SIGTERM)
                 kill_at = time.monotonic() + grace
             if kill_at is not None and time.monotonic() > kill_at and step.pids:

@@ -80,8 +80,10 @@ def srun_missing() -> str | None:
     """Why the Slurm backend cannot run here (one sentence), or None."""
     for tool in ("srun", "sinfo", "squeue", "scancel", "scontrol"):
         if shutil.which(tool) is None:
-            return (f"the scheduler is slurm but `{tool}` is not on PATH; install the Slurm "
-                    "client (slurm-client) or set CS2_SCHEDULER=embedded.")
+            return (
+                f"the scheduler is slurm but `{tool}` is not on PATH; install the Slurm "
+                "client (slurm-client) or set CS2_SCHEDULER=embedded."
+            )
     return None
 
 
@@ -107,8 +109,9 @@ def _pump(stream: object, sink: Callable[[str], None], watch: SrunWatch | None) 
         sink(line if line.endswith("\n") else line + "\n")
 
 
-def _tasks_on(nodes: list[str], request: JobRequest, record: SlurmJobRecord | None,
-              job_id: int) -> list[int]:
+def _tasks_on(
+    nodes: list[str], request: JobRequest, record: SlurmJobRecord | None, job_id: int
+) -> list[int]:
     """The SLURM_PROCIDs that ran on `nodes`: srun does not always report the tasks of a node it
     lost, so they come from the allocation and Slurm's numbering rules (layout.py, the same rules
     the embedded scheduler follows, checked against real Slurm)."""
@@ -141,8 +144,9 @@ class SlurmBackend:
 
     name = "slurm"
 
-    def __init__(self, store: Store, argv: tuple[str, ...] = (), *,
-                 base_env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, store: Store, argv: tuple[str, ...] = (), *, base_env: dict[str, str] | None = None
+    ) -> None:
         self.store = store
         self.argv = argv
         self.base_env = base_env
@@ -157,8 +161,11 @@ class SlurmBackend:
         if self._nodes is None:
             proc = run_client(["sinfo", "-h", "-N", "-o", "%N %c"])
             if proc.returncode != 0:
-                raise ConfigError("sinfo failed (" + (proc.stderr.strip() or "no output")
-                                  + "); check that slurmctld is running.")
+                raise ConfigError(
+                    "sinfo failed ("
+                    + (proc.stderr.strip() or "no output")
+                    + "); check that slurmctld is running."
+                )
             seen: dict[str, int] = {}
             for line in proc.stdout.splitlines():
                 name, _, cpus = line.partition(" ")
@@ -168,8 +175,14 @@ class SlurmBackend:
         return self._nodes
 
     # -- Backend -------------------------------------------------------------------------------
-    def allocate(self, request: JobRequest, *, user: str, events: Events,
-                 stop_requested: Callable[[], int | None]) -> Allocation | None:
+    def allocate(
+        self,
+        request: JobRequest,
+        *,
+        user: str,
+        events: Events,
+        stop_requested: Callable[[], int | None],
+    ) -> Allocation | None:
         """srun allocates the job itself: only refuse what Slurm would leave pending forever."""
         why = srun_missing()
         if why is not None:
@@ -179,19 +192,28 @@ class SlurmBackend:
             raise queue.NeverFits(
                 "Requested node configuration is not available",
                 f"the job asks for {request.nodes} nodes and this Slurm cluster has {have}; "
-                f"lower --total-nodes to {have} or less.")
+                f"lower --total-nodes to {have} or less.",
+            )
         if stop_requested() is not None:
             return None
         return Allocation(0, (), request)
 
-    def run(self, alloc: Allocation, *, out: Callable[[str], None], err: Callable[[str], None],
-            stop_requested: Callable[[], int | None],
-            on_started: Callable[[float], None] | None = None) -> StepResult:
+    def run(
+        self,
+        alloc: Allocation,
+        *,
+        out: Callable[[str], None],
+        err: Callable[[str], None],
+        stop_requested: Callable[[], int | None],
+        on_started: Callable[[float], None] | None = None,
+    ) -> StepResult:
         """Run srun; pass its output through; the step's result as srun reports it."""
         request = alloc.request
         if not self.argv:
-            raise UsageError("The Slurm backend was given no srun line; build it with "
-                             "request.srun_command (csrun_wse does).")
+            raise UsageError(
+                "The Slurm backend was given no srun line; build it with "
+                "request.srun_command (csrun_wse does)."
+            )
         env = dict(os.environ if self.base_env is None else self.base_env)
         env.update(request.env)
         env.update(secret_env())  # srun passes it to every task (the chief's channel)
@@ -205,7 +227,8 @@ class SlurmBackend:
         pty = request.pty
         try:
             proc = subprocess.Popen(
-                list(self.argv), env=env,
+                list(self.argv),
+                env=env,
                 stdin=None if pty else subprocess.DEVNULL,
                 stdout=None if pty else subprocess.PIPE,
                 stderr=None if pty else subprocess.PIPE,
@@ -213,12 +236,16 @@ class SlurmBackend:
                 preexec_fn=_end_with_launcher,
             )
         except OSError as e:
-            raise ConfigError(f"cannot run srun: {e.strerror}; install the Slurm client or set "
-                              "CS2_SCHEDULER=embedded.") from e
+            raise ConfigError(
+                f"cannot run srun: {e.strerror}; install the Slurm client or set "
+                "CS2_SCHEDULER=embedded."
+            ) from e
         pumps = []
         if not pty:
-            pumps = [threading.Thread(target=_pump, args=(proc.stdout, out, None), daemon=True),
-                     threading.Thread(target=_pump, args=(proc.stderr, err, watch), daemon=True)]
+            pumps = [
+                threading.Thread(target=_pump, args=(proc.stdout, out, None), daemon=True),
+                threading.Thread(target=_pump, args=(proc.stderr, err, watch), daemon=True),
+            ]
             for p in pumps:
                 p.start()
         result = StepResult([], 0)
@@ -242,8 +269,11 @@ class SlurmBackend:
                     next_id_poll = now + ID_POLL_S
                 if job_id is not None and job_id not in self._recorded:
                     self._register(job_id, request)
-                if job_id is not None and not started and (
-                        watch.allocated_at is not None or watch.job_id is None):
+                if (
+                    job_id is not None
+                    and not started
+                    and (watch.allocated_at is not None or watch.job_id is None)
+                ):
                     started = True
                     # the components' nodes as allocated (after a node failure Slurm may already
                     # have taken the failed node out of the job's record)
@@ -278,8 +308,12 @@ class SlurmBackend:
             result.exit_code = 128 + result.interrupted
         result.started_s = time.perf_counter() - t0
         record = show_job(job_id) if job_id is not None else None
-        if record is not None and at_start is not None and at_start.nodes and (
-                [len(n) for n in record.nodes] != [len(n) for n in at_start.nodes]):
+        if (
+            record is not None
+            and at_start is not None
+            and at_start.nodes
+            and ([len(n) for n in record.nodes] != [len(n) for n in at_start.nodes])
+        ):
             record = SlurmJobRecord(record.states, at_start.nodes)
         self.last_record = record
         result.exits = self._exits(request, record, watch)
@@ -324,8 +358,11 @@ class SlurmBackend:
             args += ["-t", "all"]
         proc = run_client(args)
         if proc.returncode != 0:
-            raise ConfigError("squeue failed (" + (proc.stderr.strip() or "no output")
-                              + "); check that slurmctld is running.")
+            raise ConfigError(
+                "squeue failed ("
+                + (proc.stderr.strip() or "no output")
+                + "); check that slurmctld is running."
+            )
         return squeue_jobs(proc.stdout, fmt)
 
     # -- internals -----------------------------------------------------------------------------
@@ -350,8 +387,9 @@ class SlurmBackend:
         elif proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
 
-    def _exits(self, request: JobRequest, record: SlurmJobRecord | None,
-               watch: SrunWatch) -> list[TaskExit]:
+    def _exits(
+        self, request: JobRequest, record: SlurmJobRecord | None, watch: SrunWatch
+    ) -> list[TaskExit]:
         """srun's per-component task numbers -> global SLURM_PROCIDs (components' tasks are
         contiguous PROCID ranges, in component order; a task's component is found by its node)."""
         offsets, first = [], 0
@@ -370,8 +408,13 @@ class SlurmBackend:
         return exits
 
     @staticmethod
-    def _report(job_id: int | None, request: JobRequest, record: SlurmJobRecord | None,
-                watch: SrunWatch, result: StepResult) -> str:
+    def _report(
+        job_id: int | None,
+        request: JobRequest,
+        record: SlurmJobRecord | None,
+        watch: SrunWatch,
+        result: StepResult,
+    ) -> str:
         """One line naming the task and node that failed the job (srun's lines said it per
         component; this says it with the global task id the task saw as SLURM_PROCID)."""
         jid = f"job {job_id}" if job_id is not None else "the job"
@@ -379,34 +422,43 @@ class SlurmBackend:
             failed = list(dict.fromkeys(watch.failed_nodes))  # srun repeats it per component
             ids = _tasks_on(failed, request, record, job_id or 0)
             on = f" under task(s) {_ranges(ids)} (SLURM_PROCID)" if ids else ""
-            return (f"csrun: {jid} failed: node {', '.join(failed)} failed{on} (Slurm: Node "
-                    "failure); the other tasks were stopped. Rerun when `sinfo` shows the node "
-                    "up.")
+            return (
+                f"csrun: {jid} failed: node {', '.join(failed)} failed{on} (Slurm: Node "
+                "failure); the other tasks were stopped. Rerun when `sinfo` shows the node "
+                "up."
+            )
         bad = [e for e in result.exits if e.failed]
         if result.interrupted is not None:
-            return (f"csrun: {jid} was cancelled (the launcher was interrupted and scancelled "
-                    "it); every task was stopped.")
+            return (
+                f"csrun: {jid} was cancelled (the launcher was interrupted and scancelled "
+                "it); every task was stopped."
+            )
         if not bad:
             if record is not None and "CANCELLED" in record.states and result.exit_code:
                 return f"csrun: {jid} was cancelled (scancel); every task was stopped."
             return ""
         first = bad[0]
-        how = (f"exited with exit code {first.code}" if first.signal is None
-               else f"was killed by signal {first.signal}")
-        return (f"csrun: {jid} failed: task {first.procid} (SLURM_PROCID) on {first.node} {how}"
-                "; --kill-on-bad-exit stopped the other tasks. See the task's output above.")
+        how = (
+            f"exited with exit code {first.code}"
+            if first.signal is None
+            else f"was killed by signal {first.signal}"
+        )
+        return (
+            f"csrun: {jid} failed: task {first.procid} (SLURM_PROCID) on {first.node} {how}"
+            "; --kill-on-bad-exit stopped the other tasks. See the task's output above."
+        )
 
     def _register(self, job_id: int, request: JobRequest) -> None:
-        record_job(self.store, job_id, len(request.components), request.job_name,
-                   " ".join(request.command))
+        record_job(
+            self.store, job_id, len(request.components), request.job_name, " ".join(request.command)
+        )
         self._recorded.add(job_id)
 
     def _mark_started(self, job_id: int) -> None:
         mark_started(self.store, job_id)
 
-    def _finish(self, job_id: int, state: str, code: int | None,
-                record: SlurmJobRecord | None) -> None:
+    def _finish(
+        self, job_id: int, state: str, code: int | None, record: SlurmJobRecord | None
+    ) -> None:
         nodes = [list(n) for n in record.nodes] if record is not None else []
         record_end(self.store, job_id, state, code, nodes)
-
-

@@ -38,10 +38,22 @@ def _ensure(store: Store) -> None:
             db.execute(statement)
 
 
-@operation("slurm.record", args={"job_id": int, "het_size": int, "name": str, "command": str},
-           fill={"user": "user", "pid": "pid"}, may="own")
-def record_job(store: Store, job_id: int, het_size: int, name: str, command: str, *,
-               user: str | None = None, pid: int | None = None) -> None:
+@operation(
+    "slurm.record",
+    args={"job_id": int, "het_size": int, "name": str, "command": str},
+    fill={"user": "user", "pid": "pid"},
+    may="own",
+)
+def record_job(
+    store: Store,
+    job_id: int,
+    het_size: int,
+    name: str,
+    command: str,
+    *,
+    user: str | None = None,
+    pid: int | None = None,
+) -> None:
     """Record Slurm job `job_id` launched by this process (PENDING)."""
     from cs2sim.system.oslogin import login_name
 
@@ -50,13 +62,24 @@ def record_job(store: Store, job_id: int, het_size: int, name: str, command: str
     with store.transaction() as db:
         prior = db.execute("SELECT user FROM slurm_jobs WHERE id = ?", (job_id,)).fetchone()
         if prior is not None and prior[0] != user:
-            raise PermissionDenied(f"Slurm job {job_id} is recorded as {prior[0]}'s; a launcher "
-                                   "records only its own jobs.")
+            raise PermissionDenied(
+                f"Slurm job {job_id} is recorded as {prior[0]}'s; a launcher "
+                "records only its own jobs."
+            )
         db.execute(
             "INSERT OR REPLACE INTO slurm_jobs (id, het_size, name, user, command, host, "
             "launcher_pid, state, submitted_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'PENDING', ?)",
-            (job_id, het_size, name, user, command, socket.gethostname(),
-             os.getpid() if pid is None else pid, time.time()))
+            (
+                job_id,
+                het_size,
+                name,
+                user,
+                command,
+                socket.gethostname(),
+                os.getpid() if pid is None else pid,
+                time.time(),
+            ),
+        )
 
 
 def _own(db: sqlite3.Connection, job_id: int, user: str | None) -> None:
@@ -64,8 +87,7 @@ def _own(db: sqlite3.Connection, job_id: int, user: str | None) -> None:
         return
     prior = db.execute("SELECT user FROM slurm_jobs WHERE id = ?", (job_id,)).fetchone()
     if prior is not None and prior[0] != user:
-        raise PermissionDenied(f"Slurm job {job_id} is {prior[0]}'s; only its launcher "
-                               "records it.")
+        raise PermissionDenied(f"Slurm job {job_id} is {prior[0]}'s; only its launcher records it.")
 
 
 @operation("slurm.started", args={"job_id": int}, fill={"user": "user"}, may="own")
@@ -73,21 +95,35 @@ def mark_started(store: Store, job_id: int, *, user: str | None = None) -> None:
     """Record that Slurm job `job_id` started."""
     with store.transaction() as db:
         _own(db, job_id, user)
-        db.execute("UPDATE slurm_jobs SET state = 'RUNNING', started_at = ? WHERE id = ?",
-                   (time.time(), job_id))
+        db.execute(
+            "UPDATE slurm_jobs SET state = 'RUNNING', started_at = ? WHERE id = ?",
+            (time.time(), job_id),
+        )
 
 
-@operation("slurm.ended", args={"job_id": int, "state": str, "code": int | None,
-                                "nodes": list[list[str]]}, fill={"user": "user"},
-           may="own")
-def record_end(store: Store, job_id: int, state: str, code: int | None,
-               nodes: list[list[str]], *, user: str | None = None) -> None:
+@operation(
+    "slurm.ended",
+    args={"job_id": int, "state": str, "code": int | None, "nodes": list[list[str]]},
+    fill={"user": "user"},
+    may="own",
+)
+def record_end(
+    store: Store,
+    job_id: int,
+    state: str,
+    code: int | None,
+    nodes: list[list[str]],
+    *,
+    user: str | None = None,
+) -> None:
     """Record how Slurm job `job_id` ended (once)."""
     with store.transaction() as db:
         _own(db, job_id, user)
-        db.execute("UPDATE slurm_jobs SET state = ?, exit_code = ?, nodes = ?, ended_at = ? "
-                   "WHERE id = ? AND ended_at IS NULL",
-                   (state[:32], code, json.dumps(nodes), time.time(), job_id))
+        db.execute(
+            "UPDATE slurm_jobs SET state = ?, exit_code = ?, nodes = ?, ended_at = ? "
+            "WHERE id = ? AND ended_at IS NULL",
+            (state[:32], code, json.dumps(nodes), time.time(), job_id),
+        )
 
 
 @operation("slurm.recorded", args={"job_id": int})
@@ -102,5 +138,3 @@ def recorded_job(store: Store, job_id: int) -> dict[str, object] | None:
         if row is None:
             return None
         return dict(zip([d[0] for d in cur.description], row, strict=True))
-
-

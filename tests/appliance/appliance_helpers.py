@@ -36,5 +36,7 @@ def keys_of(output: str) -> list[str]:
 
 
 def losses(output: str) -> dict[int, str]:
-    return {int(m.group(1)): m.group(2)
-            for m in re.finditer(r"\| Train Device=[^,]*, Step=(\d+), Loss=([^,\s]+)", output)}
+    return {
+        int(m.group(1)): m.group(2)
+        for m in re.finditer(r"\| Train Device=[^,]*, Step=(\d+), Loss=([^,\s]+)", output)
+    }

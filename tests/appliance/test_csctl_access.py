@@ -27,14 +27,21 @@ def test_own_job_get_label_export_cancel_and_another_user_is_refused(shared_clus
     name = _submit(conn, model, system, "p2", "mine")
     conn.close()
 
-    assert cluster.csctl("label", "job", name, "team=ml", "name-").check().output \
+    assert (
+        cluster.csctl("label", "job", name, "team=ml", "name-").check().output
         == f"job/{name} was patched\n"
+    )
     job = cluster.job(name)
     assert job["meta"]["labels"] == {"team": "ml"} and job["status"]["phase"] == "QUEUED"
-    assert cluster.csctl("get", "jobs", "-l", "team=ml", "-o", "json").check().json()["jobs"][0][
-        "meta"]["name"] == name
-    assert cluster.csctl("get", "jobs", "-l", "team=other", "-o", "json").check().json()[
-        "jobs"] == []
+    assert (
+        cluster.csctl("get", "jobs", "-l", "team=ml", "-o", "json")
+        .check()
+        .json()["jobs"][0]["meta"]["name"]
+        == name
+    )
+    assert (
+        cluster.csctl("get", "jobs", "-l", "team=other", "-o", "json").check().json()["jobs"] == []
+    )
     exported = cluster.csctl("log-export", name, "-p", str(tmp_path)).check()
     zip_path = tmp_path / f"log-export-{name}.zip"
     assert str(zip_path) in exported.output
@@ -42,12 +49,17 @@ def test_own_job_get_label_export_cancel_and_another_user_is_refused(shared_clus
         assert f"log-export-{name}/job.json" in z.namelist()
 
     if OTHER is not None:
+
         def as_other():
             c = connect(system.home)
             listed = [j["meta"]["name"] for j in c.call("get_jobs")["jobs"]]
             refused = {}
-            for op, args in (("cancel", {}), ("label", {"set": {"x": "y"}}),
-                             ("log_export", {}), ("get_job", {})):
+            for op, args in (
+                ("cancel", {}),
+                ("label", {"set": {"x": "y"}}),
+                ("log_export", {}),
+                ("get_job", {}),
+            ):
                 try:
                     c.call(op, name=name, **args)
                     refused[op] = None
@@ -63,8 +75,12 @@ def test_own_job_get_label_export_cancel_and_another_user_is_refused(shared_clus
             assert code == 77 and text.startswith(f"Permission denied: {name} belongs to root")
         denied = [e for e in system.audit() if e.outcome == "denied"]
         assert {e.user for e in denied} == {OTHER.pw_name}
-        assert {e.command.split()[1] for e in denied} == {"cancel", "label", "log_export",
-                                                          "get_job"}
+        assert {e.command.split()[1] for e in denied} == {
+            "cancel",
+            "label",
+            "log_export",
+            "get_job",
+        }
 
     assert cluster.csctl("cancel", "job", name).check().output == "Job canceled successfully\n"
     job = cluster.job(name)
@@ -82,22 +98,33 @@ def test_two_users_jobs_queue_by_priority_then_age(shared_cluster):
     cluster.start()
 
     def submit_as_other(priority: str, name: str) -> str:
-        return str(run_as(OTHER, lambda: _submit(connect(system.home), model, system, priority,
-                                                 name), {"CS2_HOME": str(system.home)}))
+        return str(
+            run_as(
+                OTHER,
+                lambda: _submit(connect(system.home), model, system, priority, name),
+                {"CS2_HOME": str(system.home)},
+            )
+        )
 
     conn = connect(system.home)
-    ids = {"a": _submit(conn, model, system, "p2", "a"),  # root, p2, oldest
-           "b": submit_as_other("p2", "b"),             # nobody, p2
-           "c": submit_as_other("p1", "c"),             # nobody, p1: first
-           "d": _submit(conn, model, system, "p3", "d")}  # root, p3: last
+    ids = {
+        "a": _submit(conn, model, system, "p2", "a"),  # root, p2, oldest
+        "b": submit_as_other("p2", "b"),  # nobody, p2
+        "c": submit_as_other("p1", "c"),  # nobody, p1: first
+        "d": _submit(conn, model, system, "p3", "d"),
+    }  # root, p3: last
     notes = conn.call("get_jobs")["notes"]
     assert notes[ids["c"]].startswith("current job is top of queue")
     assert notes[ids["a"]] == "1 execute job(s) queued before current job"
     assert notes[ids["b"]] == "2 execute job(s) queued before current job"
     assert notes[ids["d"]] == "3 execute job(s) queued before current job"
     rows = [r.split() for r in cluster.csctl("get", "jobs").check().output.splitlines()[1:]]
-    assert [(r[0], r[5]) for r in rows] == [(ids["c"], OTHER.pw_name), (ids["a"], "root"),
-                                            (ids["b"], OTHER.pw_name), (ids["d"], "root")]
+    assert [(r[0], r[5]) for r in rows] == [
+        (ids["c"], OTHER.pw_name),
+        (ids["a"], "root"),
+        (ids["b"], OTHER.pw_name),
+        (ids["d"], "root"),
+    ]
     for job_id in ids.values():  # the admin (the server's own user) may cancel anyone's
         conn.call("cancel", name=job_id)
     conn.close()

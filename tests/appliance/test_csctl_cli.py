@@ -21,12 +21,20 @@ def test_help_types_and_cluster_views(cs2_appliance):
 
 
 def test_errors_are_one_line(cs2_appliance):
-    for argv, text in ((["get"], "missing required argument TYPE. Run 'csctl types' to see "
-                                 "available resource types"),
-                       (["get", "jobs", "--sort", "size"],
-                        "invalid sort type: size, allowed types: [priority, age]"),
-                       (["cancel", "job", "wsjob-nosuchjob"], "no job 'wsjob-nosuchjob'"),
-                       (["label", "job", "x", "=="], "invalid label")):
+    for argv, text in (
+        (
+            ["get"],
+            "missing required argument TYPE. Run 'csctl types' to see available resource types",
+        ),
+        (
+            ["get", "jobs", "--sort", "size"],
+            "invalid sort type: size, allowed types: [priority, age]",
+        ),
+        (["cancel", "job", "wsjob-nosuchjob"], "no job 'wsjob-nosuchjob'"),
+        (["label", "job", "x", "=="], "invalid label"),
+    ):
         res = cs2_appliance.csctl(*argv)
         assert res.exit_code == 1 and res.errors.count("\n") == 1 and text in res.errors, (
-            argv, res.errors)
+            argv,
+            res.errors,
+        )

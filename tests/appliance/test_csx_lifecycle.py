@@ -37,8 +37,7 @@ def _until_training(proc) -> str:
         seen.append(line)
         if "| Train Device=CSX" in line:
             return "".join(seen)
-    raise AssertionError("the client ended before training: " + "".join(seen)
-                         + proc.stderr.read())
+    raise AssertionError("the client ended before training: " + "".join(seen) + proc.stderr.read())
 
 
 def _execute(cluster) -> dict:

@@ -52,14 +52,17 @@ def test_a_system_not_active_blocks_a_job_that_needs_all_four(cs2_appliance, sta
     _nothing_reserved(cs2_appliance)
 
 
-@pytest.mark.parametrize("argv, says", [
-    (["--mode", "train", "--bogus"], "unrecognized arguments: --bogus"),
-    (["--mode", "train", "--num_csx", "two"], "invalid"),
-    (["--mode", "train", "--job_priority", "p9"], "invalid choice: 'p9'"),
-    (["--mode", "train", "--job_labels", "novalue"], "invalid label"),
-    (["--mode", "train", "--compile_only", "--validate_only"], "not allowed with"),
-    (["--mode", "fly"], "invalid choice: 'fly'"),
-])
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["--mode", "train", "--bogus"], "unrecognized arguments: --bogus"),
+        (["--mode", "train", "--num_csx", "two"], "invalid"),
+        (["--mode", "train", "--job_priority", "p9"], "invalid choice: 'p9'"),
+        (["--mode", "train", "--job_labels", "novalue"], "invalid label"),
+        (["--mode", "train", "--compile_only", "--validate_only"], "not allowed with"),
+        (["--mode", "fly"], "invalid choice: 'fly'"),
+    ],
+)
 def test_malformed_flags_are_refused_as_argparse_does(cs2_appliance, argv, says):
     model = cs2_appliance.system.model_copy("fc_mnist")
     res = cs2_appliance.run_csx(model, *argv)

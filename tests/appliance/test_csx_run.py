@@ -18,17 +18,38 @@ pytestmark = pytest.mark.slow  # each test runs whole wsjobs through a cluster s
 def test_two_systems_lines_in_order_losses_equal_host_and_cached_compile(cs2_appliance):
     system = cs2_appliance.system
     model = system.model_copy("fc_mnist")
-    res = cs2_appliance.run_csx(model, *TRAIN, "--num_csx", "2", "--max_steps", "100",
-                                "--job_labels", "name=two")
+    res = cs2_appliance.run_csx(
+        model, *TRAIN, "--num_csx", "2", "--max_steps", "100", "--job_labels", "name=two"
+    )
     assert res.exit_code == 0, res.combined
     keys = keys_of(res.output)
     order = [line.key for line in LINES]
     assert [order.index(k) for k in keys] == sorted(order.index(k) for k in keys)  # table order
-    expected = ["compiling", "compile_init", "compile_id", "compile_written", "compile_ok",
-                "programming", "execute_init", "execute_id", "preparing", "weights",
-                "weights_done", "finalizing", "programming_wait", "programming_done", "network",
-                "priming", "streaming", "staging_done", "beginning", "train", "train",
-                "completed", "processed"]
+    expected = [
+        "compiling",
+        "compile_init",
+        "compile_id",
+        "compile_written",
+        "compile_ok",
+        "programming",
+        "execute_init",
+        "execute_id",
+        "preparing",
+        "weights",
+        "weights_done",
+        "finalizing",
+        "programming_wait",
+        "programming_done",
+        "network",
+        "priming",
+        "streaming",
+        "staging_done",
+        "beginning",
+        "train",
+        "train",
+        "completed",
+        "processed",
+    ]
     assert keys == expected, messages(res.output)
     assert "Preparing to execute using 2 CSX" in res.output
     assert "Processed 6400 sample(s) in" in res.output  # 100 steps of 64
@@ -39,13 +60,23 @@ def test_two_systems_lines_in_order_losses_equal_host_and_cached_compile(cs2_app
     assert jobs[1]["status"]["systems"] == ["cs2-1", "cs2-2"]
     table = cs2_appliance.csctl("get", "jobs", "-a").check().output
     head, *rows = table.splitlines()
-    assert head.split() == ["NAME", "AGE", "DURATION", "PHASE", "SYSTEMS", "USER", "LABELS",
-                            "DASHBOARD"]
+    assert head.split() == [
+        "NAME",
+        "AGE",
+        "DURATION",
+        "PHASE",
+        "SYSTEMS",
+        "USER",
+        "LABELS",
+        "DASHBOARD",
+    ]
     row = next(r.split() for r in rows if r.startswith(jobs[1]["meta"]["name"]))
     assert row[3:5] == ["SUCCEEDED", "cs2-1,cs2-2"] and row[6] == "name=two"
 
-    host = system.run([sys.executable, str(model / "run.py"), "CPU", *TRAIN[:-1], "host",
-                       "--max_steps", "100"], cwd=model)
+    host = system.run(
+        [sys.executable, str(model / "run.py"), "CPU", *TRAIN[:-1], "host", "--max_steps", "100"],
+        cwd=model,
+    )
     assert host.exit_code == 0, host.combined
     assert losses(res.output) == losses(host.combined) != {}
 
@@ -74,11 +105,15 @@ def test_compile_only_runs_a_compile_job_alone_and_then_finds_it_cached(cs2_appl
     argv = [*TRAIN, "--compile_only", "--compile_dir", "compiles", "--job_labels", "stage=c"]
     first = cs2_appliance.run_csx(model, *argv)
     assert first.exit_code == 0, first.combined
-    assert keys_of(first.output) == ["compiling", "compile_init", "compile_id",
-                                     "compile_written", "compile_ok"]
+    assert keys_of(first.output) == [
+        "compiling",
+        "compile_init",
+        "compile_id",
+        "compile_written",
+        "compile_ok",
+    ]
     assert list((model / "compiles").glob("cs_*/COMPLETE"))
     second = cs2_appliance.run_csx(model, *argv)
     assert keys_of(second.output) == ["compiling", "cached"]
     jobs = cs2_appliance.jobs()
-    assert [(j["meta"]["type"], j["meta"]["labels"]) for j in jobs] == [("compile",
-                                                                         {"stage": "c"})]
+    assert [(j["meta"]["type"], j["meta"]["labels"]) for j in jobs] == [("compile", {"stage": "c"})]

@@ -32,16 +32,28 @@ def test_bad_requests_are_answered_or_closed_in_one_line(cs2_appliance):
         reply = _ask(s, {"op": "drop_tables"})
         assert reply["ok"] is False and reply["error"].startswith("unknown operation")
         reply = _ask(s, {"op": "get_jobs", "args": {"all": "yes"}})
-        assert reply == {"ok": False, "error": "bad request: get_jobs's argument 'all' has the "
-                                               "wrong type."}
+        assert reply == {
+            "ok": False,
+            "error": "bad request: get_jobs's argument 'all' has the wrong type.",
+        }
         reply = _ask(s, {"op": "label", "args": {"name": "x", "sudo": True}})
         assert reply["error"] == "bad request: label takes no argument 'sudo'."
         reply = _ask(s, {"op": "submit", "args": {"spec": {"cwd": "x" * 5000}}})
         assert "longer than 4096 characters" in reply["error"]
-        reply = _ask(s, {"op": "submit", "args": {"kind": "execute", "num_csx": 1, "spec": {
-            "cwd": "/", "run_py": "/bin/sh", "wrapper": "sh"}}})
-        assert reply["error"] == ("bad request: a wsjob runs a Model Zoo run.py under python or "
-                                  "python-ws.")
+        reply = _ask(
+            s,
+            {
+                "op": "submit",
+                "args": {
+                    "kind": "execute",
+                    "num_csx": 1,
+                    "spec": {"cwd": "/", "run_py": "/bin/sh", "wrapper": "sh"},
+                },
+            },
+        )
+        assert reply["error"] == (
+            "bad request: a wsjob runs a Model Zoo run.py under python or python-ws."
+        )
         assert _ask(s, {"op": "ping"})["ok"] is True  # the connection is still good
     with _sock(home) as s:  # a frame larger than the limit: closed before it is read
         s.sendall(wire.LEN.pack(MAX_REQUEST + 1))

@@ -16,8 +16,12 @@ WS_CONFIGS = WEIGHT_STREAMING_CONFIGS
 
 def configs() -> list[tuple[str, Path]]:
     """(model name, config path) of every shipped config."""
-    return [(d.name, p) for d in sorted(ZOO.iterdir()) if (d / "configs").is_dir()
-            for p in sorted((d / "configs").glob("*.yaml"))]
+    return [
+        (d.name, p)
+        for d in sorted(ZOO.iterdir())
+        if (d / "configs").is_dir()
+        for p in sorted((d / "configs").glob("*.yaml"))
+    ]
 
 
 def params(model: str, path: Path | str, **changes: Any) -> dict[str, Any]:
@@ -38,12 +42,17 @@ def fc_params(**changes: Any) -> dict[str, Any]:
 def tiny_wafer(width: int = 40, height: int = 30, sram: int = 48 * 1024) -> WaferSpec:
     """A small wafer with the WSE-2's per-PE figures (tests of fit limits and geometry)."""
     scale = (width * height) / WSE2.pes
-    return WaferSpec(name="tiny", width=width, height=height, sram_per_pe_bytes=sram,
-                     clock_hz=WSE2.clock_hz, cores=max(1, round(WSE2.cores * scale)),
-                     peak_fp16_flops=WSE2.peak_fp16_flops * scale,
-                     memory_bandwidth_bytes_s=WSE2.memory_bandwidth_bytes_s * scale,
-                     fabric_bandwidth_bits_s=WSE2.fabric_bandwidth_bits_s * scale,
-                     io_bits_s=WSE2.io_bits_s,
-                     # the program's reserve, in the WSE-2's proportion (8 of 48 KiB)
-                     reserved_per_pe_bytes=(sram * WSE2.reserved_per_pe_bytes
-                                            // WSE2.sram_per_pe_bytes))
+    return WaferSpec(
+        name="tiny",
+        width=width,
+        height=height,
+        sram_per_pe_bytes=sram,
+        clock_hz=WSE2.clock_hz,
+        cores=max(1, round(WSE2.cores * scale)),
+        peak_fp16_flops=WSE2.peak_fp16_flops * scale,
+        memory_bandwidth_bytes_s=WSE2.memory_bandwidth_bytes_s * scale,
+        fabric_bandwidth_bits_s=WSE2.fabric_bandwidth_bits_s * scale,
+        io_bits_s=WSE2.io_bits_s,
+        # the program's reserve, in the WSE-2's proportion (8 of 48 KiB)
+        reserved_per_pe_bytes=(sram * WSE2.reserved_per_pe_bytes // WSE2.sram_per_pe_bytes),
+    )

@@ -32,12 +32,20 @@ def test_second_compile_reuses(tmp_path):
 
 def test_irrelevant_change_hits_relevant_change_misses(tmp_path):
     base = _compile(tmp_path, fc_params())
-    same = _compile(tmp_path, fc_params(optimizer__learning_rate=0.5,
-                                        runconfig__max_steps=7,
-                                        runconfig__save_checkpoints_steps=3))
+    same = _compile(
+        tmp_path,
+        fc_params(
+            optimizer__learning_rate=0.5,
+            runconfig__max_steps=7,
+            runconfig__save_checkpoints_steps=3,
+        ),
+    )
     assert same.reused and same.checksum == base.checksum
-    for change in ({"model__hidden_sizes": [500, 301]}, {"train_input__batch_size": 128},
-                   {"model__mixed_precision": False}):  # params.yaml: float16 (TF flow)
+    for change in (
+        {"model__hidden_sizes": [500, 301]},
+        {"train_input__batch_size": 128},
+        {"model__mixed_precision": False},
+    ):  # params.yaml: float16 (TF flow)
         other = _compile(tmp_path, fc_params(**change))
         assert not other.reused and other.checksum != base.checksum, change
     ws = _compile(tmp_path, fc_params(), mode=ExecMode.WEIGHT_STREAMING)

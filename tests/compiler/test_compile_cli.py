@@ -42,13 +42,15 @@ def test_both_spellings_compile_without_training(tmp_path, monkeypatch):
     assert perf["samples_per_sec"] is None  # nothing trained
     (cs,) = md.glob("cs_*")
     assert {"compile_report.txt", "compile.log", "plan.json", "wafer_map.png"} <= {
-        p.name for p in cs.iterdir()}
+        p.name for p in cs.iterdir()
+    }
     assert (cs / "wafer_map.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_python_ws_compiles_for_weight_streaming(tmp_path, monkeypatch):
-    rc, out, _ = _run(["--mode=compile_only", "-o", str(tmp_path), "--wafer_map"], monkeypatch,
-                      flow="ws")
+    rc, out, _ = _run(
+        ["--mode=compile_only", "-o", str(tmp_path), "--wafer_map"], monkeypatch, flow="ws"
+    )
     assert rc == 0 and "Compilation for WEIGHT_STREAMING" in out
     assert "weight-streaming layer schedule" in out  # the map of WS is the layer timeline
     (cs,) = tmp_path.glob("cs_*")
@@ -64,14 +66,16 @@ def test_flag_conflicts_are_one_sentence(tmp_path, monkeypatch):
 
 def test_cs_ip_names_the_target_system(tmp_path, monkeypatch):
     monkeypatch.setenv("CS2_HOME", str(tmp_path / "home"))
-    rc, out, _ = _run(["--mode=compile_only", "-o", str(tmp_path / "a"), "--cs_ip",
-                       "127.0.1.1:9000"], monkeypatch)
+    rc, out, _ = _run(
+        ["--mode=compile_only", "-o", str(tmp_path / "a"), "--cs_ip", "127.0.1.1:9000"], monkeypatch
+    )
     assert rc == 0 and "on cs2-1" in out
     (cs,) = (tmp_path / "a").glob("cs_*")
     assert Plan.load(cs).target == "cs2-1"
     assert "on cs2-1" in (cs / "compile_report.txt").read_text()
-    rc, _, err = _run(["--mode=compile_only", "-o", str(tmp_path / "b"), "--cs_ip", "10.9.9.9"],
-                      monkeypatch)
+    rc, _, err = _run(
+        ["--mode=compile_only", "-o", str(tmp_path / "b"), "--cs_ip", "10.9.9.9"], monkeypatch
+    )
     assert rc == 2 and "names no CS-2 system" in err
 
 

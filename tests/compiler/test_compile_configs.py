@@ -26,8 +26,9 @@ def test_shipped_config_validates_and_compiles_in_its_mode(tmp_path, model, path
         assert c.plan.layers and c.plan.num_csx == 1
 
 
-@pytest.mark.parametrize(("model", "name"), [("gpt2", "params_gpt3_xl.yaml"),
-                                             ("gptj", "params_gptj_6b.yaml")])
+@pytest.mark.parametrize(
+    ("model", "name"), [("gpt2", "params_gpt3_xl.yaml"), ("gptj", "params_gptj_6b.yaml")]
+)
 def test_big_models_are_refused_in_pipelined_with_the_fix(tmp_path, model, name):
     p = params(model, ZOO / model / "configs" / name)
     with pytest.raises(PlacementError) as e:
@@ -47,19 +48,45 @@ def _est(tmp_path, model, cfg, mode, **changes):
 
 
 def test_estimate_falls_as_the_model_grows(tmp_path):
-    pipe = [_est(tmp_path, "gpt2", "params_gpt2_small.yaml", ExecMode.PIPELINED,
-                 model__num_hidden_layers=n) for n in (3, 6, 12)]
+    pipe = [
+        _est(
+            tmp_path,
+            "gpt2",
+            "params_gpt2_small.yaml",
+            ExecMode.PIPELINED,
+            model__num_hidden_layers=n,
+        )
+        for n in (3, 6, 12)
+    ]
     assert pipe[0] > pipe[1] > pipe[2]
-    wide = [_est(tmp_path, "gpt2", "params_gpt2_small.yaml", ExecMode.PIPELINED,
-                 model__hidden_size=c, model__num_heads=12) for c in (384, 768)]
+    wide = [
+        _est(
+            tmp_path,
+            "gpt2",
+            "params_gpt2_small.yaml",
+            ExecMode.PIPELINED,
+            model__hidden_size=c,
+            model__num_heads=12,
+        )
+        for c in (384, 768)
+    ]
     assert wide[0] > wide[1]
-    ws = [_est(tmp_path, "gpt2", "params_gpt3_xl.yaml", ExecMode.WEIGHT_STREAMING,
-               model__num_hidden_layers=n) for n in (12, 24, 48)]
+    ws = [
+        _est(
+            tmp_path,
+            "gpt2",
+            "params_gpt3_xl.yaml",
+            ExecMode.WEIGHT_STREAMING,
+            model__num_hidden_layers=n,
+        )
+        for n in (12, 24, 48)
+    ]
     assert ws[0] > ws[1] > ws[2]
 
 
 def test_more_systems_raise_the_weight_streaming_estimate(tmp_path):
     one = _est(tmp_path, "gpt2", "params_gpt3_xl.yaml", ExecMode.WEIGHT_STREAMING)
-    four = _est(tmp_path, "gpt2", "params_gpt3_xl.yaml", ExecMode.WEIGHT_STREAMING,
-                runconfig__num_csx=4)
+    four = _est(
+        tmp_path, "gpt2", "params_gpt3_xl.yaml", ExecMode.WEIGHT_STREAMING, runconfig__num_csx=4
+    )
     assert four > one

@@ -17,9 +17,10 @@ from cs2sim.runtime.compiler.kernels import KERNELS, match_kernels
 from cs2sim.runtime.numerics.precision import Policy
 
 
-@pytest.mark.parametrize(("model", "cfg"), [("fc_mnist", "params.yaml"),
-                                            ("gpt2", "params_tiny.yaml"),
-                                            ("gptj", "params_tiny.yaml")])
+@pytest.mark.parametrize(
+    ("model", "cfg"),
+    [("fc_mnist", "params.yaml"), ("gpt2", "params_tiny.yaml"), ("gptj", "params_tiny.yaml")],
+)
 def test_meta_graph_equals_the_built_models_graph(model, cfg):
     p = params(model, ZOO / model / "configs" / cfg)
     real = registry.get(model)(p["model"], Policy("float32"), 0)
@@ -54,8 +55,9 @@ def test_compile_figures_merge_into_performance_json(tmp_path):
 
     path = tmp_path / PERF_PATH
     path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"samples_per_sec": 12.5, "total_samples": 100,
-                                "compile_time": None}))
+    path.write_text(
+        json.dumps({"samples_per_sec": 12.5, "total_samples": 100, "compile_time": None})
+    )
     res = SimpleNamespace(compile_time=0.25, est_samples_per_sec=1234.5, directory=tmp_path)
     write_compile_perf(tmp_path, res)
     doc = json.loads(path.read_text())

@@ -27,8 +27,9 @@ def test_unsupported_op_is_named_with_layer_and_kernels(tmp_path):
     model = build_meta_model("fc_mnist", p, "float32")
     model.add_block("conv", Conv())  # after the loss; the graph reads it like any block
     with pytest.raises(KernelMatchError) as e:
-        compile_run("fc_mnist", p, tmp_path, mode=ExecMode.PIPELINED, stop_after="validate",
-                    model=model)
+        compile_run(
+            "fc_mnist", p, tmp_path, mode=ExecMode.PIPELINED, stop_after="validate", model=model
+        )
     msg = str(e.value)
     assert "'conv2d'" in msg and "'conv'" in msg
     for kernel in ("fc", "attention", "embedding", "eltwise", "layernorm", "softmax_ce"):
@@ -37,8 +38,9 @@ def test_unsupported_op_is_named_with_layer_and_kernels(tmp_path):
 
 
 def test_validate_only_stops_after_matching(tmp_path):
-    r = compile_run("fc_mnist", fc_params(), tmp_path, mode=ExecMode.PIPELINED,
-                    stop_after="validate")
+    r = compile_run(
+        "fc_mnist", fc_params(), tmp_path, mode=ExecMode.PIPELINED, stop_after="validate"
+    )
     assert r.plan is None and r.est_samples_per_sec is None
     assert (r.directory / "kernel_matching.json").exists()
     assert not (r.directory / "plan.json").exists()

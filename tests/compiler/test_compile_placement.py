@@ -24,13 +24,21 @@ def _placed(p, wafer):
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(hidden=st.lists(st.integers(1, 300), min_size=1, max_size=8),
-       dropout=st.sampled_from([0.0, 0.1]),
-       opt=st.sampled_from(["sgd", "adam"]),
-       w=st.integers(8, 120), h=st.integers(8, 120), sram=st.sampled_from([4096, 48 * 1024]))
+@given(
+    hidden=st.lists(st.integers(1, 300), min_size=1, max_size=8),
+    dropout=st.sampled_from([0.0, 0.1]),
+    opt=st.sampled_from(["sgd", "adam"]),
+    w=st.integers(8, 120),
+    h=st.integers(8, 120),
+    sram=st.sampled_from([4096, 48 * 1024]),
+)
 def test_placement_invariants(hidden, dropout, opt, w, h, sram):
-    p = fc_params(model__hidden_sizes=hidden, model__dropout=dropout,
-                  optimizer__optimizer_type=opt, train_input__batch_size=32)
+    p = fc_params(
+        model__hidden_sizes=hidden,
+        model__dropout=dropout,
+        optimizer__optimizer_type=opt,
+        train_input__batch_size=32,
+    )
     wafer = tiny_wafer(w, h, sram)
     try:
         g, costs, pl = _placed(p, wafer)
@@ -56,13 +64,16 @@ def test_placement_invariants(hidden, dropout, opt, w, h, sram):
         chain = [k.rects[j] for k in pl.kernels]
         assert all(shared_edge(a, b) > 0 for a, b in zip(chain, chain[1:], strict=False))
     for i, a in enumerate(rects):  # pairwise disjoint
-        for b in rects[i + 1:]:
-            assert (a.x + a.w <= b.x or b.x + b.w <= a.x or a.y + a.h <= b.y
-                    or b.y + b.h <= a.y), (a, b)
+        for b in rects[i + 1 :]:
+            assert a.x + a.w <= b.x or b.x + b.w <= a.x or a.y + a.h <= b.y or b.y + b.h <= a.y, (
+                a,
+                b,
+            )
     e = estimate_pipelined(g, costs, pl, wafer)
     assert math.isclose(e.samples_per_sec, min(k.samples_per_sec for k in e.kernels))
-    assert math.isclose(e.samples_per_sec,
-                        min(e.compute_samples_per_sec, e.transmission_samples_per_sec))
+    assert math.isclose(
+        e.samples_per_sec, min(e.compute_samples_per_sec, e.transmission_samples_per_sec)
+    )
     for k in e.kernels:
         assert k.samples_per_sec == min(k.compute_samples_per_sec, k.transmission_samples_per_sec)
         assert k.bound in ("compute", "fabric", "io")
@@ -93,8 +104,13 @@ def test_fc_mnist_is_sized_to_its_knee_or_its_input_and_not_grown_past_it(tmp_pa
     from cs2sim.system.state import ExecMode
 
     # float32 features (params.yaml alone trains in float16 in the TF flow)
-    r = compile_run("fc_mnist", fc_params(model__mixed_precision=False), tmp_path,
-                    mode=ExecMode.PIPELINED, draw_map=False)
+    r = compile_run(
+        "fc_mnist",
+        fc_params(model__mixed_precision=False),
+        tmp_path,
+        mode=ExecMode.PIPELINED,
+        draw_map=False,
+    )
     e = r.plan.estimate
     assert 1 <= e["ports_used"] < WSE2.ports  # the input layer does not get the whole I/O
     per_sample = 784 * 4 + 4 + 4  # float32 features, int32 label in, a loss value out
@@ -116,8 +132,14 @@ def test_fc_mnist_is_sized_to_its_knee_or_its_input_and_not_grown_past_it(tmp_pa
             assert min(c.samples_per_sec(smaller, rates(WSE2))) < e["samples_per_sec"] * 1.001
     # an input cluster slower than the port bounds it, and the kernels shrink to its rate
     slow = InputCluster(workers=2, per_worker_samples_per_sec=50_000.0)
-    s = compile_run("fc_mnist", fc_params(), tmp_path, mode=ExecMode.PIPELINED, draw_map=False,
-                    input_cluster=slow)
+    s = compile_run(
+        "fc_mnist",
+        fc_params(),
+        tmp_path,
+        mode=ExecMode.PIPELINED,
+        draw_map=False,
+        input_cluster=slow,
+    )
     assert s.plan.estimate["bound"] == "input"
     assert math.isclose(s.plan.estimate["samples_per_sec"], 100_000.0, rel_tol=1e-9)
     assert s.active_pes < r.active_pes and s.checksum != r.checksum

@@ -15,8 +15,9 @@ def _check_overall(parsed, e):
     o = parsed["overall"]
     assert math.isclose(o["Samples/s"], e["samples_per_sec"], abs_tol=0.051)
     assert math.isclose(o["Compute Samples/s"], e["compute_samples_per_sec"], abs_tol=0.051)
-    assert math.isclose(o["Transmission Samples/s"], e["transmission_samples_per_sec"],
-                        abs_tol=0.051)
+    assert math.isclose(
+        o["Transmission Samples/s"], e["transmission_samples_per_sec"], abs_tol=0.051
+    )
     # one value everywhere (runtime/compiler/report.py pe_share): 3 significant digits
     share = e["active_pes"] / e["total_pes"]
     assert o["Active PEs"] == float(f"{100 * share:.3g}") / 100
@@ -27,16 +28,19 @@ def test_pipelined_report_matches_plan(tmp_path):
     p = params("gpt2", ZOO / "gpt2" / "configs" / "params_gpt2_small.yaml")
     r = compile_run("gpt2", p, tmp_path, mode=ExecMode.PIPELINED, draw_map=False)
     text = (r.directory / "compile_report.txt").read_text()
-    assert text.startswith("Estimated Overall Performance\n-------------------------------\n"
-                           "Samples/s:                    ")
+    assert text.startswith(
+        "Estimated Overall Performance\n-------------------------------\n"
+        "Samples/s:                    "
+    )
     parsed = parse_report(text)
     _check_overall(parsed, r.plan.estimate)
     assert [k["name"] for k in parsed["kernels"]] == [k["name"] for k in r.plan.kernels]
     for got, k in zip(parsed["kernels"], r.plan.kernels, strict=True):
         assert got["active_pes"] == k["pes"] * k["replicas"]  # an absolute count
         assert math.isclose(got["samples_per_sec"], k["samples_per_sec"], abs_tol=0.051)
-        assert math.isclose(got["compute_samples_per_sec"], k["compute_samples_per_sec"],
-                            abs_tol=0.051)
+        assert math.isclose(
+            got["compute_samples_per_sec"], k["compute_samples_per_sec"], abs_tol=0.051
+        )
     # overall = min over kernels, also as printed
     assert parsed["overall"]["Samples/s"] == min(k["samples_per_sec"] for k in parsed["kernels"])
 
@@ -63,10 +67,16 @@ def test_weight_streaming_report_has_the_layer_table(tmp_path):
 
 def test_weight_streaming_splits_the_batch_over_systems_and_micro_batches(tmp_path):
     cfg = ZOO / "gptj" / "configs" / "params_gptj_6b.yaml"
-    one = compile_run("gptj", params("gptj", cfg), tmp_path, mode=ExecMode.WEIGHT_STREAMING,
-                      draw_map=False)
-    two = compile_run("gptj", params("gptj", cfg, runconfig__num_csx=2), tmp_path,
-                      mode=ExecMode.WEIGHT_STREAMING, draw_map=False)
+    one = compile_run(
+        "gptj", params("gptj", cfg), tmp_path, mode=ExecMode.WEIGHT_STREAMING, draw_map=False
+    )
+    two = compile_run(
+        "gptj",
+        params("gptj", cfg, runconfig__num_csx=2),
+        tmp_path,
+        mode=ExecMode.WEIGHT_STREAMING,
+        draw_map=False,
+    )
     assert one.plan.num_csx == 1 and two.plan.num_csx == 2 and one.checksum != two.checksum
     assert two.plan.batch_per_system == -(-one.plan.batch_size // 2)
     # the same layers, half the batch per system: compute halves, weights stream the same
@@ -74,8 +84,13 @@ def test_weight_streaming_splits_the_batch_over_systems_and_micro_batches(tmp_pa
         assert b["weight_bytes"] == a["weight_bytes"]
         assert b["fwd_compute_seconds"] < a["fwd_compute_seconds"]
     # a batch whose activations cannot stay on one wafer is split into micro-batches, not refused
-    big = compile_run("gptj", params("gptj", cfg, train_input__batch_size=1024), tmp_path,
-                      mode=ExecMode.WEIGHT_STREAMING, draw_map=False)
+    big = compile_run(
+        "gptj",
+        params("gptj", cfg, train_input__batch_size=1024),
+        tmp_path,
+        mode=ExecMode.WEIGHT_STREAMING,
+        draw_map=False,
+    )
     p = big.plan
     assert p.micro_batches > 1 and p.micro_batch_size * p.micro_batches >= 1024
     assert p.micro_batch_size * (p.micro_batches - 1) < 1024
@@ -83,8 +98,9 @@ def test_weight_streaming_splits_the_batch_over_systems_and_micro_batches(tmp_pa
     assert f"Micro-batches: {p.micro_batches} of {p.micro_batch_size} samples" in text
 
 
-def test_the_pe_share_is_one_value_in_report_log_and_coordinator_line(tmp_path, monkeypatch,
-                                                                       capsys):
+def test_the_pe_share_is_one_value_in_report_log_and_coordinator_line(
+    tmp_path, monkeypatch, capsys
+):
     import re
 
     from cs2sim.runtime.cli.main import main, model_home
@@ -98,8 +114,9 @@ def test_the_pe_share_is_one_value_in_report_log_and_coordinator_line(tmp_path, 
     assert main("fc_mnist", ["--mode", "train", *common, "--max_steps", "1"]) == 0
     out = capsys.readouterr().out
     (cs,) = (tmp_path / "md").glob("cs_*")
-    share = re.search(r"^Active PEs:\s+(\S+)$", (cs / "compile_report.txt").read_text(),
-                      re.M).group(1)
+    share = re.search(
+        r"^Active PEs:\s+(\S+)$", (cs / "compile_report.txt").read_text(), re.M
+    ).group(1)
     assert share != "1%" and re.fullmatch(r"0\.0*[1-9]\d{2}%", share)  # 3 significant digits
     assert f"PEs active ({share})" in out  # the compile's log line
     assert f"Waiting for Streaming (using {share} out of 753972 cores on the fabric)" in out

@@ -13,8 +13,12 @@ def test_compile_on_a_terminal_shows_stages_and_the_wafer_map(tmp_path):
     import pexpect
 
     child = pexpect.spawn(
-        sys.executable, ["run.py", "--mode=compile_only", "-o", str(tmp_path)],
-        cwd=str(model_home("fc_mnist")), encoding="utf-8", timeout=120, dimensions=(40, 120),
+        sys.executable,
+        ["run.py", "--mode=compile_only", "-o", str(tmp_path)],
+        cwd=str(model_home("fc_mnist")),
+        encoding="utf-8",
+        timeout=120,
+        dimensions=(40, 120),
         env={**os.environ, "TERM": "xterm", "CS2SIM_FLOW": ""},
     )
     child.expect(pexpect.EOF)

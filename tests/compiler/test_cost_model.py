@@ -29,10 +29,18 @@ GPT = ZOO / "gpt2" / "configs" / "params_gpt2_small_ws.yaml"
 
 def gpt(d: int, layers: int, heads: int, batch: int, seq: int = 2048, **more):
     """A GPT-3-shaped params dict through the gpt2 model."""
-    return params("gpt2", GPT, model__hidden_size=d, model__num_hidden_layers=layers,
-                  model__num_heads=heads, model__filter_size=4 * d,
-                  model__max_position_embeddings=seq, train_input__max_sequence_length=seq,
-                  train_input__batch_size=batch, **more)
+    return params(
+        "gpt2",
+        GPT,
+        model__hidden_size=d,
+        model__num_hidden_layers=layers,
+        model__num_heads=heads,
+        model__filter_size=4 * d,
+        model__max_position_embeddings=seq,
+        train_input__max_sequence_length=seq,
+        train_input__batch_size=batch,
+        **more,
+    )
 
 
 def with_ports(n: int):
@@ -53,14 +61,19 @@ def ws(p, wafer=WSE2, model="gpt2"):
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(hidden=st.lists(st.integers(16, 1024), min_size=1, max_size=3),
-       ports=st.integers(1, 23), workers=st.integers(1, 40),
-       per_worker=st.floats(1e3, 1e7))
-def test_more_ports_or_more_input_workers_never_lower_an_estimate(hidden, ports, workers,
-                                                                  per_worker):
+@given(
+    hidden=st.lists(st.integers(16, 1024), min_size=1, max_size=3),
+    ports=st.integers(1, 23),
+    workers=st.integers(1, 40),
+    per_worker=st.floats(1e3, 1e7),
+)
+def test_more_ports_or_more_input_workers_never_lower_an_estimate(
+    hidden, ports, workers, per_worker
+):
     p = fc_params(model__hidden_sizes=hidden, model__mixed_precision=True)
     assert pipelined_rate(p, with_ports(ports + 1)) >= pipelined_rate(p, with_ports(ports)) * (
-        1 - 1e-9)
+        1 - 1e-9
+    )
     few = pipelined_rate(p, WSE2, InputCluster(workers, per_worker))
     more = pipelined_rate(p, WSE2, InputCluster(workers + 1, per_worker))
     assert more >= few * (1 - 1e-9)
@@ -74,8 +87,12 @@ def test_more_ports_never_lower_a_weight_streaming_estimate():
 
 
 # a wafer with the WSE-2's rates but a twentieth of its memory: micro-batches at small batches
-SMALL_MEMORY = replace(WSE2, name="WSE-2 (2.4 KiB a PE)", sram_per_pe_bytes=48 * 1024 // 20,
-                       reserved_per_pe_bytes=8 * 1024 // 20)
+SMALL_MEMORY = replace(
+    WSE2,
+    name="WSE-2 (2.4 KiB a PE)",
+    sram_per_pe_bytes=48 * 1024 // 20,
+    reserved_per_pe_bytes=8 * 1024 // 20,
+)
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -89,13 +106,13 @@ def test_a_bigger_batch_is_never_slower_until_memory_forces_micro_batches(a, b):
     for s in (small, big):  # the micro-batches cover the batch, each fits
         assert s.micro_batch_size * s.micro_batches >= s.batch_per_system
         assert s.micro_batch_size * (s.micro_batches - 1) < s.batch_per_system
-        assert (s.activation_bytes + s.working_bytes + s.weights_bytes
-                <= SMALL_MEMORY.usable_sram_bytes)
+        assert (
+            s.activation_bytes + s.working_bytes + s.weights_bytes <= SMALL_MEMORY.usable_sram_bytes
+        )
 
 
 def test_memory_forces_micro_batches_that_grow_with_the_batch():
-    counts = [ws(gpt(768, 2, 12, b, seq=1024), SMALL_MEMORY).micro_batches
-              for b in (1, 8, 32, 128)]
+    counts = [ws(gpt(768, 2, 12, b, seq=1024), SMALL_MEMORY).micro_batches for b in (1, 8, 32, 128)]
     assert counts[0] == 1 and counts[-1] > 1 and counts == sorted(counts)
     # each micro-batch streams every layer's weights again: more passes cost more than one
     one = ws(gpt(768, 2, 12, 128, seq=1024))
@@ -110,16 +127,25 @@ def test_doubling_the_layers_of_a_gpt_about_halves_its_rate():
 
 
 def test_more_systems_help_but_less_than_linearly():
-    r = [ws(gpt(2048, 24, 16, 256, runconfig__num_csx=n)).estimate.samples_per_sec
-         for n in (1, 2, 4, 16)]
+    r = [
+        ws(gpt(2048, 24, 16, 256, runconfig__num_csx=n)).estimate.samples_per_sec
+        for n in (1, 2, 4, 16)
+    ]
     assert r == sorted(r)
     for n, rate in zip((2, 4, 16), r[1:], strict=True):
         assert rate < n * r[0]  # fixed costs and streaming do not shrink with the batch share
 
 
 @pytest.mark.parametrize("batch", [120, 256])
-@pytest.mark.parametrize(("name", "shape"), [("2.7B", (2560, 32, 32)), ("6.7B", (4096, 32, 32)),
-                                             ("13B", (5120, 40, 40)), ("20B", (6144, 44, 64))])
+@pytest.mark.parametrize(
+    ("name", "shape"),
+    [
+        ("2.7B", (2560, 32, 32)),
+        ("6.7B", (4096, 32, 32)),
+        ("13B", (5120, 40, 40)),
+        ("20B", (6144, 44, 64)),
+    ],
+)
 def test_big_gpt_shapes_compile_in_weight_streaming(tmp_path, name, shape, batch):
     d, layers, heads = shape
     r = compile_run("gpt2", gpt(d, layers, heads, batch), tmp_path, mode=W, draw_map=False)
@@ -132,8 +158,9 @@ def test_big_gpt_shapes_compile_in_weight_streaming(tmp_path, name, shape, batch
 
 @pytest.mark.parametrize("batch", [120, 256])
 def test_gptj_6b_compiles_in_weight_streaming(tmp_path, batch):
-    p = params("gptj", ZOO / "gptj" / "configs" / "params_gptj_6b.yaml",
-               train_input__batch_size=batch)
+    p = params(
+        "gptj", ZOO / "gptj" / "configs" / "params_gptj_6b.yaml", train_input__batch_size=batch
+    )
     r = compile_run("gptj", p, tmp_path, mode=W, draw_map=False)
     assert r.est_samples_per_sec > 0 and r.plan.micro_batch_size * r.plan.micro_batches >= batch
 
@@ -147,17 +174,25 @@ def test_a_layer_too_large_for_the_wafer_is_refused_naming_it():
 
 
 def test_report_and_plan_json_agree(tmp_path):
-    r = compile_run("fc_mnist", fc_params(model__mixed_precision=True), tmp_path,
-                    mode=ExecMode.PIPELINED, draw_map=False)
+    r = compile_run(
+        "fc_mnist",
+        fc_params(model__mixed_precision=True),
+        tmp_path,
+        mode=ExecMode.PIPELINED,
+        draw_map=False,
+    )
     parsed = parse_report((r.directory / "compile_report.txt").read_text())
     assert [(k["name"], k["bound"]) for k in parsed["kernels"]] == [
-        (k["name"], k["bound"]) for k in r.plan.kernels]
+        (k["name"], k["bound"]) for k in r.plan.kernels
+    ]
     assert parsed["notes"]["bound"] == r.plan.estimate["bound"]
     assert float(parsed["notes"]["ports_used"]) == r.plan.estimate["ports_used"]
     w = compile_run("gpt2", gpt(2048, 4, 16, 64), tmp_path, mode=W, draw_map=False)
     parsed = parse_report((w.directory / "compile_report.txt").read_text())
     assert [(ly["name"], ly["fwd_bound"], ly["bwd_bound"]) for ly in parsed["layers"]] == [
-        (ly["name"], ly["fwd_bound"], ly["bwd_bound"]) for ly in w.plan.layers]
+        (ly["name"], ly["fwd_bound"], ly["bwd_bound"]) for ly in w.plan.layers
+    ]
     assert int(parsed["notes"]["micro_batches"]) == w.plan.micro_batches
-    assert math.isclose(parsed["overall"]["Samples/s"], w.plan.estimate["samples_per_sec"],
-                        abs_tol=0.051)
+    assert math.isclose(
+        parsed["overall"]["Samples/s"], w.plan.estimate["samples_per_sec"], abs_tol=0.051
+    )

@@ -23,5 +23,7 @@ def test_the_docs_tables_are_regenerated_from_the_code(tmp_path):
         page = figures.TABLES[name][0]
         quoted = figures.block(name, page.read_text())
         assert quoted is not None, f"{page.name} lost its {name} markers"
-        assert quoted == md, (f"{page.name}'s {name} table is stale: run "
-                              "`.venv/bin/python bench/doc_figures.py --write`")
+        assert quoted == md, (
+            f"{page.name}'s {name} table is stale: run "
+            "`.venv/bin/python bench/doc_figures.py --write`"
+        )

@@ -21,8 +21,7 @@ from cs2sim.runtime.compiler.kernels import match_kernels
 from cs2sim.runtime.compiler.placement import min_pes, place_pipelined
 from cs2sim.system.hardware import WSE2
 
-SETTINGS = settings(max_examples=12, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 hidden = st.lists(st.integers(8, 2048), min_size=1, max_size=3)
 batch = st.sampled_from([1, 16, 256])
 
@@ -51,8 +50,7 @@ def test_a_kernel_never_gets_more_pes_than_its_work_can_use(sizes, b):
 
 
 @SETTINGS
-@given(hidden, batch, st.integers(1, 64), st.integers(1, 64),
-       st.floats(1e3, 5e6, allow_nan=False))
+@given(hidden, batch, st.integers(1, 64), st.integers(1, 64), st.floats(1e3, 5e6, allow_nan=False))
 def test_more_input_workers_never_lower_the_estimate(sizes, b, w1, extra, per_worker):
     fewer = _compiled(sizes, b, ic=InputCluster(w1, per_worker))[3].samples_per_sec
     more = _compiled(sizes, b, ic=InputCluster(w1 + extra, per_worker))[3].samples_per_sec

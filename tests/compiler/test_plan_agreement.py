@@ -35,8 +35,9 @@ def _compile(tmp_path, monkeypatch, model: str, cfg: str, changes: dict):
     out, err = io.StringIO(), io.StringIO()
     monkeypatch.setattr("cs2sim.runtime.cli.main.RunLog", lambda: RunLog(out=out, err=err))
     md = tmp_path / "m"
-    rc = main(model, ["--mode=compile_only", "-p", _params(tmp_path, model, cfg, changes),
-                      "-o", str(md)])
+    rc = main(
+        model, ["--mode=compile_only", "-p", _params(tmp_path, model, cfg, changes), "-o", str(md)]
+    )
     assert rc == 0, err.getvalue()
     (cdir,) = md.glob("cs_*")
     return Plan.load(cdir), cdir, out.getvalue() + err.getvalue(), md
@@ -44,13 +45,28 @@ def _compile(tmp_path, monkeypatch, model: str, cfg: str, changes: dict):
 
 CASES = {
     # (model, config, changes, expected (micro-batches, size, per system, systems) or None)
-    "given micro_batch_size": ("llama", "params_tiny.yaml",
-                               {"train_input.batch_size": 16, "train_input.micro_batch_size": 4,
-                                "runconfig.use_cs_grad_accum": True}, (4, 4, 16, 1)),
-    "automatic": ("llama", "params_llama_7b.yaml",
-                  {"train_input.batch_size": 2048, "runconfig.use_cs_grad_accum": True}, None),
-    "two systems": ("llama", "params_tiny.yaml",
-                    {"train_input.batch_size": 16, "runconfig.num_csx": 2}, (1, 8, 8, 2)),
+    "given micro_batch_size": (
+        "llama",
+        "params_tiny.yaml",
+        {
+            "train_input.batch_size": 16,
+            "train_input.micro_batch_size": 4,
+            "runconfig.use_cs_grad_accum": True,
+        },
+        (4, 4, 16, 1),
+    ),
+    "automatic": (
+        "llama",
+        "params_llama_7b.yaml",
+        {"train_input.batch_size": 2048, "runconfig.use_cs_grad_accum": True},
+        None,
+    ),
+    "two systems": (
+        "llama",
+        "params_tiny.yaml",
+        {"train_input.batch_size": 16, "runconfig.num_csx": 2},
+        (1, 8, 8, 2),
+    ),
 }
 
 
@@ -74,8 +90,12 @@ def test_report_plan_map_log_and_performance_agree(tmp_path, monkeypatch, case):
     assert line in log  # the compile's log
     assert plan.batch_line(plan.target) in (cdir / "compile.log").read_text()
     perf = json.loads((md / "performance" / "performance.json").read_text())
-    assert (perf["micro_batches"], perf["micro_batch_size"], perf["batch_per_system"],
-            perf["num_csx"]) == got
+    assert (
+        perf["micro_batches"],
+        perf["micro_batch_size"],
+        perf["batch_per_system"],
+        perf["num_csx"],
+    ) == got
     doc = yaml.safe_load((tmp_path / "params.yaml").read_text())
     assert perf["time_to_train"]["steps"] == doc["runconfig"]["max_steps"]
     assert "Time to train (CS-2 estimate): " in log and "Time to train: " in report
@@ -91,19 +111,23 @@ def cs2_two(tmp_path, monkeypatch):
     from cs2sim.system.store import Store
 
     Store.open()
-    two = "".join(f"  - {{name: cs2-{i}, ip: 127.0.1.{i}, execmode: WEIGHT_STREAMING}}\n"
-                  for i in (1, 2))
+    two = "".join(
+        f"  - {{name: cs2-{i}, ip: 127.0.1.{i}, execmode: WEIGHT_STREAMING}}\n" for i in (1, 2)
+    )
     (home / "cluster.yaml").write_text(f"systems:\n{two}")
     return home
 
 
-def test_a_two_system_run_logs_and_records_what_its_compile_chose(tmp_path, monkeypatch,
-                                                                  capsys, cs2_two):
+def test_a_two_system_run_logs_and_records_what_its_compile_chose(
+    tmp_path, monkeypatch, capsys, cs2_two
+):
     monkeypatch.setenv("CS2SIM_FLOW", "ws")
     params = _params(tmp_path, "fc_mnist", "params_small.yaml", {"runconfig.num_csx": 2})
     md = tmp_path / "run"
-    code = main("fc_mnist", ["-m", "train", "-p", params, "-o", str(md), "--max_steps", "2",
-                             "--cs_ip", "cs2-1"])
+    code = main(
+        "fc_mnist",
+        ["-m", "train", "-p", params, "-o", str(md), "--max_steps", "2", "--cs_ip", "cs2-1"],
+    )
     out, err = capsys.readouterr()
     assert code == 0, err
     (cdir,) = md.glob("cs_*")
@@ -113,5 +137,8 @@ def test_a_two_system_run_logs_and_records_what_its_compile_chose(tmp_path, monk
     perf = json.loads((md / "performance" / "performance.json").read_text())
     assert perf["systems"] == ["cs2-1", "cs2-2"] and perf["num_csx"] == 2
     assert (perf["micro_batches"], perf["micro_batch_size"], perf["batch_per_system"]) == (
-        plan.micro_batches, plan.micro_batch_size, plan.batch_per_system)
+        plan.micro_batches,
+        plan.micro_batch_size,
+        plan.batch_per_system,
+    )
     assert perf["time_to_train"]["steps"] == 2 and perf["time_to_train"]["num_csx"] == 2

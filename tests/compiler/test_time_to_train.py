@@ -27,12 +27,16 @@ steps = st.integers(1, 10**6)
 def test_training_time_is_linear_in_steps(r, batch, n_params, a, b):
     ta, tb = (time_to_train(r, batch, n_params, s) for s in (a, b))
     tab = time_to_train(r, batch, n_params, a + b)
-    assert math.isclose(tab.training_seconds, ta.training_seconds + tb.training_seconds,
-                        rel_tol=1e-9)
+    assert math.isclose(
+        tab.training_seconds, ta.training_seconds + tb.training_seconds, rel_tol=1e-9
+    )
     assert math.isclose(tab.training_seconds, (a + b) * batch / r, rel_tol=1e-9)
     assert tab.programming_seconds == PROGRAMMING_SECONDS  # once a run, whatever its length
-    assert math.isclose(tab.total_seconds, tab.programming_seconds + tab.training_seconds
-                        + tab.checkpoint_seconds, rel_tol=1e-12)
+    assert math.isclose(
+        tab.total_seconds,
+        tab.programming_seconds + tab.training_seconds + tab.checkpoint_seconds,
+        rel_tol=1e-12,
+    )
 
 
 @given(rate, st.integers(0, 10**10), st.integers(1, 10**5), st.integers(1, 1000))
@@ -43,8 +47,9 @@ def test_every_checkpoint_adds_the_same_save_time(r, n_params, every, k):
     per_save = CHECKPOINT_SECONDS_PER_BILLION * n_params / 1e9
     assert on.checkpoints == k and off.checkpoints == k + 1
     assert math.isclose(on.checkpoint_seconds, k * per_save, rel_tol=1e-9, abs_tol=1e-12)
-    assert math.isclose(off.checkpoint_seconds - on.checkpoint_seconds, per_save,
-                        rel_tol=1e-9, abs_tol=1e-9)
+    assert math.isclose(
+        off.checkpoint_seconds - on.checkpoint_seconds, per_save, rel_tol=1e-9, abs_tol=1e-9
+    )
 
 
 def test_saves_count_the_multiples_and_the_last_step():
@@ -65,13 +70,16 @@ def test_steps_or_samples_or_max_steps(tmp_path):
 
 
 def test_more_systems_train_the_real_shapes_sooner(tmp_path):
-    shapes = (("gptj", ZOO / "gptj" / "configs" / "params_gptj_6b.yaml"),
-              ("gpt2", ZOO.parent.parent / "bench" / "fidelity" / "gpt_neox_20b_b256.yaml"))
+    shapes = (
+        ("gptj", ZOO / "gptj" / "configs" / "params_gptj_6b.yaml"),
+        ("gpt2", ZOO.parent.parent / "bench" / "fidelity" / "gpt_neox_20b_b256.yaml"),
+    )
     for model, path in shapes:
         hours = []
         for n in (1, 2, 4):
             p = params(model, path, runconfig__num_csx=n, runconfig__max_steps=1000)
-            r = compile_run(model, p, tmp_path / f"{model}{n}", mode=ExecMode.WEIGHT_STREAMING,
-                            draw_map=False)
+            r = compile_run(
+                model, p, tmp_path / f"{model}{n}", mode=ExecMode.WEIGHT_STREAMING, draw_map=False
+            )
             hours.append(for_plan(r.plan, p).total_seconds)
         assert hours[0] > hours[1] > hours[2]

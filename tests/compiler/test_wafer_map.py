@@ -28,8 +28,9 @@ def test_a_small_model_gets_an_inset_that_magnifies_it(tmp_path):
 
 
 def test_replicas_spanning_the_wafer_height_get_no_inset_of_that_height(tmp_path):
-    p = params("fc_mnist", ZOO / "fc_mnist" / "configs" / "params.yaml",
-               runconfig__multireplica=True)
+    p = params(
+        "fc_mnist", ZOO / "fc_mnist" / "configs" / "params.yaml", runconfig__multireplica=True
+    )
     plan = _plan(tmp_path, p).plan
     assert plan.replicas > 1
     box = inset_box(plan, WSE2)

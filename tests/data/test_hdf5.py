@@ -38,8 +38,9 @@ def write_h5(path: Path, data: np.ndarray, compressed: bool = True) -> None:
     with h5py.File(path, "w") as f:
         f.attrs["n_examples"] = len(data)
         if compressed:
-            f.create_dataset("data", data=data, dtype="i4", chunks=(1, 3, data.shape[2]),
-                             compression="gzip")
+            f.create_dataset(
+                "data", data=data, dtype="i4", chunks=(1, 3, data.shape[2]), compression="gzip"
+            )
         else:
             f.create_dataset("data", data=data, dtype="i4")
 
@@ -57,11 +58,16 @@ def h5_dir(d: Path, sizes=(40, 24, 40, 24), compressed=True) -> np.ndarray:
 
 
 def params(data_dir, **kw) -> dict:
-    section = {"data_processor": "GptHDF5DataProcessor", "data_dir": str(data_dir),
-               "batch_size": 8, "max_sequence_length": T, "vocab_size": VOCAB, "shuffle": False,
-               **kw}
-    return {"train_input": section, "model": {"vocab_size": VOCAB,
-                                              "max_position_embeddings": T}}
+    section = {
+        "data_processor": "GptHDF5DataProcessor",
+        "data_dir": str(data_dir),
+        "batch_size": 8,
+        "max_sequence_length": T,
+        "vocab_size": VOCAB,
+        "shuffle": False,
+        **kw,
+    }
+    return {"train_input": section, "model": {"vocab_size": VOCAB, "max_position_embeddings": T}}
 
 
 def ids_of(batch: dict) -> list[int]:
@@ -74,9 +80,10 @@ def test_batches_are_the_files_rows(tmp_path):
     assert len(s.plan.indices(0)) == 8 and s.samples_per_epoch == len(data)
     for g in range(s.batches_per_epoch):
         b = next(s)
-        rows = data[g * 8:(g + 1) * 8]
-        assert np.array_equal(b["input_ids"], rows[:, 0]) and np.array_equal(b["labels"],
-                                                                             rows[:, 2])
+        rows = data[g * 8 : (g + 1) * 8]
+        assert np.array_equal(b["input_ids"], rows[:, 0]) and np.array_equal(
+            b["labels"], rows[:, 2]
+        )
         assert b["input_ids"].dtype == np.int32 and b["input_ids"].shape == (8, T)
     assert "4 HDF5 files (.h5)" in s.source and "128 samples" in s.source
 
@@ -117,21 +124,30 @@ def test_token_id_beyond_vocab_and_longer_sequences_name_the_file(tmp_path):
     bad[3, 2, 5] = VOCAB  # a label outside the vocabulary
     write_h5(d / "data-1.h5", bad)
     # compressed: found as the batch holding it is decoded (the first epoch streams)
-    with pytest.raises(ConfigError, match=r"HDF5 file .*data-1\.h5 has token id 257 but "
-                                          r"vocab_size is 257"):
+    with pytest.raises(
+        ConfigError,
+        match=r"HDF5 file .*data-1\.h5 has token id 257 but "
+        r"vocab_size is 257",
+    ):
         with build_input(params(d), "train", "gpt2", 1) as s:
             for _ in range(s.batches_per_epoch):
                 next(s)
     # memory-mapped: the whole file is scanned when it loads
     write_h5(d / "data-1.h5", bad, compressed=False)
-    with pytest.raises(ConfigError, match=r"HDF5 file .*data-1\.h5 has token id 257 but "
-                                          r"vocab_size is 257"):
+    with pytest.raises(
+        ConfigError,
+        match=r"HDF5 file .*data-1\.h5 has token id 257 but "
+        r"vocab_size is 257",
+    ):
         build_input(params(d), "train", "gpt2", 1)
     long = tmp_path / "long"
     long.mkdir()
     write_h5(long / "x.h5", samples(0, 16, seq_len=2 * T))
-    with pytest.raises(ConfigError, match=r"x\.h5 holds sequences of 128 tokens, longer than "
-                                          r"max_sequence_length 64"):
+    with pytest.raises(
+        ConfigError,
+        match=r"x\.h5 holds sequences of 128 tokens, longer than "
+        r"max_sequence_length 64",
+    ):
         build_input(params(long), "train", "gpt2", 1)
 
 
@@ -153,8 +169,11 @@ def test_a_directory_of_another_format_is_an_error_naming_what_it_holds(tmp_path
 
 def test_unknown_processor_lists_the_supported_ones(tmp_path):
     p = params(tmp_path, data_processor="GptTextDataProcessor")
-    with pytest.raises(ConfigError, match=r"'GptTextDataProcessor' is not a data processor .* "
-                                          r"GptHDF5DataProcessor, .*GptTfRecordsProcessor"):
+    with pytest.raises(
+        ConfigError,
+        match=r"'GptTextDataProcessor' is not a data processor .* "
+        r"GptHDF5DataProcessor, .*GptTfRecordsProcessor",
+    ):
         build_input(p, "train", "gpt2", 1)
     p = params(tmp_path, data_processor="BertCSVDynamicMaskDataProcessor")
     with pytest.raises(ConfigError, match="reads BERT CSV files .* for other models"):
@@ -183,8 +202,9 @@ def _config(tmp_path: Path, model: str, data: Path) -> Path:
         doc = yaml.safe_load(f)
     for section in ("train_input", "eval_input"):
         doc[section].pop("stand_in_data", None)
-        doc[section].update(data_processor="GptHDF5DataProcessor", data_dir=str(data),
-                            num_workers=4, batch_size=8)
+        doc[section].update(
+            data_processor="GptHDF5DataProcessor", data_dir=str(data), num_workers=4, batch_size=8
+        )
     path = tmp_path / f"{model}.yaml"
     path.write_text(yaml.safe_dump(doc))
     return path
@@ -193,8 +213,9 @@ def _config(tmp_path: Path, model: str, data: Path) -> Path:
 @pytest.mark.slow
 @pytest.mark.parametrize("model", ["gpt2", "llama"])
 @pytest.mark.parametrize("where", ["host", "cs2"])
-def test_gpt2_and_llama_tiny_train_on_hdf5_with_4_input_workers(capsys, tmp_path, monkeypatch,
-                                                               model, where):
+def test_gpt2_and_llama_tiny_train_on_hdf5_with_4_input_workers(
+    capsys, tmp_path, monkeypatch, model, where
+):
     monkeypatch.setenv("CS2_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("CS2_BOOT_SECONDS", "0")
     monkeypatch.delenv("CS2SIM_FLOW", raising=False)
@@ -203,8 +224,7 @@ def test_gpt2_and_llama_tiny_train_on_hdf5_with_4_input_workers(capsys, tmp_path
     cfg = _config(tmp_path, model, tmp_path / "h5")
     extra = ["--cs_ip", "cs2-1"] if where == "cs2" else []
     md = tmp_path / "md"
-    code = main(model, ["-m", "train", "-p", str(cfg), "-o", str(md), "--max_steps", "6",
-                        *extra])
+    code = main(model, ["-m", "train", "-p", str(cfg), "-o", str(md), "--max_steps", "6", *extra])
     out, err = capsys.readouterr()
     assert code == 0, err[-2000:]
     assert "Training data: 4 HDF5 files (.h5)" in out + err and "STAND-IN" not in out + err
@@ -226,8 +246,9 @@ def _tiny(tmp_path: Path, model: str, **section) -> Path:
 
 
 @pytest.mark.parametrize("what", ["h5", "tfrecords", "nothing"])
-def test_the_silent_replacements_of_before_are_errors_or_a_warning(capsys, tmp_path,
-                                                                  monkeypatch, what):
+def test_the_silent_replacements_of_before_are_errors_or_a_warning(
+    capsys, tmp_path, monkeypatch, what
+):
     """A tiny config (no data_processor: the token-file reader) pointed at .h5 files, at
     .tfrecords files, or at a directory that is not there."""
     monkeypatch.setenv("CS2_HOME", str(tmp_path / "home"))
@@ -238,8 +259,9 @@ def test_the_silent_replacements_of_before_are_errors_or_a_warning(capsys, tmp_p
         d.mkdir()
         (d / "train.tfrecords").write_bytes(b"")
     cfg = _tiny(tmp_path, "gpt2", data_dir=str(d))
-    code = main("gpt2", ["-m", "train", "-p", str(cfg), "-o", str(tmp_path / "md"),
-                         "--max_steps", "1"])
+    code = main(
+        "gpt2", ["-m", "train", "-p", str(cfg), "-o", str(tmp_path / "md"), "--max_steps", "1"]
+    )
     out, err = capsys.readouterr()
     if what == "nothing":  # a placeholder path: stand-in data, with a WARNING saying so
         assert code == 0, err
@@ -260,15 +282,17 @@ def test_drop_last_spelling_and_a_partial_last_batch(tmp_path):
     h5_dir(tmp_path / "h5", sizes=(20,))  # 20 samples, batches of 8
     kept = build_input(params(tmp_path / "h5", drop_last=False), "train", "gpt2", 1)
     assert kept.batches_per_epoch == 3 and kept.samples_per_epoch == 20
-    dropped = build_input(params(tmp_path / "h5", drop_last=True, drop_last_batch=False),
-                          "train", "gpt2", 1)
+    dropped = build_input(
+        params(tmp_path / "h5", drop_last=True, drop_last_batch=False), "train", "gpt2", 1
+    )
     assert dropped.batches_per_epoch == 2  # drop_last wins over drop_last_batch
 
 
 @pytest.mark.parametrize("chunk_rows,shuffle", [(1, False), (5, False), (8, True)])
 @pytest.mark.parametrize("keep", [True, False])
-def test_compressed_files_are_read_lazily_chunk_by_chunk(tmp_path, monkeypatch, chunk_rows,
-                                                         shuffle, keep):
+def test_compressed_files_are_read_lazily_chunk_by_chunk(
+    tmp_path, monkeypatch, chunk_rows, shuffle, keep
+):
     from cs2sim.runtime.data import hdf5
 
     if not keep:  # the part does not fit: only the chunk LRU keeps anything
@@ -278,8 +302,14 @@ def test_compressed_files_are_read_lazily_chunk_by_chunk(tmp_path, monkeypatch, 
     data = samples(0, 64)
     with h5py.File(d / "a.h5", "w") as f:
         f.attrs["n_examples"] = 64
-        f.create_dataset("data", data=data, dtype="i4", chunks=(chunk_rows, 3, T),
-                         compression="gzip", shuffle=shuffle)  # with a filter: h5py reads
+        f.create_dataset(
+            "data",
+            data=data,
+            dtype="i4",
+            chunks=(chunk_rows, 3, T),
+            compression="gzip",
+            shuffle=shuffle,
+        )  # with a filter: h5py reads
     decoded = []
     real = hdf5._ChunkLru.put
 
@@ -311,8 +341,10 @@ def test_each_input_streamer_loads_only_its_part_of_an_hdf5_data_set(tmp_path):
     d = tmp_path / "h5"
     data = h5_dir(d, sizes=(40, 24))  # 64 samples; parts of 32 for 2 streamers
     p = params(d, shuffle=True, shuffle_seed=5)
-    producers = [ShardProducer(build_input(for_streamers(p, "train", 2), "train", "gpt2", 1))
-                 for _ in range(2)]
+    producers = [
+        ShardProducer(build_input(for_streamers(p, "train", 2), "train", "gpt2", 1))
+        for _ in range(2)
+    ]
     s0 = 3  # a session resumed at batch 3: streamer r makes batches 3+r, 5+r, ...
     got = {}
     for r, prod in enumerate(producers):
@@ -323,8 +355,9 @@ def test_each_input_streamer_loads_only_its_part_of_an_hdf5_data_set(tmp_path):
         assert list(prod.data) == [(s0 + r) % 2]  # one part loaded
         assert len(prod.data[(s0 + r) % 2]) == 32  # and it holds half the samples
     # the chief's order: batch g from streamer (g - s0) % 2, as one run with 2 workers makes it
-    with build_input(p | {"train_input": {**p["train_input"], "num_workers": 2}}, "train",
-                     "gpt2", 1) as ref:
+    with build_input(
+        p | {"train_input": {**p["train_input"], "num_workers": 2}}, "train", "gpt2", 1
+    ) as ref:
         ref.load_state_dict({"epoch": 0, "index": s0, "batches_per_epoch": 8, "batch_size": 8})
         for g in range(s0, s0 + 16):
             assert got[g] == ids_of(next(ref))
@@ -362,7 +395,7 @@ def test_padding_is_skipped_by_the_decoder_loss(tmp_path):
     assert losses[0] == losses[1] and np.array_equal(grads[0], grads[1])
     assert not grads[0][:, 40:].any()  # no gradient from padding
     z = logits[:, :40] - logits[:, :40].max(-1, keepdims=True)  # (8, 40, V)
-    ref = (np.log(np.exp(z).sum(-1)) - np.take_along_axis(z, data[:, 2, :40, None], -1)[..., 0])
+    ref = np.log(np.exp(z).sum(-1)) - np.take_along_axis(z, data[:, 2, :40, None], -1)[..., 0]
     assert np.isclose(losses[0], ref.sum() / (8 * T), rtol=1e-5)
 
 
@@ -379,8 +412,9 @@ def test_padded_hdf5_trains_the_same_on_the_cs2_executors_and_ignores_pad_labels
     def losses(data_dir: Path, name: str, executor) -> list[float]:
         raw = load_params(model_home("gpt2") / "configs" / "params_tiny.yaml")
         raw["train_input"].pop("stand_in_data", None)
-        raw["train_input"].update(data_processor="GptHDF5DataProcessor", data_dir=str(data_dir),
-                                  batch_size=8)
+        raw["train_input"].update(
+            data_processor="GptHDF5DataProcessor", data_dir=str(data_dir), batch_size=8
+        )
         raw["runconfig"].update(max_steps=3, log_steps=1, checkpoint_steps=0)
         params, _ = validate_params(raw, "gpt2", source="test")
         half, _ = resolve_precision(params)

@@ -29,8 +29,10 @@ def test_masked_crc_of_the_tfrecord_format():
 
 
 def test_example_round_trip_and_packed_or_unpacked_int64():
-    ex = {"input_ids": np.array([0, 1, 127, 128, 50256, 2**40]),
-          "w": np.array([0.5, 1.0], np.float32)}
+    ex = {
+        "input_ids": np.array([0, 1, 127, 128, 50256, 2**40]),
+        "w": np.array([0.5, 1.0], np.float32),
+    }
     got = parse_example(encode_example(ex))
     assert got["input_ids"].tolist() == ex["input_ids"].tolist()
     assert got["w"].tolist() == [0.5, 1.0]
@@ -48,16 +50,27 @@ def gpt_records(path, first, n, vocab=1000):
     for s in range(first, first + n):
         ids = rng.integers(0, vocab, T + 1)
         ids[0] = s
-        recs.append(encode_example({"input_ids": ids[:-1], "input_mask": np.ones(T, np.int64),
-                                    "labels": ids[1:]}))
+        recs.append(
+            encode_example(
+                {"input_ids": ids[:-1], "input_mask": np.ones(T, np.int64), "labels": ids[1:]}
+            )
+        )
     write_records(path, recs)
 
 
 def gpt_params(d, **kw):
-    return {"train_input": {"data_processor": "GptTfRecordsProcessor", "data_dir": str(d),
-                            "batch_size": 4, "max_sequence_length": T, "vocab_size": 1000,
-                            "shuffle": False, **kw},
-            "model": {"vocab_size": 1000, "max_position_embeddings": T}}
+    return {
+        "train_input": {
+            "data_processor": "GptTfRecordsProcessor",
+            "data_dir": str(d),
+            "batch_size": 4,
+            "max_sequence_length": T,
+            "vocab_size": 1000,
+            "shuffle": False,
+            **kw,
+        },
+        "model": {"vocab_size": 1000, "max_position_embeddings": T},
+    }
 
 
 def test_gpt_tfrecords_are_read_in_file_order_and_sharded_by_file(tmp_path):
@@ -95,26 +108,59 @@ def test_bert_tfrecords_features(tmp_path):
     d.mkdir()
     recs = []
     for i in range(8):
-        recs.append(encode_example({
-            "input_ids": np.arange(T) + i, "input_mask": np.ones(T, np.int64),
-            "segment_ids": (np.arange(T) >= T // 2).astype(np.int64),
-            "masked_lm_positions": np.array([1, 2, 0]), "masked_lm_ids": np.array([7, 8, 0]),
-            "masked_lm_weights": np.array([1.0, 1.0, 0.0], np.float32),
-            "next_sentence_labels": np.array([i % 2])}))
+        recs.append(
+            encode_example(
+                {
+                    "input_ids": np.arange(T) + i,
+                    "input_mask": np.ones(T, np.int64),
+                    "segment_ids": (np.arange(T) >= T // 2).astype(np.int64),
+                    "masked_lm_positions": np.array([1, 2, 0]),
+                    "masked_lm_ids": np.array([7, 8, 0]),
+                    "masked_lm_weights": np.array([1.0, 1.0, 0.0], np.float32),
+                    "next_sentence_labels": np.array([i % 2]),
+                }
+            )
+        )
     write_records(d / "x.tfrecord", recs)
-    p = {"train_input": {"data_processor": "BertTfRecordsProcessor", "data_dir": str(d),
-                         "batch_size": 4, "max_sequence_length": T, "shuffle": False},
-         "model": {"vocab_size": 100, "max_position_embeddings": T}}
+    p = {
+        "train_input": {
+            "data_processor": "BertTfRecordsProcessor",
+            "data_dir": str(d),
+            "batch_size": 4,
+            "max_sequence_length": T,
+            "shuffle": False,
+        },
+        "model": {"vocab_size": 100, "max_position_embeddings": T},
+    }
     b = next(build_input(p, "train", "bert", 1))
     assert b["input_ids"][1].tolist() == list(range(1, T + 1))
-    assert b["token_type_ids"][0, T // 2] == 1 and b["next_sentence_label"].tolist() == [0, 1,
-                                                                                      0, 1]
-    assert b["masked_lm_ids"][0].tolist() == [7, 8, 0] and b["masked_lm_weights"].dtype == \
-        np.float32
+    assert b["token_type_ids"][0, T // 2] == 1 and b["next_sentence_label"].tolist() == [0, 1, 0, 1]
+    assert (
+        b["masked_lm_ids"][0].tolist() == [7, 8, 0] and b["masked_lm_weights"].dtype == np.float32
+    )
 
 
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "a",
-         "dog", "good", "bad", "film", "is", "##s", ".", "it"]
+VOCAB = [
+    "[PAD]",
+    "[UNK]",
+    "[CLS]",
+    "[SEP]",
+    "[MASK]",
+    "the",
+    "cat",
+    "sat",
+    "on",
+    "mat",
+    "a",
+    "dog",
+    "good",
+    "bad",
+    "film",
+    "is",
+    "##s",
+    ".",
+    "it",
+]
 
 
 def vocab_file(tmp_path):
@@ -129,18 +175,27 @@ def test_bert_csv_dynamic_masking(tmp_path):
     rows = []
     for i in range(12):
         toks = ["[CLS]", "the", "cat", "sat", "[SEP]", "on", "a", "mat", "zebra", "[SEP]"]
-        rows.append({"tokens": repr(toks), "segment_ids": repr([0] * 5 + [1] * 5),
-                     "is_random_next": i % 2})
+        rows.append(
+            {"tokens": repr(toks), "segment_ids": repr([0] * 5 + [1] * 5), "is_random_next": i % 2}
+        )
     with open(d / "part0.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["tokens", "segment_ids", "is_random_next"])
         w.writeheader()
         w.writerows(rows)
     (d / "meta.dat").write_text("part0.csv 12\n")
-    p = {"train_input": {"data_processor": "BertCSVDynamicMaskDataProcessor",
-                         "data_dir": str(d), "vocab_file": str(vocab_file(tmp_path)),
-                         "batch_size": 4, "max_sequence_length": T, "max_predictions_per_seq": 3,
-                         "masked_lm_prob": 0.3, "shuffle": False},
-         "model": {"vocab_size": len(VOCAB), "max_position_embeddings": T}}
+    p = {
+        "train_input": {
+            "data_processor": "BertCSVDynamicMaskDataProcessor",
+            "data_dir": str(d),
+            "vocab_file": str(vocab_file(tmp_path)),
+            "batch_size": 4,
+            "max_sequence_length": T,
+            "max_predictions_per_seq": 3,
+            "masked_lm_prob": 0.3,
+            "shuffle": False,
+        },
+        "model": {"vocab_size": len(VOCAB), "max_position_embeddings": T},
+    }
     s = build_input(p, "train", "bert", 1)
     b = next(s)
     # round(10 * 0.3) = 3 predictions, never on [CLS]/[SEP]/[PAD]
@@ -155,24 +210,40 @@ def test_bert_csv_dynamic_masking(tmp_path):
     assert b["token_type_ids"][0, 5] == 1 and b["next_sentence_label"].tolist() == [0, 1, 0, 1]
     # the 80/10/10 split over many draws: mostly [MASK]
     masks = [next(s) for _ in range(30)]
-    hits = sum(int((m["input_ids"][r, m["masked_lm_positions"][r]] == 4).sum())
-               for m in masks for r in range(4))
+    hits = sum(
+        int((m["input_ids"][r, m["masked_lm_positions"][r]] == 4).sum())
+        for m in masks
+        for r in range(4)
+    )
     assert 0.65 < hits / (30 * 4 * 3) < 0.95
 
 
 def test_sst2_and_mnli_tsv(tmp_path):
     sst = tmp_path / "SST-2"
     sst.mkdir()
-    (sst / "train.tsv").write_text("sentence\tlabel\nthe film is good .\t1\nit is bad\t0\n"
-                                   "a dog sat on the mat\t1\nthe cats\t0\n")
+    (sst / "train.tsv").write_text(
+        "sentence\tlabel\nthe film is good .\t1\nit is bad\t0\n"
+        "a dog sat on the mat\t1\nthe cats\t0\n"
+    )
     (sst / "dev.tsv").write_text("sentence\tlabel\ngood film\t1\nbad film\t0\n")
-    p = {"train_input": {"data_processor": "SST2DataProcessor", "data_dir": str(sst),
-                         "vocab_file": str(vocab_file(tmp_path)), "batch_size": 2,
-                         "max_sequence_length": 8, "shuffle": False},
-         "eval_input": {"data_processor": "SST2DataProcessor", "data_dir": str(sst),
-                        "vocab_file": str(vocab_file(tmp_path)), "batch_size": 2,
-                        "max_sequence_length": 8},
-         "model": {"vocab_size": len(VOCAB), "num_labels": 2, "max_position_embeddings": 8}}
+    p = {
+        "train_input": {
+            "data_processor": "SST2DataProcessor",
+            "data_dir": str(sst),
+            "vocab_file": str(vocab_file(tmp_path)),
+            "batch_size": 2,
+            "max_sequence_length": 8,
+            "shuffle": False,
+        },
+        "eval_input": {
+            "data_processor": "SST2DataProcessor",
+            "data_dir": str(sst),
+            "vocab_file": str(vocab_file(tmp_path)),
+            "batch_size": 2,
+            "max_sequence_length": 8,
+        },
+        "model": {"vocab_size": len(VOCAB), "num_labels": 2, "max_position_embeddings": 8},
+    }
     b = next(build_input(p, "train", "bert_classifier", 1))
     assert b["labels"].tolist() == [1, 0]
     assert b["input_ids"][0].tolist() == [2, 5, 14, 15, 12, 17, 3, 0]  # [CLS] .. [SEP] [PAD]
@@ -181,9 +252,11 @@ def test_sst2_and_mnli_tsv(tmp_path):
     assert e["labels"].tolist() == [1, 0]
     mnli = tmp_path / "MNLI"
     mnli.mkdir()
-    (mnli / "train.tsv").write_text("index\tsentence1\tsentence2\tgold_label\n"
-                                    "0\tthe cat sat\ta cat sat\tentailment\n"
-                                    "1\tthe dog\tthe cat\tcontradiction\n")
+    (mnli / "train.tsv").write_text(
+        "index\tsentence1\tsentence2\tgold_label\n"
+        "0\tthe cat sat\ta cat sat\tentailment\n"
+        "1\tthe dog\tthe cat\tcontradiction\n"
+    )
     p["train_input"].update(data_processor="MNLIDataProcessor", data_dir=str(mnli))
     p["model"]["num_labels"] = 3
     b = next(build_input(p, "train", "bert_classifier", 1))
@@ -200,13 +273,20 @@ def _bert_csv(tmp_path, rows=8, **section):
         w = csv.DictWriter(f, fieldnames=["tokens"])
         w.writeheader()
         w.writerows({"tokens": repr(toks)} for _ in range(rows))
-    return {"train_input": {"data_processor": "BertCSVDynamicMaskDataProcessor",
-                            "data_dir": str(d), "vocab_file": str(vocab_file(tmp_path)),
-                            "batch_size": 4, "max_sequence_length": T,
-                            "max_predictions_per_seq": 3, "masked_lm_prob": 0.3,
-                            "shuffle": False, **section},
-            "model": {"vocab_size": len(VOCAB), "max_position_embeddings": T,
-                      "disable_nsp": True}}
+    return {
+        "train_input": {
+            "data_processor": "BertCSVDynamicMaskDataProcessor",
+            "data_dir": str(d),
+            "vocab_file": str(vocab_file(tmp_path)),
+            "batch_size": 4,
+            "max_sequence_length": T,
+            "max_predictions_per_seq": 3,
+            "masked_lm_prob": 0.3,
+            "shuffle": False,
+            **section,
+        },
+        "model": {"vocab_size": len(VOCAB), "max_position_embeddings": T, "disable_nsp": True},
+    }
 
 
 def test_bert_csv_masks_are_redrawn_every_epoch_and_resume_exactly(tmp_path):
@@ -237,8 +317,13 @@ def test_gpt_tfrecord_padding_comes_as_label_minus_one(tmp_path):
     ids = np.arange(T + 1)
     mask = np.ones(T, np.int64)
     mask[10:] = 0  # the last 6 positions are padding
-    write_records(d / "a.tfrecords", [encode_example(
-        {"input_ids": ids[:-1], "input_mask": mask, "labels": ids[1:]}) for _ in range(4)])
+    write_records(
+        d / "a.tfrecords",
+        [
+            encode_example({"input_ids": ids[:-1], "input_mask": mask, "labels": ids[1:]})
+            for _ in range(4)
+        ],
+    )
     b = next(build_input(gpt_params(d), "train", "gpt2", 1))
     assert b["labels"][:, :10].tolist() == [list(range(1, 11))] * 4
     assert (b["labels"][:, 10:] == -1).all() and b["input_ids"][0].tolist() == list(range(T))

@@ -25,8 +25,12 @@ EXECUTORS = {
     "ws1": lambda: WeightStreamingExecutor(1),
     "ws2": lambda: WeightStreamingExecutor(2),
 }
-RUN = dict(runconfig__max_steps=3, runconfig__log_steps=1, runconfig__checkpoint_steps=0,
-           train_input__batch_size=8)
+RUN = dict(
+    runconfig__max_steps=3,
+    runconfig__log_steps=1,
+    runconfig__checkpoint_steps=0,
+    train_input__batch_size=8,
+)
 
 
 def _losses(model: str, tmp_path, name: str, executor, overrides: dict) -> list[float]:
@@ -68,9 +72,13 @@ def test_micro_batches_equal_the_big_batch(tmp_path, name):
     masked-token normalisation computed over the whole batch) give the batch's updates."""
     whole = _losses("bert", tmp_path, "whole", EXECUTORS[name](), RUN)
     ex = _counting(EXECUTORS[name]())
-    micro = _losses("bert", tmp_path, "micro", ex,
-                    dict(RUN, train_input__micro_batch_size=2,
-                         runconfig__use_cs_grad_accum=True))
+    micro = _losses(
+        "bert",
+        tmp_path,
+        "micro",
+        ex,
+        dict(RUN, train_input__micro_batch_size=2, runconfig__use_cs_grad_accum=True),
+    )
     assert ex.rows == [2] * 12  # 3 steps of 4 micro-batches (2 samples; 1 each on 2 CS-X)
     _close(whole, micro)
     assert whole[0] != whole[-1]
@@ -82,8 +90,13 @@ def test_grad_accum_steps_equal_one_batch_k_times_the_size(tmp_path, name):
     shuffle is a permutation of the samples, whatever the batch size)."""
     big = _losses("llama", tmp_path, "big", EXECUTORS[name](), RUN)
     ex = _counting(EXECUTORS[name]())
-    acc = _losses("llama", tmp_path, "acc", ex,
-                  dict(RUN, train_input__batch_size=2, optimizer__grad_accum_steps=4))
+    acc = _losses(
+        "llama",
+        tmp_path,
+        "acc",
+        ex,
+        dict(RUN, train_input__batch_size=2, optimizer__grad_accum_steps=4),
+    )
     assert ex.rows == [2] * 12  # each update: 4 input batches of 2
     _close(big, acc)
     other = _losses("llama", tmp_path, "small", None, dict(RUN, train_input__batch_size=2))
@@ -94,9 +107,21 @@ def test_an_accumulation_that_cannot_be_honoured_is_an_error(tmp_path):
     with pytest.raises(ConfigError, match="needs runconfig.use_cs_grad_accum"):
         trainer("bert", tmp_path / "a", None, train_input__micro_batch_size=4)
     with pytest.raises(ConfigError, match="not a multiple of train_input.micro_batch_size"):
-        trainer("bert", tmp_path / "b", None, train_input__batch_size=8,
-                train_input__micro_batch_size=3, runconfig__use_cs_grad_accum=True)
+        trainer(
+            "bert",
+            tmp_path / "b",
+            None,
+            train_input__batch_size=8,
+            train_input__micro_batch_size=3,
+            runconfig__use_cs_grad_accum=True,
+        )
     with pytest.raises(ConfigError, match="multiple of num_csx"):
-        trainer("bert", tmp_path / "c", None, train_input__batch_size=9,
-                train_input__micro_batch_size=3, runconfig__use_cs_grad_accum=True,
-                runconfig__num_csx=2)
+        trainer(
+            "bert",
+            tmp_path / "c",
+            None,
+            train_input__batch_size=9,
+            train_input__micro_batch_size=3,
+            runconfig__use_cs_grad_accum=True,
+            runconfig__num_csx=2,
+        )

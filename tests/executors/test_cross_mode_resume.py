@@ -16,8 +16,12 @@ from cs2sim.runtime.artifacts import checkpoint as ckpt
 from cs2sim.runtime.executors.pipelined import PipelinedExecutor
 from cs2sim.runtime.executors.weight_streaming import WeightStreamingExecutor
 
-OV = dict(model__dropout=0.2, model__hidden_sizes=[64, 32], runconfig__log_steps=1,
-          runconfig__checkpoint_steps=0)
+OV = dict(
+    model__dropout=0.2,
+    model__hidden_sizes=[64, 32],
+    runconfig__log_steps=1,
+    runconfig__checkpoint_steps=0,
+)
 MAKE = {
     "cpu": lambda: None,
     "pipelined": lambda: PipelinedExecutor(),
@@ -26,15 +30,19 @@ MAKE = {
 }
 
 
-@pytest.mark.parametrize("chain", [("cpu", "pipelined", "ws4"), ("ws2", "cpu", "pipelined"),
-                                   ("pipelined", "ws4", "cpu")], ids="->".join)
+@pytest.mark.parametrize(
+    "chain",
+    [("cpu", "pipelined", "ws4"), ("ws2", "cpu", "pipelined"), ("pipelined", "ws4", "cpu")],
+    ids="->".join,
+)
 def test_two_steps_in_each_mode_equal_six_on_the_cpu(tmp_path, chain):
     straight = trainer("fc_mnist", tmp_path / "straight", None, runconfig__max_steps=6, **OV)
     want = straight.train().losses
     got: dict[int, float] = {}
     for i, mode in enumerate(chain):
-        t = trainer("fc_mnist", tmp_path / "chain", MAKE[mode](),
-                    runconfig__max_steps=2 * (i + 1), **OV)
+        t = trainer(
+            "fc_mnist", tmp_path / "chain", MAKE[mode](), runconfig__max_steps=2 * (i + 1), **OV
+        )
         result = t.train()
         assert result.start_step == 2 * i  # resumed from the previous mode's checkpoint
         got.update(result.losses)

@@ -22,10 +22,20 @@ from cs2sim.runtime.executors.weight_streaming import WeightStreamingExecutor
 FP32_RTOL = 1e-5
 MIXED_RTOL = 2e-4
 
-FC = dict(model__dropout=0.2, model__hidden_sizes=[64, 32], runconfig__max_steps=6,
-          runconfig__log_steps=1, runconfig__checkpoint_steps=0)
-GPT2 = dict(model__dropout_rate=0.1, runconfig__max_steps=4, runconfig__log_steps=1,
-            runconfig__checkpoint_steps=0, train_input__batch_size=8)
+FC = dict(
+    model__dropout=0.2,
+    model__hidden_sizes=[64, 32],
+    runconfig__max_steps=6,
+    runconfig__log_steps=1,
+    runconfig__checkpoint_steps=0,
+)
+GPT2 = dict(
+    model__dropout_rate=0.1,
+    runconfig__max_steps=4,
+    runconfig__log_steps=1,
+    runconfig__checkpoint_steps=0,
+    train_input__batch_size=8,
+)
 
 EXECUTORS = {
     "pipelined": lambda: PipelinedExecutor(),
@@ -58,8 +68,11 @@ def test_gpt2_matches_cpu_on_pipelined_and_4_csx(tmp_path, mixed):
     ov = dict(GPT2, model__mixed_precision=mixed)
     cpu = _losses("gpt2", tmp_path, "cpu", None, ov)
     for name in ("pipelined", "ws4"):
-        _close(cpu, _losses("gpt2", tmp_path, name, EXECUTORS[name](), ov),
-               MIXED_RTOL if mixed else FP32_RTOL)
+        _close(
+            cpu,
+            _losses("gpt2", tmp_path, name, EXECUTORS[name](), ov),
+            MIXED_RTOL if mixed else FP32_RTOL,
+        )
 
 
 def test_tolerance_is_far_below_another_seed(tmp_path):
@@ -72,7 +85,11 @@ def test_tolerance_is_far_below_another_seed(tmp_path):
 def test_gptj_weight_streaming_on_4_csx_matches_cpu(tmp_path):
     """The Weight Streaming Quickstart's model (GPT-J, its tiny config: rotary, parallel attention +
     MLP)."""
-    ov = dict(runconfig__max_steps=3, runconfig__log_steps=1, runconfig__checkpoint_steps=0,
-              train_input__batch_size=8)
+    ov = dict(
+        runconfig__max_steps=3,
+        runconfig__log_steps=1,
+        runconfig__checkpoint_steps=0,
+        train_input__batch_size=8,
+    )
     cpu = _losses("gptj", tmp_path, "cpu", None, ov)
     _close(cpu, _losses("gptj", tmp_path, "ws4", EXECUTORS["ws4"](), ov), FP32_RTOL)

@@ -45,16 +45,20 @@ def _params(tmp_path, num_csx: int) -> str:
 
 def _run(capsys, tmp_path, *extra: str, num_csx: int = 1) -> tuple[int, str, str]:
     params = FC if num_csx == 1 else _params(tmp_path, num_csx)
-    code = main("fc_mnist", ["-m", "train", "-p", params, "-o", str(tmp_path / "run"),
-                             "--max_steps", "3", *extra])
+    code = main(
+        "fc_mnist",
+        ["-m", "train", "-p", params, "-o", str(tmp_path / "run"), "--max_steps", "3", *extra],
+    )
     out, err = capsys.readouterr()
     return code, out, err
 
 
 def _run_flag(capsys, tmp_path, *extra: str) -> tuple[int, str, str]:
     """With the --num_csx flag instead of the YAML key."""
-    code = main("fc_mnist", ["-m", "train", "-p", FC, "-o", str(tmp_path / "run"),
-                             "--max_steps", "3", *extra])
+    code = main(
+        "fc_mnist",
+        ["-m", "train", "-p", FC, "-o", str(tmp_path / "run"), "--max_steps", "3", *extra],
+    )
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -67,7 +71,8 @@ def _activating(m, admin, monkeypatch):
 
 @pytest.mark.parametrize("state", ["STANDBY", "ACTIVATING", "FAULT", "wrong mode"])
 def test_every_non_runnable_state_refuses_with_exit_69_before_any_work(
-        capsys, tmp_path, monkeypatch, state):
+    capsys, tmp_path, monkeypatch, state
+):
     m, admin = _machine()
     if state == "STANDBY":
         m.standby(admin)
@@ -115,14 +120,17 @@ def test_num_csx_beyond_swarmx_or_on_pipelined_is_refused(capsys, tmp_path, monk
     assert code == 1 and "SwarmX serves at most 192" in err
 
 
-@pytest.mark.parametrize("flow,mode,num_csx", [("tf", ExecMode.PIPELINED, 1),
-                                               ("ws", ExecMode.WEIGHT_STREAMING, 2)])
+@pytest.mark.parametrize(
+    "flow,mode,num_csx", [("tf", ExecMode.PIPELINED, 1), ("ws", ExecMode.WEIGHT_STREAMING, 2)]
+)
 @pytest.mark.slow
-def test_a_run_registers_its_job_and_finishes_it(capsys, tmp_path, monkeypatch, flow, mode,
-                                                 num_csx, cs2_home):
+def test_a_run_registers_its_job_and_finishes_it(
+    capsys, tmp_path, monkeypatch, flow, mode, num_csx, cs2_home
+):
     if mode is ExecMode.WEIGHT_STREAMING:  # num_csx 2 holds two systems: a cluster of two
-        two = "".join(f"  - {{name: cs2-{i}, ip: 127.0.1.{i}, execmode: WEIGHT_STREAMING}}\n"
-                      for i in (1, 2))
+        two = "".join(
+            f"  - {{name: cs2-{i}, ip: 127.0.1.{i}, execmode: WEIGHT_STREAMING}}\n" for i in (1, 2)
+        )
         Store.open()  # CS2_HOME exists
         (cs2_home / "cluster.yaml").write_text(f"systems:\n{two}")
         monkeypatch.setenv("CS2SIM_FLOW", flow)
@@ -144,20 +152,32 @@ def test_a_run_registers_its_job_and_finishes_it(capsys, tmp_path, monkeypatch, 
     ends = [e for e in m.audit() if e.command == "job end"]
     assert ends[-1].detail == f"job {seen[0].id} COMPLETED"
     perf = json.loads((tmp_path / "run" / "performance" / "performance.json").read_text())
-    assert (perf["system"], perf["execution_mode"], perf["num_csx"]) == ("cs2-1", str(mode),
-                                                                        num_csx)
+    assert (perf["system"], perf["execution_mode"], perf["num_csx"]) == (
+        "cs2-1",
+        str(mode),
+        num_csx,
+    )
     assert perf["est_samples_per_sec"] > 0 and perf["programming_time"] > 0
     assert perf["compile_time"] > 0 and perf["samples_per_sec"] > 0
     # the milestones of the PSC Neocortex transcript or the Quickstart, in order (docs/sources.md)
     if mode is ExecMode.PIPELINED:
-        marks = ["Starting Cerebras Compilation", "Programming CS-2 fabric",
-                 "Fabric programmed", "Coordinator fully up. Waiting for Streaming (using ",
-                 "Waiting for 1 streamer(s) to prime the data pipeline", "Streamers are ready",
-                 "Training finished with 192 samples in "]
+        marks = [
+            "Starting Cerebras Compilation",
+            "Programming CS-2 fabric",
+            "Fabric programmed",
+            "Coordinator fully up. Waiting for Streaming (using ",
+            "Waiting for 1 streamer(s) to prime the data pipeline",
+            "Streamers are ready",
+            "Training finished with 192 samples in ",
+        ]
     else:  # the Weight Streaming Quickstart's
-        marks = ["Completed weight initialization on CPU in: ",
-                 "Loading CPU pre-initialized weights took ", "global_step = 3, loss = ",
-                 "Training finished with 192 samples in ", "Loss for final step: "]
+        marks = [
+            "Completed weight initialization on CPU in: ",
+            "Loading CPU pre-initialized weights took ",
+            "global_step = 3, loss = ",
+            "Training finished with 192 samples in ",
+            "Loss for final step: ",
+        ]
     at = [out.find(mark) for mark in marks]
     assert -1 not in at and at == sorted(at), out
     import re

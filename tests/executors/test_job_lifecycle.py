@@ -42,10 +42,24 @@ def _params(tmp_path: Path, every: int = 25) -> str:
 def _spawn(model_dir: Path, *extra: str, every: int = 25, cs: bool = True) -> subprocess.Popen:
     target = ["--cs_ip", "cs2-1"] if cs else []
     return subprocess.Popen(
-        [sys.executable, "run.py", "-m", "train", "-p", _params(model_dir.parent, every),
-         "-o", str(model_dir), *target, *extra],
-        cwd=HOME, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        [
+            sys.executable,
+            "run.py",
+            "-m",
+            "train",
+            "-p",
+            _params(model_dir.parent, every),
+            "-o",
+            str(model_dir),
+            *target,
+            *extra,
+        ],
+        cwd=HOME,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+    )
 
 
 def _wait(cond, what: str, run: subprocess.Popen | None = None, timeout: float = 120.0):
@@ -55,8 +69,10 @@ def _wait(cond, what: str, run: subprocess.Popen | None = None, timeout: float =
         if value:
             return value
         if run is not None and run.poll() is not None:
-            raise AssertionError(f"the run exited ({run.returncode}) before {what}: "
-                                 f"{run.stderr.read() if run.stderr else ''}")
+            raise AssertionError(
+                f"the run exited ({run.returncode}) before {what}: "
+                f"{run.stderr.read() if run.stderr else ''}"
+            )
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
 
@@ -90,8 +106,10 @@ def test_job_is_listed_from_another_process_and_a_forced_standby_stops_it(tmp_pa
     last = ckpt.load_checkpoint(ckpt.list_checkpoints(tmp_path / "run")[-1])
     # the sentence is computed from the checkpoints that exist
     assert err.count("\n") == 1 and "went to STANDBY" in err
-    assert (f'its last checkpoint is "{last.path}" (global step {last.step}), and running the '
-            "same command again resumes from it, once an admin has run `system activate`") in err
+    assert (
+        f'its last checkpoint is "{last.path}" (global step {last.step}), and running the '
+        "same command again resumes from it, once an admin has run `system activate`"
+    ) in err
     assert last.step >= 50 and last.step % 25 == 0
     m, admin = _machine()
     assert m.status().running_jobs == ()
@@ -99,9 +117,25 @@ def test_job_is_listed_from_another_process_and_a_forced_standby_stops_it(tmp_pa
     # once active again, the same command resumes from the kept checkpoint
     m.activate(admin)
     again = subprocess.run(
-        [sys.executable, "run.py", "-m", "train", "-p", _params(tmp_path),
-         "-o", str(tmp_path / "run"), "--cs_ip", "cs2-1", "--max_steps", str(last.step + 5)],
-        cwd=HOME, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "run.py",
+            "-m",
+            "train",
+            "-p",
+            _params(tmp_path),
+            "-o",
+            str(tmp_path / "run"),
+            "--cs_ip",
+            "cs2-1",
+            "--max_steps",
+            str(last.step + 5),
+        ],
+        cwd=HOME,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert again.returncode == 0, again.stderr
     assert f'Found latest checkpoint at "{last.path}"' in again.stdout
     assert f"Step={last.step + 5}," in again.stdout
@@ -140,8 +174,10 @@ def test_a_run_stopped_before_its_first_checkpoint_says_it_starts_again_from_ste
             run.communicate()
     assert run.returncode == 75, err
     assert ckpt.list_checkpoints(tmp_path / "run") == []
-    assert ("no checkpoint had been written yet, so running the same command again starts from "
-            "global step 0, once an admin has run `system activate`.") in err
+    assert (
+        "no checkpoint had been written yet, so running the same command again starts from "
+        "global step 0, once an admin has run `system activate`."
+    ) in err
 
 
 def test_ctrl_c_says_what_the_checkpoints_on_disk_allow(tmp_path):
@@ -156,5 +192,7 @@ def test_ctrl_c_says_what_the_checkpoints_on_disk_allow(tmp_path):
             run.kill()
             run.communicate()
     assert run.returncode == 130, err
-    assert err.strip().endswith("error: interrupted; no checkpoint had been written yet, so "
-                                "running the same command again starts from global step 0.")
+    assert err.strip().endswith(
+        "error: interrupted; no checkpoint had been written yet, so "
+        "running the same command again starts from global step 0."
+    )

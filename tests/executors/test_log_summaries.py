@@ -13,8 +13,11 @@ from cs2sim.runtime.artifacts import checkpoint as ckpt
 from cs2sim.runtime.executors.pipelined import PipelinedExecutor
 from cs2sim.runtime.executors.weight_streaming import WeightStreamingExecutor
 
-MAKE = {"cpu": lambda: None, "pipelined": lambda: PipelinedExecutor(),
-        "ws2": lambda: WeightStreamingExecutor(2)}
+MAKE = {
+    "cpu": lambda: None,
+    "pipelined": lambda: PipelinedExecutor(),
+    "ws2": lambda: WeightStreamingExecutor(2),
+}
 
 
 def scalars(md) -> dict[str, list]:
@@ -26,8 +29,15 @@ def scalars(md) -> dict[str, list]:
 @pytest.mark.parametrize("mode", list(MAKE))
 def test_norm_summaries_per_layer_group(tmp_path, mode):
     md = tmp_path / mode
-    t = trainer("gpt2", md, MAKE[mode](), optimizer__log_summaries=True,
-                runconfig__max_steps=4, runconfig__log_steps=2, runconfig__checkpoint_steps=0)
+    t = trainer(
+        "gpt2",
+        md,
+        MAKE[mode](),
+        optimizer__log_summaries=True,
+        runconfig__max_steps=4,
+        runconfig__log_steps=2,
+        runconfig__checkpoint_steps=0,
+    )
     t.train()
     tags = scalars(md)
     groups = ["embed", "h0", "h1"]
@@ -39,8 +49,13 @@ def test_norm_summaries_per_layer_group(tmp_path, mode):
     # the weight norms are those of the checkpoint the run ended with
     state = ckpt.load_checkpoint(ckpt.list_checkpoints(md)[-1])
     for g in groups:
-        w = np.sqrt(sum(float((v.astype(np.float64) ** 2).sum())
-                        for k, v in state.model.items() if k.split(".", 1)[0] == g))
+        w = np.sqrt(
+            sum(
+                float((v.astype(np.float64) ** 2).sum())
+                for k, v in state.model.items()
+                if k.split(".", 1)[0] == g
+            )
+        )
         assert tags[f"weight_norm/{g}"][-1].value == pytest.approx(w, rel=1e-5)
     # the per-group gradient norms make up the global one (max_gradient_norm clips after it)
     total = np.sqrt(sum(e[-1].value ** 2 for k, e in tags.items() if k.startswith("grad_norm/")))
@@ -48,7 +63,13 @@ def test_norm_summaries_per_layer_group(tmp_path, mode):
 
 
 def test_no_norm_summaries_unless_asked(tmp_path):
-    t = trainer("gpt2", tmp_path, None, runconfig__max_steps=2, runconfig__log_steps=1,
-                runconfig__checkpoint_steps=0)
+    t = trainer(
+        "gpt2",
+        tmp_path,
+        None,
+        runconfig__max_steps=2,
+        runconfig__log_steps=1,
+        runconfig__checkpoint_steps=0,
+    )
     t.train()
     assert not [k for k in scalars(tmp_path) if "norm" in k]

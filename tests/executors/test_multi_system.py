@@ -22,14 +22,30 @@ assert CONFIGS  # the small fc_mnist config of the executor tests (via _params)
 
 
 @pytest.mark.slow
-def test_a_forced_standby_of_one_reserved_system_stops_the_job_and_frees_all(tmp_path,
-                                                                            monkeypatch):
+def test_a_forced_standby_of_one_reserved_system_stops_the_job_and_frees_all(tmp_path, monkeypatch):
     monkeypatch.setenv("CS2_CLUSTER", str(EXAMPLE_PATH))  # four CS-2s in weight streaming
     run = subprocess.Popen(
-        [sys.executable, "run.py", "-m", "train", "-p", _params(tmp_path, every=10),
-         "-o", str(tmp_path / "run"), "--cs_ip", "cs2-1", "--num_csx", "2", *LONG],
-        cwd=HOME, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=dict(os.environ, PYTHONUNBUFFERED="1", CS2SIM_FLOW="ws"))
+        [
+            sys.executable,
+            "run.py",
+            "-m",
+            "train",
+            "-p",
+            _params(tmp_path, every=10),
+            "-o",
+            str(tmp_path / "run"),
+            "--cs_ip",
+            "cs2-1",
+            "--num_csx",
+            "2",
+            *LONG,
+        ],
+        cwd=HOME,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONUNBUFFERED="1", CS2SIM_FLOW="ws"),
+    )
     store = Store.open()
     first, second = Machine(store, "cs2-1"), Machine(store, "cs2-2")
     admin = local_identity(store)

@@ -11,8 +11,13 @@ from cs2sim.runtime import threads
 from cs2sim.runtime.executors import pipelined
 from cs2sim.runtime.executors.pipelined import PipelinedExecutor
 
-GPT2 = dict(model__dropout_rate=0.1, runconfig__max_steps=3, runconfig__log_steps=1,
-            runconfig__checkpoint_steps=0, train_input__batch_size=32)  # 512-row micro-batches
+GPT2 = dict(
+    model__dropout_rate=0.1,
+    runconfig__max_steps=3,
+    runconfig__log_steps=1,
+    runconfig__checkpoint_steps=0,
+    train_input__batch_size=32,
+)  # 512-row micro-batches
 
 
 @pytest.fixture
@@ -21,8 +26,7 @@ def workers_of():
     threads.set_workers(threads.available_cores())
 
 
-def test_stages_side_by_side_give_the_bits_of_one_after_another(tmp_path, workers_of,
-                                                                  monkeypatch):
+def test_stages_side_by_side_give_the_bits_of_one_after_another(tmp_path, workers_of, monkeypatch):
     side_by_side = []
     real = pipelined.run_chunks
 

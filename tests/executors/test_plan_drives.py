@@ -35,14 +35,16 @@ def _host(comp, batch, scale: float):
 
 def _same(got: dict, want: dict) -> None:
     for name, g in want.items():
-        np.testing.assert_allclose(got[name], g, rtol=2e-5, atol=1e-6 * float(np.abs(g).max()),
-                                   err_msg=name)
+        np.testing.assert_allclose(
+            got[name], g, rtol=2e-5, atol=1e-6 * float(np.abs(g).max()), err_msg=name
+        )
 
 
 def test_weight_streaming_streams_the_plans_layers(tmp_path):
     params, comp, m, batch = _parts("gpt2", model__dropout_rate=0.1)
-    plan = compile_run("gpt2", params, tmp_path, mode=ExecMode.WEIGHT_STREAMING,
-                       draw_map=False).plan
+    plan = compile_run(
+        "gpt2", params, tmp_path, mode=ExecMode.WEIGHT_STREAMING, draw_map=False
+    ).plan
     loss, want = _host(comp, batch, 4.0)
     ex = WeightStreamingExecutor(2, plan)
     ex.load(m, comp.optimizer(m), comp.scaler(), params)
@@ -65,25 +67,27 @@ def test_weight_streaming_streams_the_plans_layers(tmp_path):
     _same(other.memoryx.grads, want)
     assert other.swarmx.broadcasts == 2 * len(merged)  # what ran changed with the plan
     streamed = [(name, phase) for _, name, phase, _ in other.trace]
-    assert streamed == ([(e["name"], "F") for e in merged]
-                        + [(e["name"], "B") for e in reversed(merged)])
+    assert streamed == (
+        [(e["name"], "F") for e in merged] + [(e["name"], "B") for e in reversed(merged)]
+    )
     assert [(n, p) for _, n, p, _ in ex.trace] != streamed
     with pytest.raises(RuntimeFailure, match="streams this model's blocks out of their order"):
         WeightStreamingExecutor(1, replace(plan, layers=merged[::-1])).load(
-            m2, comp2.optimizer(m2), comp2.scaler(), params)
+            m2, comp2.optimizer(m2), comp2.scaler(), params
+        )
 
 
 @pytest.mark.parametrize("replicas", [1, 2])
 def test_pipelined_runs_the_plans_stages_and_replicas(tmp_path, replicas):
     params, comp, m, batch = _parts("fc_mnist", model__dropout=0.2)
-    plan = compile_run("fc_mnist", params, tmp_path, mode=ExecMode.PIPELINED,
-                       draw_map=False).plan
+    plan = compile_run("fc_mnist", params, tmp_path, mode=ExecMode.PIPELINED, draw_map=False).plan
     plan = replace(plan, replicas=replicas)  # as the placement pass writes it for a small model
     loss, want = _host(comp, batch, 2.0)
     ex = PipelinedExecutor(plan, microbatches=3)
     ex.load(m, comp.optimizer(m), comp.scaler(), params)
-    assert [st.names[0] for st in ex.stages] == [b for b in dict.fromkeys(
-        k["block"] for k in plan.kernels)]
+    assert [st.names[0] for st in ex.stages] == [
+        b for b in dict.fromkeys(k["block"] for k in plan.kernels)
+    ]
     assert ex.compute_gradients(batch, 1, 2.0) == pytest.approx(loss, rel=1e-6)
     _same(ex.wafer.grads(), want)
     # the batch went to `replicas` copies, each its own 3 micro-batches, side by side
@@ -97,20 +101,27 @@ def test_pipelined_runs_the_plans_stages_and_replicas(tmp_path, replicas):
 
 
 def test_losses_stay_the_hosts_with_a_plan_of_two_replicas_and_merged_layers(tmp_path):
-    ov = dict(model__dropout=0.2, model__hidden_sizes=[64, 32], runconfig__max_steps=4,
-              runconfig__log_steps=1, runconfig__checkpoint_steps=0)
+    ov = dict(
+        model__dropout=0.2,
+        model__hidden_sizes=[64, 32],
+        runconfig__max_steps=4,
+        runconfig__log_steps=1,
+        runconfig__checkpoint_steps=0,
+    )
 
     def losses(name: str, executor) -> list[float]:
         result = trainer("fc_mnist", tmp_path / name, executor, **ov).train()
         return [result.losses[s] for s in sorted(result.losses)]
 
     params, _ = make_params("fc_mnist", **ov)
-    plan = compile_run("fc_mnist", params, tmp_path / "c", mode=ExecMode.PIPELINED,
-                       draw_map=False).plan
+    plan = compile_run(
+        "fc_mnist", params, tmp_path / "c", mode=ExecMode.PIPELINED, draw_map=False
+    ).plan
     cpu = losses("cpu", None)
     pipe = losses("pipe", PipelinedExecutor(replace(plan, replicas=2)))
-    ws_plan = compile_run("fc_mnist", params, tmp_path / "w", mode=ExecMode.WEIGHT_STREAMING,
-                          draw_map=False).plan
+    ws_plan = compile_run(
+        "fc_mnist", params, tmp_path / "w", mode=ExecMode.WEIGHT_STREAMING, draw_map=False
+    ).plan
     ws = losses("ws", WeightStreamingExecutor(3, replace(ws_plan, layers=ws_plan.layers[::2])))
     np.testing.assert_allclose(pipe, cpu, rtol=1e-5, atol=0)
     np.testing.assert_allclose(ws, cpu, rtol=1e-5, atol=0)
@@ -124,8 +135,9 @@ def test_weight_streaming_runs_the_plans_micro_batches(tmp_path):
     # the plan's micro-batches: 4 samples on each of 3 systems at a time (the compiler splits a
     # system's samples when their activations do not fit one wafer); the step runs them one
     # after another (gradient accumulation, accumulate.py) and updates once
-    compiled = compile_run("fc_mnist", params, tmp_path, mode=ExecMode.WEIGHT_STREAMING,
-                           draw_map=False).plan
+    compiled = compile_run(
+        "fc_mnist", params, tmp_path, mode=ExecMode.WEIGHT_STREAMING, draw_map=False
+    ).plan
     # (no layers: each model block streams as its own layer)
     plan = replace(compiled, micro_batch_size=4, micro_batches=-(-B // 12), layers=[])
     seen: list[int] = []

@@ -20,15 +20,21 @@ from cs2sim.runtime.executors.pipelined import PipelinedExecutor
 from cs2sim.runtime.executors.weight_streaming import WeightStreamingExecutor
 
 EVERY = 30
-OV = dict(model__hidden_sizes=[1024, 1024], train_input__batch_size=8, runconfig__max_steps=120,
-          runconfig__log_steps=1, runconfig__checkpoint_steps=EVERY,
-          runconfig__keep_checkpoint_max=2)
+OV = dict(
+    model__hidden_sizes=[1024, 1024],
+    train_input__batch_size=8,
+    runconfig__max_steps=120,
+    runconfig__log_steps=1,
+    runconfig__checkpoint_steps=EVERY,
+    runconfig__keep_checkpoint_max=2,
+)
 
 pytestmark = pytest.mark.slow  # runs long enough to show the checkpoint spikes
 
 
-@pytest.mark.parametrize("make", [PipelinedExecutor, lambda: WeightStreamingExecutor(2)],
-                         ids=["pipelined", "ws2"])
+@pytest.mark.parametrize(
+    "make", [PipelinedExecutor, lambda: WeightStreamingExecutor(2)], ids=["pipelined", "ws2"]
+)
 def test_rate_spikes_after_each_checkpoint_and_global_rate_stays_smooth(tmp_path, make):
     result = trainer("fc_mnist", tmp_path, make(), **OV).train()
     assert result.perf.checkpoint_time > 0

@@ -47,8 +47,9 @@ def test_swarmx_sum_of_n_systems_is_the_single_system_gradient(model, n):
     # every layer broadcast forward, every layer but the output layer again for backward
     assert ex.swarmx.broadcasts == 2 * len(m.blocks) - 1
     for name, g in want.items():
-        np.testing.assert_allclose(ex.memoryx.grads[name], g, rtol=2e-5,
-                                   atol=1e-6 * float(np.abs(g).max()), err_msg=name)
+        np.testing.assert_allclose(
+            ex.memoryx.grads[name], g, rtol=2e-5, atol=1e-6 * float(np.abs(g).max()), err_msg=name
+        )
         assert not ex.swarmx.grads[name].any()  # the systems' buffers were handed over
 
 
@@ -61,13 +62,23 @@ def test_swarmx_sum_gradients_adds_in_system_order():
     assert a["w"][0] == 1.0  # inputs untouched
 
 
-@pytest.mark.parametrize("opt", [
-    {"optimizer__optimizer_type": "adam", "optimizer__learning_rate": 0.01},
-    {"optimizer__optimizer_type": "sgd", "optimizer__momentum": 0.9,
-     "optimizer__learning_rate": 0.1, "optimizer__max_gradient_norm": 0.5},
-    {"optimizer__optimizer_type": "adamw", "optimizer__learning_rate": 0.01,
-     "optimizer__weight_decay_rate": 0.1},
-])
+@pytest.mark.parametrize(
+    "opt",
+    [
+        {"optimizer__optimizer_type": "adam", "optimizer__learning_rate": 0.01},
+        {
+            "optimizer__optimizer_type": "sgd",
+            "optimizer__momentum": 0.9,
+            "optimizer__learning_rate": 0.1,
+            "optimizer__max_gradient_norm": 0.5,
+        },
+        {
+            "optimizer__optimizer_type": "adamw",
+            "optimizer__learning_rate": 0.01,
+            "optimizer__weight_decay_rate": 0.1,
+        },
+    ],
+)
 def test_memoryx_update_is_the_cpu_optimizers_bit_for_bit(opt):
     params, comp, _, batch = _parts(**opt)
     cpu_model, mx_model = comp.model(3), comp.model(3)
@@ -103,8 +114,9 @@ def test_pipelined_stages_own_their_weights_and_hold_the_host_gradient():
     ex.begin_gradients()
     assert ex.compute_gradients(batch, 1, 1.0) == pytest.approx(loss, rel=1e-6)
     for name, g in want.items():
-        np.testing.assert_allclose(ex.wafer.grads()[name], g, rtol=2e-5,
-                                   atol=1e-6 * float(np.abs(g).max()), err_msg=name)
+        np.testing.assert_allclose(
+            ex.wafer.grads()[name], g, rtol=2e-5, atol=1e-6 * float(np.abs(g).max()), err_msg=name
+        )
     ex.execute_step(batch, 1)
     for n, w in m.parameters().items():  # the update happened on the wafer only
         np.testing.assert_array_equal(w, host_before[n])

@@ -64,8 +64,14 @@ def queue_state(home: Path) -> tuple[list[dict[str, object]], list[str]]:
         " nodes]))"
     )
     env = {**os.environ, "CS2_HOME": str(home)}
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                         timeout=30, check=True)
+    res = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=30,
+        check=True,
+    )
     jobs, nodes = json.loads(res.stdout)
     return jobs, nodes
 

@@ -37,7 +37,7 @@ def test_every_error_class_code_is_documented() -> None:
 def test_csrun_cpu_here_gives_127_for_a_command_it_cannot_start() -> None:
     res = run([script("csrun_cpu"), "--alloc-node", "False", "no-such-command-i28b"])
     assert res.returncode == 127
-    assert res.stderr.strip().splitlines()[-1] == ("csrun_cpu: cannot run no-such-command-i28b: "
-                                                   "No such file or directory; check the "
-                                                   "command.")
+    assert res.stderr.strip().splitlines()[-1] == (
+        "csrun_cpu: cannot run no-such-command-i28b: No such file or directory; check the command."
+    )
     assert "127" in documented()

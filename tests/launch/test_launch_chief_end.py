@@ -15,16 +15,33 @@ from launch_helpers import queue_state, run, script, start, wait_for
 from cs2sim.runtime.cli.main import model_home
 
 FC = model_home("fc_mnist")
-LAYOUT = ["--total-nodes=3", "--single-task-nodes=2", "--tasks-per-node=3",
-          "--cpus-per-task=1"]  # chief, a coordinator, 3 input streamers
+LAYOUT = [
+    "--total-nodes=3",
+    "--single-task-nodes=2",
+    "--tasks-per-node=3",
+    "--cpus-per-task=1",
+]  # chief, a coordinator, 3 input streamers
 
 pytestmark = pytest.mark.slow  # whole launched jobs
 
 
 def _fc_run(tmp_path: Path, steps: int) -> list[str]:
-    return [script("csrun_wse"), *LAYOUT, "python", str(FC / "run.py"), "-m", "train", "-p",
-            str(FC / "configs" / "params_small.yaml"), "-o", str(tmp_path / "md"),
-            "--max_steps", str(steps), "--cs_ip", "cs2-1"]
+    return [
+        script("csrun_wse"),
+        *LAYOUT,
+        "python",
+        str(FC / "run.py"),
+        "-m",
+        "train",
+        "-p",
+        str(FC / "configs" / "params_small.yaml"),
+        "-o",
+        str(tmp_path / "md"),
+        "--max_steps",
+        str(steps),
+        "--cs_ip",
+        "cs2-1",
+    ]
 
 
 @pytest.fixture
@@ -64,14 +81,16 @@ def test_a_dead_streamer_is_reported_by_srun_naming_its_task(tmp_path, cs2_home,
     assert job["state"] == "FAILED"
 
 
-def test_the_id_a_standby_refusal_names_is_the_launched_job_and_cancels_it(tmp_path, cs2_home,
-                                                                         no_stranding):
+def test_the_id_a_standby_refusal_names_is_the_launched_job_and_cancels_it(
+    tmp_path, cs2_home, no_stranding
+):
     from cs2sim.system.machine import Machine
     from cs2sim.system.store import Store
 
     proc = start(_fc_run(tmp_path, 100000))
-    running = wait_for(lambda: [j for j in queue_state(cs2_home)[0] if j["state"] == "RUNNING"],
-                       timeout=120)
+    running = wait_for(
+        lambda: [j for j in queue_state(cs2_home)[0] if j["state"] == "RUNNING"], timeout=120
+    )
     queue_id = running[0]["id"]
     store = Store.open()
     system_jobs = wait_for(lambda: Machine(store).status().running_jobs, timeout=120)

@@ -33,14 +33,24 @@ def _tagged(tag: str) -> list[int]:
 def _task(tmp: Path, tag: str, then: str) -> list[str]:
     """A task (bash) that starts a child subshell with a grandchild sleep, plus a process that
     leaves the task's session (setsid), says it is ready, then does `then`."""
-    body = (f"( sleep 600.{tag}1 & wait ) & setsid sleep 600.{tag}2 & "
-            f"touch {tmp}/ready.$SLURM_PROCID; {then}")
+    body = (
+        f"( sleep 600.{tag}1 & wait ) & setsid sleep 600.{tag}2 & "
+        f"touch {tmp}/ready.$SLURM_PROCID; {then}"
+    )
     return ["bash", "-c", body]
 
 
 def _launch(tmp: Path, tag: str, then: str, tasks: int = 2):
-    proc = start([script("csrun_wse"), "--total-nodes", "1", "--tasks-per-node", str(tasks),
-                  *_task(tmp, tag, then)])
+    proc = start(
+        [
+            script("csrun_wse"),
+            "--total-nodes",
+            "1",
+            "--tasks-per-node",
+            str(tasks),
+            *_task(tmp, tag, then),
+        ]
+    )
     wait_for(lambda: len(list(tmp.glob("ready.*"))) == tasks, timeout=30)
     wait_for(lambda: len(_tagged(tag)) >= 2 * tasks, timeout=10)  # both sleeps of every task
     return proc
@@ -49,9 +59,12 @@ def _launch(tmp: Path, tag: str, then: str, tasks: int = 2):
 @pytest.mark.parametrize("how", ["end", "failure", "cancel", "ctrl-c"])
 def test_nothing_a_task_started_outlives_the_job(tmp_path, cs2_home, how):
     tag = str(uuid.uuid4().int % 10**8).zfill(8)
-    then = {"end": "sleep 0.5; exit 0",
-            "failure": "[ $SLURM_PROCID = 1 ] && { sleep 3; exit 3; }; sleep 60",
-            "cancel": "sleep 60", "ctrl-c": "sleep 60"}[how]
+    then = {
+        "end": "sleep 0.5; exit 0",
+        "failure": "[ $SLURM_PROCID = 1 ] && { sleep 3; exit 3; }; sleep 60",
+        "cancel": "sleep 60",
+        "ctrl-c": "sleep 60",
+    }[how]
     proc = _launch(tmp_path, tag, then)
     if how == "cancel":
         from cs2sim.system.sched import queue
@@ -69,8 +82,7 @@ def test_nothing_a_task_started_outlives_the_job(tmp_path, cs2_home, how):
     assert nodes == [] and jobs[-1]["state"] != "RUNNING"
 
 
-def test_kill_9_of_the_launcher_ends_every_process_before_the_nodes_are_freed(tmp_path,
-                                                                             cs2_home):
+def test_kill_9_of_the_launcher_ends_every_process_before_the_nodes_are_freed(tmp_path, cs2_home):
     tag = str(uuid.uuid4().int % 10**8).zfill(8)
     proc = _launch(tmp_path, tag, "sleep 60")
     jobs, nodes = queue_state(cs2_home)
@@ -81,7 +93,8 @@ def test_kill_9_of_the_launcher_ends_every_process_before_the_nodes_are_freed(tm
     wait_for(lambda: not _tagged(tag), timeout=10)  # the guard ended them
     assert time.monotonic() - t0 < 5
     # the next reader finds the job's process (its guard) gone: FAILED, nodes freed
-    jobs, nodes = wait_for(lambda: (s := queue_state(cs2_home))[0][-1]["state"] != "RUNNING"
-                           and s, timeout=10)
+    jobs, nodes = wait_for(
+        lambda: (s := queue_state(cs2_home))[0][-1]["state"] != "RUNNING" and s, timeout=10
+    )
     assert jobs[-1]["state"] == "FAILED" and jobs[-1]["reason"] == "LauncherDied"
     assert nodes == []

@@ -17,8 +17,10 @@ SMALL = ["--total-nodes=3", "--tasks-per-node=2", "--cpus-per-task=1"]
 
 
 def test_one_failing_task_stops_the_rest_and_sets_the_exit_code(tmp_path):
-    body = ("import os, sys, time\np = int(os.environ['SLURM_PROCID'])\n"
-            "if p == 3: time.sleep(0.3); sys.exit(7)\ntime.sleep(60)")
+    body = (
+        "import os, sys, time\np = int(os.environ['SLURM_PROCID'])\n"
+        "if p == 3: time.sleep(0.3); sys.exit(7)\ntime.sleep(60)"
+    )
     res = run([script("csrun_wse"), *SMALL, "python", "-c", body])
     assert res.returncode == 7
     err = res.stderr.splitlines()
@@ -31,8 +33,10 @@ def test_one_failing_task_stops_the_rest_and_sets_the_exit_code(tmp_path):
 
 
 def test_a_task_killed_by_a_signal_gives_128_plus_signal():
-    body = ("import os, signal, time\nif os.environ['SLURM_PROCID'] == '1': "
-            "os.kill(os.getpid(), signal.SIGKILL)\ntime.sleep(60)")
+    body = (
+        "import os, signal, time\nif os.environ['SLURM_PROCID'] == '1': "
+        "os.kill(os.getpid(), signal.SIGKILL)\ntime.sleep(60)"
+    )
     res = run([script("csrun_wse"), *SMALL, "python", "-c", body])
     assert res.returncode == 128 + signal.SIGKILL
     assert res.stderr.splitlines()[0] == "srun: error: chief-0: task 1: Killed"
@@ -42,20 +46,32 @@ def test_python_tasks_ignore_sigpipe_as_a_fresh_interpreter_does():
     """A write to a closed pipe raises BrokenPipeError in `python` (which ignores SIGPIPE); a
     task is not killed by the signal (a streamer writing to a chief that just ended was), while
     an exec'd program keeps the default disposition."""
-    body = ("import os\nr, w = os.pipe(); os.close(r)\ntry: os.write(w, b'x')\n"
-            "except BrokenPipeError: print('EPIPE', os.environ['SLURM_PROCID'])")
+    body = (
+        "import os\nr, w = os.pipe(); os.close(r)\ntry: os.write(w, b'x')\n"
+        "except BrokenPipeError: print('EPIPE', os.environ['SLURM_PROCID'])"
+    )
     res = run([script("csrun_wse"), *SMALL, "python", "-c", body])
     assert res.returncode == 0, res.stderr
     assert sorted(line for line in res.stdout.splitlines() if line.startswith("EPIPE ")) == [
-        f"EPIPE {i}" for i in range(6)]
+        f"EPIPE {i}" for i in range(6)
+    ]
     sh = run([script("csrun_wse"), *SMALL, "sh", "-c", "trap - PIPE; kill -PIPE $$"])
     assert sh.returncode == 128 + signal.SIGPIPE
 
 
 def test_worst_exit_code_wins_and_success_is_zero():
     body = "import os, sys\nsys.exit({'1': 3, '4': 9}.get(os.environ['SLURM_PROCID'], 0))"
-    res = run([script("csrun_wse"), "--total-nodes=3", "--tasks-per-node=2",
-               "--cpus-per-task=1", "python", "-c", body])
+    res = run(
+        [
+            script("csrun_wse"),
+            "--total-nodes=3",
+            "--tasks-per-node=2",
+            "--cpus-per-task=1",
+            "python",
+            "-c",
+            body,
+        ]
+    )
     assert res.returncode in (3, 9)  # the first failure stops the rest; its code is the worst
     ok = run([script("csrun_wse"), *SMALL, "python", "-c", "pass"])
     assert ok.returncode == 0 and ok.stderr == ""
@@ -65,7 +81,13 @@ def test_exec_path_for_non_python_commands():
     res = run([script("csrun_wse"), *SMALL, "sh", "-c", 'echo "$SLURM_PROCID $SLURMD_NODENAME"'])
     assert res.returncode == 0
     assert sorted(res.stdout.splitlines()[1:]) == [
-        "0 chief-0", "1 chief-0", "2 worker-0", "3 worker-0", "4 worker-1", "5 worker-1"]
+        "0 chief-0",
+        "1 chief-0",
+        "2 worker-0",
+        "3 worker-0",
+        "4 worker-1",
+        "5 worker-1",
+    ]
     bad = run([script("csrun_wse"), *SMALL, "no-such-program-xyz"])
     assert bad.returncode == 2 and "execve(): no-such-program-xyz" in bad.stderr
 
@@ -94,8 +116,18 @@ def _standby_ws(cs2_home):
 @pytest.mark.slow
 def test_gating_refuses_before_allocating(cs2_home):
     # the system is ACTIVE in PIPELINED mode: a weight-streaming job is refused
-    res = run([script("csrun_wse"), "--total-nodes=4", "--single-task-nodes=2",
-               "--tasks-per-node=1", "python-ws", "run.py", "--cs_ip", "127.0.1.1"])
+    res = run(
+        [
+            script("csrun_wse"),
+            "--total-nodes=4",
+            "--single-task-nodes=2",
+            "--tasks-per-node=1",
+            "python-ws",
+            "run.py",
+            "--cs_ip",
+            "127.0.1.1",
+        ]
+    )
     assert res.returncode == 69, res.stderr
     assert res.stderr.startswith("error: ") and "PIPELINED" in res.stderr
     assert "Launching:" not in res.stdout
@@ -112,9 +144,20 @@ def test_gating_refuses_before_allocating(cs2_home):
     # once WEIGHT_STREAMING is ACTIVE, the ws job is let through (to the scheduler)
     m.perform(who, Action.SETUP, mode=ExecMode.WEIGHT_STREAMING)
     m.perform(who, Action.ACTIVATE)
-    res = run([script("csrun_wse"), "--total-nodes=3", "--single-task-nodes=2",
-               "--tasks-per-node=1", "--cpus-per-task=1", "python-ws", "-c",
-               "import os; print(os.environ['CS2SIM_FLOW'])", "--cs_ip", "127.0.1.1:9000"])
+    res = run(
+        [
+            script("csrun_wse"),
+            "--total-nodes=3",
+            "--single-task-nodes=2",
+            "--tasks-per-node=1",
+            "--cpus-per-task=1",
+            "python-ws",
+            "-c",
+            "import os; print(os.environ['CS2SIM_FLOW'])",
+            "--cs_ip",
+            "127.0.1.1:9000",
+        ]
+    )
     assert res.returncode == 0, res.stderr
     assert res.stdout.splitlines()[1:] == ["ws", "ws", "ws"]
     store.close()
@@ -129,7 +172,8 @@ def test_csrun_cpu_runs_on_one_node_and_never_touches_the_cs2(tmp_path, cs2_home
     assert res.returncode == 0, res.stderr
     assert res.stdout.splitlines()[0] == (
         "Running: srun --pty --nodes=1 --exclude=chief-0 --exclusive singularity exec -B , "
-        f"/opt/cerebras/cbcore_latest.sif python -c {RECORD} {out}")
+        f"/opt/cerebras/cbcore_latest.sif python -c {RECORD} {out}"
+    )
     env = records(out)[0]
     assert env["SLURM_NNODES"] == "1" and env["SLURM_NTASKS"] == "1"
     assert env["SLURMD_NODENAME"] == "worker-0"  # not the CS-2's node
@@ -137,13 +181,21 @@ def test_csrun_cpu_runs_on_one_node_and_never_touches_the_cs2(tmp_path, cs2_home
     jobs, nodes = queue_state(cs2_home)
     assert [j["state"] for j in jobs] == ["COMPLETED"] and nodes == []
     # --alloc-node=False: here, no allocation, no Slurm environment
-    res = run([script("csrun_cpu"), "--alloc-node=False", "python", "-c",
-               "import json, os; print(json.dumps('SLURM_PROCID' in os.environ))"])
+    res = run(
+        [
+            script("csrun_cpu"),
+            "--alloc-node=False",
+            "python",
+            "-c",
+            "import json, os; print(json.dumps('SLURM_PROCID' in os.environ))",
+        ]
+    )
     assert res.returncode == 0
     assert res.stdout.splitlines() == [
         "Running: singularity exec -B , /opt/cerebras/cbcore_latest.sif python -c "
         "import json, os; print(json.dumps('SLURM_PROCID' in os.environ))",
-        json.dumps(False)]
+        json.dumps(False),
+    ]
     assert len(queue_state(cs2_home)[0]) == 1
     # --logging=False: no echo; exit code passes through
     res = run([script("csrun_cpu"), "--logging", "False", "python", "-c", "raise SystemExit(4)"])

@@ -41,8 +41,9 @@ def test_heterogeneous_numbering_is_global():
     tasks = layout(_req(*comps), 40, parts, {"w1": 128})
     assert [t.procid for t in tasks] == list(range(8))
     assert [t.node for t in tasks[:3]] == ["c0", "w0", "w1"]
-    assert all("SLURM_HET_JOB_OFFSET" not in t.env and "SLURM_HET_JOB_ID" not in t.env
-               for t in tasks)  # real Slurm sets neither in a het step's tasks
+    assert all(
+        "SLURM_HET_JOB_OFFSET" not in t.env and "SLURM_HET_JOB_ID" not in t.env for t in tasks
+    )  # real Slurm sets neither in a het step's tasks
     # cyclic inside the last component: tasks 2..7 go w1 w2 w3 w1 w2 w3
     assert [t.node for t in tasks[2:]] == ["w1", "w2", "w3", "w1", "w2", "w3"]
     assert [t.localid for t in tasks[2:]] == [0, 0, 0, 1, 1, 1]
@@ -66,9 +67,25 @@ def test_hostlist_round_trip():
 def test_seed_job_every_task_is_a_process_with_its_environment(tmp_path):
     out = tmp_path / "env"
     out.mkdir()
-    res = run([script("csrun_wse"), "--total-nodes", "14", "--tasks-per-node", "8",
-               "--cpus-per-task", "16", "--single-task-nodes", "2", "--cyclic",
-               "python-ws", "-c", RECORD, str(out)], timeout=120)
+    res = run(
+        [
+            script("csrun_wse"),
+            "--total-nodes",
+            "14",
+            "--tasks-per-node",
+            "8",
+            "--cpus-per-task",
+            "16",
+            "--single-task-nodes",
+            "2",
+            "--cyclic",
+            "python-ws",
+            "-c",
+            RECORD,
+            str(out),
+        ],
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr
     assert res.stdout.startswith("Launching: srun --unbuffered --kill-on-bad-exit --exclusive")
     recs = records(out)
@@ -96,35 +113,71 @@ def test_seed_job_every_task_is_a_process_with_its_environment(tmp_path):
 def test_block_layout_end_to_end(tmp_path):
     out = tmp_path / "env"
     out.mkdir()
-    res = run([script("csrun_wse"), "--total-nodes=3", "--tasks-per-node=2",
-               "--cpus-per-task=4", "python", "-c", RECORD, str(out)])
+    res = run(
+        [
+            script("csrun_wse"),
+            "--total-nodes=3",
+            "--tasks-per-node=2",
+            "--cpus-per-task=4",
+            "python",
+            "-c",
+            RECORD,
+            str(out),
+        ]
+    )
     assert res.returncode == 0, res.stderr
     recs = records(out)
     got = [(recs[i]["SLURMD_NODENAME"], recs[i]["SLURM_LOCALID"]) for i in range(6)]
-    assert got == [("chief-0", "0"), ("chief-0", "1"), ("worker-0", "0"), ("worker-0", "1"),
-                   ("worker-1", "0"), ("worker-1", "1")]
+    assert got == [
+        ("chief-0", "0"),
+        ("chief-0", "1"),
+        ("worker-0", "0"),
+        ("worker-0", "1"),
+        ("worker-1", "0"),
+        ("worker-1", "1"),
+    ]
     assert "CS2SIM_FLOW" not in recs[0]
 
 
 def test_per_task_log_files(tmp_path, cs2_home):
-    res = run([script("csrun_wse"), "--total-nodes=2", "--tasks-per-node=2", "--cpus-per-task=4",
-               "python", "-c",
-               "import os, sys; print('out', os.environ['SLURM_PROCID']); "
-               "print('err', os.environ['SLURM_PROCID'], file=sys.stderr)"])
+    res = run(
+        [
+            script("csrun_wse"),
+            "--total-nodes=2",
+            "--tasks-per-node=2",
+            "--cpus-per-task=4",
+            "python",
+            "-c",
+            "import os, sys; print('out', os.environ['SLURM_PROCID']); "
+            "print('err', os.environ['SLURM_PROCID'], file=sys.stderr)",
+        ]
+    )
     assert res.returncode == 0
     assert sorted(res.stdout.splitlines()[1:]) == ["out 0", "out 1", "out 2", "out 3"]
     assert sorted(res.stderr.splitlines()) == ["err 0", "err 1", "err 2", "err 3"]
     logs = sorted((cs2_home / "slurm").glob("*/task-*.log"))
     assert len(logs) == 4
     assert logs[0].read_text().splitlines() == ["out 0", "err 0"] or sorted(
-        logs[0].read_text().splitlines()) == ["err 0", "out 0"]
+        logs[0].read_text().splitlines()
+    ) == ["err 0", "out 0"]
 
 
 def test_dry_run_shows_the_layout_and_allocates_nothing(cs2_home):
     from launch_helpers import queue_state
 
-    res = run([script("csrun_wse"), "--dry-run", "--total-nodes=4", "--single-task-nodes=2",
-               "--tasks-per-node=3", "--cpus-per-task=4", "--cyclic", "python-ws", "run.py"])
+    res = run(
+        [
+            script("csrun_wse"),
+            "--dry-run",
+            "--total-nodes=4",
+            "--single-task-nodes=2",
+            "--tasks-per-node=3",
+            "--cpus-per-task=4",
+            "--cyclic",
+            "python-ws",
+            "run.py",
+        ]
+    )
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
     assert lines[0].startswith("Launching: srun --unbuffered --kill-on-bad-exit --exclusive")

@@ -13,8 +13,9 @@ def test_csrun_cpu_python_is_interactive(cs2_home):
     try:
         child.expect_exact("Running: srun --pty --nodes=1 --exclude=chief-0 --exclusive")
         child.expect_exact(">>> ")
-        child.sendline("import os; print(os.environ['SLURMD_NODENAME'], "
-                       "os.environ['SLURM_NNODES'])")
+        child.sendline(
+            "import os; print(os.environ['SLURMD_NODENAME'], os.environ['SLURM_NNODES'])"
+        )
         child.expect_exact("worker-0 1")
         child.expect_exact(">>> ")
         child.sendintr()  # the interpreter gets it; the job goes on

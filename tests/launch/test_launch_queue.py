@@ -56,14 +56,34 @@ def test_fifo_order_with_concurrent_launchers(tmp_path, cs2_home):
     for d in out.values():
         d.mkdir()
     wse = script("csrun_wse")
-    blocker = start([wse, "--total-nodes=14", "--tasks-per-node=1", "--cpus-per-task=1",
-                     "python", "-c", HOLD, str(gate)])
+    blocker = start(
+        [
+            wse,
+            "--total-nodes=14",
+            "--tasks-per-node=1",
+            "--cpus-per-task=1",
+            "python",
+            "-c",
+            HOLD,
+            str(gate),
+        ]
+    )
     try:
         wait_for(lambda: _running(cs2_home))
         # A needs 4 nodes (2 are free): it queues. B needs 1: it would fit, but FIFO puts it
         # behind A (Slurm's main scheduler without backfill).
-        a = start([wse, "--total-nodes=4", "--tasks-per-node=1", "--cpus-per-task=1",
-                   "python", "-c", RECORD, str(out["a"])])
+        a = start(
+            [
+                wse,
+                "--total-nodes=4",
+                "--tasks-per-node=1",
+                "--cpus-per-task=1",
+                "python",
+                "-c",
+                RECORD,
+                str(out["a"]),
+            ]
+        )
         wait_for(lambda: len(queue_state(cs2_home)[0]) == 2)
         # csrun_cpu's one node keeps off the CS-2's node: it fits in the 2 free workers
         b = start([script("csrun_cpu"), "python", "-c", RECORD, str(out["b"])])
@@ -94,8 +114,19 @@ def test_fifo_order_with_concurrent_launchers(tmp_path, cs2_home):
 def test_kill_9_of_a_launcher_leaks_no_node(tmp_path, cs2_home):
     out = tmp_path / "env"
     out.mkdir()
-    launcher = start([script("csrun_wse"), "--total-nodes=3", "--tasks-per-node=2",
-                      "--cpus-per-task=1", "python", "-c", RECORD, str(out), "60"])
+    launcher = start(
+        [
+            script("csrun_wse"),
+            "--total-nodes=3",
+            "--tasks-per-node=2",
+            "--cpus-per-task=1",
+            "python",
+            "-c",
+            RECORD,
+            str(out),
+            "60",
+        ]
+    )
     try:
         wait_for(lambda: len(list(out.glob("*.json"))) == 6)
         assert len(queue_state(cs2_home)[1]) == 3
@@ -124,12 +155,31 @@ def test_kill_9_of_a_launcher_leaks_no_node(tmp_path, cs2_home):
 def test_kill_9_of_a_queued_launcher_unblocks_the_queue(tmp_path, cs2_home):
     gate = tmp_path / "gate"
     wse = script("csrun_wse")
-    blocker = start([wse, "--total-nodes=15", "--tasks-per-node=1", "--cpus-per-task=1",
-                     "python", "-c", HOLD, str(gate)])
+    blocker = start(
+        [
+            wse,
+            "--total-nodes=15",
+            "--tasks-per-node=1",
+            "--cpus-per-task=1",
+            "python",
+            "-c",
+            HOLD,
+            str(gate),
+        ]
+    )
     try:
         wait_for(lambda: _running(cs2_home))
-        big = start([wse, "--total-nodes=16", "--tasks-per-node=1", "--cpus-per-task=1",
-                     "python", "-c", "pass"])
+        big = start(
+            [
+                wse,
+                "--total-nodes=16",
+                "--tasks-per-node=1",
+                "--cpus-per-task=1",
+                "python",
+                "-c",
+                "pass",
+            ]
+        )
         wait_for(lambda: len(queue_state(cs2_home)[0]) == 2)
         big.send_signal(signal.SIGKILL)
         big.wait(timeout=10)
@@ -155,8 +205,19 @@ def test_cancel_is_owner_or_admin_only(cs2_home):
 def test_jobs_cancel_stops_a_running_launch(tmp_path, cs2_home):
     out = tmp_path / "env"
     out.mkdir()
-    launcher = start([script("csrun_wse"), "--total-nodes=2", "--tasks-per-node=1",
-                      "--cpus-per-task=1", "python", "-c", RECORD, str(out), "60"])
+    launcher = start(
+        [
+            script("csrun_wse"),
+            "--total-nodes=2",
+            "--tasks-per-node=1",
+            "--cpus-per-task=1",
+            "python",
+            "-c",
+            RECORD,
+            str(out),
+            "60",
+        ]
+    )
     wait_for(lambda: len(list(out.glob("*.json"))) == 2)
     job_id = _running(cs2_home)[0]["id"]
     res = run([script("cs"), "-c", f"jobs cancel {job_id}+0"])
@@ -170,15 +231,33 @@ def test_jobs_cancel_stops_a_running_launch(tmp_path, cs2_home):
 
 def test_jobs_show_lists_het_components(tmp_path, cs2_home):
     gate = tmp_path / "gate"
-    launcher = start([script("csrun_wse"), "--total-nodes=4", "--single-task-nodes=2",
-                      "--tasks-per-node=1", "--cpus-per-task=1", "python", "-c", HOLD, str(gate)])
+    launcher = start(
+        [
+            script("csrun_wse"),
+            "--total-nodes=4",
+            "--single-task-nodes=2",
+            "--tasks-per-node=1",
+            "--cpus-per-task=1",
+            "python",
+            "-c",
+            HOLD,
+            str(gate),
+        ]
+    )
     try:
         wait_for(lambda: _running(cs2_home))
         res = run([script("cs"), "-c", "jobs show"])
         assert res.returncode == 0, res.stderr
         lines = res.stdout.splitlines()
-        assert lines[0].split() == ["JOBID", "NAME", "USER", "ST", "TIME", "NODES",
-                                    "NODELIST(REASON)"]
+        assert lines[0].split() == [
+            "JOBID",
+            "NAME",
+            "USER",
+            "ST",
+            "TIME",
+            "NODES",
+            "NODELIST(REASON)",
+        ]
         rows = [ln.split() for ln in lines[2:]]
         assert [r[0].split("+")[1] for r in rows] == ["0", "1", "2"]
         assert [r[3] for r in rows] == ["R", "R", "R"]

@@ -30,8 +30,11 @@ def weight_streaming_gptj(tmp_path: Path) -> Path:
     work.mkdir()
     shutil.copy(GPTJ / "run.py", work / "run.py")
     shutil.copytree(GPTJ / "configs", work / "configs")
-    for command in ("system standby --yes", "config execmode setup weight-streaming",
-                    "system activate"):
+    for command in (
+        "system standby --yes",
+        "config execmode setup weight-streaming",
+        "system activate",
+    ):
         res = run([script("cs"), "-c", command], cwd=work)
         assert res.returncode == 0, (command, res.stderr)
     return work
@@ -39,11 +42,34 @@ def weight_streaming_gptj(tmp_path: Path) -> Path:
 
 def test_seed_002_command_line_trains_on_the_embedded_cluster(tmp_path, cs2_home):
     work = weight_streaming_gptj(tmp_path)
-    res = run([script("csrun_wse"), "--total-nodes", "14", "--tasks-per-node", "8",
-               "--cpus-per-task", "16", "--single-task-nodes", "2", "--cyclic", "python-ws",
-               "run.py", "--model_dir", "model_dir", "--cs_ip", "127.0.1.1", "--params",
-               "configs/params_continuous_pretraining.yaml", "--mode", "train",
-               "--max_steps", "2"], cwd=work, timeout=900)
+    res = run(
+        [
+            script("csrun_wse"),
+            "--total-nodes",
+            "14",
+            "--tasks-per-node",
+            "8",
+            "--cpus-per-task",
+            "16",
+            "--single-task-nodes",
+            "2",
+            "--cyclic",
+            "python-ws",
+            "run.py",
+            "--model_dir",
+            "model_dir",
+            "--cs_ip",
+            "127.0.1.1",
+            "--params",
+            "configs/params_continuous_pretraining.yaml",
+            "--mode",
+            "train",
+            "--max_steps",
+            "2",
+        ],
+        cwd=work,
+        timeout=900,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     out = res.stdout
     assert out.startswith("Launching: srun --unbuffered --kill-on-bad-exit --exclusive --nodes=1")
@@ -59,14 +85,40 @@ def test_seed_002_command_line_trains_on_the_embedded_cluster(tmp_path, cs2_home
 
 def test_csrun_cpu_compile_is_reused_by_csrun_wse(tmp_path, cs2_home):
     work = weight_streaming_gptj(tmp_path)
-    common = ["python-ws", "run.py", "--model_dir", "model_dir", "--cs_ip", "127.0.1.1",
-              "--params", "configs/params_continuous_pretraining.yaml"]
+    common = [
+        "python-ws",
+        "run.py",
+        "--model_dir",
+        "model_dir",
+        "--cs_ip",
+        "127.0.1.1",
+        "--params",
+        "configs/params_continuous_pretraining.yaml",
+    ]
     res = run([script("csrun_cpu"), *common, "--mode=compile_only"], cwd=work, timeout=600)
     assert res.returncode == 0, res.stderr[-2000:]
     compiled = list((work / "model_dir").glob("cs_*"))
     assert len(compiled) == 1
-    res = run([script("csrun_wse"), "--total-nodes", "4", "--tasks-per-node", "2",
-               "--cpus-per-task", "16", "--single-task-nodes", "2", "--cyclic", *common,
-               "--mode", "train", "--max_steps", "2"], cwd=work, timeout=600)
+    res = run(
+        [
+            script("csrun_wse"),
+            "--total-nodes",
+            "4",
+            "--tasks-per-node",
+            "2",
+            "--cpus-per-task",
+            "16",
+            "--single-task-nodes",
+            "2",
+            "--cyclic",
+            *common,
+            "--mode",
+            "train",
+            "--max_steps",
+            "2",
+        ],
+        cwd=work,
+        timeout=600,
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     assert f"Reusing existing compilation in model_dir/{compiled[0].name}" in res.stdout

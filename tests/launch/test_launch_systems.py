@@ -31,15 +31,29 @@ def four_systems(monkeypatch):
 
 def _launch(tmp_path, name: str, cs_ip: str, num_csx: int):
     stop = tmp_path / f"stop-{name}"
-    proc = start([script("csrun_wse"), *SHAPE, "python-ws", "-c", WAIT, str(stop),
-                  "--cs_ip", cs_ip, "--num_csx", str(num_csx)])
+    proc = start(
+        [
+            script("csrun_wse"),
+            *SHAPE,
+            "python-ws",
+            "-c",
+            WAIT,
+            str(stop),
+            "--cs_ip",
+            cs_ip,
+            "--num_csx",
+            str(num_csx),
+        ]
+    )
     return proc, stop
 
 
 def _queue() -> dict[str, queue.QueueJob]:
     """The queue's jobs by their command's stop file."""
-    return {next(w for w in j.command.split() if "stop-" in w).rsplit("-", 1)[1]: j
-            for j in queue.jobs(Store.open())}
+    return {
+        next(w for w in j.command.split() if "stop-" in w).rsplit("-", 1)[1]: j
+        for j in queue.jobs(Store.open())
+    }
 
 
 def test_num_csx_2_reserves_two_systems_a_second_runs_beside_a_third_waits(tmp_path):
@@ -62,8 +76,7 @@ def test_num_csx_2_reserves_two_systems_a_second_runs_beside_a_third_waits(tmp_p
     assert row[f"{jobs['a'].id}+0"][-1] == "cs2-1,cs2-2"
     assert row[f"{jobs['c'].id}+0"][-2:] == ["(Licenses)", "cs2-2,cs2-3"]
     listed = json.loads(run([script("cs"), "-c", "system list --output-format json"]).stdout)
-    assert [s["job"] for s in listed] == [jobs["a"].id, jobs["a"].id, jobs["b"].id,
-                                          jobs["b"].id]
+    assert [s["job"] for s in listed] == [jobs["a"].id, jobs["a"].id, jobs["b"].id, jobs["b"].id]
     stop_a.touch()  # a ends: c still waits for cs2-3
     assert a.wait(timeout=60) == 0
     wait_for(lambda: "a" not in _queue(), timeout=30)
@@ -78,8 +91,19 @@ def test_num_csx_2_reserves_two_systems_a_second_runs_beside_a_third_waits(tmp_p
 
 
 def test_more_systems_than_the_cluster_has_is_refused_at_once(tmp_path):
-    res = run([script("csrun_wse"), *SHAPE, "python-ws", "-c", "pass", "--cs_ip", "cs2-1",
-               "--num_csx", "5"])
+    res = run(
+        [
+            script("csrun_wse"),
+            *SHAPE,
+            "python-ws",
+            "-c",
+            "pass",
+            "--cs_ip",
+            "cs2-1",
+            "--num_csx",
+            "5",
+        ]
+    )
     assert res.returncode == 69
     assert res.stderr.count("\n") == 1 and "asks for 5 CS-2 systems" in res.stderr
     assert "cluster has 4 (cs2-1, cs2-2, cs2-3, cs2-4)" in res.stderr
@@ -94,17 +118,30 @@ def test_a_reserved_system_not_active_in_weight_streaming_refuses_naming_it(tmp_
     if state == "PIPELINED":
         m.setup_execmode(admin, ExecMode.PIPELINED)
         m.activate(admin)
-    res = run([script("csrun_wse"), *SHAPE, "python-ws", "-c", "pass", "--cs_ip", "cs2-2",
-               "--num_csx", "2"], env={**os.environ, "COLUMNS": "1000"})
+    res = run(
+        [
+            script("csrun_wse"),
+            *SHAPE,
+            "python-ws",
+            "-c",
+            "pass",
+            "--cs_ip",
+            "cs2-2",
+            "--num_csx",
+            "2",
+        ],
+        env={**os.environ, "COLUMNS": "1000"},
+    )
     assert res.returncode == 69, res.stderr
     err = res.stderr
     assert err.count("\n") == 1 and "needs 2 CS-2 systems ACTIVE in WEIGHT_STREAMING" in err
     if state == "PIPELINED":
-        assert ("cs2-3 is ACTIVE in PIPELINED mode (an admin runs `cs --system cs2-3 -c "
-                '"system standby --yes; config execmode setup weight-streaming; system '
-                'activate"`)') in err
+        assert (
+            "cs2-3 is ACTIVE in PIPELINED mode (an admin runs `cs --system cs2-3 -c "
+            '"system standby --yes; config execmode setup weight-streaming; system '
+            'activate"`)'
+        ) in err
     else:
-        assert ('cs2-3 is in STANDBY (an admin runs `cs --system cs2-3 -c "system activate"`)'
-                in err)
+        assert 'cs2-3 is in STANDBY (an admin runs `cs --system cs2-3 -c "system activate"`)' in err
     assert "cs2-2 is" not in err  # the ready one is not blamed
     assert queue.jobs(store, all_states=True) == []  # nothing was allocated

@@ -28,8 +28,9 @@ pytestmark = pytest.mark.slow  # launchers queued behind whole jobs
 def _blocker(store: Store) -> int:
     """A job of this (live) test process holding every node."""
     nodes = queue.cluster_nodes(store)
-    return queue.submit(store, JobRequest((Component(len(nodes), 1, 1),), ("hold",)),
-                        user="tester", nodes=nodes)
+    return queue.submit(
+        store, JobRequest((Component(len(nodes), 1, 1),), ("hold",)), user="tester", nodes=nodes
+    )
 
 
 def _pending(home: Path) -> list[dict]:
@@ -66,8 +67,10 @@ def test_waiting_launchers_use_no_cpu_and_start_when_woken(tmp_path, cs2_home, m
     monkeypatch.setenv(RECHECK_ENV, "600")
     store = Store.open()
     blocker = _blocker(store)
-    procs = [start([script("csrun_wse"), *WHOLE, "python", "-c", "print('ran')"])
-             for _ in range(N_WAITERS)]
+    procs = [
+        start([script("csrun_wse"), *WHOLE, "python", "-c", "print('ran')"])
+        for _ in range(N_WAITERS)
+    ]
     wait_for(lambda: len(_pending(cs2_home)) == N_WAITERS, timeout=120, step=0.5)
     time.sleep(1.0)  # past their start-up
     pids = [p.pid for p in procs]
@@ -123,9 +126,16 @@ def test_ctrl_c_of_a_queued_launcher_revokes_it_as_srun_does(cs2_home, monkeypat
 
 def test_a_crashed_holder_is_found_by_the_safety_recheck(tmp_path, cs2_home, monkeypatch):
     gate = tmp_path / "gate"
-    holder = start([script("csrun_wse"), *WHOLE, "python", "-c",
-                    "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.05)",
-                    str(gate)])
+    holder = start(
+        [
+            script("csrun_wse"),
+            *WHOLE,
+            "python",
+            "-c",
+            "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.05)",
+            str(gate),
+        ]
+    )
     wait_for(lambda: [j for j in queue_state(cs2_home)[0] if j["state"] == "RUNNING"])
     monkeypatch.setenv(RECHECK_ENV, "0.5")
     waiting = start([script("csrun_wse"), *WHOLE, "python", "-c", "print('ran')"])

@@ -18,11 +18,30 @@ INTERRUPTED = "error: interrupted"
 def test_ctrl_c_in_a_six_task_job_says_interrupted_once(cs2_system):
     pexpect = pytest.importorskip("pexpect")
     work = cs2_system.model_copy("fc_mnist")
-    argv = [*LAYOUT, "python", "run.py", "--mode", "train", "-p", "configs/params_small.yaml",
-            "-o", "model_dir", "--cs_ip", cs2_system.ip, "--max_steps", "1000000"]
-    child = pexpect.spawn(cs2_system.tool_path("csrun_wse"), argv, cwd=str(work),
-                          env=cs2_system.env, encoding="utf-8", timeout=120,
-                          dimensions=(40, 200))
+    argv = [
+        *LAYOUT,
+        "python",
+        "run.py",
+        "--mode",
+        "train",
+        "-p",
+        "configs/params_small.yaml",
+        "-o",
+        "model_dir",
+        "--cs_ip",
+        cs2_system.ip,
+        "--max_steps",
+        "1000000",
+    ]
+    child = pexpect.spawn(
+        cs2_system.tool_path("csrun_wse"),
+        argv,
+        cwd=str(work),
+        env=cs2_system.env,
+        encoding="utf-8",
+        timeout=120,
+        dimensions=(40, 200),
+    )
     child.delaybeforesend = None
     try:
         child.expect_exact("Saved checkpoint")  # training, with 5 streamers feeding the chief
@@ -41,11 +60,22 @@ def test_ctrl_c_in_a_six_task_job_says_interrupted_once(cs2_system):
 
 def test_an_error_every_task_meets_is_said_once(cs2_system):
     work = cs2_system.model_copy("fc_mnist")
-    result = cs2_system.csrun_wse(*LAYOUT, "python", "run.py", "--mode", "train", "-p",
-                                  "configs/missing.yaml", "--cs_ip", cs2_system.ip, cwd=work)
+    result = cs2_system.csrun_wse(
+        *LAYOUT,
+        "python",
+        "run.py",
+        "--mode",
+        "train",
+        "-p",
+        "configs/missing.yaml",
+        "--cs_ip",
+        cs2_system.ip,
+        cwd=work,
+    )
     assert result.exit_code == 1
-    sentence = ("error: params file configs/missing.yaml not found; pass -p/--params with an "
-                "existing file.")
+    sentence = (
+        "error: params file configs/missing.yaml not found; pass -p/--params with an existing file."
+    )
     assert result.combined.count(sentence) == 1, result.combined
     assert "srun: error: chief-0: task 0: Exited with exit code 1" in result.combined
 
@@ -54,8 +84,18 @@ def test_a_host_job_says_once_that_it_is_not_on_the_cs2(cs2_system):
     """No --cs_ip: trains on the host CPU; the chief says so once, and the input pipeline's
     AUTOTUNE notice (params.yaml: num_parallel_calls 0) is said once, not by every streamer."""
     work = cs2_system.model_copy("fc_mnist")
-    result = cs2_system.csrun_wse(*LAYOUT, "python", "run.py", "--mode", "train", "-o",
-                                  "model_dir", "--max_steps", "2", cwd=work)
+    result = cs2_system.csrun_wse(
+        *LAYOUT,
+        "python",
+        "run.py",
+        "--mode",
+        "train",
+        "-o",
+        "model_dir",
+        "--max_steps",
+        "2",
+        cwd=work,
+    )
     assert result.exit_code == 0, result.combined[-3000:]
     text = result.combined
     assert text.count("not on a CS-2") == 1, text

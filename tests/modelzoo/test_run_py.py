@@ -22,7 +22,8 @@ def test_each_run_py_is_the_template_with_its_name(model: str) -> None:
     text = (ZOO / model / "run.py").read_text()
     assert text == run_py_text(model), (
         f"runtime/modelzoo/{model}/run.py differs from bootstrap.RUN_PY; write "
-        f"run_py_text({model!r}) to it")
+        f"run_py_text({model!r}) to it"
+    )
     assert f'main("{model}")' in text
 
 

@@ -23,33 +23,68 @@ HERE = Path(__file__).parent / "configs"
 VARIANT_DIR = HERE / "variants"
 # file in configs/variants -> (model, mode it belongs to, release:path in Cerebras/modelzoo)
 VARIANTS = {
-    "bert_large_msl128_pt.yaml": ("bert", "pipelined", "R_1.7.1:modelzoo/transformers/pytorch/"
-                                  "bert/configs/bert_large_MSL128.yaml"),
-    "bert_large_msl128_ws_pt.yaml": ("bert", "ws", "Release_1.8.0:modelzoo/transformers/pytorch/"
-                                     "bert/configs/bert_large_MSL128_ws.yaml"),
-    "bert_base_msl128_tf.yaml": ("bert", "pipelined", "R_1.7.1:modelzoo/transformers/tf/bert/"
-                                 "configs/params_bert_base_msl128.yaml"),
-    "roberta_base_pt.yaml": ("bert", "pipelined", "R_1.7.1:modelzoo/transformers/pytorch/bert/"
-                             "configs/roberta_base.yaml"),
-    "roberta_base_msl512_tf.yaml": ("bert", "pipelined", "R_1.7.1:modelzoo/transformers/tf/bert/"
-                                    "configs/params_roberta_base_msl512.yaml"),
-    "bert_base_classifier_sst2_pt.yaml": ("bert_classifier", "pipelined", "R_1.7.1:modelzoo/"
-                                          "transformers/pytorch/bert/fine_tuning/classifier/"
-                                          "configs/bert_base_classifier_sst2.yaml"),
-    "bert_base_classifier_mnli_pt.yaml": ("bert_classifier", "pipelined", "R_1.7.1:modelzoo/"
-                                          "transformers/pytorch/bert/fine_tuning/classifier/"
-                                          "configs/bert_base_classifier_mnli.yaml"),
-    "bert_base_sst2_tf.yaml": ("bert_classifier", "pipelined", "R_1.7.1:modelzoo/transformers/"
-                               "tf/bert/fine_tuning/classifier/configs/"
-                               "params_bert_base_sst2.yaml"),
-    "llama2_7b_pt.yaml": ("llama", "ws", "Release_2.0.2:modelzoo/transformers/pytorch/llama/"
-                          "configs/params_llama2_7b.yaml"),
-    "llama2_70b_pt.yaml": ("llama", "ws", "Release_2.0.2:modelzoo/transformers/pytorch/llama/"
-                           "configs/params_llama2_70b.yaml"),
+    "bert_large_msl128_pt.yaml": (
+        "bert",
+        "pipelined",
+        "R_1.7.1:modelzoo/transformers/pytorch/bert/configs/bert_large_MSL128.yaml",
+    ),
+    "bert_large_msl128_ws_pt.yaml": (
+        "bert",
+        "ws",
+        "Release_1.8.0:modelzoo/transformers/pytorch/bert/configs/bert_large_MSL128_ws.yaml",
+    ),
+    "bert_base_msl128_tf.yaml": (
+        "bert",
+        "pipelined",
+        "R_1.7.1:modelzoo/transformers/tf/bert/configs/params_bert_base_msl128.yaml",
+    ),
+    "roberta_base_pt.yaml": (
+        "bert",
+        "pipelined",
+        "R_1.7.1:modelzoo/transformers/pytorch/bert/configs/roberta_base.yaml",
+    ),
+    "roberta_base_msl512_tf.yaml": (
+        "bert",
+        "pipelined",
+        "R_1.7.1:modelzoo/transformers/tf/bert/configs/params_roberta_base_msl512.yaml",
+    ),
+    "bert_base_classifier_sst2_pt.yaml": (
+        "bert_classifier",
+        "pipelined",
+        "R_1.7.1:modelzoo/"
+        "transformers/pytorch/bert/fine_tuning/classifier/"
+        "configs/bert_base_classifier_sst2.yaml",
+    ),
+    "bert_base_classifier_mnli_pt.yaml": (
+        "bert_classifier",
+        "pipelined",
+        "R_1.7.1:modelzoo/"
+        "transformers/pytorch/bert/fine_tuning/classifier/"
+        "configs/bert_base_classifier_mnli.yaml",
+    ),
+    "bert_base_sst2_tf.yaml": (
+        "bert_classifier",
+        "pipelined",
+        "R_1.7.1:modelzoo/transformers/"
+        "tf/bert/fine_tuning/classifier/configs/"
+        "params_bert_base_sst2.yaml",
+    ),
+    "llama2_7b_pt.yaml": (
+        "llama",
+        "ws",
+        "Release_2.0.2:modelzoo/transformers/pytorch/llama/configs/params_llama2_7b.yaml",
+    ),
+    "llama2_70b_pt.yaml": (
+        "llama",
+        "ws",
+        "Release_2.0.2:modelzoo/transformers/pytorch/llama/configs/params_llama2_70b.yaml",
+    ),
 }
-OURS = {"bert_large_msl128_tf.yaml": ("bert", "pipelined"),
-        "bert_base_msl128_pt.yaml": ("bert", "pipelined"),
-        "llama_7b_pt.yaml": ("llama", "ws")}
+OURS = {
+    "bert_large_msl128_tf.yaml": ("bert", "pipelined"),
+    "bert_base_msl128_pt.yaml": ("bert", "pipelined"),
+    "llama_7b_pt.yaml": ("llama", "ws"),
+}
 
 
 CASES = [(HERE / n, m, mode) for n, (m, mode) in OURS.items()]
@@ -92,8 +127,13 @@ def test_llama_7b_compiles_for_weight_streaming_in_micro_batches(capsys, tmp_pat
     """use_cs_grad_accum: the 2048-sample batch does not fit one wafer's activations; the
     compiler runs it as micro-batches and says so."""
     monkeypatch.setenv("CS2SIM_FLOW", "ws")
-    assert main("llama", ["-m", "compile_only", "-p", str(HERE / "llama_7b_pt.yaml"),
-                          "-o", str(tmp_path)]) == 0
+    assert (
+        main(
+            "llama",
+            ["-m", "compile_only", "-p", str(HERE / "llama_7b_pt.yaml"), "-o", str(tmp_path)],
+        )
+        == 0
+    )
     capsys.readouterr()
     log = next(tmp_path.glob("cs_*/compile.log")).read_text()
     found = re.search(r"2048 samples per system in (\d+) micro-batch\(es\) of (\d+)", log)
@@ -104,8 +144,10 @@ def test_llama_7b_compiles_for_weight_streaming_in_micro_batches(capsys, tmp_pat
 def test_missing_vocab_file_is_one_line_and_the_fallback(capsys, tmp_path):
     """The TF config names a vocab_file and no vocab_size: one line says the file is not there
     and which vocabulary is used instead; validation goes on (no traceback)."""
-    code = main("bert", ["-m", "validate_only", "-p", str(HERE / "bert_large_msl128_tf.yaml"),
-                         "-o", str(tmp_path)])
+    code = main(
+        "bert",
+        ["-m", "validate_only", "-p", str(HERE / "bert_large_msl128_tf.yaml"), "-o", str(tmp_path)],
+    )
     out, err = capsys.readouterr()
     assert code == 0, err
     lines = [ln for ln in (out + err).splitlines() if "vocab_file ../" in ln]
@@ -119,8 +161,12 @@ def test_every_variant_is_here_with_its_provenance():
     provenance = (HERE / "PROVENANCE.md").read_text()
     for name, (_, _, where) in VARIANTS.items():
         release, path = where.split(":")
-        assert re.search(rf"^\| {re.escape(name)} \| {release} \([0-9a-f]{{7}}\) \| "
-                         rf"{re.escape(path)} \|$", provenance, re.M), name
+        assert re.search(
+            rf"^\| {re.escape(name)} \| {release} \([0-9a-f]{{7}}\) \| "
+            rf"{re.escape(path)} \|$",
+            provenance,
+            re.M,
+        ), name
 
 
 def test_tf_sst2_config_loads_as_published(tmp_path):
@@ -140,12 +186,23 @@ def test_tf_sst2_config_loads_as_published(tmp_path):
     doc["model"].update(cls_dropout_rate=0.3, num_cls_classes=3)
     pre = tmp_path / "configs" / "params_pre.yaml"
     pre.parent.mkdir()
-    pre.write_text(yaml.safe_dump({"model": {"hidden_size": 256, "num_hidden_layers": 4,
-                                             "num_heads": 4, "filter_size": 1024}}))
+    pre.write_text(
+        yaml.safe_dump(
+            {
+                "model": {
+                    "hidden_size": 256,
+                    "num_hidden_layers": 4,
+                    "num_heads": 4,
+                    "filter_size": 1024,
+                }
+            }
+        )
+    )
     doc["model"]["pretrain_params_path"] = "configs/params_pre.yaml"
     (tmp_path / "p.yaml").write_text(yaml.safe_dump(doc))
-    params, warnings = validate_params(load_params(tmp_path / "p.yaml"), "bert_classifier",
-                                       source=str(tmp_path / "p.yaml"))
+    params, warnings = validate_params(
+        load_params(tmp_path / "p.yaml"), "bert_classifier", source=str(tmp_path / "p.yaml")
+    )
     m = params["model"]
     assert (m["task_dropout"], m["num_labels"]) == (0.3, 3)
     assert (m["hidden_size"], m["num_hidden_layers"], m["num_heads"]) == (256, 4, 4)

@@ -39,8 +39,12 @@ MODEL = {
 SMALL = ("fc_mnist_tf.yaml", "fc_mnist_pt.yaml")
 LARGE = tuple(f for f in MODEL if f not in SMALL)
 # keys real Model Zoo files use that a schema could miss; they must be known
-ISSUE_KEYS = ("model.allow_multireplica", "train_input.add_special_tokens",
-              "eval_input.add_special_tokens", "train_input.use_multiple_workers")
+ISSUE_KEYS = (
+    "model.allow_multireplica",
+    "train_input.add_special_tokens",
+    "eval_input.add_special_tokens",
+    "train_input.use_multiple_workers",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -63,11 +67,13 @@ def test_every_published_file_is_here_with_its_provenance():
     provenance = (CONFIGS / "PROVENANCE.md").read_text()
     for name in files:
         row = next(line for line in provenance.splitlines() if line.startswith(f"| {name} |"))
-        assert re.search(r"\| (R|Release)_1\.\d+\.\d+ \([0-9a-f]{7}\) \| modelzoo/\S+\.yaml \|$",
-                         row), row
+        assert re.search(
+            r"\| (R|Release)_1\.\d+\.\d+ \([0-9a-f]{7}\) \| modelzoo/\S+\.yaml \|$", row
+        ), row
     # the licence header is kept where the file was published with one
-    licensed = [n for n in files if "Licensed under the Apache License" in
-                (CONFIGS / n).read_text()]
+    licensed = [
+        n for n in files if "Licensed under the Apache License" in (CONFIGS / n).read_text()
+    ]
     assert len(licensed) == 7
 
 
@@ -85,14 +91,17 @@ def test_loads_unchanged_without_unknown_key_warnings(name):
 @pytest.mark.parametrize("name", LARGE)
 def test_large_configs_reach_the_memory_check_and_are_refused(capsys, tmp_path, name):
     md = tmp_path / "md"
-    code, out, err = run(capsys, MODEL[name], "-m", "train", "-p", str(CONFIGS / name),
-                         "-o", str(md))
+    code, out, err = run(
+        capsys, MODEL[name], "-m", "train", "-p", str(CONFIGS / name), "-o", str(md)
+    )
     assert code == 1, (out, err)
     assert re.fullmatch(
         rf"error: Training {MODEL[name]} \([\d.]+[MB] parameters\) on the host needs about "
         r"\d+ GiB of memory but this machine has \d+ GiB; compile it for the CS-2 instead "
         r"\(--mode compile_only\), or run configs/\S+ or another smaller config on the host or "
-        r"on the simulated CS-2 \(--cs_ip\)\.\n", err), err
+        r"on the simulated CS-2 \(--cs_ip\)\.\n",
+        err,
+    ), err
     assert "must be a string" not in err and "unknown key" not in out
     assert f"Params file: {CONFIGS / name}" in out
     assert not md.exists()  # refused before anything was written
@@ -101,9 +110,20 @@ def test_large_configs_reach_the_memory_check_and_are_refused(capsys, tmp_path, 
 @pytest.mark.parametrize("name", SMALL)
 def test_small_configs_train_a_few_steps(capsys, tmp_path, name):
     md = tmp_path / "md"
-    code, out, err = run(capsys, "fc_mnist", "-m", "train_and_eval", "-p",
-                         str(CONFIGS / name), "-o", str(md), "--max_steps", "3",
-                         "--eval_steps", "1")
+    code, out, err = run(
+        capsys,
+        "fc_mnist",
+        "-m",
+        "train_and_eval",
+        "-p",
+        str(CONFIGS / name),
+        "-o",
+        str(md),
+        "--max_steps",
+        "3",
+        "--eval_steps",
+        "1",
+    )
     assert code == 0, err
     assert "unknown key" not in out and "Evaluation completed successfully!" in out
     assert re.search(r"Training finished with \d+ samples", out)
@@ -122,10 +142,19 @@ def test_small_configs_train_a_few_steps(capsys, tmp_path, name):
 
 # -- the compiler validates and compiles them, unchanged ---------------------------------
 
+
 @pytest.mark.parametrize("name", LARGE)
 def test_large_configs_validate(capsys, tmp_path, name):
-    code, out, err = run(capsys, MODEL[name], "-m", "validate_only", "-p", str(CONFIGS / name),
-                         "-o", str(tmp_path / "md"))
+    code, out, err = run(
+        capsys,
+        MODEL[name],
+        "-m",
+        "validate_only",
+        "-p",
+        str(CONFIGS / name),
+        "-o",
+        str(tmp_path / "md"),
+    )
     assert code == 0, err
     assert "unknown key" not in out
 
@@ -134,17 +163,34 @@ def test_large_configs_validate(capsys, tmp_path, name):
 @pytest.mark.slow
 def test_large_configs_compile_for_weight_streaming(capsys, tmp_path, monkeypatch, name):
     monkeypatch.setenv("CS2SIM_FLOW", "ws")  # as `python-ws run.py ...`
-    code, out, err = run(capsys, MODEL[name], "-m", "compile_only", "-p", str(CONFIGS / name),
-                         "-o", str(tmp_path / "md"))
+    code, out, err = run(
+        capsys,
+        MODEL[name],
+        "-m",
+        "compile_only",
+        "-p",
+        str(CONFIGS / name),
+        "-o",
+        str(tmp_path / "md"),
+    )
     assert code == 0, err
     assert list((tmp_path / "md").glob("cs_*/plan.json"))
 
 
 @pytest.mark.parametrize("name", ["gpt3_xl_tf.yaml", "gptj_6B_pt.yaml"])
 def test_pipelined_compile_of_billion_parameter_configs_says_use_weight_streaming(
-        capsys, tmp_path, monkeypatch, name):
+    capsys, tmp_path, monkeypatch, name
+):
     monkeypatch.delenv("CS2SIM_FLOW", raising=False)
-    code, out, err = run(capsys, MODEL[name], "-m", "compile_only", "-p", str(CONFIGS / name),
-                         "-o", str(tmp_path / "md"))
+    code, out, err = run(
+        capsys,
+        MODEL[name],
+        "-m",
+        "compile_only",
+        "-p",
+        str(CONFIGS / name),
+        "-o",
+        str(tmp_path / "md"),
+    )
     assert code != 0 and err.count("\n") == 1
     assert "of on-wafer memory in pipelined mode" in err and "python-ws" in err, err

@@ -27,21 +27,29 @@ DOC = ROOT / "docs" / "training.md"  # the page whose "Training on the host" sec
 def doc_training_commands() -> list[str]:
     """The `cd runtime/modelzoo/... && python run.py ...` lines of docs/training.md's host part."""
     text = DOC.read_text()
-    section = text[text.index("\n## Training on the host"):]
+    section = text[text.index("\n## Training on the host") :]
     end = section.find("\n## ", 1)
     section = section if end < 0 else section[:end]
-    return [line.strip() for line in section.splitlines()
-            if line.strip().startswith("cd runtime/modelzoo/")]
+    return [
+        line.strip()
+        for line in section.splitlines()
+        if line.strip().startswith("cd runtime/modelzoo/")
+    ]
 
 
 def clean_env() -> dict[str, str]:
     """The environment of a fresh shell where nothing was activated."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "CS2SIM_VENV",
-                        "CS2SIM_REEXEC")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "CS2SIM_VENV", "CS2SIM_REEXEC")
+    }
     venv_bin = str(Path(sys.prefix) / "bin")
-    path = [p for p in env.get("PATH", "").split(os.pathsep)
-            if p and Path(p).resolve() != Path(venv_bin).resolve()]
+    path = [
+        p
+        for p in env.get("PATH", "").split(os.pathsep)
+        if p and Path(p).resolve() != Path(venv_bin).resolve()
+    ]
     env["PATH"] = os.pathsep.join(path)
     env["OPENBLAS_NUM_THREADS"] = env["OMP_NUM_THREADS"] = "1"
     return env
@@ -79,8 +87,9 @@ def test_doc_training_commands_work_as_written_without_the_venv(checkout, tmp_pa
         out_dir = cmd.split(" -o ")[1].split()[0] if " -o " in cmd else None
         if out_dir:  # -o /tmp/fc: keep the test's files in its own directory
             cmd = cmd.replace(f" -o {out_dir}", f" -o {tmp_path / Path(out_dir).name}")
-        done = subprocess.run(["bash", "-c", cmd], cwd=checkout, env=env, capture_output=True,
-                              text=True, timeout=600)
+        done = subprocess.run(
+            ["bash", "-c", cmd], cwd=checkout, env=env, capture_output=True, text=True, timeout=600
+        )
         assert done.returncode == 0, (cmd, done.stdout[-2000:], done.stderr[-2000:])
         assert "Training finished with" in done.stdout, cmd
         assert "Params file: " in done.stdout and "Model directory: " in done.stdout
@@ -92,9 +101,14 @@ def test_doc_training_commands_work_as_written_without_the_venv(checkout, tmp_pa
 @pytest.mark.skipif(not IN_VENV, reason="the project is not installed in a venv here")
 def test_an_interpreter_without_numpy_re_executes_in_the_projects_venv(checkout):
     run_py = checkout / "runtime" / "modelzoo" / "fc_mnist" / "run.py"
-    done = subprocess.run([sys.base_prefix + "/bin/python3", "-S", str(run_py), "--help"],
-                          cwd=run_py.parent, env=clean_env(), capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(
+        [sys.base_prefix + "/bin/python3", "-S", str(run_py), "--help"],
+        cwd=run_py.parent,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage: run.py")
 
@@ -104,14 +118,21 @@ def test_without_a_venv_the_error_says_how_to_install(checkout):
     if link.is_symlink():
         link.unlink()
     run_py = checkout / "runtime" / "modelzoo" / "gpt2" / "run.py"
-    done = subprocess.run([sys.base_prefix + "/bin/python3", "-S", str(run_py), "--help"],
-                          cwd=run_py.parent, env=clean_env(), capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(
+        [sys.base_prefix + "/bin/python3", "-S", str(run_py), "--help"],
+        cwd=run_py.parent,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and done.stderr.startswith(
-        "error: run.py needs the Python package 'numpy', which ")
-    assert done.stderr.endswith(f"cd {checkout} && python3 -m venv .venv && .venv/bin/pip "
-                                "install -e .\n")
+        "error: run.py needs the Python package 'numpy', which "
+    )
+    assert done.stderr.endswith(
+        f"cd {checkout} && python3 -m venv .venv && .venv/bin/pip install -e .\n"
+    )
 
 
 def test_project_root_is_the_checkout_only_for_a_run_py_inside_one(tmp_path):

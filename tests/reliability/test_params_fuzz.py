@@ -37,10 +37,18 @@ from cs2sim.system.errors import CsError
 
 ROOT = Path(__file__).resolve().parents[2]
 SEEDS = sorted((ROOT / "tests" / "modelzoo" / "configs").glob("*.yaml")) + sorted(
-    (ROOT / "runtime" / "modelzoo").glob("*/configs/*.yaml"))
+    (ROOT / "runtime" / "modelzoo").glob("*/configs/*.yaml")
+)
 SEED_TEXT = [(p, p.read_text()) for p in SEEDS]
-MODEL_OF = {"fc": "fc_mnist", "gpt2": "gpt2", "gpt3": "gpt2", "gptj": "gptj", "bert": "bert",
-            "llama": "llama", "params": None}
+MODEL_OF = {
+    "fc": "fc_mnist",
+    "gpt2": "gpt2",
+    "gpt3": "gpt2",
+    "gptj": "gptj",
+    "bert": "bert",
+    "llama": "llama",
+    "params": None,
+}
 
 MAX_SECONDS = 5.0  # per example, on a loaded 2-core CI host; typical is a few milliseconds
 MAX_PEAK_BYTES = 64 << 20  # per example, Python allocations (tracemalloc)
@@ -56,19 +64,34 @@ def model_of(path: Path) -> str:
 
 
 hostile_scalars = st.one_of(
-    st.none(), st.booleans(),
+    st.none(),
+    st.booleans(),
     st.integers(min_value=-(2**70), max_value=2**70),
     st.sampled_from([0, -1, 1, 2**31, 2**53, 2**53 + 1, 2**63, -(2**63)]),
     st.floats(allow_nan=True, allow_infinity=True),
     st.sampled_from([1e308, -1e308, 1e30, 1e-320, 0.5, 2.0, float("inf"), float("nan")]),
     st.text(max_size=20),
-    st.sampled_from(["dynamic", "AdamW", "gelu", "relu", "float16", "cbfloat16", "1e-3", "",
-                     "\x1b[2J", "train", "CosineDecay"]),
+    st.sampled_from(
+        [
+            "dynamic",
+            "AdamW",
+            "gelu",
+            "relu",
+            "float16",
+            "cbfloat16",
+            "1e-3",
+            "",
+            "\x1b[2J",
+            "train",
+            "CosineDecay",
+        ]
+    ),
 )
 hostile_values = st.recursive(
     hostile_scalars,
-    lambda inner: st.one_of(st.lists(inner, max_size=4),
-                            st.dictionaries(st.text(max_size=8), inner, max_size=4)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
     max_leaves=12,
 )
 
@@ -98,15 +121,45 @@ def structural_mutation(draw) -> tuple[Path, str]:
         elif action == "delete" and target:
             del parent[target[-1]]
         else:
-            parent[draw(st.sampled_from(["batch_size", "learning_rate", "max_steps", "x",
-                                         "log_steps", "data_dir", "hidden_size", "runconfig"]))] \
-                = draw(hostile_values)
+            parent[
+                draw(
+                    st.sampled_from(
+                        [
+                            "batch_size",
+                            "learning_rate",
+                            "max_steps",
+                            "x",
+                            "log_steps",
+                            "data_dir",
+                            "hidden_size",
+                            "runconfig",
+                        ]
+                    )
+                )
+            ] = draw(hostile_values)
     return path, yaml.safe_dump(tree, allow_unicode=True)
 
 
-SPLICES = ["&a [1, 2]", "*a", "!!python/object:os.system 'x'", "[[[[[[[[", "{a: *b}", "\t",
-           "\x00", "\x1b[2J", ": : :", "- - -", "? x", "!!binary AAAA", "&b", "<<: *a",
-           "1e308", "0x1F", ".nan", "~"]
+SPLICES = [
+    "&a [1, 2]",
+    "*a",
+    "!!python/object:os.system 'x'",
+    "[[[[[[[[",
+    "{a: *b}",
+    "\t",
+    "\x00",
+    "\x1b[2J",
+    ": : :",
+    "- - -",
+    "? x",
+    "!!binary AAAA",
+    "&b",
+    "<<: *a",
+    "1e308",
+    "0x1F",
+    ".nan",
+    "~",
+]
 
 
 @st.composite
@@ -117,7 +170,7 @@ def textual_mutation(draw) -> tuple[Path, str]:
         if draw(st.booleans()):
             text = text[:at] + draw(st.sampled_from(SPLICES)) + text[at:]
         else:
-            text = text[:at] + text[at + draw(st.integers(0, 40)):]
+            text = text[:at] + text[at + draw(st.integers(0, 40)) :]
     return path, text
 
 
@@ -159,10 +212,17 @@ def check_one(path: Path, text: str, tmp_path_factory) -> None:
 
 # CS2SIM_FUZZ_EXAMPLES=5000 explores further (random, not derandomized) on a developer machine.
 _EXAMPLES = int(os.environ.get("CS2SIM_FUZZ_EXAMPLES", "150"))
-FUZZ = settings(max_examples=_EXAMPLES, deadline=None, derandomize=_EXAMPLES == 150,
-                database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                       HealthCheck.function_scoped_fixture])
+FUZZ = settings(
+    max_examples=_EXAMPLES,
+    deadline=None,
+    derandomize=_EXAMPLES == 150,
+    database=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.function_scoped_fixture,
+    ],
+)
 
 
 @FUZZ

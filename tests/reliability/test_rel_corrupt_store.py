@@ -24,8 +24,13 @@ COMMANDS = "system show; jobs show --all; audit show --last 5; user list"
 
 def _cs(home: Path, commands: str = COMMANDS) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "CS2_HOME": str(home), "CS2_BOOT_SECONDS": "0"}
-    return subprocess.run([sys.executable, "-m", "cs2sim.csshell", "-c", commands], env=env,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "cs2sim.csshell", "-c", commands],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def _one_sentence(p: subprocess.CompletedProcess[str]) -> None:
@@ -86,8 +91,9 @@ def test_a_job_forced_past_the_check_constraint_is_one_sentence(pristine):
     db.close()
     shown = _cs(pristine, "system show")
     assert shown.returncode == 1 and "internal error" not in shown.stderr
-    assert shown.stderr.startswith("error: the system store holds a row for job 1 that no "
-                                   "cs2sim writes")
+    assert shown.stderr.startswith(
+        "error: the system store holds a row for job 1 that no cs2sim writes"
+    )
     assert shown.stderr.count("\n") == 1
 
 
@@ -97,8 +103,11 @@ def test_a_dangling_symlink_as_the_store_is_refused_and_creates_nothing(tmp_path
     outside = tmp_path / "outside" / "planted.db"
     outside.parent.mkdir()
     (home / DB_NAME).symlink_to(outside)
-    with pytest.raises(StoreError, match=r"is a symbolic link \(to .*planted.db\), which "
-                                         r"cs2sim does not follow"):
+    with pytest.raises(
+        StoreError,
+        match=r"is a symbolic link \(to .*planted.db\), which "
+        r"cs2sim does not follow",
+    ):
         Store.open(home)
     shown = _cs(home, "system show")
     assert shown.returncode == 1 and shown.stderr.count("\n") == 1

@@ -34,8 +34,9 @@ from cs2sim.system.store_remote import SOCKET_NAME, running, service_pid
 from cs2sim.system.wire import recv_obj, send_obj
 
 CAN = os.geteuid() == 0 and shutil.which("useradd") and shutil.which("groupadd")
-pytestmark = pytest.mark.skipif(not CAN, reason="needs root and useradd/groupadd to create "
-                                "OS users who share the store")
+pytestmark = pytest.mark.skipif(
+    not CAN, reason="needs root and useradd/groupadd to create OS users who share the store"
+)
 
 
 @pytest.fixture
@@ -47,8 +48,11 @@ def members() -> Iterator[list[pwd.struct_passwd]]:
     subprocess.run(["groupadd", group], check=True, capture_output=True)
     try:
         for name in names:
-            subprocess.run(["useradd", "-M", "-N", "-g", group, "-s", "/usr/sbin/nologin", name],
-                           check=True, capture_output=True)
+            subprocess.run(
+                ["useradd", "-M", "-N", "-g", group, "-s", "/usr/sbin/nologin", name],
+                check=True,
+                capture_output=True,
+            )
         yield [pwd.getpwnam(n) for n in names]
     finally:
         for name in names:
@@ -81,8 +85,12 @@ def shared(members: list[pwd.struct_passwd]) -> Iterator[Path]:
 
 
 def _env(home: Path) -> dict[str, str]:
-    return {"CS2_HOME": str(home), "PATH": "/usr/bin:/bin", "HOME": "/nonexistent",
-            "CS2_BOOT_SECONDS": "0"}
+    return {
+        "CS2_HOME": str(home),
+        "PATH": "/usr/bin:/bin",
+        "HOME": "/nonexistent",
+        "CS2_BOOT_SECONDS": "0",
+    }
 
 
 def _raw(home: Path, request: dict[str, Any]) -> dict[str, Any]:
@@ -121,16 +129,16 @@ def _start_as(user: pwd.struct_passwd, fn: Callable[[], Any], env: dict[str, str
 # -- no SQL, no claims --------------------------------------------------------------------------
 SQL_ATTACKS = {
     "rewrite an audit row": "INSERT OR REPLACE INTO audit (id, at, user, system, command,"
-                            " from_state, to_state, outcome) VALUES (1, 0, 'x', '', 'x', '', '',"
-                            " 'ok')",
+    " from_state, to_state, outcome) VALUES (1, 0, 'x', '', 'x', '', '',"
+    " 'ok')",
     "replace a job": "INSERT OR REPLACE INTO jobs (id, system, user, mode, command, state, host,"
-                     " started_at) VALUES (1, 'cs2-1', 'root', 'PIPELINED', 'x', 'RUNNING',"
-                     " 'h', 0)",
+    " started_at) VALUES (1, 'cs2-1', 'root', 'PIPELINED', 'x', 'RUNNING',"
+    " 'h', 0)",
     "take a node": "INSERT OR REPLACE INTO allocations (node, job_id) VALUES ('n1', 1)",
     "re-attribute a job": "UPDATE jobs SET user = 'root'",
     "make me admin": "UPDATE users SET role = 'admin'",
     "zeroblob amplification": "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r"
-                              " WHERE i < 100000) SELECT zeroblob(100000) FROM r",
+    " WHERE i < 100000) SELECT zeroblob(100000) FROM r",
 }
 
 
@@ -154,11 +162,19 @@ def _member_attacks(home: Path) -> dict[str, Any]:
     except CsError as e:
         out["sql through Store"] = f"refused: {e}"
     # the typed requests with what the service fills itself: refused, not believed
-    out["claim a pid"] = _raw(home, {"op": "job.register", "args": {
-        "system": "cs2-1", "mode": {"$e": "ExecMode", "v": "PIPELINED"}, "command": "x",
-        "pid": 1}})
-    out["claim a user"] = _raw(home, {"op": "queue.cancel", "args": {"job_id": 1,
-                                                                      "user": "root"}})
+    out["claim a pid"] = _raw(
+        home,
+        {
+            "op": "job.register",
+            "args": {
+                "system": "cs2-1",
+                "mode": {"$e": "ExecMode", "v": "PIPELINED"},
+                "command": "x",
+                "pid": 1,
+            },
+        },
+    )
+    out["claim a user"] = _raw(home, {"op": "queue.cancel", "args": {"job_id": 1, "user": "root"}})
     out["claim admin"] = _raw(home, {"op": "queue.cancel", "args": {"job_id": 1, "admin": True}})
     me = users.local_identity(store)
     try:
@@ -186,8 +202,8 @@ def test_a_member_can_send_no_sql_and_claim_nothing(shared, member):
     assert "takes no argument 'admin'" in res["claim admin"]["error"]["message"]
     assert "needs the admin role" in res["standby"]
     after = _log(shared)
-    assert after[:len(before)] == before  # only appended to
-    assert [(u, c) for _, u, c, _ in after[len(before):]] == [(member.pw_name, "system standby")]
+    assert after[: len(before)] == before  # only appended to
+    assert [(u, c) for _, u, c, _ in after[len(before) :]] == [(member.pw_name, "system standby")]
     with Store.open(shared) as store:
         assert users.list_users(store) == accounts
         assert Machine(store).status().state is State.ACTIVE
@@ -206,8 +222,12 @@ def test_a_member_uses_the_shared_store_through_operations(shared, member):
             failed = "in"
         except CsError as e:
             failed = str(e)
-        return (who.name, str(Machine(store).status().state),
-                [e.user for e in entries(store)], failed)
+        return (
+            who.name,
+            str(Machine(store).status().state),
+            [e.user for e in entries(store)],
+            failed,
+        )
 
     name, state, log_users, failed = run_as(member, work, _env(shared))
     assert (name, state) == ("alice", "STANDBY") and "Login failed" in failed
@@ -221,9 +241,12 @@ def test_the_audit_log_is_append_only_for_its_owner_too(home):
         Machine(store).standby(users.local_identity(store))  # one row to attack
     db = sqlite3.connect(home / DB_NAME, isolation_level=None)
     row = db.execute("SELECT id FROM audit").fetchone()
-    for sql in ("UPDATE audit SET detail = 'nothing'", "DELETE FROM audit",
-                f"INSERT OR REPLACE INTO audit (id, at, user, system, command, from_state,"
-                f" to_state, outcome) VALUES ({row[0]}, 0, 'x', '', 'x', '', '', 'ok')"):
+    for sql in (
+        "UPDATE audit SET detail = 'nothing'",
+        "DELETE FROM audit",
+        f"INSERT OR REPLACE INTO audit (id, at, user, system, command, from_state,"
+        f" to_state, outcome) VALUES ({row[0]}, 0, 'x', '', 'x', '', '', 'ok')",
+    ):
         with pytest.raises(sqlite3.IntegrityError, match="append-only"):
             db.execute(sql)
     db.close()
@@ -233,11 +256,13 @@ def test_the_audit_log_is_append_only_for_its_owner_too(home):
 def test_the_owners_cancel_never_signals_a_process_the_member_named(shared, member):
     victim = subprocess.Popen(["sleep", "60"])  # one of the owner's processes
     try:
+
         def register() -> tuple[int, int | None, str, int]:
             store = Store.open(shared)
             machine = Machine(store)
-            job = machine.register_job(users.local_identity(store), ExecMode.PIPELINED,
-                                       "run.py", victim.pid)  # the pid it claims is ignored
+            job = machine.register_job(
+                users.local_identity(store), ExecMode.PIPELINED, "run.py", victim.pid
+            )  # the pid it claims is ignored
             return job.id, job.pid, job.user, os.getpid()
 
         job_id, pid, user, member_pid = run_as(member, register, _env(shared))
@@ -253,15 +278,17 @@ def test_the_owners_cancel_never_signals_a_process_the_member_named(shared, memb
 
 def test_a_member_cannot_end_or_cancel_anothers_job(shared, member):
     with Store.open(shared) as store:
-        owner_job = Machine(store).register_job(users.local_identity(store), ExecMode.PIPELINED,
-                                                "run.py", os.getpid())
+        owner_job = Machine(store).register_job(
+            users.local_identity(store), ExecMode.PIPELINED, "run.py", os.getpid()
+        )
 
     def attack() -> list[str]:
         store = Store.open(shared)
         out = []
-        for attempt in (lambda: Machine(store).finish_job(owner_job.id, "FAILED"),
-                        lambda: Machine(store).cancel_job(users.local_identity(store),
-                                                          owner_job.id)):
+        for attempt in (
+            lambda: Machine(store).finish_job(owner_job.id, "FAILED"),
+            lambda: Machine(store).cancel_job(users.local_identity(store), owner_job.id),
+        ):
             try:
                 attempt()
                 out.append("done")
@@ -270,8 +297,7 @@ def test_a_member_cannot_end_or_cancel_anothers_job(shared, member):
         return out
 
     finish, cancel = run_as(member, attack, _env(shared))
-    assert finish == (f"Job {owner_job.id} belongs to root; only its owner or an admin may end "
-                      "it.")
+    assert finish == (f"Job {owner_job.id} belongs to root; only its owner or an admin may end it.")
     assert cancel.startswith(f"Job {owner_job.id} belongs to root; only its owner or an admin")
     with Store.open(shared) as store:
         assert [j.id for j in Machine(store).running_jobs()] == [owner_job.id]
@@ -286,8 +312,7 @@ def test_a_members_launch_goes_through_the_queue_operations(shared, member):
         job_id = queue.submit(store, request, user="root", pid=1)  # both claims ignored
         job = queue.poll(store, job_id, [])
         queue.finish(store, job_id, "COMPLETED", 0)
-        return (job_id, job.state, job.user, job.pid, os.getpid(),
-                queue.state(store, job_id).state)
+        return (job_id, job.state, job.user, job.pid, os.getpid(), queue.state(store, job_id).state)
 
     job_id, state, user, pid, member_pid, end = run_as(member, launch, _env(shared))
     assert (state, user, pid, end) == ("RUNNING", member.pw_name, member_pid, "COMPLETED")
@@ -305,31 +330,49 @@ def test_a_poisoned_queue_row_is_skipped_and_never_runs(home):
                 "INSERT INTO sched_jobs (id, het_size, name, user, state, reason, request,"
                 " command, pid, pid_start, host, submitted_at) VALUES (900, 1, 'x', 'mallory',"
                 " 'PENDING', 'None', '{\"components\": 5}', 'x', ?, NULL, ?, 0)",
-                (os.getpid(), socket.gethostname()))
+                (os.getpid(), socket.gethostname()),
+            )
             db.execute(
                 "INSERT INTO sched_jobs (id, het_size, name, user, state, reason, request,"
                 " command, pid, pid_start, host, submitted_at) VALUES (901, 1, 'y', 'mallory',"
                 " 'RUNNING', 'None', '{\"components\": 5}', 'x', ?, NULL, ?, 0)",
-                (os.getpid(), socket.gethostname()))
+                (os.getpid(), socket.gethostname()),
+            )
         with pytest.warns(queue.MalformedRow, match="skipped queue job 90"):
             listed = queue.listing(store, all_states=True)
         assert 901 not in [j.id for j in listed.jobs]
         with store.read() as db:  # the pass dropped the pending one: it can never run
             assert db.execute("SELECT state FROM sched_jobs WHERE id = 900").fetchone()[0] == (
-                "CANCELLED")
-    shown = subprocess.run([sys.executable, "-m", "cs2sim.csshell", "-c", "jobs show"],
-                           capture_output=True, text=True, timeout=60)
+                "CANCELLED"
+            )
+    shown = subprocess.run(
+        [sys.executable, "-m", "cs2sim.csshell", "-c", "jobs show"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert shown.returncode == 0, shown.stderr
-    assert shown.stderr == ("warning: skipped queue job 901 of the system store: its row is "
-                            "malformed (TypeError), so it is not listed; the other jobs are not "
-                            "affected\n")
+    assert shown.stderr == (
+        "warning: skipped queue job 901 of the system store: its row is "
+        "malformed (TypeError), so it is not listed; the other jobs are not "
+        "affected\n"
+    )
 
 
 def test_a_malformed_launch_request_is_refused_by_the_service(shared, member):
-    bad = {"op": "queue.submit", "args": {"request": {"$d": "JobRequest", "v": {
-        "components": {"$t": []}, "command": {"$t": ["x"]}}}}}
-    worse = {"op": "queue.submit", "args": {"request": {"$d": "JobRequest", "v": {
-        "components": 5, "command": {"$t": ["x"]}}}}}
+    bad = {
+        "op": "queue.submit",
+        "args": {
+            "request": {
+                "$d": "JobRequest",
+                "v": {"components": {"$t": []}, "command": {"$t": ["x"]}},
+            }
+        },
+    }
+    worse = {
+        "op": "queue.submit",
+        "args": {"request": {"$d": "JobRequest", "v": {"components": 5, "command": {"$t": ["x"]}}}},
+    }
     replies = run_as(member, lambda: (_raw(shared, bad), _raw(shared, worse)), _env(shared))
     assert "launch request is malformed" in replies[0]["error"]["message"]
     assert "is malformed: JobRequest.components" in replies[1]["error"]["message"]
@@ -391,8 +434,7 @@ def test_a_member_dribbling_a_request_blocks_no_one(shared, member):
         with Store.open(shared) as store:  # the owner's standby, while the member dribbles
             status = Machine(store).standby(users.local_identity(store))
         assert status.state is State.STANDBY
-        got = run_as(member, lambda: str(Machine(Store.open(shared)).status().state),
-                     _env(shared))
+        got = run_as(member, lambda: str(Machine(Store.open(shared)).status().state), _env(shared))
         assert got == "STANDBY"
     finally:
         os.kill(pid, signal.SIGKILL)
@@ -404,7 +446,8 @@ def test_an_answer_larger_than_the_limit_is_refused_in_one_sentence(shared, memb
         db.executemany(
             "INSERT INTO audit (at, user, system, command, from_state, to_state, outcome,"
             " detail) VALUES (0, 'root', '', 'x', '', '', 'ok', ?)",
-            [("y" * 256,) for _ in range(30_000)])
+            [("y" * 256,) for _ in range(30_000)],
+        )
 
     def read() -> tuple[str, int]:
         store = Store.open(shared)
@@ -446,17 +489,16 @@ def test_cs_store_stop_by_a_member_is_refused(shared, member):
 
 def test_cs_store_status_never_starts_the_service_and_unshare_ends_sharing(shared, member):
     env = {**os.environ, "CS2_HOME": str(shared)}
-    stopped = subprocess.run(_cs_store("stop"), capture_output=True, text=True, env=env,
-                             timeout=60)
+    stopped = subprocess.run(_cs_store("stop"), capture_output=True, text=True, env=env, timeout=60)
     assert stopped.returncode == 0 and "is stopped" in stopped.stdout and not running(shared)
-    status = subprocess.run(_cs_store("status"), capture_output=True, text=True, env=env,
-                            timeout=60)
+    status = subprocess.run(
+        _cs_store("status"), capture_output=True, text=True, env=env, timeout=60
+    )
     assert status.returncode == 0 and "its service is not running" in status.stdout
     assert not running(shared)
     with Store.open(shared):  # the owner's next open restarts it while shared
         assert running(shared)
-    gone = subprocess.run(_cs_store("unshare"), capture_output=True, text=True, env=env,
-                          timeout=60)
+    gone = subprocess.run(_cs_store("unshare"), capture_output=True, text=True, env=env, timeout=60)
     assert gone.returncode == 0 and "private again" in gone.stdout
     assert not running(shared) and (shared.stat().st_mode & 0o777) == 0o700
 
@@ -477,7 +519,10 @@ def test_an_empty_store_is_refused_not_recreated(tmp_path):
     os.truncate(home / DB_NAME, 0)  # an accident, or someone with write access
     for extra in ("-wal", "-shm"):
         (home / f"{DB_NAME}{extra}").unlink(missing_ok=True)
-    with pytest.raises(StoreError, match=r"exists but holds no store \(0 bytes\), so it was "
-                                         r"not recreated.*move it aside"):
+    with pytest.raises(
+        StoreError,
+        match=r"exists but holds no store \(0 bytes\), so it was "
+        r"not recreated.*move it aside",
+    ):
         Store.open(home)
     assert (home / DB_NAME).stat().st_size == 0  # left as it was, for the owner to look at

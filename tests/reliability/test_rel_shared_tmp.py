@@ -22,8 +22,10 @@ from cs2sim.runtime.data import cache
 from cs2sim.system.paths import UnsafeDirectory, private_dir, user_tmp_dir
 
 OTHER = other_user()
-needs_other = pytest.mark.skipif(OTHER is None, reason="needs root and an unprivileged user to "
-                                 "create a directory as another user")
+needs_other = pytest.mark.skipif(
+    OTHER is None,
+    reason="needs root and an unprivileged user to create a directory as another user",
+)
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -67,8 +69,9 @@ def test_the_launcher_log_dir_created_by_another_user_is_refused(shared_tmp: Pat
     assert sorted(p.name for p in d.iterdir()) == ["planted"]  # nothing made in it
 
 
-def test_a_symlink_or_a_writable_dir_at_the_name_is_refused(shared_tmp: Path,
-                                                           tmp_path: Path) -> None:
+def test_a_symlink_or_a_writable_dir_at_the_name_is_refused(
+    shared_tmp: Path, tmp_path: Path
+) -> None:
     target = tmp_path / "victim"
     target.mkdir()
     (shared_tmp / f"cs2sim-data-{os.getuid()}").symlink_to(target)
@@ -117,15 +120,30 @@ def test_a_cache_entry_with_changed_content_is_built_again(tmp_path: Path, caplo
 
 
 @needs_other
-def test_run_py_refuses_a_planted_cache_dir_in_one_sentence(shared_tmp: Path,
-                                                            tmp_path: Path) -> None:
+def test_run_py_refuses_a_planted_cache_dir_in_one_sentence(
+    shared_tmp: Path, tmp_path: Path
+) -> None:
     _planted(shared_tmp, f"cs2sim-data-{os.getuid()}")
     env = {k: v for k, v in os.environ.items() if k != "CS2_HOME" and not k.startswith("SLURM")}
     env.update(TMPDIR=str(shared_tmp), PYTHONPATH=str(ROOT))
-    r = subprocess.run([sys.executable, str(model_home("fc_mnist") / "run.py"), "-m", "train",
-                        "-p", str(model_home("fc_mnist") / "configs" / "params_small.yaml"),
-                        "-o", str(tmp_path / "md"), "--max_steps", "2"],
-                       env=env, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            str(model_home("fc_mnist") / "run.py"),
+            "-m",
+            "train",
+            "-p",
+            str(model_home("fc_mnist") / "configs" / "params_small.yaml"),
+            "-o",
+            str(tmp_path / "md"),
+            "--max_steps",
+            "2",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     out = r.stdout + r.stderr
     assert r.returncode == 77, out
     assert "Traceback" not in out and f"cs2sim-data-{os.getuid()} is owned by uid" in out

@@ -17,12 +17,22 @@ def state(step: int, seed: int = 0) -> TrainState:
     rng = np.random.default_rng(seed + step)
     return TrainState(
         step=step,
-        model={"fc1.weight": rng.standard_normal((3, 4)).astype(np.float32),
-               "fc1.bias": np.zeros(4, np.float32)},
-        optimizer={"m": {"fc1.weight": np.ones((3, 4), np.float32)}, "t": step, "lr": 1e-3,
-                   "by_int": {0: np.arange(3), 1: "x"}, "betas": (0.9, 0.999)},
-        loss_scaler={"loss_scale": 32768.0, "steps_since_rescale": step,
-                     "overflows_since_rescale": 0},
+        model={
+            "fc1.weight": rng.standard_normal((3, 4)).astype(np.float32),
+            "fc1.bias": np.zeros(4, np.float32),
+        },
+        optimizer={
+            "m": {"fc1.weight": np.ones((3, 4), np.float32)},
+            "t": step,
+            "lr": 1e-3,
+            "by_int": {0: np.arange(3), 1: "x"},
+            "betas": (0.9, 0.999),
+        },
+        loss_scaler={
+            "loss_scale": 32768.0,
+            "steps_since_rescale": step,
+            "overflows_since_rescale": 0,
+        },
         data={"epoch": 1, "position": 17, "perm": np.arange(10)},
         rng={"dropout": np.random.default_rng(5).bit_generator.state},
     )
@@ -87,8 +97,10 @@ def test_damaged_latest_is_skipped_for_previous(tmp_path, damage, caplog):
         got = ckpt.load_latest(tmp_path)
     assert got.step == 10
     np.testing.assert_array_equal(got.model["fc1.weight"], state(10).model["fc1.weight"])
-    assert any("model-ckpt-20.npz" in r.getMessage() and "skipping" in r.getMessage()
-               for r in caplog.records)
+    assert any(
+        "model-ckpt-20.npz" in r.getMessage() and "skipping" in r.getMessage()
+        for r in caplog.records
+    )
     with pytest.raises(ckpt.CorruptCheckpoint):
         ckpt.load_checkpoint(latest)
 
@@ -102,6 +114,7 @@ def test_damage_detected_without_index_by_payload_digest(tmp_path):
     # change one weight byte inside the stored array while keeping the zip's CRC consistent
     import io
     import zipfile
+
     with zipfile.ZipFile(io.BytesIO(bytes(raw))) as zin, zipfile.ZipFile(copy, "w") as zout:
         for info in zin.infolist():
             blob = bytearray(zin.read(info))
@@ -168,11 +181,17 @@ def test_an_unindexed_checkpoint_is_adopted_by_the_next_save(tmp_path):
     assert ckpt.load_latest(tmp_path).step == 20  # the resume starts from it ...
     ckpt.save_checkpoint(tmp_path, state(30), keep_max=3)
     assert [p.name for p in ckpt.list_checkpoints(tmp_path)] == [
-        "model-ckpt-10.npz", "model-ckpt-20.npz", "model-ckpt-30.npz"]
+        "model-ckpt-10.npz",
+        "model-ckpt-20.npz",
+        "model-ckpt-30.npz",
+    ]
     assert ckpt.load_latest(tmp_path).step == 30  # ... and its own next checkpoint is latest
     ckpt.save_checkpoint(tmp_path, state(40), keep_max=3)  # adopted files are pruned too
     assert [p.name for p in ckpt.list_checkpoints(tmp_path)] == [
-        "model-ckpt-20.npz", "model-ckpt-30.npz", "model-ckpt-40.npz"]
+        "model-ckpt-20.npz",
+        "model-ckpt-30.npz",
+        "model-ckpt-40.npz",
+    ]
 
 
 def test_no_checkpoints(tmp_path):
@@ -192,7 +211,8 @@ def test_missing_file_is_one_sentence(tmp_path):
 
 
 def test_a_checkpoint_larger_than_the_model_can_hold_is_refused_before_reading(
-        tmp_path, monkeypatch, caplog):
+    tmp_path, monkeypatch, caplog
+):
     """Declared sizes are checked against the model (model_budget) before any array is read;
     the run falls back to the previous checkpoint, as for a damaged one."""
     ckpt.save_checkpoint(tmp_path, state(1))

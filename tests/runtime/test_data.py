@@ -58,7 +58,8 @@ def children() -> list[str]:
 def no_workers_left() -> bool:
     """Only multiprocessing's own resource tracker (one per interpreter) may remain."""
     return multiprocessing.active_children() == [] and all(
-        "resource_tracker" in c for c in children())
+        "resource_tracker" in c for c in children()
+    )
 
 
 def take(stream, n):
@@ -68,11 +69,14 @@ def take(stream, n):
 def same(a: list[dict], b: list[dict]) -> bool:
     if len(a) != len(b):
         return False
-    return all(x.keys() == y.keys() and all(np.array_equal(x[k], y[k]) for k in x)
-               for x, y in zip(a, b, strict=True))
+    return all(
+        x.keys() == y.keys() and all(np.array_equal(x[k], y[k]) for k in x)
+        for x, y in zip(a, b, strict=True)
+    )
 
 
 # -- MNIST IDX files ------------------------------------------------------------------------------
+
 
 def write_idx(path: Path, arr: np.ndarray, magic: int, gz: bool = False, cut: int = 0) -> None:
     raw = struct.pack(">I", magic) + struct.pack(f">{arr.ndim}I", *arr.shape) + arr.tobytes()
@@ -108,8 +112,9 @@ def test_idx_files_are_read(tmp_path, gz):
     assert b["y"].dtype == np.int32 and list(b["y"]) == list(labels[:8])
     ev = build_input(mnist_params(tmp_path / "mnist"), "eval", "fc_mnist", seed=1)
     assert ev.samples_per_epoch == 8  # 10 t10k images, last partial batch dropped
-    half = next(build_input(mnist_params(tmp_path / "mnist", to_float16=True), "train",
-                            "fc_mnist", seed=1))["x"]
+    half = next(
+        build_input(mnist_params(tmp_path / "mnist", to_float16=True), "train", "fc_mnist", seed=1)
+    )["x"]
     assert half.dtype == np.float32 and not np.array_equal(half, b["x"])
     np.testing.assert_array_equal(half, b["x"].astype(np.float16).astype(np.float32))
 
@@ -137,21 +142,31 @@ def test_truncated_idx_names_the_file(tmp_path, gz):
 def test_wrong_magic_and_missing_labels(tmp_path):
     mnist_dir(tmp_path)
     write_idx(tmp_path / "train-images-idx3-ubyte", np.zeros(40, np.uint8), 0x801)
-    with pytest.raises(ConfigError, match=r"train-images-idx3-ubyte is not an IDX image file "
-                                          r"\(magic 0x00000801, expected 0x00000803\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"train-images-idx3-ubyte is not an IDX image file "
+        r"\(magic 0x00000801, expected 0x00000803\)",
+    ):
         build_input(mnist_params(tmp_path), "train", "fc_mnist", 1)
     (tmp_path / "train-images-idx3-ubyte").unlink()
     (tmp_path / "t10k-labels-idx1-ubyte").unlink()
-    with pytest.raises(ConfigError, match="has t10k-images-idx3-ubyte but no "
-                                          "t10k-labels-idx1-ubyte"):
+    with pytest.raises(
+        ConfigError, match="has t10k-images-idx3-ubyte but no t10k-labels-idx1-ubyte"
+    ):
         build_input(mnist_params(tmp_path), "eval", "fc_mnist", 1)
 
 
 # -- digits fallback ------------------------------------------------------------------------------
 
+
 def test_digits_fallback_shape_range_labels(tmp_path):
-    p = {"train_input": {"data_dir": str(tmp_path / "none"), "batch_size": 1497,
-                         "drop_last_batch": False}}
+    p = {
+        "train_input": {
+            "data_dir": str(tmp_path / "none"),
+            "batch_size": 1497,
+            "drop_last_batch": False,
+        }
+    }
     s = build_input(p, "train", "fc_mnist", 1)
     assert "UCI handwritten digits" in s.source and s.samples_per_epoch == 1497
     b = next(s)
@@ -196,10 +211,19 @@ def test_bilinear_upscale():
 
 # -- token files ----------------------------------------------------------------------------------
 
+
 def lm_params(data_dir, T=8, vocab=1000, **kw) -> dict:
-    return {"train_input": {"data_dir": str(data_dir), "batch_size": 2, "shuffle": False,
-                            "max_sequence_length": T, "vocab_size": vocab, **kw},
-            "model": {"vocab_size": vocab}}
+    return {
+        "train_input": {
+            "data_dir": str(data_dir),
+            "batch_size": 2,
+            "shuffle": False,
+            "max_sequence_length": T,
+            "vocab_size": vocab,
+            **kw,
+        },
+        "model": {"vocab_size": vocab},
+    }
 
 
 @pytest.mark.parametrize("suffix", [".bin", ".npy"])
@@ -229,12 +253,16 @@ def test_token_ids_must_be_below_vocab(tmp_path):
 def test_sequence_longer_than_positions_is_refused(tmp_path):
     p = lm_params(tmp_path, T=64)
     p["model"]["max_position_embeddings"] = 32
-    with pytest.raises(ConfigError, match=r"max_sequence_length \(64\) exceeds "
-                                          r"model.max_position_embeddings \(32\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"max_sequence_length \(64\) exceeds "
+        r"model.max_position_embeddings \(32\)",
+    ):
         build_input(p, "train", "gpt2", 1)
 
 
 # -- byte-level corpus ----------------------------------------------------------------------------
+
 
 def test_build_corpus_bytes_and_eot(tmp_path):
     (tmp_path / "a.py").write_bytes(b"ab")
@@ -261,8 +289,9 @@ def test_stdlib_corpus_is_deterministic_and_cached(tmp_path):
 
 
 def test_corpus_honours_vocab_size():
-    with pytest.raises(ConfigError, match="vocab_size 100 is too small for the built-in "
-                                          "byte-level corpus"):
+    with pytest.raises(
+        ConfigError, match="vocab_size 100 is too small for the built-in byte-level corpus"
+    ):
         build_input(lm_params("", vocab=100), "train", "gpt2", 1)
     s = build_input(lm_params("", T=64, vocab=256), "train", "gpt2", 1)
     assert "ends each file" not in s.source
@@ -270,6 +299,7 @@ def test_corpus_honours_vocab_size():
 
 
 # -- BatchStream: shuffling, resume --------------------------------------------------------------
+
 
 def digits_stream(seed=1, **kw):
     cfg = {"batch_size": 64, "shuffle": True, **kw}
@@ -288,8 +318,9 @@ def test_shuffle_is_deterministic_per_seed_and_epoch():
 
 
 def test_repeat_false_ends_after_one_epoch():
-    s = build_input({"eval_input": {"batch_size": 100}, "train_input": {"batch_size": 1}},
-                    "eval", "fc_mnist", 1)
+    s = build_input(
+        {"eval_input": {"batch_size": 100}, "train_input": {"batch_size": 1}}, "eval", "fc_mnist", 1
+    )
     assert len(list(s)) == 3 and s.state_dict()["epoch"] == 1
 
 
@@ -305,6 +336,7 @@ def test_state_dict_resume_gives_identical_batches():
 
 
 # -- input workers --------------------------------------------------------------------------------
+
 
 @pytest.mark.slow
 def test_workers_yield_the_same_sequence_and_stop_cleanly():
@@ -347,8 +379,7 @@ def test_workers_resume_and_finite_stream():
     ref.load_state_dict({"epoch": 1, "index": 3})
     assert same(take(s, 4), take(ref, 4))
     s.close()
-    ev = build_input({"train_input": {"batch_size": 128, "num_workers": 2}}, "eval",
-                     "fc_mnist", 1)
+    ev = build_input({"train_input": {"batch_size": 128, "num_workers": 2}}, "eval", "fc_mnist", 1)
     assert len(list(ev)) == 2  # 300 eval images, drop_last
     ev.close()
     assert no_workers_left()
@@ -385,19 +416,28 @@ ORPHAN = textwrap.dedent("""\
 @pytest.mark.slow
 def test_workers_never_outlive_the_consumer(how):
     """Normal exit without close() and SIGKILL of the consumer both leave no worker behind."""
-    r = subprocess.run([sys.executable, "-c", ORPHAN, how], capture_output=True, text=True,
-                       timeout=120, env=os.environ)
+    r = subprocess.run(
+        [sys.executable, "-c", ORPHAN, how],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=os.environ,
+    )
     pids = [int(p) for p in r.stdout.split()]
     assert len(pids) == 2, r.stderr
     deadline = time.monotonic() + 30  # orphans poll their parent every 0.1 s
     while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in pids):
         time.sleep(0.05)
-    alive = [p for p in pids if Path(f"/proc/{p}").exists()
-             and "Z" not in Path(f"/proc/{p}/stat").read_text().split()[2]]
+    alive = [
+        p
+        for p in pids
+        if Path(f"/proc/{p}").exists() and "Z" not in Path(f"/proc/{p}/stat").read_text().split()[2]
+    ]
     assert alive == []
 
 
 # -- data_dir lists and AUTOTUNE ------------------------------------------------------------------
+
 
 def _shard_dirs(tmp_path, count: int) -> list[str]:
     """`count` directories; every token of directory d lies in [100 d, 100 d + 80)."""
@@ -445,8 +485,9 @@ def test_missing_entry_of_a_data_dir_list_is_named(tmp_path):
     (tmp_path / "empty").mkdir()
     params = lm_params(dirs[0])
     params["train_input"]["data_dir"] = dirs
-    with pytest.raises(ConfigError,
-                       match=r"train_input.data_dir\[2\] .*empty holds no token files"):
+    with pytest.raises(
+        ConfigError, match=r"train_input.data_dir\[2\] .*empty holds no token files"
+    ):
         build_input(params, "train", "gpt2", 1)
 
 

@@ -14,12 +14,25 @@ from cs2sim.system.errors import ConfigError
 
 
 def params(tmp_path, model="bert", train=None, mp=None):
-    raw = {"train_input": {"batch_size": 8, "max_sequence_length": 32,
-                           "max_predictions_per_seq": 5, **(train or {})},
-           "model": {"vocab_size": 300, "hidden_size": 8, "num_heads": 2,
-                     "num_hidden_layers": 1, "filter_size": 8, "max_position_embeddings": 32,
-                     **(mp or {})},
-           "optimizer": {"learning_rate": 0.01}, "runconfig": {"max_steps": 1, "seed": 3}}
+    raw = {
+        "train_input": {
+            "batch_size": 8,
+            "max_sequence_length": 32,
+            "max_predictions_per_seq": 5,
+            **(train or {}),
+        },
+        "model": {
+            "vocab_size": 300,
+            "hidden_size": 8,
+            "num_heads": 2,
+            "num_hidden_layers": 1,
+            "filter_size": 8,
+            "max_position_embeddings": 32,
+            **(mp or {}),
+        },
+        "optimizer": {"learning_rate": 0.01},
+        "runconfig": {"max_steps": 1, "seed": 3},
+    }
     p, warnings = validate_params(raw, model)
     return p, warnings
 
@@ -29,8 +42,9 @@ def test_masking_as_the_model_zoo_processors(tmp_path):
     stream = build_input(p, "train", "bert", 3)
     b = next(stream)
     v = fallback_vocab()
-    ids, seg, pos, w = (b[k] for k in ("input_ids", "token_type_ids", "masked_lm_positions",
-                                       "masked_lm_weights"))
+    ids, seg, pos, w = (
+        b[k] for k in ("input_ids", "token_type_ids", "masked_lm_positions", "masked_lm_weights")
+    )
     assert ids.shape == (8, 32) and pos.shape == (8, 5) and b["next_sentence_label"].shape == (8,)
     assert (ids[:, 0] == v.cls).all() and (ids[:, -1] == v.sep).all()
     assert ((ids == v.sep).sum(axis=1) == 2).all()  # [CLS] A [SEP] B [SEP]
@@ -56,11 +70,14 @@ def test_a_sample_is_the_same_in_any_batch(tmp_path):
         np.testing.assert_array_equal(np.concatenate([s[k] for s in small]), big[k])
 
 
-@pytest.mark.parametrize(("train", "mp", "total"), [
-    ({"dynamic_mlm_scale": True}, {"mlm_loss_weight": 0.5}, 8.0),  # B / masked; weight unused
-    ({"scale_mlm_weights": True}, {"mlm_loss_weight": 0.5}, 4.0),  # TF: B / masked * weight
-    ({}, {"mlm_loss_weight": 0.5}, 0.5 * 32),  # mask * weight (32 predictions in the batch)
-])
+@pytest.mark.parametrize(
+    ("train", "mp", "total"),
+    [
+        ({"dynamic_mlm_scale": True}, {"mlm_loss_weight": 0.5}, 8.0),  # B / masked; weight unused
+        ({"scale_mlm_weights": True}, {"mlm_loss_weight": 0.5}, 4.0),  # TF: B / masked * weight
+        ({}, {"mlm_loss_weight": 0.5}, 0.5 * 32),  # mask * weight (32 predictions in the batch)
+    ],
+)
 def test_batch_loss_weights_fold_every_scaling(tmp_path, train, mp, total):
     p, _ = params(tmp_path, train=train, mp=mp)
     w = next(build_input(p, "train", "bert", 3))["masked_lm_weights"]
@@ -69,8 +86,27 @@ def test_batch_loss_weights_fold_every_scaling(tmp_path, train, mp, total):
 
 def test_wordpiece_vocab_file(tmp_path):
     f = tmp_path / "vocab.txt"
-    f.write_text("\n".join(["[PAD]", "[unused0]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "def",
-                            "un", "##able", "(", ")", ":", "x", "##y"]) + "\n")
+    f.write_text(
+        "\n".join(
+            [
+                "[PAD]",
+                "[unused0]",
+                "[UNK]",
+                "[CLS]",
+                "[SEP]",
+                "[MASK]",
+                "def",
+                "un",
+                "##able",
+                "(",
+                ")",
+                ":",
+                "x",
+                "##y",
+            ]
+        )
+        + "\n"
+    )
     vocab, index = read_vocab(f)
     assert (vocab.size, vocab.pad, vocab.cls, vocab.sep, vocab.mask) == (14, 0, 3, 4, 5)
     assert vocab.pool == (6, 14)  # random replacements never draw a special token
@@ -87,8 +123,9 @@ def test_vocab_file_sets_the_vocab_size_and_a_missing_one_is_one_warning(tmp_pat
     f.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"]) + "\n")
     p, warnings = params(tmp_path, train={"vocab_file": str(f)}, mp={"vocab_size": None})
     assert p["model"]["vocab_size"] == 7 and not warnings
-    p, warnings = params(tmp_path, train={"vocab_file": str(tmp_path / "gone.txt")},
-                         mp={"vocab_size": None})
+    p, warnings = params(
+        tmp_path, train={"vocab_file": str(tmp_path / "gone.txt")}, mp={"vocab_size": None}
+    )
     assert p["model"]["vocab_size"] == 30522
     assert len(warnings) == 1 and "gone.txt is not there" in warnings[0]
 

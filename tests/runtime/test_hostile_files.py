@@ -28,8 +28,11 @@ def _rewrite_meta(path: Path, edit) -> None:
         arrays = {n: z[n] for n in z.files if not n.startswith("__")}
         tree = json.loads(str(z["__meta__"]))
     meta = edit(tree)
-    members = {**arrays, "__meta__": np.array(meta),
-               "__digest__": np.array(ckpt._digest(arrays, meta))}
+    members = {
+        **arrays,
+        "__meta__": np.array(meta),
+        "__digest__": np.array(ckpt._digest(arrays, meta)),
+    }
     with open(path, "wb") as f:
         np.savez(f, **members)
     index = path.parent / ckpt.INDEX_NAME
@@ -45,16 +48,22 @@ def test_a_forged_checkpoint_falls_back_to_the_previous_one(tmp_path, caplog, ba
     ckpt.save_checkpoint(tmp_path, state(2))
     path = ckpt.save_checkpoint(tmp_path, state(4))
     if bad == "deep":
-        _rewrite_meta(path, lambda t: json.dumps({**t, "rng": {"__dict__": {"x": "[" * 5000
-                                                                               + "]" * 5000}}})
-                      .replace('"[[', "[[").replace(']]"', "]]"))
+        _rewrite_meta(
+            path,
+            lambda t: (
+                json.dumps({**t, "rng": {"__dict__": {"x": "[" * 5000 + "]" * 5000}}})
+                .replace('"[[', "[[")
+                .replace(']]"', "]]")
+            ),
+        )
     else:
         _rewrite_meta(path, lambda t: json.dumps({**t, "step": bad}))
     with caplog.at_level(logging.WARNING, logger="cs2sim.checkpoint"):
         back = ckpt.load_latest(tmp_path)
     assert back is not None and back.step == 2
-    assert [r.message for r in caplog.records if "model-ckpt-4" in r.message
-            and "damaged" in r.message]
+    assert [
+        r.message for r in caplog.records if "model-ckpt-4" in r.message and "damaged" in r.message
+    ]
 
 
 def test_a_deeply_nested_index_is_scanned_past(tmp_path, caplog):
@@ -63,8 +72,7 @@ def test_a_deeply_nested_index_is_scanned_past(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="cs2sim.checkpoint"):
         back = ckpt.load_latest(tmp_path)
     assert back is not None and back.step == 3
-    assert any("unreadable" in r.message and "nests deeper" in r.message
-               for r in caplog.records)
+    assert any("unreadable" in r.message and "nests deeper" in r.message for r in caplog.records)
 
 
 def test_an_index_entry_with_a_forged_step_makes_the_index_untrusted(tmp_path, caplog):
@@ -97,9 +105,14 @@ def test_a_damaged_plan_is_recompiled_with_one_line(tmp_path, caplog, damage):
     first = _compile(tmp_path)
     plan = first.directory / "plan.json"
     doc = json.loads(plan.read_text())
-    plan.write_text({"garbage": "{not json", "deep": "[" * 100_000,
-                     "no kernels": json.dumps({**doc, "kernels": []}),
-                     "other model": json.dumps({**doc, "blocks": ["x"]})}[damage])
+    plan.write_text(
+        {
+            "garbage": "{not json",
+            "deep": "[" * 100_000,
+            "no kernels": json.dumps({**doc, "kernels": []}),
+            "other model": json.dumps({**doc, "blocks": ["x"]}),
+        }[damage]
+    )
     with caplog.at_level(logging.WARNING, logger="cs2sim.compiler"):
         again = _compile(tmp_path)
     assert not again.reused and again.plan == first.plan

@@ -37,7 +37,8 @@ def test_a_layer_without_specs_is_named_with_its_block():
     assert str(e.value) == (
         "layer Softsign in block 'block1' of ResidualMLP has no specs(name, in_shape, names); "
         "define it to list the layer's ops for the CS-2 compiler (docs/own-model.md), or build "
-        "the block from runtime/nn's layers.")
+        "the block from runtime/nn's layers."
+    )
 
 
 def test_a_block_without_specs_is_named_too():

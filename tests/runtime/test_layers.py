@@ -161,8 +161,9 @@ def test_attention_gradients_on_causal_parts(T: int, dropout: float) -> None:
     keep = rng(4).random((1, 2, T, T)) >= dropout
 
     def make() -> CausalSelfAttention:
-        a = CausalSelfAttention(4, 2, rng(), rng(9), dropout=dropout, init=normal(0.3),
-                                out_init=normal(0.3))
+        a = CausalSelfAttention(
+            4, 2, rng(), rng(9), dropout=dropout, init=normal(0.3), out_init=normal(0.3)
+        )
         if dropout:
             a.drop.fixed_mask = keep
         return a
@@ -499,8 +500,7 @@ def test_split_kernels_give_the_same_bits_on_one_or_several_threads(kind, worker
         make = lambda: CausalSelfAttention(96, 4, rng(4), rng(5), dropout=rate)  # noqa: E731
     else:
         make = SoftmaxCrossEntropy
-        xs = [rng(3).standard_normal((64, 3000), dtype=np.float32),
-              rng(4).integers(0, 3000, 64)]
+        xs = [rng(3).standard_normal((64, 3000), dtype=np.float32), rng(4).integers(0, 3000, 64)]
     one = _step_outputs(make, xs, workers_of, 1)
     for n in (2, 3):
         many = _step_outputs(make, xs, workers_of, n)
@@ -515,9 +515,13 @@ def test_gemms_with_epilogues_run_each_block_once(workers_of) -> None:
     from cs2sim.runtime.nn.parallel import gemms
 
     shapes = [(1024, 256, 768), (256, 1024, 256), (7, 5, 3)]
-    ops = [(rng(i).standard_normal((M, K), dtype=np.float32),
-            rng(i + 10).standard_normal((K, N), dtype=np.float32)) for i, (M, K, N) in
-           enumerate(shapes)]
+    ops = [
+        (
+            rng(i).standard_normal((M, K), dtype=np.float32),
+            rng(i + 10).standard_normal((K, N), dtype=np.float32),
+        )
+        for i, (M, K, N) in enumerate(shapes)
+    ]
     for n in (1, 2, 3):
         workers_of(n)
         outs = [np.full((a.shape[0], b.shape[1]), np.nan, np.float32) for a, b in ops]
@@ -528,6 +532,7 @@ def test_gemms_with_epilogues_run_each_block_once(workers_of) -> None:
                 assert np.shares_memory(blk, out) and blk.shape == out[rows, cols].shape
                 count[rows, cols] += 1
                 blk *= 2.0  # an epilogue may change its block in place
+
             return epilogue
 
         gemms([(a, b, o, mark(o, s)) for (a, b), o, s in zip(ops, outs, seen, strict=True)])
@@ -560,7 +565,8 @@ def test_mlp_with_gelu_fused_into_its_products_matches_the_unfused_layers(half, 
 
 @pytest.mark.parametrize("half", ["float32", "cbfloat16"])
 def test_block_with_layer_norms_inside_the_products_matches_the_separate_layers(
-        half, monkeypatch, workers_of):
+    half, monkeypatch, workers_of
+):
     """GPT-2's block runs its residual adds and layer norms on the row blocks of the products
     before them: outputs and every gradient are the bits of the separate layers, on 1 or 2
     threads (2 row blocks here)."""
@@ -570,8 +576,17 @@ def test_block_with_layer_norms_inside_the_products_matches_the_separate_layers(
     def run(fused: bool, n: int):
         workers_of(n)
         monkeypatch.setattr(Block, "_fusable", lambda self: fused)
-        b = Block(128, 4, 512, "gelu", rng(5), rng(6), init=normal(0.1), out_init=normal(0.1),
-                  policy=Policy(half))
+        b = Block(
+            128,
+            4,
+            512,
+            "gelu",
+            rng(5),
+            rng(6),
+            init=normal(0.1),
+            out_init=normal(0.1),
+            policy=Policy(half),
+        )
         y = b.forward(x).copy()
         dx = b.backward(dy).copy()
         return y, dx, {k: v.copy() for k, v in b.grads().items()}

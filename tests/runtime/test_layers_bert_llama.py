@@ -71,8 +71,16 @@ def test_bidirectional_attention_gradients(T: int, dropout: float) -> None:
     keep = rng(4).random((1, 2, T, T)) >= dropout
 
     def make() -> SelfAttention:
-        a = SelfAttention(4, 2, rng(), rng(9), dropout=dropout, init=normal(0.3),
-                          out_init=normal(0.3), causal=False)
+        a = SelfAttention(
+            4,
+            2,
+            rng(),
+            rng(9),
+            dropout=dropout,
+            init=normal(0.3),
+            out_init=normal(0.3),
+            causal=False,
+        )
         if dropout:
             a.drop.fixed_mask = keep
         return a
@@ -94,10 +102,21 @@ def test_bidirectional_attention_sees_the_future() -> None:
 
 @pytest.mark.parametrize("T", [5, 33])
 def test_grouped_query_attention_gradients(T: int) -> None:
-    check_layer(lambda: SelfAttention(8, 4, rng(), init=normal(0.3), out_init=normal(0.3),
-                                      kv_heads=2, qkv_bias=False, rotary_dim=2,
-                                      max_positions=40, rotary_interleaved=False),
-                [(1, T, 8)])
+    check_layer(
+        lambda: SelfAttention(
+            8,
+            4,
+            rng(),
+            init=normal(0.3),
+            out_init=normal(0.3),
+            kv_heads=2,
+            qkv_bias=False,
+            rotary_dim=2,
+            max_positions=40,
+            rotary_interleaved=False,
+        ),
+        [(1, T, 8)],
+    )
 
 
 def test_grouped_query_attention_equals_repeated_key_value_heads() -> None:
@@ -109,8 +128,8 @@ def test_grouped_query_attention_equals_repeated_key_value_heads() -> None:
     hs, C = 2, 8
     for i in (1, 2):  # k, v: head j of the full layer reads group j // 2
         cols = [C + (i - 1) * 2 * hs + (j // 2) * hs + d for j in range(4) for d in range(hs)]
-        full.qkv.p["weight"][:, i * C:(i + 1) * C] = w[:, cols]
-        full.qkv.p["bias"][i * C:(i + 1) * C] = b[cols]
+        full.qkv.p["weight"][:, i * C : (i + 1) * C] = w[:, cols]
+        full.qkv.p["bias"][i * C : (i + 1) * C] = b[cols]
     full.qkv.p["weight"][:, :C], full.qkv.p["bias"][:C] = w[:, :C], b[:C]
     full.proj.p["weight"][:] = gqa.proj.p["weight"]
     x = rng(5).standard_normal((2, 7, 8)).astype(np.float32)
@@ -139,17 +158,33 @@ def test_segment_and_position_embeddings_gradients() -> None:
         layer.backward(w)
         return ()
 
-    errs = check_layer(lambda: BertEmbedding(7, 5, rng(), rng(1), normal(1.0), max_positions=6,
-                                             eps=1e-5),
-                       [], inputs=[ids], grad_inputs=[], forward=fwd, backward=bwd)
+    errs = check_layer(
+        lambda: BertEmbedding(7, 5, rng(), rng(1), normal(1.0), max_positions=6, eps=1e-5),
+        [],
+        inputs=[ids],
+        grad_inputs=[],
+        forward=fwd,
+        backward=bwd,
+    )
     assert {"tte.weight", "wpe.weight", "wte.weight", "ln.weight"} <= set(errs)
 
 
 @pytest.mark.parametrize("dropout", [0.0, 0.2], ids=["fused", "dropout"])
 def test_encoder_block_gradients(dropout: float) -> None:
     def make() -> EncoderBlock:
-        b = EncoderBlock(6, 2, 8, "gelu", rng(), rng(2), eps=1e-5, attn_dropout=dropout,
-                         resid_dropout=dropout, init=normal(0.4), out_init=normal(0.4))
+        b = EncoderBlock(
+            6,
+            2,
+            8,
+            "gelu",
+            rng(),
+            rng(2),
+            eps=1e-5,
+            attn_dropout=dropout,
+            resid_dropout=dropout,
+            init=normal(0.4),
+            out_init=normal(0.4),
+        )
         for i, d in enumerate((b.attn.drop, b.drop_attn, b.drop_mlp)):
             if dropout:
                 shape = (1, 2, 5, 5) if d is b.attn.drop else (1, 5, 6)
@@ -164,8 +199,9 @@ def test_encoder_block_fused_path_is_bit_identical_to_the_layers() -> None:
     dy = rng(4).standard_normal((2, 40, 16)).astype(np.float32)
     out = {}
     for fused in (True, False):
-        b = EncoderBlock(16, 2, 32, "gelu", rng(), rng(2), eps=1e-5, init=normal(0.3),
-                         out_init=normal(0.3))
+        b = EncoderBlock(
+            16, 2, 32, "gelu", rng(), rng(2), eps=1e-5, init=normal(0.3), out_init=normal(0.3)
+        )
         b._fusable = lambda fused=fused: fused  # type: ignore[method-assign]
         y = b.forward(x).copy()
         dx = b.backward(dy).copy()
@@ -181,12 +217,30 @@ def test_llama_block_fused_path_is_bit_identical_to_the_layers() -> None:
     dy = rng(4).standard_normal((2, 40, 16)).astype(np.float32)
     out = {}
     for fused in (True, False):
-        b = Block(16, 4, 24, "swiglu", rng(), rng(2), norm="rmsnorm", kv_heads=2, rotary_dim=4,
-                  max_positions=40, rotary_interleaved=False, qkv_bias=False,
-                  attn_out_bias=False, ffn_bias=False, init=normal(0.3), out_init=normal(0.3))
+        b = Block(
+            16,
+            4,
+            24,
+            "swiglu",
+            rng(),
+            rng(2),
+            norm="rmsnorm",
+            kv_heads=2,
+            rotary_dim=4,
+            max_positions=40,
+            rotary_interleaved=False,
+            qkv_bias=False,
+            attn_out_bias=False,
+            ffn_bias=False,
+            init=normal(0.3),
+            out_init=normal(0.3),
+        )
         b._fusable = lambda fused=fused: fused  # type: ignore[method-assign]
-        out[fused] = (b.forward(x).copy(), b.backward(dy).copy(),
-                      {k: g.copy() for k, g in b.grads().items()})
+        out[fused] = (
+            b.forward(x).copy(),
+            b.backward(dy).copy(),
+            {k: g.copy() for k, g in b.grads().items()},
+        )
     np.testing.assert_array_equal(out[True][0], out[False][0])
     np.testing.assert_array_equal(out[True][1], out[False][1])
     for k, g in out[True][2].items():
@@ -194,11 +248,27 @@ def test_llama_block_fused_path_is_bit_identical_to_the_layers() -> None:
 
 
 def test_llama_block_gradients() -> None:
-    check_layer(lambda: Block(8, 4, 6, "swiglu", rng(), rng(2), norm="rmsnorm", kv_heads=2,
-                              rotary_dim=2, max_positions=8, rotary_interleaved=False,
-                              qkv_bias=False, attn_out_bias=False, ffn_bias=False,
-                              init=normal(0.4), out_init=normal(0.4)),
-                [(1, 5, 8)])
+    check_layer(
+        lambda: Block(
+            8,
+            4,
+            6,
+            "swiglu",
+            rng(),
+            rng(2),
+            norm="rmsnorm",
+            kv_heads=2,
+            rotary_dim=2,
+            max_positions=8,
+            rotary_interleaved=False,
+            qkv_bias=False,
+            attn_out_bias=False,
+            ffn_bias=False,
+            init=normal(0.4),
+            out_init=normal(0.4),
+        ),
+        [(1, 5, 8)],
+    )
 
 
 def test_mlm_head_gradients_with_a_position_gathered_twice() -> None:
@@ -207,9 +277,21 @@ def test_mlm_head_gradients_with_a_position_gathered_twice() -> None:
     def fwd(layer, xs):
         return layer.forward(xs[0], positions)
 
-    check_layer(lambda: MLMHead(5, 7, rng(), act="gelu", eps=1e-5, tied_to=None, ffn_bias=True,
-                                out_bias=True, init=normal(0.5)),
-                [(2, 4, 5)], forward=fwd)
+    check_layer(
+        lambda: MLMHead(
+            5,
+            7,
+            rng(),
+            act="gelu",
+            eps=1e-5,
+            tied_to=None,
+            ffn_bias=True,
+            out_bias=True,
+            init=normal(0.5),
+        ),
+        [(2, 4, 5)],
+        forward=fwd,
+    )
 
 
 def test_nsp_head_gradients() -> None:
@@ -218,16 +300,27 @@ def test_nsp_head_gradients() -> None:
 
 @pytest.mark.parametrize("nsp", [True, False])
 def test_bert_head_loss_gradients_tied_and_weighted(nsp: bool) -> None:
-    labels = {"masked_lm_positions": np.array([[1, 3], [2, 0]]),
-              "masked_lm_ids": np.array([[4, 1], [6, 0]]),
-              "masked_lm_weights": np.array([[1.5, 0.5], [2.0, 0.0]]),
-              "next_sentence_label": np.array([1, 0])}
+    labels = {
+        "masked_lm_positions": np.array([[1, 3], [2, 0]]),
+        "masked_lm_ids": np.array([[4, 1], [6, 0]]),
+        "masked_lm_weights": np.array([[1.5, 0.5], [2.0, 0.0]]),
+        "next_sentence_label": np.array([1, 0]),
+    }
 
     class Head(BertHead):  # the tied embedding lives in the embedding block; own it here
         def __init__(self) -> None:
             emb = Embedding(7, 5, rng(), normal(1.0))
-            mlm = MLMHead(5, 7, rng(1), act="gelu", eps=1e-5, tied_to=emb, ffn_bias=True,
-                          out_bias=True, init=normal(0.5))
+            mlm = MLMHead(
+                5,
+                7,
+                rng(1),
+                act="gelu",
+                eps=1e-5,
+                tied_to=emb,
+                ffn_bias=True,
+                out_bias=True,
+                init=normal(0.5),
+            )
             super().__init__(mlm, NSPHead(5, rng(2), init=normal(0.5)) if nsp else None)
             self.emb = emb
 
@@ -241,15 +334,29 @@ def test_bert_head_loss_gradients_tied_and_weighted(nsp: bool) -> None:
 def test_bert_head_padding_predictions_do_not_count() -> None:
     """A weight-0 prediction adds nothing to the loss or to any gradient."""
     h = rng(1).standard_normal((1, 4, 5)).astype(np.float32)
-    base = {"masked_lm_positions": np.array([[1, 0]]), "masked_lm_ids": np.array([[4, 0]]),
-            "masked_lm_weights": np.array([[1.0, 0.0]], np.float32),
-            "next_sentence_label": np.array([1])}
+    base = {
+        "masked_lm_positions": np.array([[1, 0]]),
+        "masked_lm_ids": np.array([[4, 0]]),
+        "masked_lm_weights": np.array([[1.0, 0.0]], np.float32),
+        "next_sentence_label": np.array([1]),
+    }
     other = dict(base, masked_lm_ids=np.array([[4, 6]]))
     losses = []
     for labels in (base, other):
-        head = BertHead(MLMHead(5, 7, rng(), act="gelu", eps=1e-5, tied_to=None, ffn_bias=True,
-                                out_bias=True, init=normal(0.5)),
-                        NSPHead(5, rng(2), init=normal(0.5)))
+        head = BertHead(
+            MLMHead(
+                5,
+                7,
+                rng(),
+                act="gelu",
+                eps=1e-5,
+                tied_to=None,
+                ffn_bias=True,
+                out_bias=True,
+                init=normal(0.5),
+            ),
+            NSPHead(5, rng(2), init=normal(0.5)),
+        )
         losses.append((head.forward(h, labels), head.backward(1.0).copy()))
     assert losses[0][0] == losses[1][0]
     np.testing.assert_array_equal(losses[0][1], losses[1][1])

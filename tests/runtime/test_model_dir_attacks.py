@@ -47,8 +47,11 @@ def outside(tmp_path: Path) -> Path:
 
 def _untouched(outside: Path) -> bool:
     secret = outside / "secret"
-    return (sorted(p.name for p in outside.iterdir()) == ["secret"]
-            and secret.read_text() == "keep me\n" and secret.stat().st_mode & 0o777 == 0o600)
+    return (
+        sorted(p.name for p in outside.iterdir()) == ["secret"]
+        and secret.read_text() == "keep me\n"
+        and secret.stat().st_mode & 0o777 == 0o600
+    )
 
 
 def test_symlinked_subdirectories_are_not_written_through(tmp_path: Path, outside: Path) -> None:
@@ -68,9 +71,9 @@ def test_symlinked_subdirectories_are_not_written_through(tmp_path: Path, outsid
     assert _untouched(outside)
 
 
-def test_the_run_log_is_not_written_through_a_symlink_or_into_a_fifo(tmp_path: Path,
-                                                                     outside: Path,
-                                                                     monkeypatch) -> None:
+def test_the_run_log_is_not_written_through_a_symlink_or_into_a_fifo(
+    tmp_path: Path, outside: Path, monkeypatch
+) -> None:
     md = tmp_path / "md"
     md.mkdir()
     import time as _time
@@ -90,8 +93,9 @@ def test_the_run_log_is_not_written_through_a_symlink_or_into_a_fifo(tmp_path: P
     assert _untouched(outside)
 
 
-def test_planted_temp_names_are_replaced_not_followed_nor_chmodded(tmp_path: Path,
-                                                                   outside: Path) -> None:
+def test_planted_temp_names_are_replaced_not_followed_nor_chmodded(
+    tmp_path: Path, outside: Path
+) -> None:
     md = tmp_path / "md"
     ckpt.save_checkpoint(md, state(10))
     pid = os.getpid()
@@ -104,8 +108,9 @@ def test_planted_temp_names_are_replaced_not_followed_nor_chmodded(tmp_path: Pat
 
 
 @pytest.mark.parametrize("what", ["checkpoint", "model-ckpt-20.npz"])
-def test_a_fifo_in_place_of_the_index_or_a_checkpoint_falls_back(tmp_path: Path, caplog,
-                                                                 what: str) -> None:
+def test_a_fifo_in_place_of_the_index_or_a_checkpoint_falls_back(
+    tmp_path: Path, caplog, what: str
+) -> None:
     md = tmp_path / "md"
     ckpt.save_checkpoint(md, state(10))
     if what == "checkpoint":
@@ -137,8 +142,9 @@ def _npy_header(shape: tuple[int, ...]) -> bytes:
     return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(text)) + text
 
 
-def test_a_tiny_checkpoint_declaring_two_to_the_40_floats_falls_back(tmp_path: Path,
-                                                                     caplog) -> None:
+def test_a_tiny_checkpoint_declaring_two_to_the_40_floats_falls_back(
+    tmp_path: Path, caplog
+) -> None:
     md = tmp_path / "md"
     ckpt.save_checkpoint(md, state(10))
     bad = md / "model-ckpt-20.npz"
@@ -179,34 +185,63 @@ def test_run_py_resumes_past_a_fifo_checkpoint_and_index(tmp_path: Path) -> None
     md = tmp_path / "md"
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
     env.update(PYTHONPATH=str(ROOT), CS2_HOME=str(tmp_path / "home"))
-    run = [sys.executable, str(model_home("fc_mnist") / "run.py"), "-m", "train", "-p",
-           FC_SMALL, "-o", str(md), "--save_checkpoints_steps", "5"]
-    first = subprocess.run([*run, "--max_steps", "5"], env=env, capture_output=True, text=True,
-                           timeout=120)
+    run = [
+        sys.executable,
+        str(model_home("fc_mnist") / "run.py"),
+        "-m",
+        "train",
+        "-p",
+        FC_SMALL,
+        "-o",
+        str(md),
+        "--save_checkpoints_steps",
+        "5",
+    ]
+    first = subprocess.run(
+        [*run, "--max_steps", "5"], env=env, capture_output=True, text=True, timeout=120
+    )
     assert first.returncode == 0, first.stderr
     (md / "checkpoint").unlink()
     os.mkfifo(md / "checkpoint")
     os.mkfifo(md / "model-ckpt-8.npz")
-    second = subprocess.run([*run, "--max_steps", "10"], env=env, capture_output=True,
-                            text=True, timeout=120)  # a hang would be a TimeoutExpired here
+    second = subprocess.run(
+        [*run, "--max_steps", "10"], env=env, capture_output=True, text=True, timeout=120
+    )  # a hang would be a TimeoutExpired here
     out = second.stdout + second.stderr
     assert second.returncode == 0, out
     assert "Traceback" not in out and "is a FIFO" in out
     assert json.loads((md / "checkpoint").read_text())["latest"] == "model-ckpt-10.npz"
 
 
-def test_run_py_refuses_a_symlinked_train_dir_in_one_sentence(tmp_path: Path,
-                                                              outside: Path) -> None:
+def test_run_py_refuses_a_symlinked_train_dir_in_one_sentence(
+    tmp_path: Path, outside: Path
+) -> None:
     md = tmp_path / "md"
     md.mkdir()
     (md / "train").symlink_to(outside)
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
     env.update(PYTHONPATH=str(ROOT), CS2_HOME=str(tmp_path / "home"))
-    r = subprocess.run([sys.executable, str(model_home("fc_mnist") / "run.py"), "-m", "train",
-                        "-p", FC_SMALL, "-o", str(md), "--max_steps", "2"], env=env,
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            str(model_home("fc_mnist") / "run.py"),
+            "-m",
+            "train",
+            "-p",
+            FC_SMALL,
+            "-o",
+            str(md),
+            "--max_steps",
+            "2",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 77 and "Traceback" not in r.stderr
     assert r.stderr.strip().splitlines()[-1] == (
         f"error: {md}/train is a symlink or not a directory, so the run would write outside its "
-        "model directory; remove it, or use another model_dir.")
+        "model directory; remove it, or use another model_dir."
+    )
     assert _untouched(outside)

@@ -52,15 +52,19 @@ TINY_LLAMA = {**TINY_LM, "num_heads": 2, "rotary_dim": 4}
 
 def bert_batch(B: int, T: int, V: int, P: int = 2, seed: int = 0) -> dict[str, np.ndarray]:
     r = np.random.default_rng(seed)
-    pos = np.sort(np.stack([r.choice(np.arange(1, T), P, replace=False) for _ in range(B)]),
-                  axis=1).astype(np.int32)
+    pos = np.sort(
+        np.stack([r.choice(np.arange(1, T), P, replace=False) for _ in range(B)]), axis=1
+    ).astype(np.int32)
     ids = r.integers(0, V, (B, T)).astype(np.int32)
-    return {"input_ids": ids, "token_type_ids": (np.arange(T) >= T // 2)[None].repeat(B, 0)
-            .astype(np.int32), "masked_lm_positions": pos,
-            "masked_lm_ids": r.integers(0, V, (B, P)).astype(np.int32),
-            "masked_lm_weights": np.ones((B, P), np.float32),
-            "next_sentence_label": r.integers(0, 2, B).astype(np.int32),
-            "labels": r.integers(0, 2, B).astype(np.int32)}
+    return {
+        "input_ids": ids,
+        "token_type_ids": (np.arange(T) >= T // 2)[None].repeat(B, 0).astype(np.int32),
+        "masked_lm_positions": pos,
+        "masked_lm_ids": r.integers(0, V, (B, P)).astype(np.int32),
+        "masked_lm_weights": np.ones((B, P), np.float32),
+        "next_sentence_label": r.integers(0, 2, B).astype(np.int32),
+        "labels": r.integers(0, 2, B).astype(np.int32),
+    }
 
 
 def mnist_batch(B: int, seed: int = 0) -> dict[str, np.ndarray]:
@@ -398,18 +402,48 @@ YAML_MODEL_KEYS = {
 # bert_base_MSL128.yaml, RoBERTa, the R1.8 weight-streaming and R2.0 variants) and LLaMA
 # (Release 1.9.1 params_llama_7b.yaml, Release 2.0 params_llama2_70b.yaml) configs
 YAML_MODEL_KEYS["bert"] = {
-    "hidden_size", "use_position_embedding", "use_segment_embedding", "position_embedding_type",
-    "max_position_embeddings", "share_embedding_weights", "num_hidden_layers", "dropout_rate",
-    "layer_norm_epsilon", "num_heads", "attention_dropout_rate", "filter_size",
-    "encoder_nonlinearity", "use_ffn_bias", "use_vsl", "mixed_precision", "boundary_casting",
-    "tf_summary", "vocab_size", "mlm_loss_weight", "enable_vts", "disable_nsp",
-    "attention_kernel", "pooler_nonlinearity", "mlm_loss_scaling", "use_nsp_bias",
+    "hidden_size",
+    "use_position_embedding",
+    "use_segment_embedding",
+    "position_embedding_type",
+    "max_position_embeddings",
+    "share_embedding_weights",
+    "num_hidden_layers",
+    "dropout_rate",
+    "layer_norm_epsilon",
+    "num_heads",
+    "attention_dropout_rate",
+    "filter_size",
+    "encoder_nonlinearity",
+    "use_ffn_bias",
+    "use_vsl",
+    "mixed_precision",
+    "boundary_casting",
+    "tf_summary",
+    "vocab_size",
+    "mlm_loss_weight",
+    "enable_vts",
+    "disable_nsp",
+    "attention_kernel",
+    "pooler_nonlinearity",
+    "mlm_loss_scaling",
+    "use_nsp_bias",
 }
 YAML_MODEL_KEYS["bert_classifier"] = YAML_MODEL_KEYS["bert"] | {
-    "task_dropout", "problem_type", "num_labels", "compute_eval_metrics"}
+    "task_dropout",
+    "problem_type",
+    "num_labels",
+    "compute_eval_metrics",
+}
 YAML_MODEL_KEYS["llama"] = YAML_MODEL_KEYS["gpt2"] - {"use_vsl"} | {
-    "rotary_dim", "use_rms_norm", "norm_type", "attention_module", "extra_attention_params",
-    "embedding_dropout_rate", "use_bfloat16"}
+    "rotary_dim",
+    "use_rms_norm",
+    "norm_type",
+    "attention_module",
+    "extra_attention_params",
+    "embedding_dropout_rate",
+    "use_bfloat16",
+}
 
 
 @pytest.mark.parametrize("name", registry.names())
@@ -417,8 +451,17 @@ def test_schema_accepts_every_model_zoo_key(name: str) -> None:
     entry = registry.get(name)
     assert entry.NAME == name
     assert YAML_MODEL_KEYS[name] <= set(entry.SCHEMA)
-    assert entry.family == {"fc_mnist": "mnist", "gpt2": "lm", "gptj": "lm", "llama": "lm",
-                            "bert": "mlm", "bert_classifier": "pairs"}[name]
+    assert (
+        entry.family
+        == {
+            "fc_mnist": "mnist",
+            "gpt2": "lm",
+            "gptj": "lm",
+            "llama": "lm",
+            "bert": "mlm",
+            "bert_classifier": "pairs",
+        }[name]
+    )
     for key, spec in entry.SCHEMA.items():
         assert spec.doc, key
         assert spec.default is None or spec.choices is None or spec.default in spec.choices, key

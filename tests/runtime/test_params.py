@@ -56,12 +56,14 @@ def error(raw: dict) -> str:
 
 # -- load_params ----------------------------------------------------------------------------------
 
+
 def test_missing_file_message(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ConfigError) as e:
         P.load_params("configs/x.yaml")
-    assert str(e.value) == ("params file configs/x.yaml not found; "
-                            "pass -p/--params with an existing file.")
+    assert str(e.value) == (
+        "params file configs/x.yaml not found; pass -p/--params with an existing file."
+    )
 
 
 def test_yaml_syntax_error_names_file_and_line(tmp_path):
@@ -98,32 +100,46 @@ def test_empty_and_non_mapping_files(tmp_path):
 
 # -- validate_params: errors -----------------------------------------------------------------------
 
+
 def test_wrong_type_names_key_path():
     assert error(minimal(train_input={"batch_size": "abc"})) == (
-        "params.yaml: train_input.batch_size must be an integer, not 'abc'.")
+        "params.yaml: train_input.batch_size must be an integer, not 'abc'."
+    )
     assert error(minimal(optimizer={"learning_rate": "fast"})) == (
-        "params.yaml: optimizer.learning_rate must be a number, a mapping or a list, not 'fast'.")
+        "params.yaml: optimizer.learning_rate must be a number, a mapping or a list, not 'fast'."
+    )
     assert "runconfig.save_losses must be true or false, not 'yes'." in error(
-        minimal(runconfig={"save_losses": "yes"}))
+        minimal(runconfig={"save_losses": "yes"})
+    )
     assert "train_input.shuffle must be true or false, not 1." in error(
-        minimal(train_input={"shuffle": 1}))
+        minimal(train_input={"shuffle": 1})
+    )
 
 
 def test_learning_rate_errors_show_the_bad_value_once(monkeypatch):
     monkeypatch.setattr(P, "optimizer_schema", REAL_OPTIMIZER_SCHEMA)
     assert error(minimal(optimizer={"learning_rate": "fast"})) == (
-        "params.yaml: optimizer.learning_rate must be a number or a schedule, not 'fast'.")
-    bad = [{"scheduler": "linear", "initial_learning_rate": 0.0, "end_learning_rate": 0.01,
-            "steps": 50}, {"scheduler": "cosine", "initial_learning_rate": 0.01,
-                           "decay_steps": "x"}]
+        "params.yaml: optimizer.learning_rate must be a number or a schedule, not 'fast'."
+    )
+    bad = [
+        {
+            "scheduler": "linear",
+            "initial_learning_rate": 0.0,
+            "end_learning_rate": 0.01,
+            "steps": 50,
+        },
+        {"scheduler": "cosine", "initial_learning_rate": 0.01, "decay_steps": "x"},
+    ]
     assert error(minimal(optimizer={"learning_rate": bad})) == (
         "params.yaml: optimizer.learning_rate has a bad schedule: [1].decay_steps must be a "
-        "positive integer, not 'x'.")
+        "positive integer, not 'x'."
+    )
 
 
 def test_bool_is_not_an_integer():
     assert "train_input.batch_size must be an integer, not true." in error(
-        minimal(train_input={"batch_size": True}))
+        minimal(train_input={"batch_size": True})
+    )
 
 
 def test_unknown_section_is_fatal_and_suggests():
@@ -132,13 +148,19 @@ def test_unknown_section_is_fatal_and_suggests():
     assert "allowed: description, train_input, eval_input, model, optimizer, runconfig" in msg
 
 
-@pytest.mark.parametrize("raw, path, phrase", [
-    (minimal(train_input={"batch_size": 0}), "train_input.batch_size", "must be > 0, not 0."),
-    (minimal(model={"dropout": 1.5}), "model.dropout", "must be in [0, 1), not 1.5."),
-    (minimal(runconfig={"max_steps": -5}), "runconfig.max_steps", "must be >= 0, not -5."),
-    (minimal(runconfig={"save_checkpoints_steps": -1}), "runconfig.save_checkpoints_steps",
-     "must be >= 0, not -1."),
-])
+@pytest.mark.parametrize(
+    "raw, path, phrase",
+    [
+        (minimal(train_input={"batch_size": 0}), "train_input.batch_size", "must be > 0, not 0."),
+        (minimal(model={"dropout": 1.5}), "model.dropout", "must be in [0, 1), not 1.5."),
+        (minimal(runconfig={"max_steps": -5}), "runconfig.max_steps", "must be >= 0, not -5."),
+        (
+            minimal(runconfig={"save_checkpoints_steps": -1}),
+            "runconfig.save_checkpoints_steps",
+            "must be >= 0, not -1.",
+        ),
+    ],
+)
 def test_impossible_values(raw, path, phrase):
     assert error(raw) == f"params.yaml: {path} {phrase}"
 
@@ -146,9 +168,11 @@ def test_impossible_values(raw, path, phrase):
 def test_bad_choice_lists_the_choices():
     assert error(minimal(runconfig={"mode": "trian"})) == (
         "params.yaml: runconfig.mode must be one of train, eval, eval_all, train_and_eval, "
-        "not 'trian'.")
+        "not 'trian'."
+    )
     assert "model.activation_fn must be one of relu, tanh, linear, not 'gelu'." in error(
-        minimal(model={"activation_fn": "gelu"}))
+        minimal(model={"activation_fn": "gelu"})
+    )
 
 
 def test_choices_are_case_insensitive_and_normalised():
@@ -157,21 +181,27 @@ def test_choices_are_case_insensitive_and_normalised():
 
 
 def test_required_key_and_bad_section_shape(monkeypatch):
-    assert error({"model": {}}) == ("params.yaml: section train_input is missing; it is "
-                                    "required (at least batch_size).")
+    assert error({"model": {}}) == (
+        "params.yaml: section train_input is missing; it is required (at least batch_size)."
+    )
     assert error({"train_input": {}, "model": {}}).startswith(
-        "params.yaml: train_input.batch_size is required")
+        "params.yaml: train_input.batch_size is required"
+    )
     # no silent defaults for a missing model section
     assert error({"train_input": {"batch_size": 8}}).startswith(
-        "params.yaml: section model is missing; it is required")
+        "params.yaml: section model is missing; it is required"
+    )
     assert error({"train_input": {"batch_size": 8}, "model": None}).startswith(
-        "params.yaml: section model has no keys; it is required")
+        "params.yaml: section model has no keys; it is required"
+    )
     # a misspelt required key: its "unknown key" warning would never be seen, so the error says it
     assert error({"train_input": {"batchsize": 8}, "model": {}}) == (
         "params.yaml: train_input.batch_size is required (samples per batch) and "
-        "train_input.batchsize is not a key; rename batchsize to batch_size.")
+        "train_input.batchsize is not a key; rename batchsize to batch_size."
+    )
     assert error({**minimal(), "model": [1, 2]}) == (
-        "params.yaml: model must be a mapping of keys, not a list.")
+        "params.yaml: model must be a mapping of keys, not a list."
+    )
     monkeypatch.setattr(P, "model_schema", lambda name: REQUIRED_MODEL)
     assert error(minimal()).startswith("params.yaml: model.num_heads is required")
 
@@ -189,10 +219,12 @@ def test_source_names_the_file():
 
 # -- validate_params: warnings, defaults ----------------------------------------------------------
 
+
 def test_unknown_key_warns_with_suggestion_and_is_dropped():
     params, warnings = P.validate_params(minimal(model={"hiden_size": 10, "zzz": 1}), "fc_mnist")
-    assert ("params.yaml: unknown key model.hiden_size ignored (did you mean hidden_size?)"
-            in warnings)
+    assert (
+        "params.yaml: unknown key model.hiden_size ignored (did you mean hidden_size?)" in warnings
+    )
     assert "params.yaml: unknown key model.zzz ignored" in warnings
     # what is ignored is not kept (so never re-serialized into params_train.yaml)
     assert params["model"]["hidden_size"] == 50 and "hiden_size" not in params["model"]
@@ -201,13 +233,23 @@ def test_unknown_key_warns_with_suggestion_and_is_dropped():
 def test_defaults_filled_in_every_section():
     params, warnings = P.validate_params(minimal(), "fc_mnist")
     assert warnings == []
-    for name, schema in [("train_input", S.INPUT_SCHEMA), ("runconfig", S.RUNCONFIG_SCHEMA),
-                         ("csconfig", S.CSCONFIG_SCHEMA), ("model", MODEL),
-                         ("optimizer", OPTIMIZER)]:
+    for name, schema in [
+        ("train_input", S.INPUT_SCHEMA),
+        ("runconfig", S.RUNCONFIG_SCHEMA),
+        ("csconfig", S.CSCONFIG_SCHEMA),
+        ("model", MODEL),
+        ("optimizer", OPTIMIZER),
+    ]:
         assert set(schema) <= set(params[name]), name
     rc = params["runconfig"]
-    assert (rc["log_steps"], rc["checkpoint_steps"], rc["seed"], rc["keep_checkpoint_max"],
-            rc["model_dir"], rc["mode"]) == (100, 0, 1, 5, "./model_dir", "train")
+    assert (
+        rc["log_steps"],
+        rc["checkpoint_steps"],
+        rc["seed"],
+        rc["keep_checkpoint_max"],
+        rc["model_dir"],
+        rc["mode"],
+    ) == (100, 0, 1, 5, "./model_dir", "train")
     assert params["train_input"]["shuffle"] is True and params["train_input"]["num_workers"] == 0
     assert params["optimizer"]["epsilon"] == 1e-8 and params["description"] is None
 
@@ -215,14 +257,19 @@ def test_defaults_filled_in_every_section():
 def test_eval_input_derived_from_train_input():
     params, _ = P.validate_params(minimal(train_input={"data_dir": "./d", "batch_size": 4}), "x")
     ev = params["eval_input"]
-    assert (ev["data_dir"], ev["batch_size"], ev["shuffle"], ev["repeat"]) == ("./d", 4, False,
-                                                                               False)
+    assert (ev["data_dir"], ev["batch_size"], ev["shuffle"], ev["repeat"]) == (
+        "./d",
+        4,
+        False,
+        False,
+    )
     assert params["train_input"]["shuffle"] is True
 
 
 def test_ints_become_floats_and_integral_floats_ints():
-    params, _ = P.validate_params(minimal(optimizer={"learning_rate": 1},
-                                          runconfig={"max_steps": 1e5}), "x")
+    params, _ = P.validate_params(
+        minimal(optimizer={"learning_rate": 1}, runconfig={"max_steps": 1e5}), "x"
+    )
     assert params["optimizer"]["learning_rate"] == 1.0
     assert isinstance(params["optimizer"]["learning_rate"], float)
     assert params["runconfig"]["max_steps"] == 100000
@@ -231,19 +278,33 @@ def test_ints_become_floats_and_integral_floats_ints():
 
 # -- TF and PyTorch spellings ---------------------------------------------------------------------
 
+
 def test_tf_spellings_fill_the_canonical_keys():
-    params, warnings = P.validate_params(minimal(runconfig={
-        "save_summary_steps": 500, "save_checkpoints_steps": 10000, "tf_random_seed": 7}), "x")
+    params, warnings = P.validate_params(
+        minimal(
+            runconfig={
+                "save_summary_steps": 500,
+                "save_checkpoints_steps": 10000,
+                "tf_random_seed": 7,
+            }
+        ),
+        "x",
+    )
     rc = params["runconfig"]
     # TF flow: summaries every save_summary_steps, console lines every log_step_count_steps (100)
     assert (rc["save_summary_steps"], rc["log_steps"], rc["checkpoint_steps"], rc["seed"]) == (
-        500, 100, 10000, 7)
+        500,
+        100,
+        10000,
+        7,
+    )
     assert warnings == []
 
 
 def test_tf_flow_has_two_intervals():
-    params, warnings = P.validate_params(minimal(runconfig={
-        "save_summary_steps": 500, "log_step_count_steps": 20}), "x")
+    params, warnings = P.validate_params(
+        minimal(runconfig={"save_summary_steps": 500, "log_step_count_steps": 20}), "x"
+    )
     rc = params["runconfig"]
     assert (rc["log_steps"], rc["save_summary_steps"], rc["log_step_count_steps"]) == (20, 500, 20)
     assert warnings == []
@@ -253,15 +314,20 @@ def test_tf_flow_has_two_intervals():
 
 
 def test_pytorch_flow_one_interval_for_both():
-    params, warnings = P.validate_params(minimal(runconfig={
-        "log_steps": 7, "save_summary_steps": 500}), "x")
+    params, warnings = P.validate_params(
+        minimal(runconfig={"log_steps": 7, "save_summary_steps": 500}), "x"
+    )
     rc = params["runconfig"]
     assert (rc["log_steps"], rc["save_summary_steps"], rc["log_step_count_steps"]) == (7, 7, None)
-    assert warnings == ["params.yaml: runconfig.save_summary_steps (500) ignored because "
-                        "runconfig.log_steps (7) is also given"]
+    assert warnings == [
+        "params.yaml: runconfig.save_summary_steps (500) ignored because "
+        "runconfig.log_steps (7) is also given"
+    ]
     params, _ = P.validate_params(minimal(), "x")
     assert (params["runconfig"]["log_steps"], params["runconfig"]["save_summary_steps"]) == (
-        100, 100)
+        100,
+        100,
+    )
 
 
 def test_cli_interval_flags_follow_the_files_flow():
@@ -274,14 +340,26 @@ def test_cli_interval_flags_follow_the_files_flow():
 
 
 def test_pytorch_spelling_wins_when_both_given():
-    params, warnings = P.validate_params(minimal(runconfig={
-        "checkpoint_steps": 2000, "save_checkpoints_steps": 10000, "seed": 3,
-        "tf_random_seed": 3, "log_steps": 50, "save_summary_steps": 100}), "x")
+    params, warnings = P.validate_params(
+        minimal(
+            runconfig={
+                "checkpoint_steps": 2000,
+                "save_checkpoints_steps": 10000,
+                "seed": 3,
+                "tf_random_seed": 3,
+                "log_steps": 50,
+                "save_summary_steps": 100,
+            }
+        ),
+        "x",
+    )
     rc = params["runconfig"]
     assert (rc["checkpoint_steps"], rc["seed"], rc["log_steps"]) == (2000, 3, 50)
     assert len(warnings) == 2  # equal seeds are not a conflict
-    assert any("save_checkpoints_steps (10000) ignored because runconfig.checkpoint_steps (2000)"
-               in w for w in warnings)
+    assert any(
+        "save_checkpoints_steps (10000) ignored because runconfig.checkpoint_steps (2000)" in w
+        for w in warnings
+    )
 
 
 def test_eval_steps_zero_means_whole_set():
@@ -329,8 +407,13 @@ def test_reference_fc_mnist_tf_config(tmp_path):
     f.write_text(FC_MNIST_TF)
     params, warnings = P.validate_params(P.load_params(f), "fc_mnist")
     rc = params["runconfig"]
-    assert (rc["log_steps"], rc["checkpoint_steps"], rc["keep_checkpoint_max"], rc["cs_ip"],
-            rc["max_steps"]) == (100, 10000, 2, None, 100000)
+    assert (
+        rc["log_steps"],
+        rc["checkpoint_steps"],
+        rc["keep_checkpoint_max"],
+        rc["cs_ip"],
+        rc["max_steps"],
+    ) == (100, 10000, 2, None, 100000)
     assert rc["save_summary_steps"] == 500  # TF: summaries every 500, console lines every 100
     assert params["model"]["hidden_sizes"] == [500, 300]
     assert params["eval_input"]["batch_size"] == 256
@@ -339,6 +422,7 @@ def test_reference_fc_mnist_tf_config(tmp_path):
 
 
 # -- write_params ---------------------------------------------------------------------------------
+
 
 def test_write_params_round_trip_and_atomic(tmp_path):
     params, _ = P.validate_params(minimal(model={"hidden_sizes": (3, 4)}), "x")
@@ -353,12 +437,22 @@ def test_write_params_round_trip_and_atomic(tmp_path):
 
 # -- CLI overrides --------------------------------------------------------------------------------
 
+
 def test_cli_overrides_runconfig():
-    params, _ = P.validate_params(minimal(runconfig={"max_steps": 10, "multireplica": True,
-                                                     "save_checkpoints_steps": 5}), "x")
-    out = P.apply_cli_overrides(params, {"max_steps": 99, "multireplica": None, "mode": "eval",
-                                         "save_checkpoints_steps": 3, "eval_steps": 0,
-                                         "params": "configs/p.yaml"})
+    params, _ = P.validate_params(
+        minimal(runconfig={"max_steps": 10, "multireplica": True, "save_checkpoints_steps": 5}), "x"
+    )
+    out = P.apply_cli_overrides(
+        params,
+        {
+            "max_steps": 99,
+            "multireplica": None,
+            "mode": "eval",
+            "save_checkpoints_steps": 3,
+            "eval_steps": 0,
+            "params": "configs/p.yaml",
+        },
+    )
     rc = out["runconfig"]
     assert (rc["max_steps"], rc["multireplica"], rc["mode"]) == (99, True, "eval")
     assert rc["checkpoint_steps"] == 3 and rc["eval_steps"] is None
@@ -375,6 +469,7 @@ def test_cli_override_is_validated():
 
 # -- resolve_precision (Model Zoo's mixed-precision keys, docs/sources.md)
 # ------------------------------------------------------------
+
 
 def resolved(model: dict, optimizer: dict | None = None, csconfig: dict | None = None):
     raw = minimal(model=model, optimizer=optimizer or {}, csconfig=csconfig or {})
@@ -399,24 +494,30 @@ def test_cbfloat16_without_dls_is_the_reference_error():
     assert str(e.value) == (
         "In order to use cbfloat16, dynamic loss scaling must be enabled. Otherwise, gradients "
         "might underflow/overflow in the middle of training and cause NaNs. Please set "
-        "`loss_scaling_factor` to `dynamic` to use cbfloat16.")
-    half, warnings, _ = resolved({"mixed_precision": True, "fp16_type": "cbfloat16"},
-                                 {"loss_scaling_factor": "dynamic"})
+        "`loss_scaling_factor` to `dynamic` to use cbfloat16."
+    )
+    half, warnings, _ = resolved(
+        {"mixed_precision": True, "fp16_type": "cbfloat16"}, {"loss_scaling_factor": "dynamic"}
+    )
     assert (half, warnings) == ("cbfloat16", [])
 
 
 def test_bfloat16_with_dls_warns_and_sets_factor_to_one():
-    half, warnings, params = resolved({"mixed_precision": True, "fp16_type": "bfloat16"},
-                                      {"loss_scaling_factor": "dynamic"})
+    half, warnings, params = resolved(
+        {"mixed_precision": True, "fp16_type": "bfloat16"}, {"loss_scaling_factor": "dynamic"}
+    )
     assert half == "bfloat16"
-    assert warnings == ["No need to use DLS for loss when half dtype is bfloat16. "
-                        "Setting `loss_scaling_factor ` to `1.0`."]
+    assert warnings == [
+        "No need to use DLS for loss when half dtype is bfloat16. "
+        "Setting `loss_scaling_factor ` to `1.0`."
+    ]
     assert params["optimizer"]["loss_scaling_factor"] == 1.0
 
 
 def test_legacy_flags_map_to_fp16_type():
-    half, warnings, _ = resolved({"mixed_precision": True}, {"loss_scaling_factor": "dynamic"},
-                                 {"use_cbfloat16": True})
+    half, warnings, _ = resolved(
+        {"mixed_precision": True}, {"loss_scaling_factor": "dynamic"}, {"use_cbfloat16": True}
+    )
     assert (half, warnings) == ("cbfloat16", [])
     half, warnings, _ = resolved({"mixed_precision": True, "use_bfloat16": True})
     assert half == "bfloat16"
@@ -424,8 +525,9 @@ def test_legacy_flags_map_to_fp16_type():
 
 
 def test_bad_fp16_type_and_model_to_float16():
-    with pytest.raises(ConfigError, match="model.fp16_type must be one of float16, bfloat16, "
-                                          "cbfloat16, not 'half'"):
+    with pytest.raises(
+        ConfigError, match="model.fp16_type must be one of float16, bfloat16, cbfloat16, not 'half'"
+    ):
         resolved({"mixed_precision": True, "fp16_type": "half"})
     params, _ = P.validate_params(minimal(), "x")
     params["model"]["to_float16"] = True
@@ -439,8 +541,10 @@ def test_precision_opt_level_in_model_moves_to_runconfig():
     _, warnings = MP.resolve_precision(params)
     assert params["runconfig"]["precision_opt_level"] == 0
     assert "precision_opt_level" not in params["model"]
-    assert warnings == ['Passing `precision_opt_level` via `model` params is deprecated. '
-                        'Please use `params["runconfig"]["precision_opt_level"]`']
+    assert warnings == [
+        "Passing `precision_opt_level` via `model` params is deprecated. "
+        'Please use `params["runconfig"]["precision_opt_level"]`'
+    ]
 
 
 # -- the reference configs against the real model schemas (runtime/modelzoo) ----------------------
@@ -601,9 +705,16 @@ runconfig:
 """
 
 
-@pytest.mark.parametrize("model_name, text", [
-    ("fc_mnist", FC_MNIST_TF), ("fc_mnist", FC_MNIST_PT), ("gpt2", GPT2_TF), ("gpt2", GPT2_PT),
-], ids=["fc_mnist-tf", "fc_mnist-pt", "gpt2-tf", "gpt2-pt"])
+@pytest.mark.parametrize(
+    "model_name, text",
+    [
+        ("fc_mnist", FC_MNIST_TF),
+        ("fc_mnist", FC_MNIST_PT),
+        ("gpt2", GPT2_TF),
+        ("gpt2", GPT2_PT),
+    ],
+    ids=["fc_mnist-tf", "fc_mnist-pt", "gpt2-tf", "gpt2-pt"],
+)
 def test_reference_configs_with_real_schemas(monkeypatch, tmp_path, model_name, text):
     """Model Zoo's params files verbatim (docs/sources.md): no error, and no warning outside
     `optimizer` (whose schema
@@ -625,30 +736,62 @@ def test_reference_configs_with_real_schemas(monkeypatch, tmp_path, model_name, 
 
 # -- bounds known up front -----------------------------------------------------------------------
 
-@pytest.mark.parametrize(("raw", "message"), [
-    (minimal(eval_input={"batch_size": 1e308}),
-     "params.yaml: eval_input.batch_size must be an integer, not 1e+308."),
-    (minimal(runconfig={"eval_steps": 1e308}),
-     "params.yaml: runconfig.eval_steps must be an integer, not 1e+308."),
-    (minimal(runconfig={"keep_checkpoint_max": 1e308}),
-     "params.yaml: runconfig.keep_checkpoint_max must be an integer, not 1e+308."),
-    (minimal(runconfig={"keep_checkpoint_max": 2**63}),
-     "params.yaml: runconfig.keep_checkpoint_max must be at most 2**53 in size, "
-     f"not {2**63}."),
-    (minimal(runconfig={"keep_checkpoint_max": 2**40}),
-     f"params.yaml: runconfig.keep_checkpoint_max must be in [0, 100000], not {2**40}."),
-    (minimal(train_input={"batch_size": 2**30}),
-     f"params.yaml: train_input.batch_size must be at most 1048576, not {2**30}."),
-    (minimal(optimizer={"learning_rate": 1e30}),
-     "params.yaml: optimizer.learning_rate must be at most 10, not 1e+30; a step that large "
-     "diverges at once (lower it)."),
-    (minimal(optimizer={"learning_rate": [{"scheduler": "Linear", "initial_learning_rate": 0.0,
-                                           "end_learning_rate": 1e30, "steps": 10}]}),
-     "params.yaml: optimizer.learning_rate[0].end_learning_rate must be at most 10, "
-     "not 1e+30; a step that large diverges at once (lower it)."),
-    (minimal(model={"dropout": float("nan")}),
-     "params.yaml: model.dropout must be a finite number, not nan."),
-])
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (
+            minimal(eval_input={"batch_size": 1e308}),
+            "params.yaml: eval_input.batch_size must be an integer, not 1e+308.",
+        ),
+        (
+            minimal(runconfig={"eval_steps": 1e308}),
+            "params.yaml: runconfig.eval_steps must be an integer, not 1e+308.",
+        ),
+        (
+            minimal(runconfig={"keep_checkpoint_max": 1e308}),
+            "params.yaml: runconfig.keep_checkpoint_max must be an integer, not 1e+308.",
+        ),
+        (
+            minimal(runconfig={"keep_checkpoint_max": 2**63}),
+            "params.yaml: runconfig.keep_checkpoint_max must be at most 2**53 in size, "
+            f"not {2**63}.",
+        ),
+        (
+            minimal(runconfig={"keep_checkpoint_max": 2**40}),
+            f"params.yaml: runconfig.keep_checkpoint_max must be in [0, 100000], not {2**40}.",
+        ),
+        (
+            minimal(train_input={"batch_size": 2**30}),
+            f"params.yaml: train_input.batch_size must be at most 1048576, not {2**30}.",
+        ),
+        (
+            minimal(optimizer={"learning_rate": 1e30}),
+            "params.yaml: optimizer.learning_rate must be at most 10, not 1e+30; a step that large "
+            "diverges at once (lower it).",
+        ),
+        (
+            minimal(
+                optimizer={
+                    "learning_rate": [
+                        {
+                            "scheduler": "Linear",
+                            "initial_learning_rate": 0.0,
+                            "end_learning_rate": 1e30,
+                            "steps": 10,
+                        }
+                    ]
+                }
+            ),
+            "params.yaml: optimizer.learning_rate[0].end_learning_rate must be at most 10, "
+            "not 1e+30; a step that large diverges at once (lower it).",
+        ),
+        (
+            minimal(model={"dropout": float("nan")}),
+            "params.yaml: model.dropout must be a finite number, not nan.",
+        ),
+    ],
+)
 def test_bounds_known_up_front_are_checked_at_validation(raw, message):
     assert error(raw) == message
 
@@ -661,16 +804,21 @@ def test_whole_floats_of_sane_size_still_pass_as_integers():
 def test_gpt2_without_model_section_is_refused_with_the_real_schema(monkeypatch):
     monkeypatch.setattr(P, "model_schema", REAL_MODEL_SCHEMA)
     monkeypatch.setattr(P, "optimizer_schema", REAL_OPTIMIZER_SCHEMA)
-    with pytest.raises(ConfigError, match=r"^params.yaml: section model is missing; it is "
-                                          r"required \(the model's shape"):
-        P.validate_params({"train_input": {"batch_size": 2}, "optimizer": {"learning_rate": 0.1}},
-                          "gpt2")
+    with pytest.raises(
+        ConfigError,
+        match=r"^params.yaml: section model is missing; it is "
+        r"required \(the model's shape",
+    ):
+        P.validate_params(
+            {"train_input": {"batch_size": 2}, "optimizer": {"learning_rate": 0.1}}, "gpt2"
+        )
 
 
 def test_embedding_size_must_match_hidden_size():
     P.validate_params(minimal(model={"embedding_size": 50}), "x")  # hidden_size default 50
     assert error(minimal(model={"embedding_size": 64})).startswith(
-        "params.yaml: model.embedding_size (64) must equal model.hidden_size (50) here")
+        "params.yaml: model.embedding_size (64) must equal model.hidden_size (50) here"
+    )
 
 
 def test_data_dir_is_a_string_or_a_list_of_paths():
@@ -679,12 +827,15 @@ def test_data_dir_is_a_string_or_a_list_of_paths():
     assert params["eval_input"]["data_dir"] == ["a", "b"]
     assert error(minimal(train_input={"data_dir": ["a", 3]})) == (
         "params.yaml: train_input.data_dir must be a path or a list of paths; item 1 is 3, "
-        "not a path.")
+        "not a path."
+    )
     assert error(minimal(train_input={"data_dir": []})) == (
-        "params.yaml: train_input.data_dir must name at least one directory, not a list.")
+        "params.yaml: train_input.data_dir must name at least one directory, not a list."
+    )
 
 
 # -- one bounded YAML loader for params and cluster files --------------------------
+
 
 def _bomb(depth: int, indent: str = "  ") -> str:
     lines = ["runconfig:", f"{indent}a0: &a0 [x, x, x, x, x, x, x, x, x]"]
@@ -693,14 +844,19 @@ def _bomb(depth: int, indent: str = "  ") -> str:
     return "\n".join(lines) + "\ntrain_input: {batch_size: 1}\nmodel: {}\n"
 
 
-@pytest.mark.parametrize(("text", "limit"), [
-    (_bomb(6), "more than 200000 nodes once aliases are expanded (limit max_nodes)"),
-    (_bomb(9), "more than 200000 nodes once aliases are expanded (limit max_nodes)"),
-    ("a: &x [1]\n" + "".join(f"b{i}: *x\n" for i in range(300)),
-     "more than 256 aliases (limit max_aliases)"),
-    ("x: " + "[" * 100 + "]" * 100 + "\n", "nesting deeper than 64 levels (limit max_depth)"),
-    ("a: &a [1, *a]\n", "a recursive anchor (a collection that contains itself)"),
-])
+@pytest.mark.parametrize(
+    ("text", "limit"),
+    [
+        (_bomb(6), "more than 200000 nodes once aliases are expanded (limit max_nodes)"),
+        (_bomb(9), "more than 200000 nodes once aliases are expanded (limit max_nodes)"),
+        (
+            "a: &x [1]\n" + "".join(f"b{i}: *x\n" for i in range(300)),
+            "more than 256 aliases (limit max_aliases)",
+        ),
+        ("x: " + "[" * 100 + "]" * 100 + "\n", "nesting deeper than 64 levels (limit max_depth)"),
+        ("a: &a [1, *a]\n", "a recursive anchor (a collection that contains itself)"),
+    ],
+)
 def test_params_file_read_with_bounded_work(tmp_path, text, limit):
     import time
 
@@ -710,15 +866,20 @@ def test_params_file_read_with_bounded_work(tmp_path, text, limit):
     with pytest.raises(ConfigError) as e:
         P.load_params(f)
     assert time.perf_counter() - t0 < 5  # milliseconds in practice; 47 s before the fix
-    assert str(e.value) == (f"{f} has {limit}; a params or cluster file needs nothing like "
-                            "that: remove the anchors/nesting.")
+    assert str(e.value) == (
+        f"{f} has {limit}; a params or cluster file needs nothing like "
+        "that: remove the anchors/nesting."
+    )
 
 
 def test_params_file_size_limit(tmp_path):
     f = tmp_path / "big.yaml"
     f.write_text("description: '" + "x" * (1 << 20) + "'\n")
-    with pytest.raises(ConfigError, match=r"big.yaml is 1048592 bytes, over the 1048576-byte "
-                                          r"limit \(max_bytes\) for a params file; shorten it\."):
+    with pytest.raises(
+        ConfigError,
+        match=r"big.yaml is 1048592 bytes, over the 1048576-byte "
+        r"limit \(max_bytes\) for a params file; shorten it\.",
+    ):
         P.load_params(f)
 
 
@@ -727,8 +888,11 @@ def test_cluster_file_uses_the_same_bounded_loader(tmp_path):
 
     f = tmp_path / "cluster.yaml"
     f.write_text(_bomb(9).replace("runconfig:", "systems:"))
-    with pytest.raises(ConfigError, match=r"^cluster description .*cluster.yaml has more than "
-                                          r"200000 nodes .*\(limit max_nodes\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^cluster description .*cluster.yaml has more than "
+        r"200000 nodes .*\(limit max_nodes\)",
+    ):
         load_cluster(f)
 
 
@@ -753,4 +917,5 @@ def test_learning_rate_bound_applies_to_numeric_strings(monkeypatch):
     monkeypatch.setattr(P, "optimizer_schema", REAL_OPTIMIZER_SCHEMA)
     assert error(minimal(optimizer={"learning_rate": "1e30"})) == (
         "params.yaml: optimizer.learning_rate must be at most 10, not 1e+30; a step that large "
-        "diverges at once (lower it).")
+        "diverges at once (lower it)."
+    )

@@ -33,12 +33,31 @@ def _run(tmp_path: Path, model: str, positions: int) -> subprocess.CompletedProc
     path = tmp_path / f"{model}.yaml"
     path.write_text(yaml.safe_dump(params))
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
-    env.update(PYTHONPATH=str(ROOT), CS2_HOME=str(tmp_path / "home"), OMP_NUM_THREADS="1",
-               OPENBLAS_NUM_THREADS="1")
-    return subprocess.run([sys.executable, str(model_home(model) / "run.py"), "-m", "train",
-                           "-p", str(path), "-o", str(tmp_path / f"md-{model}"),
-                           "--max_steps", "1"], env=env, capture_output=True, text=True,
-                          timeout=180, preexec_fn=_limited)
+    env.update(
+        PYTHONPATH=str(ROOT),
+        CS2_HOME=str(tmp_path / "home"),
+        OMP_NUM_THREADS="1",
+        OPENBLAS_NUM_THREADS="1",
+    )
+    return subprocess.run(
+        [
+            sys.executable,
+            str(model_home(model) / "run.py"),
+            "-m",
+            "train",
+            "-p",
+            str(path),
+            "-o",
+            str(tmp_path / f"md-{model}"),
+            "--max_steps",
+            "1",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        preexec_fn=_limited,
+    )
 
 
 def test_learned_positions_of_a_billion_are_refused_in_one_sentence(tmp_path: Path) -> None:

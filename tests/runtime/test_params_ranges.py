@@ -14,26 +14,44 @@ from cs2sim.runtime.cli.main import model_home
 FC = model_home("fc_mnist")
 
 
-def _run(tmp_path, section: str, key: str, value: object, *extra: str
-         ) -> subprocess.CompletedProcess[str]:
+def _run(
+    tmp_path, section: str, key: str, value: object, *extra: str
+) -> subprocess.CompletedProcess[str]:
     doc = yaml.safe_load((FC / "configs" / "params_small.yaml").read_text())
     doc[section][key] = value
     doc["runconfig"]["max_steps"] = 2
     cfg = tmp_path / "params.yaml"
     cfg.write_text(yaml.safe_dump(doc))
-    return subprocess.run([sys.executable, str(FC / "run.py"), "-p", str(cfg), "-m", "train",
-                           "-o", str(tmp_path / "md"), *extra], capture_output=True, text=True,
-                          timeout=120, cwd=tmp_path)
+    return subprocess.run(
+        [
+            sys.executable,
+            str(FC / "run.py"),
+            "-p",
+            str(cfg),
+            "-m",
+            "train",
+            "-o",
+            str(tmp_path / "md"),
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
 
 
-@pytest.mark.parametrize(("section", "key", "value", "names"), [
-    ("runconfig", "seed", -1, "runconfig.seed"),
-    ("optimizer", "weight_decay_rate", 1e30, "optimizer.weight_decay_rate"),
-    ("optimizer", "epsilon", 0, "optimizer.epsilon"),
-    ("optimizer", "min_loss_scale", 2.0**40, "optimizer.min_loss_scale"),
-    ("optimizer", "steps_per_increase", 1e15, "optimizer.steps_per_increase"),
-    ("runconfig", "cs_ip", "a b", "runconfig.cs_ip"),
-])
+@pytest.mark.parametrize(
+    ("section", "key", "value", "names"),
+    [
+        ("runconfig", "seed", -1, "runconfig.seed"),
+        ("optimizer", "weight_decay_rate", 1e30, "optimizer.weight_decay_rate"),
+        ("optimizer", "epsilon", 0, "optimizer.epsilon"),
+        ("optimizer", "min_loss_scale", 2.0**40, "optimizer.min_loss_scale"),
+        ("optimizer", "steps_per_increase", 1e15, "optimizer.steps_per_increase"),
+        ("runconfig", "cs_ip", "a b", "runconfig.cs_ip"),
+    ],
+)
 def test_out_of_range_params_are_refused_naming_the_key(tmp_path, section, key, value, names):
     res = _run(tmp_path, section, key, value)
     assert res.returncode != 0

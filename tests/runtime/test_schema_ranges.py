@@ -45,11 +45,20 @@ def cases() -> list[tuple[str, Range, Any, bool]]:
             seen.add((name, r))
             path = f"{section}.{name}"
             if integral(key):
-                def step_down(x: Any) -> Any: return x - 1
-                def step_up(x: Any) -> Any: return x + 1
+
+                def step_down(x: Any) -> Any:
+                    return x - 1
+
+                def step_up(x: Any) -> Any:
+                    return x + 1
             else:
-                def step_down(x: Any) -> Any: return math.nextafter(x, -math.inf)
-                def step_up(x: Any) -> Any: return math.nextafter(x, math.inf)
+
+                def step_down(x: Any) -> Any:
+                    return math.nextafter(x, -math.inf)
+
+                def step_up(x: Any) -> Any:
+                    return math.nextafter(x, math.inf)
+
             if r.lo is not None:
                 out.append((path, r, r.lo, not r.lo_open))
                 out.append((path, r, step_down(r.lo), False))  # just past the low end
@@ -69,15 +78,20 @@ CASES = cases()
 def test_the_schemas_hold_the_ranges_this_file_is_about() -> None:
     paths = {c[0] for c in CASES}
     # between(lo, hi) (both ends closed), at_most, an open interval, and a model's own ranges
-    assert {"runconfig.seed", "train_input.num_workers", "runconfig.keep_checkpoint_max",
-            "train_input.batch_size"} <= paths
+    assert {
+        "runconfig.seed",
+        "train_input.num_workers",
+        "runconfig.keep_checkpoint_max",
+        "train_input.batch_size",
+    } <= paths
     assert any(p.startswith("model(") for p in paths)
     assert any(r.lo_open and r.hi_open for _, r, _, _ in CASES)
     assert any(r.hi_open and not r.lo_open for _, r, _, _ in CASES)
 
 
-@pytest.mark.parametrize(("path", "check", "value", "allowed"), CASES,
-                         ids=[f"{p}={v!r}" for p, _, v, _ in CASES])
+@pytest.mark.parametrize(
+    ("path", "check", "value", "allowed"), CASES, ids=[f"{p}={v!r}" for p, _, v, _ in CASES]
+)
 def test_each_end_of_each_range(path: str, check: Range, value: Any, allowed: bool) -> None:
     phrase = check(value)
     if allowed:
@@ -90,9 +104,12 @@ def test_a_value_past_an_end_is_refused_by_validation_naming_the_key() -> None:
     """The generated cases reach users through the validator: one sentence naming the key."""
     from cs2sim.system.errors import CsError
 
-    raw = {"train_input": {"batch_size": 4}, "model": {},
-           "optimizer": {"optimizer_type": "sgd", "learning_rate": 0.1},
-           "runconfig": {"max_steps": 1, "keep_checkpoint_max": sections.MAX_KEEP_CHECKPOINTS + 1}}
+    raw = {
+        "train_input": {"batch_size": 4},
+        "model": {},
+        "optimizer": {"optimizer_type": "sgd", "learning_rate": 0.1},
+        "runconfig": {"max_steps": 1, "keep_checkpoint_max": sections.MAX_KEEP_CHECKPOINTS + 1},
+    }
     with pytest.raises(CsError, match=r"runconfig\.keep_checkpoint_max"):
         params.validate_params(raw, "fc_mnist")
     raw["runconfig"]["keep_checkpoint_max"] = sections.MAX_KEEP_CHECKPOINTS  # the end is allowed

@@ -20,10 +20,19 @@ ROOT = Path(__file__).resolve().parents[2]
 def child(code: str, **env: str) -> dict:
     """Run `code` in a fresh interpreter (the user's environment minus our variables, plus
     `env`); it prints one JSON line, returned parsed."""
-    base = {k: v for k, v in os.environ.items()
-            if k not in threads.SPIN_ENV and k not in threads.USER_COUNT_ENV}
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env={**base, **env}, cwd=ROOT, timeout=120)
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in threads.SPIN_ENV and k not in threads.USER_COUNT_ENV
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**base, **env},
+        cwd=ROOT,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -129,6 +138,7 @@ def test_run_chunks_runs_every_chunk_once_on_several_threads() -> None:
 def test_run_chunks_passes_an_error_on() -> None:
     threads.set_workers(2)
     try:
+
         def fn(i: int) -> None:
             if i == 3:
                 raise ValueError("chunk 3")
@@ -186,8 +196,9 @@ def test_inside_a_chunk_a_kernel_runs_whole_on_its_thread() -> None:
         outs = [np.empty((512, 512), np.float32) for _ in range(2)]
 
         def chunk(i: int) -> None:
-            seen.append((threads.workers(), len(parallel._blocks(a, b, outs[i], None,
-                                                                 threads.workers()))))
+            seen.append(
+                (threads.workers(), len(parallel._blocks(a, b, outs[i], None, threads.workers())))
+            )
             parallel.gemm(a, b, outs[i])
 
         threads.run_chunks(chunk, 2)
@@ -252,6 +263,6 @@ def test_helpers_handle_float_errors_as_their_caller_does() -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # any RuntimeWarning from any thread fails
             with np.errstate(all="ignore"):
-                threads.run_chunks(lambda i: np.multiply(x[i * 8:(i + 1) * 8], 1e30), 8)
+                threads.run_chunks(lambda i: np.multiply(x[i * 8 : (i + 1) * 8], 1e30), 8)
     finally:
         threads.set_workers(threads.available_cores())

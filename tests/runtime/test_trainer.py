@@ -81,8 +81,11 @@ class FakeModel:
 
     def eval_metrics(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
         err = batch["x"] @ self.w - batch["y"]
-        return {"loss_sum": float(np.sum(err**2) / 2), "count": float(len(err)),
-                "correct": float(np.sum(np.abs(err) < 0.5))}
+        return {
+            "loss_sum": float(np.sum(err**2) / 2),
+            "count": float(len(err)),
+            "correct": float(np.sum(np.abs(err) < 0.5)),
+        }
 
 
 class FakeSGD:
@@ -144,7 +147,7 @@ class FakeStream:
     def __next__(self) -> dict[str, np.ndarray]:
         epoch, i = divmod(self.g, 8)
         order = np.random.default_rng([self.seed, epoch]).permutation(64)
-        idx = order[i * 8:(i + 1) * 8]
+        idx = order[i * 8 : (i + 1) * 8]
         self.g += 1
         return {"x": self.x[idx], "y": self.y[idx]}
 
@@ -184,8 +187,13 @@ def make_params(**runconfig) -> dict:
 
 def make_trainer(model_dir: Path, executor=None, **runconfig) -> Trainer:
     params = make_params(**runconfig)
-    return Trainer("fake", params, model_dir, executor=executor,
-                   components=FakeComponents("fake", params, "float32"))
+    return Trainer(
+        "fake",
+        params,
+        model_dir,
+        executor=executor,
+        components=FakeComponents("fake", params, "float32"),
+    )
 
 
 # -- tests ---------------------------------------------------------------------------------------
@@ -224,13 +232,19 @@ def test_checkpoints_every_n_and_at_end_log_every_n_and_at_end(tmp_path, caplog)
     assert "global_step = 23, loss = " + str(np.float32(result.losses[23])) in lines
     assert lines.count("Saving checkpoint at global step 20") == 1
     assert 'No checkpoints were found in "' + str(tmp_path) + '".' in lines
-    assert any(m.startswith("Training finished with 184 samples in ") and
-               m.endswith(" samples/second.") for m in lines)
+    assert any(
+        m.startswith("Training finished with 184 samples in ") and m.endswith(" samples/second.")
+        for m in lines
+    )
     assert f"Loss for final step: {np.float32(result.losses[23])!s}." in lines
     # Rate / GlobalRate formatting
     import re
-    assert re.fullmatch(r"\| Train Device=cpu, Step=5, Loss=\d+\.\d{5}, Rate=\d+\.\d\d "
-                        r"samples/sec, GlobalRate=\d+\.\d\d samples/sec", train_lines[0])
+
+    assert re.fullmatch(
+        r"\| Train Device=cpu, Step=5, Loss=\d+\.\d{5}, Rate=\d+\.\d\d "
+        r"samples/sec, GlobalRate=\d+\.\d\d samples/sec",
+        train_lines[0],
+    )
 
 
 def test_found_latest_checkpoint_message(tmp_path, caplog):
@@ -248,8 +262,13 @@ def test_autoload_off_starts_from_zero(tmp_path):
 
 def test_pretrained_checkpoint_path_is_a_warm_start_of_the_weights(tmp_path):
     source = make_trainer(tmp_path / "pre", max_steps=10).train().checkpoints[-1]
-    warm = make_trainer(tmp_path / "cont", steps=1, checkpoint_path=str(source),
-                        is_pretrained_checkpoint=True, log_steps=1).train()
+    warm = make_trainer(
+        tmp_path / "cont",
+        steps=1,
+        checkpoint_path=str(source),
+        is_pretrained_checkpoint=True,
+        log_steps=1,
+    ).train()
     assert (warm.start_step, warm.end_step) == (0, 1)
     # the first step's loss is that of the trained weights, not of a fresh init
     fresh = make_trainer(tmp_path / "fresh", steps=1, log_steps=1).train()
@@ -263,13 +282,17 @@ def test_checkpoint_path_resumes_as_in_the_pytorch_flow(tmp_path, caplog):
     full = make_trainer(tmp_path / "full", max_steps=14).train()
     source = make_trainer(tmp_path / "pre", max_steps=10).train().checkpoints[-1]
     with caplog.at_level(logging.INFO, logger="cs2sim"):
-        resumed = make_trainer(tmp_path / "other", max_steps=14,
-                               checkpoint_path=str(source)).train()
+        resumed = make_trainer(
+            tmp_path / "other", max_steps=14, checkpoint_path=str(source)
+        ).train()
     assert (resumed.start_step, resumed.end_step) == (10, 14)
     assert {s: resumed.losses[s] for s in range(11, 15)} == {
-        s: full.losses[s] for s in range(11, 15)}  # weights, optimizer and data position
-    assert any(m.startswith(f'Resuming from checkpoint "{source}" at global step 10')
-               for m in caplog.messages)
+        s: full.losses[s] for s in range(11, 15)
+    }  # weights, optimizer and data position
+    assert any(
+        m.startswith(f'Resuming from checkpoint "{source}" at global step 10')
+        for m in caplog.messages
+    )
 
 
 def test_eval_without_checkpoint_is_an_error_unless_asked(tmp_path, caplog):
@@ -285,8 +308,11 @@ def test_tf_flow_logs_console_and_summaries_at_their_own_intervals(tmp_path, cap
 
     with caplog.at_level(logging.INFO, logger="cs2sim"):
         make_trainer(tmp_path, max_steps=12, log_steps=3, save_summary_steps=4).train()
-    steps = [int(m.split("Step=")[1].split(",")[0]) for m in caplog.messages
-             if m.startswith("| Train Device=")]
+    steps = [
+        int(m.split("Step=")[1].split(",")[0])
+        for m in caplog.messages
+        if m.startswith("| Train Device=")
+    ]
     assert steps == [3, 6, 9, 12]
     acc = EventAccumulator(str(tmp_path))
     acc.Reload()
@@ -311,14 +337,16 @@ def test_nan_guard_message_and_no_checkpoint_of_the_bad_step(tmp_path):
 
 
 def test_nan_guard_off(tmp_path):
-    result = make_trainer(tmp_path, max_steps=5, check_loss_values=False,
-                          model={"nan_at": [2]}).train()
+    result = make_trainer(
+        tmp_path, max_steps=5, check_loss_values=False, model={"nan_at": [2]}
+    ).train()
     assert np.isnan(result.losses[2])
 
 
 def test_dls_skipped_step_leaves_weights_unchanged(tmp_path):
-    result = make_trainer(tmp_path, max_steps=6, checkpoint_steps=1,
-                          model={"overflow_at": [4]}).train()
+    result = make_trainer(
+        tmp_path, max_steps=6, checkpoint_steps=1, model={"overflow_at": [4]}
+    ).train()
     w = {s: ckpt.load_checkpoint(tmp_path / f"model-ckpt-{s}.npz") for s in (3, 4, 5)}
     np.testing.assert_array_equal(w[3].model["w"], w[4].model["w"])  # step 4 skipped
     assert not np.array_equal(w[4].model["w"], w[5].model["w"])
@@ -329,14 +357,21 @@ def test_dls_skipped_step_leaves_weights_unchanged(tmp_path):
 
 def test_host_memory_refusal_names_need_capacity_and_alternatives(tmp_path):
     params = make_params(max_steps=1, model={"need_bytes": 97 * 2**30})
-    trainer = Trainer("gptj", params, tmp_path, memory_capacity=23 * 2**30,
-                      components=FakeComponents("gptj", params, "float32"))
+    trainer = Trainer(
+        "gptj",
+        params,
+        tmp_path,
+        memory_capacity=23 * 2**30,
+        components=FakeComponents("gptj", params, "float32"),
+    )
     with pytest.raises(ResourceError) as e:
         trainer.train()
     msg = str(e.value)
-    assert msg.startswith("Training gptj on the host needs about 97 GiB of memory but this "
-                          "machine has 23 GiB; compile it for the CS-2 instead (--mode "
-                          "compile_only), or run configs/params_continuous_pretraining.yaml")
+    assert msg.startswith(
+        "Training gptj on the host needs about 97 GiB of memory but this "
+        "machine has 23 GiB; compile it for the CS-2 instead (--mode "
+        "compile_only), or run configs/params_continuous_pretraining.yaml"
+    )
     assert "configs/params_continuous_pretraining.yaml" in msg
     assert not (tmp_path / "model-ckpt-1.npz").exists()
 
@@ -426,9 +461,14 @@ def test_global_rate_excludes_input_startup_and_event_file_opening(tmp_path, mon
     monkeypatch.setattr(T, "Summaries", SlowOpen)
     params = make_params(max_steps=5)
     logged: list = []
-    trainer = Trainer("fake", params, tmp_path, clock=clock,
-                      executor=CpuExecutor(queue_depth=1),
-                      components=Parts("fake", params, "float32"))
+    trainer = Trainer(
+        "fake",
+        params,
+        tmp_path,
+        clock=clock,
+        executor=CpuExecutor(queue_depth=1),
+        components=Parts("fake", params, "float32"),
+    )
     trainer.add_callback("on_step_logged", logged.append)
     result = trainer.train()
     B = FakeStream.batch_size
@@ -467,8 +507,13 @@ def test_memory_check_uses_the_batch_of_the_mode(tmp_path):
 
     params = make_params(max_steps=1)
     params["train_input"], params["eval_input"] = {"batch_size": 64}, {"batch_size": 2}
-    trainer = Trainer("fake", params, tmp_path, memory_capacity=16 * 2**30,
-                      components=Parts("fake", params, "float32"))
+    trainer = Trainer(
+        "fake",
+        params,
+        tmp_path,
+        memory_capacity=16 * 2**30,
+        components=Parts("fake", params, "float32"),
+    )
     trainer.check_host_memory("eval")  # 2 GiB: fits
     for mode in ("train", "train_and_eval"):
         with pytest.raises(ResourceError, match="^Training fake on the host needs about 64 GiB"):
@@ -567,13 +612,24 @@ def one_blas_thread():
         yield
 
 
-def real_trainer(model_name: str, model_dir: Path, model: dict, optimizer: dict,
-                 train_input: dict, inject=None, **runconfig) -> Trainer:
+def real_trainer(
+    model_name: str,
+    model_dir: Path,
+    model: dict,
+    optimizer: dict,
+    train_input: dict,
+    inject=None,
+    **runconfig,
+) -> Trainer:
     from cs2sim.runtime.numerics.mixed_precision import resolve_precision
     from cs2sim.runtime.params import validate_params
 
-    raw = {"train_input": train_input, "model": model, "optimizer": optimizer,
-           "runconfig": {"log_steps": 5, "checkpoint_steps": 10, "seed": 7, **runconfig}}
+    raw = {
+        "train_input": train_input,
+        "model": model,
+        "optimizer": optimizer,
+        "runconfig": {"log_steps": 5, "checkpoint_steps": 10, "seed": 7, **runconfig},
+    }
     params, _ = validate_params(raw, model_name)
     half, _ = resolve_precision(params)
 
@@ -584,40 +640,77 @@ def real_trainer(model_name: str, model_dir: Path, model: dict, optimizer: dict,
                 inject(m)
             return m
 
-    return Trainer(model_name, params, model_dir, half=half,
-                   components=Injecting(model_name, params, half))
+    return Trainer(
+        model_name, params, model_dir, half=half, components=Injecting(model_name, params, half)
+    )
 
 
-FC = dict(model={"hidden_sizes": [32], "dropout": 0.2, "mixed_precision": True,
-                 "fp16_type": "cbfloat16"},
-          optimizer={"optimizer_type": "adam", "learning_rate": 0.003,
-                     "loss_scaling_factor": "dynamic"},
-          train_input={"batch_size": 16})
-GPTJ = dict(model={"vocab_size": 257, "hidden_size": 32, "num_hidden_layers": 1, "num_heads": 2,
-                   "rotary_dim": 4, "filter_size": 64, "max_position_embeddings": 16,
-                   "dropout_rate": 0.1},
-            optimizer={"optimizer_type": "adamw", "learning_rate": 0.003,
-                       "max_gradient_norm": 1.0},
-            train_input={"batch_size": 4, "max_sequence_length": 16, "vocab_size": 257})
+FC = dict(
+    model={"hidden_sizes": [32], "dropout": 0.2, "mixed_precision": True, "fp16_type": "cbfloat16"},
+    optimizer={"optimizer_type": "adam", "learning_rate": 0.003, "loss_scaling_factor": "dynamic"},
+    train_input={"batch_size": 16},
+)
+GPTJ = dict(
+    model={
+        "vocab_size": 257,
+        "hidden_size": 32,
+        "num_hidden_layers": 1,
+        "num_heads": 2,
+        "rotary_dim": 4,
+        "filter_size": 64,
+        "max_position_embeddings": 16,
+        "dropout_rate": 0.1,
+    },
+    optimizer={"optimizer_type": "adamw", "learning_rate": 0.003, "max_gradient_norm": 1.0},
+    train_input={"batch_size": 4, "max_sequence_length": 16, "vocab_size": 257},
+)
 
 
-BERT = dict(model={"vocab_size": 260, "hidden_size": 32, "num_hidden_layers": 1, "num_heads": 2,
-                   "filter_size": 64, "max_position_embeddings": 32, "dropout_rate": 0.1,
-                   "mixed_precision": True, "fp16_type": "cbfloat16"},
-            optimizer={"optimizer_type": "adamw", "learning_rate": 0.003,
-                       "max_gradient_norm": 1.0, "loss_scaling_factor": "dynamic"},
-            train_input={"batch_size": 4, "max_sequence_length": 32,
-                         "max_predictions_per_seq": 5, "dynamic_mlm_scale": True})
-LLAMA = dict(model={"vocab_size": 257, "hidden_size": 32, "num_hidden_layers": 1,
-                    "num_heads": 4, "filter_size": 48, "max_position_embeddings": 16,
-                    "attention_module": "multiquery_attention",
-                    "extra_attention_params": {"num_kv_groups": 2}, "dropout_rate": 0.1},
-             optimizer={"optimizer_type": "adamw", "learning_rate": 0.003},
-             train_input={"batch_size": 4, "max_sequence_length": 16, "vocab_size": 257})
+BERT = dict(
+    model={
+        "vocab_size": 260,
+        "hidden_size": 32,
+        "num_hidden_layers": 1,
+        "num_heads": 2,
+        "filter_size": 64,
+        "max_position_embeddings": 32,
+        "dropout_rate": 0.1,
+        "mixed_precision": True,
+        "fp16_type": "cbfloat16",
+    },
+    optimizer={
+        "optimizer_type": "adamw",
+        "learning_rate": 0.003,
+        "max_gradient_norm": 1.0,
+        "loss_scaling_factor": "dynamic",
+    },
+    train_input={
+        "batch_size": 4,
+        "max_sequence_length": 32,
+        "max_predictions_per_seq": 5,
+        "dynamic_mlm_scale": True,
+    },
+)
+LLAMA = dict(
+    model={
+        "vocab_size": 257,
+        "hidden_size": 32,
+        "num_hidden_layers": 1,
+        "num_heads": 4,
+        "filter_size": 48,
+        "max_position_embeddings": 16,
+        "attention_module": "multiquery_attention",
+        "extra_attention_params": {"num_kv_groups": 2},
+        "dropout_rate": 0.1,
+    },
+    optimizer={"optimizer_type": "adamw", "learning_rate": 0.003},
+    train_input={"batch_size": 4, "max_sequence_length": 16, "vocab_size": 257},
+)
 
 
-@pytest.mark.parametrize(("name", "cfg"), [("fc_mnist", FC), ("gptj", GPTJ), ("bert", BERT),
-                                           ("llama", LLAMA)])
+@pytest.mark.parametrize(
+    ("name", "cfg"), [("fc_mnist", FC), ("gptj", GPTJ), ("bert", BERT), ("llama", LLAMA)]
+)
 def test_real_models_resume_bit_identical(tmp_path, name, cfg, one_blas_thread):
     """Dropout RNG, Adam moments, the loss scale and the data position all come back."""
     full = real_trainer(name, tmp_path / "full", max_steps=16, **cfg).train()
@@ -644,8 +737,14 @@ def test_real_dls_skipped_step_leaves_weights_unchanged(tmp_path, one_blas_threa
 
         model.backward = backward
 
-    real_trainer("fc_mnist", tmp_path, max_steps=4, checkpoint_steps=1,
-                 inject=overflow_on_third_backward, **FC).train()
+    real_trainer(
+        "fc_mnist",
+        tmp_path,
+        max_steps=4,
+        checkpoint_steps=1,
+        inject=overflow_on_third_backward,
+        **FC,
+    ).train()
     s = {k: ckpt.load_checkpoint(tmp_path / f"model-ckpt-{k}.npz") for k in (2, 3, 4)}
     for name in s[2].model:
         np.testing.assert_array_equal(s[2].model[name], s[3].model[name])  # skipped
@@ -657,11 +756,16 @@ def test_rates_below_one_are_printed_with_two_significant_digits(tmp_path, caplo
     """Model Zoo 2.x prints a rate < 1 with `.2g` (our lines used `.2f` always)."""
     t = iter(range(0, 10**9, 3000))  # every clock reading is 3000 s after the previous one
     params = make_params(max_steps=5)
-    trainer = Trainer("fake", params, tmp_path, clock=lambda: float(next(t)),
-                      components=FakeComponents("fake", params, "float32"))
+    trainer = Trainer(
+        "fake",
+        params,
+        tmp_path,
+        clock=lambda: float(next(t)),
+        components=FakeComponents("fake", params, "float32"),
+    )
     with caplog.at_level(logging.INFO, logger="cs2sim"):
         trainer.train()
     line = next(m for m in caplog.messages if m.startswith("| Train Device=cpu, Step=5,"))
     import re
-    assert re.search(r", Rate=0\.0\d\d samples/sec, GlobalRate=0\.0\d\d samples/sec$",
-                     line), line
+
+    assert re.search(r", Rate=0\.0\d\d samples/sec, GlobalRate=0\.0\d\d samples/sec$", line), line

@@ -16,7 +16,10 @@ def test_demo_tells_the_whole_story(tmp_path):
     env = dict(os.environ, TMPDIR=str(tmp_path), CS2_HOME=str(mine))
     proc = subprocess.run(
         [sys.executable, "-m", "cs2sim.scripts.demo", "--boot-seconds", "0.2", "--max-steps", "4"],
-        capture_output=True, text=True, env=env, timeout=600,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
     )
     out = proc.stdout
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr
@@ -68,12 +71,15 @@ def test_demo_tells_the_whole_story(tmp_path):
     at = 0
     for text in story:
         found = out.find(text, at)
-        assert found >= 0, f"{text!r} missing after position {at}:\n{out[at:at + 3000]}"
+        assert found >= 0, f"{text!r} missing after position {at}:\n{out[at : at + 3000]}"
         at = found + len(text)
     assert re.search(r"\n\S+\s+python-ws\s+root\s+R\s", out), "the queue view shows the job running"
     launch = out.find("Launching: srun --unbuffered --kill-on-bad-exit --exclusive")
-    for text in ("Saving checkpoint at global step 0",
-                 "Waiting for 96 streamer(s) to prime the data pipeline", "Streamers are ready"):
+    for text in (
+        "Saving checkpoint at global step 0",
+        "Waiting for 96 streamer(s) to prime the data pipeline",
+        "Streamers are ready",
+    ):
         assert launch < out.find(text, launch) < out.rfind("Loss for final step:"), text
     for line in out.splitlines():  # the estimates are computed numbers, both of them
         if line.startswith(("#    the stand-in trained above", "#    GPT-J 6B, compiled only")):
@@ -83,8 +89,14 @@ def test_demo_tells_the_whole_story(tmp_path):
     # the demo's directory is gone (no --keep), and its hint says so instead of a dead path
     assert not list(tmp_path.glob("cs2demo-*"))
     assert "--keep` keeps it to continue on" in out and "continue on the demo's system" not in out
-    for artifact in ("model-ckpt-300.npz", "model-ckpt-4.npz", "compile_report.txt",
-                     "wafer_map.png", "performance/performance.json", "train/params_train.yaml",
-                     "CS-2 estimate: est_samples_per_sec"):
+    for artifact in (
+        "model-ckpt-300.npz",
+        "model-ckpt-4.npz",
+        "compile_report.txt",
+        "wafer_map.png",
+        "performance/performance.json",
+        "train/params_train.yaml",
+        "CS-2 estimate: est_samples_per_sec",
+    ):
         assert artifact in out
     assert "Traceback" not in out + proc.stderr

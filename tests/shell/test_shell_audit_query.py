@@ -71,7 +71,9 @@ def test_system_all_and_by_ip(logged: Store) -> None:
 
 def test_last_and_all(logged: Store) -> None:
     assert commands(logged, "audit show --system all --last 2") == [
-        "system standby", "system fault"]
+        "system standby",
+        "system fault",
+    ]
     assert len(commands(logged, "audit show --system all --all")) == 6
     ctx = make_context(logged)
     assert run_line(ctx, "audit show --all --last 3") == 2
@@ -102,8 +104,10 @@ def test_time_forms() -> None:
     assert parse_moment("90s", "--since", now) == now - 90
     assert parse_moment("10:00", "--since", now) == datetime(2026, 11, 26, 10).timestamp()
     assert parse_moment("2026-11-25", "--since", now) == datetime(2026, 11, 25).timestamp()
-    assert parse_moment("2026-11-25T08:30", "--since", now) == datetime(
-        2026, 11, 25, 8, 30).timestamp()
+    assert (
+        parse_moment("2026-11-25T08:30", "--since", now)
+        == datetime(2026, 11, 25, 8, 30).timestamp()
+    )
     with pytest.raises(Exception, match="`--since 5x` is not a time"):
         parse_moment("5x", "--since", now)
 
@@ -114,6 +118,8 @@ def test_audit_filters_in_the_console(spawn) -> None:
     sh.run("system activate --expect-mode weight-streaming", "not WEIGHT_STREAMING as expected")
     shown = sh.run("audit show --outcome refused --since 10m | match system", "system activate")
     assert "system standby" not in shown.split("audit show --outcome refused")[-1]
-    sh.run("audit show --user root --outcome ok --command standby | match STANDBY | count",
-           "Count: 1 line")
+    sh.run(
+        "audit show --user root --outcome ok --command standby | match STANDBY | count",
+        "Count: 1 line",
+    )
     sh.run("audit show --since tomorrow", "`--since tomorrow` is not a time")

@@ -37,8 +37,11 @@ def test_start_position_replaces_only_the_partial_word() -> None:
 
 
 def test_arguments_options_and_option_values() -> None:
-    assert set(completions("config execmode setup ")) == {"pipelined ", "weight-streaming ",
-                                                          "--yes "}
+    assert set(completions("config execmode setup ")) == {
+        "pipelined ",
+        "weight-streaming ",
+        "--yes ",
+    }
     assert set(completions("config execmode setup w")) == {"weight-streaming "}
     assert set(completions("config execmode show ")) == {"--output-format="}
     assert set(completions("config execmode show --output-format=")) == {"json ", "text "}

@@ -27,8 +27,9 @@ def bob_chose_weight_streaming(store: Store) -> None:
     root = make_context(store)
     users.add_user(store, root.identity, "bob", Role.ADMIN, "a long password 1")
     assert run_line(root, "system standby --yes") == 0
-    assert run_line(make_context(store, identity=BOB),
-                    "config execmode setup weight-streaming") == 0
+    assert (
+        run_line(make_context(store, identity=BOB), "config execmode setup weight-streaming") == 0
+    )
 
 
 def test_menu_forgets_input_that_named_nothing() -> None:
@@ -51,8 +52,7 @@ def test_a_second_admins_script_does_not_replace_a_pending_choice(store: Store) 
     assert "`config execmode setup pipelined --yes`" in err(ctx)
     assert Machine(store).status().configured_mode is ExecMode.WEIGHT_STREAMING
     last = Machine(store).audit()[-1]  # the refusal is audited, as every attempt is
-    assert (last.user, last.command, last.outcome) == ("root", "config execmode setup",
-                                                       "refused")
+    assert (last.user, last.command, last.outcome) == ("root", "config execmode setup", "refused")
     ctx = make_context(store)
     assert run_line(ctx, "config execmode setup pipelined --yes") == 0
     assert Machine(store).status().configured_mode is ExecMode.PIPELINED
@@ -86,11 +86,18 @@ def test_menu_rows_without_a_pending_change(store: Store) -> None:
 
 def test_a_script_line_may_end_with_a_comment(home: Path, tmp_path: Path) -> None:
     assert list(script_lines(["system show  # look first", 'system fault "fan #3"', "# x"])) == [
-        (1, "system show"), (2, 'system fault "fan #3"')]
+        (1, "system show"),
+        (2, 'system fault "fan #3"'),
+    ]
     script = tmp_path / "c.cs"
     script.write_text("config execmode show   # what runs now\n")
-    proc = subprocess.run([sys.executable, "-m", "cs2sim.csshell", "-f", str(script)],
-                          env=shell_env(home), capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "cs2sim.csshell", "-f", str(script)],
+        env=shell_env(home),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "Configured Execution Mode : PIPELINED\n"
 
@@ -108,7 +115,11 @@ def test_answering_no_is_audited(store: Store) -> None:
     assert run_line(ctx, "system standby") == 0
     last = Machine(store).audit()[-1]
     assert (last.command, last.outcome, last.from_state, last.to_state) == (
-        "system standby", "refused", "ACTIVE", "ACTIVE")
+        "system standby",
+        "refused",
+        "ACTIVE",
+        "ACTIVE",
+    )
     assert last.detail.startswith("answered no to")
     bob_chose_weight_streaming(store)
     root = make_context(store, prompter=Scripted(False))  # bob's change is unseen by root
@@ -183,8 +194,9 @@ def test_system_show_names_a_launched_runs_nodes_as_jobs_show_does(store: Store)
     assert len(placed) == 3
     root = make_context(store).identity
     # the run registers itself on the CS-2 under its launch's id, without nodes
-    Machine(store).register_job(root, ExecMode.PIPELINED, "python run.py CSX", os.getpid(),
-                                job_id=qid)
+    Machine(store).register_job(
+        root, ExecMode.PIPELINED, "python run.py CSX", os.getpid(), job_id=qid
+    )
     ctx = make_context(store)
     assert run_line(ctx, "system show --output-format=json") == 0
     [running] = json.loads(out(ctx))["running_jobs"]

@@ -97,8 +97,13 @@ def test_setup_refused_when_active_names_the_fix(spawn: Any, home: Path) -> None
 def test_non_admin_is_refused(spawn: Any, home: Path, tmp_path: Path) -> None:
     pw = write_password(tmp_path / "alice.pw", "wonderland")
     subprocess.run(
-        [sys.executable, "-m", "cs2sim.csshell", "-c",
-         f"user add alice --role user --password-file {pw}"],
+        [
+            sys.executable,
+            "-m",
+            "cs2sim.csshell",
+            "-c",
+            f"user add alice --role user --password-file {pw}",
+        ],
         env=shell_env(home),
         check=True,
         capture_output=True,

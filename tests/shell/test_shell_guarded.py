@@ -52,8 +52,9 @@ def test_activate_says_what_it_boots_into_and_who_set_it(store: Store) -> None:
     assert run_line(ctx, "system activate") == 0
     first = out(ctx).splitlines()[0]
     me = ctx.identity.name
-    assert first.startswith("cs2-1 will boot into Weight Streaming mode (now Pipelined), as "
-                            f"configured by {me} at ")
+    assert first.startswith(
+        f"cs2-1 will boot into Weight Streaming mode (now Pipelined), as configured by {me} at "
+    )
     assert err(ctx) == ""  # the session set it itself: no warning
 
 
@@ -87,8 +88,10 @@ def test_another_admins_change_warns_a_script_and_boots(store: Store) -> None:
 def test_expect_mode_refuses_a_different_pending_mode(store: Store) -> None:
     root, _ = _two_admins(store)
     assert run_line(root, "system activate --expect-mode weight-streaming") == 1
-    assert "configured for PIPELINED, not WEIGHT_STREAMING as expected, so it was not " \
-           "rebooted" in err(root)
+    assert (
+        "configured for PIPELINED, not WEIGHT_STREAMING as expected, so it was not "
+        "rebooted" in err(root)
+    )
     assert _status(store).state is State.STANDBY  # nothing was done
     last = entries(store)[-1]
     assert (last.command, last.outcome) == ("system activate", "refused")
@@ -104,12 +107,17 @@ def test_a_pending_change_can_be_withdrawn(store: Store) -> None:
     assert _status(store).pending_mode_change
     _clear(ctx)
     assert run_line(ctx, "config execmode withdraw") == 0
-    assert out(ctx) == ("Withdrew the pending change to Weight Streaming (set by "
-                        f"{ctx.identity.name}); cs2-1 is configured for Pipelined again, the "
-                        "mode it runs in.\n")
+    assert out(ctx) == (
+        "Withdrew the pending change to Weight Streaming (set by "
+        f"{ctx.identity.name}); cs2-1 is configured for Pipelined again, the "
+        "mode it runs in.\n"
+    )
     s = _status(store)
     assert (s.configured_mode, s.active_mode, s.state) == (
-        ExecMode.PIPELINED, ExecMode.PIPELINED, State.STANDBY)
+        ExecMode.PIPELINED,
+        ExecMode.PIPELINED,
+        State.STANDBY,
+    )
     last = entries(store)[-1]
     assert (last.command, last.outcome) == ("config execmode withdraw", "ok")
     # nothing pending any more: refused and audited
@@ -155,8 +163,9 @@ def test_jobs_show_lists_running_then_the_head_of_the_queue_and_says_what_it_hid
     assert len(rows) == 200
     assert rows[0][0] == str(running) and rows[0][3] == "R"  # the running job first
     assert [int(r[0]) for r in rows[1:]] == list(range(running + 1, running + 200))  # FIFO head
-    assert lines[-1] == ("... and 51 more pending job(s) not shown; `jobs show --limit 0` lists "
-                         "them all.")
+    assert lines[-1] == (
+        "... and 51 more pending job(s) not shown; `jobs show --limit 0` lists them all."
+    )
     _clear(ctx)
     assert run_line(ctx, "jobs show --limit 0") == 0
     assert len(out(ctx).splitlines()) == 2 + 251
@@ -164,8 +173,10 @@ def test_jobs_show_lists_running_then_the_head_of_the_queue_and_says_what_it_hid
     assert run_line(ctx, "jobs show --all --limit 5") == 0
     lines = out(ctx).splitlines()
     assert [ln.split()[0] for ln in lines[2:-1]] == [str(running + k) for k in range(5)]
-    assert lines[-1] == ("... and 246 more pending and 3 older ended job(s) not shown; "
-                         "`jobs show --all --limit 0` lists them all.")
+    assert lines[-1] == (
+        "... and 246 more pending and 3 older ended job(s) not shown; "
+        "`jobs show --all --limit 0` lists them all."
+    )
     # JSON lists every job (stdout stays one document)
     _clear(ctx)
     assert run_line(ctx, "jobs show --all --output-format json") == 0
@@ -184,13 +195,19 @@ def test_jobs_show_limit_must_be_a_number(store: Store) -> None:
 def test_standby_refusal_names_each_jobs_id_user_and_command(store: Store) -> None:
     m = Machine(store)
     admin = local_identity(store)
-    job = m.register_job(Identity("dave", Role.USER, "local"), ExecMode.PIPELINED,
-                         "python run.py -p params.yaml --cs_ip cs2-1", os.getpid())
+    job = m.register_job(
+        Identity("dave", Role.USER, "local"),
+        ExecMode.PIPELINED,
+        "python run.py -p params.yaml --cs_ip cs2-1",
+        os.getpid(),
+    )
     ctx = make_context(store)
     assert run_line(ctx, "system standby --yes") == 1
     text = err(ctx)
-    assert (f"has 1 job(s) running: job {job.id} (dave: python run.py -p params.yaml --cs_ip "
-            f"cs2-1); wait for them to finish, cancel them (`jobs cancel {job.id}`)") in text
+    assert (
+        f"has 1 job(s) running: job {job.id} (dave: python run.py -p params.yaml --cs_ip "
+        f"cs2-1); wait for them to finish, cancel them (`jobs cancel {job.id}`)"
+    ) in text
     assert admin.role is Role.ADMIN
 
 
@@ -200,15 +217,20 @@ def test_a_standalone_jobs_id_cancels_it(store: Store, tmp_path: Path) -> None:
     import sys
 
     # a process that records SIGINT as run.py does (Ctrl-C: CANCELLED, checkpoints kept)
-    child = subprocess.Popen([sys.executable, "-c",
-                              "import time\nprint('ready', flush=True)\ntry:\n    time.sleep(60)\n"
-                              "except KeyboardInterrupt:\n    print('interrupted')"],
-                             stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time\nprint('ready', flush=True)\ntry:\n    time.sleep(60)\n"
+            "except KeyboardInterrupt:\n    print('interrupted')",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert child.stdout.readline() == "ready\n"
         m = Machine(store)
-        job = m.register_job(local_identity(store), ExecMode.PIPELINED, "python run.py",
-                             child.pid)
+        job = m.register_job(local_identity(store), ExecMode.PIPELINED, "python run.py", child.pid)
         ctx = make_context(store)
         assert run_line(ctx, f"jobs cancel {job.id}") == 0
         assert f"Stopping job {job.id}" in out(ctx)
@@ -223,8 +245,7 @@ def test_a_standalone_jobs_id_cancels_it(store: Store, tmp_path: Path) -> None:
 @pytest.mark.parametrize("who", ["bob"])
 def test_only_the_owner_or_an_admin_cancels_a_standalone_job(store: Store, who: str) -> None:
     m = Machine(store)
-    job = m.register_job(Identity("dave", Role.USER, "local"), ExecMode.PIPELINED, "x",
-                         os.getpid())
+    job = m.register_job(Identity("dave", Role.USER, "local"), ExecMode.PIPELINED, "x", os.getpid())
     ctx = make_context(store, identity=Identity(who, Role.USER, "password"))
     assert run_line(ctx, f"jobs cancel {job.id}") == 77
     assert "belongs to dave" in err(ctx) and entries(store)[-1].outcome == "denied"

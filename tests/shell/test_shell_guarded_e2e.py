@@ -25,8 +25,14 @@ pytestmark = pytest.mark.slow  # several consoles under pexpect
 
 
 def _cs(home: Path, *argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cs2sim.csshell", *argv], env=shell_env(home),
-                          capture_output=True, text=True, timeout=60, check=True)
+    return subprocess.run(
+        [sys.executable, "-m", "cs2sim.csshell", *argv],
+        env=shell_env(home),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
 
 
 def _state(home: Path) -> tuple[State, ExecMode]:
@@ -86,8 +92,15 @@ def test_another_admins_change_is_asked_about_before_the_reboot(
     root = spawn()
     root.run("system standby --yes; config execmode setup weight-streaming", "✔ Weight Streaming")
     # root's choice is pending: alice's script replaces it only with --yes
-    _cs(home, "--user", "alice", "--password-file", str(pw), "-c",
-        "config execmode setup pipelined --yes")
+    _cs(
+        home,
+        "--user",
+        "alice",
+        "--password-file",
+        str(pw),
+        "-c",
+        "config execmode setup pipelined --yes",
+    )
     root.child.sendline("system activate")
     root.expect("cs2-1 will boot into Pipelined mode (no mode change), as configured by alice")
     root.expect("Note: alice set the configured mode to PIPELINED")
@@ -96,6 +109,8 @@ def test_another_admins_change_is_asked_about_before_the_reboot(
     root.expect("Cancelled; nothing was changed (cs2-1 stays STANDBY).")
     root.prompt()
     assert _state(home) == (State.STANDBY, ExecMode.PIPELINED)
-    root.run("system activate --expect-mode weight-streaming",
-             "configured for PIPELINED, not WEIGHT_STREAMING as expected")
+    root.run(
+        "system activate --expect-mode weight-streaming",
+        "configured for PIPELINED, not WEIGHT_STREAMING as expected",
+    )
     assert _state(home)[0] is State.STANDBY

@@ -17,9 +17,13 @@ from cs2sim.system.store import Store
 
 @pytest.mark.parametrize(
     ("typed", "meant"),
-    [("show system", "system show"), ("show jobs", "jobs show"),
-     ("show config execmode", "config execmode show"), ("cancel jobs 12", "jobs cancel"),
-     ("show sys", "system show")],
+    [
+        ("show system", "system show"),
+        ("show jobs", "jobs show"),
+        ("show config execmode", "config execmode show"),
+        ("cancel jobs 12", "jobs cancel"),
+        ("show sys", "system show"),
+    ],
 )
 def test_verb_first_gets_the_right_command(store: Store, typed: str, meant: str) -> None:
     ctx = make_context(store)

@@ -20,8 +20,9 @@ from cs2sim.system.store import Store
 
 def submit(store: Store) -> int:
     nodes = queue.cluster_nodes(store)
-    req = JobRequest((Component(1, 2, 1), Component(1, 1, 1)), ("python", "run.py", "CSX"),
-                     name="gpt")
+    req = JobRequest(
+        (Component(1, 2, 1), Component(1, 1, 1)), ("python", "run.py", "CSX"), name="gpt"
+    )
     return queue.submit(store, req, user="alice", nodes=nodes)
 
 
@@ -77,9 +78,7 @@ def test_jobs_log_tail_of_a_long_log_reads_its_end(store: Store, home: Path) -> 
     assert run(store, f"jobs log {job} --tail 3")[1] == "line 99997\nline 99998\nline 99999\n"
 
 
-def test_jobs_log_follow_prints_appended_lines_until_the_job_ends(
-    store: Store, home: Path
-) -> None:
+def test_jobs_log_follow_prints_appended_lines_until_the_job_ends(store: Store, home: Path) -> None:
     job = submit(store)
     folder = write_logs(home, job, {0: "start\n"})
     ctx = make_context(store)
@@ -125,15 +124,22 @@ def test_cancelling_a_queued_job_does_not_say_its_nodes_are_free(store: Store) -
 def test_jobs_show_n_and_log_after_a_real_launch(home: Path) -> None:
     env = shell_env(home)
     script = "import os; print('task', os.environ['SLURM_PROCID'])"
-    launch = subprocess.run([sys.executable, "-m", "cs2sim.scripts.csrun_wse", "python", "-c",
-                             script], env=env, capture_output=True, text=True, timeout=120)
+    launch = subprocess.run(
+        [sys.executable, "-m", "cs2sim.scripts.csrun_wse", "python", "-c", script],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert launch.returncode == 0, launch.stderr
     cs = [sys.executable, "-m", "cs2sim.csshell", "-c"]
-    shown = subprocess.run([*cs, "jobs show 1"], env=env, capture_output=True, text=True,
-                           timeout=60)
+    shown = subprocess.run(
+        [*cs, "jobs show 1"], env=env, capture_output=True, text=True, timeout=60
+    )
     assert "COMPLETED" in shown.stdout and "Exit code : 0" in shown.stdout
-    logged = subprocess.run([*cs, "jobs log 1 --task 0"], env=env, capture_output=True,
-                            text=True, timeout=60)
+    logged = subprocess.run(
+        [*cs, "jobs log 1 --task 0"], env=env, capture_output=True, text=True, timeout=60
+    )
     assert logged.returncode == 0 and logged.stdout == "task 0\n", logged.stderr
 
 

@@ -21,7 +21,11 @@ TERMS = ["xterm-256color", "xterm", "dumb"]
 def spawn_cs(home: Path, term: str) -> pexpect.spawn:
     env = dict(shell_env(home), TERM=term)
     child = pexpect.spawn(
-        sys.executable, ["-m", "cs2sim.csshell"], env=env, encoding="utf-8", timeout=15,
+        sys.executable,
+        ["-m", "cs2sim.csshell"],
+        env=env,
+        encoding="utf-8",
+        timeout=15,
         dimensions=(40, 160),
     )
     child.delaybeforesend = None
@@ -80,7 +84,7 @@ def test_ctrl_d_at_the_first_prompt_leaves_at_once_every_time(home: Path, term: 
 
 def doc_example() -> str:
     text = (ROOT / "docs" / "console.md").read_text()
-    section = text[text.index("## Driving the console from a script"):]
+    section = text[text.index("## Driving the console from a script") :]
     return re.findall(r"```python\n(.*?)```", section, re.S)[0]
 
 
@@ -98,7 +102,11 @@ def test_the_documented_pexpect_example_passes(home: Path, tmp_path: Path) -> No
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_example.py"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "1 passed" in proc.stdout

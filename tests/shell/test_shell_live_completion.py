@@ -37,8 +37,7 @@ def test_system_names_complete(home: Path) -> None:
     _four(home)
     store = Store.open(home)
     try:
-        assert sorted(offered(store, "system use ")) == [
-            "cs2-1 ", "cs2-2 ", "cs2-3 ", "cs2-4 "]
+        assert sorted(offered(store, "system use ")) == ["cs2-1 ", "cs2-2 ", "cs2-3 ", "cs2-4 "]
         assert list(offered(store, "system use cs2-3")) == ["cs2-3 "]
         assert "127.0.1.3" in offered(store, "system use cs2-3")["cs2-3 "]
         assert "cs2-2 " in offered(store, "audit show --system ")

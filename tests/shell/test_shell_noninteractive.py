@@ -38,8 +38,9 @@ def test_c_runs_the_seed_change(home: Path, capsys: pytest.CaptureFixture[str]) 
     code, out, err = cs(capsys, "-c", SEED)
     assert (code, err) == (0, "")
     lines = out.splitlines()
-    assert lines[2].startswith("cs2-1 will boot into Weight Streaming mode (now Pipelined), as "
-                               "configured by ")  # who set it, then the Quickstart's line
+    assert lines[2].startswith(
+        "cs2-1 will boot into Weight Streaming mode (now Pipelined), as configured by "
+    )  # who set it, then the Quickstart's line
     del lines[2]
     assert lines == [
         "System cs2-1 is in STANDBY.",
@@ -205,9 +206,7 @@ def test_real_process_piped_output_is_plain(home: Path) -> None:
     assert proc.returncode == 2
     assert "\x1b" not in proc.stdout + proc.stderr
     assert "System activated in Pipelined mode." in proc.stdout
-    assert proc.stderr.endswith(
-        "(`sytem`): there is no command `sytem`; did you mean `system`?\n"
-    )
+    assert proc.stderr.endswith("(`sytem`): there is no command `sytem`; did you mean `system`?\n")
     assert proc.stderr.startswith("error: command ")  # which `;` part failed
 
 

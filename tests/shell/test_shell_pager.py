@@ -75,8 +75,13 @@ def test_the_built_in_pager_without_less(home: Path) -> None:
 
 def test_no_pager_off_a_terminal(home: Path) -> None:
     env = dict(shell_env(home), PAGER="false")  # a pager that would swallow everything
-    proc = subprocess.run([sys.executable, "-m", "cs2sim.csshell", "help"], env=env,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "cs2sim.csshell", "help"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0
     assert MORE not in proc.stdout and "Leave the shell (also `exit`" in proc.stdout
 

@@ -69,8 +69,17 @@ def test_pipes_chain_left_to_right(store: Store) -> None:
     assert run(store, "software show | count | except Count")[1] == ""
 
 
-@pytest.mark.parametrize("command", ["system show", "config execmode show", "software show",
-                                     "jobs show", "audit show", "system list"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "system show",
+        "config execmode show",
+        "software show",
+        "jobs show",
+        "audit show",
+        "system list",
+    ],
+)
 def test_display_json_is_the_output_format_json(store: Store, command: str) -> None:
     code, piped, _ = run(store, f"{command} | display json")
     _, direct, _ = run(store, f"{command} --output-format=json")
@@ -136,8 +145,14 @@ def test_tab_after_a_bar_completes_pipes() -> None:
 
 
 def cs(home: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cs2sim.csshell", *args], env=shell_env(home),
-                          capture_output=True, text=True, timeout=60, input=stdin)
+    return subprocess.run(
+        [sys.executable, "-m", "cs2sim.csshell", *args],
+        env=shell_env(home),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        input=stdin,
+    )
 
 
 def test_pipes_in_cs_c_and_cs_f_and_stdin(home: Path, tmp_path: Path) -> None:
@@ -151,8 +166,9 @@ def test_pipes_in_cs_c_and_cs_f_and_stdin(home: Path, tmp_path: Path) -> None:
     assert last.startswith("sqlite") and json.loads(data)["execmode"] == "PIPELINED"
     proc = cs(home, stdin="software show | grep x\n")
     assert proc.returncode == 2
-    assert proc.stderr == ("error: stdin line 1: there is no pipe `| grep x`; "
-                           "did you mean `| match`?\n")
+    assert proc.stderr == (
+        "error: stdin line 1: there is no pipe `| grep x`; did you mean `| match`?\n"
+    )
 
 
 def test_pipes_in_the_console(spawn) -> None:

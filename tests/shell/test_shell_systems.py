@@ -38,14 +38,20 @@ def test_system_flag_list_and_use_over_a_terminal(spawn: Any, home: Path) -> Non
     sh.child.sendline("yes")
     sh.expect("System cs2-4 is in STANDBY.")
     sh.prompt()
-    sh.run("config execmode setup pipelined",
-           "Selected execution mode configuration: ✔ Pipelined (on cs2-4)")
+    sh.run(
+        "config execmode setup pipelined",
+        "Selected execution mode configuration: ✔ Pipelined (on cs2-4)",
+    )
     sh.run("system use cs2-1")
     # a refusal says which system refused
-    sh.run("config execmode setup pipelined",
-           "error: cs2-1: Execution mode can only be changed in STANDBY")
-    sh.run("system use cs2-9", "error: Unknown system 'cs2-9'; known systems: cs2-1, cs2-2, "
-                               "cs2-3, cs2-4.")
+    sh.run(
+        "config execmode setup pipelined",
+        "error: cs2-1: Execution mode can only be changed in STANDBY",
+    )
+    sh.run(
+        "system use cs2-9",
+        "error: Unknown system 'cs2-9'; known systems: cs2-1, cs2-2, cs2-3, cs2-4.",
+    )
     sh.run("system show", "System                    : cs2-1 (127.0.1.1)")  # still cs2-1
     shown = sh.run("config execmode show", "Configured Execution Mode : WEIGHT_STREAMING")
     assert "System                    : cs2-1 (127.0.1.1)" in shown  # every show names it

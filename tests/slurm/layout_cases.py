@@ -44,8 +44,13 @@ class LayoutCase:
         if nodes == 1:
             return [*head, "--exclusive", f"--nodes={nodes}", f"--tasks-per-node={tpn}", *cpus]
         # The single-task nodes, or else the first node, form the first component(s).
-        last = [f"--nodes={nodes - max(single, 1)}", f"--tasks-per-node={tpn}", *cpus, *dist,
-                "--exclusive"]
+        last = [
+            f"--nodes={nodes - max(single, 1)}",
+            f"--tasks-per-node={tpn}",
+            *cpus,
+            *dist,
+            "--exclusive",
+        ]
         if single > 0:
             args = [*head, "--exclusive", "--nodes=1", "--tasks-per-node=1", ":"]
             for _ in range(2, single + 1):

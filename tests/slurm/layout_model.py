@@ -18,12 +18,30 @@ from layout_cases import LayoutCase
 # Slurm sets inconsistently, from run to run, in the tasks of a component that was not given the
 # option (SLURM_DISTRIBUTION, SLURM_NTASKS_PER_NODE; SLURM_CPUS_PER_TASK on a single-task node).
 LAYOUT_VARS = (
-    "SLURMD_NODENAME", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_GTIDS",
-    "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_NNODES", "SLURM_JOB_NUM_NODES",
-    "SLURM_JOB_NODELIST", "SLURM_NODELIST", "SLURM_STEP_NODELIST", "SLURM_STEP_NUM_NODES",
-    "SLURM_STEP_NUM_TASKS", "SLURM_TASKS_PER_NODE", "SLURM_STEP_TASKS_PER_NODE",
-    "SLURM_STEP_ID", "SLURM_CPUS_PER_TASK", "SLURM_CPUS_ON_NODE", "SLURM_JOB_CPUS_PER_NODE",
-    "SLURM_HET_SIZE", "SLURM_PACK_SIZE", "SLURM_HET_JOB_ID", "SLURM_HET_JOB_OFFSET",
+    "SLURMD_NODENAME",
+    "SLURM_PROCID",
+    "SLURM_LOCALID",
+    "SLURM_NODEID",
+    "SLURM_GTIDS",
+    "SLURM_NTASKS",
+    "SLURM_NPROCS",
+    "SLURM_NNODES",
+    "SLURM_JOB_NUM_NODES",
+    "SLURM_JOB_NODELIST",
+    "SLURM_NODELIST",
+    "SLURM_STEP_NODELIST",
+    "SLURM_STEP_NUM_NODES",
+    "SLURM_STEP_NUM_TASKS",
+    "SLURM_TASKS_PER_NODE",
+    "SLURM_STEP_TASKS_PER_NODE",
+    "SLURM_STEP_ID",
+    "SLURM_CPUS_PER_TASK",
+    "SLURM_CPUS_ON_NODE",
+    "SLURM_JOB_CPUS_PER_NODE",
+    "SLURM_HET_SIZE",
+    "SLURM_PACK_SIZE",
+    "SLURM_HET_JOB_ID",
+    "SLURM_HET_JOB_OFFSET",
 )
 View = dict[str, str | int | None]
 
@@ -95,12 +113,12 @@ def predict(case: LayoutCase, nodes: Sequence[str], cpus_per_node: int) -> list[
     Slurm's order) of `cpus_per_node` CPUs, all idle."""
     comps = components(case)
     used = list(nodes[: sum(c[0] for c in comps)])
-    placement: list[str] = []            # PROCID -> node name
+    placement: list[str] = []  # PROCID -> node name
     first = 0
-    cpus_on: dict[str, int] = {}         # node -> CPUs per task of the component there
-    alloc: list[int] = []                # CPUs allocated per used node
+    cpus_on: dict[str, int] = {}  # node -> CPUs per task of the component there
+    alloc: list[int] = []  # CPUs allocated per used node
     for k, (count, tpn, cpt, exclusive) in enumerate(comps):
-        mine = used[first: first + count]
+        mine = used[first : first + count]
         cpus_on.update(dict.fromkeys(mine, cpt))
         # A non-exclusive component gets only the CPUs its tasks ask for.
         alloc += [cpus_per_node if exclusive else tpn * cpt] * count
@@ -113,11 +131,14 @@ def predict(case: LayoutCase, nodes: Sequence[str], cpus_per_node: int) -> list[
     on_node = {node: [p for p, n in enumerate(placement) if n == node] for node in used}
     hets = len(comps) > 1
     common: View = {
-        "SLURM_NTASKS": str(len(placement)), "SLURM_NPROCS": str(len(placement)),
+        "SLURM_NTASKS": str(len(placement)),
+        "SLURM_NPROCS": str(len(placement)),
         "SLURM_STEP_NUM_TASKS": str(len(placement)),
-        "SLURM_NNODES": str(len(used)), "SLURM_JOB_NUM_NODES": str(len(used)),
+        "SLURM_NNODES": str(len(used)),
+        "SLURM_JOB_NUM_NODES": str(len(used)),
         "SLURM_STEP_NUM_NODES": str(len(used)),
-        "SLURM_JOB_NODELIST": compress_hosts(used), "SLURM_NODELIST": compress_hosts(used),
+        "SLURM_JOB_NODELIST": compress_hosts(used),
+        "SLURM_NODELIST": compress_hosts(used),
         "SLURM_STEP_NODELIST": compress_hosts(used),
         "SLURM_TASKS_PER_NODE": compress_counts([len(on_node[n]) for n in used]),
         "SLURM_STEP_TASKS_PER_NODE": compress_counts([len(on_node[n]) for n in used]),
@@ -126,27 +147,34 @@ def predict(case: LayoutCase, nodes: Sequence[str], cpus_per_node: int) -> list[
         "SLURM_JOB_CPUS_PER_NODE": compress_counts(alloc),
         "SLURM_HET_SIZE": str(len(comps)) if hets else None,
         "SLURM_PACK_SIZE": str(len(comps)) if hets else None,
-        "SLURM_HET_JOB_ID": None, "SLURM_HET_JOB_OFFSET": None,   # never set in the tasks
+        "SLURM_HET_JOB_ID": None,
+        "SLURM_HET_JOB_OFFSET": None,  # never set in the tasks
     }
     if hets:
         first = 0
         for k, (count, *_) in enumerate(comps):
             common[f"SLURM_JOB_ID_PACK_GROUP_{k} - SLURM_JOB_ID"] = k
-            common[f"SLURM_JOB_NODELIST_PACK_GROUP_{k}"] = compress_hosts(used[first:first + count])
+            common[f"SLURM_JOB_NODELIST_PACK_GROUP_{k}"] = compress_hosts(
+                used[first : first + count]
+            )
             common[f"SLURM_JOB_CPUS_PER_NODE_PACK_GROUP_{k}"] = compress_counts(
-                alloc[first:first + count])
+                alloc[first : first + count]
+            )
             first += count
     views = []
     for procid, node in enumerate(placement):
         view = dict(common)
-        view.update({
-            "SLURMD_NODENAME": node, "SLURM_PROCID": str(procid),
-            "SLURM_NODEID": str(used.index(node)),
-            "SLURM_LOCALID": str(on_node[node].index(procid)),
-            "SLURM_GTIDS": ",".join(map(str, on_node[node])),
-            "SLURM_CPUS_ON_NODE": str(len(on_node[node]) * cpus_on[node]),
-        })
+        view.update(
+            {
+                "SLURMD_NODENAME": node,
+                "SLURM_PROCID": str(procid),
+                "SLURM_NODEID": str(used.index(node)),
+                "SLURM_LOCALID": str(on_node[node].index(procid)),
+                "SLURM_GTIDS": ",".join(map(str, on_node[node])),
+                "SLURM_CPUS_ON_NODE": str(len(on_node[node]) * cpus_on[node]),
+            }
+        )
         if len(on_node[node]) == 1:
-            view["SLURM_CPUS_PER_TASK"] = None      # not comparable: see layout_view
+            view["SLURM_CPUS_PER_TASK"] = None  # not comparable: see layout_view
         views.append(view)
     return views

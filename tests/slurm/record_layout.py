@@ -28,8 +28,13 @@ def wait_all_idle(timeout: float = 30.0) -> None:
     node still completing the previous job (state `comp`) is not free: the layout would shift."""
     deadline = time.monotonic() + timeout
     while True:
-        out = subprocess.run(["sinfo", "-h", "-N", "-o", "%t"], capture_output=True, text=True,
-                             timeout=10, stdin=subprocess.DEVNULL).stdout.split()
+        out = subprocess.run(
+            ["sinfo", "-h", "-N", "-o", "%t"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            stdin=subprocess.DEVNULL,
+        ).stdout.split()
         if out and set(out) == {"idle"}:
             return
         if time.monotonic() > deadline:
@@ -45,8 +50,9 @@ def run_case(case: LayoutCase, timeout: float = 120.0) -> dict[str, object]:
         argv = ["srun", *case.srun_args(), sys.executable, str(TASK), tmp]
         t0 = time.monotonic()
         try:
-            proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                                  stdin=subprocess.DEVNULL)
+            proc = subprocess.run(
+                argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+            )
             rc, stderr = proc.returncode, proc.stderr
         except subprocess.TimeoutExpired as exc:  # e.g. a request the cluster can never satisfy
             rc = None
@@ -54,8 +60,9 @@ def run_case(case: LayoutCase, timeout: float = 120.0) -> dict[str, object]:
             stderr += f"\n(record_layout: srun did not finish within {timeout:.0f} s)"
         seconds = time.monotonic() - t0
         tasks = [json.loads(p.read_text()) for p in Path(tmp).glob("task-*.json")]
-    tasks.sort(key=lambda t: (int(t["env"].get("SLURM_HET_JOB_OFFSET", 0)),
-                              int(t["env"]["SLURM_PROCID"])))
+    tasks.sort(
+        key=lambda t: (int(t["env"].get("SLURM_HET_JOB_OFFSET", 0)), int(t["env"]["SLURM_PROCID"]))
+    )
     return {
         "case": case.as_dict(),
         "csrun_wse_flags": case.csrun_wse_flags(),
@@ -76,9 +83,9 @@ def slurm_version() -> str:
 def record(cases: list[LayoutCase] = CASES) -> dict[str, object]:
     return {
         "about": "Real Slurm task layout of csrun_wse's heterogeneous srun lines "
-                 "(Model Zoo's csrun_wse, docs/sources.md) "
-                 "on the 4-node x 16-CPU test cluster of .ci/slurm/start.sh; recorded by "
-                 "tests/slurm/record_layout.py.",
+        "(Model Zoo's csrun_wse, docs/sources.md) "
+        "on the 4-node x 16-CPU test cluster of .ci/slurm/start.sh; recorded by "
+        "tests/slurm/record_layout.py.",
         "slurm_version": slurm_version(),
         "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "cases": [run_case(c) for c in cases],
@@ -95,8 +102,10 @@ def main() -> None:
         tmp.write_text(text)
         tmp.rename(out)
     for case in data["cases"]:
-        print(f"{case['case']['name']:<20} rc={case['rc']} tasks={len(case['tasks'])} "
-              f"{case['seconds']:.2f}s  {case['srun_line']}")
+        print(
+            f"{case['case']['name']:<20} rc={case['rc']} tasks={len(case['tasks'])} "
+            f"{case['seconds']:.2f}s  {case['srun_line']}"
+        )
 
 
 if __name__ == "__main__":

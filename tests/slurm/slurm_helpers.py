@@ -24,14 +24,15 @@ DAEMONS_ENV = "CS2SIM_TEST_DAEMONS"
 def daemons_refusal() -> str | None:
     """Why a test may not start Slurm daemons here (one sentence), or None when it may."""
     if os.environ.get(DAEMONS_ENV) != "1":
-        return (f"starts Slurm daemons of its own: set {DAEMONS_ENV}=1 to allow it "
-                "(.ci/run does).")
+        return f"starts Slurm daemons of its own: set {DAEMONS_ENV}=1 to allow it (.ci/run does)."
     if os.geteuid() != 0:
         return "start.sh needs root (it starts munged and slurmd)."
     missing = [b for b in ("slurmctld", "slurmd", "srun", "munged") if shutil.which(b) is None]
     if missing:
-        return (f"Slurm is not installed ({', '.join(missing)} missing): "
-                "run `bash .ci/slurm/start.sh` as root once to install it.")
+        return (
+            f"Slurm is not installed ({', '.join(missing)} missing): "
+            "run `bash .ci/slurm/start.sh` as root once to install it."
+        )
     return None
 
 
@@ -45,19 +46,37 @@ class Cluster:
 def probe_cluster(env: dict[str, str] | None = None) -> Cluster | str:
     """The running cluster, or one sentence saying why there is none to test against."""
     if shutil.which("srun") is None:
-        return ("srun is not installed: the Slurm tests need a running Slurm cluster "
-                "(start the test cluster with `bash .ci/slurm/start.sh` as root).")
+        return (
+            "srun is not installed: the Slurm tests need a running Slurm cluster "
+            "(start the test cluster with `bash .ci/slurm/start.sh` as root)."
+        )
     try:
-        info = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True,
-                              timeout=ANSWER_SECONDS, stdin=subprocess.DEVNULL, env=env)
+        info = subprocess.run(
+            ["sinfo", "-h", "-N", "-o", "%N"],
+            capture_output=True,
+            text=True,
+            timeout=ANSWER_SECONDS,
+            stdin=subprocess.DEVNULL,
+            env=env,
+        )
         if info.returncode != 0:
-            return f"no Slurm cluster answers ({last_line(info.stderr)}); " \
-                   "start one with `bash .ci/slurm/start.sh`."
-        ping = subprocess.run(["srun", "-N1", "true"], capture_output=True, text=True,
-                              timeout=ANSWER_SECONDS, stdin=subprocess.DEVNULL, env=env)
+            return (
+                f"no Slurm cluster answers ({last_line(info.stderr)}); "
+                "start one with `bash .ci/slurm/start.sh`."
+            )
+        ping = subprocess.run(
+            ["srun", "-N1", "true"],
+            capture_output=True,
+            text=True,
+            timeout=ANSWER_SECONDS,
+            stdin=subprocess.DEVNULL,
+            env=env,
+        )
     except subprocess.TimeoutExpired as exc:
-        return f"the Slurm cluster did not answer `{' '.join(exc.cmd)}` within " \
-               f"{ANSWER_SECONDS} s; restart it with `bash .ci/slurm/start.sh`."
+        return (
+            f"the Slurm cluster did not answer `{' '.join(exc.cmd)}` within "
+            f"{ANSWER_SECONDS} s; restart it with `bash .ci/slurm/start.sh`."
+        )
     if ping.returncode != 0:
         return f"the Slurm cluster cannot run a job (srun -N1 true: {last_line(ping.stderr)})."
     return Cluster(nodes=tuple(sorted(set(info.stdout.split()), key=node_key)))

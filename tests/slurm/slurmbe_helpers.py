@@ -44,8 +44,13 @@ def launcher_env(home: Path, cluster: Path, scheduler: str) -> dict[str, str]:
     """The environment a user's shell would have: the venv first on PATH (the tasks run
     `python-ws` etc. by name), the store, the cluster description and the scheduler."""
     env = dict(os.environ)
-    env.update(CS2_HOME=str(home), CS2_CLUSTER=str(cluster), CS2_SCHEDULER=scheduler,
-               CS2_BOOT_SECONDS="0", PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}")
+    env.update(
+        CS2_HOME=str(home),
+        CS2_CLUSTER=str(cluster),
+        CS2_SCHEDULER=scheduler,
+        CS2_BOOT_SECONDS="0",
+        PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
+    )
     env.pop("SLURM_JOB_ID", None)
     return env
 
@@ -58,8 +63,13 @@ def wait_all_idle(timeout: float = 40.0) -> None:
 
 
 def squeue_ids() -> list[str]:
-    out = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True,
-                         timeout=10, stdin=subprocess.DEVNULL).stdout
+    out = subprocess.run(
+        ["squeue", "-h", "-o", "%i"],
+        capture_output=True,
+        text=True,
+        timeout=10,
+        stdin=subprocess.DEVNULL,
+    ).stdout
     return out.split()
 
 
@@ -77,9 +87,17 @@ def gone_from_squeue(job: int | str, timeout: float = 15.0) -> bool:
 
 def store_row(home: Path, job_id: int) -> dict[str, object] | None:
     """The store's slurm_jobs row, read from a separate process (as the console would)."""
-    code = ("import json, sys; from cs2sim.system.store import Store; "
-            "from cs2sim.system.sched.slurm import recorded_job; "
-            f"print(json.dumps(recorded_job(Store.open(), {job_id})))")
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env={**os.environ, "CS2_HOME": str(home)}, timeout=30, check=True)
+    code = (
+        "import json, sys; from cs2sim.system.store import Store; "
+        "from cs2sim.system.sched.slurm import recorded_job; "
+        f"print(json.dumps(recorded_job(Store.open(), {job_id})))"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "CS2_HOME": str(home)},
+        timeout=30,
+        check=True,
+    )
     return json.loads(res.stdout)

@@ -40,9 +40,15 @@ def private_cluster() -> Iterator[dict[str, str]]:
     # Short path: slurmstepd's unix sockets live under the spool dir (108-byte limit).
     state = Path(tempfile.mkdtemp(prefix="sci-", dir="/tmp"))
     base = free_port_block(NODES + 1)
-    env = cluster_env(state, SLURM_CI_NODES=str(NODES), SLURM_CI_ETC="0",
-                      SLURM_CI_INSTALL="0", SLURM_CI_TIMEOUT="30",
-                      SLURM_CI_CTLD_PORT=str(base), SLURM_CI_NODE_PORT=str(base + 1))
+    env = cluster_env(
+        state,
+        SLURM_CI_NODES=str(NODES),
+        SLURM_CI_ETC="0",
+        SLURM_CI_INSTALL="0",
+        SLURM_CI_TIMEOUT="30",
+        SLURM_CI_CTLD_PORT=str(base),
+        SLURM_CI_NODE_PORT=str(base + 1),
+    )
     try:
         yield env
     finally:
@@ -51,8 +57,14 @@ def private_cluster() -> Iterator[dict[str, str]]:
 
 
 def script(path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", str(path)], env=env, capture_output=True, text=True,
-                          timeout=120, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        ["bash", str(path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def daemons(state: Path) -> dict[str, int]:
@@ -93,10 +105,23 @@ def start_running_job(env: dict[str, str], state: Path) -> tuple[subprocess.Pope
     pidfile = state / "task-pid.txt"
     pidfile.unlink(missing_ok=True)
     srun = subprocess.Popen(
-        ["srun", "--exclusive", "-N1", ":", "--exclusive", "-N1", "bash", "-c",
-         f'[ "$SLURM_PROCID" = 0 ] && echo $$ > {pidfile}; exec sleep 300'],
-        env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True)
+        [
+            "srun",
+            "--exclusive",
+            "-N1",
+            ":",
+            "--exclusive",
+            "-N1",
+            "bash",
+            "-c",
+            f'[ "$SLURM_PROCID" = 0 ] && echo $$ > {pidfile}; exec sleep 300',
+        ],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 30
     while not pidfile.exists() or not pidfile.read_text().strip():
         assert srun.poll() is None, srun.communicate()
@@ -122,8 +147,13 @@ def test_start_stop_twice_leaves_no_daemon(private_cluster: dict[str, str]) -> N
             assert alive(pid, COMM.get(name, "slurmd")), f"{name} ({pid}) is not running"
 
         # The cluster works: one task on each node.
-        hosts = subprocess.run(["srun", f"-N{NODES}", "bash", "-c", "echo $SLURMD_NODENAME"],
-                               env=env, capture_output=True, text=True, timeout=60)
+        hosts = subprocess.run(
+            ["srun", f"-N{NODES}", "bash", "-c", "echo $SLURMD_NODENAME"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert hosts.returncode == 0, hosts.stderr
         assert sorted(hosts.stdout.split()) == ["node1", "node2"]
 
@@ -153,11 +183,13 @@ def test_start_stop_twice_leaves_no_daemon(private_cluster: dict[str, str]) -> N
             reconfigured = script(START, changed)
             assert reconfigured.returncode == 0, reconfigured.stderr
             assert "already running" not in reconfigured.stderr
-            config = subprocess.run(["scontrol", "show", "config"], env=env, capture_output=True,
-                                    text=True, timeout=30).stdout
+            config = subprocess.run(
+                ["scontrol", "show", "config"], env=env, capture_output=True, text=True, timeout=30
+            ).stdout
             assert "bf_interval=2" in config
-            assert not set(daemons(state).values()) & set(pids.values()) - {pids.get(
-                "munged.pid.ours")}, "start.sh did not restart the daemons for the new config"
+            assert not set(daemons(state).values()) & set(pids.values()) - {
+                pids.get("munged.pid.ours")
+            }, "start.sh did not restart the daemons for the new config"
             pids = daemons(state)
 
         srun, task_pid = start_running_job(env, state)
@@ -196,7 +228,8 @@ def test_failed_install_is_one_clear_error(tmp_path: Path) -> None:
     calls = tmp_path / "apt-calls"
     # `update` works, `install` fails: as on a machine whose mirror lacks the packages.
     (fakebin / "apt-get").write_text(
-        f'#!/bin/sh\necho "$1" >> {calls}\n[ "$1" = update ] && exit 0\nexit 100\n')
+        f'#!/bin/sh\necho "$1" >> {calls}\n[ "$1" = update ] && exit 0\nexit 100\n'
+    )
     (fakebin / "apt-get").chmod(0o755)
     # Debian keeps slurmctld, slurmd and munged in /usr/sbin: without it they look missing.
     path = f"{fakebin}:/usr/bin:/bin"
@@ -209,5 +242,6 @@ def test_failed_install_is_one_clear_error(tmp_path: Path) -> None:
     assert calls.read_text().split() == ["install", "update", "install"]
     assert result.stderr.strip().splitlines()[-1] == (
         "slurm-ci: apt-get install slurmctld slurmd slurm-client munge failed; "
-        f"see {state}/log/apt-install.log.")
+        f"see {state}/log/apt-install.log."
+    )
     assert not list(state.glob("*.pid")), "nothing may be started after a failed install"

@@ -32,13 +32,21 @@ def test_rules_reproduce_real_slurm(case: LayoutCase) -> None:
 def test_cyclic_reorders_only_the_last_component() -> None:
     block = predict(LayoutCase("b", 4, 3, single_task_nodes=1), NODES, 16)
     cyclic = predict(LayoutCase("c", 4, 3, single_task_nodes=1, cyclic=True), NODES, 16)
-    assert [v["SLURMD_NODENAME"] for v in block] == ["node1"] + ["node2"] * 3 + ["node3"] * 3 \
-        + ["node4"] * 3
+    assert [v["SLURMD_NODENAME"] for v in block] == ["node1"] + ["node2"] * 3 + ["node3"] * 3 + [
+        "node4"
+    ] * 3
     assert [v["SLURMD_NODENAME"] for v in cyclic] == ["node1"] + ["node2", "node3", "node4"] * 3
 
 
-@pytest.mark.parametrize("names", [["node1"], ["node1", "node2"], ["node1", "node3", "node4"],
-                                   ["node2", "node3", "node4", "node7"]])
+@pytest.mark.parametrize(
+    "names",
+    [
+        ["node1"],
+        ["node1", "node2"],
+        ["node1", "node3", "node4"],
+        ["node2", "node3", "node4", "node7"],
+    ],
+)
 def test_host_list_round_trip(names: list[str]) -> None:
     assert expand_nodelist(compress_hosts(names)) == names
 

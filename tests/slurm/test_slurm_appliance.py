@@ -20,20 +20,41 @@ FC = Path(__file__).resolve().parents[2] / "runtime" / "modelzoo" / "fc_mnist"
 
 def test_run_py_csx_on_slurm(site, tmp_path):  # noqa: F811
     cs = script("cs")
-    for command in ("system standby --yes", "config execmode setup weight-streaming",
-                    "system activate"):
-        res = subprocess.run([cs, "-c", command], capture_output=True, text=True, env=site,
-                             timeout=60)
+    for command in (
+        "system standby --yes",
+        "config execmode setup weight-streaming",
+        "system activate",
+    ):
+        res = subprocess.run(
+            [cs, "-c", command], capture_output=True, text=True, env=site, timeout=60
+        )
         assert res.returncode == 0, (command, res.stderr)
     work = tmp_path / "fc"
     work.mkdir()
     shutil.copy(FC / "run.py", work / "run.py")
     shutil.copytree(FC / "configs", work / "configs")
     try:
-        res = subprocess.run([sys.executable, "run.py", "CSX", "-p", "configs/params_small.yaml",
-                              "--mode", "train", "-o", "md", "--max_steps", "10"], cwd=work,
-                             env=site, capture_output=True, text=True, timeout=600,
-                             stdin=subprocess.DEVNULL)
+        res = subprocess.run(
+            [
+                sys.executable,
+                "run.py",
+                "CSX",
+                "-p",
+                "configs/params_small.yaml",
+                "--mode",
+                "train",
+                "-o",
+                "md",
+                "--max_steps",
+                "10",
+            ],
+            cwd=work,
+            env=site,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            stdin=subprocess.DEVNULL,
+        )
         assert res.returncode == 0, (res.stdout[-3000:], res.stderr[-3000:])
         assert "Compile was successful!" in res.stdout
         assert "| Train Device=CSX, Step=10, Loss=" in res.stdout
@@ -43,5 +64,9 @@ def test_run_py_csx_on_slurm(site, tmp_path):  # noqa: F811
         # both wsjobs went through Slurm: its own queue lines are in their launch logs
         assert len(re.findall(r"srun: job \d+ (?:queued|has been allocated)", logs)) >= 2, logs
     finally:
-        subprocess.run([sys.executable, "-m", "cs2sim.scripts.cluster_server", "stop"],
-                       env=site, capture_output=True, timeout=120)
+        subprocess.run(
+            [sys.executable, "-m", "cs2sim.scripts.cluster_server", "stop"],
+            env=site,
+            capture_output=True,
+            timeout=120,
+        )

@@ -33,8 +33,16 @@ pytestmark = pytest.mark.slurm
 
 TEST_NODES = ("node1", "node2", "node3", "node4")
 # block and cyclic; 0, 1, 2 single-task nodes; 1 and several nodes; with --cpus-per-task
-LAYOUT_CASES = ("n1_t2", "n2_s0_t2", "n3_s0_t2_cyclic", "n3_s1_t2", "n3_s1_t2_cyclic",
-                "n4_s2_t3", "n4_s2_t3_cyclic", "n4_s0_t2_c8_cyclic")
+LAYOUT_CASES = (
+    "n1_t2",
+    "n2_s0_t2",
+    "n3_s0_t2_cyclic",
+    "n3_s1_t2",
+    "n3_s1_t2_cyclic",
+    "n4_s2_t3",
+    "n4_s2_t3_cyclic",
+    "n4_s0_t2_c8_cyclic",
+)
 
 
 @pytest.fixture
@@ -72,16 +80,27 @@ def test_same_numbering_and_placement_as_embedded(site, tmp_path, name):
         out.mkdir()
         wait_all_idle()
         res = subprocess.run(
-            [script("csrun_wse"), *case.csrun_wse_flags(), "python3", str(HERE / "task_env.py"),
-             str(out)], capture_output=True, text=True, timeout=120,
-            env={**site, "CS2_SCHEDULER": scheduler}, stdin=subprocess.DEVNULL)
+            [
+                script("csrun_wse"),
+                *case.csrun_wse_flags(),
+                "python3",
+                str(HERE / "task_env.py"),
+                str(out),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**site, "CS2_SCHEDULER": scheduler},
+            stdin=subprocess.DEVNULL,
+        )
         assert res.returncode == 0, (scheduler, res.stderr)
         assert "Launching: srun --unbuffered --kill-on-bad-exit" in res.stdout
         views[scheduler] = _views(out)
         if scheduler == "slurm" and case.total_nodes > 1:  # Slurm's own lines pass through
             assert re.search(r"srun: job \d+ queued and waiting for resources", res.stderr)
     assert len(views["slurm"]) == case.total_nodes * case.tasks_per_node - (
-        case.single_task_nodes * (case.tasks_per_node - 1))
+        case.single_task_nodes * (case.tasks_per_node - 1)
+    )
     assert views["slurm"] == views["embedded"]
     assert views["slurm"] == predict(case, TEST_NODES, 16)
 
@@ -91,14 +110,28 @@ def test_bad_exit_fails_the_job_naming_task_and_node(site, tmp_path):
     """Global task 3 (srun's `task 2` of component 1, on node3) exits 3: srun stops the rest,
     its lines pass through, our line names SLURM_PROCID 3 on node3; the store says FAILED."""
     res = subprocess.run(
-        [script("csrun_wse"), "--total-nodes=3", "--single-task-nodes=1", "--tasks-per-node=2",
-         "bash", "-c", "if [ $SLURM_PROCID = 3 ]; then sleep 0.5; exit 3; fi; sleep 60"],
-        capture_output=True, text=True, timeout=90, env=site, stdin=subprocess.DEVNULL)
+        [
+            script("csrun_wse"),
+            "--total-nodes=3",
+            "--single-task-nodes=1",
+            "--tasks-per-node=2",
+            "bash",
+            "-c",
+            "if [ $SLURM_PROCID = 3 ]; then sleep 0.5; exit 3; fi; sleep 60",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        env=site,
+        stdin=subprocess.DEVNULL,
+    )
     assert res.returncode == 143, res.stderr  # srun's: the killed tasks' 128 + SIGTERM
     assert "srun: error: node3: task 2: Exited with exit code 3" in res.stderr
     job = _job_id(res.stderr)
-    assert (f"csrun: job {job} failed: task 3 (SLURM_PROCID) on node3 exited with exit code 3"
-            in res.stderr)
+    assert (
+        f"csrun: job {job} failed: task 3 (SLURM_PROCID) on node3 exited with exit code 3"
+        in res.stderr
+    )
     row = store_row(Path(site["CS2_HOME"]), job)
     assert row is not None and row["state"] == "FAILED" and row["exit_code"] == 143
     assert json.loads(str(row["nodes"])) == [["node1"], ["node2", "node3"]]
@@ -107,16 +140,31 @@ def test_bad_exit_fails_the_job_naming_task_and_node(site, tmp_path):
 
 def test_scancel_of_the_base_id_stops_the_whole_job(site, tmp_path):
     proc = subprocess.Popen(
-        [script("csrun_wse"), "--total-nodes=3", "--single-task-nodes=1", "--tasks-per-node=2",
-         "sleep", "120"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=site,
-        stdin=subprocess.DEVNULL)
+        [
+            script("csrun_wse"),
+            "--total-nodes=3",
+            "--single-task-nodes=1",
+            "--tasks-per-node=2",
+            "sleep",
+            "120",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=site,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         first = proc.stderr.readline() if proc.stderr else ""
         job = _job_id(first)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:  # both components running
-            states = subprocess.run(["squeue", "-h", "-j", f"{job},{job + 1}", "-o", "%i %t"],
-                                    capture_output=True, text=True, timeout=10).stdout.split("\n")
+            states = subprocess.run(
+                ["squeue", "-h", "-j", f"{job},{job + 1}", "-o", "%i %t"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+            ).stdout.split("\n")
             if sorted(s for s in states if s) == [f"{job}+0 R", f"{job}+1 R"]:
                 break
             time.sleep(0.1)
@@ -141,8 +189,12 @@ def test_ctrl_c_cancels_the_job_on_slurm(site, tmp_path):
     """SIGINT to the launcher (srun runs in its own session): the launcher scancels the job."""
     proc = subprocess.Popen(
         [script("csrun_wse"), "--total-nodes=2", "--tasks-per-node=1", "sleep", "120"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=site,
-        stdin=subprocess.DEVNULL)
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=site,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         job = _job_id(proc.stderr.readline() if proc.stderr else "")
         assert "has been allocated" in (proc.stderr.readline() if proc.stderr else "")
@@ -153,8 +205,10 @@ def test_ctrl_c_cancels_the_job_on_slurm(site, tmp_path):
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode in (130, 143), err
-    assert (f"csrun: job {job} was cancelled (the launcher was interrupted and scancelled it); "
-            "every task was stopped.") in err
+    assert (
+        f"csrun: job {job} was cancelled (the launcher was interrupted and scancelled it); "
+        "every task was stopped."
+    ) in err
     row = store_row(Path(site["CS2_HOME"]), job)
     assert row is not None and row["state"] == "CANCELLED"
     assert gone_from_squeue(job)
@@ -163,20 +217,47 @@ def test_ctrl_c_cancels_the_job_on_slurm(site, tmp_path):
 @pytest.mark.slow
 def test_console_jobs_show_is_squeue_with_the_same_columns(site, tmp_path):
     proc = subprocess.Popen(
-        [script("csrun_wse"), "--total-nodes=3", "--single-task-nodes=1", "--tasks-per-node=2",
-         "sleep", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=site,
-        stdin=subprocess.DEVNULL)
+        [
+            script("csrun_wse"),
+            "--total-nodes=3",
+            "--single-task-nodes=1",
+            "--tasks-per-node=2",
+            "sleep",
+            "60",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=site,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         job = _job_id(proc.stderr.readline() if proc.stderr else "")
         assert "has been allocated" in (proc.stderr.readline() if proc.stderr else "")
-        shown = subprocess.run([script("cs"), "-c", "jobs show"], capture_output=True, text=True,
-                               env=site, timeout=60)
-        js = subprocess.run([script("cs"), "-c", "jobs show --output-format json"],
-                            capture_output=True, text=True, env=site, timeout=60)
-        detail = subprocess.run([script("cs"), "-c", f"jobs show {job}"],
-                                capture_output=True, text=True, env=site, timeout=60)
-        cancelled = subprocess.run([script("cs"), "-c", f"jobs cancel {job}"],
-                                   capture_output=True, text=True, env=site, timeout=60)
+        shown = subprocess.run(
+            [script("cs"), "-c", "jobs show"], capture_output=True, text=True, env=site, timeout=60
+        )
+        js = subprocess.run(
+            [script("cs"), "-c", "jobs show --output-format json"],
+            capture_output=True,
+            text=True,
+            env=site,
+            timeout=60,
+        )
+        detail = subprocess.run(
+            [script("cs"), "-c", f"jobs show {job}"],
+            capture_output=True,
+            text=True,
+            env=site,
+            timeout=60,
+        )
+        cancelled = subprocess.run(
+            [script("cs"), "-c", f"jobs cancel {job}"],
+            capture_output=True,
+            text=True,
+            env=site,
+            timeout=60,
+        )
         proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
@@ -188,10 +269,13 @@ def test_console_jobs_show_is_squeue_with_the_same_columns(site, tmp_path):
     rows = [ln.split() for ln in shown.stdout.splitlines()[2:] if ln.strip()]
     mine = [r for r in rows if r[0].split("+")[0] == str(job)]
     assert [(r[0], r[1], r[3], r[5], r[6]) for r in mine] == [
-        (f"{job}+0", "sleep", "R", "1", "node1"), (f"{job}+1", "sleep", "R", "2", "node[2-3]")]
+        (f"{job}+0", "sleep", "R", "1", "node1"),
+        (f"{job}+1", "sleep", "R", "2", "node[2-3]"),
+    ]
     data = [j for j in json.loads(js.stdout) if j["id"] == job]
-    assert data and data[0]["components"] == 2 and data[0]["nodes"] == [["node1"],
-                                                                       ["node2", "node3"]]
+    assert (
+        data and data[0]["components"] == 2 and data[0]["nodes"] == [["node1"], ["node2", "node3"]]
+    )
     # `jobs show N`: the one job from squeue, its components' nodes and roles
     assert detail.returncode == 0, detail.stderr
     fields = {k.strip(): v for k, v in (ln.split(" : ", 1) for ln in detail.stdout.splitlines())}
@@ -210,9 +294,15 @@ def test_csrun_cpu_runs_on_one_slurm_node_without_a_terminal(site, tmp_path):
     anyway (no pty); the node wired to the CS-2 (node1) is excluded."""
     res = subprocess.run(
         [script("csrun_cpu"), "bash", "-c", "echo on $SLURMD_NODENAME; tty; exit 4"],
-        capture_output=True, text=True, timeout=60, env=site, stdin=subprocess.DEVNULL)
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=site,
+        stdin=subprocess.DEVNULL,
+    )
     assert res.stdout.splitlines()[0].startswith(
-        "Running: srun --pty --nodes=1 --exclude=node1 --exclusive singularity exec")
+        "Running: srun --pty --nodes=1 --exclude=node1 --exclusive singularity exec"
+    )
     node = re.search(r"^on (\S+)$", res.stdout, re.M)
     assert node and node.group(1) in ("node2", "node3", "node4"), res.stdout  # never node1
     assert "not a tty" in res.stdout
@@ -223,11 +313,24 @@ def test_csrun_cpu_runs_on_one_slurm_node_without_a_terminal(site, tmp_path):
 def test_a_job_larger_than_the_cluster_is_refused_not_left_pending(site, tmp_path):
     """Real Slurm would leave `1 + 4` nodes pending forever (rule 13): the launcher refuses."""
     res = subprocess.run(
-        [script("csrun_wse"), "--total-nodes=5", "--single-task-nodes=1", "--tasks-per-node=1",
-         "true"], capture_output=True, text=True, timeout=60, env=site, stdin=subprocess.DEVNULL)
+        [
+            script("csrun_wse"),
+            "--total-nodes=5",
+            "--single-task-nodes=1",
+            "--tasks-per-node=1",
+            "true",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=site,
+        stdin=subprocess.DEVNULL,
+    )
     assert res.returncode == 1
-    assert "srun: error: Unable to allocate resources: Requested node configuration is not " \
-           "available" in res.stderr
+    assert (
+        "srun: error: Unable to allocate resources: Requested node configuration is not "
+        "available" in res.stderr
+    )
     assert "this Slurm cluster has 4" in res.stderr
     assert squeue_ids() == [] or all("true" not in i for i in squeue_ids())
 
@@ -236,8 +339,9 @@ def test_csrun_cpu_on_slurm_gets_a_terminal(site, tmp_path):
     """Under a terminal, srun --pty gives the task a pseudo-terminal of its own (pexpect)."""
     import pexpect
 
-    child = pexpect.spawn(script("csrun_cpu"), ["bash", "-c", "tty; exit 4"], env=site,
-                          encoding="utf-8", timeout=60)
+    child = pexpect.spawn(
+        script("csrun_cpu"), ["bash", "-c", "tty; exit 4"], env=site, encoding="utf-8", timeout=60
+    )
     child.delaybeforesend = None
     child.expect(pexpect.EOF)  # srun's lines and the task's share the terminal: any order
     text = child.before
@@ -254,27 +358,52 @@ def test_a_node_failure_fails_the_job_naming_node_and_tasks(site, tmp_path):
     `Node failure on node3` lines pass through and our line names the node and the global task
     ids that ran there (srun's `tasks 2-3` of component 1 = SLURM_PROCID 3-4)."""
     proc = subprocess.Popen(
-        [script("csrun_wse"), "--total-nodes=3", "--single-task-nodes=1", "--tasks-per-node=2",
-         "sleep", "120"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=site,
-        stdin=subprocess.DEVNULL)
+        [
+            script("csrun_wse"),
+            "--total-nodes=3",
+            "--single-task-nodes=1",
+            "--tasks-per-node=2",
+            "sleep",
+            "120",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=site,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         job = _job_id(proc.stderr.readline() if proc.stderr else "")
         assert "has been allocated" in (proc.stderr.readline() if proc.stderr else "")
         time.sleep(0.5)
-        subprocess.run(["scontrol", "update", "nodename=node3", "state=down",
-                        "reason=cs2sim-node-failure-test"], check=True, timeout=10)
+        subprocess.run(
+            [
+                "scontrol",
+                "update",
+                "nodename=node3",
+                "state=down",
+                "reason=cs2sim-node-failure-test",
+            ],
+            check=True,
+            timeout=10,
+        )
         _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
             subprocess.run(["scancel", str(job)], timeout=10)
-        subprocess.run(["scontrol", "update", "nodename=node3", "state=resume"], timeout=10,
-                       capture_output=True)  # refused when Slurm already returned it to service
+        subprocess.run(
+            ["scontrol", "update", "nodename=node3", "state=resume"],
+            timeout=10,
+            capture_output=True,
+        )  # refused when Slurm already returned it to service
         wait_all_idle()
     assert proc.returncode == 143, err
     assert "srun: error: Node failure on node3" in err
-    assert (f"csrun: job {job} failed: node node3 failed under task(s) 3-4 (SLURM_PROCID) "
-            "(Slurm: Node failure)") in err
+    assert (
+        f"csrun: job {job} failed: node node3 failed under task(s) 3-4 (SLURM_PROCID) "
+        "(Slurm: Node failure)"
+    ) in err
     row = store_row(Path(site["CS2_HOME"]), job)
     assert row is not None and row["state"] == "NODE_FAIL", row
 
@@ -286,13 +415,26 @@ def test_kill_9_of_the_launcher_ends_the_job_and_its_tasks_processes(site, tmp_p
     tag = str(time.time_ns() % 10**8).zfill(8)
     body = f"sleep 600.{tag}1 & touch {tmp_path}/ready.$SLURM_PROCID; sleep 600.{tag}2"
     proc = subprocess.Popen(
-        [script("csrun_wse"), "--total-nodes=1", "--tasks-per-node=2", "--cpus-per-task=1",
-         "bash", "-c", body], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        env=site, stdin=subprocess.DEVNULL)
+        [
+            script("csrun_wse"),
+            "--total-nodes=1",
+            "--tasks-per-node=2",
+            "--cpus-per-task=1",
+            "bash",
+            "-c",
+            body,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=site,
+        stdin=subprocess.DEVNULL,
+    )
 
     def tagged() -> list[int]:
-        out = subprocess.run(["pgrep", "-f", f"^sleep 600.{tag}"], capture_output=True,
-                             text=True).stdout
+        out = subprocess.run(
+            ["pgrep", "-f", f"^sleep 600.{tag}"], capture_output=True, text=True
+        ).stdout
         return [int(p) for p in out.split()]
 
     try:
@@ -303,8 +445,10 @@ def test_kill_9_of_the_launcher_ends_the_job_and_its_tasks_processes(site, tmp_p
         job = None
         while job is None:  # the launcher records the job once srun or squeue named its id
             assert time.monotonic() < deadline, "the launcher recorded no Slurm job"
-            with contextlib.suppress(sqlite3.Error), \
-                    sqlite3.connect(Path(site["CS2_HOME"]) / "cs2sim.db") as db:
+            with (
+                contextlib.suppress(sqlite3.Error),
+                sqlite3.connect(Path(site["CS2_HOME"]) / "cs2sim.db") as db,
+            ):
                 job = db.execute("SELECT max(id) FROM slurm_jobs").fetchone()[0]
             time.sleep(0.1)
         proc.kill()

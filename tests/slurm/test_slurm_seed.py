@@ -26,19 +26,44 @@ missing = [m for m in NEEDED if importlib.util.find_spec(m) is None]
 pytestmark = [
     pytest.mark.slurm,
     pytest.mark.slow,
-    pytest.mark.skipif(bool(missing), reason=f"needs {', '.join(missing)} (the exec and "
-                       "streamers branches): the Quickstart's run.py cannot train on a CS-2 "
-                       "without"),
+    pytest.mark.skipif(
+        bool(missing),
+        reason=f"needs {', '.join(missing)} (the exec and "
+        "streamers branches): the Quickstart's run.py cannot train on a CS-2 "
+        "without",
+    ),
 ]
 GPTJ = Path(__file__).resolve().parents[2] / "runtime" / "modelzoo" / "gptj"
-SEED_FLAGS = ["--total-nodes", "4", "--tasks-per-node", "2", "--cpus-per-task", "8",
-              "--single-task-nodes", "2", "--cyclic"]
-RUN = ["python-ws", "run.py", "--model_dir", "model_dir", "--cs_ip", "127.0.1.1", "--params",
-       "configs/params_continuous_pretraining.yaml", "--mode", "train", "--max_steps", "2"]
+SEED_FLAGS = [
+    "--total-nodes",
+    "4",
+    "--tasks-per-node",
+    "2",
+    "--cpus-per-task",
+    "8",
+    "--single-task-nodes",
+    "2",
+    "--cyclic",
+]
+RUN = [
+    "python-ws",
+    "run.py",
+    "--model_dir",
+    "model_dir",
+    "--cs_ip",
+    "127.0.1.1",
+    "--params",
+    "configs/params_continuous_pretraining.yaml",
+    "--mode",
+    "train",
+    "--max_steps",
+    "2",
+]
 # What differs between two runs by nature: TensorBoard file names carry time and host; the
 # rendezvous directory is named by the job id; logs carry times.
 VOLATILE = re.compile(
-    r"events\.out\.tfevents\.[^/]*$|^\.cs2sim/rendezvous/[^/]+|run_\d{8}_\d{6}\.log$")
+    r"events\.out\.tfevents\.[^/]*$|^\.cs2sim/rendezvous/[^/]+|run_\d{8}_\d{6}\.log$"
+)
 
 
 def artifacts(model_dir: Path) -> set[str]:
@@ -52,10 +77,14 @@ def artifacts(model_dir: Path) -> set[str]:
 
 def test_seed_002_line_on_slurm_leaves_the_same_model_dir(site, tmp_path):  # noqa: F811
     cs = script("cs")
-    for command in ("system standby --yes", "config execmode setup weight-streaming",
-                    "system activate"):
-        res = subprocess.run([cs, "-c", command], capture_output=True, text=True, env=site,
-                             timeout=60)
+    for command in (
+        "system standby --yes",
+        "config execmode setup weight-streaming",
+        "system activate",
+    ):
+        res = subprocess.run(
+            [cs, "-c", command], capture_output=True, text=True, env=site, timeout=60
+        )
         assert res.returncode == 0, (command, res.stderr)
     found: dict[str, set[str]] = {}
     for scheduler in ("embedded", "slurm"):
@@ -63,15 +92,22 @@ def test_seed_002_line_on_slurm_leaves_the_same_model_dir(site, tmp_path):  # no
         work.mkdir()
         shutil.copy(GPTJ / "run.py", work / "run.py")
         shutil.copytree(GPTJ / "configs", work / "configs")
-        res = subprocess.run([script("csrun_wse"), *SEED_FLAGS, *RUN], cwd=work,
-                             capture_output=True, text=True, timeout=600,
-                             env={**site, "CS2_SCHEDULER": scheduler}, stdin=subprocess.DEVNULL)
+        res = subprocess.run(
+            [script("csrun_wse"), *SEED_FLAGS, *RUN],
+            cwd=work,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env={**site, "CS2_SCHEDULER": scheduler},
+            stdin=subprocess.DEVNULL,
+        )
         assert res.returncode == 0, (scheduler, res.stdout[-2000:], res.stderr[-3000:])
         assert res.stdout.startswith(
             "Launching: srun --unbuffered --kill-on-bad-exit --exclusive --nodes=1 "
             "--tasks-per-node=1  : --nodes=1 --tasks-per-node=1 --exclusive : --nodes=2 "
             "--tasks-per-node=2 --cpus-per-task=8 --distribution=cyclic --exclusive "
-            "singularity exec"), res.stdout[:400]
+            "singularity exec"
+        ), res.stdout[:400]
         both = res.stdout + res.stderr
         assert "Train Device=CSX, Step=2" in both, both[-3000:]
         # the chief met its 4 input workers (tasks of the last component) through Slurm's env
@@ -87,4 +123,5 @@ def test_seed_002_line_on_slurm_leaves_the_same_model_dir(site, tmp_path):  # no
         found[scheduler] = artifacts(model_dir)
     assert found["slurm"] == found["embedded"]
     assert {"performance.json", "params_train.yaml", "model-ckpt-2.npz", "plan.json"} <= {
-        Path(n).name for n in found["slurm"]}, sorted(found["slurm"])
+        Path(n).name for n in found["slurm"]
+    }, sorted(found["slurm"])

@@ -18,8 +18,14 @@ from cs2sim.system.sched.slurm import SlurmBackend, slurm_argv
 from cs2sim.system.sched.slurm_client import SQUEUE_FORMAT, parse_error_line, squeue_jobs
 from cs2sim.system.store import Store
 
-SITE = SiteSpec(def_nodes=4, def_tasks_per_node=1, def_cpus_per_task=17, gres_resource="",
-                gres_node="", singularity_image="img")
+SITE = SiteSpec(
+    def_nodes=4,
+    def_tasks_per_node=1,
+    def_cpus_per_task=17,
+    gres_resource="",
+    gres_node="",
+    singularity_image="img",
+)
 BIN = Path(sys.executable).parent
 
 
@@ -32,8 +38,11 @@ def test_default_is_embedded_and_env_overrides_site(monkeypatch, tmp_path):
     monkeypatch.setenv("CS2_SCHEDULER", "Slurm")
     assert scheduler_name(SiteSpec()) == "slurm"
     monkeypatch.setenv("CS2_SCHEDULER", "pbs")
-    with pytest.raises(ConfigError, match=r"CS2_SCHEDULER=pbs is not a scheduler; use one of: "
-                                          r"embedded, slurm"):
+    with pytest.raises(
+        ConfigError,
+        match=r"CS2_SCHEDULER=pbs is not a scheduler; use one of: "
+        r"embedded, slurm",
+    ):
         scheduler_name(SiteSpec())
     monkeypatch.setenv("CS2_HOME", str(tmp_path / "home"))
     store = Store.open()
@@ -45,26 +54,39 @@ def test_default_is_embedded_and_env_overrides_site(monkeypatch, tmp_path):
 
 def _yaml(tmp_path: Path, scheduler: str) -> Path:
     path = tmp_path / "cluster.yaml"
-    path.write_text("systems:\n  - {name: cs2-1, ip: 127.0.1.1, model: CS-2, execmode: PIPELINED}"
-                    "\nnodes:\n  - {name: node1, cpus: 16, memory_gb: 4, role: chief}\n"
-                    f"site:\n  scheduler: {scheduler}\n")
+    path.write_text(
+        "systems:\n  - {name: cs2-1, ip: 127.0.1.1, model: CS-2, execmode: PIPELINED}"
+        "\nnodes:\n  - {name: node1, cpus: 16, memory_gb: 4, role: chief}\n"
+        f"site:\n  scheduler: {scheduler}\n"
+    )
     return path
 
 
 def test_cluster_yaml_site_scheduler(tmp_path):
     assert load_cluster(_yaml(tmp_path, "slurm")).site.scheduler == "slurm"
     assert load_cluster(_yaml(tmp_path, "embedded")).site.scheduler == "embedded"
-    with pytest.raises(ConfigError, match=r"`site.scheduler` is 'lsf'; use one of: embedded, "
-                                          r"slurm; fix that key"):
+    with pytest.raises(
+        ConfigError,
+        match=r"`site.scheduler` is 'lsf'; use one of: embedded, "
+        r"slurm; fix that key",
+    ):
         load_cluster(_yaml(tmp_path, "lsf"))
 
 
-@pytest.mark.parametrize("flags", [
-    ["--total-nodes=1", "--tasks-per-node=2"],
-    ["--total-nodes=3", "--tasks-per-node=2", "--cyclic"],
-    ["--total-nodes=4", "--single-task-nodes=2", "--tasks-per-node=3", "--cyclic",
-     "--cpus-per-task=4"],
-])
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--total-nodes=1", "--tasks-per-node=2"],
+        ["--total-nodes=3", "--tasks-per-node=2", "--cyclic"],
+        [
+            "--total-nodes=4",
+            "--single-task-nodes=2",
+            "--tasks-per-node=3",
+            "--cyclic",
+            "--cpus-per-task=4",
+        ],
+    ],
+)
 def test_the_slurm_argv_is_the_printed_line_up_to_the_container(flags):
     """One builder: srun runs exactly the words `Launching:` shows, with `singularity exec -B ...
     <image>` replaced by the command (its words kept apart, so quoting survives)."""
@@ -79,9 +101,15 @@ def test_the_slurm_argv_is_the_printed_line_up_to_the_container(flags):
 
 def test_srun_error_lines_are_read():
     assert parse_error_line("srun: error: node3: task 2: Exited with exit code 3") == (
-        "node3", [2], "Exited with exit code 3")
+        "node3",
+        [2],
+        "Exited with exit code 3",
+    )
     assert parse_error_line("srun: error: node2: tasks 0-1,4: Terminated") == (
-        "node2", [0, 1, 4], "Terminated")
+        "node2",
+        [0, 1, 4],
+        "Terminated",
+    )
     assert parse_error_line("srun: error: Unable to allocate resources: x") is None
 
 
@@ -92,16 +120,61 @@ def test_squeue_rows_fold_het_components():
     def row(*vals: str) -> str:
         return "".join(v.ljust(w) for v, w in zip(vals, widths, strict=True))
 
-    text = "\n".join([
-        row("427", "427", "0", "python-ws", "ann", "RUNNING", "None", "1", "node1",
-            "2026-11-23T11:05:10", "2026-11-23T11:05:11", "N/A", "python-ws", "2861",
-            "cs2-1:1,cs2-2:1"),  # its CS-2 systems, one license each (site.system_licenses)
-        row("428", "427", "1", "python-ws", "ann", "RUNNING", "None", "2", "node[2-3]",
-            "2026-11-23T11:05:10", "2026-11-23T11:05:11", "N/A", "python-ws", "2861",
-            "(null)"),
-        row("430", "0", "0", "sleep", "bob", "PENDING", "Resources", "4", "",
-            "2026-11-23T11:06:10", "N/A", "N/A", "sleep", "2900", "(null)"),
-    ])
+    text = "\n".join(
+        [
+            row(
+                "427",
+                "427",
+                "0",
+                "python-ws",
+                "ann",
+                "RUNNING",
+                "None",
+                "1",
+                "node1",
+                "2026-11-23T11:05:10",
+                "2026-11-23T11:05:11",
+                "N/A",
+                "python-ws",
+                "2861",
+                "cs2-1:1,cs2-2:1",
+            ),  # its CS-2 systems, one license each (site.system_licenses)
+            row(
+                "428",
+                "427",
+                "1",
+                "python-ws",
+                "ann",
+                "RUNNING",
+                "None",
+                "2",
+                "node[2-3]",
+                "2026-11-23T11:05:10",
+                "2026-11-23T11:05:11",
+                "N/A",
+                "python-ws",
+                "2861",
+                "(null)",
+            ),
+            row(
+                "430",
+                "0",
+                "0",
+                "sleep",
+                "bob",
+                "PENDING",
+                "Resources",
+                "4",
+                "",
+                "2026-11-23T11:06:10",
+                "N/A",
+                "N/A",
+                "sleep",
+                "2900",
+                "(null)",
+            ),
+        ]
+    )
     jobs = squeue_jobs(text, fmt)
     assert [(j.id, j.het_size, j.state, j.reason, j.nodes, j.systems) for j in jobs] == [
         (427, 2, "RUNNING", "", (("node1",), ("node2", "node3")), ("cs2-1", "cs2-2")),
@@ -115,16 +188,29 @@ def test_without_srun_the_launcher_says_so_in_one_sentence(tmp_path):
     (tmp_path / "cluster.yaml").write_text(
         "systems:\n  - {name: cs2-1, ip: 127.0.1.1, model: CS-2, execmode: PIPELINED}\n"
         "nodes:\n  - {name: node1, cpus: 16, memory_gb: 4, role: chief}\n"
-        "site:\n  gres_resource: ''\n  scheduler: slurm\n")
-    env = {**os.environ, "CS2_HOME": str(tmp_path / "home"),
-           "CS2_CLUSTER": str(tmp_path / "cluster.yaml"), "PATH": "/nonexistent"}
+        "site:\n  gres_resource: ''\n  scheduler: slurm\n"
+    )
+    env = {
+        **os.environ,
+        "CS2_HOME": str(tmp_path / "home"),
+        "CS2_CLUSTER": str(tmp_path / "cluster.yaml"),
+        "PATH": "/nonexistent",
+    }
     env.pop("CS2_SCHEDULER", None)
-    res = subprocess.run([str(BIN / "csrun_wse"), "--total-nodes=1", "true"], env=env,
-                         capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    res = subprocess.run(
+        [str(BIN / "csrun_wse"), "--total-nodes=1", "true"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
     assert res.returncode != 0
     errs = [ln for ln in res.stderr.splitlines() if ln.strip()]
-    assert errs == ["srun: error: The scheduler is slurm but `srun` is not on PATH; install the "
-                    "Slurm client (slurm-client) or set CS2_SCHEDULER=embedded."]
+    assert errs == [
+        "srun: error: The scheduler is slurm but `srun` is not on PATH; install the "
+        "Slurm client (slurm-client) or set CS2_SCHEDULER=embedded."
+    ]
     assert "Traceback" not in res.stderr
 
 

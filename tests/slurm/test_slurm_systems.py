@@ -24,19 +24,28 @@ NODES = 6  # two jobs of three whole nodes fit: the second waits for its systems
 LICENSES = "cs2-1:1,cs2-2:1,cs2-3:1,cs2-4:1"
 SHAPE = ["--total-nodes=3", "--single-task-nodes=2", "--tasks-per-node=1", "--cpus-per-task=1"]
 WAIT = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.05)"
-CLUSTER = """\
+CLUSTER = (
+    """\
 systems:
-""" + "".join(f"  - {{name: cs2-{i}, ip: 127.0.1.{i}, execmode: WEIGHT_STREAMING}}\n"
-              for i in range(1, 5)) + """\
+"""
+    + "".join(
+        f"  - {{name: cs2-{i}, ip: 127.0.1.{i}, execmode: WEIGHT_STREAMING}}\n" for i in range(1, 5)
+    )
+    + """\
 nodes:
-""" + "".join(f"  - {{name: node{i}, cpus: 16, memory_gb: 4, role: "
-              f"{'chief' if i == 1 else 'worker'}}}\n" for i in range(1, NODES + 1)) + """\
+"""
+    + "".join(
+        f"  - {{name: node{i}, cpus: 16, memory_gb: 4, role: {'chief' if i == 1 else 'worker'}}}\n"
+        for i in range(1, NODES + 1)
+    )
+    + """\
 site:
   gres_resource: ""
   gres_node: node1
   scheduler: slurm
   system_licenses: true
 """
+)
 
 
 @pytest.fixture
@@ -47,12 +56,25 @@ def licensed() -> Iterator[dict[str, str]]:
         pytest.skip(refusal)
     state = Path(tempfile.mkdtemp(prefix="scl-", dir="/tmp"))  # short: socket paths
     base = free_port_block(NODES + 1)
-    env = cluster_env(state, SLURM_CI_NODES=str(NODES), SLURM_CI_ETC="0",
-                      SLURM_CI_INSTALL="0", SLURM_CI_TIMEOUT="60", SLURM_CI_LICENSES=LICENSES,
-                      SLURM_CI_CTLD_PORT=str(base), SLURM_CI_NODE_PORT=str(base + 1))
+    env = cluster_env(
+        state,
+        SLURM_CI_NODES=str(NODES),
+        SLURM_CI_ETC="0",
+        SLURM_CI_INSTALL="0",
+        SLURM_CI_TIMEOUT="60",
+        SLURM_CI_LICENSES=LICENSES,
+        SLURM_CI_CTLD_PORT=str(base),
+        SLURM_CI_NODE_PORT=str(base + 1),
+    )
     try:
-        up = subprocess.run(["bash", str(START)], env=env, capture_output=True, text=True,
-                            timeout=180, stdin=subprocess.DEVNULL)
+        up = subprocess.run(
+            ["bash", str(START)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            stdin=subprocess.DEVNULL,
+        )
         if up.returncode != 0:
             pytest.skip(f"a private Slurm cluster did not start: {up.stderr.strip()[-300:]}")
         yield env
@@ -63,8 +85,13 @@ def licensed() -> Iterator[dict[str, str]]:
 
 def _squeue(env: dict[str, str]) -> dict[str, tuple[str, str]]:
     """Component 0 of each job: id -> (state, licenses)."""
-    out = subprocess.run(["squeue", "-h", "-O", "JobID:12,HetJobOffset:6,State:12,Licenses:60"],
-                         env=env, capture_output=True, text=True, timeout=10).stdout
+    out = subprocess.run(
+        ["squeue", "-h", "-O", "JobID:12,HetJobOffset:6,State:12,Licenses:60"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=10,
+    ).stdout
     rows = [line.split() for line in out.splitlines()]
     return {r[0]: (r[2], r[3]) for r in rows if len(r) == 4 and r[1] == "0"}
 
@@ -81,15 +108,32 @@ def _until(predicate, timeout: float = 60.0):  # type: ignore[no-untyped-def]
 @pytest.mark.slow  # whole jobs queued on real Slurm for their licenses
 def test_systems_are_licenses_a_job_waits_for_its_systems(licensed, tmp_path):
     (tmp_path / "cluster.yaml").write_text(CLUSTER)
-    env = {**launcher_env(tmp_path / "home", tmp_path / "cluster.yaml", "slurm"),
-           "SLURM_CONF": licensed["SLURM_CONF"]}
+    env = {
+        **launcher_env(tmp_path / "home", tmp_path / "cluster.yaml", "slurm"),
+        "SLURM_CONF": licensed["SLURM_CONF"],
+    }
 
     def launch(name: str, cs_ip: str) -> tuple[subprocess.Popen[str], Path]:
         stop = tmp_path / f"stop-{name}"
         return subprocess.Popen(
-            [script("csrun_wse"), *SHAPE, "python-ws", "-c", WAIT, str(stop), "--cs_ip", cs_ip,
-             "--num_csx", "2"], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True), stop
+            [
+                script("csrun_wse"),
+                *SHAPE,
+                "python-ws",
+                "-c",
+                WAIT,
+                str(stop),
+                "--cs_ip",
+                cs_ip,
+                "--num_csx",
+                "2",
+            ],
+            env=env,
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        ), stop
 
     a, stop_a = launch("a", "cs2-1")
     b = None
@@ -101,13 +145,16 @@ def test_systems_are_licenses_a_job_waits_for_its_systems(licensed, tmp_path):
         time.sleep(3)  # several backfill passes (bf_interval=1): it stays pending
         states = sorted(_squeue(licensed).values())
         assert states == [("PENDING", "cs2-2:1,cs2-3:1"), ("RUNNING", "cs2-1:1,cs2-2:1")]
-        shown = subprocess.run([script("cs"), "-c", "jobs show"], env=env, capture_output=True,
-                               text=True, timeout=60)
+        shown = subprocess.run(
+            [script("cs"), "-c", "jobs show"], env=env, capture_output=True, text=True, timeout=60
+        )
         assert shown.returncode == 0, shown.stderr
         lines = [line.split() for line in shown.stdout.splitlines()]
         assert lines[0][-1] == "SYSTEMS"
         assert sorted(r[-1] for r in lines[2:] if r[0].endswith("+0")) == [
-            "cs2-1,cs2-2", "cs2-2,cs2-3"]
+            "cs2-1,cs2-2",
+            "cs2-2,cs2-3",
+        ]
         stop_a.touch()
         out_a, err_a = a.communicate(timeout=120)
         assert a.returncode == 0, err_a

@@ -38,20 +38,35 @@ def main() -> None:
     else:
         sys.exit("no chief.json")
     job, port = addr["job"], addr["port"]
-    hello = {"type": "streamer", "job": job, "procid": 1, "node": "rogue", "pid": 1,
-             "nonce": "ab" * 16, "proof": "00" * 32}
+    hello = {
+        "type": "streamer",
+        "job": job,
+        "procid": 1,
+        "node": "rogue",
+        "pid": 1,
+        "nonce": "ab" * 16,
+        "proof": "00" * 32,
+    }
     attacks: list[tuple[str, bytes, float]] = [
-        ("object-dtype hello", frame({**hello, "rank": 0, "arrays": [["x", "O", [4]]]},
-                                     b"\x41" * 32), 0.5),
+        (
+            "object-dtype hello",
+            frame({**hello, "rank": 0, "arrays": [["x", "O", [4]]]}, b"\x41" * 32),
+            0.5,
+        ),
         ("HTTP request", b"GET / HTTP/1.0\r\n\r\n", 0.5),
         *[(f"1 GiB length prefix {i}", struct.pack("!I", 1 << 30), 2.0) for i in range(3)],
-        *[(f"claim of streamer rank {r}", frame({**hello, "rank": r}), 0.5)
-          for r in range(streamers)],
+        *[
+            (f"claim of streamer rank {r}", frame({**hello, "rank": r}), 0.5)
+            for r in range(streamers)
+        ],
         ("claim of an impossible rank", frame({**hello, "rank": 999}), 0.5),
         ("hello that is a JSON list", frame([1, 2, 3]), 0.5),
         ("hello with rank 'abc'", frame({**hello, "rank": "abc"}), 0.5),
-        ("hello with a huge shape", frame({**hello, "rank": 0,
-                                          "arrays": [["x", "<f4", [1 << 40, 1 << 40]]]}), 0.5),
+        (
+            "hello with a huge shape",
+            frame({**hello, "rank": 0, "arrays": [["x", "<f4", [1 << 40, 1 << 40]]]}),
+            0.5,
+        ),
         ("hello with dtype 5", frame({**hello, "rank": 0, "arrays": [["x", 5, [1]]]}), 0.5),
     ]
     done: list[dict[str, object]] = []
@@ -80,8 +95,9 @@ def main() -> None:
     for t in threads:
         t.join()
     known = [p for p in peaks if p is not None]
-    print(json.dumps({"attempts": done, "chief_peak_kb": max(known) if known else None}),
-          flush=True)
+    print(
+        json.dumps({"attempts": done, "chief_peak_kb": max(known) if known else None}), flush=True
+    )
 
 
 def peak_kb(pid: int) -> int | None:

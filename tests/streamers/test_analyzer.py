@@ -21,8 +21,19 @@ pytestmark = pytest.mark.slow  # the analyzer measuring real input pipelines
 
 
 def test_flags_both_spellings_and_the_command_starts_at_python():
-    a = parse_args(["--available-nodes", "3", "--mount-dirs=/a,/b", "--output-format=json",
-                    "python", "run.py", "--mode=validate_only", "--available-nodes", "9"])
+    a = parse_args(
+        [
+            "--available-nodes",
+            "3",
+            "--mount-dirs=/a,/b",
+            "--output-format=json",
+            "python",
+            "run.py",
+            "--mode=validate_only",
+            "--available-nodes",
+            "9",
+        ]
+    )
     assert a is not None
     assert (a.available_nodes, a.mount_dirs, a.output) == (3, ["/a", "/b"], "json")
     assert a.command == ["python", "run.py", "--mode=validate_only", "--available-nodes", "9"]
@@ -30,15 +41,20 @@ def test_flags_both_spellings_and_the_command_starts_at_python():
     assert parse_args(["--help"]) is None
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["--available-nodes", "x", "python", "run.py"],
-     '"--available-nodes" requires a positive integer argument'),
-    (["--available-nodes"], '"--available-nodes" requires a non-empty argument'),
-    (["--output-format=xml", "python", "run.py"], "is text or json"),
-    (["--bogus", "python", "run.py"], "unknown option --bogus"),
-    ([], "no command to analyze"),
-    (["--threads", "a,b", "python", "run.py"], "comma-separated list of positive integers"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["--available-nodes", "x", "python", "run.py"],
+            '"--available-nodes" requires a positive integer argument',
+        ),
+        (["--available-nodes"], '"--available-nodes" requires a non-empty argument'),
+        (["--output-format=xml", "python", "run.py"], "is text or json"),
+        (["--bogus", "python", "run.py"], "unknown option --bogus"),
+        ([], "no command to analyze"),
+        (["--threads", "a,b", "python", "run.py"], "comma-separated list of positive integers"),
+    ],
+)
 def test_flag_errors(argv, message):
     with pytest.raises(AnalyzerError, match=message):
         parse_args(argv)
@@ -69,8 +85,12 @@ def test_recommend_fewest_nodes_that_meet_the_need():
 
 def test_recommend_grows_with_a_slower_input_and_caps_at_available():
     fast = recommend(OPTS, 25_000.0, available=10, single=0)
-    slow = recommend([PerThreads(p.threads, p.workers_per_node, p.per_worker / 4) for p in OPTS],
-                     25_000.0, available=10, single=0)
+    slow = recommend(
+        [PerThreads(p.threads, p.workers_per_node, p.per_worker / 4) for p in OPTS],
+        25_000.0,
+        available=10,
+        single=0,
+    )
     assert slow.nodes > fast.nodes
     short = recommend(OPTS, 1e9, available=4, single=2)
     assert short.nodes == 4 and short.meets_need is False and short.nodes_needed > 4
@@ -82,14 +102,38 @@ def test_recommend_grows_with_a_slower_input_and_caps_at_available():
 def _analyze(tmp_path, *flags, env=None, mode="--mode=validate_only"):
     e = {**os.environ, "OPENBLAS_NUM_THREADS": "1", **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "cs2sim.scripts.cs_input_analyzer", *flags, "python", RUN_PY, mode,
-         "-p", FC_SMALL, "-o", str(tmp_path / "md")],
-        capture_output=True, text=True, env=e, cwd=ROOT, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "cs2sim.scripts.cs_input_analyzer",
+            *flags,
+            "python",
+            RUN_PY,
+            mode,
+            "-p",
+            FC_SMALL,
+            "-o",
+            str(tmp_path / "md"),
+        ],
+        capture_output=True,
+        text=True,
+        env=e,
+        cwd=ROOT,
+        timeout=300,
+    )
 
 
 def test_text_report_has_the_progress_lines_measurements_and_three_values(tmp_path):
-    p = _analyze(tmp_path, "--threads", "12,20", "--measure-seconds", "0.3",
-                 "--available-nodes", "4", mode="--mode=compile_only")
+    p = _analyze(
+        tmp_path,
+        "--threads",
+        "12,20",
+        "--measure-seconds",
+        "0.3",
+        "--available-nodes",
+        "4",
+        mode="--mode=compile_only",
+    )
     assert p.returncode == 0, p.stderr
     out = p.stdout
     assert START in out and FINISH in out
@@ -111,15 +155,26 @@ def test_text_report_has_the_progress_lines_measurements_and_three_values(tmp_pa
     rate = load_measurement(tmp_path / "md", "fc_mnist")
     assert rate is not None and rate > 0 and "saved in" in out
     params, _ = validate_params(load_params(FC_SMALL), "fc_mnist")
-    r = compile_run("fc_mnist", params, tmp_path / "md2", mode=ExecMode.PIPELINED,
-                    draw_map=False, input_cluster=InputCluster(1, rate))
+    r = compile_run(
+        "fc_mnist",
+        params,
+        tmp_path / "md2",
+        mode=ExecMode.PIPELINED,
+        draw_map=False,
+        input_cluster=InputCluster(1, rate),
+    )
     assert r.plan.estimate["bound"] == "input"  # one host worker is far below a CS-2 port
     assert "Bound: input" in (r.directory / "compile_report.txt").read_text()
 
 
 def test_json_report_and_slower_input_changes_the_recommendation(tmp_path):
-    flags = ("--output-format=json", "--threads=12", "--measure-seconds=0.4",
-             "--available-nodes=64", "--target-samples-per-sec=100000")
+    flags = (
+        "--output-format=json",
+        "--threads=12",
+        "--measure-seconds=0.4",
+        "--available-nodes=64",
+        "--target-samples-per-sec=100000",
+    )
     fast = _analyze(tmp_path, *flags)
     assert fast.returncode == 0, fast.stderr
     a = json.loads(fast.stdout)  # stdout is only the JSON (progress went to stderr)
@@ -140,8 +195,10 @@ def test_json_report_and_slower_input_changes_the_recommendation(tmp_path):
     per_slow = b["per_threads"][0]["per_worker_samples_per_sec"]
     assert per_slow < per_fast / 3  # the knob is real work
     assert b["recommendation"]["streamers"] > rec["streamers"]
-    assert (b["recommendation"]["nodes"], b["recommendation"]["tasks_per_node"]) != \
-        (rec["nodes"], rec["tasks_per_node"])
+    assert (b["recommendation"]["nodes"], b["recommendation"]["tasks_per_node"]) != (
+        rec["nodes"],
+        rec["tasks_per_node"],
+    )
 
 
 def test_errors_are_one_line(tmp_path):
@@ -156,10 +213,25 @@ def test_on_a_terminal_a_rich_progress_bar_then_the_report(tmp_path):
     pexpect = pytest.importorskip("pexpect")
     child = pexpect.spawn(
         sys.executable,
-        ["-m", "cs2sim.scripts.cs_input_analyzer", "--threads=12", "--measure-seconds=0.3",
-         "python", RUN_PY, "--mode=validate_only", "-p", FC_SMALL, "-o", str(tmp_path / "md")],
-        cwd=str(ROOT), env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "TERM": "xterm"},
-        encoding="utf-8", timeout=120, dimensions=(40, 160))
+        [
+            "-m",
+            "cs2sim.scripts.cs_input_analyzer",
+            "--threads=12",
+            "--measure-seconds=0.3",
+            "python",
+            RUN_PY,
+            "--mode=validate_only",
+            "-p",
+            FC_SMALL,
+            "-o",
+            str(tmp_path / "md"),
+        ],
+        cwd=str(ROOT),
+        env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "TERM": "xterm"},
+        encoding="utf-8",
+        timeout=120,
+        dimensions=(40, 160),
+    )
     child.delaybeforesend = None
     seen = io.StringIO()
     child.logfile_read = seen
@@ -185,8 +257,9 @@ def test_a_run_py_that_passes_its_own_model_class_is_analyzed():
 
 def test_a_run_py_naming_a_class_it_lacks_is_one_line(tmp_path):
     bad = tmp_path / "run.py"
-    bad.write_text("from cs2sim.runtime.cli.main import main\n"
-                   "if __name__ == '__main__':\n    main(Missing)\n")
+    bad.write_text(
+        "from cs2sim.runtime.cli.main import main\nif __name__ == '__main__':\n    main(Missing)\n"
+    )
     with pytest.raises(AnalyzerError, match="passes Missing to main"):
         parse_command(["python", str(bad)])
 
@@ -202,10 +275,26 @@ def _train_line(report: str) -> str:
 def test_the_recommended_line_run_as_printed_trains_on_the_cs2(cs2_system):
     work = cs2_system.model_copy("fc_mnist")
     # 128-CPU worker nodes at 64 threads: 2 workers a node; 2 nodes: a chief and 3 streamers
-    report = cs2_system.run(
-        ["cs_input_analyzer", "--available-nodes=2", "--threads=64", "--measure-seconds=0.3",
-         "python", "run.py", "--mode=compile_only", "-p", "configs/params_small.yaml",
-         "--max_steps", "10"], cwd=work).check().output
+    report = (
+        cs2_system.run(
+            [
+                "cs_input_analyzer",
+                "--available-nodes=2",
+                "--threads=64",
+                "--measure-seconds=0.3",
+                "python",
+                "run.py",
+                "--mode=compile_only",
+                "-p",
+                "configs/params_small.yaml",
+                "--max_steps",
+                "10",
+            ],
+            cwd=work,
+        )
+        .check()
+        .output
+    )
     line = _train_line(report)
     assert "Time to train (CS-2 estimate): " in report and " for 10 steps (" in report
     assert line.startswith("csrun_wse --total-nodes=2 ") and " python run.py --mode=train " in line
@@ -221,15 +310,26 @@ def test_the_recommended_line_run_as_printed_trains_on_the_cs2(cs2_system):
 def test_without_p_the_analyzer_uses_the_default_params_as_run_py_does(cs2_system):
     work = cs2_system.model_copy("fc_mnist")
     result = cs2_system.run(
-        ["cs_input_analyzer", "--output-format=json", "--threads=64", "--measure-seconds=0.3",
-         "python", "run.py", "--mode=validate_only"], cwd=work)
+        [
+            "cs_input_analyzer",
+            "--output-format=json",
+            "--threads=64",
+            "--measure-seconds=0.3",
+            "python",
+            "run.py",
+            "--mode=validate_only",
+        ],
+        cwd=work,
+    )
     assert result.ok, result.combined[-3000:]
     directory = json.loads(result.output)["compile"]["directory"]
     # run.py compiles for the system --cs_ip names; the analyzer for the one its line names
-    run = cs2_system.run(["python", "run.py", "--mode=validate_only", "--cs_ip", cs2_system.ip],
-                         cwd=work).check()
-    assert f"Params file: {work / 'configs' / 'params.yaml'} (the default next to run.py" in \
-        run.output
+    run = cs2_system.run(
+        ["python", "run.py", "--mode=validate_only", "--cs_ip", cs2_system.ip], cwd=work
+    ).check()
+    assert (
+        f"Params file: {work / 'configs' / 'params.yaml'} (the default next to run.py" in run.output
+    )
     assert f"Reusing existing compilation in {directory}" in run.output  # the same params
 
 
@@ -237,8 +337,11 @@ def test_without_p_the_analyzer_uses_the_default_params_as_run_py_does(cs2_syste
 def test_the_help_examples_run_as_written(cs2_system):
     work = cs2_system.model_copy("fc_mnist")
     help_text = cs2_system.run(["cs_input_analyzer", "--help"]).check().output
-    examples = [ln.strip() for ln in help_text.split("Example usage")[1].splitlines()
-                if ln.strip().startswith("cs_input_analyzer ")]
+    examples = [
+        ln.strip()
+        for ln in help_text.split("Example usage")[1].splitlines()
+        if ln.strip().startswith("cs_input_analyzer ")
+    ]
     assert len(examples) == 2 and f"--cs_ip={cs2_system.ip}" in examples[0]
     for example in examples:
         result = cs2_system.run(["bash", "-c", example], cwd=work)

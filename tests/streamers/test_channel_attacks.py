@@ -23,17 +23,18 @@ ROGUE = Path(__file__).with_name("rogue.py")
 @pytest.mark.slow
 def test_a_rogue_process_cannot_disturb_or_crash_a_running_job(tmp_path, jobs):
     # long enough that the chief is still there while the attacks are held (its memory is read)
-    base = ["-m", "train", "-p", FC_SMALL, "--max_steps", "200", "--save_checkpoints_steps",
-            "200"]
+    base = ["-m", "train", "-p", FC_SMALL, "--max_steps", "200", "--save_checkpoints_steps", "200"]
     plain, attacked = tmp_path / "plain", tmp_path / "attacked"
     jobs.append(Job("fc_mnist", [*base, "-o", str(plain)], (1,), tmp_path, job="950"))
     assert jobs[-1].wait(120) == [0]
     rdv = attacked / ".cs2sim" / "rendezvous" / "951"
-    rogue = subprocess.Popen([sys.executable, str(ROGUE), str(rdv), "2"],
-                             stdout=subprocess.PIPE, text=True)
+    rogue = subprocess.Popen(
+        [sys.executable, str(ROGUE), str(rdv), "2"], stdout=subprocess.PIPE, text=True
+    )
     secret = {channel.SECRET_ENV: "5e" * 32}  # as the launcher gives it
-    jobs.append(Job("fc_mnist", [*base, "-o", str(attacked)], (1, 2), tmp_path, job="951",
-                    extra_env=secret))
+    jobs.append(
+        Job("fc_mnist", [*base, "-o", str(attacked)], (1, 2), tmp_path, job="951", extra_env=secret)
+    )
     report = json.loads(rogue.communicate(timeout=120)[0])
     assert jobs[-1].wait(120) == [0, 0, 0]
     # the same training: every weight of the final checkpoint identical
@@ -62,8 +63,9 @@ def test_rendezvous_files_are_the_users_only_and_a_killed_chiefs_are_cleaned(tmp
     rendezvous.write_address(d, {"job": "7", "port": 1, "hosts": []})
     assert d.stat().st_mode & 0o777 == 0o700 and d.parent.stat().st_mode & 0o777 == 0o700
     assert all((d / f).stat().st_mode & 0o777 == 0o600 for f in ("secret", "chief.json"))
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True).stdout.strip()
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    ).stdout.strip()
     doc = json.loads((d / "chief.json").read_text())
     (d / "chief.json").write_text(json.dumps({**doc, "pid": int(dead)}))  # as after kill -9
     assert rendezvous.clean_stale(md) == ["7"] and not d.exists()
@@ -75,11 +77,13 @@ def test_frames_are_bounded_and_checked_before_allocation():
         a.sendall((1 << 31).to_bytes(4, "big"))
         with pytest.raises(channel.FrameError, match="message of 2,147,483,648 bytes"):
             channel.recv_header(b)
-    for arrays, phrase in [([["x", "O", [1]]], "numeric dtypes only"),
-                           ([["x", "<f4", [1 << 30, 1 << 30]]], "more than"),
-                           ([["x", "<f4", [-1]]], "impossible shape"),
-                           ([["x", "V8", [1]]], "numeric dtypes only"),
-                           ([["x", "<f4", [2]], ["x", "<f4", [2]]], "same name")]:
+    for arrays, phrase in [
+        ([["x", "O", [1]]], "numeric dtypes only"),
+        ([["x", "<f4", [1 << 30, 1 << 30]]], "more than"),
+        ([["x", "<f4", [-1]]], "impossible shape"),
+        ([["x", "V8", [1]]], "numeric dtypes only"),
+        ([["x", "<f4", [2]], ["x", "<f4", [2]]], "same name"),
+    ]:
         with pytest.raises(channel.FrameError, match=phrase):
             channel.check_arrays({"arrays": arrays})
     want = [("x", np.dtype("<f4"), (4, 3))]

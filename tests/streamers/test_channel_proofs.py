@@ -23,8 +23,14 @@ OTHER = bytes.fromhex("a7" * 32)
 JOB = "961"
 CLAIM = {"type": "streamer", "job": JOB, "rank": 0, "procid": 1, "node": "worker-0", "pid": 4242}
 # each field of the claim, changed to what an impostor would claim instead
-FORGED = {"type": "coordinator", "job": "962", "rank": 1, "procid": 2, "node": "worker-9",
-          "pid": 4343}
+FORGED = {
+    "type": "coordinator",
+    "job": "962",
+    "rank": 1,
+    "procid": 2,
+    "node": "worker-9",
+    "pid": 4343,
+}
 
 
 @pytest.mark.parametrize("key", sorted(FORGED))
@@ -32,10 +38,12 @@ def test_a_proof_covers_every_field_of_the_claim(key: str) -> None:
     nc, nt = channel.nonce(), channel.nonce()
     proof = channel.hello_proof(SECRET, nc, nt, channel.claim_text(CLAIM))
     forged = {**CLAIM, key: FORGED[key]}
-    assert not channel.proof_ok(proof, channel.hello_proof(SECRET, nc, nt,
-                                                           channel.claim_text(forged)))
-    assert channel.proof_ok(proof, channel.hello_proof(SECRET, nc, nt,
-                                                       channel.claim_text(dict(CLAIM))))
+    assert not channel.proof_ok(
+        proof, channel.hello_proof(SECRET, nc, nt, channel.claim_text(forged))
+    )
+    assert channel.proof_ok(
+        proof, channel.hello_proof(SECRET, nc, nt, channel.claim_text(dict(CLAIM)))
+    )
 
 
 @pytest.fixture
@@ -54,8 +62,9 @@ def say_hello(port: int, claim: dict, proved: dict) -> dict:
         challenge, _ = recv_frame(sock)
         nt = channel.nonce()
         hello = {**claim, "nonce": nt}
-        hello["proof"] = channel.hello_proof(SECRET, challenge["nonce"], nt,
-                                             channel.claim_text({**proved, "nonce": nt}))
+        hello["proof"] = channel.hello_proof(
+            SECRET, challenge["nonce"], nt, channel.claim_text({**proved, "nonce": nt})
+        )
         send_frame(sock, hello)
         reply, _ = recv_frame(sock)
         return reply
@@ -87,12 +96,16 @@ def fake_chief(sock: socket.socket, secret: bytes) -> None:
     nc = channel.nonce()
     send_frame(sock, {"type": "challenge", "nonce": nc})
     hello, _ = recv_frame(sock)
-    send_frame(sock, {"type": "welcome",
-                      "proof": channel.welcome_proof(secret, hello["nonce"], nc)})
+    send_frame(
+        sock, {"type": "welcome", "proof": channel.welcome_proof(secret, hello["nonce"], nc)}
+    )
 
 
-@pytest.mark.parametrize(("chief_secret", "accepted"), [(SECRET, True), (OTHER, False)],
-                         ids=["the job's secret", "another secret"])
+@pytest.mark.parametrize(
+    ("chief_secret", "accepted"),
+    [(SECRET, True), (OTHER, False)],
+    ids=["the job's secret", "another secret"],
+)
 def test_a_streamer_refuses_a_chief_that_cannot_prove_the_secret(chief_secret, accepted) -> None:
     task, chief = socket.socketpair()
     with task, chief:
@@ -109,6 +122,7 @@ def test_a_streamer_refuses_a_chief_that_cannot_prove_the_secret(chief_secret, a
 def test_a_streamer_refuses_a_welcome_without_a_proof() -> None:
     task, chief = socket.socketpair()
     with task, chief:
+
         def no_proof() -> None:
             send_frame(chief, {"type": "challenge", "nonce": channel.nonce()})
             recv_frame(chief)

@@ -53,17 +53,23 @@ def _flood(port: int, as_other: bool) -> subprocess.Popen:
     cmd = [sys.executable, "-c", FLOOD.read_text(), str(port), "80", "3"]
     other = _other_user() if as_other else None
     if other is not None:  # the venv's interpreter may sit in root's private home
-        cmd = ["setpriv", f"--reuid={other.pw_uid}", f"--regid={other.pw_gid}",
-               "--clear-groups", "/usr/bin/python3", *cmd[1:]]
-    return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                            cwd="/")
+        cmd = [
+            "setpriv",
+            f"--reuid={other.pw_uid}",
+            f"--regid={other.pw_gid}",
+            "--clear-groups",
+            "/usr/bin/python3",
+            *cmd[1:],
+        ]
+    return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd="/")
 
 
 @pytest.mark.parametrize("as_other", [True, False], ids=["another-user", "same-user"])
 def test_a_slow_connection_flood_does_not_fail_the_job(tmp_path, jobs, as_other):
     if as_other and (_other_user() is None or not Path("/usr/bin/python3").exists()):
-        pytest.skip("needs root, an unprivileged user and /usr/bin/python3 to flood as another "
-                    "user")
+        pytest.skip(
+            "needs root, an unprivileged user and /usr/bin/python3 to flood as another user"
+        )
     base = ["-m", "train", "-p", FC_SMALL, "--max_steps", "30", "--save_checkpoints_steps", "30"]
     plain, attacked = tmp_path / "plain", tmp_path / "attacked"
     (tmp_path / "p").mkdir()
@@ -72,8 +78,7 @@ def test_a_slow_connection_flood_does_not_fail_the_job(tmp_path, jobs, as_other)
     assert jobs[-1].wait(120) == [0]
     secret = {channel.SECRET_ENV: "6f" * 32}
     argv = [*base, "-o", str(attacked)]
-    chief = Job("fc_mnist", argv, (1, 2), tmp_path / "a", job="961", extra_env=secret,
-                procids=[0])
+    chief = Job("fc_mnist", argv, (1, 2), tmp_path / "a", job="961", extra_env=secret, procids=[0])
     jobs.append(chief)
     addr = attacked / ".cs2sim" / "rendezvous" / "961" / "chief.json"
     assert _wait_for(addr.exists, 60), chief.log(0)
@@ -82,8 +87,9 @@ def test_a_slow_connection_flood_does_not_fail_the_job(tmp_path, jobs, as_other)
     try:
         assert flood.stdout is not None and flood.stdout.readline().strip() == "ready"
         # the flood holds its connections; only now do the job's streamers start
-        streamers = Job("fc_mnist", argv, (1, 2), tmp_path / "a", job="961", extra_env=secret,
-                        procids=[1, 2])
+        streamers = Job(
+            "fc_mnist", argv, (1, 2), tmp_path / "a", job="961", extra_env=secret, procids=[1, 2]
+        )
         jobs.append(streamers)
         assert chief.wait(180) == [0], chief.log(0)
         assert streamers.wait(60) == [0, 0]
@@ -94,8 +100,11 @@ def test_a_slow_connection_flood_does_not_fail_the_job(tmp_path, jobs, as_other)
     assert all(np.array_equal(a[k], b[k]) for k in a.files if k != "__digest__")
     log = chief.log(0)
     assert "Traceback" not in log and "did not connect" not in log
-    assert re.search(r"Refused a connection to the chief from 127\.0\.0\.1:\d+: it (sent no "
-                     r"complete hello within 5 s|was closed to make room)", log), log
+    assert re.search(
+        r"Refused a connection to the chief from 127\.0\.0\.1:\d+: it (sent no "
+        r"complete hello within 5 s|was closed to make room)",
+        log,
+    ), log
 
 
 def _hub(tmp_path: Path, job: str) -> ChiefHub:
@@ -166,9 +175,19 @@ def test_a_refused_hellos_fields_are_shown_escaped(tmp_path, caplog):
         with caplog.at_level(logging.WARNING, logger="cs2sim.run"):
             s = socket.create_connection(("127.0.0.1", hub.port))
             challenge, _ = channel.recv_frame(s, deadline=time.monotonic() + 10)
-            channel.send_frame(s, {"type": "streamer", "job": "964", "rank": 0, "procid": evil,
-                                   "node": evil, "pid": evil, "nonce": "ab" * 16,
-                                   "proof": "00" * 32})
+            channel.send_frame(
+                s,
+                {
+                    "type": "streamer",
+                    "job": "964",
+                    "rank": 0,
+                    "procid": evil,
+                    "node": evil,
+                    "pid": evil,
+                    "nonce": "ab" * 16,
+                    "proof": "00" * 32,
+                },
+            )
             assert s.recv(10) == b""  # refused: closed
             s.close()
             assert _wait_for(lambda: hub.refused == 1)

@@ -39,8 +39,9 @@ def test_a_data_dir_list_is_sharded_across_streamers_like_input_workers(tmp_path
     # what 2 input workers of a plain run make: the zoo's ShardPlan over 2 shards of 2 dirs each
     local = build_input(for_streamers(params, "train", 2), "train", "gpt2", seed)
     assert hasattr(local.plan, "shard_of") and local.plan.n == 2
-    remote = RemoteStream(hub, build_input(for_streamers(params, "train", 2), "train", "gpt2",
-                                           seed), "train")
+    remote = RemoteStream(
+        hub, build_input(for_streamers(params, "train", 2), "train", "gpt2", seed), "train"
+    )
     try:
         for g in range(2 * local.batches_per_epoch + 3):
             want, got = next(local), next(remote)

@@ -29,15 +29,14 @@ def _chief(tmp_path, model, argv, sizes, jobs, job="811", extra_env=None):
     info = task_info(slurm_env(job, 0, sizes))
     hub = ChiefHub(info, tmp_path / "md")
     procids = list(range(1, sum(sizes)))  # every task but the chief
-    jobs.append(Job(model, argv, sizes, tmp_path, job=job, procids=procids,
-                    extra_env=extra_env))
+    jobs.append(Job(model, argv, sizes, tmp_path, job=job, procids=procids, extra_env=extra_env))
     return params, hub, jobs[-1]
 
 
-@pytest.mark.parametrize(("model", "config", "n"), [("fc_mnist", FC_SMALL, 3),
-                                                    ("gpt2", GPT2_TINY, 2)])
-def test_every_batch_exactly_once_in_round_robin_order_and_resume(tmp_path, jobs, model,
-                                                                  config, n):
+@pytest.mark.parametrize(
+    ("model", "config", "n"), [("fc_mnist", FC_SMALL, 3), ("gpt2", GPT2_TINY, 2)]
+)
+def test_every_batch_exactly_once_in_round_robin_order_and_resume(tmp_path, jobs, model, config, n):
     argv = ["-m", "train", "-p", config, "-o", str(tmp_path / "md")]
     params, hub, job = _chief(tmp_path, model, argv, (1, 1, n), jobs)
     seed = params["runconfig"]["seed"]
@@ -54,8 +53,12 @@ def test_every_batch_exactly_once_in_round_robin_order_and_resume(tmp_path, jobs
         assert ranks == [g % n for g in range(count)]  # documented order: round-robin by rank
         assert remote.state_dict() == local.state_dict()
         # resume (a checkpoint's data position): a new session starts exactly there
-        pos = {"epoch": 4, "index": 3, "batches_per_epoch": per_epoch,
-               "batch_size": local.batch_size}
+        pos = {
+            "epoch": 4,
+            "index": 3,
+            "batches_per_epoch": per_epoch,
+            "batch_size": local.batch_size,
+        }
         local.load_state_dict(pos)
         remote.load_state_dict(pos)
         for _ in range(n + 2):
@@ -123,8 +126,11 @@ def test_a_stalled_streamer_is_named_after_the_timeout(tmp_path, jobs, monkeypat
             next(remote)
         stopped.send_signal(signal.SIGSTOP)  # alive, holding its socket open, sending nothing
         t0 = time.monotonic()
-        with pytest.raises(RuntimeFailure, match=r"input streamer 1 \(task 2 on node node-2.*"
-                                                 r"sent nothing for 1.5 s"):
+        with pytest.raises(
+            RuntimeFailure,
+            match=r"input streamer 1 \(task 2 on node node-2.*"
+            r"sent nothing for 1.5 s",
+        ):
             for _ in range(3000):
                 next(remote)
         assert time.monotonic() - t0 < 10.0
@@ -139,8 +145,11 @@ def test_a_streamer_that_never_connects_is_named_after_the_timeout(tmp_path, mon
     hub = ChiefHub(info, tmp_path / "md")
     try:
         t0 = time.monotonic()
-        with pytest.raises(RuntimeFailure, match=r"2 of 2 input streamer\(s\) did not connect "
-                                                 r"to the chief within 0.5 s \(rank\(s\) 0, 1\)"):
+        with pytest.raises(
+            RuntimeFailure,
+            match=r"2 of 2 input streamer\(s\) did not connect "
+            r"to the chief within 0.5 s \(rank\(s\) 0, 1\)",
+        ):
             hub.wait_connected()
         assert time.monotonic() - t0 < 3.0
     finally:
@@ -151,22 +160,38 @@ def test_a_streamer_that_never_connects_is_named_after_the_timeout(tmp_path, mon
 
 
 def test_launched_run_trains_exactly_like_plain_run_and_resumes_with_other_streamers(
-        tmp_path, jobs):
+    tmp_path, jobs
+):
     """A chief with 3 streamers to step 20, then 2 streamers to 40 == plain python to 40."""
     plain = tmp_path / "plain"
     launched = tmp_path / "launched"
     base = ["-m", "train", "-p", FC_SMALL, "--save_checkpoints_steps", "20"]
-    jobs.append(Job("fc_mnist", [*base, "-o", str(plain), "--max_steps", "40"], (1,), tmp_path,
-                    job="900"))  # csrun_cpu shape: a chief without streamers
+    jobs.append(
+        Job("fc_mnist", [*base, "-o", str(plain), "--max_steps", "40"], (1,), tmp_path, job="900")
+    )  # csrun_cpu shape: a chief without streamers
     assert jobs[-1].wait(120) == [0]
-    jobs.append(Job("fc_mnist", [*base, "-o", str(launched), "--max_steps", "20"], (1, 1, 3),
-                    tmp_path, job="901"))
+    jobs.append(
+        Job(
+            "fc_mnist",
+            [*base, "-o", str(launched), "--max_steps", "20"],
+            (1, 1, 3),
+            tmp_path,
+            job="901",
+        )
+    )
     assert jobs[-1].wait(120) == [0] * 5
     chief_log = jobs[-1].log(0)
     assert "Waiting for 3 streamer(s) to prime the data pipeline" in chief_log
     assert "Streamers are ready" in chief_log
-    jobs.append(Job("fc_mnist", [*base, "-o", str(launched), "--max_steps", "40"], (1, 2),
-                    tmp_path, job="902"))
+    jobs.append(
+        Job(
+            "fc_mnist",
+            [*base, "-o", str(launched), "--max_steps", "40"],
+            (1, 2),
+            tmp_path,
+            job="902",
+        )
+    )
     assert jobs[-1].wait(120) == [0] * 3
     assert "Waiting for 2 streamer(s)" in jobs[-1].log(0)
     a = np.load(plain / "model-ckpt-40.npz")
@@ -181,16 +206,25 @@ def test_launched_run_trains_exactly_like_plain_run_and_resumes_with_other_strea
 def test_slow_streamers_show_as_an_input_bottleneck(tmp_path, jobs):
     md = tmp_path / "md"
     argv = ["-m", "train", "-p", FC_SMALL, "-o", str(md), "--max_steps", "12"]
-    jobs.append(Job("fc_mnist", argv, (2,), tmp_path, job="903",  # chief + 1 streamer
-                    extra_env={"CS2SIM_INPUT_EXTRA_WORK": "400"}))
+    jobs.append(
+        Job(
+            "fc_mnist",
+            argv,
+            (2,),
+            tmp_path,
+            job="903",  # chief + 1 streamer
+            extra_env={"CS2SIM_INPUT_EXTRA_WORK": "400"},
+        )
+    )
     assert jobs[-1].wait(180) == [0, 0]
     perf = json.loads((md / "performance" / "performance.json").read_text())
     assert perf["suspected_input_bottleneck"] is True
     assert perf["input_wait_fraction"] > 0.5
 
 
-def test_tasks_that_come_after_the_chief_ended_exit_at_once_with_its_outcome(tmp_path, jobs,
-                                                                             monkeypatch):
+def test_tasks_that_come_after_the_chief_ended_exit_at_once_with_its_outcome(
+    tmp_path, jobs, monkeypatch
+):
     # The chief (this process) ends before any other task has started: they find its
     # ended record and leave within seconds, not after the rendezvous timeout.
     from cs2sim.runtime.job.ended import ENDED_FILE, read_ended
@@ -206,8 +240,15 @@ def test_tasks_that_come_after_the_chief_ended_exit_at_once_with_its_outcome(tmp
     assert read_ended(record.parent, "821").status == 3
     assert read_ended(record.parent, "822") is None  # another job's record is not ours
     t0 = time.monotonic()
-    job = Job("fc_mnist", argv, (1, 1, 2), tmp_path, job="821", procids=[1, 2, 3],
-              extra_env={"CS2SIM_RENDEZVOUS_TIMEOUT": "600"})
+    job = Job(
+        "fc_mnist",
+        argv,
+        (1, 1, 2),
+        tmp_path,
+        job="821",
+        procids=[1, 2, 3],
+        extra_env={"CS2SIM_RENDEZVOUS_TIMEOUT": "600"},
+    )
     jobs.append(job)
     assert job.wait(120) == [3, 0, 0]  # the coordinator with the chief's code, streamers 0
     assert time.monotonic() - t0 < 120

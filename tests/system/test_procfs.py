@@ -15,10 +15,12 @@ pytestmark = pytest.mark.skipif(not procfs.available(), reason="needs Linux /pro
 
 # a command name with the characters that break a naive split of /proc/<pid>/stat
 ODD_COMM = "a) b (c"
-CHILD = ("import sys, time\n"
-         f"open('/proc/self/comm', 'w').write({ODD_COMM!r})\n"
-         "print('ready', flush=True)\n"
-         "sys.stdin.read()\n")
+CHILD = (
+    "import sys, time\n"
+    f"open('/proc/self/comm', 'w').write({ODD_COMM!r})\n"
+    "print('ready', flush=True)\n"
+    "sys.stdin.read()\n"
+)
 
 
 def test_own_stat_matches_what_the_kernel_says_through_os() -> None:
@@ -30,8 +32,9 @@ def test_own_stat_matches_what_the_kernel_says_through_os() -> None:
 
 
 def test_a_command_name_with_spaces_and_parentheses_does_not_shift_the_fields() -> None:
-    child = subprocess.Popen([sys.executable, "-c", CHILD], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert child.stdout is not None and child.stdout.readline() == "ready\n"
         assert procfs.comm(child.pid) == ODD_COMM.encode()
@@ -70,8 +73,13 @@ def test_a_start_time_that_does_not_match_means_another_process() -> None:
 
 def test_environ_is_matched_by_whole_entries() -> None:
     env = {**os.environ, "CS2SIM_PROCFS_PROBE": "yes"}
-    child = subprocess.Popen([sys.executable, "-c", "print('ready', flush=True); input()"],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", "print('ready', flush=True); input()"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
     try:
         assert child.stdout is not None and child.stdout.readline() == "ready\n"
         assert procfs.environ_has(child.pid, b"CS2SIM_PROCFS_PROBE=yes")

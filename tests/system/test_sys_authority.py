@@ -22,8 +22,12 @@ from cs2sim.system.state import TRANSITIONS, Action, ExecMode, State
 from cs2sim.system.users import Identity, Role
 
 # BOOTED is the clock's, not a person's (its own refusal is tested in test_sys_machine.py)
-CASES = [(state, action) for state, actions in TRANSITIONS.items() for action in actions
-         if action is not Action.BOOTED]
+CASES = [
+    (state, action)
+    for state, actions in TRANSITIONS.items()
+    for action in actions
+    if action is not Action.BOOTED
+]
 
 
 def reach(machine: Machine, admin: Identity, state: State, action: Action) -> None:
@@ -40,8 +44,11 @@ def reach(machine: Machine, admin: Identity, state: State, action: Action) -> No
 
 
 def attempt(machine: Machine, who: Identity, action: Action) -> None:
-    mode = ExecMode.PIPELINED if machine.status().active_mode is ExecMode.WEIGHT_STREAMING \
+    mode = (
+        ExecMode.PIPELINED
+        if machine.status().active_mode is ExecMode.WEIGHT_STREAMING
         else ExecMode.WEIGHT_STREAMING
+    )
     machine.perform(who, action, mode=mode, reason="by hand")
 
 
@@ -53,7 +60,8 @@ def slow_boot(monkeypatch):
 
 @pytest.mark.parametrize(("state", "action"), CASES, ids=[f"{s}-{a}" for s, a in CASES])
 def test_a_user_is_refused_every_action_an_admin_may_take(
-        store, machine, admin, alice, slow_boot, state, action) -> None:
+    store, machine, admin, alice, slow_boot, state, action
+) -> None:
     reach(machine, admin, state, action)
     before = dump(store)
     with pytest.raises(PermissionDenied):

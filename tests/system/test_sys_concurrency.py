@@ -45,7 +45,8 @@ def test_racing_processes_leave_a_consistent_store(cs2_home, monkeypatch):
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(3) as pool:  # bounded: a Pool whose worker died would wait forever
         attempts = pool.starmap_async(
-            sys_workers.race, [(str(cs2_home), seed, 40) for seed in range(3)]).get(timeout=600)
+            sys_workers.race, [(str(cs2_home), seed, 40) for seed in range(3)]
+        ).get(timeout=600)
     with Store.open() as store:
         machine = Machine(store)
         status = machine.status()

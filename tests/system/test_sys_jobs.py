@@ -51,8 +51,11 @@ def test_register_in_the_active_mode(machine, admin, sleeper):
         (State.STANDBY, "is in STANDBY; an admin must run `system activate`"),
         (State.ACTIVATING, r"is ACTIVATING \(ready in 100 s\); wait"),
         # the gate names the fault's reason, as `system show` does
-        (State.FAULT, r"is in FAULT \(fan 3 stopped\); an admin must run `system standby` and "
-         "`system activate`"),
+        (
+            State.FAULT,
+            r"is in FAULT \(fan 3 stopped\); an admin must run `system standby` and "
+            "`system activate`",
+        ),
     ],
 )
 def test_register_refused_unless_active(store, machine, admin, state, message, monkeypatch):

@@ -215,7 +215,8 @@ def test_standby_with_running_jobs_records_them(machine, admin):
     machine.standby(admin, force=True)
     # the row says it was forced, not just `system standby`
     assert machine.audit()[-1].detail == (
-        f"forced: 1 job(s) running, stopped at their next step: {job.id}")
+        f"forced: 1 job(s) running, stopped at their next step: {job.id}"
+    )
 
 
 def test_boot_seconds_from_the_environment(monkeypatch):

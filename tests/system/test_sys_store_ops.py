@@ -29,31 +29,47 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "security.md"
 def test_the_docs_print_the_operations_table_as_it_is():
     ops = load_operations()
     text = DOCS.read_text()
-    block = re.search(r"<!-- operations table: begin -->\n(.*?)\n<!-- operations table: end -->",
-                      text, re.S)
+    block = re.search(
+        r"<!-- operations table: begin -->\n(.*?)\n<!-- operations table: end -->", text, re.S
+    )
     assert block is not None and block.group(1) == table_markdown(ops)
-    assert {"system.standby", "job.register", "queue.submit", "audit.read",
-            "account.login"} <= set(ops)
+    assert {"system.standby", "job.register", "queue.submit", "audit.read", "account.login"} <= set(
+        ops
+    )
     assert not any("sql" in name or name in ("begin", "exec") for name in ops)
 
 
 def test_values_keep_their_types_across_the_socket():
-    job = Job(3, "cs2-1", "ann", ExecMode.PIPELINED, "run.py", "RUNNING", 12, "h", 1.5, None,
-              ("n1",), ("cs2-1",))
-    request = JobRequest((Component(2, 1, None, True),), ("python", "run.py"),
-                         env={"A": "1"})
+    job = Job(
+        3,
+        "cs2-1",
+        "ann",
+        ExecMode.PIPELINED,
+        "run.py",
+        "RUNNING",
+        12,
+        "h",
+        1.5,
+        None,
+        ("n1",),
+        ("cs2-1",),
+    )
+    request = JobRequest((Component(2, 1, None, True),), ("python", "run.py"), env={"A": "1"})
     for value in (job, request, [("a", 1.0)], {"k": b"\x00\xff"}, None, (1, (2, 3))):
         assert decode(encode(value)) == value
 
 
-@pytest.mark.parametrize("data, why", [
-    ({"$d": "Popen", "v": {}}, "unknown type"),
-    ({"$d": "Component", "v": {"nodes": "2", "tasks_per_node": 1}}, "Component.nodes is not"),
-    ({"$d": "JobRequest", "v": {"components": 5, "command": {"$t": []}}}, "components"),
-    ({"$d": "Component", "v": {"nodes": 1, "tasks_per_node": 1, "evil": 1}}, "no field"),
-    ({"$e": "ExecMode", "v": "TURBO"}, "is not a ExecMode"),
-    ({"x": 1}, "unknown shape"),
-])
+@pytest.mark.parametrize(
+    "data, why",
+    [
+        ({"$d": "Popen", "v": {}}, "unknown type"),
+        ({"$d": "Component", "v": {"nodes": "2", "tasks_per_node": 1}}, "Component.nodes is not"),
+        ({"$d": "JobRequest", "v": {"components": 5, "command": {"$t": []}}}, "components"),
+        ({"$d": "Component", "v": {"nodes": 1, "tasks_per_node": 1, "evil": 1}}, "no field"),
+        ({"$e": "ExecMode", "v": "TURBO"}, "is not a ExecMode"),
+        ({"x": 1}, "unknown shape"),
+    ],
+)
 def test_a_value_of_the_wrong_shape_is_refused(data, why):
     with pytest.raises(ValueError, match=why):
         decode(data)
@@ -86,8 +102,7 @@ class _Echo:
 
 
 @pytest.fixture
-def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-           ) -> Iterator[tuple[Path, list[_Echo]]]:
+def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, list[_Echo]]]:
     path = tmp_path / "s.sock"
     listener = socket.socket(socket.AF_UNIX)
     listener.bind(str(path))
@@ -100,13 +115,18 @@ def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         return sessions[-1]
 
     real = request_server.peer_cred
-    monkeypatch.setattr(request_server, "peer_cred",  # a test may pretend to be another uid
-                        lambda sock: real(sock)._replace(uid=PRETEND.get("uid", 0)))
+    monkeypatch.setattr(
+        request_server,
+        "peer_cred",  # a test may pretend to be another uid
+        lambda sock: real(sock)._replace(uid=PRETEND.get("uid", 0)),
+    )
     PRETEND.clear()
-    limits = Limits(per_uid=4, total=8, request_bytes=1024, result_bytes=2048, receive_s=1.0,
-                    idle_s=1.5)
-    srv = RequestServer(listener, make, lambda why: {"ok": False, "error": why}, limits,
-                        lambda: not stop.is_set())
+    limits = Limits(
+        per_uid=4, total=8, request_bytes=1024, result_bytes=2048, receive_s=1.0, idle_s=1.5
+    )
+    srv = RequestServer(
+        listener, make, lambda why: {"ok": False, "error": why}, limits, lambda: not stop.is_set()
+    )
     thread = threading.Thread(target=srv.serve_forever, args=(0.1,), daemon=True)
     thread.start()
     yield path, sessions
@@ -166,12 +186,12 @@ def test_a_user_whose_connections_are_all_busy_is_refused(server):
         send_obj(s, {"sleep": 2})
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and not (
-            len(sessions) == 4 and all(x.busy.wait(0.05) for x in sessions)):
+        len(sessions) == 4 and all(x.busy.wait(0.05) for x in sessions)
+    ):
         pass  # until the four requests are being answered
     with _conn(path) as extra:
         refused = recv_obj(extra, 1 << 20)
-    assert refused["ok"] is False and "already answering 4 connections of yours" in \
-        refused["error"]
+    assert refused["ok"] is False and "already answering 4 connections of yours" in refused["error"]
     for s in busy:
         assert recv_obj(s, 1 << 20)["ok"] is True
         s.close()

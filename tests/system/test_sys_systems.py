@@ -31,8 +31,9 @@ def test_a_job_holds_its_systems_exclusively_until_it_ends(four):
     assert m4.job_systems(2) == ("cs2-4", "cs2-1")  # wraps round the description's order
     with pytest.raises(JobRefused, match="asks for 5 CS-2 systems .* has 4"):
         m4.job_systems(5)
-    job = m4.register_job(admin, ExecMode.WEIGHT_STREAMING, "python-ws run.py", os.getpid(),
-                          num_csx=2)
+    job = m4.register_job(
+        admin, ExecMode.WEIGHT_STREAMING, "python-ws run.py", os.getpid(), num_csx=2
+    )
     assert job.systems == ("cs2-4", "cs2-1")
     with four.read() as db:
         assert jobs.holders(db) == {"cs2-4": job.id, "cs2-1": job.id}
@@ -49,8 +50,9 @@ def test_a_job_holds_its_systems_exclusively_until_it_ends(four):
 def test_a_version_1_store_is_upgraded(tmp_path):
     home = tmp_path / "home"
     with Store.open(home) as store:  # as version 1 left it: no jobs.systems, no index
-        job = Machine(store).register_job(local_identity(store), ExecMode.PIPELINED, "old",
-                                          os.getpid())
+        job = Machine(store).register_job(
+            local_identity(store), ExecMode.PIPELINED, "old", os.getpid()
+        )
         with store.transaction() as db:
             db.execute("DROP INDEX jobs_running")
             db.execute("ALTER TABLE jobs DROP COLUMN systems")
@@ -58,7 +60,8 @@ def test_a_version_1_store_is_upgraded(tmp_path):
     with Store.open(home) as store:
         with store.read() as db:
             assert db.execute("SELECT version FROM schema_version").fetchone()[0] == (
-                SCHEMA_VERSION)
+                SCHEMA_VERSION
+            )
             old = jobs.get(db, job.id)
         assert old is not None and old.systems == ("cs2-1",)  # a version 1 job: its one system
         assert Machine(store).status().held_by == job.id

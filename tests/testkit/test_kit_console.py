@@ -12,7 +12,8 @@ def test_console_walks_the_seeds_mode_change(cs2_console, cs2_system):
     assert cs2_console.send("config execmode show") == "Configured Execution Mode : PIPELINED\n"
     assert cs2_console.send("system standby") == ""
     assert cs2_console.question.startswith(
-        "This puts the system in standby. Do you want to proceed?")
+        "This puts the system in standby. Do you want to proceed?"
+    )
     assert cs2_console.answer("yes") == "System cs2-1 is in STANDBY.\n"
     assert cs2_console.question is None
     cs2_console.send("config execmode setup")

@@ -28,12 +28,15 @@ def page_examples() -> str:
 def docstring_examples() -> str:
     """The tests in the kit's package docstring (its indented example)."""
     doc = testkit.__doc__ or ""
-    part = doc[doc.index("    def test_"):doc.index("The same objects work without pytest")]
+    part = doc[doc.index("    def test_") : doc.index("The same objects work without pytest")]
     return textwrap.dedent(part)
 
 
-@pytest.mark.parametrize("source", [page_examples, docstring_examples],
-                         ids=["docs/testkit.md", "scripts/testkit/__init__.py"])
+@pytest.mark.parametrize(
+    "source",
+    [page_examples, docstring_examples],
+    ids=["docs/testkit.md", "scripts/testkit/__init__.py"],
+)
 def test_the_documented_examples_pass(source, tmp_path):
     code = source()
     names = re.findall(r"^def (test_\w+)", code, re.M)
@@ -41,8 +44,13 @@ def test_the_documented_examples_pass(source, tmp_path):
     (tmp_path / "test_examples.py").write_text(code)
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CS2_HOME")}
     env["PATH"] = "/usr/bin:/bin"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "test_examples.py"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_examples.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert f"{len(names)} passed" in proc.stdout

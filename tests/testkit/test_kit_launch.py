@@ -8,23 +8,55 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-WS_JOB = ("--total-nodes", "4", "--tasks-per-node", "2", "--cpus-per-task", "16",
-          "--single-task-nodes", "2", "--cyclic", "python-ws", "run.py", "--model_dir",
-          "model_dir", "--params", "configs/params_continuous_pretraining.yaml", "--mode",
-          "train")
+WS_JOB = (
+    "--total-nodes",
+    "4",
+    "--tasks-per-node",
+    "2",
+    "--cpus-per-task",
+    "16",
+    "--single-task-nodes",
+    "2",
+    "--cyclic",
+    "python-ws",
+    "run.py",
+    "--model_dir",
+    "model_dir",
+    "--params",
+    "configs/params_continuous_pretraining.yaml",
+    "--mode",
+    "train",
+)
 
 
 def fc_job(system, steps: int, *extra: str) -> tuple[str, ...]:
-    return ("--total-nodes", "3", "--tasks-per-node", "2", "--cpus-per-task", "16", "python",
-            "run.py", "--mode", "train", "-p", "configs/params_small.yaml", "-o", "model_dir",
-            "--cs_ip", system.ip, "--max_steps", str(steps), *extra)
+    return (
+        "--total-nodes",
+        "3",
+        "--tasks-per-node",
+        "2",
+        "--cpus-per-task",
+        "16",
+        "python",
+        "run.py",
+        "--mode",
+        "train",
+        "-p",
+        "configs/params_small.yaml",
+        "-o",
+        "model_dir",
+        "--cs_ip",
+        system.ip,
+        "--max_steps",
+        str(steps),
+        *extra,
+    )
 
 
 def test_csrun_wse_returns_the_job_its_tasks_and_model_dir(cs2_system):
     cs2_system.put_in("ACTIVE", "WEIGHT_STREAMING")
     work = cs2_system.model_copy("gptj")
-    result = cs2_system.csrun_wse(*WS_JOB, "--cs_ip", cs2_system.ip, "--max_steps", "2",
-                                  cwd=work)
+    result = cs2_system.csrun_wse(*WS_JOB, "--cs_ip", cs2_system.ip, "--max_steps", "2", cwd=work)
     assert result.exit_code == 0, result.output[-3000:] + result.errors[-2000:]
     assert result.job.state == "COMPLETED" and result.job_id == result.job.id
     assert [len(n) for n in result.job.nodes] == [1, 1, 2]
@@ -37,8 +69,16 @@ def test_csrun_wse_returns_the_job_its_tasks_and_model_dir(cs2_system):
 
 def test_csrun_cpu_compiles_on_one_node(cs2_system):
     work = cs2_system.model_copy("fc_mnist")
-    result = cs2_system.csrun_cpu("python", "run.py", "--mode=compile_only", "-p",
-                                  "configs/params_small.yaml", "-o", "model_dir", cwd=work)
+    result = cs2_system.csrun_cpu(
+        "python",
+        "run.py",
+        "--mode=compile_only",
+        "-p",
+        "configs/params_small.yaml",
+        "-o",
+        "model_dir",
+        cwd=work,
+    )
     assert result.exit_code == 0, result.errors
     assert result.job is not None and [len(n) for n in result.job.nodes] == [1]
     assert list(result.model_dir.glob("cs_*/compile_report.txt"))
@@ -46,8 +86,7 @@ def test_csrun_cpu_compiles_on_one_node(cs2_system):
 
 def test_a_refused_job_queues_nothing(cs2_system):
     work = cs2_system.model_copy("gptj")  # PIPELINED system, weight-streaming job
-    result = cs2_system.csrun_wse(*WS_JOB, "--cs_ip", cs2_system.ip, "--max_steps", "2",
-                                  cwd=work)
+    result = cs2_system.csrun_wse(*WS_JOB, "--cs_ip", cs2_system.ip, "--max_steps", "2", cwd=work)
     assert result.exit_code == 69
     assert result.job is None and result.tasks == {}
     # the refusal is on stderr; `combined` is what the user saw on the terminal
@@ -68,7 +107,9 @@ def test_fault_at_step_stops_the_run_there_with_its_checkpoints(cs2_system):
     assert "training stopped before global step 12" in result.combined
     assert "`system standby` and `system activate`" in result.combined
     assert sorted(p.name for p in result.model_dir.glob("model-ckpt-*.npz")) == [
-        "model-ckpt-10.npz", "model-ckpt-5.npz"]
+        "model-ckpt-10.npz",
+        "model-ckpt-5.npz",
+    ]
     faults = [e for e in cs2_system.audit() if e.command == "system fault"]
     assert [(e.user, e.detail) for e in faults] == [("testkit", "fabric link down")], faults
     assert cs2_system.running_job() is None
@@ -77,8 +118,9 @@ def test_fault_at_step_stops_the_run_there_with_its_checkpoints(cs2_system):
 def test_fault_after_checkpoint_leaves_one_to_resume_from(cs2_system):
     work = cs2_system.model_copy("fc_mnist")
     fault = cs2_system.fault_after_checkpoint(work / "model_dir")
-    result = cs2_system.csrun_wse(*fc_job(cs2_system, 200000, "--save_checkpoints_steps", "50"),
-                                  cwd=work)
+    result = cs2_system.csrun_wse(
+        *fc_job(cs2_system, 200000, "--save_checkpoints_steps", "50"), cwd=work
+    )
     assert fault.wait() and cs2_system.state == "FAULT"
     assert result.exit_code == 75, result.combined[-3000:]
     assert "went to FAULT" in result.combined

@@ -89,11 +89,16 @@ def test_systems_do_not_share_anything(cs2_systems):
 def test_close_stops_processes_and_their_children_and_removes_files():
     system = ThrowawaySystem()
     # a process that starts a child of its own, both sleeping
-    proc = system.start([sys.executable, "-c",
-                         "import subprocess, sys, time; "
-                         "c = subprocess.Popen([sys.executable, '-c', "
-                         "'import time; time.sleep(60)']); "
-                         "print(c.pid, flush=True); time.sleep(60)"])
+    proc = system.start(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys, time; "
+            "c = subprocess.Popen([sys.executable, '-c', "
+            "'import time; time.sleep(60)']); "
+            "print(c.pid, flush=True); time.sleep(60)",
+        ]
+    )
     child_pid = int(proc.stdout.readline())
     console = system.console()
     root = system.root
@@ -127,8 +132,10 @@ def test_kit_never_changes_the_callers_environment(monkeypatch):
 
 def test_runs_a_timeout_as_a_failure_with_the_output(cs2_system):
     with pytest.raises(AssertionError, match="did not finish in 0.5 s"):
-        cs2_system.run([sys.executable, "-c", "print('started', flush=True); import time; "
-                        "time.sleep(30)"], timeout=0.5)
+        cs2_system.run(
+            [sys.executable, "-c", "print('started', flush=True); import time; time.sleep(30)"],
+            timeout=0.5,
+        )
 
 
 @pytest.mark.slow
@@ -145,9 +152,16 @@ def test_two_test_processes_in_parallel_keep_their_stores_apart(tmp_path):
         "    assert cs2_system.active_mode == ('WEIGHT_STREAMING' if i % 2 else 'PIPELINED')\n"
         "    assert len([e for e in cs2_system.audit() if e.command != 'booted']) == 3\n"
     )
-    procs = [subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                               "-n", "2", str(test)], cwd=tmp_path, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", str(test)],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     outs = [p.communicate(timeout=180)[0] for p in procs]
     for p, out in zip(procs, outs, strict=True):
         assert p.returncode == 0, out
@@ -195,8 +209,13 @@ def test_conftest_overrides_shape_cs2_system(tmp_path):
         "    assert cs2_system.env['CS2_BOOT_SECONDS'] == '30'\n"
         "    assert 'lab-cs2 (10.9.8.7)' in cs2_cs('system status').check().output\n"
     )
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "1 passed" in proc.stdout
 
@@ -205,9 +224,11 @@ def test_a_users_script_finds_cs_without_an_activated_venv(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
     env["PATH"] = "/usr/bin:/bin"  # what a CI job has when nobody activated the venv
     script = tmp_path / "switch.sh"
-    script.write_text("set -e\ncs -c 'system standby --yes'\n"
-                      "cs -c 'config execmode setup weight-streaming'\ncs -c 'system activate'\n"
-                      "python -c 'import cs2sim'\ncommand -v csrun_wse python-ws >/dev/null\n")
+    script.write_text(
+        "set -e\ncs -c 'system standby --yes'\n"
+        "cs -c 'config execmode setup weight-streaming'\ncs -c 'system activate'\n"
+        "python -c 'import cs2sim'\ncommand -v csrun_wse python-ws >/dev/null\n"
+    )
     with ThrowawaySystem(env=env) as system:
         result = system.run(["sh", str(script)])
         assert result.ok, result.combined
@@ -215,9 +236,11 @@ def test_a_users_script_finds_cs_without_an_activated_venv(tmp_path):
 
 
 def test_combined_output_keeps_the_order_of_both_streams(cs2_system):
-    code = ("import sys, time\nfor i in range(3):\n    print(f'out {i}', flush=True)\n"
-            "    time.sleep(0.2)\n    print(f'err {i}', file=sys.stderr, flush=True)\n"
-            "    time.sleep(0.2)")
+    code = (
+        "import sys, time\nfor i in range(3):\n    print(f'out {i}', flush=True)\n"
+        "    time.sleep(0.2)\n    print(f'err {i}', file=sys.stderr, flush=True)\n"
+        "    time.sleep(0.2)"
+    )
     result = cs2_system.run([sys.executable, "-c", code])
     assert result.output == "out 0\nout 1\nout 2\n" and result.errors == "err 0\nerr 1\nerr 2\n"
     assert result.combined == "out 0\nerr 0\nout 1\nerr 1\nout 2\nerr 2\n"

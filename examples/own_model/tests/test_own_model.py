@@ -29,25 +29,41 @@ def run_py(work: Path, *argv: str, env_home: Path) -> subprocess.CompletedProces
     import os
 
     env = {**os.environ, "CS2_HOME": str(env_home)}
-    return subprocess.run([sys.executable, "run.py", *argv], cwd=work, capture_output=True,
-                          text=True, timeout=300, env=env)
+    return subprocess.run(
+        [sys.executable, "run.py", *argv],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
 
 
 @pytest.mark.slow
 def test_validate_compile_and_train_on_the_host(work, tmp_path):
     home = tmp_path / "home"
-    v = run_py(work, "--mode=validate_only", "-p", "configs/params.yaml", "-o", "md",
-               env_home=home)
+    v = run_py(work, "--mode=validate_only", "-p", "configs/params.yaml", "-o", "md", env_home=home)
     assert v.returncode == 0, v.stderr
     assert "Validation for PIPELINED finished" in v.stdout
-    c = run_py(work, "--mode=compile_only", "-p", "configs/params.yaml", "-o", "md",
-               env_home=home)
+    c = run_py(work, "--mode=compile_only", "-p", "configs/params.yaml", "-o", "md", env_home=home)
     assert c.returncode == 0, c.stderr
     report = next((work / "md").glob("cs_*/compile_report.txt")).read_text()
     assert "block0.fc" in report and "block1.add" in report  # the user's layer's own ops
-    t = run_py(work, "--mode=train_and_eval", "-p", "configs/params.yaml", "-o", "md",
-               "--max_steps", "40", "--save_summary_steps", "10", "--eval_steps", "2",
-               env_home=home)
+    t = run_py(
+        work,
+        "--mode=train_and_eval",
+        "-p",
+        "configs/params.yaml",
+        "-o",
+        "md",
+        "--max_steps",
+        "40",
+        "--save_summary_steps",
+        "10",
+        "--eval_steps",
+        "2",
+        env_home=home,
+    )
     assert t.returncode == 0, t.stderr
     train_line = r"Train Device=cpu, Step=\d+, Loss=([\d.]+)"
     losses = [float(x) for x in re.findall(train_line, t.stdout)]
@@ -58,11 +74,21 @@ def test_validate_compile_and_train_on_the_host(work, tmp_path):
 
 def test_an_op_without_a_kernel_trains_on_the_host_but_fails_validation(work, tmp_path):
     home = tmp_path / "home"
-    t = run_py(work, "--mode=train", "-p", "configs/params_snake.yaml", "-o", "host",
-               "--max_steps", "5", env_home=home)
+    t = run_py(
+        work,
+        "--mode=train",
+        "-p",
+        "configs/params_snake.yaml",
+        "-o",
+        "host",
+        "--max_steps",
+        "5",
+        env_home=home,
+    )
     assert t.returncode == 0, t.stderr  # the host runs any layer
-    v = run_py(work, "--mode=validate_only", "-p", "configs/params_snake.yaml", "-o", "md",
-               env_home=home)
+    v = run_py(
+        work, "--mode=validate_only", "-p", "configs/params_snake.yaml", "-o", "md", env_home=home
+    )
     assert v.returncode != 0
     err = v.stderr.strip().splitlines()
     assert len(err) == 1 and "Traceback" not in v.stderr, v.stderr
@@ -80,9 +106,26 @@ def test_an_op_without_a_kernel_trains_on_the_host_but_fails_validation(work, tm
 @pytest.mark.slow
 def test_csrun_wse_runs_it_on_the_cs2(cs2_system, work):
     result = cs2_system.csrun_wse(
-        "--total-nodes", "3", "--tasks-per-node", "2", "--cpus-per-task", "16", "python",
-        "run.py", "--mode", "train", "-p", "configs/params.yaml", "-o", "model_dir",
-        "--cs_ip", cs2_system.ip, "--max_steps", "20", cwd=work)
+        "--total-nodes",
+        "3",
+        "--tasks-per-node",
+        "2",
+        "--cpus-per-task",
+        "16",
+        "python",
+        "run.py",
+        "--mode",
+        "train",
+        "-p",
+        "configs/params.yaml",
+        "-o",
+        "model_dir",
+        "--cs_ip",
+        cs2_system.ip,
+        "--max_steps",
+        "20",
+        cwd=work,
+    )
     assert result.exit_code == 0, result.output[-3000:] + result.errors[-2000:]
     assert result.job.state == "COMPLETED"
     assert "Train Device=CSX" in result.output
@@ -93,9 +136,26 @@ def test_csrun_wse_runs_it_on_the_cs2(cs2_system, work):
 @pytest.mark.slow
 def test_csrun_wse_stops_at_kernel_matching_with_the_report(cs2_system, work):
     result = cs2_system.csrun_wse(
-        "--total-nodes", "3", "--tasks-per-node", "2", "--cpus-per-task", "16", "python",
-        "run.py", "--mode", "train", "-p", "configs/params_snake.yaml", "-o", "model_dir",
-        "--cs_ip", cs2_system.ip, "--max_steps", "20", cwd=work)
+        "--total-nodes",
+        "3",
+        "--tasks-per-node",
+        "2",
+        "--cpus-per-task",
+        "16",
+        "python",
+        "run.py",
+        "--mode",
+        "train",
+        "-p",
+        "configs/params_snake.yaml",
+        "-o",
+        "model_dir",
+        "--cs_ip",
+        cs2_system.ip,
+        "--max_steps",
+        "20",
+        cwd=work,
+    )
     assert result.exit_code != 0
     assert "op 'snake' in layer 'block0.act'" in result.output + result.errors
     assert (work / "model_dir" / "kernel_matching_report.txt").is_file()

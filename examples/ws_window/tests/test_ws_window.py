@@ -23,10 +23,13 @@ def window(system, *job: str, extra: tuple[str, ...] = ()):
 
 def test_runs_the_job_in_weight_streaming_and_switches_back(cs2_system, tmp_path):
     seen = tmp_path / "seen.txt"
-    job = (sys.executable, "-c",
-           "import subprocess, sys; out = subprocess.run([sys.executable, '-m', 'csshell', '-c', "
-           "'config execmode show'], capture_output=True, text=True).stdout; "
-           f"open({str(seen)!r}, 'w').write(out)")
+    job = (
+        sys.executable,
+        "-c",
+        "import subprocess, sys; out = subprocess.run([sys.executable, '-m', 'csshell', '-c', "
+        "'config execmode show'], capture_output=True, text=True).stdout; "
+        f"open({str(seen)!r}, 'w').write(out)",
+    )
     result = window(cs2_system, *job)
     assert result.exit_code == 0, result.errors
     assert seen.read_text() == "Configured Execution Mode : WEIGHT_STREAMING\n"
@@ -72,12 +75,33 @@ def test_a_fault_during_the_job_is_reported_and_the_mode_restored(cs2_system):
     work = cs2_system.model_copy("gptj")
     saved = work / "model_dir"
     fault = cs2_system.fault_when_running(
-        delay=0.2, when=lambda: any(saved.glob("model-ckpt-*.npz")))
-    job = (cs2_system.tool_path("csrun_wse"), "--total-nodes", "3", "--tasks-per-node", "2",
-           "--cpus-per-task", "16", "--single-task-nodes", "2", "python-ws", "run.py",
-           "--model_dir", "model_dir", "--cs_ip", cs2_system.ip, "--params",
-           "configs/params_continuous_pretraining.yaml", "--mode", "train", "--max_steps",
-           "100000", "--save_checkpoints_steps", "5")
+        delay=0.2, when=lambda: any(saved.glob("model-ckpt-*.npz"))
+    )
+    job = (
+        cs2_system.tool_path("csrun_wse"),
+        "--total-nodes",
+        "3",
+        "--tasks-per-node",
+        "2",
+        "--cpus-per-task",
+        "16",
+        "--single-task-nodes",
+        "2",
+        "python-ws",
+        "run.py",
+        "--model_dir",
+        "model_dir",
+        "--cs_ip",
+        cs2_system.ip,
+        "--params",
+        "configs/params_continuous_pretraining.yaml",
+        "--mode",
+        "train",
+        "--max_steps",
+        "100000",
+        "--save_checkpoints_steps",
+        "5",
+    )
     result = cs2_system.run([sys.executable, str(SCRIPT), "--cs", CS, "--", *job], cwd=work)
     assert fault.wait(), result.output[-3000:] + result.errors[-3000:]
     assert result.exit_code == 75, result.output[-2000:] + result.errors[-2000:]

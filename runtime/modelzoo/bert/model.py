@@ -48,64 +48,92 @@ _ACTS = tuple(ACTIVATIONS)
 
 MODEL_SCHEMA: Schema = {
     # Embedding
-    "vocab_size": Key(int, None, "Vocabulary size (else the input's vocab_file, else the "
-                      "fallback vocabulary).", check=positive),
+    "vocab_size": Key(
+        int,
+        None,
+        "Vocabulary size (else the input's vocab_file, else the fallback vocabulary).",
+        check=positive,
+    ),
     "hidden_size": Key(int, 768, "Width of the encoder (d_model).", check=positive),
     "use_position_embedding": Key(bool, True, "Add a position embedding table."),
-    "position_embedding_type": Key(str, "learned", "Positions: learned table or fixed sinusoids.",
-                                   choices=("learned", "fixed")),
-    "use_segment_embedding": Key(bool, True, "Add a segment (token type) embedding (TF key; "
-                                 "PyTorch: on unless disable_nsp)."),
-    "max_position_embeddings": Key(int, 512, "Longest sequence the model takes.",
-                                   check=positive),
-    "share_embedding_weights": Key(bool, True, "The MLM output layer reuses the token "
-                                   "embedding (one array)."),
-    "embedding_dropout_rate": Key((int, float), None, "Dropout after the embeddings (default "
-                                  "dropout_rate).", check=unit_interval),
+    "position_embedding_type": Key(
+        str, "learned", "Positions: learned table or fixed sinusoids.", choices=("learned", "fixed")
+    ),
+    "use_segment_embedding": Key(
+        bool, True, "Add a segment (token type) embedding (TF key; PyTorch: on unless disable_nsp)."
+    ),
+    "max_position_embeddings": Key(int, 512, "Longest sequence the model takes.", check=positive),
+    "share_embedding_weights": Key(
+        bool, True, "The MLM output layer reuses the token embedding (one array)."
+    ),
+    "embedding_dropout_rate": Key(
+        (int, float),
+        None,
+        "Dropout after the embeddings (default dropout_rate).",
+        check=unit_interval,
+    ),
     # Encoder
     "num_hidden_layers": Key(int, 12, "Number of encoder blocks.", check=positive),
-    "dropout_rate": Key((int, float), 0.1, "Residual and embedding dropout.",
-                        check=unit_interval),
+    "dropout_rate": Key((int, float), 0.1, "Residual and embedding dropout.", check=unit_interval),
     "layer_norm_epsilon": Key((int, float), 1.0e-8, "Layer norm epsilon.", check=positive),
     "use_pre_normalization": Key(bool, False, "Pre-LN blocks (not implemented: BERT is post-LN)."),
-    "num_heads": Key(int, 12, "Attention heads (hidden_size must divide evenly).",
-                     check=positive),
-    "attention_type": Key(str, "scaled_dot_product", "dot_product skips the 1/sqrt(head size) "
-                          "scale.", choices=("scaled_dot_product", "dot_product")),
-    "attention_dropout_rate": Key((int, float), None, "Dropout on attention probabilities "
-                                  "(default dropout_rate).", check=unit_interval),
+    "num_heads": Key(int, 12, "Attention heads (hidden_size must divide evenly).", check=positive),
+    "attention_type": Key(
+        str,
+        "scaled_dot_product",
+        "dot_product skips the 1/sqrt(head size) scale.",
+        choices=("scaled_dot_product", "dot_product"),
+    ),
+    "attention_dropout_rate": Key(
+        (int, float),
+        None,
+        "Dropout on attention probabilities (default dropout_rate).",
+        check=unit_interval,
+    ),
     "use_projection_bias_in_attention": Key(bool, True, "Bias on the q, k, v projections."),
     "use_ffn_bias_in_attention": Key(bool, True, "Bias on the attention output projection."),
     "filter_size": Key(int, 3072, "Width of the MLP's hidden layer.", check=positive),
     "encoder_nonlinearity": Key(str, "gelu", "MLP activation.", choices=_ACTS),
     "use_ffn_bias": Key(bool, True, "Biases in the MLP."),
     # Heads and loss
-    "mlm_nonlinearity": Key(str, "gelu", "Activation of the MLM head's transform.",
-                            choices=_ACTS),
+    "mlm_nonlinearity": Key(str, "gelu", "Activation of the MLM head's transform.", choices=_ACTS),
     "use_ffn_bias_in_mlm": Key(bool, True, "Bias on the MLM head's transform."),
     "use_output_bias_in_mlm": Key(bool, True, "Bias on the MLM output layer."),
-    "mlm_loss_weight": Key((int, float), 1.0, "Weight of the MLM loss (folded into the "
-                           "masked_lm_weights by the input pipeline).", check=positive),
-    "mlm_loss_scaling": Key(str, None, "TF: divide the MLM loss by the masked tokens of the "
-                            "batch (precomputed_num_masked, num_masked) or by the batch size; "
-                            "unset: as the input's scale_mlm_weights / dynamic_mlm_scale say.",
-                            choices=("precomputed_num_masked", "num_masked", "batch_size")),
-    "label_smoothing": Key((int, float), 0.0, "MLM label smoothing (only 0 is implemented).",
-                           check=non_negative),
+    "mlm_loss_weight": Key(
+        (int, float),
+        1.0,
+        "Weight of the MLM loss (folded into the masked_lm_weights by the input pipeline).",
+        check=positive,
+    ),
+    "mlm_loss_scaling": Key(
+        str,
+        None,
+        "TF: divide the MLM loss by the masked tokens of the "
+        "batch (precomputed_num_masked, num_masked) or by the batch size; "
+        "unset: as the input's scale_mlm_weights / dynamic_mlm_scale say.",
+        choices=("precomputed_num_masked", "num_masked", "batch_size"),
+    ),
+    "label_smoothing": Key(
+        (int, float), 0.0, "MLM label smoothing (only 0 is implemented).", check=non_negative
+    ),
     "disable_nsp": Key(bool, False, "No next-sentence head (RoBERTa)."),
     "num_cls_classes": Key(int, 2, "Classes of the next-sentence head.", check=positive),
     "use_nsp_bias": Key(bool, True, "Bias on the next-sentence classifier."),
     "nsp_nonlinearity": Key(str, "tanh", "Activation of the pooler.", choices=("tanh",)),
-    "pooler_nonlinearity": Key(str, "tanh", "PyTorch 2.0 spelling of nsp_nonlinearity.",
-                               choices=("tanh",)),
+    "pooler_nonlinearity": Key(
+        str, "tanh", "PyTorch 2.0 spelling of nsp_nonlinearity.", choices=("tanh",)
+    ),
     # Initialization
-    "initializer_range": Key((int, float), 0.02, "Std of the truncated-normal initializer.",
-                             check=non_negative),
+    "initializer_range": Key(
+        (int, float), 0.02, "Std of the truncated-normal initializer.", check=non_negative
+    ),
     "initializer": Key(_INIT_TYPES, None, "Model Zoo initializer dict for the weights."),
-    "embedding_initializer": Key(_INIT_TYPES, None, "Model Zoo initializer dict for the "
-                                 "embeddings."),
-    "weight_initialization_seed": Key(int, None, "Seed of the initial weights (default: the "
-                                      "run's seed)."),
+    "embedding_initializer": Key(
+        _INIT_TYPES, None, "Model Zoo initializer dict for the embeddings."
+    ),
+    "weight_initialization_seed": Key(
+        int, None, "Seed of the initial weights (default: the run's seed)."
+    ),
     "dropout_seed": Key(int, None, "Seed of the dropout masks (default: the run's seed)."),
     # Cerebras / precision flags
     "mixed_precision": Key(bool, False, "16-bit activations/weights/gradients."),
@@ -165,8 +193,11 @@ class BertConfig:
         mlp = 2 * C * F + ((F + C) if self.ffn_bias else 0)
         mlm = C * C + (C if self.mlm_ffn_bias else 0) + 2 * C
         mlm += (0 if self.tied else V * C) + (V if self.mlm_out_bias else 0)
-        nsp = (C * C + C + self.nsp_classes * C + (self.nsp_classes if self.nsp_bias else 0)
-               if self.nsp else 0)
+        nsp = (
+            C * C + C + self.nsp_classes * C + (self.nsp_classes if self.nsp_bias else 0)
+            if self.nsp
+            else 0
+        )
         return embed + L * (attn + mlp + 4 * C) + mlm + nsp
 
     def activation_bytes(self, batch_size: int, seq_len: int, predictions: int) -> int:
@@ -187,34 +218,47 @@ def bert_config(mp: dict[str, Any]) -> BertConfig:
     """The architecture a (defaults-filled) model section describes; ConfigError if it cannot
     be built."""
     if mp.get("vocab_size") is None:
-        raise ConfigError("model.vocab_size is not set; set it in the model section or give "
-                          "train_input.vocab_file.")
+        raise ConfigError(
+            "model.vocab_size is not set; set it in the model section or give "
+            "train_input.vocab_file."
+        )
     C, nh = int(mp["hidden_size"]), int(mp["num_heads"])
     if C % nh:
         raise ConfigError(f"model.hidden_size ({C}) must be divisible by model.num_heads ({nh}).")
     if mp.get("use_pre_normalization"):
-        raise ConfigError("model.use_pre_normalization: true is not implemented (BERT's blocks "
-                          "are post-LN here); set it to false.")
+        raise ConfigError(
+            "model.use_pre_normalization: true is not implemented (BERT's blocks "
+            "are post-LN here); set it to false."
+        )
     if mp.get("label_smoothing"):
         raise ConfigError("model.label_smoothing is not implemented; set it to 0.")
     nsp = not mp["disable_nsp"]
     return BertConfig(
-        vocab_size=int(mp["vocab_size"]), hidden_size=C, num_layers=int(mp["num_hidden_layers"]),
-        num_heads=nh, filter_size=int(mp["filter_size"]),
+        vocab_size=int(mp["vocab_size"]),
+        hidden_size=C,
+        num_layers=int(mp["num_hidden_layers"]),
+        num_heads=nh,
+        filter_size=int(mp["filter_size"]),
         max_positions=int(mp["max_position_embeddings"]),
         position=mp["position_embedding_type"] if mp["use_position_embedding"] else None,
         num_segments=2 if (nsp and mp["use_segment_embedding"]) else 0,
-        tied=bool(mp["share_embedding_weights"]), eps=float(mp["layer_norm_epsilon"]),
-        act=mp["encoder_nonlinearity"], mlm_act=mp["mlm_nonlinearity"],
+        tied=bool(mp["share_embedding_weights"]),
+        eps=float(mp["layer_norm_epsilon"]),
+        act=mp["encoder_nonlinearity"],
+        mlm_act=mp["mlm_nonlinearity"],
         qkv_bias=bool(mp["use_projection_bias_in_attention"]),
-        attn_out_bias=bool(mp["use_ffn_bias_in_attention"]), ffn_bias=bool(mp["use_ffn_bias"]),
+        attn_out_bias=bool(mp["use_ffn_bias_in_attention"]),
+        ffn_bias=bool(mp["use_ffn_bias"]),
         mlm_ffn_bias=bool(mp["use_ffn_bias_in_mlm"]),
-        mlm_out_bias=bool(mp["use_output_bias_in_mlm"]), nsp=nsp,
-        nsp_classes=int(mp["num_cls_classes"]), nsp_bias=bool(mp["use_nsp_bias"]),
+        mlm_out_bias=bool(mp["use_output_bias_in_mlm"]),
+        nsp=nsp,
+        nsp_classes=int(mp["num_cls_classes"]),
+        nsp_bias=bool(mp["use_nsp_bias"]),
         emb_dropout=_rate(mp, "embedding_dropout_rate"),
         attn_dropout=_rate(mp, "attention_dropout_rate"),
         resid_dropout=float(mp.get("dropout_rate") or 0.0),
-        scaled=mp["attention_type"] == "scaled_dot_product")
+        scaled=mp["attention_type"] == "scaled_dot_product",
+    )
 
 
 class BertModel(Model):
@@ -226,41 +270,90 @@ class BertModel(Model):
     SCHEMA: Schema = MODEL_SCHEMA
     family = "mlm"
     input_key = "input_ids"
-    LABEL_KEYS = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights",
-                  "next_sentence_label")
+    LABEL_KEYS = (
+        "masked_lm_positions",
+        "masked_lm_ids",
+        "masked_lm_weights",
+        "next_sentence_label",
+    )
 
     def __init__(self, model_params: dict[str, Any], policy: Policy, seed: int) -> None:
         mp = fill_defaults(self.SCHEMA, model_params)
         cfg = bert_config(mp)
-        super().__init__(policy, seed, mp.get("weight_initialization_seed"),
-                         mp.get("dropout_seed"))
+        super().__init__(policy, seed, mp.get("weight_initialization_seed"), mp.get("dropout_seed"))
         self.cfg = cfg
         ctx = {"vocab_size": cfg.vocab_size, "num_hidden_layers": cfg.num_layers}
         std = truncated_normal(float(mp["initializer_range"]))
         init = from_config(mp.get("initializer"), std, ctx, "initializer")
-        emb_init = from_config(mp.get("embedding_initializer"), init, ctx,
-                               "embedding_initializer")
+        emb_init = from_config(mp.get("embedding_initializer"), init, ctx, "embedding_initializer")
         rng, drop = self.init_rng, self.drop_rng
-        self.add_block("embed", BertEmbedding(
-            cfg.vocab_size, cfg.hidden_size, rng, drop, emb_init, position=cfg.position,
-            max_positions=cfg.max_positions, num_segments=cfg.num_segments, eps=cfg.eps,
-            dropout=cfg.emb_dropout, policy=policy))
+        self.add_block(
+            "embed",
+            BertEmbedding(
+                cfg.vocab_size,
+                cfg.hidden_size,
+                rng,
+                drop,
+                emb_init,
+                position=cfg.position,
+                max_positions=cfg.max_positions,
+                num_segments=cfg.num_segments,
+                eps=cfg.eps,
+                dropout=cfg.emb_dropout,
+                policy=policy,
+            ),
+        )
         for i in range(cfg.num_layers):
-            self.add_block(f"enc{i}", EncoderBlock(
-                cfg.hidden_size, cfg.num_heads, cfg.filter_size, cfg.act, rng, drop, eps=cfg.eps,
-                qkv_bias=cfg.qkv_bias, attn_out_bias=cfg.attn_out_bias, ffn_bias=cfg.ffn_bias,
-                attn_dropout=cfg.attn_dropout, resid_dropout=cfg.resid_dropout,
-                scaled=cfg.scaled, init=init, out_init=init, policy=policy))
+            self.add_block(
+                f"enc{i}",
+                EncoderBlock(
+                    cfg.hidden_size,
+                    cfg.num_heads,
+                    cfg.filter_size,
+                    cfg.act,
+                    rng,
+                    drop,
+                    eps=cfg.eps,
+                    qkv_bias=cfg.qkv_bias,
+                    attn_out_bias=cfg.attn_out_bias,
+                    ffn_bias=cfg.ffn_bias,
+                    attn_dropout=cfg.attn_dropout,
+                    resid_dropout=cfg.resid_dropout,
+                    scaled=cfg.scaled,
+                    init=init,
+                    out_init=init,
+                    policy=policy,
+                ),
+            )
         self.add_block("head", self.make_head(mp, cfg, init, policy))
 
     def make_head(self, mp: dict[str, Any], cfg: BertConfig, init: Any, policy: Policy) -> Any:
         """The loss head: masked LM (+ next sentence)."""
         rng = self.init_rng
-        mlm = MLMHead(cfg.hidden_size, cfg.vocab_size, rng, act=cfg.mlm_act, eps=cfg.eps,
-                      tied_to=self.embed.wte if cfg.tied else None, ffn_bias=cfg.mlm_ffn_bias,
-                      out_bias=cfg.mlm_out_bias, init=init, policy=policy)
-        nsp = (NSPHead(cfg.hidden_size, rng, init=init, bias=cfg.nsp_bias,
-                       classes=cfg.nsp_classes, policy=policy) if cfg.nsp else None)
+        mlm = MLMHead(
+            cfg.hidden_size,
+            cfg.vocab_size,
+            rng,
+            act=cfg.mlm_act,
+            eps=cfg.eps,
+            tied_to=self.embed.wte if cfg.tied else None,
+            ffn_bias=cfg.mlm_ffn_bias,
+            out_bias=cfg.mlm_out_bias,
+            init=init,
+            policy=policy,
+        )
+        nsp = (
+            NSPHead(
+                cfg.hidden_size,
+                rng,
+                init=init,
+                bias=cfg.nsp_bias,
+                classes=cfg.nsp_classes,
+                policy=policy,
+            )
+            if cfg.nsp
+            else None
+        )
         return BertHead(mlm, nsp, policy, DEFAULT_PREDICTIONS)
 
     # -- data ---------------------------------------------------------------------------------
@@ -271,7 +364,8 @@ class BertModel(Model):
             raise ConfigError(
                 f"sequences of {ids.shape[1]} tokens exceed model.max_position_embeddings "
                 f"({self.cfg.max_positions}); lower max_sequence_length in the input section "
-                "or raise max_position_embeddings.")
+                "or raise max_position_embeddings."
+            )
         x = {"input_ids": ids}
         if "token_type_ids" in batch:
             x["token_type_ids"] = batch["token_type_ids"]
@@ -279,8 +373,7 @@ class BertModel(Model):
 
     def set_input(self, section: dict[str, Any]) -> None:
         """The compiler's graph takes the input's predictions per sequence."""
-        self.head.predictions = int(section.get("max_predictions_per_seq")
-                                    or DEFAULT_PREDICTIONS)
+        self.head.predictions = int(section.get("max_predictions_per_seq") or DEFAULT_PREDICTIONS)
 
     # -- eval ---------------------------------------------------------------------------------
     def eval_metrics(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
@@ -321,13 +414,17 @@ class BertModel(Model):
         return bert_config(fill_defaults(cls.SCHEMA, model_params)).param_count()
 
     @classmethod
-    def param_bytes_estimate(cls, model_params: dict[str, Any], batch_size: int = 1,
-                             seq_len: int | None = None) -> int:
+    def param_bytes_estimate(
+        cls, model_params: dict[str, Any], batch_size: int = 1, seq_len: int | None = None
+    ) -> int:
         """Host bytes to train at batch_size x seq_len; no allocation."""
         mp = fill_defaults(cls.SCHEMA, model_params)
         cfg = bert_config(mp)
-        acts = cfg.activation_bytes(batch_size, seq_len or cfg.max_positions,
-                                    DEFAULT_PREDICTIONS * (seq_len or 128) // 128 + 1)
+        acts = cfg.activation_bytes(
+            batch_size,
+            seq_len or cfg.max_positions,
+            DEFAULT_PREDICTIONS * (seq_len or 128) // 128 + 1,
+        )
         return training_bytes(cfg.param_count(), acts, bool(mp.get("mixed_precision")))
 
     # -- params completion (runtime/params.py calls it after validation) ------------------------
@@ -351,4 +448,5 @@ class BertModel(Model):
             what = f"vocab_file {vocab_file} is not there" if vocab_file else "no vocab_file"
             warnings.append(
                 f"{source}: {what}; using the byte-level fallback vocabulary in a table of "
-                f"{FALLBACK_TABLE_ROWS} rows, BERT's uncased vocabulary size (docs/training.md).")
+                f"{FALLBACK_TABLE_ROWS} rows, BERT's uncased vocabulary size (docs/training.md)."
+            )

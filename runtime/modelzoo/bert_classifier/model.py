@@ -28,24 +28,44 @@ __all__ = ["BertClassifierModel", "MODEL_SCHEMA"]
 MODEL_SCHEMA: Schema = {
     **BERT_SCHEMA,
     "num_labels": Key(int, 2, "Classes of the classifier.", check=positive),
-    "task_dropout": Key((int, float), 0.1, "Dropout before the classifier.",
-                        check=unit_interval),
-    "problem_type": Key(str, "single_label_classification", "Only single-label "
-                        "classification (softmax cross-entropy) is implemented.",
-                        choices=("single_label_classification",)),
+    "task_dropout": Key((int, float), 0.1, "Dropout before the classifier.", check=unit_interval),
+    "problem_type": Key(
+        str,
+        "single_label_classification",
+        "Only single-label classification (softmax cross-entropy) is implemented.",
+        choices=("single_label_classification",),
+    ),
     # the TF classifier configs' spellings (params_bert_{base,large}_{sst2,mnli}.yaml)
-    "cls_dropout_rate": Key((int, float), None, "TF spelling of task_dropout (wins when set).",
-                            check=unit_interval),
-    "num_cls_classes": Key(int, 2, "TF classifier configs' classes: num_labels takes it "
-                           "when num_labels is left at 2", check=positive),
-    "pretrain_params_path": Key(str, None, "TF: the pretraining params file whose model "
-                                "section gives the encoder's shape (keys this config leaves "
-                                "at their defaults); no weights come from it"),
+    "cls_dropout_rate": Key(
+        (int, float), None, "TF spelling of task_dropout (wins when set).", check=unit_interval
+    ),
+    "num_cls_classes": Key(
+        int,
+        2,
+        "TF classifier configs' classes: num_labels takes it when num_labels is left at 2",
+        check=positive,
+    ),
+    "pretrain_params_path": Key(
+        str,
+        None,
+        "TF: the pretraining params file whose model "
+        "section gives the encoder's shape (keys this config leaves "
+        "at their defaults); no weights come from it",
+    ),
 }
 # encoder keys pretrain_params_path may supply
-ENCODER_KEYS = ("hidden_size", "num_hidden_layers", "num_heads", "filter_size",
-                "max_position_embeddings", "vocab_size", "encoder_nonlinearity",
-                "layer_norm_epsilon", "use_segment_embedding", "position_embedding_type")
+ENCODER_KEYS = (
+    "hidden_size",
+    "num_hidden_layers",
+    "num_heads",
+    "filter_size",
+    "max_position_embeddings",
+    "vocab_size",
+    "encoder_nonlinearity",
+    "layer_norm_epsilon",
+    "use_segment_embedding",
+    "position_embedding_type",
+)
 
 
 class BertClassifierModel(BertModel):
@@ -74,9 +94,15 @@ class BertClassifierModel(BertModel):
 
     def make_head(self, mp: dict[str, Any], cfg: BertConfig, init: Any, policy: Policy) -> Any:
         """The classifier head."""
-        return ClassifierHead(cfg.hidden_size, int(mp["num_labels"]), self.init_rng,
-                              self.drop_rng, init=init, dropout=float(mp["task_dropout"]),
-                              policy=policy)
+        return ClassifierHead(
+            cfg.hidden_size,
+            int(mp["num_labels"]),
+            self.init_rng,
+            self.drop_rng,
+            init=init,
+            dropout=float(mp["task_dropout"]),
+            policy=policy,
+        )
 
     def inputs(self, batch: dict[str, np.ndarray]) -> tuple[Any, np.ndarray]:
         """({"input_ids", "token_type_ids"}, labels (B,))."""
@@ -124,18 +150,23 @@ def _pretrain_shape(model: dict[str, Any], path: str, source: str, warnings: lis
             f"{source}: model.pretrain_params_path {path} is not there (looked beside the params "
             f"file and in the working directory); the encoder keeps this config's model keys "
             f"(BERT-base where absent). It names a shape only: pretrained weights come from "
-            f"--checkpoint_path.")
+            f"--checkpoint_path."
+        )
         return
     try:
         other = (yaml.safe_load(found.read_text()) or {}).get("model") or {}
     except (OSError, yaml.YAMLError, AttributeError) as e:
-        raise ConfigError(f"{source}: model.pretrain_params_path {found} cannot be read ({e}); "
-                          f"fix it or remove the key.") from None
+        raise ConfigError(
+            f"{source}: model.pretrain_params_path {found} cannot be read ({e}); "
+            f"fix it or remove the key."
+        ) from None
     taken = []
     for key in ENCODER_KEYS:
         if key in other and key in MODEL_SCHEMA and model.get(key) == MODEL_SCHEMA[key].default:
             model[key] = other[key]
             taken.append(f"{key} {other[key]}")
-    warnings.append(f"{source}: model.pretrain_params_path {found}: the encoder's "
-                    f"{', '.join(taken) or 'shape is already this config’s'} from it; no weights "
-                    f"(give --checkpoint_path for pretrained ones).")
+    warnings.append(
+        f"{source}: model.pretrain_params_path {found}: the encoder's "
+        f"{', '.join(taken) or 'shape is already this config’s'} from it; no weights "
+        f"(give --checkpoint_path for pretrained ones)."
+    )

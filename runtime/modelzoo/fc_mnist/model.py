@@ -71,9 +71,11 @@ MODEL_SCHEMA: Schema = {
         str, "relu", "Hidden activation.", choices=("relu", "tanh", "elu", "selu", "linear")
     ),
     "mixed_precision": Key(
-        bool, None, "16-bit activations/weights/gradients (read by numerics.mixed_precision); "
+        bool,
+        None,
+        "16-bit activations/weights/gradients (read by numerics.mixed_precision); "
         "absent: float16 in the TF flow (`python run.py`, as the Model Zoo's TF fc_mnist ran "
-        "Keras mixed_float16), float32 in the PyTorch flow (`python-pt`)"
+        "Keras mixed_float16), float32 in the PyTorch flow (`python-pt`)",
     ),
     "fp16_type": Key(str, None, "16-bit format when mixed_precision is on.", choices=HALF_FORMATS),
     "use_bfloat16": Key(
@@ -123,9 +125,12 @@ class FcMnistModel(Model):
             tf = FLOWS[flow()][2] == "tf"
             model["mixed_precision"] = tf
             if tf:
-                log.info("%s: model.mixed_precision is not set, so fc_mnist trains in float16 "
-                         "as the Model Zoo's TF fc_mnist (Keras mixed_float16) did; set it to "
-                         "false for float32.", source)
+                log.info(
+                    "%s: model.mixed_precision is not set, so fc_mnist trains in float16 "
+                    "as the Model Zoo's TF fc_mnist (Keras mixed_float16) did; set it to "
+                    "false for float32.",
+                    source,
+                )
 
     def __init__(self, model_params: dict[str, Any], policy: Policy, seed: int) -> None:
         super().__init__(policy, seed)

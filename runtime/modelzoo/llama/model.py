@@ -49,20 +49,38 @@ _LLAMA_DEFAULTS: dict[str, Any] = {
 ATTENTION_MODULES = ("aiayn_attention", "multiquery_attention")
 
 MODEL_SCHEMA: Schema = {
-    **{k: (replace(key, default=_LLAMA_DEFAULTS[k]) if k in _LLAMA_DEFAULTS else key)
-       for k, key in GPT2_SCHEMA.items()},
-    "nonlinearity": Key(str, "swiglu", "Feed-forward: swiglu (gated, three matrices) or an "
-                        "elementwise activation between two.", choices=("swiglu", *ACTIVATIONS)),
-    "rotary_dim": Key(int, None, "Features per head rotated (default: the whole head).",
-                      check=GPT2_SCHEMA["rotary_dim"].check),
+    **{
+        k: (replace(key, default=_LLAMA_DEFAULTS[k]) if k in _LLAMA_DEFAULTS else key)
+        for k, key in GPT2_SCHEMA.items()
+    },
+    "nonlinearity": Key(
+        str,
+        "swiglu",
+        "Feed-forward: swiglu (gated, three matrices) or an elementwise activation between two.",
+        choices=("swiglu", *ACTIVATIONS),
+    ),
+    "rotary_dim": Key(
+        int,
+        None,
+        "Features per head rotated (default: the whole head).",
+        check=GPT2_SCHEMA["rotary_dim"].check,
+    ),
     "use_rms_norm": Key(bool, True, "RMSNorm instead of layer norm (Release 1.9 spelling)."),
-    "norm_type": Key(str, None, "rmsnorm or layernorm (Release 2.0 spelling; wins over "
-                     "use_rms_norm).", choices=("rmsnorm", "layernorm")),
-    "attention_module": Key(str, "aiayn_attention", "multiquery_attention: grouped-query "
-                            "attention with extra_attention_params.num_kv_groups.",
-                            choices=ATTENTION_MODULES),
-    "extra_attention_params": Key(dict, None, "{num_kv_groups: g}: g key/value heads "
-                                  "(multiquery_attention)."),
+    "norm_type": Key(
+        str,
+        None,
+        "rmsnorm or layernorm (Release 2.0 spelling; wins over use_rms_norm).",
+        choices=("rmsnorm", "layernorm"),
+    ),
+    "attention_module": Key(
+        str,
+        "aiayn_attention",
+        "multiquery_attention: grouped-query attention with extra_attention_params.num_kv_groups.",
+        choices=ATTENTION_MODULES,
+    ),
+    "extra_attention_params": Key(
+        dict, None, "{num_kv_groups: g}: g key/value heads (multiquery_attention)."
+    ),
 }
 
 
@@ -71,19 +89,25 @@ def _kv_groups(mp: dict[str, Any]) -> int | None:
     extra = mp.get("extra_attention_params") or {}
     unknown = sorted(set(extra) - {"num_kv_groups"})
     if unknown:
-        raise ConfigError(f"model.extra_attention_params.{unknown[0]} is not supported; the "
-                          "only key is num_kv_groups.")
+        raise ConfigError(
+            f"model.extra_attention_params.{unknown[0]} is not supported; the "
+            "only key is num_kv_groups."
+        )
     groups = extra.get("num_kv_groups")
     if mp.get("attention_module") != "multiquery_attention":
         if groups is not None:
-            raise ConfigError("model.extra_attention_params.num_kv_groups needs "
-                              "model.attention_module: multiquery_attention; set it or drop "
-                              "num_kv_groups.")
+            raise ConfigError(
+                "model.extra_attention_params.num_kv_groups needs "
+                "model.attention_module: multiquery_attention; set it or drop "
+                "num_kv_groups."
+            )
         return None
     nh = int(mp["num_heads"])
     if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1 or nh % groups:
-        raise ConfigError(f"model.extra_attention_params.num_kv_groups must be a positive "
-                          f"integer dividing num_heads ({nh}), not {groups!r}.")
+        raise ConfigError(
+            f"model.extra_attention_params.num_kv_groups must be a positive "
+            f"integer dividing num_heads ({nh}), not {groups!r}."
+        )
     return groups
 
 
@@ -93,8 +117,12 @@ def llama_config(mp: dict[str, Any]) -> DecoderConfig:
     if mp.get("rotary_dim") is None:
         mp["rotary_dim"] = int(mp["hidden_size"]) // max(1, int(mp["num_heads"]))
     norm_type = mp.get("norm_type") or ("rmsnorm" if mp.get("use_rms_norm") else "layernorm")
-    return replace(decoder_config(mp, parallel=False), norm=norm_type,
-                   kv_heads=_kv_groups(mp), rotary_interleaved=False)
+    return replace(
+        decoder_config(mp, parallel=False),
+        norm=norm_type,
+        kv_heads=_kv_groups(mp),
+        rotary_interleaved=False,
+    )
 
 
 class LlamaModel(GPT2Model):
@@ -108,4 +136,3 @@ class LlamaModel(GPT2Model):
     def config(cls, mp: dict[str, Any]) -> DecoderConfig:
         """The DecoderConfig of a defaults-filled model section."""
         return llama_config(mp)
-
