@@ -126,8 +126,10 @@ except ImportError:  # a copy of this directory, outside the checkout, and no cs
 
 if __name__ == "__main__":
     if ensure_environment is None:
-        sys.exit(f"error: run.py needs cs2sim, which {sys.executable} cannot import; run it with "
-                 "the venv cs2sim is installed in (activate it, or call its bin/python).")
+        sys.exit(
+            f"error: run.py needs cs2sim, which {sys.executable} cannot import; run it with "
+            "the venv cs2sim is installed in (activate it, or call its bin/python)."
+        )
     problem = ensure_environment(__file__)
     if problem:
         sys.exit(problem)

@@ -13,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "reliability"))
 from rel_helpers import other_user, run_as  # noqa: E402
 from test_csx_queue import _submit  # noqa: E402
 
+from cs2sim.scripts.testkit.appliance import wait_until  # noqa: E402
 from cs2sim.system.appliance.client import RequestFailed, connect  # noqa: E402
 
 OTHER = other_user()
@@ -113,7 +114,15 @@ def test_two_users_jobs_queue_by_priority_then_age(shared_cluster):
         "c": submit_as_other("p1", "c"),  # nobody, p1: first
         "d": _submit(conn, model, system, "p3", "d"),
     }  # root, p3: last
-    notes = conn.call("get_jobs")["notes"]
+    try:
+        # the server's dispatcher writes a job's note on its next pass after the submission
+        notes = wait_until(
+            lambda: (n := conn.call("get_jobs")["notes"]).keys() >= set(ids.values()) and n,
+            what="a queue note for each of the four jobs",
+        )
+    except BaseException:
+        conn.close()
+        raise
     assert notes[ids["c"]].startswith("current job is top of queue")
     assert notes[ids["a"]] == "1 execute job(s) queued before current job"
     assert notes[ids["b"]] == "2 execute job(s) queued before current job"

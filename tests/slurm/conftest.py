@@ -7,6 +7,10 @@ without Slurm still passes; .ci/run starts the test cluster, so in CI they run.
 
 from __future__ import annotations
 
+import fcntl
+import os
+from collections.abc import Iterator
+
 import pytest
 from slurm_helpers import Cluster, probe_cluster
 
@@ -22,3 +26,18 @@ def slurm(slurm_probe: Cluster | str) -> Cluster:
     if isinstance(slurm_probe, str):
         pytest.skip(slurm_probe)
     return slurm_probe
+
+
+@pytest.fixture(autouse=True)
+def one_slurm_test_at_a_time(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The Slurm tests of every pytest-xdist worker share one cluster of four nodes: a test that
+    checks where Slurm places a job (the ground-truth layouts) must not meet another test's
+    job on it, so they take turns on a lock file in the session's shared base temp dir."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # gwN's parent
+    with open(shared / "slurm-tests.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
