@@ -25,7 +25,14 @@ from typing import Any
 
 from cs2sim.system import store_ops
 from cs2sim.system.errors import StoreAccessDenied, StoreError
-from cs2sim.system.wire import Closed, FrameError, peer_cred, recv_obj, send_obj
+from cs2sim.system.wire import (
+    Closed,
+    FrameError,
+    peer_cred,
+    recv_obj,
+    send_obj,
+    unix_address,
+)
 
 __all__ = [
     "SOCKET_NAME",
@@ -76,7 +83,8 @@ class RemoteConnection:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(CALL_S)
         try:
-            sock.connect(str(self._home / SOCKET_NAME))
+            with unix_address(self._home / SOCKET_NAME) as address:
+                sock.connect(address)
         except PermissionError:
             sock.close()
             raise StoreAccessDenied(
@@ -179,7 +187,8 @@ def service_pid(home: Path) -> int | None:
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(2.0)
     try:
-        s.connect(str(Path(home) / SOCKET_NAME))
+        with unix_address(Path(home) / SOCKET_NAME) as address:
+            s.connect(address)
         cred = peer_cred(s)
         return cred.pid if cred.uid == os.getuid() else None
     except OSError:

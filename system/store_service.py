@@ -48,7 +48,7 @@ from cs2sim.system.store_remote import (
     running,
     service_pid,
 )
-from cs2sim.system.wire import PeerCred
+from cs2sim.system.wire import PeerCred, unix_address
 
 __all__ = [
     "serve",
@@ -230,7 +230,8 @@ def serve(home: Path) -> None:
     with contextlib.suppress(OSError):
         tmp.unlink()
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    srv.bind(str(tmp))
+    with unix_address(tmp) as address:  # a deep $CS2_HOME is past sun_path's 107 bytes
+        srv.bind(address)
     os.chown(tmp, -1, home.stat().st_gid)
     os.chmod(tmp, 0o660)  # the store's group may connect; the kernel says who they are
     os.replace(tmp, sock_path)
