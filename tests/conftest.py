@@ -9,11 +9,18 @@ kernels whose time depends on the machine's load (2 shared cores), and a deadlin
 busy moment into a failure that says nothing about the code. Profiles: "default" for a
 developer; "ci" (HYPOTHESIS_PROFILE=ci, set by .ci/run) derandomized, so a CI failure replays
 with the same examples, and without the example database, which CI would not keep.
+
+Ctrl-C: a shell that starts a command in the background (`pytest ... &` in a script, nohup)
+hands it SIGINT ignored, and every process it starts inherits that, so the tests that stop a
+job with SIGINT (a cancel, a Ctrl-C) would wait for a process that cannot hear it. SIGINT gets
+Python's own handler back here; a handler (unlike an ignored signal) is reset to the default
+when a child execs, so the jobs the tests start hear Ctrl-C as they would from a terminal.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -29,6 +36,9 @@ settings.register_profile(
     print_blob=True,
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture

@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from cs2sim.runtime import threads
 from cs2sim.runtime.nn.loss import IGNORE
 from cs2sim.system.errors import ConfigError
 
@@ -58,6 +59,7 @@ H5_SUFFIX = ".h5"
 CHECK_ALL_VALUES = 2**26  # files up to this many int32 values are scanned whole when loaded
 CACHE_BYTES = 256 * 2**20  # a worker keeps its part's decoded samples when they fit this
 LRU_BYTES = 16 * 2**20  # decoded chunks kept per worker
+INFLATE_CHUNK = 8  # samples one thread inflates per task (a task costs ~10 us, a sample ~25)
 FEATURES = ("input_ids", "attention_mask", "labels")
 
 
@@ -255,26 +257,48 @@ class H5Samples:
         return int(self.starts[-1])
 
     def _chunk(self, j: int, c: int) -> np.ndarray:
-        """Decoded chunk c (along the samples) of part j's dataset: (rows, 3, T)."""
+        """Decoded chunk c (along the samples) of part j's dataset, through the chunk LRU:
+        (rows, 3, T)."""
         chunk = self._lru.get((j, c))
-        if chunk is not None:
-            return chunk
-        data, rows = self._data[j], self._rows[j]
-        if self._gzip[j]:
-            # gzip alone (the Model Zoo's layout): inflate the stored chunk ourselves, which
-            # skips h5py's selection machinery; an edge chunk is stored at full size
-            where, mapped = self._where[j], self._maps[j]
-            if where is not None and mapped is not None and where[1][c] >= 0:
-                at, size = int(where[0][c]), int(where[1][c])
-                mask, raw = int(where[2][c]), mapped[at : at + size]
-            else:  # not written, or no chunk index walk in this h5py
-                mask, raw = data.id.read_direct_chunk((c * rows, 0, 0))
-            chunk = np.frombuffer(raw if mask else inflate(raw), dtype=self._dtypes[j])
-            chunk = chunk.reshape(rows, 3, self.T)[: min(rows, self._n_rows[j] - c * rows)]
-        else:
-            chunk = np.asarray(data[c * rows : (c + 1) * rows])  # h5py decodes just this chunk
-        self._lru.put((j, c), chunk)
+        if chunk is None:
+            chunk = self._decode(j, c)
+            self._lru.put((j, c), chunk)
         return chunk
+
+    def _decode(self, j: int, c: int) -> np.ndarray:
+        """Chunk c (along the samples) of part j's dataset, decoded now: (rows, 3, T), the
+        last chunk cut at the end of the data. Safe on several threads at once."""
+        data, rows = self._data[j], self._rows[j]
+        if not self._gzip[j]:
+            return np.asarray(data[c * rows : (c + 1) * rows])  # h5py decodes just this chunk
+        # gzip alone (the Model Zoo's layout): inflate the stored chunk ourselves, which skips
+        # h5py's selection machinery; an edge chunk is stored at full size
+        where, mapped = self._where[j], self._maps[j]
+        if where is not None and mapped is not None and where[1][c] >= 0:
+            at, size = int(where[0][c]), int(where[1][c])
+            mask, raw = int(where[2][c]), mapped[at : at + size]
+        else:  # not written (h5py's fill value), or no chunk index walk in this h5py
+            mask, raw = data.id.read_direct_chunk((c * rows, 0, 0))
+        chunk = np.frombuffer(raw if mask else inflate(raw), dtype=self._dtypes[j])
+        return chunk.reshape(rows, 3, self.T)[: min(rows, self._n_rows[j] - c * rows)]
+
+    def _inflate_samples(self, j: int, local: np.ndarray) -> np.ndarray:
+        """Rows `local` (b,) of part j, stored gzip in chunks of one sample (the Model Zoo's
+        layout), inflated on the runtime's worker threads: (b, 3, T).
+
+        A shuffled first epoch reads every sample once, so nothing here is worth keeping in
+        the chunk LRU; inflating is the whole cost (a memory-mapped token file is a copy), and
+        ISA-L / zlib release the GIL while they inflate, so the batch's samples inflate
+        side by side, INFLATE_CHUNK to a task, the calling thread taking its share."""
+        out = np.empty((len(local), 3, self.T), self._dtypes[j])  # (b, 3, T)
+        rows = [int(i) for i in local]
+
+        def inflate_some(k: int) -> None:
+            for r in range(k * INFLATE_CHUNK, min(len(rows), (k + 1) * INFLATE_CHUNK)):
+                out[r] = self._decode(j, rows[r])[0]
+
+        threads.run_chunks(inflate_some, -(-len(rows) // INFLATE_CHUNK))
+        return out
 
     @staticmethod
     def _chunk_table(ds: Any, rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -306,6 +330,8 @@ class H5Samples:
             return ids_and_labels(data[local])
         out = np.empty((len(local), 2, self.T), np.int32)
         rows = self._rows[j]
+        if rows == 1 and self._gzip[j] and len(local) >= INFLATE_CHUNK:
+            return ids_and_labels(self._inflate_samples(j, local))
         if rows:
             for r, i in enumerate(local):  # a sample lies in one chunk
                 out[r] = ids_and_labels(self._chunk(j, int(i) // rows)[int(i) % rows][None])[0]

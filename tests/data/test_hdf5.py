@@ -311,13 +311,13 @@ def test_compressed_files_are_read_lazily_chunk_by_chunk(
             shuffle=shuffle,
         )  # with a filter: h5py reads
     decoded = []
-    real = hdf5._ChunkLru.put
+    real = hdf5.H5Samples._decode
 
-    def counting(self, key, chunk):  # a chunk decoded
-        decoded.append(key[1])
-        return real(self, key, chunk)
+    def counting(self, j, c):  # a chunk decoded (on whichever thread)
+        decoded.append(c)
+        return real(self, j, c)
 
-    monkeypatch.setattr(hdf5._ChunkLru, "put", counting)
+    monkeypatch.setattr(hdf5.H5Samples, "_decode", counting)
     with build_input(params(d, shuffle=True, shuffle_seed=3), "train", "gpt2", 1) as s:
         first = next(s)
         # loading read nothing; the first batch decoded only the chunks of its 8 samples
