@@ -25,6 +25,7 @@ from cs2sim.runtime.cli.input_analyzer import (
     site_facts,
     system_ip,
 )
+from cs2sim.system import knobs
 
 USAGE = (
     "Usage: cs_input_analyzer [--help] [--available-nodes] [--mount-dirs] "
@@ -53,7 +54,8 @@ Arguments:
     --target-samples-per-sec       (Optional) Size for this rate instead of the compile's
                                    estimate (e.g. after validate-only).
     --threads                      (Optional) Thread counts to measure (default 12,16,20).
-    --measure-seconds              (Optional) Length of each measurement (default 1.0).
+    --measure-seconds              (Optional) Length of each measurement (default 1.0, or
+                                   $CS2_ANALYZER_SECONDS).
 Example usage (in a model's directory, e.g. a copy of the Model Zoo's fc_mnist):
     cs_input_analyzer --available-nodes=3 python run.py --mode=validate_only --cs_ip={{ip}}
     cs_input_analyzer --mount-dirs="$PWD" python run.py --mode=compile_only
@@ -118,6 +120,8 @@ def parse_args(argv: list[str]) -> Options | None:
             raise AnalyzerError(f'"{flag}" requires a positive number, not {got[key]!r}')
         return value
 
+    site_seconds = knobs.number("CS2_ANALYZER_SECONDS", 1.0)  # a site's default, if positive
+    site_seconds = site_seconds if 0 < site_seconds < math.inf else 1.0
     output = got.get("output", "text")
     if output not in ("text", "json"):
         raise AnalyzerError(f'"--output-format" is text or json, not {output!r}')
@@ -138,7 +142,7 @@ def parse_args(argv: list[str]) -> Options | None:
         output=output,
         target=number("target", "--target-samples-per-sec"),
         threads=threads,
-        seconds=number("seconds", "--measure-seconds") or 1.0,
+        seconds=number("seconds", "--measure-seconds") or site_seconds,
         command=command,
     )
 

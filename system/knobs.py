@@ -58,6 +58,13 @@ KNOBS: dict[str, Knob] = {
             "`embedded` or `slurm`: the scheduler backend of one launch.",
         ),
         Knob(
+            "CS2_ANALYZER_SECONDS",
+            "user",
+            "1.0",
+            "Length of each of `cs_input_analyzer`'s input measurements when "
+            "`--measure-seconds` is not given (shorter: a quicker, noisier analysis).",
+        ),
+        Knob(
             "CS2SIM_VENV",
             "user",
             "the checkout's `.venv`, or the running interpreter",

@@ -134,8 +134,12 @@ def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh venv with cs2sim's wheel and pytest, nothing else (dependencies from the index)."""
     tmp = tmp_path_factory.mktemp("install")
     run([sys.executable, "-m", "venv", str(tmp / "venv")], cwd=tmp)
+    # --no-compile: pip would byte-compile every installed module up front (numpy, matplotlib,
+    # ...: most of the install's CPU); Python compiles what these tests import as it imports it
     proc = run(
-        [str(tmp / "venv/bin/pip"), "install", "-q", str(wheel), "pytest"], cwd=tmp, check=False
+        [str(tmp / "venv/bin/pip"), "install", "-q", "--no-compile", str(wheel), "pytest"],
+        cwd=tmp,
+        check=False,
     )
     if proc.returncode != 0:
         pip_failed(proc, "pip install of the wheel", tmp)

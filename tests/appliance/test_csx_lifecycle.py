@@ -81,11 +81,11 @@ def test_a_killed_server_is_detected_and_its_job_is_not_left_running(cs2_applian
 
 def test_job_time_sec_ends_the_job(cs2_appliance):
     model = cs2_appliance.system.model_copy("fc_mnist")
-    res = cs2_appliance.run_csx(model, *LONG, "--job_time_sec", "8")
+    res = cs2_appliance.run_csx(model, *LONG, "--job_time_sec", "3")
     assert res.exit_code == 124, res.combined
     job = _execute(cs2_appliance)
     assert job["status"]["phase"] == "FAILED"
-    assert job["status"]["reason"] == "the job ran past its time limit (--job_time_sec 8)"
+    assert job["status"]["reason"] == "the job ran past its time limit (--job_time_sec 3)"
     assert res.errors.count("error:") == 1 and "time limit" in res.errors
     assert not _procs_of(job["meta"]["name"])
 

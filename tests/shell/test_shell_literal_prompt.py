@@ -76,10 +76,10 @@ def test_ctrl_d_at_the_first_prompt_leaves_at_once(home: Path, term: str) -> Non
     ctrl_d_at_the_first_prompt(home, term, attempts=1)
 
 
-@pytest.mark.slow  # 60 shells: the race a single try can miss
+@pytest.mark.slow  # 30 shells: the race a single try can miss
 @pytest.mark.parametrize("term", TERMS)
 def test_ctrl_d_at_the_first_prompt_leaves_at_once_every_time(home: Path, term: str) -> None:
-    ctrl_d_at_the_first_prompt(home, term, attempts=20)
+    ctrl_d_at_the_first_prompt(home, term, attempts=10)
 
 
 def doc_example() -> str:

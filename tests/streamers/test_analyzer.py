@@ -42,6 +42,27 @@ def test_flags_both_spellings_and_the_command_starts_at_python():
 
 
 @pytest.mark.parametrize(
+    ("site", "flag", "seconds"),
+    [
+        (None, None, 1.0),
+        ("0.25", None, 0.25),
+        ("0.25", "2", 2.0),
+        ("nonsense", None, 1.0),
+        ("-3", None, 1.0),
+        ("inf", None, 1.0),
+    ],
+)
+def test_measure_seconds_the_flag_else_the_sites_default_else_one(monkeypatch, site, flag, seconds):
+    if site is None:
+        monkeypatch.delenv("CS2_ANALYZER_SECONDS", raising=False)
+    else:
+        monkeypatch.setenv("CS2_ANALYZER_SECONDS", site)
+    more = [f"--measure-seconds={flag}"] if flag else []
+    a = parse_args([*more, "python", "run.py", "--mode=validate_only"])
+    assert a is not None and a.seconds == seconds
+
+
+@pytest.mark.parametrize(
     ("argv", "message"),
     [
         (
@@ -344,6 +365,8 @@ def test_the_help_examples_run_as_written(cs2_system):
     ]
     assert len(examples) == 2 and f"--cs_ip={cs2_system.ip}" in examples[0]
     for example in examples:
-        result = cs2_system.run(["bash", "-c", example], cwd=work)
+        # as written, on a site whose measurements are short (the default is 1 s each, six of
+        # them: the same code runs either way)
+        result = cs2_system.run(["bash", "-c", f"CS2_ANALYZER_SECONDS=0.2 {example}"], cwd=work)
         assert result.ok, f"{example}\n{result.combined[-3000:]}"
         assert f"--cs_ip={cs2_system.ip}" in _train_line(result.output)
