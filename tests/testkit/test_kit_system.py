@@ -144,7 +144,7 @@ def test_two_test_processes_in_parallel_keep_their_stores_apart(tmp_path):
     test = tmp_path / "test_parallel_mode.py"
     test.write_text(
         "import pytest\n"
-        "@pytest.mark.parametrize('i', range(6))\n"
+        "@pytest.mark.parametrize('i', range(4))\n"
         "def test_switch(cs2_system, i):\n"
         "    mode = 'weight-streaming' if i % 2 else 'pipelined'\n"
         "    cs2_system.cs(f'system standby --yes; config execmode setup {mode}; "
@@ -165,7 +165,7 @@ def test_two_test_processes_in_parallel_keep_their_stores_apart(tmp_path):
     outs = [p.communicate(timeout=180)[0] for p in procs]
     for p, out in zip(procs, outs, strict=True):
         assert p.returncode == 0, out
-        assert "6 passed" in out
+        assert "4 passed" in out
     assert not list(tmp_path.glob("**/cs2home"))  # nothing left behind
 
 
