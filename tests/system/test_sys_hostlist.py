@@ -4,6 +4,7 @@ where Slurm is installed, `scontrol show hostnames` as the oracle."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 
@@ -68,11 +69,19 @@ def test_an_expression_naming_too_many_hosts_is_refused_before_it_is_built() -> 
 
 @pytest.mark.skipif(shutil.which("scontrol") is None, reason="Slurm's scontrol is not installed")
 @pytest.mark.parametrize("expr", [e for e in CASES if e and "-ib" not in e and " " not in e])
-def test_scontrol_show_hostnames_agrees(expr: str) -> None:
-    """Slurm itself as the oracle (scontrol expands offline: no controller is asked). Some Slurm
-    versions refuse a suffix after a range, so those cases are not compared here."""
+def test_scontrol_show_hostnames_agrees(expr: str, tmp_path) -> None:
+    """Slurm itself as the oracle (scontrol expands offline: no controller is asked, but it
+    reads a slurm.conf first, so it gets a minimal one: a machine with Slurm installed and no
+    cluster configured has none). Some Slurm versions refuse a suffix after a range, so those
+    cases are not compared here."""
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=oracle\nSlurmctldHost=localhost\n")
     proc = subprocess.run(
-        ["scontrol", "show", "hostnames", expr], capture_output=True, text=True, timeout=30
+        ["scontrol", "show", "hostnames", expr],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "SLURM_CONF": str(conf)},
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == CASES[expr]
