@@ -127,21 +127,66 @@ def _measure(params: dict, model: str, seconds: float) -> tuple[float, float, fl
     n, t0 = 0, time.perf_counter()
     while time.perf_counter() - t0 < seconds:
         n += len(next(s)[key])
-    return load, first, n / (time.perf_counter() - t0)
+    later = n / max(time.perf_counter() - t0, 1e-9)
+    s.close()
+    return load, first, later
+
+
+def _inflate_floor(h5dir: Path) -> float:
+    """samples/s of inflating every stored chunk of the gzip files, and nothing else, on the
+    runtime's worker threads as the reader does: what any reader of this layout pays."""
+    from cs2sim.runtime import threads
+    from cs2sim.runtime.data.hdf5 import inflate
+
+    raws = []
+    for p in sorted(h5dir.glob("*.h5")):
+        with h5py.File(p, "r") as f:
+            ds = f["data"]
+            raws += [ds.id.read_direct_chunk((i, 0, 0))[1] for i in range(ds.shape[0])]
+    step = 64
+
+    def some(k: int) -> None:
+        for raw in raws[k * step : (k + 1) * step]:
+            inflate(raw)
+
+    t0 = time.perf_counter()
+    threads.run_chunks(some, -(-len(raws) // step))
+    return len(raws) / (time.perf_counter() - t0)
+
+
+def _first_epochs(cases: dict, h5gz: Path, rounds: int) -> dict[str, list[float]]:
+    """Epoch 0 (load included) of the token files and both HDF5 layouts, and the inflate
+    floor, `rounds` times interleaved (the order rotating), so the machine's load falls on
+    each alike: samples/s per round."""
+    names = ["tokens", "hdf5-gz", "hdf5"]
+    got: dict[str, list[float]] = {n: [] for n in [*names, "inflate"]}
+    for r in range(rounds):
+        for n in names[r % 3 :] + names[: r % 3]:
+            params, model = cases[n]
+            got[n].append(_measure(params, model, 0.0)[1])
+        got["inflate"].append(_inflate_floor(h5gz))
+    return got
+
+
+def _spread(values: list[float]) -> str:
+    """median (min-max)."""
+    v = sorted(values)
+    return f"{v[len(v) // 2]:,.2f}x ({v[0]:,.2f}-{v[-1]:,.2f})"
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--samples", type=int, default=2048)
     ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved epoch-0 comparisons")
     args = ap.parse_args()
-    run(args.samples, args.seconds)
+    run(args.samples, args.seconds, args.rounds)
     return 0
 
 
-def run(samples: int, seconds: float) -> list[str]:
+def run(samples: int, seconds: float, rounds: int = 5) -> list[str]:
     """Measure every processor and the preprocessing; write processors.md; its lines."""
-    args = argparse.Namespace(samples=samples, seconds=seconds)
+    args = argparse.Namespace(samples=samples, seconds=seconds, rounds=rounds)
     os.environ.setdefault("CS2_HOME", tempfile.mkdtemp(prefix="cs2bench-"))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -224,6 +269,20 @@ def run(samples: int, seconds: float) -> list[str]:
             f"token files / HDF5 (Model Zoo layout, gzip): epoch 0 {ratio0:.2f}x, later "
             f"{ratio:.2f}x; / HDF5 uncompressed: {ratio_raw:.2f}x"
         )
+        firsts = _first_epochs(cases, gpt["hdf5-gz"][1], args.rounds)
+        tok = firsts["tokens"]
+        vs_gz = [t / g for t, g in zip(tok, firsts["hdf5-gz"], strict=True)]
+        vs_raw = [t / h for t, h in zip(tok, firsts["hdf5"], strict=True)]
+        vs_floor = [t / f for t, f in zip(tok, firsts["inflate"], strict=True)]
+        gz_of_floor = [g / f for g, f in zip(firsts["hdf5-gz"], firsts["inflate"], strict=True)]
+        interleaved = (
+            f"Epoch 0 with the load, {args.rounds} rounds interleaved, token files / HDF5: "
+            f"gzip {_spread(vs_gz)}, uncompressed {_spread(vs_raw)}; token files / inflating "
+            f"the gzip chunks alone on {os.cpu_count()} threads (the floor of any reader of "
+            f"that layout) {_spread(vs_floor)}; the gzip reader runs at "
+            f"{_spread(gz_of_floor)} of that floor's rate."
+        )
+        print(interleaved)
         # preprocessing: the standard library's sources as raw text
         raw = d / "raw"
         raw.mkdir()
@@ -262,6 +321,8 @@ def run(samples: int, seconds: float) -> list[str]:
         f"batches ask; decoded samples kept), {ratio:.2f}x after it; token files / "
         f"uncompressed HDF5: "
         f"{ratio_raw:.2f}x.",
+        "",
+        interleaved,
         "",
         f"Preprocessing (`cs2sim-preprocess gpt2-hdf5`, max_seq_length 1024, over "
         f"{size / 2**20:.1f} MiB of the standard library's sources): "

@@ -208,6 +208,11 @@ class H5Samples:
             self._chunk_table(ds, rows) if gz else None
             for ds, rows, gz in zip(self._data, self._rows, self._gzip, strict=True)
         ]
+        # the same as lists: indexing a list per sample costs a tenth of a numpy scalar
+        self._spots: list[tuple[list[int], list[int], list[int]] | None] = [
+            None if w is None else (w[0].tolist(), w[1].tolist(), w[2].tolist())
+            for w in self._where
+        ]
         self._maps: list[mmap.mmap | None] = []
         for p, where in zip(parts, self._where, strict=True):
             if where is None:
@@ -273,13 +278,15 @@ class H5Samples:
             return np.asarray(data[c * rows : (c + 1) * rows])  # h5py decodes just this chunk
         # gzip alone (the Model Zoo's layout): inflate the stored chunk ourselves, which skips
         # h5py's selection machinery; an edge chunk is stored at full size
-        where, mapped = self._where[j], self._maps[j]
-        if where is not None and mapped is not None and where[1][c] >= 0:
-            at, size = int(where[0][c]), int(where[1][c])
-            mask, raw = int(where[2][c]), mapped[at : at + size]
+        spots, mapped = self._spots[j], self._maps[j]
+        if spots is not None and mapped is not None and spots[1][c] >= 0:
+            at = spots[0][c]
+            mask, raw = spots[2][c], mapped[at : at + spots[1][c]]
         else:  # not written (h5py's fill value), or no chunk index walk in this h5py
             mask, raw = data.id.read_direct_chunk((c * rows, 0, 0))
         chunk = np.frombuffer(raw if mask else inflate(raw), dtype=self._dtypes[j])
+        if rows == 1:
+            return chunk.reshape(1, 3, self.T)
         return chunk.reshape(rows, 3, self.T)[: min(rows, self._n_rows[j] - c * rows)]
 
     def _inflate_samples(self, j: int, local: np.ndarray) -> np.ndarray:
@@ -347,13 +354,13 @@ class H5Samples:
         for j in np.unique(part):
             rows = np.flatnonzero(part == j)
             local = idx[rows] - self.starts[j] + self.parts[j].start  # (b,) file rows
-            out[rows] = self._read(int(j), local)
+            got = self._read(int(j), local)  # (b, 2, T)
             if self.check_each_batch[j] and len(rows):
-                got = out[rows]  # (b, 2, T); IGNORE labels are padding, not ids
-                low = min(
-                    int(got[:, 0].min()), int(np.where(got[:, 1] == IGNORE, 0, got[:, 1]).min())
-                )
+                # IGNORE (-1) labels are padding, not ids: any other negative value is lower
+                labels_low = int(got[:, 1].min())
+                low = min(int(got[:, 0].min()), 0 if labels_low == IGNORE else labels_low)
                 self._check(int(got.max()), low, self.parts[j].path)
+            out[rows] = got
         return out
 
     def batch(self, idx: np.ndarray) -> dict[str, np.ndarray]:
