@@ -19,9 +19,13 @@ chunk (the Model Zoo's layout: gzip, chunks of one sample, no other filter) is r
 inflated with ISA-L's zlib-compatible inflate (python-isal; the standard library's zlib when it
 is not installed), any other filter through h5py for that chunk alone; the last LRU_BYTES of
 decoded chunks are kept, so samples sharing a chunk (h5py's own chunking) inflate it once.
-Inflating costs far more than copying a memory-mapped window, so when a worker's part fits
-CACHE_BYTES each sample's input ids and labels are also kept once decoded, and later epochs
-are served from memory.
+In the Model Zoo's layout a batch's samples are inflated side by side on the runtime's worker
+threads (runtime/threads.py; ISA-L and zlib release the GIL while they inflate), the chunk LRU
+skipped (a shuffled epoch reads each one-sample chunk once).
+Inflating costs far more than copying a memory-mapped window (on 2 cores, inflating the chunks
+alone, on both, runs at about 1/2.5 of the token files' rate: bench/processor_bench.py), so
+when a worker's part fits CACHE_BYTES each sample's input ids and labels are also kept once
+decoded, and later epochs are served from memory.
 Each worker opens its own files (an h5py handle must not cross a fork or a pickle).
 
 Checked at load (in the consumer): the layout, `n_examples` against the rows, the sequence
