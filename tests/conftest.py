@@ -56,6 +56,12 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return cores + 1
 
 
+def unit_of_work(nodeid: str) -> str:
+    """The file of a test, or "tests/slurm/" for every file there (one unit, see above)."""
+    path = nodeid.split("::")[0]
+    return "tests/slurm/" if path.startswith("tests/slurm/") else path
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     if config.getvalue("dist") != "loadfile":
@@ -66,10 +72,30 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         """--dist loadfile, but the files under tests/slurm/ are one unit of work."""
 
         def _split_scope(self, nodeid: str) -> str:  # xdist's hook for what goes together
-            scope = str(super()._split_scope(nodeid))
-            return "tests/slurm/" if scope.startswith("tests/slurm/") else scope
+            return unit_of_work(nodeid)
 
     return SlurmTestsTogether(config, log)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("dist", None) == "loadfile":
+        # units go out in the order the workers collected them (pytest_collection_modifyitems
+        # below puts the long ones first), not xdist's "most tests first": a file of one
+        # 20-second test (the demo) was handed out last and ran alone at the end
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist, the units of work holding `slow` tests first, the most first, so the
+    short files fill the end of the run; each file's own order is kept."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    weight: dict[str, float] = {}
+    for item in items:
+        unit = unit_of_work(item.nodeid)
+        weight[unit] = weight.get(unit, 0.0) + (10.0 if item.get_closest_marker("slow") else 0.1)
+    first = {unit: i for i, unit in enumerate(weight)}  # dicts keep the collection's order
+    items.sort(key=lambda it: (-weight[unit_of_work(it.nodeid)], first[unit_of_work(it.nodeid)]))
 
 
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:

@@ -90,12 +90,17 @@ def test_num_csx_the_run_would_refuse_is_refused_before_allocation(
     assert queue_state(cs2_home) == ([], [])  # no job row, no node taken
 
 
-def test_dry_run_into_head_exits_141(cs2_home) -> None:
-    pipeline = (
-        f"{script('csrun_wse')} --dry-run python run.py CSX | head -1; "
+def test_dry_run_into_head_and_into_a_closed_pipe_exits_141(cs2_home) -> None:
+    head = f"{script('csrun_wse')} --dry-run python run.py CSX | head -1"
+    res = subprocess.run(["bash", "-c", head], capture_output=True, text=True, timeout=60)
+    assert res.stdout.splitlines() == [res.stdout.splitlines()[0]]
+    assert res.stdout.startswith("Launching: srun") and "Traceback" not in res.stderr
+    # whether head is gone before the launcher's last write is a race; a reader that has
+    # already gone (`true`, and the launcher starting a moment later) is not
+    closed = (
+        f"{{ sleep 0.3; {script('csrun_wse')} --dry-run python run.py CSX; }} | true; "
         'echo "status=${PIPESTATUS[0]}"'
     )
-    res = subprocess.run(["bash", "-c", pipeline], capture_output=True, text=True, timeout=60)
-    assert res.stdout.splitlines()[0].startswith("Launching: srun")
+    res = subprocess.run(["bash", "-c", closed], capture_output=True, text=True, timeout=60)
     assert res.stdout.splitlines()[-1] == "status=141", res.stdout + res.stderr
     assert "Traceback" not in res.stderr
