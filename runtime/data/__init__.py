@@ -379,6 +379,16 @@ def build_input(params: dict, split: str, model_name: str, seed: int) -> BatchSt
                 f"{n} samples of {what}; lower it or set drop_last_batch: false."
             )
 
+    def _count(recipe: Any) -> int:
+        """Samples of a recipe, loaded (its files checked) and closed again."""
+        loaded = recipe.load()
+        try:
+            return len(loaded)
+        finally:
+            close = getattr(loaded, "close", None)
+            if close is not None:
+                close()
+
     contiguous = len(recipes) == 1 and isinstance(recipes[0], H5Files)
     if workers and (len(recipes) >= 2 or contiguous):
         if contiguous:  # HDF5: n contiguous parts of the samples (runtime/data/hdf5.py)
@@ -389,7 +399,7 @@ def build_input(params: dict, split: str, model_name: str, seed: int) -> BatchSt
             shard_recipes = [_combine(part) for part in shard(recipes, n)]
         plans = []
         for k, r in enumerate(shard_recipes):
-            count = len(r.load())  # checks the files now and counts the samples
+            count = _count(r)  # checks the files now and counts the samples
             plans.append(plan_for(count, SPLIT_SALT[split] + 16 * (k + 1)))
             too_small(plans[-1], count, f"shard {k} of {source}")
         if contiguous:
@@ -418,14 +428,17 @@ def build_input(params: dict, split: str, model_name: str, seed: int) -> BatchSt
             worker_recipe=tuple(_for_worker(r) for r in shard_recipes),
         )
     recipe = _combine(recipes)
-    data = recipe.load()  # in the consumer too: checks the files now and counts the samples
-    plan = plan_for(len(data), SPLIT_SALT[split])
-    too_small(plan, len(data), source)
+    # in the consumer too: checks the files now and counts the samples (the workers load
+    # their own, so the consumer's copy is closed again when there are workers)
+    data = None if workers else recipe.load()
+    count = _count(recipe) if data is None else len(data)
+    plan = plan_for(count, SPLIT_SALT[split])
+    too_small(plan, count, source)
     return BatchStream(
         recipe,
         plan,
         source=source,
-        data=None if workers else data,
+        data=data,
         num_workers=workers,
         prefetch_factor=int(cfg["prefetch_factor"]),
         worker_recipe=_for_worker(recipe),

@@ -112,6 +112,13 @@ class ConcatDataset:
     def __len__(self) -> int:
         return int(self.starts[-1])
 
+    def close(self) -> None:
+        """Close the parts that hold files."""
+        for p in self.parts:
+            close = getattr(p, "close", None)
+            if close is not None:
+                close()
+
     def batch(self, idx: np.ndarray) -> dict[str, np.ndarray]:
         """The samples `idx` (B,) in that order, gathered from their parts."""
         return self.epoch_batch(idx, None)

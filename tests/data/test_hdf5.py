@@ -437,3 +437,23 @@ def test_padded_hdf5_trains_the_same_on_the_cs2_executors_and_ignores_pad_labels
     assert all(abs(a - b) > 1e-3 * abs(b) for a, b in zip(unmasked, cpu, strict=True))
     for name, ex in (("pipelined", PipelinedExecutor()), ("ws4", WeightStreamingExecutor(4))):
         np.testing.assert_allclose(losses(dirs[0], name, ex), cpu, rtol=1e-5, atol=0)
+
+
+@pytest.mark.parametrize("workers", [0, 1, 3])
+def test_the_consumer_keeps_no_file_open_that_only_the_workers_read(tmp_path, workers):
+    h5_dir(tmp_path / "h5", sizes=(40, 24))
+
+    def open_h5() -> list[str]:  # this process's descriptors on the data set's files
+        fds = Path("/proc/self/fd")
+        links = [os.readlink(f) for f in fds.iterdir() if f.is_symlink()] if fds.is_dir() else []
+        return [link for link in links if link.endswith(".h5")]
+
+    before = open_h5()
+    s = build_input(params(tmp_path / "h5", num_workers=workers), "train", "gpt2", 1)
+    try:
+        # loading checked and counted every file; with workers, each opens its own part
+        names = {Path(link).name for link in open_h5()}
+        assert names == ({"data-0.h5", "data-1.h5"} if workers == 0 else set())
+    finally:
+        s.close()
+    assert open_h5() == before
