@@ -13,7 +13,7 @@ import pytest
 from cs2sim.runtime.cli.analyzer_report import FINISH, START
 from cs2sim.runtime.cli.input_analyzer import AnalyzerError, PerThreads, parse_command, recommend
 from cs2sim.scripts.cs_input_analyzer import parse_args
-from tests.streamers.conftest import FC_SMALL, ROOT
+from streamers.conftest import FC_SMALL, ROOT
 
 RUN_PY = str(ROOT / "runtime" / "modelzoo" / "fc_mnist" / "run.py")
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from cs2sim.runtime.job import channel
-from tests.streamers.conftest import FC_SMALL, Job
+from streamers.conftest import FC_SMALL, Job
 
 ROGUE = Path(__file__).with_name("rogue.py")
 

@@ -16,7 +16,7 @@ from cs2sim.runtime.job.channel import Closed, recv_frame, send_frame
 from cs2sim.runtime.job.hub import ChiefHub
 from cs2sim.runtime.job.roles import task_info
 from cs2sim.system.errors import RuntimeFailure
-from tests.streamers.conftest import slurm_env
+from streamers.conftest import slurm_env
 
 SECRET = bytes.fromhex("5e" * 32)
 OTHER = bytes.fromhex("a7" * 32)

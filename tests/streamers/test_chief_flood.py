@@ -22,7 +22,7 @@ import pytest
 from cs2sim.runtime.job import channel, door
 from cs2sim.runtime.job.hub import ChiefHub
 from cs2sim.runtime.job.roles import task_info
-from tests.streamers.conftest import FC_SMALL, Job, slurm_env
+from streamers.conftest import FC_SMALL, Job, slurm_env
 
 FLOOD = Path(__file__).with_name("flood.py")
 

@@ -9,7 +9,7 @@ import pytest
 
 from cs2sim.runtime.job.roles import Role, rendezvous_dir, task_info, task_role
 from cs2sim.system.errors import UsageError
-from tests.streamers.conftest import slurm_env
+from streamers.conftest import slurm_env
 
 
 def roles(sizes: tuple[int, ...], **kw) -> list[Role]:

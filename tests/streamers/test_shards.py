@@ -12,7 +12,7 @@ from cs2sim.runtime.data import build_input
 from cs2sim.runtime.job.hub import ChiefHub
 from cs2sim.runtime.job.remote_stream import RemoteStream, for_streamers
 from cs2sim.runtime.job.roles import task_info
-from tests.streamers.conftest import GPT2_TINY, Job, chief_params, slurm_env
+from streamers.conftest import GPT2_TINY, Job, chief_params, slurm_env
 
 pytest.importorskip("cs2sim.runtime.data.shards")
 
