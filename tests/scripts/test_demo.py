@@ -55,6 +55,7 @@ def test_demo_tells_the_whole_story(tmp_path):
         "#    the stand-in trained above (2 layers, width 128",
         "#    GPT-J 6B, compiled only (28 layers, width 4096",
         "model-ckpt-4.npz",
+        "performance/performance.json",
         "# 6. The system and its audit log",
         # the appliance flow on the four-system cluster: compile wsjob, execute on two, csctl
         "# 7. Today's Wafer-Scale Cluster (appliance mode)",
@@ -75,10 +76,12 @@ def test_demo_tells_the_whole_story(tmp_path):
         at = found + len(text)
     assert re.search(r"\n\S+\s+python-ws\s+root\s+R\s", out), "the queue view shows the job running"
     launch = out.find("Launching: srun --unbuffered --kill-on-bad-exit --exclusive")
+    # the Weight Streaming Quickstart's exact line, end to end: 98 real tasks, the CS-2 steps
     for text in (
         "Saving checkpoint at global step 0",
         "Waiting for 96 streamer(s) to prime the data pipeline",
         "Streamers are ready",
+        "| Train Device=CSX, Step=4,",
     ):
         assert launch < out.find(text, launch) < out.rfind("Loss for final step:"), text
     for line in out.splitlines():  # the estimates are computed numbers, both of them
