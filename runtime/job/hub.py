@@ -379,6 +379,10 @@ class ChiefHub:
         with self._lock:
             socks = [link.sock for link in self.links.values() if link.dead is None]
             socks += self.coordinators
+            dead = [link.sock for link in self.links.values() if link.dead is not None]
+        for s in dead:  # a link that broke left its socket open: nothing more goes over it
+            with contextlib.suppress(OSError):
+                s.close()
         for s in socks:
             with contextlib.suppress(OSError):
                 send_frame(s, {"type": "end", "status": status, "text": text})

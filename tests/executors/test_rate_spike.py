@@ -46,7 +46,10 @@ def test_rate_spikes_after_each_checkpoint_and_global_rate_stays_smooth(tmp_path
     typical = statistics.median(rate.values())
     for c in range(EVERY, 120, EVERY):  # each checkpoint but the final one
         after = max(rate[s] for s in range(c + 1, c + 4))
-        assert after > 3 * typical, (c, after, typical)
+        # a user node that waited for the wafer would show none (about 1x); the size of the
+        # burst depends on how much the executor computed meanwhile, which a busy machine
+        # shrinks (2.6x seen during a whole parallel CI run, 20-29x alone)
+        assert after > 2 * typical, (c, after, typical)
     # GlobalRate over the second half: its largest step-to-step change is small next to the spikes
     late = [glob[s] for s in range(60, 121)]
     jumps = max(abs(b - a) for a, b in zip(late, late[1:], strict=False))

@@ -133,3 +133,15 @@ def test_a_streamer_refuses_a_welcome_without_a_proof() -> None:
         with pytest.raises(RuntimeFailure):
             client._handshake(task, SECRET, dict(CLAIM))
         t.join(30)
+
+
+def test_a_streamer_that_hung_up_leaves_no_socket_open_after_the_end(hub) -> None:
+    reply = say_hello(hub.port, CLAIM, CLAIM)  # welcomed, then the streamer hangs up
+    assert reply["type"] == "welcome", reply
+    deadline = time.monotonic() + 30
+    while (link := hub.links.get(0)) is None or link.dead is None:
+        assert time.monotonic() < deadline, "the chief never saw the streamer leave"
+        time.sleep(0.01)
+    assert link.sock.fileno() != -1  # a broken link's socket waits for the end
+    hub.end(0)
+    assert link.sock.fileno() == -1  # closed by the end, not left to the garbage collector
