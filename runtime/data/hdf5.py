@@ -206,22 +206,19 @@ class H5Samples:
                 and not (ds.shuffle or ds.fletcher32 or ds.scaleoffset is not None)
             )
         self._n_rows = [int(d.shape[0]) for d in self._data]
-        # per gzip part: where each chunk is stored, from one walk of HDF5's chunk index, and
-        # the file mapped, so a chunk is a slice of the map (no index lookup per sample)
-        self._where: list[tuple[np.ndarray, np.ndarray, np.ndarray] | None] = [
-            self._chunk_table(ds, rows) if gz else None
-            for ds, rows, gz in zip(self._data, self._rows, self._gzip, strict=True)
-        ]
-        # the same as lists: indexing a list per sample costs a tenth of a numpy scalar
-        self._spots: list[tuple[list[int], list[int], list[int]] | None] = [
-            None if w is None else (w[0].tolist(), w[1].tolist(), w[2].tolist())
-            for w in self._where
-        ]
+        # per gzip part: where each chunk is stored (byte offset, stored size (-1: not
+        # written), filter mask), from one walk of HDF5's chunk index, as lists (a list index
+        # per sample costs a tenth of a numpy scalar's), and the file mapped, so a chunk is a
+        # slice of the map (no index lookup per sample)
+        self._spots: list[tuple[list[int], list[int], list[int]] | None] = []
         self._maps: list[mmap.mmap | None] = []
-        for p, where in zip(parts, self._where, strict=True):
+        for p, ds, rows, gz in zip(parts, self._data, self._rows, self._gzip, strict=True):
+            where = self._chunk_table(ds, rows) if gz else None
             if where is None:
+                self._spots.append(None)
                 self._maps.append(None)
                 continue
+            self._spots.append((where[0].tolist(), where[1].tolist(), where[2].tolist()))
             with open(p.path, "rb") as fh:
                 self._maps.append(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ))
         self._dtypes = [d.dtype for d in self._data]
