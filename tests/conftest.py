@@ -49,11 +49,9 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not Linux
-        cores = os.cpu_count() or 1
-    return cores + 1
+    from cs2sim.runtime.threads import available_cores  # the runtime's own count of cores
+
+    return available_cores() + 1
 
 
 def unit_of_work(nodeid: str) -> str:
