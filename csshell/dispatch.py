@@ -70,7 +70,7 @@ def guarded(ctx: Context, action: Callable[[], object]) -> int:
     except KeyboardInterrupt:
         ctx.echo("Cancelled.")
         return INTERRUPTED_EXIT
-    except Exception as e:  # the boundary: a bug still gets one sentence
+    except Exception as e:  # noqa: BLE001 - the boundary: a bug still gets one sentence
         if ctx.traceback:
             _print_traceback(ctx)
         ctx.error(internal_message(e))

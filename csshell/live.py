@@ -34,7 +34,7 @@ class LiveNames:
     def __call__(self, kind: str, partial: str) -> list[tuple[str, str]]:
         try:
             found = getattr(self, f"_{kind}")(partial)
-        except Exception:  # completion never breaks the prompt; Enter reports real errors
+        except Exception:  # noqa: BLE001 - completion never breaks the prompt; Enter reports real errors
             return []
         return list(found[:MAX_OFFERED])
 

@@ -237,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `cs audit show | head -1`: the reader left; nothing to say
         _silence_stdout()
         return BROKEN_PIPE_EXIT
-    except Exception as e:  # the outer boundary: a bug still gets one sentence
+    except Exception as e:  # noqa: BLE001 - the outer boundary: a bug still gets one sentence
         if show_traceback:
             _print_traceback()
         _error(internal_message(e))

@@ -57,7 +57,7 @@ class Toolbar:
         ctx = self.ctx
         try:
             status = ctx.machine.status()
-        except Exception as e:  # never break the prompt for a toolbar
+        except Exception as e:  # noqa: BLE001 - never break the prompt for a toolbar
             return [("", f" status unavailable: {visible(' '.join(str(e).split()))[:80]} ")]
         state = str(status.state)
         left = status.ready_in()

@@ -6,9 +6,11 @@ their own `home`/`cs2_home` fixtures on it.
 
 Hypothesis: no per-example deadline in any profile. The numeric tests' examples run numpy
 kernels whose time depends on the machine's load (2 shared cores), and a deadline would turn a
-busy moment into a failure that says nothing about the code. Profiles: "default" for a
-developer; "ci" (HYPOTHESIS_PROFILE=ci, set by .ci/run) derandomized, so a CI failure replays
-with the same examples, and without the example database, which CI would not keep.
+busy moment into a failure that says nothing about the code. Profiles: "default" (the README's
+command) and "ci" (set by .ci/run) are the same: derandomized, so a newcomer's run, a developer's
+and CI's draw the same examples and a failure replays, and without the example database;
+"explore" (HYPOTHESIS_PROFILE=explore) draws random examples and keeps the failing ones in
+.hypothesis/, for a developer who goes looking (docs/testing.md).
 
 Ctrl-C: a shell that starts a command in the background (`pytest ... &` in a script, nohup)
 hands it SIGINT ignored, and every process it starts inherits that, so the tests that stop a
@@ -35,15 +37,16 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
-settings.register_profile("default", deadline=None)
-settings.register_profile(
-    "ci",
+_REPLAYABLE = dict(  # the same examples on every run, on every machine
     deadline=None,
     derandomize=True,
     database=None,
     suppress_health_check=[HealthCheck.too_slow],
     print_blob=True,
 )
+settings.register_profile("default", **_REPLAYABLE)
+settings.register_profile("ci", **_REPLAYABLE)
+settings.register_profile("explore", deadline=None)  # random examples, kept in .hypothesis/
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 

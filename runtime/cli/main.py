@@ -336,7 +336,7 @@ def main(
                 "free disk space."
             )
             return 1
-        except Exception as e:  # noqa: BLE001 - the one boundary: no traceback reaches a user
+        except Exception as e:
             if show_traceback:
                 raise
             fail(

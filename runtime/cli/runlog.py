@@ -46,7 +46,7 @@ class _ConsoleHandler(logging.Handler):
             else:
                 self.stream.write(msg + "\n")
                 self.stream.flush()
-        except Exception:  # logging must never break the run
+        except Exception:  # noqa: BLE001 - logging must never break the run
             self.handleError(record)
 
 

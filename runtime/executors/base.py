@@ -329,7 +329,7 @@ class QueuedExecutor:
                         )
                     )
                 put(_End())
-            except BaseException as exc:  # handed to the consumer, re-raised there
+            except BaseException as exc:  # noqa: BLE001 - handed to the consumer, re-raised there
                 put(_Failure(exc))
 
         worker = threading.Thread(target=produce, name=f"{self.device}-executor", daemon=True)

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "reliability"))
-from rel_helpers import other_user, run_as  # noqa: E402
-from test_csx_queue import _submit  # noqa: E402
+from rel_helpers import other_user, run_as
+from test_csx_queue import _submit
 
-from cs2sim.scripts.testkit.appliance import wait_until  # noqa: E402
-from cs2sim.system.appliance.client import RequestFailed, connect  # noqa: E402
+from cs2sim.scripts.testkit.appliance import wait_until
+from cs2sim.system.appliance.client import RequestFailed, connect
 
 OTHER = other_user()
 

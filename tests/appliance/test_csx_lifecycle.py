@@ -81,6 +81,9 @@ def test_a_killed_server_is_detected_and_its_job_is_not_left_running(cs2_applian
 
 def test_job_time_sec_ends_the_job(cs2_appliance):
     model = cs2_appliance.system.model_copy("fc_mnist")
+    # The limit is meant for the execute job: the compile is made first (and then found cached,
+    # so no compile job exists for the limit to end however slow the machine is).
+    cs2_appliance.run_csx(model, *TRAIN, "--compile_only").check()
     res = cs2_appliance.run_csx(model, *LONG, "--job_time_sec", "3")
     assert res.exit_code == 124, res.combined
     job = _execute(cs2_appliance)

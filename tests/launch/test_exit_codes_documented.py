@@ -8,7 +8,7 @@ from pathlib import Path
 
 from launch_helpers import run, script
 
-import cs2sim.runtime.job.cs_run  # noqa: F401 - defines the exit-75 error
+import cs2sim.runtime.job.cs_run
 import cs2sim.system.paths  # noqa: F401 - defines the exit-77 path refusals
 from cs2sim.system.errors import CsError
 

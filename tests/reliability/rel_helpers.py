@@ -78,21 +78,21 @@ def preload() -> None:
     import traceback  # noqa: F401
     from importlib import metadata  # noqa: F401
 
-    import rich.box  # noqa: F401
-    import rich.cells  # noqa: F401
-    import rich.console  # noqa: F401
-    import rich.table  # noqa: F401
+    import rich.box
+    import rich.cells
+    import rich.console
+    import rich.table
     import rich.text  # noqa: F401
     import yaml  # noqa: F401
 
-    import cs2sim.csshell.commands  # noqa: F401
-    import cs2sim.csshell.login  # noqa: F401
-    import cs2sim.csshell.main  # noqa: F401
-    import cs2sim.csshell.prompts  # noqa: F401
-    import cs2sim.system.cluster  # noqa: F401
-    import cs2sim.system.machine  # noqa: F401
-    import cs2sim.system.sched.backend  # noqa: F401
-    import cs2sim.system.store_remote  # noqa: F401
+    import cs2sim.csshell.commands
+    import cs2sim.csshell.login
+    import cs2sim.csshell.main
+    import cs2sim.csshell.prompts
+    import cs2sim.system.cluster
+    import cs2sim.system.machine
+    import cs2sim.system.sched.backend
+    import cs2sim.system.store_remote
     import cs2sim.system.store_service  # noqa: F401
 
 

@@ -17,8 +17,8 @@ from cs2sim.runtime.compiler import compile_run
 from cs2sim.system.state import ExecMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "compiler"))
-from compiler_helpers import fc_params  # noqa: E402
-from test_checkpoint import state  # noqa: E402
+from compiler_helpers import fc_params
+from test_checkpoint import state
 
 
 def _rewrite_meta(path: Path, edit) -> None:

@@ -28,7 +28,7 @@ from cs2sim.runtime.compiler.cache import complete_stage
 from cs2sim.runtime.params import write_params
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_checkpoint import state  # noqa: E402
+from test_checkpoint import state
 
 ROOT = Path(__file__).resolve().parents[2]
 FC_SMALL = str(model_home("fc_mnist") / "configs" / "params_small.yaml")

@@ -16,7 +16,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from cs2sim.runtime.artifacts.summaries import TRAIN_TAGS, Summaries
 
 sys.path.insert(0, str(Path(__file__).parent))  # whatever pytest's import mode
-from test_trainer import FakeStream, make_trainer  # noqa: E402  the loop's stand-in parts
+from test_trainer import FakeStream, make_trainer
 
 
 def read(logdir) -> EventAccumulator:

@@ -4,23 +4,33 @@ and the time forms --since takes."""
 from __future__ import annotations
 
 import json
-import time
 from datetime import datetime
 
 import pytest
 from shell_helpers import ALICE, err, make_context, out
 
+from cs2sim.csshell import timespec
 from cs2sim.csshell.dispatch import run_line
 from cs2sim.csshell.timespec import parse_moment
 from cs2sim.system import audit
 from cs2sim.system.store import Store
 
-NOW = time.time()
+# The clock the queries read: fixed for the whole module, and handed to the console's time
+# parser by `logged` (a clock read at import would drift from the rows' stamps on a slow machine).
+NOW = 1_800_000_000.0
+
+
+class _FrozenClock:
+    @staticmethod
+    def time() -> float:
+        return NOW
 
 
 @pytest.fixture
-def logged(store: Store) -> Store:
-    """Six rows over three days, two users, three outcomes, two systems and a system-less one."""
+def logged(store: Store, monkeypatch: pytest.MonkeyPatch) -> Store:
+    """Six rows over three days, two users, three outcomes, two systems and a system-less one;
+    `--since` / `--until` durations count back from NOW, whatever the machine's speed."""
+    monkeypatch.setattr(timespec, "time", _FrozenClock)
     rows = [
         (NOW - 3 * 86400, "root", "cs2-1", "system standby", "ok"),
         (NOW - 2 * 86400, "bob", "cs2-1", "system activate", "denied"),

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from slurm_helpers import START, STOP, cluster_env, free_port_block  # noqa: E402
+from slurm_helpers import START, STOP, cluster_env, free_port_block
 
 HET = [
     "--unbuffered",
