@@ -46,11 +46,6 @@ class MemoryX:
             + sum(v.nbytes for v in state.values() if isinstance(v, np.ndarray))
         )
 
-    def zero_grads(self) -> None:
-        """Clear the accumulators before a step's gradients arrive."""
-        for g in self.grads.values():
-            g.fill(0)
-
     def apply_update(self, step: int) -> tuple[bool, float, float, float]:
         """Unscale and check, clip, update (skipped if not finite), update the loss scale.
 

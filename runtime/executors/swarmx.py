@@ -68,12 +68,3 @@ class SwarmX:
                 acc[name] += g
             g.fill(0)
         self.reductions += 1
-
-    @staticmethod
-    def sum_gradients(per_system: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-        """The reduction itself on explicit per-system gradients, in system order."""
-        out = {n: g.copy() for n, g in per_system[0].items()}
-        for grads in per_system[1:]:
-            for n, g in grads.items():
-                out[n] += g
-        return out

@@ -327,14 +327,6 @@ def _scale_phrase(v: Any) -> str | None:
     return None if ok else "must be a positive number or 'dynamic'"
 
 
-def _number_phrase(v: Any) -> str | None:
-    try:
-        ok = not isinstance(v, bool) and float(v) >= 0
-    except (TypeError, ValueError):
-        ok = False
-    return None if ok else "must be a number >= 0"
-
-
 def _epsilon_phrase(v: Any) -> str | None:
     """Adam's epsilon keeps m / (sqrt(v) + eps) finite: 0 < eps <= 1 (0 gives 0/0 = NaN)."""
     try:

@@ -10,7 +10,6 @@ from exec_helpers import make_params
 from cs2sim.runtime.executors.cpu import CpuExecutor
 from cs2sim.runtime.executors.memoryx import MemoryX
 from cs2sim.runtime.executors.pipelined import PipelinedExecutor
-from cs2sim.runtime.executors.swarmx import SwarmX
 from cs2sim.runtime.executors.weight_streaming import WeightStreamingExecutor
 from cs2sim.runtime.training.runconfig import Components
 
@@ -51,15 +50,6 @@ def test_swarmx_sum_of_n_systems_is_the_single_system_gradient(model, n):
             ex.memoryx.grads[name], g, rtol=2e-5, atol=1e-6 * float(np.abs(g).max()), err_msg=name
         )
         assert not ex.swarmx.grads[name].any()  # the systems' buffers were handed over
-
-
-def test_swarmx_sum_gradients_adds_in_system_order():
-    a = {"w": np.array([1.0, 2.0], np.float32)}
-    b = {"w": np.array([0.5, -2.0], np.float32)}
-    c = {"w": np.array([0.25, 1.0], np.float32)}
-    out = SwarmX.sum_gradients([a, b, c])
-    np.testing.assert_array_equal(out["w"], np.array([1.75, 1.0], np.float32))
-    assert a["w"][0] == 1.0  # inputs untouched
 
 
 @pytest.mark.parametrize(
