@@ -48,7 +48,7 @@ STAMP = (
     "import os, sys, time; open(os.path.join(sys.argv[1], os.environ['SLURM_PROCID']), "
     "'w').write(repr(time.time()))"
 )
-SEED = [
+QUICKSTART = [
     "python-ws",
     "run.py",
     "--model_dir",
@@ -96,9 +96,9 @@ def first_step(env: dict[str, str], work: Path, cold: bool = False) -> float:
     t0 = time.perf_counter()
     # cold: `python-ws -u run.py`: the embedded backend execs a fresh interpreter per task (as
     # srun does) instead of forking its preloaded one: isolates the scheduler's own cost
-    seed = [SEED[0], "-u", *SEED[1:]] if cold else SEED
+    line = [QUICKSTART[0], "-u", *QUICKSTART[1:]] if cold else QUICKSTART
     proc = subprocess.Popen(
-        [str(BIN / "csrun_wse"), *SHAPE, *seed],
+        [str(BIN / "csrun_wse"), *SHAPE, *line],
         cwd=run,
         env=env,
         stdout=subprocess.PIPE,

@@ -56,7 +56,7 @@ BIN = Path(sys.executable).parent  # the console scripts installed next to this 
 IP = "127.0.1.1"  # the built-in cluster's CS-2 (an identifier; nothing is contacted)
 
 # The Weight Streaming Quickstart's command, unchanged but for <CS IP> and <num_train_steps>
-SEED_002 = (
+QUICKSTART_LINE = (
     "csrun_wse --total-nodes 14 --tasks-per-node 8 --cpus-per-task 16 --single-task-nodes"
     " 2 --cyclic python-ws run.py --model_dir model_dir --cs_ip {ip} --params"
     " configs/params_continuous_pretraining.yaml --mode train --max_steps {steps}"
@@ -303,12 +303,12 @@ def story(demo: Demo, steps: int) -> None:
     )
     show_artifacts(fc / "model_dir")
 
-    seed = SEED_002.format(ip=IP, steps=steps)
+    quickstart = QUICKSTART_LINE.format(ip=IP, steps=steps)
     print(
         "# 3. The Weight Streaming Quickstart's weight-streaming job on a PIPELINED system: "
         "refused, nothing allocated"
     )
-    demo.run(shlex.split(seed), cwd=gptj, expect=69, shown=seed)
+    demo.run(shlex.split(quickstart), cwd=gptj, expect=69, shown=quickstart)
     print()
 
     print(
@@ -346,7 +346,7 @@ def story(demo: Demo, steps: int) -> None:
         "\n# The Weight Streaming Quickstart's command: 98 tasks (chief, coordinator, 96 input "
         "streamers) train the small stand-in"
     )
-    if launch_live(demo, seed, gptj):
+    if launch_live(demo, quickstart, gptj):
         raise DemoStopped("the Weight Streaming Quickstart's csrun_wse line exited with an error.")
     est_small, est_real = estimate(gptj / "model_dir"), estimate(gptj / "model_dir_6b")
     print(

@@ -69,7 +69,7 @@ PORT_BITS_S = 100 * 10**9
 # ICRC 4 -> 82 bytes of overhead per 4096 of payload (98.0%).
 ROCE_PAYLOAD_BYTES = 4096
 ROCE_OVERHEAD_BYTES = 8 + 14 + 4 + 12 + 20 + 8 + 12 + 4
-# DOC-GL glossary: "packaged into a 15RU system", one WSE per system.
+# Cerebras' Glossary: "packaged into a 15RU system", one WSE per system.
 RACK_UNITS = 15
 # MZ R_1.6.0 common/pytorch/utils.py parse_cs_ip: "Default port number of CM".
 CM_PORT = 9000
@@ -82,8 +82,8 @@ MEMORYX_MAX_BYTES = 2400 * 10**12
 MEMORYX_MAX_PARAMS = 120 * 10**12
 # cerebras.net/product-cluster: "clusters of up to 192 Cerebras CS-2s" (SwarmX fan-out).
 MAX_SYSTEMS_PER_CLUSTER = 192
-# DOC-GL / ALCF: pipelined is "best for models below 1B parameters, which can fit into WSE
-# on-chip SRAM"; weight streaming for larger ones.
+# Cerebras' Glossary / ALCF: pipelined is "best for models below 1B parameters, which can fit
+# into WSE on-chip SRAM"; weight streaming for larger ones.
 PIPELINED_MAX_PARAMS = 10**9
 # Linley newsletter 2021: on-chip SRAM "can store up to 10 billion FP32 parameters".
 SRAM_MAX_FP32_PARAMS = 10 * 10**9

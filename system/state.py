@@ -82,7 +82,7 @@ class ExecMode(enum.StrEnum):
 
     @property
     def label(self) -> str:
-        """The menu label of DOC-WSQ: "Pipelined" / "Weight Streaming"."""
+        """The menu label of the Weight Streaming Quickstart: "Pipelined" / "Weight Streaming"."""
         return _LABELS[self]
 
     @property
@@ -109,7 +109,8 @@ _LABELS = {ExecMode.PIPELINED: "Pipelined", ExecMode.WEIGHT_STREAMING: "Weight S
 _FIRMWARE = {ExecMode.PIPELINED: "faraday", ExecMode.WEIGHT_STREAMING: "ampere"}
 _ALIASES = {
     "pipelined": ExecMode.PIPELINED,
-    "pipeline": ExecMode.PIPELINED,  # SYS101: "choose pipeline/weight streaming"
+    # Cerebras' "System 101" notes: "choose pipeline/weight streaming"
+    "pipeline": ExecMode.PIPELINED,
     "layer pipelined": ExecMode.PIPELINED,
     "weight streaming": ExecMode.WEIGHT_STREAMING,
     "weightstreaming": ExecMode.WEIGHT_STREAMING,

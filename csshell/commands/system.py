@@ -30,7 +30,8 @@ __all__ = [
     "wait_active",
 ]
 
-STANDBY_QUESTION = "This puts the system in standby. Do you want to proceed?"  # DOC-WSQ, exact
+# the Weight Streaming Quickstart's words, exact
+STANDBY_QUESTION = "This puts the system in standby. Do you want to proceed?"
 POLL_S = 0.1  # how often the reboot wait re-reads the store
 
 

@@ -26,7 +26,7 @@ SITE = SiteSpec(
     gres_node="chief-0",
 )
 WORKERS = [128] * 15
-SEED = [
+QUICKSTART = [
     "--total-nodes",
     "14",
     "--tasks-per-node",
@@ -43,8 +43,8 @@ SEED = [
 ]
 
 
-def test_seed_command_line_and_components():
-    w = parse_wse(SEED, SITE, WORKERS)
+def test_the_quickstarts_command_line_and_components():
+    w = parse_wse(QUICKSTART, SITE, WORKERS)
     assert w.srun is not None and w.request is not None
     assert w.srun.text == (
         "srun --unbuffered --kill-on-bad-exit --exclusive --nodes=1 --tasks-per-node=1 "
@@ -63,8 +63,10 @@ def test_seed_command_line_and_components():
 
 
 def test_both_spellings_give_the_same_launch():
-    eq = [a + "=" + b for a, b in zip(SEED[0:8:2], SEED[1:8:2], strict=True)] + SEED[8:]
-    assert parse_wse(eq, SITE, WORKERS).srun == parse_wse(SEED, SITE, WORKERS).srun
+    eq = [
+        a + "=" + b for a, b in zip(QUICKSTART[0:8:2], QUICKSTART[1:8:2], strict=True)
+    ] + QUICKSTART[8:]
+    assert parse_wse(eq, SITE, WORKERS).srun == parse_wse(QUICKSTART, SITE, WORKERS).srun
 
 
 def test_no_single_task_nodes_and_one_node_shapes():

@@ -64,7 +64,7 @@ def test_hostlist_round_trip():
     assert expand(compress(names)) == names
 
 
-def test_seed_job_every_task_is_a_process_with_its_environment(tmp_path):
+def test_the_quickstarts_job_every_task_is_a_process_with_its_environment(tmp_path):
     out = tmp_path / "env"
     out.mkdir()
     res = run(

@@ -30,7 +30,7 @@ def machine_state(home: Path) -> tuple[State, ExecMode, ExecMode]:
     return s.state, s.configured_mode, s.active_mode
 
 
-def test_seed_workflow_choosing_with_arrow_keys(spawn: Any, home: Path) -> None:
+def test_the_quickstarts_mode_change_choosing_with_arrow_keys(spawn: Any, home: Path) -> None:
     sh = spawn(boot_seconds=0.5)
     # Step 2
     sh.run("config execmode show", "Configured Execution Mode : PIPELINED")
@@ -63,7 +63,7 @@ def test_seed_workflow_choosing_with_arrow_keys(spawn: Any, home: Path) -> None:
     assert "+config execmode setup" in history and "+system activate" in history
 
 
-def test_seed_workflow_typing_abbreviations_and_names(spawn: Any, home: Path) -> None:
+def test_the_quickstarts_mode_change_typing_abbreviations_and_names(spawn: Any, home: Path) -> None:
     sh = spawn()
     sh.run("conf exec sh", "Configured Execution Mode : PIPELINED")
     sh.child.sendline("sys stand")

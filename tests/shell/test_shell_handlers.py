@@ -25,7 +25,7 @@ def status(store: Store):
     return Machine(store).status()
 
 
-def test_seed_section_1_in_process(store: Store) -> None:
+def test_the_quickstarts_section_1_in_process(store: Store) -> None:
     """The Weight Streaming Quickstart's five steps, with its exact strings."""
     prompter = Scripted(True, ExecMode.WEIGHT_STREAMING)
     ctx = make_context(store, prompter=prompter, interactive=True)

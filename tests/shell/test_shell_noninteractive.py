@@ -16,7 +16,7 @@ from cs2sim.system.machine import Machine
 from cs2sim.system.state import ExecMode, State
 from cs2sim.system.store import Store
 
-SEED = (
+QUICKSTART = (
     "system standby --yes; config execmode setup weight-streaming; system activate; "
     "config execmode show"
 )
@@ -35,7 +35,7 @@ def state(home: Path) -> tuple[State, ExecMode, ExecMode]:
 
 
 def test_c_runs_the_seed_change(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = cs(capsys, "-c", SEED)
+    code, out, err = cs(capsys, "-c", QUICKSTART)
     assert (code, err) == (0, "")
     lines = out.splitlines()
     assert lines[2].startswith(

@@ -22,7 +22,7 @@ def test_no_slurm_environment_is_standalone():
     assert task_info({}).num_streamers == 0
 
 
-def test_seed_002_layout_two_single_task_nodes_then_workers():
+def test_the_quickstarts_layout_two_single_task_nodes_then_workers():
     # csrun_wse --total-nodes 14 --tasks-per-node 8 --single-task-nodes 2: [1, 1, 12*8]
     sizes = (1, 1, 96)
     got = roles(sizes)

@@ -14,7 +14,7 @@ from cs2sim.system.users import SYSTEM
 PUBLIC = [Action.STANDBY, Action.ACTIVATE, Action.SETUP, Action.FAULT]
 
 
-def test_seed_workflow_step_by_step(machine, admin, clock, monkeypatch):
+def test_the_quickstarts_mode_change_step_by_step(machine, admin, clock, monkeypatch):
     monkeypatch.setenv("CS2_BOOT_SECONDS", "3")
     # 1. a fresh store: ACTIVE, configured = active = PIPELINED (the Quickstart's first `show`)
     s = machine.status()

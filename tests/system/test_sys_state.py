@@ -23,8 +23,9 @@ ALL_PAIRS = list(itertools.product(State, Action))
 MISSING = [(s, a) for s, a in ALL_PAIRS if a not in TRANSITIONS[s]]
 
 
-def test_seed_path_is_in_the_table():
-    # the seed: ACTIVE -standby-> STANDBY -setup-> STANDBY -activate-> ACTIVATING -booted-> ACTIVE
+def test_the_quickstarts_path_is_in_the_table():
+    # the Quickstart's path:
+    # ACTIVE -standby-> STANDBY -setup-> STANDBY -activate-> ACTIVATING -booted-> ACTIVE
     state = State.ACTIVE
     for action, expected in [
         (Action.STANDBY, State.STANDBY),

@@ -2,7 +2,7 @@
 weight streaming, a compile on a CPU node (csrun_cpu) is then reused by csrun_wse's training.
 The Quickstart's exact 98-task csrun_wse line runs end to end in the README's main job, whose
 test (tests/scripts/test_demo.py) checks its launch, its 96 streamers, its steps and its files;
-on real Slurm, tests/slurm/test_slurm_seed.py. Needs the --cs_ip executors
+on real Slurm, tests/slurm/test_slurm_quickstart.py. Needs the --cs_ip executors
 (runtime/job/cs_run.py) and the task roles / streamers (runtime/job/roles.py,
 runtime/job/streamers.py): skipped, with that reason, in a checkout that lacks them."""
 
