@@ -4,7 +4,8 @@ real Slurm test cluster and on the embedded scheduler: both complete and leave t
 
 The Quickstart asks for 14 nodes of 8 tasks x 16 CPUs; the test cluster has 4 nodes of 16 CPUs,
 so the line is scaled down ONLY through its own flags, keeping its shape (2 single-task nodes,
-cyclic input workers, tasks x cpus filling a node): --total-nodes 4 --tasks-per-node 2 --cpus-per-task 8.
+cyclic input workers, tasks x cpus filling a node): --total-nodes 4 --tasks-per-node 2
+--cpus-per-task 8.
 Needs the --cs_ip executors (runtime/job/cs_run.py) and the task roles / input workers
 (runtime/job/roles.py, runtime/job/streamers.py): skipped with that reason without.
 """
