@@ -2,14 +2,14 @@
 and parse it back.
 
 The overall block follows the real file ALCF shows (title, dashed rule, "Label:" padded to 30
-columns); the per-kernel table follows the columns and widths of Cerebras' "Compile Report"
-page, with Active PEs per kernel as an absolute count, plus one column of ours: what bounds the
-kernel (compute, fabric, io, input). A weight-streaming compile writes the same block and a
-per-layer table: forward and backward time of one micro-batch pass, their compute, stream and fixed parts, and each pass's
-bound (compute, stream, fabric). Our notes follow the tables: the overall bound, the input
-cluster, ports used and replicas (pipelined), what a step runs (Plan.batch_line: micro-batches,
-their size, samples on each system, systems), layer passes (weight streaming) and the time to
-train for runconfig.max_steps (timetrain.py).
+columns); the per-kernel table follows the columns and widths of Cerebras' "Compile Report" page,
+with Active PEs per kernel as an absolute count, plus one column of ours: what bounds the kernel
+(compute, fabric, io, input). A weight-streaming compile writes the same block and a per-layer
+table: forward and backward time of one micro-batch pass, their compute, stream and fixed parts, and
+each pass's bound (compute, stream, fabric). Our notes follow the tables: the overall bound, the
+input cluster, ports used and replicas (pipelined), what a step runs (Plan.batch_line: micro-
+batches, their size, samples on each system, systems), layer passes (weight streaming) and the time
+to train for runconfig.max_steps (timetrain.py).
 """
 
 from __future__ import annotations
