@@ -79,7 +79,7 @@ YAML_LIMITS = DEFAULT_LIMITS
 # -- loading -----------------------------------------------------------------------------------
 
 
-def load_params(path: str | os.PathLike[str]) -> dict:
+def load_params(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a params YAML file into a dict (not yet validated)."""
     p = Path(path)
     if not p.is_file():
@@ -182,8 +182,8 @@ def _check_value(path: str, key: Key, value: Any, source: str) -> Any:
 
 
 def _validate_section(
-    name: str, given: dict, schema: Schema, source: str, warnings: list[str]
-) -> dict:
+    name: str, given: dict[str, Any], schema: Schema, source: str, warnings: list[str]
+) -> dict[str, Any]:
     """One section: known keys checked, defaults filled, unknown keys warned about and kept."""
     prefix = f"{name}." if name else ""
     out: dict[str, Any] = {}
@@ -213,7 +213,7 @@ def _validate_section(
 
 
 def _resolve_intervals(
-    rc: dict, given: dict, model_name: str, source: str, warnings: list[str]
+    rc: dict[str, Any], given: dict[str, Any], model_name: str, source: str, warnings: list[str]
 ) -> None:
     """log_steps (console) and save_summary_steps (summaries) as the file's flow means them.
 
@@ -244,7 +244,9 @@ def _resolve_intervals(
     )
 
 
-def _normalise_runconfig(rc: dict, given: dict, source: str, warnings: list[str]) -> None:
+def _normalise_runconfig(
+    rc: dict[str, Any], given: dict[str, Any], source: str, warnings: list[str]
+) -> None:
     """Fill the canonical runconfig keys from whichever spelling was given (PyTorch first)."""
     for canonical, aliases in RUNCONFIG_ALIASES.items():
         spelled = [(k, rc[k]) for k in (canonical, *aliases) if given.get(k) is not None]
@@ -262,7 +264,7 @@ def _normalise_runconfig(rc: dict, given: dict, source: str, warnings: list[str]
         rc["eval_steps"] = None
 
 
-def _derived_input(raw: dict) -> dict:
+def _derived_input(raw: dict[str, Any]) -> dict[str, Any]:
     """eval_input derived from train_input when the file has none."""
     train, ev = raw.get("train_input"), raw.get("eval_input")
     if ev is None and isinstance(train, dict):
@@ -300,7 +302,7 @@ def _learning_rates(value: Any, where: str = "optimizer.learning_rate") -> list[
     return found
 
 
-def _check_bounds(params: dict, source: str) -> None:
+def _check_bounds(params: dict[str, Any], source: str) -> None:
     """Cross-key bounds known before step 1."""
     for where, lr in _learning_rates(params["optimizer"].get("learning_rate")):
         if isinstance(lr, float) and not math.isfinite(lr):
@@ -320,7 +322,7 @@ def _check_bounds(params: dict, source: str) -> None:
         )
 
 
-def _share_vocab_size(params: dict, schema: Schema) -> None:
+def _share_vocab_size(params: dict[str, Any], schema: Schema) -> None:
     """TF GPT-2 configs give vocab_size only in the input sections; the model needs it too."""
     model = params["model"]
     if "vocab_size" in schema and model.get("vocab_size") is None:
@@ -330,8 +332,8 @@ def _share_vocab_size(params: dict, schema: Schema) -> None:
 
 
 def validate_params(
-    raw: dict, model_name: str, *, source: str = "params.yaml"
-) -> tuple[dict, list[str]]:
+    raw: dict[str, Any], model_name: str, *, source: str = "params.yaml"
+) -> tuple[dict[str, Any], list[str]]:
     """(effective params with every default filled, warnings); ConfigError names the key path."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{source} must be a mapping of sections, not {shown(raw)}.")
@@ -383,7 +385,7 @@ def validate_params(
     return params, warnings
 
 
-def _complete(params: dict, model_name: str, source: str, warnings: list[str]) -> None:
+def _complete(params: dict[str, Any], model_name: str, source: str, warnings: list[str]) -> None:
     """What a model derives from other sections (BERT: vocab_size from the vocab_file)."""
     try:
         cls = registry.get(model_name)
@@ -394,7 +396,9 @@ def _complete(params: dict, model_name: str, source: str, warnings: list[str]) -
         complete(params, source, warnings)
 
 
-def grad_accumulation(params: dict, source: str = "params") -> tuple[int, int | None, int]:
+def grad_accumulation(
+    params: dict[str, Any], source: str = "params"
+) -> tuple[int, int | None, int]:
     """(input batches per update, micro-batch size per CS-X or None, CS-X systems): the three
     Model Zoo spellings of gradient accumulation, checked (runtime/executors/accumulate.py
     runs them). optimizer.grad_accum_steps k sums k input batches into one update;
@@ -429,7 +433,7 @@ def grad_accumulation(params: dict, source: str = "params") -> tuple[int, int | 
     return k, int(m), systems
 
 
-def apply_cli_overrides(params: dict, args: dict[str, Any]) -> dict:
+def apply_cli_overrides(params: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
     """A copy of `params` whose runconfig takes every CLI value that is not None (Model Zoo's
     run.py, docs/sources.md).
 
@@ -464,7 +468,7 @@ def apply_cli_overrides(params: dict, args: dict[str, Any]) -> dict:
     return out
 
 
-def fill_resolved(params: dict, half: str) -> dict:
+def fill_resolved(params: dict[str, Any], half: str) -> dict[str, Any]:
     """Write into `params` the values the run will use where the file left them null, so
     params_<mode>.yaml shows them: the loss-scale bounds (runtime/numerics/loss_scale.py
     defaults for the half format; used only when loss_scaling_factor is dynamic) and
@@ -497,7 +501,9 @@ def _plain(v: Any) -> Any:
 
 
 def write_params(
-    params: dict, path: str | os.PathLike[str], within: str | os.PathLike[str] | None = None
+    params: dict[str, Any],
+    path: str | os.PathLike[str],
+    within: str | os.PathLike[str] | None = None,
 ) -> None:
     """Write params as YAML, atomically (temp file in the same directory, then os.replace);
     below `within` (model_dir) no symlink is followed (runtime/artifacts/atomic.py)."""

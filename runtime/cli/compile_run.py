@@ -62,7 +62,7 @@ def _target(cs_ip: str | None) -> str | None:
     return Machine.for_target(Store.open(), cs_ip).name
 
 
-def summary_lines(res: Any, params: dict | None = None) -> list[str]:
+def summary_lines(res: Any, params: dict[str, Any] | None = None) -> list[str]:
     """What a finished compile says (labels say: CS-2 estimate / host measurement)."""
     from cs2sim.runtime.compiler.report import pe_share
     from cs2sim.runtime.compiler.timetrain import for_plan
@@ -104,7 +104,7 @@ def run_compile(
     model_name: str,
     args: argparse.Namespace,
     runlog: RunLog,
-    load: Callable[[str, argparse.Namespace], tuple[dict, str, list[str]]],
+    load: Callable[[str, argparse.Namespace], tuple[dict[str, Any], str, list[str]]],
     stop: str,
 ) -> int:
     """Compile (or validate) the model of `args`; returns the exit code."""

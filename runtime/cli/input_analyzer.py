@@ -208,7 +208,7 @@ def site_facts() -> tuple[int, int]:
 
 
 # -- the analysis ----------------------------------------------------------------------------------
-def compile_model(cmd: RunCommand, on_stage: Any) -> tuple[Any, dict, Path]:
+def compile_model(cmd: RunCommand, on_stage: Any) -> tuple[Any, dict[str, Any], Path]:
     """Compile as `run.py --mode=compile_only|validate_only` does; (result, params, model_dir)."""
     from cs2sim.runtime.artifacts.perf import write_compile_perf
     from cs2sim.runtime.cli.compile_run import _target

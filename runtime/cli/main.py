@@ -81,7 +81,7 @@ MSG_HOST_JOB = (
 )
 
 
-def _load(model_name: str, args: argparse.Namespace) -> tuple[dict, str, list[str]]:
+def _load(model_name: str, args: argparse.Namespace) -> tuple[dict[str, Any], str, list[str]]:
     """Validated effective params (YAML + CLI), the half format and the warnings."""
     from cs2sim.runtime.numerics.mixed_precision import resolve_precision
     from cs2sim.runtime.numerics.optim import check_optimizer_params
@@ -209,7 +209,7 @@ def _run_mode(
     model_name: str,
     args: argparse.Namespace,
     runlog: RunLog,
-    params: dict,
+    params: dict[str, Any],
     half: str,
     warnings: list[str],
     model_dir: Path,

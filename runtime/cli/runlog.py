@@ -100,7 +100,7 @@ class _Progress:
         self.handler.live_console = None
 
 
-class _LogFile(logging.StreamHandler):
+class _LogFile(logging.StreamHandler[Any]):
     """The run log's handler: a stream the run opened itself (runtime/artifacts/atomic.py's
     open_append), closed with the handler."""
 

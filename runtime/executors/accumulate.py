@@ -46,7 +46,7 @@ class Accumulation:
     systems: int = 1  # CS-X systems sharing a micro-batch (num_csx)
 
     @classmethod
-    def from_params(cls, params: dict, plan: PlanView | None = None) -> Accumulation:
+    def from_params(cls, params: dict[str, Any], plan: PlanView | None = None) -> Accumulation:
         """The accumulation the params ask for (ConfigError if it cannot be honoured), or the
         compiled plan's micro-batch where the params leave it to the compiler."""
         k, m, n = grad_accumulation(params)

@@ -100,7 +100,7 @@ class Executor(Protocol):
 
     device: str
 
-    def load(self, model: Any, optimizer: Any, scaler: Any, params: dict) -> LoadReport:
+    def load(self, model: Any, optimizer: Any, scaler: Any, params: dict[str, Any]) -> LoadReport:
         """Prepare to run `model` (compile and program on a CS-2); nothing runs yet."""
         ...
 
@@ -194,7 +194,7 @@ class QueuedExecutor:
         self.model: Any = None
         self.optimizer: Any = None
         self.scaler: Any = None
-        self.params: dict = {}
+        self.params: dict[str, Any] = {}
         self.accumulation: Accumulation = NONE
         # Called with the global step before each step runs (the CS-2 path checks the system is
         # still ACTIVE); raising stops the run after the outputs already queued.
@@ -225,7 +225,7 @@ class QueuedExecutor:
             out[f"grad_norm/{group}"] = float(np.sqrt(g2))
         return out
 
-    def load(self, model: Any, optimizer: Any, scaler: Any, params: dict) -> LoadReport:
+    def load(self, model: Any, optimizer: Any, scaler: Any, params: dict[str, Any]) -> LoadReport:
         """Keep references to the objects the steps use, and the gradient accumulation."""
         self.model, self.optimizer, self.scaler, self.params = model, optimizer, scaler, params
         self.accumulation = (
@@ -271,7 +271,7 @@ class QueuedExecutor:
         self, stream: Any, start_step: int, stop_step: int, checkpoint_steps: Collection[int]
     ) -> Generator[StepOutput, None, None]:
         """Start the producer thread and yield its outputs in step order."""
-        q: queue.Queue = queue.Queue(maxsize=self.queue_depth)
+        q: queue.Queue[Any] = queue.Queue(maxsize=self.queue_depth)
         stop = threading.Event()
 
         def put(item: Any) -> None:

@@ -32,7 +32,7 @@ class CpuExecutor(QueuedExecutor):
 
     device = "cpu"
 
-    def load(self, model: Any, optimizer: Any, scaler: Any, params: dict) -> LoadReport:
+    def load(self, model: Any, optimizer: Any, scaler: Any, params: dict[str, Any]) -> LoadReport:
         """Nothing to compile on the host: remember the objects and the clipping settings."""
         super().load(model, optimizer, scaler, params)
         self.clip = build_clipper(params.get("optimizer") or {})

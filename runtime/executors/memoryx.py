@@ -30,7 +30,9 @@ __all__ = ["MemoryX"]
 class MemoryX:
     """Weights, gradient accumulators, optimizer and loss scaler of a weight-streaming run."""
 
-    def __init__(self, model: Any, optimizer: Any, scaler: Any, optimizer_params: dict) -> None:
+    def __init__(
+        self, model: Any, optimizer: Any, scaler: Any, optimizer_params: dict[str, Any]
+    ) -> None:
         self.model = model
         self.weights: dict[str, np.ndarray] = model.parameters()  # name -> master fp32 array
         self.grads: dict[str, np.ndarray] = model.grads()  # name -> reduced gradient

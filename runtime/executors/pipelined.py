@@ -179,7 +179,7 @@ class PipelinedExecutor(QueuedExecutor):
         self._streamers_ready = False
 
     # -- programming ---------------------------------------------------------------------------
-    def load(self, model: Any, optimizer: Any, scaler: Any, params: dict) -> LoadReport:
+    def load(self, model: Any, optimizer: Any, scaler: Any, params: dict[str, Any]) -> LoadReport:
         """Program the fabric: stages, their weights and optimizer state, micro-batch replicas."""
         super().load(model, optimizer, scaler, params)
         self.clip = build_clipper(params.get("optimizer") or {})
@@ -223,7 +223,9 @@ class PipelinedExecutor(QueuedExecutor):
             id(a): g
             for a, g in zip(_all_arrays(self.wafer, "p"), _all_arrays(self.wafer, "g"), strict=True)
         }
-        scratch: dict[str, dict] = {}  # micro-batches run one after another: share scratch
+        scratch: dict[
+            str, dict[str, Any]
+        ] = {}  # micro-batches run one after another: share scratch
         self.replicas = [
             make_replica(self.wafer, shared_p, shared_g, bank=self.bank, shard=s, scratch=scratch)
             for s in self.shards

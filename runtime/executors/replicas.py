@@ -103,11 +103,11 @@ def _install_masks(replica: Any, bank: MaskBank, shard: Shard) -> None:
 WEIGHT_SCRATCH = frozenset({"dw", "de"})
 
 
-class _SharedScratch(dict):
+class _SharedScratch(dict[str, Any]):
     """A layer's scratch buffers where the WEIGHT_SCRATCH ones live in a dict shared by all
     replicas of that layer (Module.buf only uses get and item assignment)."""
 
-    def __init__(self, shared: dict) -> None:
+    def __init__(self, shared: dict[str, Any]) -> None:
         super().__init__()
         self.shared = shared
 
@@ -133,7 +133,7 @@ def make_replica(
     bank: MaskBank | None = None,
     shard: Shard | None = None,
     share_rng: bool = True,
-    scratch: dict[str, dict] | None = None,
+    scratch: dict[str, dict[str, Any]] | None = None,
 ) -> Any:
     """A copy of `model`'s module tree for one shard.
 

@@ -137,7 +137,7 @@ class WeightStreamingExecutor(QueuedExecutor):
         self.trace: deque[tuple[int, str, str, bool]] = deque(maxlen=TRACE_EVENTS)
         self.keep_trace = True
 
-    def load(self, model: Any, optimizer: Any, scaler: Any, params: dict) -> LoadReport:
+    def load(self, model: Any, optimizer: Any, scaler: Any, params: dict[str, Any]) -> LoadReport:
         """MemoryX takes the weights and optimizer; SwarmX and the N systems are set up."""
         super().load(model, optimizer, scaler, params)
         t0 = time.perf_counter()
@@ -157,7 +157,7 @@ class WeightStreamingExecutor(QueuedExecutor):
         grads = {i: self.swarmx.grads[n] for i, n in by_id.items()}
         self.bank = MaskBank()
         self.shards = [Shard() for _ in range(self.num_csx)]
-        scratch: dict[str, dict] = {}  # the systems run one after another: share scratch
+        scratch: dict[str, dict[str, Any]] = {}  # the systems run one after another: share scratch
         self.systems = [
             make_replica(model, weights, grads, bank=self.bank, shard=s, scratch=scratch)
             for s in self.shards

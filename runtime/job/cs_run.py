@@ -94,7 +94,7 @@ class CsRun:
     def __init__(
         self,
         model_name: str,
-        params: dict,
+        params: dict[str, Any],
         model_dir: Path,
         cs_ip: str,
         *,

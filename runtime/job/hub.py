@@ -73,7 +73,7 @@ class Link:
     node: str
     pid: int
     sock: socket.socket
-    q: queue.Queue = field(default_factory=lambda: queue.Queue(maxsize=4))
+    q: queue.Queue[Any] = field(default_factory=lambda: queue.Queue(maxsize=4))
     session: int = -1  # frames of other sessions are dropped
     dead: str | None = None  # why the connection ended
     last: float = field(default_factory=time.monotonic)  # when it last delivered a frame
@@ -409,7 +409,7 @@ def _rows(plan: Any, g: int) -> int:
     return len(plan.indices(g))
 
 
-def _drain(q: queue.Queue) -> None:
+def _drain(q: queue.Queue[Any]) -> None:
     while True:
         try:
             q.get_nowait()

@@ -71,11 +71,11 @@ def _worker(
     rank: int,
     n: int,
     model_name: str,
-    params: dict,
+    params: dict[str, Any],
     seed: int,
     threads: int,
     extra_work: int,
-    models: dict | None = None,
+    models: dict[str, Any] | None = None,
 ) -> None:
     """A streamer task without Slurm: the same connection and loop as the real one."""
     from cs2sim.runtime import registry
@@ -104,7 +104,7 @@ def _worker(
 
 def measure_delivery(
     model_name: str,
-    params: dict,
+    params: dict[str, Any],
     *,
     workers: int,
     threads: int,

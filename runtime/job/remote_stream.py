@@ -146,7 +146,7 @@ class RemoteStream(DataPosition):
         )
 
 
-def for_streamers(params: dict, split: str, n: int) -> dict:
+def for_streamers(params: dict[str, Any], split: str, n: int) -> dict[str, Any]:
     """Params as the chief and its n streamers build the input: a data_dir LIST is sharded
     across the n streamers in order (runtime/data/shards.py, as across n input workers), and an
     HDF5 data set is cut into n contiguous parts (runtime/data/hdf5.py), so each streamer reads
@@ -162,7 +162,7 @@ def for_streamers(params: dict, split: str, n: int) -> dict:
     return {**params, SECTION[split]: {**cfg, "num_workers": n}}
 
 
-def streamed_input(params: dict, split: str, model_name: str, seed: int) -> Any:
+def streamed_input(params: dict[str, Any], split: str, model_name: str, seed: int) -> Any:
     """The trainer's input stream: a RemoteStream when this process is a chief with streamers,
     else the in-process BatchStream (runtime/data)."""
     from cs2sim.runtime.data import build_input

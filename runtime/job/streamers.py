@@ -176,7 +176,7 @@ def streamer_loop(
     return 1
 
 
-def serve_task(info: TaskInfo, model_name: str, params: dict, model_dir: Path) -> int:
+def serve_task(info: TaskInfo, model_name: str, params: dict[str, Any], model_dir: Path) -> int:
     """Run a STREAMER or COORDINATOR task to the chief's end; returns its exit code."""
     if info.role is Role.COORDINATOR:
         return coordinate(info, model_dir)

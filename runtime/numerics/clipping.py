@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -124,7 +125,7 @@ class Clipper:
         return None
 
 
-def build_clipper(opt_params: Mapping) -> Clipper:
+def build_clipper(opt_params: Mapping[str, Any]) -> Clipper:
     """The Clipper for an optimizer section (`max_gradient_norm`, `max_gradient_value`)."""
     return Clipper(
         float(opt_params.get("max_gradient_norm") or 0.0),

@@ -35,6 +35,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -80,7 +81,7 @@ class StaticLossScaler:
         """Nothing to save: the scale comes from the params file."""
         return {}
 
-    def load_state_dict(self, d: Mapping) -> None:
+    def load_state_dict(self, d: Mapping[str, Any]) -> None:
         """Nothing to restore (a dynamic run's state is ignored)."""
 
 
@@ -143,7 +144,7 @@ class DynamicLossScaler(StaticLossScaler):
             "overflows_since_rescale": self.overflows_since_rescale,
         }
 
-    def load_state_dict(self, d: Mapping) -> None:
+    def load_state_dict(self, d: Mapping[str, Any]) -> None:
         """Restore `state_dict()`; an empty dict (a static run's checkpoint) starts afresh."""
         if not any(k in d for k in _STATE_KEYS):
             return
@@ -202,7 +203,9 @@ def _number(v: object, key: str) -> float:
         raise ConfigError(f"optimizer.{key} must be a number, not {v!r}.") from None
 
 
-def build_loss_scaler(opt_params: Mapping, half: str) -> DynamicLossScaler | StaticLossScaler:
+def build_loss_scaler(
+    opt_params: Mapping[str, Any], half: str
+) -> DynamicLossScaler | StaticLossScaler:
     """The loss scaler an optimizer section asks for, with the defaults for the `half` format."""
     factor = opt_params.get("loss_scaling_factor", 1.0)
     if factor is None:

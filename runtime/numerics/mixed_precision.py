@@ -8,6 +8,8 @@ verbatim. The format itself is emulated by runtime/numerics/precision.py.
 
 from __future__ import annotations
 
+from typing import Any
+
 from cs2sim.runtime.schema import shown
 from cs2sim.system.errors import ConfigError
 
@@ -32,7 +34,7 @@ MSG_PRECISION_OPT_LEVEL = (
 )
 
 
-def resolve_precision(params: dict) -> tuple[str, list[str]]:
+def resolve_precision(params: dict[str, Any]) -> tuple[str, list[str]]:
     """(half format for `Policy`, warnings); adjusts params in place as Model Zoo does.
 
     1. model.mixed_precision false -> "float32" (nothing is rounded);

@@ -457,7 +457,7 @@ OPTIMIZER_SCHEMA: Schema = {
 }
 
 
-def _float(opt: Mapping, key: str, default: float) -> float:
+def _float(opt: Mapping[str, Any], key: str, default: float) -> float:
     v = opt.get(key)
     if v is None:
         return default
@@ -469,7 +469,7 @@ def _float(opt: Mapping, key: str, default: float) -> float:
         raise ConfigError(f"optimizer.{key} must be a number, not {v!r}.") from None
 
 
-def _hyper(opt: Mapping, kind: str, half: str) -> dict[str, Any]:
+def _hyper(opt: Mapping[str, Any], kind: str, half: str) -> dict[str, Any]:
     """The constructor arguments of OPTIMIZERS[kind] for an optimizer section (aliases resolved)."""
     wd = _float(opt, "weight_decay", _float(opt, "weight_decay_rate", 0.0))
     common: dict[str, Any] = {
@@ -495,7 +495,7 @@ def _hyper(opt: Mapping, kind: str, half: str) -> dict[str, Any]:
     return {**common, "beta1": beta1, "beta2": beta2, "epsilon": eps, "correct_bias": bool(correct)}
 
 
-def _kind(opt: Mapping) -> str:
+def _kind(opt: Mapping[str, Any]) -> str:
     kind = opt.get("optimizer_type", "adam")
     if _type_phrase(kind):
         raise ConfigError(
@@ -506,7 +506,7 @@ def _kind(opt: Mapping) -> str:
 
 
 def build_optimizer(
-    opt_params: Mapping, params: Mapping[str, np.ndarray], half: str = "float32"
+    opt_params: Mapping[str, Any], params: Mapping[str, np.ndarray], half: str = "float32"
 ) -> Optimizer:
     """The optimizer an optimizer section asks for, over `params` (float32 master arrays).
 
@@ -522,7 +522,7 @@ def build_optimizer(
     return OPTIMIZERS[kind](params, lr, **_hyper(opt_params, kind, half))
 
 
-def check_optimizer_params(opt_params: Mapping, half: str = "float32") -> None:
+def check_optimizer_params(opt_params: Mapping[str, Any], half: str = "float32") -> None:
     """The cross-key checks a per-key schema cannot make; ConfigError for the first problem.
 
     Builds (and discards) the schedule, the clipping and the loss scaler, and checks the

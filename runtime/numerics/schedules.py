@@ -68,7 +68,7 @@ class _Bad(Exception):
 # -- values -------------------------------------------------------------------------------------
 
 
-def _num(p: Mapping, key: str, at: str) -> float:
+def _num(p: Mapping[str, Any], key: str, at: str) -> float:
     """A finite number at p[key] (numeric strings accepted)."""
     if key not in p:
         raise _Bad(at, f"needs {key}")
@@ -84,7 +84,7 @@ def _num(p: Mapping, key: str, at: str) -> float:
     return x
 
 
-def _rate(p: Mapping, key: str, at: str) -> float:
+def _rate(p: Mapping[str, Any], key: str, at: str) -> float:
     """A learning rate: a number >= 0."""
     x = _num(p, key, at)
     if x < 0:
@@ -100,7 +100,7 @@ def _count(v: Any, at: str) -> int:
     return int(v)
 
 
-def _length(p: Mapping, at: str) -> int | None:
+def _length(p: Mapping[str, Any], at: str) -> int | None:
     """How long the schedule lasts: steps, else total_iters, else decay_steps; None if none."""
     for key in ("steps", "total_iters", "decay_steps"):
         if p.get(key) is not None:
@@ -108,7 +108,7 @@ def _length(p: Mapping, at: str) -> int | None:
     return None
 
 
-def _needed_length(p: Mapping, at: str, name: str) -> int:
+def _needed_length(p: Mapping[str, Any], at: str, name: str) -> int:
     n = _length(p, at)
     if n is None:
         raise _Bad(at, f"needs steps (or decay_steps) for the {name} scheduler")
@@ -118,12 +118,12 @@ def _needed_length(p: Mapping, at: str, name: str) -> int:
 # -- schedulers: each takes the dict and its path, returns lr(t) --------------------------------
 
 
-def _constant(p: Mapping, at: str) -> LrFn:
+def _constant(p: Mapping[str, Any], at: str) -> LrFn:
     lr = _rate(p, "learning_rate", at)
     return lambda t: lr
 
 
-def _polynomial(p: Mapping, at: str, linear: bool = False) -> LrFn:
+def _polynomial(p: Mapping[str, Any], at: str, linear: bool = False) -> LrFn:
     init, end = _rate(p, "initial_learning_rate", at), _rate(p, "end_learning_rate", at)
     steps = _needed_length(p, at, "Linear" if linear else "Polynomial")
     power = 1.0 if linear else _num({"power": 1.0, **p}, "power", at)
@@ -141,11 +141,11 @@ def _polynomial(p: Mapping, at: str, linear: bool = False) -> LrFn:
     return lr
 
 
-def _linear(p: Mapping, at: str) -> LrFn:
+def _linear(p: Mapping[str, Any], at: str) -> LrFn:
     return _polynomial(p, at, linear=True)
 
 
-def _cosine(p: Mapping, at: str) -> LrFn:
+def _cosine(p: Mapping[str, Any], at: str) -> LrFn:
     init = _rate(p, "initial_learning_rate", at)
     steps = (
         _count(p["decay_steps"], f"{at}.decay_steps")
@@ -166,7 +166,7 @@ def _cosine(p: Mapping, at: str) -> LrFn:
     return lr
 
 
-def _exponential(p: Mapping, at: str) -> LrFn:
+def _exponential(p: Mapping[str, Any], at: str) -> LrFn:
     init = _rate(p, "initial_learning_rate", at)
     if "decay_steps" not in p:
         raise _Bad(at, "needs decay_steps")
@@ -183,7 +183,7 @@ def _exponential(p: Mapping, at: str) -> LrFn:
     return lr
 
 
-def _piecewise(p: Mapping, at: str) -> LrFn:
+def _piecewise(p: Mapping[str, Any], at: str) -> LrFn:
     values, bounds = p.get("values"), p.get("boundaries")
     if (
         not isinstance(values, list)
@@ -198,7 +198,7 @@ def _piecewise(p: Mapping, at: str) -> LrFn:
     return lambda t: vals[bisect_left(ends, t)]  # t <= ends[i] -> values[i]
 
 
-SCHEDULERS: dict[str, Callable[[Mapping, str], LrFn]] = {
+SCHEDULERS: dict[str, Callable[[Mapping[str, Any], str], LrFn]] = {
     "constant": _constant,
     "linear": _linear,
     "polynomial": _polynomial,

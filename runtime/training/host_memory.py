@@ -47,7 +47,7 @@ def _size(n: float) -> str:
     return f"{n / 2**30:.0f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
 
 
-def _estimate_kwargs(estimate: Any, section: dict) -> dict[str, int]:
+def _estimate_kwargs(estimate: Any, section: dict[str, Any]) -> dict[str, int]:
     """The section's batch size (and sequence length) for the arguments `estimate` accepts."""
     accepted = inspect.signature(estimate).parameters
     given = {"batch_size": section.get("batch_size"), "seq_len": section.get("max_sequence_length")}
@@ -57,7 +57,7 @@ def _estimate_kwargs(estimate: Any, section: dict) -> dict[str, int]:
 def check_host_memory(
     model_name: str,
     model_cls: type,
-    params: dict,
+    params: dict[str, Any],
     *,
     training: bool = True,
     capacity: int | None = None,

@@ -49,7 +49,7 @@ class LoopConfig:
     standard_logs: bool = True  # runconfig.disable_standard_logs turns the per-step lines off
 
     @classmethod
-    def from_params(cls, params: dict) -> LoopConfig:
+    def from_params(cls, params: dict[str, Any]) -> LoopConfig:
         """Read runconfig (canonical keys; absent ones take the defaults above)."""
         rc = {k: v for k, v in (params.get("runconfig") or {}).items() if v is not None}
         eval_steps = rc.get("eval_steps")
@@ -103,9 +103,9 @@ class Components:
     def __init__(
         self,
         model_name: str,
-        params: dict,
+        params: dict[str, Any],
         half: str,
-        stream_fn: Callable[[dict, str, str, int], Any] = build_input,
+        stream_fn: Callable[[dict[str, Any], str, str, int], Any] = build_input,
     ) -> None:
         self.model_name, self.params, self.half = model_name, params, half
         self.stream_fn = stream_fn  # (params, split, model_name, seed) -> a batch stream

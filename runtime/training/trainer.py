@@ -100,7 +100,7 @@ class Trainer:
     def __init__(
         self,
         model_name: str,
-        params: dict,
+        params: dict[str, Any],
         model_dir: Path,
         *,
         half: str = "float32",
