@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import threading
 from importlib.metadata import EntryPoint, entry_points
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from cs2sim.system.errors import ConfigError
 
 if TYPE_CHECKING:
     from cs2sim.runtime.nn.model import Model
+    from cs2sim.runtime.numerics.precision import Policy
 
-__all__ = ["GROUP", "register", "get", "names", "explicit"]
+__all__ = ["GROUP", "register", "get", "build", "names", "explicit"]
 
 GROUP = "cs2sim.models"
 
@@ -76,6 +77,18 @@ def explicit() -> dict[str, type[Model]]:
 def names() -> list[str]:
     """Every model name the table knows, sorted."""
     return sorted(set(_registered) | set(_entry_points()))
+
+
+class ModelFactory(Protocol):
+    """How every model of the table is built: its params file's `model:` section, the
+    precision policy, the seed (the base class's own constructor takes only the last two)."""
+
+    def __call__(self, model_params: dict[str, Any], policy: Policy, seed: int) -> Model: ...
+
+
+def build(name: str, model_params: dict[str, Any], policy: Policy, seed: int) -> Model:
+    """A freshly initialised model called `name`."""
+    return cast(ModelFactory, get(name))(model_params, policy, seed)
 
 
 def get(name: str) -> type[Model]:

@@ -126,7 +126,7 @@ def parse_args(argv: list[str]) -> Options | None:
     if output not in ("text", "json"):
         raise AnalyzerError(f'"--output-format" is text or json, not {output!r}')
     threads_text = got.get("threads")
-    threads = THREADS
+    threads: tuple[int, ...] = THREADS
     if threads_text is not None:
         try:
             threads = tuple(sorted({int(t) for t in threads_text.split(",")}))

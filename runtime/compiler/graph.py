@@ -126,7 +126,7 @@ def build_meta_model(model_name: str, params: dict[str, Any], half: str) -> Any:
     from cs2sim.runtime.numerics.precision import Policy
 
     with meta_models():
-        return registry.get(model_name)(params["model"], Policy(half), 0)
+        return registry.build(model_name, params["model"], Policy(half), 0)
 
 
 def _graph_batch(params: dict[str, Any], batch: int) -> int:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -55,17 +55,17 @@ class MetaArray(np.ndarray):
             return None
         return super().__array_function__(func, types, args, kwargs)
 
-    def reshape(self, *shape: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    def reshape(self, *shape: Any, **kwargs: Any) -> Any:
         """A meta array of the new shape (no copy ever)."""
         new = shape[0] if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)) else shape
         flat = np.lib.stride_tricks.as_strided(np.zeros(1), (self.size,), (0,))  # a view
         return _meta(flat.reshape(new).shape, self.dtype)
 
-    def astype(self, dtype: Any, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    def astype(self, dtype: Any, *args: Any, **kwargs: Any) -> Any:
         """A meta array of the new dtype."""
         return _meta(self.shape, dtype)
 
-    def copy(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    def copy(self, *args: Any, **kwargs: Any) -> Any:
         """Itself: there is nothing to copy."""
         return _meta(self.shape, self.dtype)
 
@@ -121,7 +121,8 @@ def meta_models() -> Iterator[None]:
     import cs2sim.runtime.nn.model as model_module
 
     real = model_module._generator
-    model_module._generator = lambda seed, stream: MetaGenerator()  # type: ignore[assignment]
+    # a MetaGenerator stands in for np.random.Generator (duck-typed: it draws meta arrays)
+    model_module._generator = lambda seed, stream: cast(np.random.Generator, MetaGenerator())
     try:
         yield
     finally:

@@ -147,7 +147,8 @@ class _Need:
         comp = np.where(self.mat, p_mat, p_str)
         links = np.where(self.mat, self.work * (4.0 * self.pos / C) ** 2, self.wav * self.work / C)
         want = np.ceil(np.minimum(np.maximum(comp, links), 1e18))
-        return np.maximum(self.m, np.minimum(self.cap, want)).astype(np.int64)
+        pes: np.ndarray = np.maximum(self.m, np.minimum(self.cap, want)).astype(np.int64)
+        return pes
 
     def per_sample(self, p: np.ndarray) -> np.ndarray:
         """Cycles per sample of each kernel on p PEs: the slower of its PEs' time and ramp."""
@@ -156,7 +157,8 @@ class _Need:
         ops = np.where(self.mat, 4.0 * np.sqrt(tile), 2.0)
         pe = self.arith / p + self.c0 * ops
         ramp = np.where(self.mat, 4.0 * np.sqrt(tile) * self.pos, np.maximum(self.wav, 1.0) * tile)
-        return np.maximum(pe, ramp)
+        cycles: np.ndarray = np.maximum(pe, ramp)
+        return cycles
 
     def top(self) -> float:
         """The fastest rate the kernels can reach at their useful PEs."""

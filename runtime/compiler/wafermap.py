@@ -107,7 +107,7 @@ def _frame(plan: Plan, replicas: int | None) -> tuple[int, int, int, int]:
 
 def _inset(
     plan: Plan, wafer: WaferSpec
-) -> tuple[tuple[int, int, int, int], tuple[float, ...]] | None:
+) -> tuple[tuple[int, int, int, int], tuple[float, float, float, float]] | None:
     """(the frame an inset zooms into, where on the axes it goes) or None when it would not
     magnify. The frame is the first replica's kernels (the others are copies); the inset goes
     in the largest empty strip beside or below ALL the kernels, and is drawn only when it shows
@@ -167,7 +167,7 @@ def title(plan: Plan, wafer: WaferSpec | None = None) -> str:
     )
 
 
-def _free_corner(box: tuple[int, int, int, int], wafer: WaferSpec) -> tuple[float, ...]:
+def _free_corner(box: tuple[int, int, int, int], wafer: WaferSpec) -> tuple[float, float, float, float]:
     """Axes-fraction bounds of the empty part of the wafer beside or below the kernels."""
     _, _, x1, y1 = box
     below = (wafer.height - y1) / wafer.height  # share of the height free under the kernels

@@ -145,7 +145,7 @@ def clean_stale(model_dir: Path, keep: str | None = None) -> list[str]:
     """Remove the rendezvous directories of this host's chiefs that were killed (kill -9 leaves
     them); the job ids removed. `keep`: a job id to leave alone (the caller's own)."""
     root = Path(model_dir) / ".cs2sim" / "rendezvous"
-    removed = []
+    removed: list[str] = []
     try:
         entries = list(os.scandir(root))
     except OSError:

@@ -39,6 +39,6 @@ def tune_allocator() -> bool:
     except (OSError, AttributeError):
         return False  # not glibc (macOS, musl without mallopt): nothing to do
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    ok = mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD) == 1
-    ok = mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD) == 1 and ok
+    ok = bool(mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD) == 1)
+    ok = bool(mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD) == 1) and ok
     return ok

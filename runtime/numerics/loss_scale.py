@@ -93,7 +93,7 @@ class DynamicLossScaler(StaticLossScaler):
     def __init__(
         self,
         initial_loss_scale: float = 2.0**15,
-        steps_per_increase: int = 2000,
+        steps_per_increase: float = 2000,  # a whole number (checked), as YAML may write it
         min_loss_scale: float = _MIN_LOSS_SCALE,
         max_loss_scale: float = 2.0**15,
         overflow_tolerance: float = 0.05,
@@ -159,7 +159,7 @@ class DynamicLossScaler(StaticLossScaler):
         self.overflows_since_rescale = int(d["overflows_since_rescale"])
 
 
-def _check_dynamic(initial: float, period: int, lo: float, hi: float, tolerance: float) -> None:
+def _check_dynamic(initial: float, period: float, lo: float, hi: float, tolerance: float) -> None:
     """One ConfigError per impossible dynamic-loss-scaling setting (TF's checks, plus ours)."""
     if not initial > 0:
         raise ConfigError(f"optimizer.initial_loss_scale must be > 0, not {initial}.")

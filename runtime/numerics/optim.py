@@ -303,8 +303,17 @@ class AdamW(Adam):
 
     DECOUPLED = True
 
-    def __init__(self, *args: Any, correct_bias: bool = False, **kw: Any) -> None:
-        super().__init__(*args, correct_bias=correct_bias, **kw)
+    def __init__(
+        self,
+        params: Mapping[str, np.ndarray],
+        lr: Schedule | Callable[[int], float] | float,
+        beta1: float = 0.9,
+        beta2: float = 0.999,
+        epsilon: float = 1e-8,
+        correct_bias: bool = False,
+        **kw: Any,
+    ) -> None:
+        super().__init__(params, lr, beta1, beta2, epsilon, correct_bias, **kw)
 
 
 # -- from the params YAML -------------------------------------------------------------------------
@@ -502,7 +511,7 @@ def _kind(opt: Mapping[str, Any]) -> str:
             f"optimizer.optimizer_type must be one of {', '.join(OPTIMIZERS)} (any case), "
             f"not {kind!r}."
         )
-    return kind.strip().lower()
+    return str(kind).strip().lower()
 
 
 def build_optimizer(

@@ -50,7 +50,7 @@ class Format:
     @property
     def emax(self) -> int:
         """Exponent of the largest finite number (the top exponent is inf/NaN)."""
-        return (2**self.exp_bits - 2) - self.bias
+        return int(2**self.exp_bits - 2) - self.bias
 
     @property
     def max(self) -> float:

@@ -136,7 +136,7 @@ def _polynomial(p: Mapping[str, Any], at: str, linear: bool = False) -> LrFn:
             span = steps * max(1, math.ceil(t / steps))
         else:
             span, t = steps, min(t, steps)
-        return (init - end) * (1.0 - t / span) ** power + end
+        return float((init - end) * (1.0 - t / span) ** power + end)
 
     return lr
 
@@ -227,12 +227,12 @@ def _build(value: Any, reset: bool) -> tuple[LrFn, str]:
     """lr(step) and a short description, or _Bad."""
     if isinstance(value, int | float | str) and not isinstance(value, bool):
         try:
-            lr = float(value)
+            rate = float(value)
         except ValueError:
             raise _Bad("", f"must be a number or a schedule, not {value!r}") from None
-        if not (math.isfinite(lr) and lr >= 0):
+        if not (math.isfinite(rate) and rate >= 0):
             raise _Bad("", f"must be >= 0, not {value!r}")
-        return (lambda t: lr), f"constant {lr:g}"
+        return (lambda t: rate), f"constant {rate:g}"
     if isinstance(value, Mapping):
         return _one(value, ""), str(value.get("scheduler"))
     if not isinstance(value, list) or not value:

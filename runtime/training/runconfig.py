@@ -116,7 +116,7 @@ class Components:
 
     def model(self, seed: int) -> Any:
         """A freshly initialised model."""
-        return self.model_class()(self.params["model"], Policy(self.half), seed)
+        return registry.build(self.model_name, self.params["model"], Policy(self.half), seed)
 
     def optimizer(self, model: Any) -> Any:
         """The optimizer over the model's master weights."""

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from cs2sim.scripts.testkit.result import CsResult
+from cs2sim.scripts.testkit.system import ThrowawaySystem
 from cs2sim.system import procfs
 
 __all__ = ["ApplianceCluster", "wait_until"]
@@ -44,7 +45,7 @@ def wait_until(ready: Callable[[], Any], timeout: float = 60.0, what: str = "a c
 class ApplianceCluster:
     """A cluster server for `system` (started on first use, as the client does)."""
 
-    def __init__(self, system: Any) -> None:
+    def __init__(self, system: ThrowawaySystem) -> None:
         self.system = system
         self.home = Path(system.home)
 

@@ -220,7 +220,7 @@ class ConsoleSession:
         try:
             if isinstance(pattern, str):
                 return int(self.child.expect_exact(pattern, timeout=self.timeout))
-            return int(self.child.expect(pattern, timeout=self.timeout))  # type: ignore[arg-type]
+            return int(self.child.expect(pattern, timeout=self.timeout))
         except px.TIMEOUT:
             raise ConsoleError(
                 f"timed out after {self.timeout:g} s waiting for {what}" + self._log_tail()

@@ -25,12 +25,15 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from cs2sim.scripts.testkit.procs import communicate, kill_group
 from cs2sim.scripts.testkit.result import CsResult
+
+if TYPE_CHECKING:  # the console module imports pexpect, which a kit user may not need
+    from cs2sim.scripts.testkit.console import ConsoleSession
 
 __all__ = ["ThrowawaySystem", "KIT_USER"]
 
@@ -523,7 +526,7 @@ class ThrowawaySystem:
         password: str | None = None,
         width: int = 160,
         timeout: float = 15,
-    ) -> Any:
+    ) -> ConsoleSession:
         """The interactive `cs>` (a ConsoleSession) at its first prompt.
 
         user: log in as that account (`cs --user NAME`); with `password` the session answers
