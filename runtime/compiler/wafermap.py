@@ -167,7 +167,9 @@ def title(plan: Plan, wafer: WaferSpec | None = None) -> str:
     )
 
 
-def _free_corner(box: tuple[int, int, int, int], wafer: WaferSpec) -> tuple[float, float, float, float]:
+def _free_corner(
+    box: tuple[int, int, int, int], wafer: WaferSpec
+) -> tuple[float, float, float, float]:
     """Axes-fraction bounds of the empty part of the wafer beside or below the kernels."""
     _, _, x1, y1 = box
     below = (wafer.height - y1) / wafer.height  # share of the height free under the kernels

@@ -120,9 +120,9 @@ if importlib.util.find_spec("cs2sim") is None and len(_checkout) > 3:  # not ins
     sys.modules["cs2sim"] = types.ModuleType("cs2sim")  # the checkout this file is in, if any
     sys.modules["cs2sim"].__path__ = [str(_checkout[3])]
 try:
-    from cs2sim.runtime.job.bootstrap import ensure_environment  # noqa: E402 - stdlib only
+    from cs2sim.runtime.job.bootstrap import ensure_environment
 except ImportError:  # a copy of this directory, outside the checkout, and no cs2sim installed
-    ensure_environment = None
+    ensure_environment = None  # type: ignore[assignment]  # checked just below
 
 if __name__ == "__main__":
     if ensure_environment is None:

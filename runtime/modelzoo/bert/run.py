@@ -16,7 +16,7 @@ if importlib.util.find_spec("cs2sim") is None and len(_checkout) > 3:  # not ins
 try:
     from cs2sim.runtime.job.bootstrap import ensure_environment
 except ImportError:  # a copy of this directory, outside the checkout, and no cs2sim installed
-    ensure_environment = None
+    ensure_environment = None  # type: ignore[assignment]  # checked just below
 
 if __name__ == "__main__":
     if ensure_environment is None:
