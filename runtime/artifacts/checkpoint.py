@@ -35,7 +35,7 @@ import re
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeGuard
 
 import numpy as np
 from numpy.lib import format as npformat
@@ -152,7 +152,7 @@ def _digest(arrays: dict[str, np.ndarray], meta_json: str) -> str:
     for name in sorted(arrays):
         a = np.ascontiguousarray(arrays[name])
         h.update(f"{name}|{a.dtype.str}|{a.shape}|".encode())
-        h.update(a.reshape(-1).view(np.uint8))
+        h.update(a.reshape(-1).view(np.uint8).data)
     h.update(meta_json.encode())
     return h.hexdigest()
 
@@ -253,7 +253,7 @@ def _read_index(model_dir: Path) -> list[dict[str, Any]] | None:
         return None
 
 
-def _valid_step(step: Any) -> bool:
+def _valid_step(step: object) -> TypeGuard[int]:
     """A global step as a checkpoint may hold it: an int (not a bool), 0 <= step <= MAX_STEP."""
     return type(step) is int and 0 <= step <= MAX_STEP
 
@@ -325,7 +325,9 @@ def save_checkpoint(model_dir: Path, state: TrainState, keep_max: int | None = N
     # write to a hidden temp name (never matches model-ckpt-<step>.npz), then rename
     final = checkpoint_file(model_dir, state.step)
     with atomic_writer(final, within=model_dir) as f:
-        np.savez(f, **members)
+        # numpy's stubs read a member named like savez's keyword (allow_pickle, numpy >= 2.1) into
+        # the keyword; ours are layer names and __meta__/__digest__, never that
+        np.savez(f, **members)  # type: ignore[arg-type]
     # index: the checkpoints there are, in save order, including any a killed run renamed but
     # never indexed (adopted here: left out, one would count as newer than this one forever);
     # an older file of this name (a warm-started run re-saving a step) gives way; then this one

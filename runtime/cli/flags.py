@@ -68,10 +68,10 @@ def default_params(model_name: str, home: Path | None) -> tuple[Path, str]:
     places = [(home, "next to run.py")] if home is not None else []
     places.append((Path.cwd(), "in the working directory"))
     for where, how in places:
-        path = where / rel  # type: ignore[operator]
+        path = where / rel
         if path.is_file():
             return path, how
-    looked = " or ".join(dict.fromkeys(str(w / rel) for w, _ in places))  # type: ignore[operator]
+    looked = " or ".join(dict.fromkeys(str(w / rel) for w, _ in places))
     raise UsageError(
         f"no -p/--params given and there is no {looked}; pass -p with your params file."
     )
@@ -85,7 +85,7 @@ class ParserExit(Exception):
 class RunParser(argparse.ArgumentParser):
     """argparse that raises instead of printing and exiting (runtime/ never exits)."""
 
-    writer: Callable[[str], None] = staticmethod(lambda text: None)  # type: ignore[assignment]
+    writer: Callable[[str], None] = staticmethod(lambda text: None)
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message}; run with --help for the flags.")

@@ -248,7 +248,7 @@ def _run_mode(
     runlog.attach(trainer)
     t0 = time.perf_counter()
     if cs is not None:
-        return cs.run(trainer, args.mode)
+        return int(cs.run(trainer, args.mode))
     getattr(trainer, args.mode)()
     log.debug(f"{args.mode} took {time.perf_counter() - t0:.3f} s")
     return 0
@@ -330,9 +330,9 @@ def main(
         except OSError as e:  # the file system said no: a path, a permission, a full disk
             if show_traceback:
                 raise
-            where = f" ({e.filename})" if e.filename else ""
+            named = f" ({e.filename})" if e.filename else ""
             fail(
-                f"error: {e.strerror or e}{where}; check the path, its permissions and the "
+                f"error: {e.strerror or e}{named}; check the path, its permissions and the "
                 "free disk space."
             )
             return 1

@@ -99,6 +99,7 @@ class Executor(Protocol):
     """The plug-in protocol the trainer knows."""
 
     device: str
+    run_info: dict[str, Any] | None  # what ran the steps, for performance.json
 
     def load(self, model: Any, optimizer: Any, scaler: Any, params: dict[str, Any]) -> LoadReport:
         """Prepare to run `model` (compile and program on a CS-2); nothing runs yet."""
@@ -199,6 +200,8 @@ class QueuedExecutor:
         # Called with the global step before each step runs (the CS-2 path checks the system is
         # still ACTIVE); raising stops the run after the outputs already queued.
         self.before_step: Callable[[int], None] | None = None
+        # What ran the steps, for performance.json (the CS-2 path fills it: systems, estimate).
+        self.run_info: dict[str, Any] | None = None
         # Set by the trainer for optimizer.log_summaries: every this many steps (and on the
         # last) the step's output carries the per-group norms (None: never).
         self.summary_steps: int | None = None

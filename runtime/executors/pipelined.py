@@ -381,14 +381,15 @@ class PipelinedExecutor(QueuedExecutor):
         meetings inside every product, which the estimate leaves out). A stage not measured yet
         runs alone first. Measured (the 4-layer GPT, two threads): a decoder layer
         beside the embedding or the loss head left one thread idle for most of the tick."""
-        costs = [self._cost.get(k) for k in keys]
-        if any(c is None for c in costs):
+        got = [self._cost.get(k) for k in keys]
+        costs = [c for c in got if c is not None]
+        if len(costs) < len(got):
             return False
         W = workers()
         load = [0.0] * W
-        for c in sorted(costs, reverse=True):  # type: ignore[type-var]
-            load[load.index(min(load))] += c  # type: ignore[operator]
-        return W * max(load) <= BALANCE * sum(costs)  # type: ignore[arg-type]
+        for c in sorted(costs, reverse=True):
+            load[load.index(min(load))] += c
+        return bool(W * max(load) <= BALANCE * sum(costs))
 
     def _split(
         self, batch: dict[str, np.ndarray]

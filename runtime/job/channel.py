@@ -89,7 +89,7 @@ def send_frame(
     head = json.dumps(header, separators=(",", ":")).encode()
     sock.sendall(LEN.pack(len(head)) + head)
     for a in arrays.values():
-        sock.sendall(memoryview(np.ascontiguousarray(a)).cast("B"))
+        sock.sendall(np.ascontiguousarray(a).data.cast("B"))
 
 
 def recv_header(
@@ -178,7 +178,7 @@ def recv_arrays(
     for name, dtype, shape in layout:
         a = np.empty(shape, dtype=dtype)
         if a.nbytes:
-            recv_exact_into(sock, memoryview(a).cast("B"), deadline)
+            recv_exact_into(sock, a.data.cast("B"), deadline)
         arrays[name] = a
     return arrays
 

@@ -344,7 +344,7 @@ class CsRun:
 
     def _watched(self) -> list[Any]:
         """The machines of every system the job holds (the named one first)."""
-        if getattr(self, "_machines", None) is None:
+        if self._machines is None:
             from cs2sim.system.machine import Machine
 
             held = tuple(getattr(self.job, "systems", ())) or (self.machine.name,)

@@ -73,7 +73,10 @@ class Link:
     node: str
     pid: int
     sock: socket.socket
-    q: queue.Queue[Any] = field(default_factory=lambda: queue.Queue(maxsize=4))
+    # (header, arrays) of each batch the reader thread received
+    q: queue.Queue[tuple[dict[str, Any], dict[str, np.ndarray]]] = field(
+        default_factory=lambda: queue.Queue(maxsize=4)
+    )
     session: int = -1  # frames of other sessions are dropped
     dead: str | None = None  # why the connection ended
     last: float = field(default_factory=time.monotonic)  # when it last delivered a frame

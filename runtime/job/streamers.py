@@ -142,14 +142,18 @@ def streamer_loop(
             if control.done():
                 break
             req = control.request
+        if req is None:
+            continue
         session, split = req["session"], req["split"]
         try:
             if split not in cache:
                 cache[split] = producers(split)
             prod = cache[split]
-            for g, batch in prod.batches(
-                int(req["start"]) + rank, int(req["n"]), lambda req=req: control.request is not req
-            ):
+
+            def superseded(mine: dict[str, Any] = req) -> bool:  # a newer request replaced it
+                return control.request is not mine
+
+            for g, batch in prod.batches(int(req["start"]) + rank, int(req["n"]), superseded):
                 send_frame(conn, {"type": "batch", "session": session, "g": g}, batch)
         except OSError:
             control.thread.join(5.0)  # the chief hung up: did it say goodbye first?

@@ -295,7 +295,7 @@ class Trainer:
             compile_time=report.compile_time,
             programming_time=report.programming_time,
             est_samples_per_sec=report.est_samples_per_sec,
-            run_info=getattr(ex, "run_info", None),
+            run_info=ex.run_info,
             data_source=source or None,
         )
         self._nonfinite_warned = False
