@@ -40,7 +40,8 @@ def _relu(x: np.ndarray) -> tuple[np.ndarray, Any]:
 
 
 def _relu_back(dy: np.ndarray, y: np.ndarray) -> np.ndarray:
-    return np.multiply(dy, y > 0)  # (..., n) the gradient flows where the unit was on
+    dx: np.ndarray = np.multiply(dy, y > 0)  # (..., n) the gradient flows where the unit was on
+    return dx
 
 
 def _tanh(x: np.ndarray) -> tuple[np.ndarray, Any]:
@@ -49,7 +50,7 @@ def _tanh(x: np.ndarray) -> tuple[np.ndarray, Any]:
 
 
 def _tanh_back(dy: np.ndarray, y: np.ndarray) -> np.ndarray:
-    dx = np.square(y)  # (..., n) y^2
+    dx: np.ndarray = np.square(y)  # (..., n) y^2
     np.subtract(1, dx, out=dx)  # 1 - y^2
     dx *= dy
     return dx
@@ -95,7 +96,7 @@ def _gelu(x: np.ndarray) -> tuple[np.ndarray, Any]:
 
 def _gelu_back(dy: np.ndarray, cache: Any) -> np.ndarray:
     x, t = cache
-    u = np.empty_like(x)  # (..., n)
+    u: np.ndarray = np.empty_like(x)  # (..., n)
     _gelu_back_into(dy, x, t, u)
     return u
 

@@ -88,6 +88,7 @@ class DecoderLM(Model):
     family = "lm"
     input_key = "input_ids"
     label_key = "labels"
+    embed: LMEmbedding  # the first block (add_block sets it): its table the head may tie to
 
     def __init__(
         self,

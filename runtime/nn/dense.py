@@ -14,7 +14,7 @@ import numpy as np
 
 from cs2sim.runtime.nn.init import Init, glorot_uniform, zeros
 from cs2sim.runtime.nn.module import FP32, Module
-from cs2sim.runtime.nn.parallel import Epilogue, gemms, needs_rows
+from cs2sim.runtime.nn.parallel import Epilogue, Product, gemms, needs_rows
 from cs2sim.runtime.nn.spec import LayerSpec, make_spec
 from cs2sim.runtime.numerics.precision import Policy
 
@@ -84,11 +84,11 @@ class Dense(Module):
                 cast(blk, out=blk)  # rounded as a CS-2 holds it (Module.accumulate)
             gw[rows, cols] += blk  # (r, c) into the gradient: blocks are disjoint
 
-        products = [(self.x2.T, dy2, dw, add_dw)]  # dW (n_in, n_out) = x^T dy
+        products: list[Product] = [(self.x2.T, dy2, dw, add_dw)]  # dW (n_in, n_out) = x^T dy
         if "bias" in self.p:  # db (1, n_out) = 1^T dy: a product too, in the same pass
             db = self.buf("db", (1, self.n_out), dy2.dtype)
             products.append((self._ones(dy2.shape[0], dy2.dtype), dy2, db, None))
-        dx = None
+        dx: np.ndarray | None = None
         if self.needs_dx:  # dx (N, n_in) = dy W^T
             dx = self.dx_buffer(len(dy2), dy2.dtype)
             products.append((dy2, self.w.T, dx, _finisher(None, cast, dx_epilogue)))
@@ -98,6 +98,13 @@ class Dense(Module):
         if dx is None:
             return None
         return dx.reshape(*dy.shape[:-1], self.n_in)
+
+    def backward_dx(self, dy: np.ndarray, dx_epilogue: Epilogue | None = None) -> np.ndarray:
+        """`backward` inside a network, where the input gradient is always wanted."""
+        dx = self.backward(dy, dx_epilogue)
+        if dx is None:
+            raise RuntimeError("a Dense built with needs_dx=False has no input gradient")
+        return dx
 
     def _cast(self) -> Any:
         """The policy's 16-bit rounding, or None in fp32 (nothing to do)."""

@@ -38,7 +38,7 @@ class Dropout(Module):
         else:
             u = self.rng.random(x.shape, dtype=np.float32)  # (...) uniform in [0, 1)
             keep = u >= self.rate  # (...) bool, P(keep) = 1 - rate
-        y = np.multiply(x, keep)  # (...)
+        y: np.ndarray = np.multiply(x, keep)  # (...)
         y *= 1.0 / (1.0 - self.rate)  # inverted: the expectation is unchanged, eval needs nothing
         self.policy.cast(y, out=y)
         self.keep = keep
@@ -48,7 +48,7 @@ class Dropout(Module):
         """dy (...) -> dx (...): the same mask and scale."""
         if self.keep is None:
             return dy
-        dx = np.multiply(dy, self.keep)  # (...)
+        dx: np.ndarray = np.multiply(dy, self.keep)  # (...)
         dx *= 1.0 / (1.0 - self.rate)
         self.policy.cast(dx, out=dx)
         return dx

@@ -109,7 +109,7 @@ class GatedMLP(Module):
                     cast(db[r0:r1], out=db[r0:r1])
 
         self.proj.backward(dy, dx_epilogue=ungate)  # dh (N, F), turned into dab block by block
-        return self.fc.backward(dab.reshape(*dy.shape[:-1], 2 * F), dx_epilogue)
+        return self.fc.backward_dx(dab.reshape(*dy.shape[:-1], 2 * F), dx_epilogue)
 
     def specs(self, name: str, in_shape: tuple[int, ...], names: dict[int, str]) -> list[LayerSpec]:
         """fc "dense" (gate and up), the "swiglu" gating, proj "dense"."""

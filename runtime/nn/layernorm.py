@@ -8,6 +8,8 @@ every pass writes into a reused buffer: 6 passes forward and 7 backward, no temp
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from cs2sim.runtime.nn.module import FP32, Module
@@ -25,6 +27,8 @@ class RowNorm(Module):
     ranges, any thread), end (backward's column sums, over all rows at once)."""
 
     dim: int
+    # each subclass names its one kernel (the compiler's "layernorm" or "rmsnorm")
+    specs: Callable[[str, tuple[int, ...], dict[int, str]], list[LayerSpec]]
 
     def forward(self, x: np.ndarray) -> np.ndarray:
         """x (..., C) -> y (..., C)."""

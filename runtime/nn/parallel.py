@@ -23,6 +23,7 @@ streaming the whole array through memory once per pass.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 
@@ -102,7 +103,7 @@ def _blocks(
             epi(o, every, slice(c0, c1))
 
     block = row_block if by_rows else col_block
-    return [lambda i=i: block(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)]
+    return [partial(block, bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)]
 
 
 def needs_rows(epilogue: Epilogue) -> Epilogue:

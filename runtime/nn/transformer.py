@@ -9,6 +9,8 @@ SwiGLU feed-forward (`act="swiglu"`, glu.py) and, in LLaMA-2 70B, grouped-query 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from cs2sim.runtime.nn.activations import Activation
@@ -18,7 +20,7 @@ from cs2sim.runtime.nn.dropout import Dropout
 from cs2sim.runtime.nn.embedding import Embedding, FixedPositions, LearnedPositions, TiedProjection
 from cs2sim.runtime.nn.glu import GatedMLP
 from cs2sim.runtime.nn.init import GPT_INIT, Init
-from cs2sim.runtime.nn.layernorm import LayerNorm
+from cs2sim.runtime.nn.layernorm import LayerNorm, RowNorm
 from cs2sim.runtime.nn.loss import SoftmaxCrossEntropy
 from cs2sim.runtime.nn.module import FP32, Module
 from cs2sim.runtime.nn.parallel import Epilogue, needs_rows
@@ -29,7 +31,10 @@ from cs2sim.runtime.numerics.precision import Policy
 __all__ = ["MLP", "Block", "LMEmbedding", "LMHead", "POSITIONS", "NORMS", "make_mlp"]
 
 # norm name -> layer class (both have the begin / rows / end phases the fused block uses)
-NORMS: dict[str, type] = {"layernorm": LayerNorm, "rmsnorm": RMSNorm}
+NORMS: dict[str, Callable[[int, float, Policy], RowNorm]] = {
+    "layernorm": LayerNorm,
+    "rmsnorm": RMSNorm,
+}
 
 
 class MLP(Module):
@@ -70,10 +75,10 @@ class MLP(Module):
         writes it."""
         fused, self._fused = getattr(self, "_fused", None), None
         if fused is None:
-            return self.fc.backward(self.act.backward(self.proj.backward(dy)), dx_epilogue)
+            return self.fc.backward_dx(self.act.backward(self.proj.backward_dx(dy)), dx_epilogue)
         # GELU's backward on each block of proj's dx, in place (Activation.fused_backward)
-        dh = self.proj.backward(dy, dx_epilogue=self.act.fused_backward(*fused))  # (B, T, F)
-        return self.fc.backward(dh, dx_epilogue)
+        dh = self.proj.backward_dx(dy, dx_epilogue=self.act.fused_backward(*fused))  # (B, T, F)
+        return self.fc.backward_dx(dh, dx_epilogue)
 
     def specs(self, name: str, in_shape: tuple[int, ...], names: dict[int, str]) -> list[LayerSpec]:
         """fc "dense", activation, proj "dense"."""
@@ -91,7 +96,7 @@ def make_mlp(
     init: Init,
     out_init: Init,
     policy: Policy,
-) -> Module:
+) -> MLP | GatedMLP:
     """The feed-forward of a block: SwiGLU's gated form for act "swiglu", else fc-act-proj."""
     if act == "swiglu":
         return GatedMLP(dim, filter_size, rng, bias, init, out_init, policy)
@@ -155,6 +160,12 @@ class Block(Module):
         self.drop_attn = Dropout(resid_dropout, drop_rng, policy)
         self.drop_mlp = Dropout(resid_dropout, drop_rng, policy)
 
+    @property
+    def _seq_ln_2(self) -> RowNorm:
+        """ln_2 where the block is sequential (which always has one)."""
+        assert self.ln_2 is not None, "a sequential block has ln_2"
+        return self.ln_2
+
     def _fusable(self) -> bool:
         """Whether the residual adds and ln_2 can run inside the products (sequential block,
         no residual dropout: its mask is drawn for the whole array at once)."""
@@ -171,7 +182,7 @@ class Block(Module):
         if self.parallel:  # the MLP reads x too: through ln_1's output, or its own ln_2
             h2 = self.ln_2.forward(x) if self.ln_2 is not None else h  # (B, T, C)
         else:
-            h2 = self.ln_2.forward(out)  # (B, T, C) after the attention residual
+            h2 = self._seq_ln_2.forward(out)  # (B, T, C) after the attention residual
         out += self.drop_mlp.forward(self.mlp.forward(h2))  # residual 2
         self.policy.cast(out, out=out)
         return out
@@ -183,16 +194,17 @@ class Block(Module):
     # column sums, dgamma and dbeta, still over all rows at once), in cache and split over the
     # threads with the product instead of in passes of their own on one thread.
     def _forward_fused(self, x: np.ndarray) -> np.ndarray:
+        ln_2 = self._seq_ln_2
         h = self.ln_1.forward(x)  # (B, T, C)
         C = x.shape[-1]
         x2 = x.reshape(-1, C)  # (N, C)
         out = self.buf("out", x.shape, x.dtype)  # (B, T, C)
         out2 = out.reshape(-1, C)
-        h2 = self.ln_2.begin_forward(out2)  # (N, C), filled row block by row block
+        h2 = ln_2.begin_forward(out2)  # (N, C), filled row block by row block
 
         def residual_ln(blk: np.ndarray, rows: slice, cols: slice) -> None:
             np.add(x2[rows], blk, out=out2[rows])  # residual 1
-            self.ln_2.forward_rows(rows.start, rows.stop)
+            ln_2.forward_rows(rows.start, rows.stop)
 
         self.attn.forward(h, epilogue=needs_rows(residual_ln))
         out += self.mlp.forward(h2.reshape(x.shape))  # residual 2
@@ -200,6 +212,7 @@ class Block(Module):
         return out
 
     def _backward_fused(self, dout: np.ndarray) -> np.ndarray:
+        ln_2 = self._seq_ln_2
         C = dout.shape[-1]
         dout2 = dout.reshape(-1, C)  # (N, C)
         dx = self.buf("dx", dout.shape, dout.dtype)  # (B, T, C)
@@ -207,19 +220,20 @@ class Block(Module):
 
         # ln_2's input gradient is the MLP's dx, ln_1's the attention's: their layer norms read
         # those buffers row block by row block as the products write them
-        ln2_dx = self.ln_2.begin_backward(self.mlp.fc.dx_buffer(len(dout2), dout.dtype))
-        ln1_dx = None
+        ln2_dx = ln_2.begin_backward(self.mlp.fc.dx_buffer(len(dout2), dout.dtype))
+        ln1_dx: np.ndarray | None = None  # set before the attention's product calls ln_1_back
 
         def ln_2_back(blk: np.ndarray, rows: slice, cols: slice) -> None:
-            self.ln_2.backward_rows(rows.start, rows.stop)
+            ln_2.backward_rows(rows.start, rows.stop)
             np.add(dout2[rows], ln2_dx[rows], out=dx2[rows])  # + the residual path
 
         def ln_1_back(blk: np.ndarray, rows: slice, cols: slice) -> None:
+            assert ln1_dx is not None
             self.ln_1.backward_rows(rows.start, rows.stop)
             dx2[rows] += ln1_dx[rows]
 
         self.mlp.backward(dout, dx_epilogue=needs_rows(ln_2_back))
-        self.ln_2.end_backward()
+        ln_2.end_backward()
         ln1_dx = self.ln_1.begin_backward(self.attn.qkv.dx_buffer(len(dout2), dout.dtype))
         self.attn.backward(dx, dx_epilogue=needs_rows(ln_1_back))
         self.ln_1.end_backward()
@@ -241,7 +255,7 @@ class Block(Module):
                 np.add(dh, dh2, out=dx)  # (B, T, C)
                 np.add(self.ln_1.backward(dx), dout, out=dx)  # + the residual path
         else:
-            np.add(dout, self.ln_2.backward(dh2), out=dx)  # gradient at the attention residual
+            np.add(dout, self._seq_ln_2.backward(dh2), out=dx)  # gradient at the attention residual
             dh = self.attn.backward(self.drop_attn.backward(dx))  # (B, T, C)
             dx += self.ln_1.backward(dh)
         self.policy.cast(dx, out=dx)
@@ -266,7 +280,8 @@ class Block(Module):
 
 
 # position -> builder of the position table module (None: no position table, e.g. rotary)
-POSITIONS = {
+PositionTable = LearnedPositions | FixedPositions
+POSITIONS: dict[str, Callable[[int, int, np.random.Generator, Init, Policy], PositionTable]] = {
     "learned": lambda T, C, rng, init, policy: LearnedPositions(T, C, rng, init, policy),
     "fixed": lambda T, C, rng, init, policy: FixedPositions(T, C, policy),
 }
@@ -352,7 +367,7 @@ class LMHead(Module):
         super().__init__(policy)
         self.ln_f = NORMS[norm](dim, eps, policy)
         if tied_to is not None:
-            self.out = TiedProjection(tied_to, bias=bias, policy=policy)
+            self.out: TiedProjection | Dense = TiedProjection(tied_to, bias=bias, policy=policy)
         else:
             self.out = Dense(dim, vocab, rng, bias=bias, init=init, policy=policy)
         self.ce = SoftmaxCrossEntropy(policy)
@@ -370,7 +385,10 @@ class LMHead(Module):
 
     def backward(self, loss_scale: float = 1.0) -> np.ndarray:
         """-> dh (B, T, C)."""
-        return self.ln_f.backward(self.out.backward(self.ce.backward(loss_scale)))
+        dlogits = self.ce.backward(loss_scale)  # (B, T, V)
+        out = self.out
+        dh = out.backward_dx(dlogits) if isinstance(out, Dense) else out.backward(dlogits)
+        return self.ln_f.backward(dh)
 
     def specs(self, name: str, in_shape: tuple[int, ...], names: dict[int, str]) -> list[LayerSpec]:
         """Final "layernorm" (or "rmsnorm"), output "dense" (tied or not), "softmax_ce"."""
