@@ -162,13 +162,52 @@ def parse_wse(
     """Parse and resolve csrun_wse's arguments against the site defaults; LaunchError on `die`
     (the lines collected in `messages` before it are still to be printed)."""
     out = WseLaunch(messages=messages if messages is not None else [])
+    user = _read_wse_words(argv, out)
+    if out.help:
+        return out
+    out.nodes = user.get("--total-nodes", site.def_nodes)
+    out.single_task_nodes = user.get("--single-task-nodes", 0)
+    if out.single_task_nodes >= out.nodes:
+        raise LaunchError(
+            f"ERROR: ''--single-task-nodes'' ({out.single_task_nodes}) must be less than the "
+            f"number of nodes ({out.nodes})"
+        )
+    _resolve_tasks_and_cpus(
+        out, user.get("--tasks-per-node"), user.get("--cpus-per-task"), site, worker_cpus
+    )
+    _check_command(out)
+    cpus_arg = f"--cpus-per-task={out.cpus_per_task}" if out.cpus_per_task is not None else ""
+    out.srun = srun_command(
+        nodes=out.nodes,
+        single_task_nodes=out.single_task_nodes,
+        tasks_per_node=out.tasks_per_node,
+        cpus_arg=cpus_arg,
+        gres=site.gres_resource,
+        cyclic=out.cyclic,
+        def_mount_dirs=site.mount_dirs,
+        extra_mount_dirs=out.extra_mount_dirs,
+        image=site.singularity_image,
+        run_args=out.run_args,
+    )
+    out.request = JobRequest(
+        components=wse_components(out, site.gres_resource),
+        command=out.run_args,
+        mount_dirs=",".join(d for d in (site.mount_dirs, out.extra_mount_dirs) if d),
+        image=site.singularity_image,
+    )
+    return out
+
+
+def _read_wse_words(argv: list[str], out: WseLaunch) -> dict[str, int]:
+    """csrun_wse's own words, up to the command it runs (left in `out.run_args`): the integer
+    flags the user gave, by name; the switches set on `out`."""
     user: dict[str, int] = {}
     i = 0
     while i < len(argv):
         word = argv[i]
         if word in ("-h", "-?", "--help"):
             out.help = True
-            return out
+            return user
         name = word.split("=", 1)[0]
         if name in WSE_INT_FLAGS:
             text, i = _value(
@@ -192,14 +231,19 @@ def parse_wse(
             i = _skip_or_start(argv, i, out)
             if i < 0:
                 break
-    out.nodes = user.get("--total-nodes", site.def_nodes)
-    out.single_task_nodes = user.get("--single-task-nodes", 0)
-    if out.single_task_nodes >= out.nodes:
-        raise LaunchError(
-            f"ERROR: ''--single-task-nodes'' ({out.single_task_nodes}) must be less than the "
-            f"number of nodes ({out.nodes})"
-        )
-    tasks, cpus = user.get("--tasks-per-node"), user.get("--cpus-per-task")
+    return user
+
+
+def _resolve_tasks_and_cpus(
+    out: WseLaunch,
+    tasks: int | None,
+    cpus: int | None,
+    site: SiteSpec,
+    worker_cpus: list[int],
+) -> None:
+    """--tasks-per-node and --cpus-per-task as the real script settles them: the site's
+    defaults, the default cpus when they fit the tasks asked (else Slurm's choice), or as many
+    tasks as the cpus asked allow; its INFO lines in `out.messages`."""
     say = out.messages.append
     if tasks is None and cpus is None:
         out.tasks_per_node, out.cpus_per_task = site.def_tasks_per_node, site.def_cpus_per_task
@@ -233,6 +277,10 @@ def parse_wse(
             )
     else:
         out.tasks_per_node, out.cpus_per_task = tasks, cpus
+
+
+def _check_command(out: WseLaunch) -> None:
+    """A command is given, and a weight-streaming one has its chief's and coordinator's nodes."""
     if not out.run_args:
         raise LaunchError(
             "ERROR: no command given; csrun_wse runs one, e.g. "
@@ -245,26 +293,6 @@ def parse_wse(
             f"--single-task-nodes={MIN_WS_SINGLE_TASK_NODES} and at least "
             f"{MIN_WS_SINGLE_TASK_NODES + 1} --total-nodes."
         )
-    cpus_arg = f"--cpus-per-task={out.cpus_per_task}" if out.cpus_per_task is not None else ""
-    out.srun = srun_command(
-        nodes=out.nodes,
-        single_task_nodes=out.single_task_nodes,
-        tasks_per_node=out.tasks_per_node,
-        cpus_arg=cpus_arg,
-        gres=site.gres_resource,
-        cyclic=out.cyclic,
-        def_mount_dirs=site.mount_dirs,
-        extra_mount_dirs=out.extra_mount_dirs,
-        image=site.singularity_image,
-        run_args=out.run_args,
-    )
-    out.request = JobRequest(
-        components=wse_components(out, site.gres_resource),
-        command=out.run_args,
-        mount_dirs=",".join(d for d in (site.mount_dirs, out.extra_mount_dirs) if d),
-        image=site.singularity_image,
-    )
-    return out
 
 
 def wse_components(launch: WseLaunch, gres: str) -> tuple[Component, ...]:
