@@ -79,12 +79,35 @@ def layout(
     for k, (comp, part) in enumerate(zip(comps, nodes, strict=True)):
         if len(part) != comp.nodes:
             raise ValueError(f"component {k} needs {comp.nodes} nodes, got {len(part)}")
-    all_nodes = [n for part in nodes for n in part]
-    nodelist = compress(all_nodes)
-    given = [c.cpus_per_task for c in comps if c.cpus_per_task is not None]
-    cpus_per_task = given[-1] if given else None
     # placement first: GTIDS and CPUS_ON_NODE need every task's node
-    placed: list[tuple[int, int, int, str, int]] = []  # (procid, component, nodeid, node, cpt)
+    placed = _placement(comps, nodes)
+    on_node: dict[str, list[int]] = {}
+    for procid, _, _, node, _ in placed:
+        on_node.setdefault(node, []).append(procid)
+    common = _job_env(request, job_id, nodes, node_cpus, user, submit_dir)
+    tasks: list[Task] = []
+    for procid, k, nodeid, node, cpt in placed:
+        mates = on_node[node]
+        env = dict(common)
+        env.update(
+            SLURM_PROCID=str(procid),
+            SLURM_LOCALID=str(mates.index(procid)),
+            SLURM_NODEID=str(nodeid),
+            SLURMD_NODENAME=node,
+            SLURM_TOPOLOGY_ADDR=node,
+            SLURM_GTIDS=",".join(map(str, sorted(mates))),
+            SLURM_CPUS_ON_NODE=str(len(mates) * cpt),
+        )
+        tasks.append(Task(procid, k, mates.index(procid), node, nodeid, env))
+    tasks.sort(key=lambda t: t.procid)
+    return tasks
+
+
+def _placement(
+    comps: tuple[Component, ...], nodes: list[list[str]]
+) -> list[tuple[int, int, int, str, int]]:
+    """(procid, component, nodeid, node, cpus per task) of every task, component by component."""
+    placed: list[tuple[int, int, int, str, int]] = []
     task_offset = node_offset = 0
     for k, (comp, part) in enumerate(zip(comps, nodes, strict=True)):
         for i in range(comp.ntasks):
@@ -100,10 +123,23 @@ def layout(
             )
         task_offset += comp.ntasks
         node_offset += comp.nodes
-    on_node: dict[str, list[int]] = {}
-    for procid, _, _, node, _ in placed:
-        on_node.setdefault(node, []).append(procid)
+    return placed
 
+
+def _job_env(
+    request: JobRequest,
+    job_id: int,
+    nodes: list[list[str]],
+    node_cpus: dict[str, int],
+    user: str,
+    submit_dir: str,
+) -> dict[str, str]:
+    """The SLURM_* variables every task of the job shares (a het job's per-component ones too)."""
+    comps = request.components
+    all_nodes = [n for part in nodes for n in part]
+    nodelist = compress(all_nodes)
+    given = [c.cpus_per_task for c in comps if c.cpus_per_task is not None]
+    cpus_per_task = given[-1] if given else None
     comp_of = {n: c for c, part in zip(comps, nodes, strict=True) for n in part}
 
     def cpus_text(part: list[str]) -> str:
@@ -154,19 +190,4 @@ def layout(
             common["SLURM_JOB_NODELIST" + suffix] = compress(part)
             common["SLURM_JOB_CPUS_PER_NODE" + suffix] = cpus_text(part)
             common["SLURM_JOB_PARTITION" + suffix] = PARTITION
-    tasks: list[Task] = []
-    for procid, k, nodeid, node, cpt in placed:
-        mates = on_node[node]
-        env = dict(common)
-        env.update(
-            SLURM_PROCID=str(procid),
-            SLURM_LOCALID=str(mates.index(procid)),
-            SLURM_NODEID=str(nodeid),
-            SLURMD_NODENAME=node,
-            SLURM_TOPOLOGY_ADDR=node,
-            SLURM_GTIDS=",".join(map(str, sorted(mates))),
-            SLURM_CPUS_ON_NODE=str(len(mates) * cpt),
-        )
-        tasks.append(Task(procid, k, mates.index(procid), node, nodeid, env))
-    tasks.sort(key=lambda t: t.procid)
-    return tasks
+    return common
