@@ -468,26 +468,7 @@ class Machine(JobsOfMachine):
                 # see a reboot that is already due (CS2_BOOT_SECONDS=0) as "ready in 1 s".
                 now = self._clock()
                 row = self._settle(db, now)
-                refusal = action_refusal(
-                    action,
-                    row,
-                    now,
-                    command=command,
-                    by_clock=who == SYSTEM,
-                    is_admin=who.role is Role.ADMIN,
-                    denied=permission_message(who, command),
-                    several=self.several,
-                )
-                if refusal is None and action is Action.STANDBY and not force:
-                    refusal = busy_refusal(
-                        self.name, [(j.id, jobs.describe(j)) for j in jobs.running(db, self.name)]
-                    )
-                if refusal is None and action is Action.WITHDRAW:
-                    refusal = withdraw_refusal(row)
-                if refusal is None and action is Action.ACTIVATE:
-                    refusal = expect_refusal(row, expect)
-                if refusal is None and keep_others is not None:
-                    refusal = others_refusal(row, keep_others, who.name, self._pending_origin(db))
+                refusal = self._refusal(db, row, now, who, action, force, expect, keep_others)
                 outcome: str | None = None  # stays None for a check that passed: no row
                 to, detail = row.state, ""
                 if refusal is not None:
@@ -512,23 +493,65 @@ class Machine(JobsOfMachine):
         except CsError:
             raise
         except Exception as e:  # rolled back; say so in the log, best effort
-            try:
-                with self.store.transaction() as db:
-                    auditlog.record(
-                        db,
-                        user=who.name,
-                        system=self.name,
-                        command=command,
-                        outcome="error",
-                        detail=f"{type(e).__name__}: {e}",
-                        at=now,
-                    )
-            except Exception:  # noqa: BLE001 - the original error matters more
-                pass
+            self._record_error(who, command, e, now)
             raise
         if refusal is not None:
             raise refusal
         return dataclasses.replace(self.status(), audit_id=audit_id)
+
+    def _refusal(
+        self,
+        db: sqlite3.Connection,
+        row: changes.Row,
+        now: float,
+        who: Identity,
+        action: Action,
+        force: bool,
+        expect: ExecMode | None,
+        keep_others: ExecMode | None,
+    ) -> CsError | None:
+        """The first rule (state.py) that refuses `action` now, or None: the transition table
+        and the caller's rights, then a standby's running jobs (unless forced), a withdraw's
+        pending change, an activation's expected mode, the other systems' modes."""
+        command = COMMAND_WORDS[action]
+        refusal = action_refusal(
+            action,
+            row,
+            now,
+            command=command,
+            by_clock=who == SYSTEM,
+            is_admin=who.role is Role.ADMIN,
+            denied=permission_message(who, command),
+            several=self.several,
+        )
+        if refusal is None and action is Action.STANDBY and not force:
+            refusal = busy_refusal(
+                self.name, [(j.id, jobs.describe(j)) for j in jobs.running(db, self.name)]
+            )
+        if refusal is None and action is Action.WITHDRAW:
+            refusal = withdraw_refusal(row)
+        if refusal is None and action is Action.ACTIVATE:
+            refusal = expect_refusal(row, expect)
+        if refusal is None and keep_others is not None:
+            refusal = others_refusal(row, keep_others, who.name, self._pending_origin(db))
+        return refusal
+
+    def _record_error(self, who: Identity, command: str, e: Exception, now: float) -> None:
+        """An "error" audit row for a change that failed inside its transaction (rolled back),
+        best effort: the original error matters more."""
+        try:
+            with self.store.transaction() as db:
+                auditlog.record(
+                    db,
+                    user=who.name,
+                    system=self.name,
+                    command=command,
+                    outcome="error",
+                    detail=f"{type(e).__name__}: {e}",
+                    at=now,
+                )
+        except Exception:  # noqa: BLE001 - the original error matters more
+            pass
 
     # 4. what became of a reboot -------------------------------------------------------------
     @operation(
