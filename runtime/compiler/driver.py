@@ -370,17 +370,11 @@ def compile_run(
     c.checksum = _checksum(c, wafer, input_cluster)
     model_dir = Path(model_dir)
     final = model_dir / f"cs_{c.checksum}"
-    done = complete_stage(final)
-    if done == "compile" or (done == "validate" and stop_after == "validate"):
-        plan, why = _reusable(c, final) if stop_after == "compile" else (None, None)
-        if why is None:
-            c.log.append(f"Reusing existing compilation in {final}")
-            if on_stage:
-                on_stage("Reusing existing compilation", n, n)
-            return _result(c, final, True, t0, stop_after, plan)
-        log.warning(f"The compile directory {final} is marked complete but {why}; compiling again.")
-        c.log.append(f"Recompiling: {final} was damaged ({why})")
-        discard(final)
+    reused = _reuse_existing(c, final, stop_after, t0)
+    if reused is not None:
+        if on_stage:
+            on_stage("Reusing existing compilation", n, n)
+        return reused
     for i in range(1, len(PASSES)):
         try:
             run(i)
@@ -390,6 +384,39 @@ def compile_run(
             break
     if on_stage:
         on_stage(names[-1], n, n)
+    _emit(c, model_dir, final, stop_after, t0, draw_map, wafer)
+    return _result(c, final, False, t0, stop_after, c.plan)
+
+
+def _reuse_existing(
+    c: Compilation, final: Path, stop_after: str, t0: float
+) -> CompileResult | None:
+    """The compile already in `final` when it is complete for `stop_after` and its plan fits
+    these params; None to compile (a damaged one is discarded, with a warning)."""
+    done = complete_stage(final)
+    if not (done == "compile" or (done == "validate" and stop_after == "validate")):
+        return None
+    plan, why = _reusable(c, final) if stop_after == "compile" else (None, None)
+    if why is None:
+        c.log.append(f"Reusing existing compilation in {final}")
+        return _result(c, final, True, t0, stop_after, plan)
+    log.warning(f"The compile directory {final} is marked complete but {why}; compiling again.")
+    c.log.append(f"Recompiling: {final} was damaged ({why})")
+    discard(final)
+    return None
+
+
+def _emit(
+    c: Compilation,
+    model_dir: Path,
+    final: Path,
+    stop_after: str,
+    t0: float,
+    draw_map: bool,
+    wafer: WaferSpec,
+) -> None:
+    """Write the compile directory (plan, report, wafer map, or a validation's kernel
+    matching; the log) under a staging name, then publish it as `final` in one rename."""
     tmp = staging_dir(model_dir, final.name)
     seconds = time.perf_counter() - t0
     if stop_after == "compile":
@@ -407,4 +434,3 @@ def compile_run(
     c.log.append(f"compile time {time.perf_counter() - t0:.3f} s (host measurement)")
     (tmp / LOG_FILE).write_text("\n".join(c.log) + "\n")
     publish(tmp, final, stop_after)
-    return _result(c, final, False, t0, stop_after, c.plan)
