@@ -237,56 +237,14 @@ def _plan(c: Compilation) -> list[str]:
         "io_samples_per_sec": e.io_samples_per_sec,
         "num_params": g.num_params,
     }
-    kernels: list[dict[str, Any]] = []
-    layers: list[dict[str, Any]] = []
+    kernels, layers = _kernel_rows(c), _layer_rows(c)
     replicas, micro, micro_size, per_system = 1, 1, g.batch_size, g.batch_size
     if c.placement is not None:
         replicas = c.placement.replicas
-        for k, ke in zip(c.placement.kernels, e.kernels, strict=True):
-            kernels.append(
-                {
-                    "name": k.name,
-                    "block": k.block,
-                    "kernel": k.kernel,
-                    "pes": k.pes,
-                    "rect": k.rect.as_list(),
-                    "rects": [r.as_list() for r in k.rects],
-                    "replicas": replicas,
-                    "samples_per_sec": ke.samples_per_sec,
-                    "compute_samples_per_sec": ke.compute_samples_per_sec,
-                    "transmission_samples_per_sec": ke.transmission_samples_per_sec,
-                    "compute_utilization": ke.compute_utilization,
-                    "bound": ke.bound,
-                    "ports": ke.ports,
-                }
-            )
         micro_size = per_system = math.ceil(g.batch_size / replicas)
     if c.stream is not None:
         s = c.stream
         micro, micro_size, per_system = s.micro_batches, s.micro_batch_size, s.batch_per_system
-        for lp in s.layers:
-            layers.append(
-                {
-                    "name": lp.name,
-                    "block": lp.block,
-                    "fwd_seconds": lp.fwd_seconds,
-                    "bwd_seconds": lp.bwd_seconds,
-                    "bound": lp.bound,
-                    "fwd_bound": lp.fwd_bound,
-                    "bwd_bound": lp.bwd_bound,
-                    "fwd_compute_seconds": lp.fwd_compute,
-                    "fwd_stream_seconds": lp.fwd_stream,
-                    "bwd_compute_seconds": lp.bwd_compute,
-                    "bwd_stream_seconds": lp.bwd_stream,
-                    "fixed_seconds": lp.fixed,
-                    "overlap": lp.overlap,
-                    "weight_bytes": lp.weight_bytes,
-                    "grad_bytes": lp.grad_bytes,
-                    "kept_bytes": lp.kept_bytes,
-                    "offloaded_bytes": lp.offloaded_bytes,
-                    "retained": lp.retained,
-                }
-            )
     micro, micro_size, per_system = _step_batches(c, micro, micro_size, per_system)
     c.plan = Plan(
         mode=c.mode.value,
@@ -310,6 +268,61 @@ def _plan(c: Compilation) -> list[str]:
         f"plan: {len(kernels) or len(layers)} entries, blocks "
         f"{', '.join(c.plan.blocks_in_order()[:6])}{' ...' if len(g.blocks) > 6 else ''}",
         c.plan.batch_line(c.target),
+    ]
+
+
+def _kernel_rows(c: Compilation) -> list[dict[str, Any]]:
+    """The plan's row of each placed kernel (pipelined): where it sits and its estimate."""
+    if c.placement is None:
+        return []
+    assert c.estimate is not None
+    replicas = c.placement.replicas
+    return [
+        {
+            "name": k.name,
+            "block": k.block,
+            "kernel": k.kernel,
+            "pes": k.pes,
+            "rect": k.rect.as_list(),
+            "rects": [r.as_list() for r in k.rects],
+            "replicas": replicas,
+            "samples_per_sec": ke.samples_per_sec,
+            "compute_samples_per_sec": ke.compute_samples_per_sec,
+            "transmission_samples_per_sec": ke.transmission_samples_per_sec,
+            "compute_utilization": ke.compute_utilization,
+            "bound": ke.bound,
+            "ports": ke.ports,
+        }
+        for k, ke in zip(c.placement.kernels, c.estimate.kernels, strict=True)
+    ]
+
+
+def _layer_rows(c: Compilation) -> list[dict[str, Any]]:
+    """The plan's row of each streamed layer (weight streaming): its pass times and bytes."""
+    if c.stream is None:
+        return []
+    return [
+        {
+            "name": lp.name,
+            "block": lp.block,
+            "fwd_seconds": lp.fwd_seconds,
+            "bwd_seconds": lp.bwd_seconds,
+            "bound": lp.bound,
+            "fwd_bound": lp.fwd_bound,
+            "bwd_bound": lp.bwd_bound,
+            "fwd_compute_seconds": lp.fwd_compute,
+            "fwd_stream_seconds": lp.fwd_stream,
+            "bwd_compute_seconds": lp.bwd_compute,
+            "bwd_stream_seconds": lp.bwd_stream,
+            "fixed_seconds": lp.fixed,
+            "overlap": lp.overlap,
+            "weight_bytes": lp.weight_bytes,
+            "grad_bytes": lp.grad_bytes,
+            "kept_bytes": lp.kept_bytes,
+            "offloaded_bytes": lp.offloaded_bytes,
+            "retained": lp.retained,
+        }
+        for lp in c.stream.layers
     ]
 
 
