@@ -45,7 +45,10 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from cs2sim.runtime.job.input_measure import Measurement
 
 __all__ = [
     "THREADS",
@@ -205,6 +208,37 @@ def site_facts() -> tuple[int, int]:
     site = getattr(cluster, "site", None)
     default = getattr(site, "def_nodes", None) or min(5, max(1, len(cluster.nodes)))
     return int(default), int(cpus)
+
+
+def _measure(
+    model: str,
+    params: dict[str, Any],
+    options: Options,
+    node_cpus: int,
+    host_cpus: int,
+    work: int,
+    progress: Progress,
+) -> list[Measurement]:
+    """The input workers' delivery for each --threads value: one worker, then as many as a
+    worker node (and this host) runs side by side; host measurements."""
+    from cs2sim.runtime.job.input_measure import measure_delivery
+
+    plan = []
+    for t in options.threads:
+        per_node = max(1, node_cpus // t)
+        plan.append((t, 1))
+        many = min(per_node, max(2, host_cpus))
+        if many > 1:
+            plan.append((t, many))
+    measured = []
+    with progress.measuring(len(plan)) as advance:
+        for t, w in plan:
+            m = measure_delivery(
+                model, params, workers=w, threads=t, seconds=options.seconds, extra_work=work
+            )
+            measured.append(m)
+            advance(f"{t} threads x {w} worker(s): {m.samples_per_sec:,.0f} samples/s")
+    return measured
 
 
 # -- the analysis ----------------------------------------------------------------------------------
@@ -376,7 +410,6 @@ def run_command_for(cmd: RunCommand, rec: Recommendation, ip: str | None = None)
 def analyze(options: Options, progress: Progress) -> dict[str, Any]:
     """Compile, measure, recommend; returns the report (JSON-able), telling `progress` as it
     goes."""
-    from cs2sim.runtime.job.input_measure import measure_delivery
     from cs2sim.runtime.job.streamers import extra_work_rounds
 
     for d in options.mount_dirs:
@@ -407,22 +440,8 @@ def analyze(options: Options, progress: Progress) -> dict[str, Any]:
     )
 
     host_cpus = os.cpu_count() or 1
-    plan = []
-    for t in options.threads:
-        per_node = max(1, node_cpus // t)
-        plan.append((t, 1))
-        many = min(per_node, max(2, host_cpus))
-        if many > 1:
-            plan.append((t, many))
     work = extra_work_rounds()
-    measured = []
-    with progress.measuring(len(plan)) as advance:
-        for t, w in plan:
-            m = measure_delivery(
-                cmd.model, params, workers=w, threads=t, seconds=options.seconds, extra_work=work
-            )
-            measured.append(m)
-            advance(f"{t} threads x {w} worker(s): {m.samples_per_sec:,.0f} samples/s")
+    measured = _measure(cmd.model, params, options, node_cpus, host_cpus, work, progress)
     per = [
         PerThreads(
             t,
