@@ -239,9 +239,34 @@ def estimate(model_dir: Path) -> float | None:
 
 
 def story(demo: Demo, steps: int) -> None:
+    """The seven steps, in order (the README lists them)."""
     fc = demo.model_copy("fc_mnist")
     gptj = demo.model_copy("gptj")
+    pipelined_fc_mnist(demo, fc)
+    quickstart = QUICKSTART_LINE.format(ip=IP, steps=steps)
+    print(
+        "# 3. The Weight Streaming Quickstart's weight-streaming job on a PIPELINED system: "
+        "refused, nothing allocated"
+    )
+    demo.run(shlex.split(quickstart), cwd=gptj, expect=69, shown=quickstart)
+    print()
 
+    print(
+        "# 4. The administrator changes the execution mode "
+        "(the Weight Streaming Quickstart, Section 1)\n"
+    )
+    for caption, command, note in ADMIN_STEPS:
+        print(f"# {caption}" + (f" ({note})" if note else ""))
+        demo.cs(command)
+        print()
+    weight_streaming_gptj(demo, gptj, quickstart)
+    print("# 6. The system and its audit log")
+    demo.cs("system show; jobs show --all; audit show --last 6")
+    appliance(demo, steps)
+
+
+def pipelined_fc_mnist(demo: Demo, fc: Path) -> None:
+    """Steps 1 and 2: compile on a CPU node, train on the CS-2 reusing it, evaluate."""
     print(
         "# 1. Compile on a CPU node first (Cerebras' Performance Optimization Practices): "
         "validate and compile, read the estimate"
@@ -303,23 +328,9 @@ def story(demo: Demo, steps: int) -> None:
     )
     show_artifacts(fc / "model_dir")
 
-    quickstart = QUICKSTART_LINE.format(ip=IP, steps=steps)
-    print(
-        "# 3. The Weight Streaming Quickstart's weight-streaming job on a PIPELINED system: "
-        "refused, nothing allocated"
-    )
-    demo.run(shlex.split(quickstart), cwd=gptj, expect=69, shown=quickstart)
-    print()
 
-    print(
-        "# 4. The administrator changes the execution mode "
-        "(the Weight Streaming Quickstart, Section 1)\n"
-    )
-    for caption, command, note in ADMIN_STEPS:
-        print(f"# {caption}" + (f" ({note})" if note else ""))
-        demo.cs(command)
-        print()
-
+def weight_streaming_gptj(demo: Demo, gptj: Path, quickstart: str) -> None:
+    """Step 5: the 6B shape compiled only, then the Quickstart's line trains the stand-in."""
     small, real = "configs/params_continuous_pretraining.yaml", "configs/params_gptj_6b.yaml"
     print(
         f"# 5. GPT-J in weight streaming. The Quickstart's params file, {small}, is GPT-J's\n"
@@ -356,10 +367,6 @@ def story(demo: Demo, steps: int) -> None:
     print(f"#    the stand-in trained above ({shape(gptj / small)}): {est_small:,.1f}")
     print(f"#    GPT-J 6B, compiled only ({shape(gptj / real)}): {est_real:,.1f}")
     show_artifacts(gptj / "model_dir")
-
-    print("# 6. The system and its audit log")
-    demo.cs("system show; jobs show --all; audit show --last 6")
-    appliance(demo, steps)
 
 
 def appliance(demo: Demo, steps: int) -> None:
