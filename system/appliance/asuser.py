@@ -40,7 +40,7 @@ from typing import BinaryIO
 
 from cs2sim.system.errors import CsError, PermissionDenied
 
-__all__ = ["Account", "AsUserError", "TooLarge", "call_as", "preexec", "open_job_log"]
+__all__ = ["Account", "AsUserError", "TimedOut", "TooLarge", "call_as", "preexec", "open_job_log"]
 
 PR_SET_PDEATHSIG = 1
 _OK, _REFUSED = b"0", b"1"
@@ -56,6 +56,10 @@ class AsUserError(CsError):
         super().__init__(message)
         if code is not None:
             self.exit_code = code
+
+
+class TimedOut(AsUserError):
+    """The child ran past its time (it was killed)."""
 
 
 class TooLarge(AsUserError):
@@ -193,7 +197,7 @@ def call_as(account: Account, fn: Callable[[], bytes], *, limit: int, timeout: f
         while True:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([r], [], [], left)[0]:
-                raise AsUserError(
+                raise TimedOut(
                     f"reading as {account.name} took longer than {timeout:g} s; "
                     "retry, or ask for less"
                 )

@@ -42,7 +42,9 @@ class Connection:
         """One request, one reply; RequestFailed with the server's sentence on a refusal."""
         try:
             wire.send_obj(self.sock, {"op": op, "args": args}, MAX_REQUEST)
-            reply = wire.recv_obj(self.sock, MAX_REPLY, time.monotonic() + REPLY_S)
+            # a request with its own time limit (log_export's --timeout) is waited for that long
+            wait = REPLY_S + max(0, int(args.get("timeout") or 0))
+            reply = wire.recv_obj(self.sock, MAX_REPLY, time.monotonic() + wait)
         except (wire.Closed, wire.FrameError, OSError) as e:
             raise ServerGone(
                 f"the cluster server at {self.where} closed the connection "

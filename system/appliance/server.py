@@ -29,7 +29,14 @@ from typing import Any
 from cs2sim.system import wire
 from cs2sim.system.appliance import ops
 from cs2sim.system.appliance.address import MAX_REQUEST, server_dir, socket_path
-from cs2sim.system.appliance.asuser import Account, AsUserError, TooLarge, call_as, open_job_log
+from cs2sim.system.appliance.asuser import (
+    Account,
+    AsUserError,
+    TimedOut,
+    TooLarge,
+    call_as,
+    open_job_log,
+)
 from cs2sim.system.appliance.export import build_zip, export_request
 from cs2sim.system.appliance.jobs import (
     ENDED,
@@ -435,6 +442,12 @@ class Server:
             raise Refused(
                 f"{job.id}'s export passed the cap of {MAX_EXPORT >> 20} MiB for one archive; "
                 "ask for less (--num-lines N, --tasks, or without -c).",
+                1,
+            ) from None
+        except TimedOut:
+            raise Refused(
+                f"Job timed out after {timeout:g} seconds; retry with a larger --timeout, or "
+                "ask for less (--num-lines N, --tasks).",
                 1,
             ) from None
         except AsUserError as e:
