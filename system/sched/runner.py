@@ -357,7 +357,11 @@ class _Step:
             for pid, task in self.pids.items()
         ]
         tmp = self.log_dir / ".pids.tmp"
-        tmp.write_text("\n".join(rows) + "\n")
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write("\n".join(rows) + "\n")
         os.replace(tmp, self.log_dir / "pids")
 
     # -- output -----------------------------------------------------------------------------
