@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import io
 import json
-import os
 import secrets
 import zipfile
 from pathlib import Path
@@ -153,9 +152,9 @@ def test_a_hostile_user_reads_nothing_they_could_not_read(cs2_systems):
         name = mine["job"]["meta"]["name"]
         over = _ask(cluster, attacker, model, [("log_export", {"name": name, "compile": True})])
         assert over[0]["ok"] is False and over[0]["error"] == (
-            "{}'s logs could not be exported: the export would hold 65.0 MiB, over the cap "
+            f"{name}'s logs could not be exported: the export would hold 65.0 MiB, over the cap "
             "of 64 MiB for one archive; ask for less (--num-lines N, --tasks, or without "
-            "-c).".format(name)
+            "-c)."
         ), over
         (compiled / "big.bin").unlink()
 
