@@ -5,6 +5,7 @@ own groups, every file it leaves theirs. Needs root and useradd; skipped otherwi
 from __future__ import annotations
 
 import os
+import pwd
 import stat
 import tempfile
 from pathlib import Path
@@ -49,6 +50,14 @@ def test_a_member_of_the_shared_store_runs_a_job_to_the_end_through_roots_server
         assert wsjob.stat().st_gid == cluster.home.stat().st_gid  # the store's group
         assert stat.S_IMODE(wsjob.stat().st_mode) & 0o050 == 0o050
         assert stat.S_IMODE((wsjob / "server.log").stat().st_mode) == 0o600
+        # a user outside the store's group is told at once what to do
+        outsider = cluster.csctl_as(pwd.getpwnam("nobody"), top, "get", "jobs")
+        assert outsider.exit_code != 0
+        assert outsider.errors.strip() == (
+            f"error: you may not reach the cluster server of {cluster.home} (Permission "
+            "denied); ask root to share it with your group (`cs-store share GROUP`), or set "
+            "CS2_HOME to a home of your own."
+        ), outsider.errors
 
         res = cluster.run_csx_as(
             member, model, *TRAIN, "-o", "md", "--num_csx", "1", "--max_steps", "10"
