@@ -38,6 +38,22 @@ print(json.dumps(out))
 """
 
 
+PROBE = """
+import os, sys
+for what, path in (("secret", {secret!r}), ("notes", {notes!r})):
+    try:
+        with open(path, "rb") as f:
+            sys.stderr.write("probe: read " + what + " " + f.read().decode() + "\\n")
+    except OSError as e:
+        sys.stderr.write("probe: " + what + " refused (" + type(e).__name__ + ")\\n")
+try:
+    os.listdir({home!r})
+    sys.stderr.write("probe: entered home\\n")
+except OSError as e:
+    sys.stderr.write("probe: home refused (" + type(e).__name__ + ")\\n")
+"""
+
+
 def _ask(cluster: Any, user: Any, cwd: Path, requests: list[tuple[str, dict]]) -> list[dict]:
     """Raw requests to the server as `user` (a real process of theirs, their own groups)."""
     res = cluster.run_as(
@@ -190,10 +206,40 @@ def test_a_hostile_user_reads_nothing_they_could_not_read(cs2_systems):
         with zipfile.ZipFile(export_dir / f"log-export-{name}.zip") as z:
             contents += b"".join(z.read(n) for n in z.namelist())
 
+        # a real job of the attacker's whose every Python process first tries to read the
+        # secrets and enter the victim's home (a sitecustomize on its --python_paths): it
+        # runs to the end with the attacker's rights, and every try is refused
+        cluster.csctl("cancel", "job", vname).check()
+        for job in held:
+            system.release_job(job)
+        probe = model / "probe"
+        probe.mkdir()
+        (probe / "sitecustomize.py").write_text(
+            PROBE.format(secret=str(vault / "shadow"), notes=str(vhome / "notes"), home=str(vhome))
+        )
+        give(probe, attacker)
+        run = cluster.run_csx_as(
+            attacker,
+            model,
+            *["-p", "configs/params_small.yaml", "--mode", "train", "-o", "md"],
+            *["--num_csx", "1", "--max_steps", "5", "--python_paths", str(probe)],
+        )
+        assert run.exit_code == 0, run.combined
+        ran = [j for j in cluster.jobs() if j["spec"]["user"]["uid"] == attacker.pw_uid]
+        ran = [j for j in ran if j["status"]["phase"] == "SUCCEEDED"]
+        assert {j["meta"]["type"] for j in ran} == {"compile", "execute"}
+        logs = b""
+        for job in ran:
+            log = Path(job["status"]["logPath"]) / "launch.log"
+            assert log.stat().st_uid == attacker.pw_uid
+            logs += log.read_bytes()
+        assert logs.count(b"probe: secret refused") >= 2  # the launcher and the run, at least
+        assert logs.count(b"probe: secret refused") == logs.count(b"probe: notes refused")
+        assert logs.count(b"probe: secret refused") == logs.count(b"probe: home refused")
+        assert b"probe: read" not in logs and b"probe: entered" not in logs
+
         everything = json.dumps([refused, denied, over, replies]).encode() + contents
+        everything += logs + run.combined.encode()
         for planted in (secret, theirs):
             assert planted not in everything
         assert secret not in (cluster.home / "wsjob" / "server.log").read_bytes()
-        for job in held:
-            system.release_job(job)
-        cluster.csctl("cancel", "job", vname).check()
