@@ -43,6 +43,7 @@ from cs2sim.system.errors import CsError, PermissionDenied
 __all__ = ["Account", "AsUserError", "TimedOut", "TooLarge", "call_as", "preexec", "open_job_log"]
 
 PR_SET_PDEATHSIG = 1
+_MAX_FD = os.sysconf("SC_OPEN_MAX")
 _OK, _REFUSED = b"0", b"1"
 
 
@@ -165,7 +166,13 @@ def call_as(account: Account, fn: Callable[[], bytes], *, limit: int, timeout: f
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child: never returns into the server
         try:
-            os.close(r)
+            # nothing of the server's goes with it: not its sockets, book or wake-up pipe (the
+            # user could not reach them anyway: a process whose ids changed is not dumpable),
+            # not its signal handlers
+            os.closerange(0, w)
+            os.closerange(w + 1, _MAX_FD)
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                signal.signal(sig, signal.SIG_DFL)
             account.become()
             try:
                 out = _OK + fn()
