@@ -158,8 +158,11 @@ def shared_python(where: Path) -> str | None:
     if others_may_run(sys.executable):
         return sys.executable
     system_python = Path(f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}")
+    ours = sysconfig.get_paths()["purelib"]
     if not system_python.exists() or not others_may_run(str(system_python)):
         return None
+    if not others_may_run(ours) or not os.stat(ours).st_mode & 0o004:
+        return None  # this environment's packages are not theirs to read
     import subprocess
 
     venv = Path(where) / "python"
@@ -169,7 +172,6 @@ def shared_python(where: Path) -> str | None:
         capture_output=True,
     )
     site = Path(sysconfig.get_paths(vars={"base": str(venv)})["purelib"])
-    ours = sysconfig.get_paths()["purelib"]
     (site / "cs2sim_site.pth").write_text(f"import site; site.addsitedir({ours!r})\n")
     for p in [venv, *venv.rglob("*")]:
         if not p.is_symlink():
