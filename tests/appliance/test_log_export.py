@@ -4,7 +4,9 @@ directory named in one sentence."""
 
 from __future__ import annotations
 
+import stat
 import zipfile
+from pathlib import Path
 
 import pytest
 from appliance_helpers import TRAIN
@@ -26,6 +28,14 @@ def test_log_export_tasks_num_lines_cap_and_a_missing_directory(cs2_appliance, t
         cs2_appliance.csctl("log-export", name, "-p", str(tmp_path), *flags).check()
         with zipfile.ZipFile(zip_path) as z:
             return {n.removeprefix(base + "/"): z.read(n) for n in z.namelist()}
+
+    # the job's logs are its user's alone: 0700 directories, 0600 files
+    log_dir = Path(job["status"]["logPath"])
+    task_dir = cs2_appliance.home / "slurm" / job["status"]["schedulerJob"]
+    for d in (log_dir, task_dir):
+        assert stat.S_IMODE(d.stat().st_mode) == 0o700, d
+        modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in d.iterdir()}
+        assert modes and set(modes.values()) == {0o600}, modes
 
     whole = export()
     replicas = [r["name"].removeprefix(name + "-") for r in job["status"]["replicas"]]
