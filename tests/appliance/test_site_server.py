@@ -4,6 +4,7 @@ own groups, every file it leaves theirs. Needs root and useradd; skipped otherwi
 
 from __future__ import annotations
 
+import grp
 import os
 import pwd
 import stat
@@ -83,6 +84,14 @@ def test_a_member_of_the_shared_store_runs_a_job_to_the_end_through_roots_server
         assert exported.exit_code == 0, exported.combined
         zip_path = model / f"log-export-{execute['meta']['name']}.zip"
         assert zip_path.stat().st_uid == member.pw_uid
+
+        # the server's directory follows the store's sharing both ways
+        py = cluster.python
+        cluster.system.run([py, "-m", "cs2sim.scripts.store_service", "unshare"]).check()
+        assert stat.S_IMODE(wsjob.stat().st_mode) == 0o700
+        cluster.share(group)
+        assert stat.S_IMODE(wsjob.stat().st_mode) == 0o750
+        assert wsjob.stat().st_gid == grp.getgrnam(group).gr_gid
 
 
 def _records(home: Path) -> list[dict]:
