@@ -102,6 +102,15 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument(
         "-c", "--compile-artifacts", action="store_true", help="include the compile artifacts"
     )
+    export.add_argument(
+        "--num-lines", type=int, default=0, help="each log's last N lines (0, the default: all)"
+    )
+    export.add_argument(
+        "--tasks", default="", help="only these tasks' logs, e.g. coordinator-0,chief-0"
+    )
+    export.add_argument(
+        "--timeout", type=int, default=3600, help="seconds to wait for the export (default 3600)"
+    )
     sub.add_parser("types", help="Display resource types")
     config = sub.add_parser("config", help="Modify csctl config files")
     config.add_argument("action", choices=("view",))
@@ -252,14 +261,34 @@ def _label(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
+    if not Path(args.path).is_dir():  # before asking the cluster for anything
+        raise CsError(
+            f"the export's directory {args.path} does not exist or is not a directory; "
+            "create it or pass another with -p."
+        )
+    if args.num_lines < 0 or args.timeout < 1:
+        raise CsError("--num-lines must be 0 or more and --timeout 1 or more.")
     sys.stderr.write(" Gathering log data within cluster...\n")
     reply = _connect(args).call(
-        "log_export", name=args.name, binaries=args.binaries, compile=args.compile_artifacts
+        "log_export",
+        name=args.name,
+        binaries=args.binaries,
+        compile=args.compile_artifacts,
+        num_lines=args.num_lines,
+        tasks=[t for t in args.tasks.split(",") if t],
+        timeout=args.timeout,
     )
     target = Path(args.path) / f"{reply['base']}.zip"
     tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    tmp.write_bytes(base64.b64decode(reply["zip"]))
-    os.replace(tmp, target)  # a complete zip or none
+    try:
+        tmp.write_bytes(base64.b64decode(reply["zip"]))
+        os.replace(tmp, target)  # a complete zip or none
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise CsError(
+            f"could not write the export into {args.path} ({e.strerror}); pass a "
+            "directory you may write with -p."
+        ) from None
     print(f"Logs are exported to {target}")
     return 0
 

@@ -61,9 +61,13 @@ def shared_dir(home: Path, name: str) -> Path:
     """`home/name`, created (once) with home's sharing; OSError if it cannot be."""
     path = Path(home) / name
     if not path.is_dir():
-        shared = stat.S_IMODE(Path(home).stat().st_mode) & 0o077
+        home_st = Path(home).stat()
+        shared = stat.S_IMODE(home_st.st_mode) & 0o077
         with contextlib.suppress(FileExistsError):
             path.mkdir(mode=0o700)
+            if shared & 0o070:  # in home's group, not the creator's (`cs-store share GROUP`)
+                with contextlib.suppress(PermissionError):
+                    os.chown(path, -1, home_st.st_gid)
             os.chmod(path, 0o700 | shared | (stat.S_ISVTX if shared & 0o022 else 0))
     return path
 

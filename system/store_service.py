@@ -306,6 +306,23 @@ def unshare(home: Path) -> None:
     with contextlib.suppress(FileNotFoundError):
         (home / SOCKET_NAME).unlink()
     os.chmod(home, 0o700)
+    _share_server_dir(home, 0o700)
+
+
+def _share_server_dir(home: Path, mode: int) -> None:
+    """The cluster server's directory (`<home>/wsjob`, its socket inside) follows the store's
+    sharing: the members reach the server's socket (the server tells who they are from the
+    kernel); its files inside stay the server's own (0600)."""
+    import stat
+
+    path = home / "wsjob"
+    try:
+        if not stat.S_ISDIR(os.lstat(path).st_mode):  # home is the owner's alone: no race
+            return
+    except FileNotFoundError:
+        return
+    os.chown(path, -1, home.stat().st_gid)
+    os.chmod(path, mode)
 
 
 def share(home: Path, group: str | int | None = None) -> str:
@@ -324,6 +341,7 @@ def share(home: Path, group: str | int | None = None) -> str:
         with contextlib.suppress(FileNotFoundError):
             os.chmod(home / name, 0o600)
     (home / SHARED_MARK).write_text("shared through the store service (cs-store share)\n")
+    _share_server_dir(home, 0o750)
     ensure_running(home)
     gid = home.stat().st_gid
     try:

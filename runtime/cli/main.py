@@ -195,6 +195,10 @@ def _streamer_voice(role: Any, level: str) -> Iterator[None]:
         yield
         return
     loggers = {"cs2sim": logging.WARNING, "cs2sim.data": logging.ERROR}
+    from cs2sim.system import knobs
+
+    if knobs.raw("CS2SIM_WSJOB"):  # an input worker of a wsjob: its own log says what it did
+        loggers["cs2sim.run"] = logging.INFO  # (exported by csctl log-export, never printed)
     old = {name: logging.getLogger(name).level for name in loggers}
     for name, quiet in loggers.items():
         logging.getLogger(name).setLevel(quiet)

@@ -209,4 +209,6 @@ def serve_task(info: TaskInfo, model_name: str, params: dict[str, Any], model_di
             "nothing to stream."
         )
         return 0
-    return streamer_loop(conn.sock, int(info.streamer_rank or 0), producers, conn.ended)
+    code = streamer_loop(conn.sock, int(info.streamer_rank or 0), producers, conn.ended)
+    log.info(f"Input {info.name} of job {info.job_id}: done (exit code {code})")
+    return code

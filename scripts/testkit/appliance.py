@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -27,7 +28,7 @@ from cs2sim.scripts.testkit.result import CsResult
 from cs2sim.scripts.testkit.system import ThrowawaySystem
 from cs2sim.system import procfs
 
-__all__ = ["ApplianceCluster", "wait_until"]
+__all__ = ["ApplianceCluster", "SiteCluster", "shared_python", "wait_until"]
 
 
 def wait_until(ready: Callable[[], Any], timeout: float = 60.0, what: str = "a condition") -> Any:
@@ -139,3 +140,126 @@ class ApplianceCluster:
             return mine[-1] if mine and mine[-1]["status"]["phase"] == phase else None
 
         return dict(wait_until(ready, timeout, f"a {kind} job {phase}"))
+
+
+# --- a site server: root's, shared with OS users the test creates -----------------------------
+def shared_python(where: Path) -> str | None:
+    """An interpreter every OS user may run, with this one's packages: this one when its every
+    directory lets others in, else a venv of the system's python of the same minor version made
+    in `where` (world-readable) whose .pth adds this environment's site-packages; None when
+    there is neither (a site server's jobs run as their users, who must exec the launchers)."""
+    import sysconfig
+
+    def others_may_run(path: str) -> bool:
+        real = Path(os.path.realpath(path))
+        return all(os.stat(p).st_mode & 0o001 for p in [real, *real.parents]) and bool(
+            os.stat(real).st_mode & 0o001
+        )
+
+    if others_may_run(sys.executable):
+        return sys.executable
+    system_python = Path(f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}")
+    ours = sysconfig.get_paths()["purelib"]
+    if not system_python.exists() or not others_may_run(str(system_python)):
+        return None
+    if not others_may_run(ours) or not os.stat(ours).st_mode & 0o004:
+        return None  # this environment's packages are not theirs to read
+    import subprocess
+
+    venv = Path(where) / "python"
+    subprocess.run(
+        [str(system_python), "-m", "venv", "--without-pip", str(venv)],
+        check=True,
+        capture_output=True,
+    )
+    site = Path(sysconfig.get_paths(vars={"base": str(venv)})["purelib"])
+    (site / "cs2sim_site.pth").write_text(f"import site; site.addsitedir({ours!r})\n")
+    for p in [venv, *venv.rglob("*")]:
+        if not p.is_symlink():
+            p.chmod(0o755 if p.is_dir() else 0o644)
+    return str(venv / "bin" / "python")
+
+
+class SiteCluster(ApplianceCluster):
+    """A site's cluster server: run as root (this process's user) with `python` (one every
+    user may exec, see shared_python), its $CS2_HOME shared with the users' group; the users'
+    commands run as them (their own groups, as `runuser -l` would give), from their own dirs.
+
+        site = SiteCluster(system, python, server_env={"CS2_HEARTBEAT_SECONDS": "0.2"})
+        site.share(group)                       # cs-store share GROUP, as root
+        site.start()
+        res = site.run_csx_as(user, model, *TRAIN, "--num_csx", "1")
+    """
+
+    def __init__(self, system: Any, python: str, server_env: dict[str, str] | None = None):
+        super().__init__(system)
+        self.python = python
+        self.server_env = dict(server_env or {})
+
+    def share(self, group: str) -> None:
+        self.system.run([self.python, "-m", "cs2sim.scripts.store_service", "share", group]).check()
+
+    def start(self) -> int:
+        env = {**self.system.env, **self.server_env}
+        env["PATH"] = f"{Path(self.python).parent}:{env.get('PATH', '')}"
+        proc = subprocess.run(
+            [self.python, "-m", "cs2sim.scripts.cluster_server", "start"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise AssertionError(f"the site server did not start: {proc.stderr.strip()}")
+        return self.pid()
+
+    def user_env(self, user: Any, home: Path) -> dict[str, str]:
+        return {
+            "CS2_HOME": str(self.home),
+            "CS2_BOOT_SECONDS": "0",
+            "PATH": f"{Path(self.python).parent}:/usr/bin:/bin",
+            "HOME": str(home),
+            "USER": user.pw_name,
+            "LOGNAME": user.pw_name,
+        }
+
+    def start_as(self, user: Any, argv: list[str], cwd: Path) -> subprocess.Popen[str]:
+        """`argv` as `user` (initgroups, then setuid), entering `cwd` as them."""
+        groups = os.getgrouplist(user.pw_name, user.pw_gid)
+
+        def become() -> None:  # pragma: no cover - runs in the child
+            os.setgroups(groups)
+            os.setresgid(user.pw_gid, user.pw_gid, user.pw_gid)
+            os.setresuid(user.pw_uid, user.pw_uid, user.pw_uid)
+            os.chdir(cwd)
+
+        proc = subprocess.Popen(
+            argv,
+            env=self.user_env(user, cwd),
+            text=True,
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            preexec_fn=become,
+        )
+        self.system._processes.append(proc)  # stopped with the system, as its own are
+        return proc
+
+    def run_as(self, user: Any, argv: list[str], cwd: Path, timeout: float = 600) -> CsResult:
+        from cs2sim.scripts.testkit.procs import communicate
+
+        label = f"{user.pw_name}$ " + " ".join(argv)
+        proc = self.start_as(user, argv, cwd)
+        out, err, both = communicate(proc, None, timeout, label)
+        return CsResult(label, out, err, proc.returncode, both)
+
+    def run_csx_as(self, user: Any, model_dir: Path, *argv: str, timeout: float = 600) -> CsResult:
+        return self.run_as(user, [self.python, "run.py", "CSX", *argv], model_dir, timeout)
+
+    def start_csx_as(self, user: Any, model_dir: Path, *argv: str) -> subprocess.Popen[str]:
+        return self.start_as(user, [self.python, "run.py", "CSX", *argv], model_dir)
+
+    def csctl_as(self, user: Any, cwd: Path, *argv: str, timeout: float = 120) -> CsResult:
+        return self.run_as(user, [self.python, "-m", "cs2sim.scripts.csctl", *argv], cwd, timeout)

@@ -42,7 +42,9 @@ class Connection:
         """One request, one reply; RequestFailed with the server's sentence on a refusal."""
         try:
             wire.send_obj(self.sock, {"op": op, "args": args}, MAX_REQUEST)
-            reply = wire.recv_obj(self.sock, MAX_REPLY, time.monotonic() + REPLY_S)
+            # a request with its own time limit (log_export's --timeout) is waited for that long
+            wait = REPLY_S + max(0, int(args.get("timeout") or 0))
+            reply = wire.recv_obj(self.sock, MAX_REPLY, time.monotonic() + wait)
         except (wire.Closed, wire.FrameError, OSError) as e:
             raise ServerGone(
                 f"the cluster server at {self.where} closed the connection "
@@ -90,6 +92,32 @@ def _unix(home: Path) -> socket.socket:
     return sock
 
 
+def _may_start(home: Path) -> bool:
+    """Could this user start a server for `home`? (Its directory, or home itself, writable.)"""
+    wsjob = Path(home) / "wsjob"
+    return os.access(wsjob if wsjob.is_dir() else home, os.W_OK) if Path(home).exists() else True
+
+
+def _unreachable(home: Path, e: OSError) -> str:
+    """Why a user cannot use the server of someone else's home, and what they can do."""
+    try:
+        import pwd
+
+        owner = pwd.getpwuid(Path(home).stat().st_uid).pw_name
+    except (OSError, KeyError):
+        owner = "its owner"
+    if isinstance(e, PermissionError):
+        return (
+            f"you may not reach the cluster server of {home} ({e.strerror}); ask {owner} to "
+            "share it with your group (`cs-store share GROUP`), or set CS2_HOME to a home of "
+            "your own."
+        )
+    return (
+        f"no cluster server runs for {home}, and only {owner} may start one there; ask them "
+        "to (`cs-cluster-server start`), or set CS2_HOME to a home of your own."
+    )
+
+
 def connect(
     home: Path,
     *,
@@ -106,6 +134,8 @@ def connect(
     try:
         return Connection(_unix(home), where)
     except OSError as e:
+        if isinstance(e, PermissionError) or (start is not None and not _may_start(home)):
+            raise ServerGone(_unreachable(home, e)) from None
         if start is None:
             raise ServerGone(
                 f"no cluster server runs for {home} ({e.strerror}); start one "

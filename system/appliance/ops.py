@@ -82,7 +82,17 @@ OPS: dict[str, Op] = {
         Op("cancel", {"name": str, "reason": str}, "owner", "op_cancel"),
         Op("label", {"name": str, "set": dict, "remove": list}, "owner", "op_label"),
         Op(
-            "log_export", {"name": str, "binaries": bool, "compile": bool}, "owner", "op_log_export"
+            "log_export",
+            {
+                "name": str,
+                "binaries": bool,
+                "compile": bool,
+                "num_lines": int,
+                "tasks": list,
+                "timeout": int,
+            },
+            "owner",
+            "op_log_export",
         ),
         Op(
             "watch", {"name": str, "attach": bool, "offset": int}, "owner", "op_watch", streams=True

@@ -21,10 +21,10 @@ tasks and frees its nodes; the next server run marks such jobs FAILED (JobBook.r
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import signal
+import stat
 import subprocess
 import threading
 import time
@@ -33,20 +33,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cs2sim.system.appliance.asuser import Account, preexec
 from cs2sim.system.appliance.jobs import ENDED, JobBook, WsJob, job_log_dir
 from cs2sim.system.errors import CsError, JobRefused
 from cs2sim.system.machine import Machine, list_systems
 from cs2sim.system.state import ExecMode, State
 from cs2sim.system.store import Store
 
-__all__ = ["Launchers", "Dispatcher", "MAX_COMPILES", "EXIT_SYSTEM_STOPPED"]
+__all__ = ["Launchers", "Dispatcher", "MAX_COMPILES", "EXIT_SYSTEM_STOPPED", "make_log_dir"]
 
 MAX_COMPILES = 2
 TICK_S = 1.0  # with nothing to start, re-check the cluster this often (idle: one store read)
 KILL_GRACE_S = 30.0  # a launch told to stop gets this long before SIGKILL
 EXIT_SYSTEM_STOPPED = 75  # the run's exit code when its system left ACTIVE (forced standby, fault)
 EXIT_REFUSED = 69
-PR_SET_PDEATHSIG = 1
 log = logging.getLogger("cs2sim.appliance")
 
 
@@ -58,29 +58,46 @@ class Launchers:
     wse: tuple[str, ...]
 
 
-def _as_user(uid: int) -> Callable[[], None]:
-    """The child's setup: become the job's owner when the server runs as root (a job never runs
-    with more rights than its user), then die with the server (set after the uid change, which
-    clears a parent-death signal)."""
-    import pwd
+def make_log_dir(home: Path, job: WsJob) -> Path:
+    """The job's remote log directory and its empty `launch.log`, made by the server (a fresh
+    name: mkdir fails on anything there, a planted symlink included), then given to the job's
+    user: 0700 and 0600, theirs (a server run as root serves many users, and one user's logs
+    are no other's to read)."""
+    log_dir = job_log_dir(home, job.id)
+    log_dir.parent.mkdir(parents=True, exist_ok=True)
+    log_dir.mkdir(mode=0o700)
+    fd = os.open(
+        log_dir / "launch.log", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600
+    )
+    try:
+        if os.geteuid() == 0 and job.uid != 0:
+            account = Account.of(job.uid)
+            os.fchown(fd, account.uid, account.gid)
+            os.chown(log_dir, account.uid, account.gid, follow_symlinks=False)
+    finally:
+        os.close(fd)
+    return log_dir
 
-    user = pwd.getpwuid(uid) if os.getuid() == 0 and uid != 0 else None
 
-    def setup() -> None:  # pragma: no cover - runs in the child between fork and exec
-        if user is not None:
-            os.setgroups([])
-            os.setgid(user.pw_gid)
-            os.setuid(user.pw_uid)
-        _die_with_parent()
-
-    return setup
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    if os.getppid() == 1:  # the server died before the prctl took effect
-        os._exit(1)
+def _open_launch_log(log_dir: Path) -> int:
+    """The launch log to append to: never through a symlink, and only a regular file of the
+    directory's owner (the directory is the job's user's: they may have replaced the file,
+    with one of their own at most)."""
+    dfd = os.open(log_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        fd = os.open(
+            "launch.log",
+            os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK,
+            0o600,
+            dir_fd=dfd,
+        )
+        st, dst = os.fstat(fd), os.fstat(dfd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != dst.st_uid or st.st_nlink != 1:
+            os.close(fd)
+            raise PermissionError(f"{log_dir / 'launch.log'} is not the job's own log file")
+        return fd
+    finally:
+        os.close(dfd)
 
 
 @dataclass
@@ -236,7 +253,6 @@ class Dispatcher:
     def _start(self, job: WsJob, systems: tuple[str, ...]) -> None:
         spec = job.spec
         log_dir = job_log_dir(self.home, job.id)
-        log_dir.mkdir(parents=True, exist_ok=True)
         if job.kind == "compile":
             argv = [*self.launchers.cpu, spec["wrapper"], spec["run_py"], *spec["args"]]
         else:
@@ -251,26 +267,29 @@ class Dispatcher:
             ]
         env = {k: str(v) for k, v in spec.get("env", {}).items()}
         env["CS2SIM_WSJOB"] = job.id  # the launch names its scheduler job after the wsjob
-        out = open(log_dir / "launch.log", "ab")  # noqa: SIM115 - handed to the child
+        out = -1
         try:
+            out = _open_launch_log(log_dir)
+            # no cwd= here: Popen would chdir with the server's rights, before any preexec
+            # function; the child becomes the user first and enters the directory as them
             proc = subprocess.Popen(
                 argv,
-                cwd=spec["cwd"],
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                preexec_fn=_as_user(job.uid),
+                preexec_fn=preexec(Account.of(job.uid), spec["cwd"]),
             )
-        except (OSError, KeyError, subprocess.SubprocessError) as e:
+        except (CsError, OSError, KeyError, subprocess.SubprocessError) as e:
             job.phase, job.ended = "FAILED", time.time()
             job.reason = f"the launch could not start: {getattr(e, 'strerror', None) or e}"
             self.book.save(job)
             self.on_change()
             return
         finally:
-            out.close()
+            if out >= 0:
+                os.close(out)
         limit = spec.get("job_time_sec") or 0
         launch = _Launch(
             job.id, proc, time.monotonic() + limit if limit > 0 else None, allocated=not systems

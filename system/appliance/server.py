@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import fcntl
-import io
 import logging
 import os
 import pwd
@@ -23,7 +22,6 @@ import socket
 import ssl
 import threading
 import time
-import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,6 +29,15 @@ from typing import Any
 from cs2sim.system import wire
 from cs2sim.system.appliance import ops
 from cs2sim.system.appliance.address import MAX_REQUEST, server_dir, socket_path
+from cs2sim.system.appliance.asuser import (
+    Account,
+    AsUserError,
+    TimedOut,
+    TooLarge,
+    call_as,
+    open_job_log,
+)
+from cs2sim.system.appliance.export import build_zip, export_request
 from cs2sim.system.appliance.jobs import (
     ENDED,
     KINDS,
@@ -41,7 +48,8 @@ from cs2sim.system.appliance.jobs import (
     new_id,
 )
 from cs2sim.system.appliance.replicas import COMPILE_FROM_ENV, COUNTS, SERVERS_ENV, plan_for
-from cs2sim.system.appliance.runs import Dispatcher, Launchers
+from cs2sim.system.appliance.runs import Dispatcher, Launchers, make_log_dir
+from cs2sim.system.appliance.submission import check_spec, compile_env
 from cs2sim.system.errors import CsError, PermissionDenied, UsageError
 from cs2sim.system.state import ExecMode
 from cs2sim.system.store import Store
@@ -51,7 +59,8 @@ __all__ = ["Server", "server_dir", "socket_path", "SERVER_VERSION", "MAX_REQUEST
 SERVER_VERSION = "1.9.1-cs2sim"
 MAX_CONNS, MAX_CONNS_PER_UID = 128, 16
 REQUEST_S, IDLE_S = 10.0, 300.0
-MAX_EXPORT = 64 * 1024 * 1024  # a log export larger than this is refused
+MAX_EXPORT = 64 * 1024 * 1024  # a log export's whole archive (logs and compile) is refused past it
+EXPORT_S = 3600.0  # csctl log-export's --timeout default, as the real tool's
 WATCH_POLL_S = 0.1
 HISTORY_S = 7 * 24 * 3600  # `csctl get jobs -a`: the past week, as the real tool
 log = logging.getLogger("cs2sim.appliance")
@@ -90,6 +99,8 @@ class Server:
                 f"a cluster server already runs for {self.home}; use it, or stop "
                 "it with `cs-cluster-server stop`."
             ) from None
+        with contextlib.suppress(FileNotFoundError):  # who ran what is not every member's
+            os.chmod(self.dir / "server.log", 0o600)
         self.store = Store.open()
         self.book = JobBook(self.dir / "server.db")
         self.epoch = self.book.next_epoch()
@@ -322,15 +333,8 @@ class Server:
         if kind not in KINDS or priority not in PRIORITIES:
             raise Refused(f"kind must be one of {KINDS} and priority one of {PRIORITIES}.", 2)
         spec = dict(args.get("spec", {}))
-        for key in ("cwd", "run_py", "wrapper"):
-            if not isinstance(spec.get(key), str):
-                raise Refused(f"bad request: spec.{key} is missing.", 2)
-        if Path(spec["run_py"]).name != "run.py" or spec["wrapper"] not in ("python", "python-ws"):
-            raise Refused(
-                "bad request: a wsjob runs a Model Zoo run.py under python or python-ws.", 2
-            )
-        if not all(isinstance(a, str) for a in spec.get("args", [])):
-            raise Refused("bad request: spec.args must be strings.", 2)
+        # its form here, and every path it names looked at AS THE CALLER (submission.py)
+        check_spec(spec, Account.of(caller.uid))
         spec.setdefault("args", [])
         num_csx = int(args.get("num_csx", 0)) if kind == "execute" else 0
         mode = ExecMode(args.get("mode", ExecMode.WEIGHT_STREAMING.value))
@@ -350,7 +354,7 @@ class Server:
                 for k, v in dict(spec.get("env") or {}).items()
                 if k not in (SERVERS_ENV, COMPILE_FROM_ENV)
             }
-            spec["env"] = {**told, **plan.env(), **_compile_env(spec)}
+            spec["env"] = {**told, **plan.env(), **compile_env(spec)}
         labels = {str(k): str(v) for k, v in args.get("labels", {}).items()}
         job = WsJob(
             id=new_id(),
@@ -365,7 +369,7 @@ class Server:
             epoch=self.epoch,
             compile_hash=str(spec.get("compile_hash", ""))[:80],
         )
-        job_log_dir(self.home, job.id).mkdir(parents=True, exist_ok=True)
+        make_log_dir(self.home, job)
         self.book.add(job)
         self.dispatcher.wake()
         self._changed()
@@ -424,34 +428,31 @@ class Server:
         return {"name": job.id}
 
     def op_log_export(self, caller: ops.Caller, args: dict[str, Any]) -> dict[str, Any]:
+        """The job's logs (and compile), zipped by a child running as the job's owner
+        (export.py): the owner or an admin gets at most what the owner may read, one cap for
+        the whole archive."""
         job = self._job(args["name"])
-        buf = io.BytesIO()
-        base = f"log-export-{job.id}"
-        total = 0
-        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-            root = job_log_dir(self.home, job.id)
-            for path in sorted(root.rglob("*")):
-                if path.is_file() and not path.is_symlink():
-                    total += path.stat().st_size
-                    if total > MAX_EXPORT:
-                        raise Refused(
-                            f"{job.id}'s logs exceed {MAX_EXPORT >> 20} MiB; copy "
-                            f"them from {root} instead.",
-                            1,
-                        )
-                    z.write(path, f"{base}/{path.relative_to(root)}")
-            if job.sched_job:  # every task's own log (coordinator, workers, the chief)
-                for path in sorted((self.home / "slurm" / job.sched_job).glob("task-*.log")):
-                    if not path.is_symlink():
-                        z.write(path, f"{base}/tasks/{path.name}")
-            z.writestr(f"{base}/job.json", _json(job.public(self.home)))
-            compile_dir = job.spec.get("compile_dir")
-            if args.get("compile") and compile_dir and job.compile_hash:
-                cdir = Path(compile_dir) / job.compile_hash
-                for path in sorted(cdir.rglob("*")) if cdir.is_dir() else []:
-                    if path.is_file() and not path.is_symlink():
-                        z.write(path, f"{base}/compile/{path.relative_to(cdir)}")
-        return {"zip": base64.b64encode(buf.getvalue()).decode(), "base": base}
+        req = export_request(self.home, job, args, MAX_EXPORT)
+        timeout = float(args.get("timeout") or EXPORT_S)
+        try:
+            data = call_as(
+                Account.of(job.uid), lambda: build_zip(req), limit=MAX_EXPORT, timeout=timeout
+            )
+        except TooLarge:
+            raise Refused(
+                f"{job.id}'s export passed the cap of {MAX_EXPORT >> 20} MiB for one archive; "
+                "ask for less (--num-lines N, --tasks, or without -c).",
+                1,
+            ) from None
+        except TimedOut:
+            raise Refused(
+                f"Job timed out after {timeout:g} seconds; retry with a larger --timeout, or "
+                "ask for less (--num-lines N, --tasks).",
+                1,
+            ) from None
+        except AsUserError as e:
+            raise Refused(f"{job.id}'s logs could not be exported: {e}.", e.exit_code) from None
+        return {"zip": base64.b64encode(data).decode(), "base": req.base}
 
     def op_cluster(self, caller: ops.Caller, args: dict[str, Any]) -> dict[str, Any]:
         from cs2sim.system.appliance.facts import cluster_facts
@@ -522,10 +523,10 @@ class Server:
     @staticmethod
     def _send_lines(conn: socket.socket, path: Path, offset: int) -> int:
         try:
-            with open(path, "rb") as f:
+            with open_job_log(path) as f:  # the job's user's file: never through a symlink
                 f.seek(offset)
                 data = f.read(1 << 20)
-        except FileNotFoundError:
+        except OSError:
             return offset
         end = data.rfind(b"\n")
         if end < 0:
@@ -553,24 +554,3 @@ def _peer_gone(conn: socket.socket) -> bool:
         return not conn.recv(1, socket.MSG_PEEK)
     except OSError:
         return True
-
-
-def _json(obj: Any) -> str:
-    import json
-
-    return json.dumps(obj, indent=2) + "\n"
-
-
-def _compile_env(spec: dict[str, Any]) -> dict[str, str]:
-    """The compile the execute job loads instead of compiling again: the one the client found
-    or had compiled, `<compile_dir>/<compile hash>` (runtime/job/cs_run.py reads it)."""
-    compile_dir, hash_ = spec.get("compile_dir"), spec.get("compile_hash")
-    if not (
-        isinstance(compile_dir, str)
-        and isinstance(hash_, str)
-        and compile_dir
-        and hash_.startswith("cs_")
-        and "/" not in hash_
-    ):
-        return {}
-    return {COMPILE_FROM_ENV: str(Path(compile_dir) / hash_)}

@@ -295,8 +295,9 @@ class _Step:
     def start(self, base_env: dict[str, str]) -> None:
         pycmd = classify(self.argv)
         prctl = _libc_prctl()
-        if self.log_dir is not None:
-            self.log_dir.mkdir(parents=True, exist_ok=True)
+        if self.log_dir is not None:  # the job's user's alone: 0700, its logs 0600
+            self.log_dir.parent.mkdir(parents=True, exist_ok=True)
+            self.log_dir.mkdir(mode=0o700, exist_ok=True)
         pipes: list[tuple[int, int, int, int]] = []
         for task in self.tasks:
             if self.pty:
@@ -307,7 +308,9 @@ class _Step:
             pipes.append((out_r, out_w, err_r, err_w))
             if self.log_dir is not None:
                 path = self.log_dir / f"task-{task.procid}.log"
-                self.logs[task.procid] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                self.logs[task.procid] = os.open(
+                    path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600
+                )
         sys.stdout.flush()
         sys.stderr.flush()
         gc.collect()
@@ -354,7 +357,11 @@ class _Step:
             for pid, task in self.pids.items()
         ]
         tmp = self.log_dir / ".pids.tmp"
-        tmp.write_text("\n".join(rows) + "\n")
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write("\n".join(rows) + "\n")
         os.replace(tmp, self.log_dir / "pids")
 
     # -- output -----------------------------------------------------------------------------
