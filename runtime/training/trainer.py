@@ -434,9 +434,10 @@ class Trainer:
             return self._evaluate(model, state, tb)
 
     def eval_all(self) -> list[EvalResult]:
-        """Evaluate every checkpoint in model_dir, oldest first (damaged ones are skipped)."""
+        """Evaluate every checkpoint in model_dir in global-step order, as Model Zoo's
+        get_checkpoints sorts them (damaged ones are skipped)."""
         self.check_host_memory("eval_all")
-        paths = ckpt.list_checkpoints(self.model_dir)
+        paths = sorted(ckpt.list_checkpoints(self.model_dir), key=lambda p: ckpt.step_of(p) or 0)
         if not paths:
             raise RuntimeFailure(
                 f'No checkpoints were found in "{self.model_dir}"; train first (--mode train) '
