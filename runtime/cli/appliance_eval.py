@@ -84,7 +84,7 @@ def _eval_of(args: argparse.Namespace, checkpoint: Path) -> argparse.Namespace:
     return _part(args, mode="eval", checkpoint_path=str(checkpoint), is_pretrained_checkpoint=None)
 
 
-def _check_pipeline(model_name: str, args: argparse.Namespace, params: dict) -> None:
+def _check_pipeline(model_name: str, args: argparse.Namespace, params: dict[str, Any]) -> None:
     """What the pipelined TF flow's check_env would refuse once the job ran."""
     drop = "drop `pipeline` to run it with weight streaming"
     if model_name == "fc_mnist" and args.mode != "train":
@@ -105,7 +105,7 @@ def _check_pipeline(model_name: str, args: argparse.Namespace, params: dict) -> 
         )
 
 
-def _check_eval_batch(args: argparse.Namespace, params: dict) -> None:
+def _check_eval_batch(args: argparse.Namespace, params: dict[str, Any]) -> None:
     """Every CS-X evaluates at least one sample of each global eval batch."""
     batch = int((params.get("eval_input") or {}).get("batch_size") or 0)
     if batch < args.num_csx:
@@ -138,7 +138,7 @@ def _given_checkpoint(args: argparse.Namespace) -> Path | None:
     return path
 
 
-def _check_evaluable(args: argparse.Namespace, params: dict, model_dir: Path) -> None:
+def _check_evaluable(args: argparse.Namespace, params: dict[str, Any], model_dir: Path) -> None:
     """An eval has weights to evaluate: --checkpoint_path, a checkpoint in model_dir, or random
     weights on purpose (runconfig.eval_random_weights)."""
     if _given_checkpoint(args) is not None or _checkpoints(model_dir):
@@ -169,7 +169,7 @@ def _all_checkpoints(args: argparse.Namespace, model_dir: Path) -> list[Path]:
 
 
 def _train_and_eval(
-    args: argparse.Namespace, params: dict, model_dir: Path
+    args: argparse.Namespace, params: dict[str, Any], model_dir: Path
 ) -> list[argparse.Namespace]:
     """Train to each evaluation point, evaluating the checkpoint written there."""
     from cs2sim.runtime.artifacts.checkpoint import checkpoint_file, step_of
