@@ -177,3 +177,44 @@ def test_what_a_mode_cannot_do_is_refused_before_any_job(cs2_appliance, argv, sa
     assert err.count("\n") == 0 and says in err, res.combined
     assert "Traceback" not in res.combined
     _nothing_submitted(cs2_appliance)
+
+
+def _plan(tmp_path: Path, mode: str, runconfig: dict, *argv: str) -> list[tuple[str, object, str]]:
+    """plan_parts on params with `runconfig`: each part's (mode, max_steps, checkpoint name)."""
+    from cs2sim.runtime.cli.appliance import build_csx_parser
+    from cs2sim.runtime.cli.appliance_eval import plan_parts
+
+    params = {"runconfig": runconfig, "eval_input": {"batch_size": 4}}
+    path = tmp_path / "params.yaml"
+    path.write_text("runconfig: {}\n")
+    args = build_csx_parser("gpt2").parse_args(["--mode", mode, "-o", str(tmp_path), *argv])
+    parts = plan_parts("gpt2", args, path, False, lambda argv: params, lambda *a: [])
+    return [(p.mode, p.max_steps, Path(p.checkpoint_path or "-").name) for p in parts]
+
+
+def test_train_and_eval_parts_resume_from_what_is_there(tmp_path):
+    """Model Zoo's sideband_train_eval_all: eval_frequency steps, then an eval, up to the end
+    (the last part trains what is left), from the step a resume would start at."""
+    rc = {"max_steps": 5, "eval_frequency": 2}
+    assert _plan(tmp_path, "train_and_eval", rc) == [
+        ("train", 2, "-"),
+        ("eval", None, "model-ckpt-2.npz"),
+        ("train", 4, "model-ckpt-2.npz"),
+        ("eval", None, "model-ckpt-4.npz"),
+        ("train", 5, "model-ckpt-4.npz"),
+        ("eval", None, "model-ckpt-5.npz"),
+    ]
+    (tmp_path / "model-ckpt-3.npz").write_bytes(b"")  # a resume starts at step 3
+    assert [p[1] for p in _plan(tmp_path, "train_and_eval", rc) if p[0] == "train"] == [5]
+    epochs = {"num_epochs": 2, "steps_per_epoch": 3, "autoload_last_checkpoint": False}
+    assert [p[1] for p in _plan(tmp_path, "train_and_eval", epochs) if p[0] == "train"] == [3, 6]
+
+
+def test_eval_all_parts_are_the_checkpoints_in_step_order(tmp_path):
+    for step in (10, 2, 100):
+        (tmp_path / f"model-ckpt-{step}.npz").write_bytes(b"")
+    assert _plan(tmp_path, "eval_all", {}) == [
+        ("eval", None, "model-ckpt-2.npz"),
+        ("eval", None, "model-ckpt-10.npz"),
+        ("eval", None, "model-ckpt-100.npz"),
+    ]
