@@ -61,6 +61,8 @@ def plan_parts(
     import yaml
 
     model_dir = model_dir_of(args, yaml.safe_load(params_path.read_text()) or {})
+    if args.compile_only or args.validate_only:  # a compile job alone: no mode runs
+        return [args]
     params = load(job_argv(args, params_path, model_dir, pipeline))
     if pipeline:
         _check_pipeline(model_name, args, params)

@@ -224,3 +224,11 @@ def test_eval_all_parts_are_the_checkpoints_in_step_order(tmp_path):
         ("eval", None, "model-ckpt-10.npz"),
         ("eval", None, "model-ckpt-100.npz"),
     ]
+
+
+def test_a_compile_for_any_mode_is_planned_as_one_compile(tmp_path):
+    """--compile_only runs no mode: eval_all with no checkpoint yet still compiles."""
+    assert _plan(tmp_path, "eval_all", {}, "--compile_only") == [("eval_all", None, "-")]
+    assert _plan(tmp_path, "train_and_eval", {}, "--validate_only") == [
+        ("train_and_eval", None, "-")
+    ]
