@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from cs2sim.runtime.cli.appliance_eval import EvalLines, model_dir_of, plan_parts
 from cs2sim.runtime.cli.appliance_lines import LINES, render
 from cs2sim.system.errors import CsError
 
@@ -267,7 +268,11 @@ def run_csx(
 
     with RunLog() as runlog:
         try:
-            return _run(model_name, args, params_path.resolve(), pipeline, runlog, load, run_py)
+            path = params_path.resolve()  # each of the mode's runs, refused before any is submitted
+            for part in plan_parts(model_name, args, path, pipeline, load, _job_argv):
+                if code := _run(model_name, part, path, pipeline, runlog, load, run_py):
+                    return code
+            return 0
         except CsError as e:
             runlog.error(f"error: {e}")
             return e.exit_code
@@ -298,7 +303,7 @@ def _run(
 
     raw = yaml.safe_load(params_path.read_text()) or {}
     runconfig = raw.get("runconfig") or {}
-    model_dir = Path(args.model_dir or runconfig.get("model_dir") or "model_dir").resolve()
+    model_dir = model_dir_of(args, raw)
     model_dir.mkdir(parents=True, exist_ok=True)
     runlog.add_file(model_dir)
     compile_dir = Path(args.compile_dir).resolve() if args.compile_dir else model_dir
@@ -348,6 +353,8 @@ def _run(
     hash_ = _checksum(model_name, job_argv, pipeline, load)
     if not (args.compile_only or args.validate_only):  # refused before anything is reserved
         call("check", num_csx=args.num_csx, mode=_mode(pipeline), **counts)
+    if args.mode == "eval" and args.checkpoint_path:
+        out.say("eval_checkpoint", path=args.checkpoint_path)
     out.say("compiling")
     if complete_stage(compile_dir / hash_) in (stage, "compile"):
         out.say("cached", hash=hash_)
@@ -393,7 +400,8 @@ def _run(
     )
     job = reply["job"]
     out.say("execute_id", id=job["meta"]["name"], path=job["status"]["logPath"])
-    batch = int((raw.get("train_input") or {}).get("batch_size") or 1)
+    section = "eval_input" if args.mode == "eval" else "train_input"
+    batch = int((raw.get(section) or {}).get("batch_size") or 1)
     log_steps = int(runconfig.get("log_steps") or runconfig.get("save_summary_steps") or 1)
     end = _follow(
         conn(),
@@ -454,6 +462,8 @@ class _Training:
         self.step: int | None = None
         self.began = 0.0
         self.samples: int | None = None
+        begin = lambda: self._through("beginning")  # noqa: E731
+        self.eval = EvalLines(out.say, self.tracker, batch, begin) if mode == "eval" else None
 
     def running(self) -> None:
         self._through("weights")
@@ -476,6 +486,8 @@ class _Training:
                 return
 
     def line(self, text: str) -> None:
+        if self.eval is not None and self.eval.line(text):
+            return
         m = TRAIN_RE.search(text)
         if m is None:
             for idx in range(self.printed, len(self.staging)):
@@ -508,13 +520,13 @@ class _Training:
 
     def succeeded(self) -> None:
         self._through("beginning")
-        if self.mode in ("train", "train_and_eval"):
-            self.out.say("completed")
-            seconds = time.monotonic() - self.began
-            samples = self.samples if self.samples is not None else int(self.tracker.total_count)
-            self.out.say("processed", samples=samples, seconds=seconds)
-        if self.mode != "train":
-            self.out.say("eval_completed")
+        if self.eval is not None:
+            self.eval.succeeded()
+            return
+        self.out.say("completed")
+        seconds = time.monotonic() - self.began
+        samples = self.samples if self.samples is not None else int(self.tracker.total_count)
+        self.out.say("processed", samples=samples, seconds=seconds)
 
 
 def _follow(

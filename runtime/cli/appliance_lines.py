@@ -26,6 +26,9 @@ class Line:
 
 
 LINES: tuple[Line, ...] = (
+    # an eval of a named checkpoint (each of eval_all's): the run.py of the user node loads it
+    # before its first step is compiled (Model Zoo's run_cstorch_flow.py `load_checkpoint`)
+    Line("eval_checkpoint", "Loading weights from checkpoint {path}"),
     Line("compiling", "Compiling the model. This may take a few minutes."),
     Line("cached", 'Found existing cached compile with hash: "{hash}"'),
     Line("compile_init", "Initiating a new compile wsjob against the cluster server."),
@@ -96,8 +99,16 @@ LINES: tuple[Line, ...] = (
         repeat=True,
     ),
     Line("completed", "Training completed successfully!"),
-    Line("processed", "Processed {samples} sample(s) in {seconds:.2f} seconds."),
+    # an eval job's results (Model Zoo's run_cstorch_flow.py `run_cstorch_eval`)
+    Line(
+        "eval",
+        "| Eval Device=CSX, Step={step}, Loss={loss}, Rate={rate}, GlobalRate={global_rate}",
+        repeat=True,
+    ),
+    Line("eval_metric", "Metric: {name} = {value}", repeat=True),
+    Line("eval_loss", "Avg Eval Loss: {loss}"),
     Line("eval_completed", "Evaluation completed successfully!"),
+    Line("processed", "Processed {samples} sample(s) in {seconds:.2f} seconds."),
 )
 BY_KEY = {line.key: line for line in LINES}
 

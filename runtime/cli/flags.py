@@ -24,6 +24,8 @@ __all__ = [
     "ParserExit",
     "RunParser",
     "build_parser",
+    "appliance_job",
+    "check_eval_steps",
     "check_flags",
     "cli_overrides",
     "default_params",
@@ -266,18 +268,35 @@ def check_flags(model_name: str, args: argparse.Namespace) -> None:
     on_cs = args.cs_ip is not None and not compile_stop(args)  # a compile runs on the host
     if args.multireplica and not (on_cs or compile_stop(args)):
         raise UsageError(MSG_MULTIREPLICA)
-    if on_cs:
+    if on_cs and not appliance_job():
         if model_name == "fc_mnist" and args.mode != "train":
             raise UsageError(MSG_FC_MNIST_CS)
         if args.mode in ("eval_all", "train_and_eval"):
             raise UsageError(MSG_CS_MODE.format(args.mode))
-        if args.mode == "eval" and not args.eval_steps:
-            raise UsageError(MSG_CS_EVAL_STEPS)
     if args.device is not None and args.device.lower() not in HOST_DEVICES:
         raise UsageError(
             f"--device {args.device} is not available: this version of cs2sim "
             "runs on the host CPU only (--device cpu)."
         )
+
+
+def appliance_job() -> bool:
+    """This run is a cluster server's execute wsjob. Its rules are the Model Zoo R1.9+ PyTorch
+    run utilities' (modelzoo/common/pytorch/run_utils.py, run_cstorch_flow.py), not the
+    pipelined-era TF `check_env` above: eval runs, with runconfig.eval_steps or one pass over
+    the eval set, and the client (runtime/cli/appliance_eval.py) has already split eval_all and
+    train_and_eval into train and eval jobs."""
+    from cs2sim.system import knobs
+
+    return bool(knobs.raw("CS2SIM_WSJOB"))
+
+
+def check_eval_steps(args: argparse.Namespace, runconfig: dict[str, Any]) -> None:
+    """TF `check_env`'s eval rule, on the effective runconfig as Model Zoo checks it (the YAML's
+    eval_steps counts, not only --eval_steps): a pipelined CS-2 eval needs eval_steps."""
+    on_cs = args.cs_ip is not None and not compile_stop(args)
+    if on_cs and not appliance_job() and args.mode == "eval" and not runconfig.get("eval_steps"):
+        raise UsageError(MSG_CS_EVAL_STEPS)
 
 
 def cli_overrides(args: argparse.Namespace) -> tuple[dict[str, Any], tuple[str, ...]]:

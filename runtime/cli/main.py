@@ -39,6 +39,7 @@ from cs2sim.runtime.cli.flags import (
     MODES,
     ParserExit,
     build_parser,
+    check_eval_steps,
     check_flags,
     cli_overrides,
     default_params,
@@ -150,6 +151,7 @@ def _run(model_name: str, args: argparse.Namespace, runlog: RunLog) -> int:
         args.cs_ip = rc["cs_ip"]
         say(f"CS-2 system: {args.cs_ip} (runconfig.cs_ip of the params file; --cs_ip overrides it)")
         check_flags(model_name, args)
+    check_eval_steps(args, rc)  # on the effective runconfig: the YAML's eval_steps counts
     model_dir = Path(args.model_dir or rc["model_dir"])  # the YAML's default: ./model_dir
     where = "" if args.model_dir else " (runconfig.model_dir; choose another with -o)"
     say(f"Model directory: {model_dir.resolve()}{where}")

@@ -150,12 +150,17 @@ class CsRun:
                 f"runconfig.num_csx is {n}, but this cluster's SwarmX serves at most {limit} "
                 f"CS-X systems; set runconfig.num_csx (--num_csx) to {limit} or fewer."
             )
-        batch = int(self.params["train_input"]["batch_size"])
-        if batch < n:
-            raise ConfigError(
-                f"train_input.batch_size {batch} is smaller than num_csx {n}: every CS-X needs "
-                "at least one sample of the global batch; raise the batch size or lower num_csx."
-            )
+        # the sections the mode reads: an eval job streams eval_input only
+        mode = str(self.params["runconfig"].get("mode") or "train")
+        used = {"train_input": mode != "eval", "eval_input": mode != "train"}
+        for section in (s for s, reads in used.items() if reads and self.params.get(s)):
+            batch = int(self.params[section].get("batch_size") or 0)
+            if batch < n:
+                raise ConfigError(
+                    f"{section}.batch_size {batch} is smaller than num_csx {n}: every CS-X "
+                    "needs at least one sample of the global batch; raise the batch size or "
+                    "lower num_csx."
+                )
 
     # 2. the job --------------------------------------------------------------------------------
     def run(self, trainer: Any, mode_name: str) -> int:

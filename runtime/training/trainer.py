@@ -146,6 +146,18 @@ class Trainer:
                     cs2=cs2,
                 )
 
+    def _new_model(self) -> Any:
+        """A freshly initialised model; weight streaming says how long its CPU initialisation
+        took (the Weight Streaming Quickstart), for an eval as for training: the weights go to
+        MemoryX either way."""
+        t0 = time.perf_counter()
+        model = self.components.model(self.config.seed)
+        if getattr(self.executor, "announce_weight_init", False):
+            log.info(
+                f"Completed weight initialization on CPU in: {time.perf_counter() - t0:.3f} seconds"
+            )
+        return model
+
     def _latest(self, model: Any) -> ckpt.TrainState | None:
         """The latest valid checkpoint in model_dir, announced as Model Zoo does (a file
         declaring more than `model`'s checkpoint can hold is skipped before it is read)."""
@@ -228,13 +240,7 @@ class Trainer:
         cfg, comp = self.config, self.components
         self.check_host_memory("train")
         self.model_dir.mkdir(parents=True, exist_ok=True)
-        t0 = time.perf_counter()
-        model = comp.model(cfg.seed)
-        # weight streaming (the Weight Streaming Quickstart)
-        if getattr(self.executor, "announce_weight_init", False):
-            log.info(
-                f"Completed weight initialization on CPU in: {time.perf_counter() - t0:.3f} seconds"
-            )
+        model = self._new_model()
         opt, scaler = comp.optimizer(model), comp.scaler()
         stream = comp.stream("train", cfg.seed)
         try:
@@ -411,7 +417,7 @@ class Trainer:
     def eval(self, checkpoint_path: str | Path | None = None) -> EvalResult:
         """Evaluate the given checkpoint, else --checkpoint_path, else the latest in model_dir."""
         self.check_host_memory("eval")
-        model = self.components.model(self.config.seed)
+        model = self._new_model()
         path = checkpoint_path or self.config.checkpoint_path
         if path:
             state: ckpt.TrainState | None = ckpt.load_checkpoint(
@@ -434,15 +440,16 @@ class Trainer:
             return self._evaluate(model, state, tb)
 
     def eval_all(self) -> list[EvalResult]:
-        """Evaluate every checkpoint in model_dir, oldest first (damaged ones are skipped)."""
+        """Evaluate every checkpoint in model_dir in global-step order, as Model Zoo's
+        get_checkpoints sorts them (damaged ones are skipped)."""
         self.check_host_memory("eval_all")
-        paths = ckpt.list_checkpoints(self.model_dir)
+        paths = sorted(ckpt.list_checkpoints(self.model_dir), key=lambda p: ckpt.step_of(p) or 0)
         if not paths:
             raise RuntimeFailure(
                 f'No checkpoints were found in "{self.model_dir}"; train first (--mode train) '
                 "or point --model_dir at a trained run."
             )
-        model = self.components.model(self.config.seed)
+        model = self._new_model()
         results: list[EvalResult] = []
         with Summaries(self.model_dir / EVAL_DIR, within=self.model_dir) as tb:
             for path in paths:

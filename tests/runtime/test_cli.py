@@ -65,11 +65,6 @@ def run(capsys, model: str, *argv: str) -> tuple[int, str, str]:
             ["-m", "train_and_eval", "-p", "x.yaml", "--cs_ip", "10.0.0.1"],
             "Cannot run train_and_eval mode on the Cerebras System!",
         ),
-        (
-            "gpt2",
-            ["-m", "eval", "-p", "x.yaml", "--cs_ip", "10.0.0.1"],
-            "When performing eval on the Cerebras System, eval_steps must be provided.",
-        ),
     ],
 )
 def test_flag_messages_verbatim_exit_2(capsys, model, argv, message):
@@ -77,6 +72,20 @@ def test_flag_messages_verbatim_exit_2(capsys, model, argv, message):
     assert code == 2
     assert err == f"error: {message}\n"
     assert out == ""
+
+
+def test_a_pipelined_cs_eval_needs_eval_steps_from_the_yaml_or_the_flag(capsys, tmp_path):
+    """TF check_env reads the effective runconfig: the YAML's eval_steps counts as the flag."""
+    tiny = model_home("gpt2") / "configs" / "params_tiny.yaml"
+    without = tmp_path / "no_eval_steps.yaml"
+    without.write_text(tiny.read_text().replace("    eval_steps: 20\n", ""))
+    argv = ["-m", "eval", "-o", str(tmp_path / "md"), "--cs_ip", "10.0.0.1"]
+    code, out, err = run(capsys, "gpt2", *argv, "-p", str(without))
+    message = "When performing eval on the Cerebras System, eval_steps must be provided."
+    assert (code, err) == (2, f"error: {message}\n")
+    for given in (["-p", str(tiny)], ["-p", str(without), "--eval_steps", "3"]):
+        code, out, err = run(capsys, "gpt2", *argv, *given)
+        assert "eval_steps must be provided" not in err and code != 0  # no system 10.0.0.1
 
 
 def test_missing_mode_and_params_are_usage_errors(capsys):
