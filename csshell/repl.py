@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from prompt_toolkit import PromptSession
-from prompt_toolkit.application import create_app_session, run_in_terminal
+from prompt_toolkit.application import create_app_session, get_app, run_in_terminal
 from prompt_toolkit.auto_suggest import AutoSuggestFromHistory
 from prompt_toolkit.formatted_text import FormattedText
 from prompt_toolkit.history import FileHistory
@@ -66,7 +66,15 @@ PROMPT = "cs> "
 # script's `expect("cs> ")` would never match. With it the terminal receives `cs> ` literally,
 # then the toolbar, then the cursor move back to the end of the prompt.
 PROMPT_TEXT = FormattedText([("class:prompt", PROMPT)])
-PROMPT_STYLE = {"prompt": "fg:ansidefault"}
+# When a line is accepted prompt_toolkit redraws the whole prompt once more ("done" render:
+# cursor to the prompt's start, erase down, draw again without the toolbar), so the bytes
+# `cs> ` would reach the terminal a second time, after the typed line and before the command's
+# output, and a script's "send a line, expect `cs> `" would stop at that copy and lose the
+# output. The accepted line keeps its look, `cs> line`, but its space carries another style,
+# so the renderer writes an attribute change between `>` and the space: nothing between two
+# prompts matches `cs> ` except the next prompt.
+DONE_PROMPT_TEXT = FormattedText([("class:prompt", PROMPT[:-1]), ("class:prompt.done", " ")])
+PROMPT_STYLE = {"prompt": "fg:ansidefault", "prompt.done": "fg:ansidefault bg:ansidefault"}
 REFRESH_S = 1.0  # toolbar re-read interval while idle (another shell may change the system)
 
 
@@ -218,10 +226,15 @@ def history_problem(path: Path) -> str | None:
         )
 
 
+def prompt_message() -> FormattedText:
+    """The prompt while a line is edited, and as the accepted line is drawn for the last time."""
+    return DONE_PROMPT_TEXT if get_app().is_done else PROMPT_TEXT
+
+
 def make_session(ctx: Context, history: Path | None) -> PromptSession[str]:
     """The cs> PromptSession: completion, `?`, toolbar, history."""
     return PromptSession(
-        PROMPT_TEXT,
+        prompt_message,
         completer=TableCompleter(ctx.table, LiveNames(ctx.store)),
         complete_while_typing=False,  # Tab and `?`, as on a network device's console
         # room for the first Tab's menu to show every top-level command (prompt_toolkit's
