@@ -35,6 +35,7 @@ from cs2sim.csshell.completion import TableCompleter
 from cs2sim.csshell.context import ExitShell
 from cs2sim.csshell.dispatch import one_line, run_line
 from cs2sim.csshell.history import HISTORY_DIR, history_path
+from cs2sim.csshell.lexer import open_quote
 from cs2sim.csshell.live import LiveNames
 from cs2sim.csshell.toolbar import STYLE, Toolbar
 from cs2sim.system.errors import CsError
@@ -158,8 +159,12 @@ def _key_bindings(ctx: Context) -> KeyBindings:
 
     @kb.add("?")
     def _help(event: KeyPressEvent) -> None:
-        """`?`: show what may follow the text before the cursor; keep the line."""
+        """`?`: show what may follow the text before the cursor; keep the line. Inside quotes
+        or after a backslash it is the character `?` (`match "stand(by)?"`)."""
         text = event.app.current_buffer.document.text_before_cursor
+        if open_quote(text):
+            event.app.current_buffer.insert_text("?")
+            return
 
         def show() -> None:
             ctx.echo(f"{PROMPT}{text}?")  # the typed text may hold control characters
