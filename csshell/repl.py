@@ -28,7 +28,11 @@ from prompt_toolkit.keys import Keys
 from prompt_toolkit.output import ColorDepth, Output
 from prompt_toolkit.output.vt100 import Vt100_Output
 from prompt_toolkit.styles import Style
-from prompt_toolkit.utils import get_bell_environment_variable, get_term_environment_variable
+from prompt_toolkit.utils import (
+    get_bell_environment_variable,
+    get_term_environment_variable,
+    is_dumb_terminal,
+)
 
 from cs2sim.csshell.commands.shell import question_help
 from cs2sim.csshell.completion import TableCompleter
@@ -37,6 +41,7 @@ from cs2sim.csshell.dispatch import one_line, run_line
 from cs2sim.csshell.history import HISTORY_DIR, history_path
 from cs2sim.csshell.lexer import open_quote
 from cs2sim.csshell.live import LiveNames
+from cs2sim.csshell.terminal import visible
 from cs2sim.csshell.toolbar import STYLE, Toolbar
 from cs2sim.system.errors import CsError
 
@@ -154,6 +159,19 @@ def bound_characters(kb: KeyBindings) -> frozenset[str]:
     )
 
 
+def question_echo(ctx: Context, text: str) -> str:
+    """The line a `?` leaves above its help. prompt_toolkit erased the prompt to print, so it
+    is written again, as the accepted line is (`cs>` and an attribute change before the space:
+    a script waiting for `cs> ` gets the help first). On a dumb terminal nothing was erased and
+    the typed text is still there: only the `?` is added."""
+    if ctx.is_terminal and is_dumb_terminal():
+        return "?\n"
+    shown = visible(text)  # the typed text may hold control characters
+    if ctx.is_terminal:
+        return f"{PROMPT[:-1]}\x1b[0m {shown}?\n"
+    return f"{PROMPT}{shown}?\n"
+
+
 def _key_bindings(ctx: Context) -> KeyBindings:
     kb = KeyBindings()
 
@@ -167,13 +185,16 @@ def _key_bindings(ctx: Context) -> KeyBindings:
             return
 
         def show() -> None:
-            ctx.echo(f"{PROMPT}{text}?")  # the typed text may hold control characters
+            ctx.out.write(question_echo(ctx, text))
             try:
                 lines = question_help(ctx.table, text, LiveNames(ctx.store))
             except CsError as e:
                 lines = [f"error: {one_line(str(e))}"]
             for line in lines:
                 ctx.echo(line)
+            if ctx.is_terminal and is_dumb_terminal():  # nothing redraws the prompt there
+                ctx.out.write(PROMPT + visible(text))
+                ctx.flush()
 
         run_in_terminal(show)
 
@@ -285,8 +306,13 @@ def banner(ctx: Context) -> str:
 def run_interactive(ctx: Context, history: Path | None) -> int:
     """The interactive shell on the real terminal."""
     bound = bound_characters(_key_bindings(ctx))
+    inp = create_input()
+    # On a dumb terminal prompt_toolkit echoes only the character before the cursor after each
+    # change, so a line merged into one paste would show as its last character: keys stay keys.
+    if not is_dumb_terminal():
+        inp = typeahead_input(inp, bound)
     # The session is made inside the app session: prompt_toolkit binds input/output at creation.
-    with create_app_session(input=typeahead_input(create_input(), bound), output=terminal_output()):
+    with create_app_session(input=inp, output=terminal_output()):
         ctx.echo(banner(ctx))
         problem = history_problem(history) if history is not None else None
         if problem is not None:
