@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import IO, TYPE_CHECKING, Any, Protocol, TypeVar
 
-from cs2sim.csshell.terminal import fit, visible
+from cs2sim.csshell.terminal import fit
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -140,10 +140,14 @@ class AuditRows:
             sql, args = f"SELECT * FROM audit {where} ORDER BY id", params
         else:
             limit = min(max(0, int(q.last)), SQLITE_MAX_INT)
-            sql = f"SELECT * FROM (SELECT * FROM audit {where} ORDER BY id DESC LIMIT ?) ORDER BY id"
+            sql = (
+                f"SELECT * FROM (SELECT * FROM audit {where} ORDER BY id DESC LIMIT ?) ORDER BY id"
+            )
             args = [*params, limit]
         with self.store.read() as db:
-            self.total = int(db.execute(f"SELECT count(*) FROM audit {where}", params).fetchone()[0])
+            self.total = int(
+                db.execute(f"SELECT count(*) FROM audit {where}", params).fetchone()[0]
+            )
             cursor = db.execute(sql, args)
             while block := cursor.fetchmany(STREAM_BLOCK):
                 for row in block:

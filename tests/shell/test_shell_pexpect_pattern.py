@@ -119,4 +119,3 @@ def test_ctrl_d_after_any_prompt_is_never_lost(home: Path, term: str | None) -> 
         finally:
             child.close(force=True)
         assert child.exitstatus == 0
-

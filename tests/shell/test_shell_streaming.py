@@ -153,9 +153,7 @@ def test_100000_audit_rows_through_count_and_match_stay_under_the_memory_bound(
     text, peak = peak_rss_mb(home, "audit show --all --system all | count", tmp_path)
     assert text == f"Count: {ROWS + 2} lines\n"  # header, rule, a line per row
     assert peak < PEAK_RSS_BOUND_MB, f"peak RSS {peak:.0f} MB"
-    text, peak = peak_rss_mb(
-        home, "audit show --all --system all | match bob | count", tmp_path
-    )
+    text, peak = peak_rss_mb(home, "audit show --all --system all | match bob | count", tmp_path)
     assert text == f"Count: {ROWS // 3} lines\n"
     assert peak < PEAK_RSS_BOUND_MB, f"peak RSS {peak:.0f} MB"
     text, peak = peak_rss_mb(home, "audit show --all | last 1", tmp_path)
