@@ -21,7 +21,6 @@ from collections.abc import Callable
 from typing import IO
 
 __all__ = [
-    "TerminalBuffer",
     "PagerStream",
     "PagerClosed",
     "pager_command",
@@ -31,21 +30,6 @@ __all__ = [
 ]
 
 MORE = "--More--"
-
-
-class TerminalBuffer(io.StringIO):
-    """Collects a command's output as it would be drawn on `terminal` (a terminal: colour and
-    the terminal's width), to be paged once the command is done."""
-
-    def __init__(self, terminal: IO[str]) -> None:
-        super().__init__()
-        self.terminal = terminal
-
-    def isatty(self) -> bool:
-        return True
-
-    def fileno(self) -> int:
-        return self.terminal.fileno()
 
 
 def pager_command() -> list[str] | None:
