@@ -137,6 +137,16 @@ def test_cancelling_an_ended_job_is_refused_with_exit_1(store: Store) -> None:
     assert err(ctx) == f"error: Job {job} has already ended (CANCELLED); nothing to cancel.\n"
 
 
+def test_cancelling_an_ended_job_started_without_a_launcher_exits_1(store: Store) -> None:
+    """A run started by hand (`run.py --cs_ip`) has a system job id, not a queue entry."""
+    ctx = make_context(store)
+    machine = Machine(store)
+    job = machine.register_job(ctx.identity, ExecMode.PIPELINED, "python run.py", os.getpid())
+    machine.finish_job(job.id, "COMPLETED")
+    assert run_line(ctx, f"jobs cancel {job.id}") == 1
+    assert "has already ended (COMPLETED); nothing to cancel." in err(ctx)
+
+
 def test_ctrl_c_ends_jobs_show_watch_with_130(home: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "cs2sim.csshell", "-c", "jobs show --watch"],
