@@ -6,11 +6,19 @@ Measures, with a plain `pexpect.spawn` and no special environment variables:
   2. the round trip of `config execmode show` (send the line -> its output and the next prompt);
   3. the import time of `cs -c "config execmode show"` (python -X importtime, top entries);
   4. `audit show --since 1h` over an audit log of --audit-rows rows (default 100,000, spread
-     over 30 days): the query in-process, and `cs -c` end to end.
+     over 30 days): the query in-process, and `cs -c` end to end;
+  5. against a bare prompt_toolkit `PromptSession("cs> ")` that answers the same line with the
+     same text (the floor any prompt_toolkit console starts from): spawn to the first prompt
+     and the round trip, in interleaved rounds (cs, bare, cs, bare, ...), as ratios cs / bare
+     with their range over the rounds;
+  6. `audit show --all | count` over --stream-rows rows (default 100,000) as the text table
+     against the same rows as JSON (`--output-format=json | count`), interleaved rounds: wall
+     time and the child's own peak RSS (wait4), as ratios text / JSON.
 Targets (on the 2-core machine): prompt within 0.3 s, round trip median under 10 ms, the audit
-query under 0.2 s.
+query under 0.2 s, the text table within 2x of JSON in time and memory.
 
     python bench/shell_bench.py [--runs 30] [--round-trips 10] [--audit-rows 100000]
+        [--compare-rounds 10] [--stream-rows 100000] [--stream-rounds 3]
 
 All figures are host measurements of this machine at the time of the run.
 
@@ -122,7 +130,26 @@ def main(argv: list[str] | None = None) -> int:
         default=100_000,
         help="audit rows for the `audit show --since 1h` figure (0: skip it)",
     )
+    p.add_argument(
+        "--compare-rounds", type=int, default=10, help="rounds of cs vs a bare PromptSession"
+    )
+    p.add_argument(
+        "--stream-rows", type=int, default=100_000, help="audit rows for text vs JSON (0: skip)"
+    )
+    p.add_argument("--stream-rounds", type=int, default=3, help="rounds of text vs JSON")
+    p.add_argument(
+        "--only",
+        choices=("all", "compare", "stream"),
+        default="all",
+        help="run only the bare-PromptSession comparison or the text-vs-JSON figure",
+    )
     args = p.parse_args(argv)
+    if args.only == "compare":
+        print("\n".join(compare_bare(args.compare_rounds, args.round_trips)))
+        return 0
+    if args.only == "stream":
+        print("\n".join(stream_bench(args.stream_rows, args.stream_rounds)))
+        return 0
     with (
         tempfile.TemporaryDirectory(prefix="cs2bench-") as home,
         tempfile.TemporaryDirectory(prefix="cs2bench-pyc-") as pyc,
@@ -160,7 +187,153 @@ def main(argv: list[str] | None = None) -> int:
     if args.audit_rows:
         print()
         print("\n".join(audit_query_bench(args.audit_rows)))
+    if args.compare_rounds:
+        print()
+        print("\n".join(compare_bare(args.compare_rounds, args.round_trips)))
+    if args.stream_rows:
+        print()
+        print("\n".join(stream_bench(args.stream_rows, args.stream_rounds)))
     return 0
+
+
+# A bare prompt_toolkit console: the same prompt, the same answer to the same line. What cs adds
+# on top of it (store, toolbar, completion, history) is what the ratio measures.
+BARE = f"""
+from prompt_toolkit import PromptSession
+session = PromptSession("cs> ")
+while True:
+    try:
+        line = session.prompt()
+    except EOFError:
+        break
+    if line == {SHOW!r}:
+        print({EXPECTED!r})
+"""
+
+
+def _trip(child: pexpect.spawn) -> float:
+    start = time.perf_counter()
+    child.sendline(SHOW)
+    child.expect_exact(EXPECTED)
+    child.expect_exact("cs>")  # the bare prompt writes `cs>` and a cursor move, not the space
+    return time.perf_counter() - start
+
+
+def _session(argv: list[str], env: dict[str, str], trips: int) -> tuple[float, list[float]]:
+    """Spawn `argv` under pexpect: seconds to its first `cs>`, and `trips` round trips."""
+    start = time.perf_counter()
+    child = pexpect.spawn(argv[0], argv[1:], env=env, encoding="utf-8", timeout=30)
+    child.delaybeforesend = None
+    child.expect_exact("cs>")
+    first = time.perf_counter() - start
+    times = [_trip(child) for _ in range(trips)]
+    child.sendeof()
+    child.expect(pexpect.EOF)
+    child.close()
+    return first, times
+
+
+def _ratio_line(
+    name: str,
+    ours: list[float],
+    bare: list[float],
+    unit: str,
+    scale: float,
+    labels: tuple[str, str] = ("cs", "bare"),
+) -> str:
+    a, b = labels
+    ratios = sorted(x / y for x, y in zip(ours, bare, strict=True))
+    return (
+        f"  {name}: {a} median {statistics.median(ours) * scale:.1f} {unit}, {b} "
+        f"{statistics.median(bare) * scale:.1f} {unit}; {a} / {b} median "
+        f"{statistics.median(ratios):.2f}x [{ratios[0]:.2f}-{ratios[-1]:.2f}] over "
+        f"{len(ratios)} rounds [host measurement]"
+    )
+
+
+def compare_bare(rounds: int, trips: int) -> list[str]:
+    """cs against a bare PromptSession: interleaved rounds, one shell of each per round."""
+    with (
+        tempfile.TemporaryDirectory(prefix="cs2bench-") as home,
+        tempfile.TemporaryDirectory(prefix="cs2bench-pyc-") as pyc,
+    ):
+        env = dict(os.environ, CS2_HOME=home, PYTHONPYCACHEPREFIX=pyc, TERM="xterm-256color")
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env.pop("PROMPT_TOOLKIT_NO_CPR", None)
+        # the bare session with CPR off too (cs switches it off in its own output): otherwise
+        # every one of its prompts waits a second for the reply pexpect never sends
+        bare_env = dict(env, PROMPT_TOOLKIT_NO_CPR="1")
+        bare_script = Path(home) / "bare_prompt.py"
+        bare_script.write_text(BARE)
+        bare = [sys.executable, str(bare_script)]
+        _session(CMD, env, 1)  # warm the bytecode cache and the store
+        _session(bare, bare_env, 1)
+        first_cs, first_bare, trip_cs, trip_bare = [], [], [], []
+        for _ in range(rounds):
+            a, ta = _session(CMD, env, trips)
+            b, tb = _session(bare, bare_env, trips)
+            first_cs.append(a)
+            first_bare.append(b)
+            trip_cs.append(statistics.median(ta))
+            trip_bare.append(statistics.median(tb))
+    return [
+        f"cs vs a bare PromptSession (TERM=xterm-256color, the bare one with "
+        f"PROMPT_TOOLKIT_NO_CPR=1; {trips} round trips per shell; load average "
+        f"{os.getloadavg()[0]:.1f}):",
+        _ratio_line("spawn to first `cs>`", first_cs, first_bare, "s", 1.0),
+        _ratio_line(f"round trip `{SHOW}` (median per shell)", trip_cs, trip_bare, "ms", 1000.0),
+    ]
+
+
+def _run_measured(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
+    """Run `argv` to its end: wall seconds, its own peak RSS in MB (wait4), its stdout."""
+    with tempfile.TemporaryFile("w+") as out:
+        start = time.perf_counter()
+        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        if proc.returncode != 0:
+            raise SystemExit(f"{' '.join(argv)} exited {proc.returncode}")
+        return seconds, usage.ru_maxrss / 1024, out.read().strip()
+
+
+def stream_bench(rows: int, rounds: int) -> list[str]:
+    """`audit show --all | count` as the text table vs as JSON, interleaved rounds."""
+    from cs2sim.system import audit
+    from cs2sim.system.store import Store
+
+    text_line = "audit show --all | count"
+    json_line = "audit show --all --output-format=json | count"
+    with tempfile.TemporaryDirectory(prefix="cs2bench-stream-") as home:
+        now = time.time()
+        with Store.open(Path(home)) as store, store.transaction() as db:
+            for i in range(rows):
+                audit.record(
+                    db,
+                    user=("root", "alice", "bob")[i % 3],
+                    command=("system standby", "system activate", "config execmode setup")[i % 3],
+                    system="cs2-1",
+                    detail=f"detail text number {i}",
+                    at=now - rows + i,
+                )
+        env = dict(os.environ, CS2_HOME=home)
+        text_t, text_m, json_t, json_m = [], [], [], []
+        said = ""
+        for _ in range(rounds):
+            t, m, said = _run_measured([*CMD, "-c", text_line], env)
+            text_t.append(t)
+            text_m.append(m)
+            t, m, _ = _run_measured([*CMD, "-c", json_line], env)
+            json_t.append(t)
+            json_m.append(m)
+    return [
+        f"`{text_line}` (text table) vs `{json_line}` over {rows:,} rows ({said}; load "
+        f"average {os.getloadavg()[0]:.1f}):",
+        _ratio_line("wall time", text_t, json_t, "s", 1.0, ("text", "JSON")) + "   target <= 2x",
+        _ratio_line("peak RSS", text_m, json_m, "MB", 1.0, ("text", "JSON")) + "   target <= 2x",
+    ]
 
 
 AUDIT_QUERY = "audit show --since 1h"

@@ -10,11 +10,11 @@ csshell/terminal.py (control characters made visible; wrapped at spaces on a ter
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import IO, TYPE_CHECKING, Any, Protocol, TypeVar
 
-from cs2sim.csshell.terminal import fit, visible
+from cs2sim.csshell.terminal import fit
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -28,7 +28,6 @@ __all__ = ["Context", "ExitShell", "Cancelled", "Prompter", "find_machine"]
 
 T = TypeVar("T")
 PIPE_WIDTH = 1000  # columns of rich output when not on a terminal (no wrapping)
-MIN_LAST_WIDTH = 20  # a table's last (folding) column narrower than this reads badly
 
 
 class ExitShell(Exception):
@@ -180,40 +179,18 @@ class Context:
     def flush(self) -> None:
         self.out.flush()
 
-    def table_out(self, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-        """Draw rows as a rich table (plain box characters when not on a terminal); on a
+    def table_out(self, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+        """Draw rows as a table, block by block as they come (csshell/rowlines.py); on a
         terminal too narrow for the table, one `column : value` block per row instead."""
-        from rich import box
-        from rich.table import Table
-        from rich.text import Text
+        from cs2sim.csshell.rowlines import table_lines
 
-        cells = [[visible(cell) for cell in row] for row in rows]
-        if self.is_terminal and self.console.width < _table_width(columns, cells):
-            self._records_out(columns, cells)  # rich would shrink whole columns to nothing
-            return
-        table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-        for i, column in enumerate(columns):  # the last column (details) folds; others don't
-            last = i == len(columns) - 1
-            table.add_column(column, no_wrap=not last, overflow="fold" if last else "ellipsis")
-        for row in cells:
-            table.add_row(*(Text(cell) for cell in row))  # Text: "[x]" in a detail is not markup
-        if self.is_terminal:
-            self.console.print(table)
-            return
-        with self.console.capture() as captured:  # for scripts: no trailing padding
-            self.console.print(table)
-        for line in captured.get().splitlines():
-            self.echo(line.rstrip())
-
-    def _records_out(self, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-        """Each row as aligned `column : value` lines, rows separated by a blank line."""
-        from cs2sim.csshell.render import kv_lines
-
-        for i, row in enumerate(rows):
-            if i:
-                self.echo()
-            for line in kv_lines(list(zip(columns, row, strict=True))):
-                self.echo(line)
+        # the terminal's width as the wrapping uses it (rich says 80 under TERM=dumb, whatever
+        # the terminal's size); rich's only when the stream has no size of its own
+        width = (self.width() or self.console.width) if self.is_terminal else None
+        for lines in table_lines(columns, rows, width):
+            if lines:
+                self.out.write("\n".join(lines) + "\n")
+                self.out.flush()
 
     def confirm(self, question: str, command: str, yes: bool = False) -> bool:
         """True if `--yes` was given (to the command or to cs), else ask (default no)."""
@@ -248,14 +225,3 @@ def terminal_columns(stream: IO[str]) -> int | None:
         return os.get_terminal_size(stream.fileno()).columns or None
     except (OSError, ValueError, AttributeError):
         return None
-
-
-def _table_width(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> int:
-    """Columns needed to show every cell of all but the last column whole, and the last column
-    (which folds) at least MIN_LAST_WIDTH wide; 3 characters between columns (SIMPLE_HEAD)."""
-    from rich.cells import cell_len  # terminal cells, not characters (wide CJK counts 2)
-
-    widths = [
-        max(cell_len(t) for t in [c, *(row[i] for row in rows)]) for i, c in enumerate(columns)
-    ]
-    return sum(widths[:-1]) + min(widths[-1], MIN_LAST_WIDTH) + 3 * (len(columns) - 1)

@@ -15,7 +15,7 @@ from typing import IO, TYPE_CHECKING
 
 from cs2sim.csshell.commands.shell import question_help
 from cs2sim.csshell.context import Cancelled, ExitShell
-from cs2sim.csshell.lexer import split_line
+from cs2sim.csshell.lexer import Asking, split_line
 from cs2sim.csshell.pipes import PIPES, json_invocation, parse_pipes, run_piped
 from cs2sim.csshell.terminal import wrap
 from cs2sim.system.errors import CsError, UsageError
@@ -105,7 +105,8 @@ def run_line(ctx: Context, line: str) -> int:
 def _run(ctx: Context, stages: list[list[str]]) -> None:
     """One command and its pipes: parse all of it first (nothing runs if a pipe is wrong)."""
     words, last = stages[0], stages[-1]
-    if last and last[-1].endswith("?"):  # `conf exec ?`, `show | m?`: what may follow
+    # `conf exec ?`, `show | m?`: what may follow; a quoted or escaped `?` is text (lexer.py)
+    if last and isinstance(last[-1], Asking):
         table = PIPES if len(stages) > 1 else ctx.table
         _echo_all(ctx, question_help(table, " ".join(last)[:-1]))
         return
@@ -143,23 +144,25 @@ def _pager_rows(ctx: Context, inv: Invocation) -> int | None:
 
 
 def _run_paged(ctx: Context, inv: Invocation, pipes: PipeRun, rows: int) -> None:
-    """Collect the output as drawn for the terminal, then show it through the pager (what was
-    collected is shown even when the command fails halfway)."""
-    from cs2sim.csshell.pager import TerminalBuffer, page
+    """Run the command with its output going to the pager as it is written (the first screen
+    shows as soon as it is full); leaving the pager stops the command."""
+    from cs2sim.csshell.pager import PagerClosed, PagerStream
 
-    buffer = TerminalBuffer(ctx.out)
+    pager = PagerStream(ctx.out, rows)
     try:
         if pipes.filters:
 
             def sink(text: str) -> None:
-                buffer.write(text + "\n")
+                pager.write(text + "\n")
 
             run_piped(ctx, inv, pipes, sink)
         else:
-            with ctx.output_to(buffer):
+            with ctx.output_to(pager):  # type: ignore[arg-type]  # a TextIOBase is a text stream
                 inv.command.run(ctx, inv)
+    except PagerClosed:
+        pass  # `q` in the pager: the rest is not wanted
     finally:
-        page(buffer.getvalue(), ctx.out, rows)
+        pager.close_pager()
 
 
 def _echo_all(ctx: Context, lines: list[str]) -> None:

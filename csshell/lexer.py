@@ -6,6 +6,10 @@ A line is a list of commands; a command is a list of stages (the command's words
 list per pipe); words follow POSIX shell quoting (single quotes literal, double quotes with
 backslash escapes, a backslash escaping the next character). Only an unquoted `;` or `|` splits,
 so a regular expression with `|` is written in quotes, as in a shell.
+
+A `?` typed unquoted at the end of a word asks what may follow (`conf exec ?`, `show | m?`); a
+`?` inside quotes or after a backslash is text (`match "stand(by)?"`, `fault is it broken\\?`).
+The word then comes back as `Asking`, so the quoting decides, not the characters.
 """
 
 from __future__ import annotations
@@ -14,29 +18,48 @@ from dataclasses import dataclass
 
 from cs2sim.system.errors import UsageError
 
-__all__ = ["Cursor", "split_line", "cursor_at_end", "strip_comment", "OPERATORS"]
+__all__ = [
+    "Asking",
+    "Cursor",
+    "split_line",
+    "cursor_at_end",
+    "strip_comment",
+    "open_quote",
+    "OPERATORS",
+]
 
 OPERATORS = frozenset(";|")
 _DOUBLE_ESCAPES = frozenset('\\"$`')
 
 
+class Asking(str):
+    """A word whose last character is an unquoted, unescaped `?`: a request for help."""
+
+    __slots__ = ()
+
+
 def _tokens(line: str) -> tuple[list[tuple[str, bool]], bool]:
     """(text, is_operator) tokens of `line`, and whether the line ends inside a word (no
-    whitespace or operator after the last word)."""
+    whitespace or operator after the last word). A word ending in a bare `?` is an Asking."""
     tokens: list[tuple[str, bool]] = []
     word: list[str] = []
     in_word = False
+    asking = False  # the last character added to `word` was a bare `?`
     i, n = 0, len(line)
 
     def end_word() -> None:
-        nonlocal in_word
+        nonlocal in_word, asking
         if in_word:
-            tokens.append(("".join(word), False))
+            text = "".join(word)
+            tokens.append((Asking(text) if asking else text, False))
             word.clear()
             in_word = False
+        asking = False
 
     while i < n:
         ch = line[i]
+        if not ch.isspace() and ch not in OPERATORS:
+            asking = False  # set again below if this character is a bare `?`
         if ch.isspace():
             end_word()
         elif ch in OPERATORS:
@@ -68,6 +91,7 @@ def _tokens(line: str) -> tuple[list[tuple[str, bool]], bool]:
         else:
             word.append(ch)
             in_word = True
+            asking = ch == "?"
         i += 1
     open_word = in_word
     end_word()
@@ -132,3 +156,27 @@ def strip_comment(line: str) -> str:
             return line[:i].rstrip()
         i += 1
     return line
+
+
+def open_quote(text: str) -> bool:
+    """True if `text` ends inside quotes or right after an escaping backslash: a `?` typed
+    there is text, not a request for help."""
+    quote = ""
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            if ch == quote:
+                quote = ""
+            elif ch == "\\" and quote == '"':
+                if i + 1 == len(text):
+                    return True
+                i += 1
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "\\":
+            if i + 1 == len(text):
+                return True
+            i += 1
+        i += 1
+    return bool(quote)

@@ -9,7 +9,7 @@ command). A store that cannot be read just means nothing to offer.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from cs2sim.system.store import Store
@@ -23,6 +23,10 @@ DESCRIPTION_WIDTH = 60
 def _short(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= DESCRIPTION_WIDTH else text[: DESCRIPTION_WIDTH - 1] + "…"
+
+
+def _id(job: Any) -> int:
+    return int(job.id)
 
 
 class LiveNames:
@@ -49,13 +53,16 @@ class LiveNames:
         return found
 
     def _job(self, partial: str) -> list[tuple[str, str]]:
+        """Every job whose id starts with what was typed (`4` -> 4, 40-49, 400-...), in id
+        order: the whole queue is read (with --all), then filtered, so an old job completes
+        as well as a new one."""
         from cs2sim.system.sched.queue import listing
 
-        shown = listing(self.store, all_states=True, limit=MAX_OFFERED)
+        shown = listing(self.store, all_states=True, limit=None)
+        jobs = sorted((job for job in shown.jobs if str(job.id).startswith(partial)), key=_id)
         return [
             (str(job.id), _short(f"{job.state.lower()}, {job.user}: {job.command}"))
-            for job in shown.jobs
-            if str(job.id).startswith(partial)
+            for job in jobs[:MAX_OFFERED]
         ]
 
     def _user(self, partial: str) -> list[tuple[str, str]]:

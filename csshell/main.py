@@ -94,13 +94,28 @@ def build_parser() -> argparse.ArgumentParser:
 
 def script_lines(lines: Iterable[str]) -> Iterable[tuple[int, str]]:
     """(line number, text) of the script lines to run: blank and `#` comment lines skipped, a
-    trailing `# comment` removed (a `#` inside quotes or a word is kept)."""
+    trailing `# comment` removed (a `#` inside quotes or a word is kept), a byte order mark at
+    the start dropped. The same for -c, -f and stdin."""
     from cs2sim.csshell.lexer import strip_comment
 
     for number, line in enumerate(lines, start=1):
+        if number == 1:
+            line = line.removeprefix("\ufeff")  # a UTF-8 byte order mark (Windows editors)
         text = strip_comment(line).strip()
         if text:
             yield number, text
+
+
+def _no_operator_words(words: list[str]) -> None:
+    """Refuse `cs system show '|' match X`: a quoted `|` or `;` reaches cs as a word, which
+    the command would refuse without saying why; the line belongs in -c."""
+    found = next((w for w in words if w in ("|", ";")), None)
+    if found is not None:
+        line = " ".join(words)
+        raise UsageError(
+            f"`{found}` given to cs as a word is not a {'pipe' if found == '|' else 'separator'};"
+            f" give the whole line with -c: cs -c {shlex.quote(line)}."
+        )
 
 
 def _version() -> str:
@@ -133,7 +148,7 @@ def _run_script(ctx: Context, lines: Iterable[tuple[int, str]], source: str = ""
 
 def _read_file(path: str) -> list[str]:
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8-sig") as f:  # -sig: a byte order mark is not a command
             return f.read().splitlines()
     except OSError as e:
         raise UsageError(
@@ -182,10 +197,13 @@ def _session(args: argparse.Namespace) -> int:
 
             return run_interactive(ctx, history_path(store.home, identity.name))
         if args.commands is not None:
-            return _run_script(ctx, enumerate(args.commands.splitlines(), start=1))
+            lines = args.commands.splitlines()
+            # several lines: an error names its line, as for -f (`-c line 3: ...`)
+            return _run_script(ctx, script_lines(lines), "-c" if len(lines) > 1 else "")
         if args.file is not None:
             return _run_script(ctx, script_lines(_read_file(args.file)), args.file)
         if args.command:
+            _no_operator_words(args.command)
             return _run_script(ctx, [(1, shlex.join(args.command))])
         return _run_script(ctx, script_lines(sys.stdin), "stdin")
     finally:

@@ -2,9 +2,11 @@
 
 PIPES is the one table of them (a CommandTable like the command table, so parsing, unique
 prefixes, Tab, `?` and "did you mean" work the same way after `|`). A pipe either changes how
-the command runs (`display json`: its `--output-format=json`; `no-more`: no pager) or filters
-its output lines as they are written (`match`, `except`, `count`, `last`), so a long or
-streaming command is filtered line by line. Pipes chain left to right.
+the command runs (`display json` right after the command: its `--output-format=json`;
+`no-more`: no pager) or filters its output lines as they are written (`match`, `except`,
+`count`, `last`, and `display json` after one of them: the lines so far as a JSON array), so a
+long or streaming command is filtered line by line. Pipes chain left to right, each acting
+where it sits.
 """
 
 from __future__ import annotations
@@ -120,8 +122,30 @@ def _no_more(run: PipeRun, inv: Invocation) -> None:
     run.no_more = True
 
 
+@dataclass
+class _Json:
+    """`| display json` after a filter: the lines that reached it, as one JSON array of strings
+    (the command's own JSON is what `| display json` gives right after the command)."""
+
+    lines: list[str] = field(default_factory=list)
+
+    def feed(self, line: str) -> list[str]:
+        self.lines.append(line)
+        return []
+
+    def end(self) -> list[str]:
+        import json
+
+        return [json.dumps(self.lines)]
+
+
 def _display_json(run: PipeRun, inv: Invocation) -> None:
-    run.json = True
+    # it acts where it sits: first, the command prints its JSON (and the later pipes filter
+    # that); after a filter, the filtered lines become a JSON array
+    if run.filters:
+        run.filters.append(_Json())
+    else:
+        run.json = True
 
 
 REGEX = Arg(

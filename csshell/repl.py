@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from prompt_toolkit import PromptSession
-from prompt_toolkit.application import create_app_session, run_in_terminal
+from prompt_toolkit.application import create_app_session, get_app, run_in_terminal
 from prompt_toolkit.auto_suggest import AutoSuggestFromHistory
 from prompt_toolkit.formatted_text import FormattedText
 from prompt_toolkit.history import FileHistory
@@ -28,14 +28,20 @@ from prompt_toolkit.keys import Keys
 from prompt_toolkit.output import ColorDepth, Output
 from prompt_toolkit.output.vt100 import Vt100_Output
 from prompt_toolkit.styles import Style
-from prompt_toolkit.utils import get_bell_environment_variable, get_term_environment_variable
+from prompt_toolkit.utils import (
+    get_bell_environment_variable,
+    get_term_environment_variable,
+    is_dumb_terminal,
+)
 
 from cs2sim.csshell.commands.shell import question_help
 from cs2sim.csshell.completion import TableCompleter
 from cs2sim.csshell.context import ExitShell
 from cs2sim.csshell.dispatch import one_line, run_line
 from cs2sim.csshell.history import HISTORY_DIR, history_path
+from cs2sim.csshell.lexer import open_quote
 from cs2sim.csshell.live import LiveNames
+from cs2sim.csshell.terminal import visible
 from cs2sim.csshell.toolbar import STYLE, Toolbar
 from cs2sim.system.errors import CsError
 
@@ -66,7 +72,15 @@ PROMPT = "cs> "
 # script's `expect("cs> ")` would never match. With it the terminal receives `cs> ` literally,
 # then the toolbar, then the cursor move back to the end of the prompt.
 PROMPT_TEXT = FormattedText([("class:prompt", PROMPT)])
-PROMPT_STYLE = {"prompt": "fg:ansidefault"}
+# When a line is accepted prompt_toolkit redraws the whole prompt once more ("done" render:
+# cursor to the prompt's start, erase down, draw again without the toolbar), so the bytes
+# `cs> ` would reach the terminal a second time, after the typed line and before the command's
+# output, and a script's "send a line, expect `cs> `" would stop at that copy and lose the
+# output. The accepted line keeps its look, `cs> line`, but its space carries another style,
+# so the renderer writes an attribute change between `>` and the space: nothing between two
+# prompts matches `cs> ` except the next prompt.
+DONE_PROMPT_TEXT = FormattedText([("class:prompt", PROMPT[:-1]), ("class:prompt.done", " ")])
+PROMPT_STYLE = {"prompt": "fg:ansidefault", "prompt.done": "fg:ansidefault bg:ansidefault"}
 REFRESH_S = 1.0  # toolbar re-read interval while idle (another shell may change the system)
 
 
@@ -145,22 +159,42 @@ def bound_characters(kb: KeyBindings) -> frozenset[str]:
     )
 
 
+def question_echo(ctx: Context, text: str) -> str:
+    """The line a `?` leaves above its help. prompt_toolkit erased the prompt to print, so it
+    is written again, as the accepted line is (`cs>` and an attribute change before the space:
+    a script waiting for `cs> ` gets the help first). On a dumb terminal nothing was erased and
+    the typed text is still there: only the `?` is added."""
+    if ctx.is_terminal and is_dumb_terminal():
+        return "?\n"
+    shown = visible(text)  # the typed text may hold control characters
+    if ctx.is_terminal:
+        return f"{PROMPT[:-1]}\x1b[0m {shown}?\n"
+    return f"{PROMPT}{shown}?\n"
+
+
 def _key_bindings(ctx: Context) -> KeyBindings:
     kb = KeyBindings()
 
     @kb.add("?")
     def _help(event: KeyPressEvent) -> None:
-        """`?`: show what may follow the text before the cursor; keep the line."""
+        """`?`: show what may follow the text before the cursor; keep the line. Inside quotes
+        or after a backslash it is the character `?` (`match "stand(by)?"`)."""
         text = event.app.current_buffer.document.text_before_cursor
+        if open_quote(text):
+            event.app.current_buffer.insert_text("?")
+            return
 
         def show() -> None:
-            ctx.echo(f"{PROMPT}{text}?")  # the typed text may hold control characters
+            ctx.out.write(question_echo(ctx, text))
             try:
                 lines = question_help(ctx.table, text, LiveNames(ctx.store))
             except CsError as e:
                 lines = [f"error: {one_line(str(e))}"]
             for line in lines:
                 ctx.echo(line)
+            if ctx.is_terminal and is_dumb_terminal():  # nothing redraws the prompt there
+                ctx.out.write(PROMPT + visible(text))
+                ctx.flush()
 
         run_in_terminal(show)
 
@@ -218,10 +252,15 @@ def history_problem(path: Path) -> str | None:
         )
 
 
+def prompt_message() -> FormattedText:
+    """The prompt while a line is edited, and as the accepted line is drawn for the last time."""
+    return DONE_PROMPT_TEXT if get_app().is_done else PROMPT_TEXT
+
+
 def make_session(ctx: Context, history: Path | None) -> PromptSession[str]:
     """The cs> PromptSession: completion, `?`, toolbar, history."""
     return PromptSession(
-        PROMPT_TEXT,
+        prompt_message,
         completer=TableCompleter(ctx.table, LiveNames(ctx.store)),
         complete_while_typing=False,  # Tab and `?`, as on a network device's console
         # room for the first Tab's menu to show every top-level command (prompt_toolkit's
@@ -267,8 +306,13 @@ def banner(ctx: Context) -> str:
 def run_interactive(ctx: Context, history: Path | None) -> int:
     """The interactive shell on the real terminal."""
     bound = bound_characters(_key_bindings(ctx))
+    inp = create_input()
+    # On a dumb terminal prompt_toolkit echoes only the character before the cursor after each
+    # change, so a line merged into one paste would show as its last character: keys stay keys.
+    if not is_dumb_terminal():
+        inp = typeahead_input(inp, bound)
     # The session is made inside the app session: prompt_toolkit binds input/output at creation.
-    with create_app_session(input=typeahead_input(create_input(), bound), output=terminal_output()):
+    with create_app_session(input=inp, output=terminal_output()):
         ctx.echo(banner(ctx))
         problem = history_problem(history) if history is not None else None
         if problem is not None:

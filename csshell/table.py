@@ -51,6 +51,7 @@ class Option:
     metavar: str = ""
     exact: bool = False  # only the full name: a flag taking a secret or a path is never guessed
     live: str = ""  # its values complete from what exists now: a LIVE_KINDS name
+    also: tuple[str, ...] = ()  # words offered beside the live values (`--system all`)
 
     @property
     def takes_value(self) -> bool:
@@ -97,6 +98,9 @@ class Command:
     args: tuple[Arg, ...] = ()
     options: tuple[Option, ...] = ()
     pages: bool = False  # its output is a finished text (a show command): the pager may hold it
+    # only its full name runs it (`exit`, `quit`): a stray `q` must not end a session, as on
+    # Junos and in pgcli; Tab still completes it
+    exact: bool = False
 
     @property
     def words(self) -> tuple[str, ...]:
@@ -148,6 +152,10 @@ def _quote(words: Iterable[str]) -> str:
     return ", ".join(words)
 
 
+def _exact(node: Node) -> bool:
+    return node.command is not None and node.command.exact and not node.children
+
+
 class CommandTable:
     """The tree of commands plus the matching rules every consumer shares."""
 
@@ -195,10 +203,17 @@ class CommandTable:
         key = word.lower()
         if key in node.children:
             return node.children[key]
-        found = self.candidates(node, key)
+        found = [w for w in self.candidates(node, key) if not _exact(node.children[w])]
         if len(found) == 1:
             return node.children[found[0]]
         where = f"`{' '.join(node.path)}` has" if node.path else "there is"
+        full = [w for w in self.candidates(node, key) if _exact(node.children[w])]
+        if full and not found:
+            raise UnknownCommand(
+                f"{where} no command `{word}`; type {' or '.join(f'`{w}`' for w in full)} "
+                "in full (it is never shortened).",
+                tuple(full),
+            )
         if found:
             raise AmbiguousCommand(
                 f"`{word}` is ambiguous: it could be {_quote(found)}; type more letters.",
@@ -358,6 +373,9 @@ class CommandTable:
             option = pending or self._option(command, partial)[0]
             value = partial.partition("=")[2] if pending is None else partial
             for c in option.choices:
+                if c.startswith(value.lower()):
+                    found.append(Suggestion(c + " ", c, option.summary, len(value)))
+            for c in option.also:
                 if c.startswith(value.lower()):
                     found.append(Suggestion(c + " ", c, option.summary, len(value)))
             found += _live(live, option.live, value)

@@ -9,6 +9,7 @@ Rows are written inside the caller's transaction, so a row exists if and only if
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 
     from cs2sim.system.store import Store
 
-__all__ = ["AuditEntry", "AuditQuery", "OUTCOMES", "record", "entries", "query"]
+__all__ = ["AuditEntry", "AuditQuery", "AuditRows", "OUTCOMES", "record", "entries", "query"]
 
 OUTCOMES = ("ok", "denied", "refused", "error")
 SQLITE_MAX_INT = 2**63 - 1  # the largest LIMIT sqlite takes
@@ -105,6 +106,56 @@ class AuditQuery:
 def query(store: Store, q: AuditQuery) -> tuple[list[AuditEntry], int]:
     """The matching rows, oldest first (at most `q.last`, the newest), and how many matched
     in all. One scan of the table (about 10 ms per 100,000 rows on a small host)."""
+    where, params = _where(q)
+    limit = -1 if q.last is None else min(max(0, int(q.last)), SQLITE_MAX_INT)
+    with store.read() as db:
+        total = int(db.execute(f"SELECT count(*) FROM audit {where}", params).fetchone()[0])
+        rows = db.execute(
+            f"SELECT * FROM audit {where} ORDER BY id DESC LIMIT ?", [*params, limit]
+        ).fetchall()
+    return [AuditEntry(*row) for row in reversed(rows)], total
+
+
+STREAM_BLOCK = 1000  # rows fetched at a time by AuditRows
+
+
+class AuditRows:
+    """The rows `query` returns, read as they are iterated (a block at a time, in one read
+    snapshot) instead of as one list: 100,000 rows reach a pipe or a pager as they are read.
+    `total` (how many matched in all) is known once iteration has begun. A member's store
+    (served by its owner's store service) answers with `query`'s list."""
+
+    def __init__(self, store: Store, q: AuditQuery) -> None:
+        self.store, self.q = store, q
+        self.total = 0
+
+    def __iter__(self) -> Iterator[AuditEntry]:
+        if self.store.remote is not None:
+            rows, self.total = query(self.store, self.q)
+            yield from rows
+            return
+        where, params = _where(self.q)
+        q = self.q
+        if q.last is None:
+            sql, args = f"SELECT * FROM audit {where} ORDER BY id", params
+        else:
+            limit = min(max(0, int(q.last)), SQLITE_MAX_INT)
+            sql = (
+                f"SELECT * FROM (SELECT * FROM audit {where} ORDER BY id DESC LIMIT ?) ORDER BY id"
+            )
+            args = [*params, limit]
+        with self.store.read() as db:
+            self.total = int(
+                db.execute(f"SELECT count(*) FROM audit {where}", params).fetchone()[0]
+            )
+            cursor = db.execute(sql, args)
+            while block := cursor.fetchmany(STREAM_BLOCK):
+                for row in block:
+                    yield AuditEntry(*row)
+
+
+def _where(q: AuditQuery) -> tuple[str, list[str | float | int]]:
+    """The WHERE clause of `q`'s conditions (as `query` builds it) and its parameters."""
     clauses: list[str] = []
     params: list[str | float | int] = []
     for sql, value in (
@@ -118,11 +169,4 @@ def query(store: Store, q: AuditQuery) -> tuple[list[AuditEntry], int]:
         if value is not None:
             clauses.append(sql)
             params.append(value)
-    where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-    limit = -1 if q.last is None else min(max(0, int(q.last)), SQLITE_MAX_INT)
-    with store.read() as db:
-        total = int(db.execute(f"SELECT count(*) FROM audit {where}", params).fetchone()[0])
-        rows = db.execute(
-            f"SELECT * FROM audit {where} ORDER BY id DESC LIMIT ?", [*params, limit]
-        ).fetchall()
-    return [AuditEntry(*row) for row in reversed(rows)], total
+    return (f"WHERE {' AND '.join(clauses)}" if clauses else ""), params

@@ -21,6 +21,7 @@ from cs2sim.system import audit as auditlog
 from cs2sim.system import changes, jobs
 from cs2sim.system.errors import (
     CsError,
+    InvalidTransition,
     JobRefused,
     NoSuchJob,
     PermissionDenied,
@@ -241,7 +242,7 @@ class JobsOfMachine:
                     f"Job {job_id} belongs to {job.user}; only its owner or an admin may cancel it."
                 )
             elif job.state != "RUNNING" or job.pid is None:
-                refusal = UsageError(
+                refusal = InvalidTransition(  # refused by the job's state: exit 1, not usage
                     f"Job {job_id} has already ended ({job.state}); nothing to cancel."
                 )
             elif job.host != jobs.this_host():

@@ -183,6 +183,7 @@ ROWS: tuple[Command, ...] = (
                 "This system's entries (name or IP), or `all` systems (default: the current one).",
                 metavar="NAME",
                 live="system",
+                also=("all",),
             ),
             FORMAT,
         ),
@@ -266,8 +267,8 @@ ROWS: tuple[Command, ...] = (
         options=(Option("--last", "Only the last N commands.", metavar="N"), FORMAT),
         pages=True,
     ),
-    Command("exit", "Leave the shell (also `quit` or Ctrl-D).", exit_cmd),
-    Command("quit", "Leave the shell (also `exit` or Ctrl-D).", exit_cmd),
+    Command("exit", "Leave the shell (also `quit` or Ctrl-D).", exit_cmd, exact=True),
+    Command("quit", "Leave the shell (also `exit` or Ctrl-D).", exit_cmd, exact=True),
 )
 
 COMMANDS = CommandTable(ROWS, GROUPS)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from cs2sim.csshell.login import read_password_file
@@ -70,14 +72,21 @@ def _audit_query(ctx: Context, inv: Invocation) -> AuditQuery:
         from cs2sim.csshell.context import find_machine
 
         system = find_machine(ctx.store, system).name
-    since, until = inv.option("since"), inv.option("until")
+    raw_since, raw_until = inv.option("since"), inv.option("until")
+    since = parse_moment(raw_since, "--since") if raw_since is not None else None
+    until = parse_moment(raw_until, "--until") if raw_until is not None else None
+    if since is not None and until is not None and since > until:
+        raise UsageError(
+            f"`--since {raw_since}` is later than `--until {raw_until}`, so nothing can match; "
+            "give the earlier time to --since (durations count back from now)."
+        )
     outcome = inv.option("outcome")
     return AuditQuery(
         user=inv.option("user"),
         command=inv.option("command"),
         outcome=OUTCOME_WORDS[outcome] if outcome is not None else None,
-        since=parse_moment(since, "--since") if since is not None else None,
-        until=parse_moment(until, "--until") if until is not None else None,
+        since=since,
+        until=until,
         system=system,
         last=last,
     )
@@ -85,48 +94,60 @@ def _audit_query(ctx: Context, inv: Invocation) -> AuditQuery:
 
 def audit_show(ctx: Context, inv: Invocation) -> None:
     """The audit entries that match the filters (the newest 20 unless --last or --all), oldest
-    first; a last line says how many older matching entries were left out."""
-    from cs2sim.system.audit import query
+    first; a last line says how many older matching entries were left out. The text table is
+    drawn as the rows are read (system/audit.py AuditRows), so a pipe or the pager gets the
+    first rows at once and memory stays flat over any number of rows."""
+    from cs2sim.system.audit import AuditRows, query
 
     q = _audit_query(ctx, inv)
-    entries, total = query(ctx.store, q)
-    left_out = total - len(entries)
     if inv.option("output_format") == "json":
         import dataclasses
         import json
 
+        entries, total = query(ctx.store, q)
         ctx.echo(json.dumps([dataclasses.asdict(e) for e in entries]), wrap=False)
-        if left_out:
-            ctx.warn(f"{left_out} older matching entries not shown; `--all` lists them.")
+        if total - len(entries):
+            ctx.warn(f"{older(total - len(entries))} not shown; `--all` lists them.")
         return
-    if not entries:
+    # several systems' rows (a cluster, or --system all): a column says which is which
+    several = ctx.machine.several or q.system is None  # asked before the rows hold the store
+    found = AuditRows(ctx.store, q)
+    shown = 0
+
+    def rows() -> Iterator[tuple[object, ...]]:
+        nonlocal shown
+        for e in found:
+            shown += 1
+            yield (
+                e.id,
+                short_clock(e.at),
+                e.user,
+                *((e.system or "-",) if several else ()),
+                e.command,
+                _change(e.from_state, e.to_state),
+                e.outcome,
+                e.detail,
+            )
+
+    stream = rows()
+    head = next(stream, None)
+    if head is None:
         filtered = any(
             inv.option(k) is not None for k in ("user", "command", "outcome", "since", "until")
         )
         ctx.echo("No audit entries match." if filtered else "The audit log is empty.")
         return
-    # several systems' rows (a cluster, or --system all): a column says which is which
-    several = ctx.machine.several or q.system is None
-    rows: list[tuple[object, ...]] = [
-        (
-            e.id,
-            short_clock(e.at),
-            e.user,
-            *((e.system or "-",) if several else ()),
-            e.command,
-            _change(e.from_state, e.to_state),
-            e.outcome,
-            e.detail,
-        )
-        for e in entries
-    ]
     columns = (*AUDIT_COLUMNS[:3], "system", *AUDIT_COLUMNS[3:]) if several else AUDIT_COLUMNS
-    ctx.table_out(columns, rows)
-    if left_out:
+    ctx.table_out(columns, itertools.chain([head], stream))
+    if found.total > shown:
         ctx.echo(
-            f"... and {left_out} older matching entries not shown; `--all` lists them "
-            "(or `--last N`)."
+            f"... and {older(found.total - shown)} not shown; `--all` lists them (or `--last N`)."
         )
+
+
+def older(n: int) -> str:
+    """`1 older matching entry`, `2 older matching entries`."""
+    return f"{n} older matching {'entry' if n == 1 else 'entries'}"
 
 
 def _change(before: str, after: str) -> str:

@@ -108,11 +108,29 @@ def component_roles(job: QueueJob) -> list[str]:
     return roles
 
 
-def job_detail(ctx: Context, number: int, json_out: bool) -> None:
-    """Everything about one job: command, user, systems, nodes per component, times, exit."""
+def component_of(raw: str) -> int | None:
+    """K of a component id `12+K` (as squeue shows a heterogeneous job's rows); None for `12`.
+    The base has been checked by job_id."""
+    if "+" not in raw:
+        return None
+    k = raw.split("+", 1)[1]
+    if not (k.isascii() and k.isdigit() and len(k) < 10):
+        raise UsageError(f"`{raw}` is not a job id; take one from `jobs show` (e.g. 12 or 12+0).")
+    return int(k)
+
+
+def job_detail(ctx: Context, number: int, json_out: bool, component: int | None = None) -> None:
+    """Everything about one job: command, user, systems, nodes per component, times, exit.
+    A component id (`12+1`) must name one of the job's components; the whole job is shown."""
     from cs2sim.system.sched.hostlist import compress
 
     job = find_job(ctx, number)
+    if component is not None and component >= job.het_size:
+        have = ", ".join(f"{number}+{k}" for k in range(job.het_size))
+        raise NoSuchJob(
+            f"No job {number}+{component}: job {number} has {job.het_size} component(s)"
+            f" ({have}); see `jobs show {number}`."
+        )
     folder = log_dir(ctx, number)
     logs = sorted(folder.glob("task-*.log")) if folder is not None else []
     if json_out:

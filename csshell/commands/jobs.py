@@ -15,6 +15,7 @@ import time
 from typing import TYPE_CHECKING
 
 from cs2sim.csshell.commands.jobinfo import slurm_backend
+from cs2sim.csshell.context import Cancelled
 from cs2sim.system.errors import UsageError
 
 if TYPE_CHECKING:
@@ -113,7 +114,7 @@ CLEAR = "\x1b[H\x1b[2J"  # cursor home, clear the screen
 def jobs_show(ctx: Context, inv: Invocation) -> None:
     """The queue, or one job in detail (`jobs show N`); `--watch` redraws the queue every
     2 s until Ctrl-C."""
-    from cs2sim.csshell.commands.jobinfo import job_detail, job_id
+    from cs2sim.csshell.commands.jobinfo import component_of, job_detail, job_id
 
     json_out = inv.option("output_format") == "json"
     if inv.args.get("id") is not None:
@@ -122,7 +123,8 @@ def jobs_show(ctx: Context, inv: Invocation) -> None:
                 "`jobs show N` shows one job; --all, --limit and --watch are for "
                 "the queue (`jobs show --watch`)."
             )
-        job_detail(ctx, job_id(inv.args["id"]), json_out)
+        raw = inv.args["id"]
+        job_detail(ctx, job_id(raw), json_out, component_of(raw))
         return
     if not inv.option("watch"):
         _queue_show(ctx, inv)
@@ -144,7 +146,9 @@ def jobs_show(ctx: Context, inv: Invocation) -> None:
             ctx.flush()
             time.sleep(WATCH_S)
     except KeyboardInterrupt:
-        ctx.echo("Stopped watching.")
+        # Ctrl-C is how --watch ends: said in words, and 130 to a script, as every interrupted
+        # command (`system activate`) exits
+        raise Cancelled("Stopped watching.") from None
 
 
 def _queue_show(ctx: Context, inv: Invocation) -> None:

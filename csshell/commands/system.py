@@ -172,7 +172,7 @@ def system_standby(ctx: Context, inv: Invocation) -> None:
     machine = ctx.machine
     force = bool(inv.option("force"))
     machine.check(ctx.identity, Action.STANDBY, force=force)  # refuse before asking
-    jobs = machine.running_jobs()
+    jobs = [_with_nodes(ctx, j) for j in machine.running_jobs()]  # as `system show` lists them
     if jobs:
         ctx.echo(
             f"{len(jobs)} job(s) running on {machine.name}; forced standby stops them at their "

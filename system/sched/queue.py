@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 from cs2sim.system import audit
 from cs2sim.system.errors import (
     CsError,
+    InvalidTransition,
     NoSuchJob,
     PermissionDenied,
     ResourceError,
@@ -343,7 +344,7 @@ def cancel(store: Store, job_id: int, *, user: str, admin: bool) -> QueueJob:
                 f"Job {job_id} belongs to {job.user}; only its owner or an admin may cancel it."
             )
         elif job.state not in ("PENDING", "RUNNING"):
-            refusal = UsageError(
+            refusal = InvalidTransition(  # a refusal of the job's state (exit 1), not a usage error
                 f"Job {job_id} has already ended ({job.state}); nothing to cancel."
             )
         if refusal is None:
@@ -486,6 +487,7 @@ def listing(store: Store, *, all_states: bool = False, limit: int | None = 200) 
 @operation("queue.state", args={"job_id": int})
 def state(store: Store, job_id: int) -> QueueJob:
     """The job as it stands, read without the write lock (what a waiting launcher checks)."""
+    _ensure(store)  # a new store has no queue yet: then no job has this id (not a damaged store)
     with store.read() as db:
         row = db.execute(f"SELECT {COLS} FROM sched_jobs WHERE id = ?", (job_id,)).fetchone()
     if row is None:

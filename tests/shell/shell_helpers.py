@@ -158,7 +158,8 @@ class Shell:
         seen = []
         for _ in range(tries):
             self.child.send("?")
-            self.child.expect(r"cs> ([^\r\n\x1b]*)\?\r\n", timeout=15)
+            # the echoed line: `cs>`, an attribute reset (so it is not a prompt), the text, `?`
+            self.child.expect(r"cs>(?:\x1b\[0m)? ([^\r\n\x1b]*)\?\r\n", timeout=15)
             seen.append(self.child.match.group(1))
             if seen[-1] == text:
                 self.prompt()

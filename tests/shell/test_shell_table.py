@@ -26,7 +26,6 @@ def path_of(line: str) -> str:
         ("a sh", "audit show"),
         ("u l", "user list"),
         ("he", "help"),  # `h` is help or history
-        ("q", "quit"),
     ],
 )
 def test_unique_prefixes_resolve(line: str, path: str) -> None:
