@@ -142,7 +142,12 @@ INPUT_SCHEMA: Schema = {
         "BERT: a WordPiece vocabulary (one token a line); absent or "
         "missing -> the byte-level fallback vocabulary",
     ),
-    "do_lower": Key(bool, True, "BERT: lower-case the text before tokenizing"),
+    "do_lower": Key(
+        bool,
+        False,
+        "BERT: lower-case the tokens (and, for CSV, the vocabulary) as the Model Zoo's "
+        "processors do; off by default, as theirs",
+    ),
     "max_predictions_per_seq": Key(
         int, None, "BERT: masked positions per sequence (default 20)", check=positive
     ),

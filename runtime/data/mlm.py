@@ -196,7 +196,7 @@ def _wordpiece_files(vocab: Vocab, index: dict[str, int]) -> Path:
 
 def _vocab_of(cfg: dict[str, Any], section: str, vocab_size: int) -> tuple[Vocab, Any]:
     """The vocabulary the input uses and, for a vocab_file, its token index."""
-    lower = bool(cfg.get("do_lower", True))
+    lower = bool(cfg.get("do_lower", False))
     path = cfg.get("vocab_file")
     if path and Path(path).is_file():
         vocab, index = read_vocab(path, lower)

@@ -28,6 +28,9 @@ __all__ = [
     "read_vocab",
     "read_vocab_size",
     "wordpiece_ids",
+    "lowered_index",
+    "is_special",
+    "casing_advice",
 ]
 
 SPECIALS = ("[PAD]", "[CLS]", "[SEP]", "[MASK]")
@@ -106,6 +109,59 @@ def read_vocab(path: str | Path, do_lower: bool = True) -> tuple[Vocab, dict[str
         do_lower,
     )
     return vocab, index
+
+
+def lowered_index(index: dict[str, int]) -> dict[str, int]:
+    """token -> id with every token lower-cased, as the Model Zoo's build_vocab does with
+    do_lower (a later id wins where two tokens meet)."""
+    return {t.lower(): i for t, i in index.items()}
+
+
+def is_special(token: str) -> bool:
+    """A bracketed token: [CLS], [UNK], [unused12], ..."""
+    return token.startswith("[") and token.endswith("]")
+
+
+def casing_advice(
+    vocab_file: str,
+    cased: dict[str, int],
+    do_lower: bool,
+    unk_now: float,
+    unk_other: float,
+    capitals: float,
+    where: str,
+) -> str | None:
+    """The warning for a vocabulary and a do_lower that do not suit each other, or None.
+
+    unk_now / unk_other: share of the data's word pieces that become [UNK] with this do_lower
+    and with the other (the masked-LM targets are drawn from them); capitals: share of the
+    data's word pieces with a capital letter.
+    """
+    pieces = [t for t in cased if not is_special(t)]
+    vocab_caps = sum(t != t.lower() for t in pieces) / max(len(pieces), 1)
+    kind = "cased" if vocab_caps >= 0.01 else "uncased"
+    now, then = str(do_lower).lower(), str(not do_lower).lower()
+    if unk_now >= 0.05 and unk_other <= unk_now / 2:
+        return (
+            f"{unk_now:.0%} of the word pieces of {where} are not in the {kind} vocab_file "
+            f"{vocab_file} with do_lower {now} and become [UNK], and so do the masked-LM "
+            f"targets drawn from them ({unk_other:.0%} with do_lower {then}); set do_lower: "
+            f"{then}."
+        )
+    if do_lower and kind == "cased" and capitals > 0:
+        return (
+            f"vocab_file {vocab_file} is cased ({vocab_caps:.0%} of its word pieces have "
+            f"capitals) but do_lower is true, so {capitals:.0%} of the word pieces of {where} "
+            "lose their capitals and are read as the lower-case piece; set do_lower: false "
+            "(the Model Zoo's default) to keep them."
+        )
+    if unk_now >= 0.5:
+        return (
+            f"{unk_now:.0%} of the word pieces of {where} are not in vocab_file {vocab_file} "
+            "and become [UNK] with either do_lower; check that the data was made with this "
+            "vocabulary."
+        )
+    return None
 
 
 def _is_punct(ch: str) -> bool:

@@ -7,10 +7,10 @@ BERT adds a large negative to their scores: their probabilities are exactly 0, s
 position's output, and every gradient reaching a real position, does not depend on what the
 padded positions hold (KeyPadding, shared by the attention layers of one model).
 
-Grouped-query attention (LLaMA-2 70B's `num_kv_groups`): the qkv projection makes nh query heads but only g
-key and value heads; query head j reads key/value head j // (nh / g). The g heads are repeated
-into the per-head buffer after the projection (their gradients summed back before it), so the
-score and value products below are the same for every form.
+Grouped-query attention (LLaMA-2 70B's `num_kv_groups`): the qkv projection makes nh query heads
+but only g key and value heads; query head j reads key/value head j // (nh / g). The g heads are
+repeated into the per-head buffer after the projection (their gradients summed back before it),
+so the score and value products below are the same for every form.
 
 All heads and samples go through batched matmuls on (B, nh, T, hs) arrays: no Python loop over
 batch or heads. The B * nh independent (sample, head) problems are split into groups that the
