@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import ast
 import csv
-import logging
 import stat
 from collections import Counter
 from dataclasses import dataclass
@@ -47,16 +46,18 @@ from pathlib import Path
 import numpy as np
 
 from cs2sim.runtime.data.vocab import (
+    CASING_SAMPLE_ROWS,
+    CASING_WARNED,
     Vocab,
     casing_advice,
     is_special,
     lowered_index,
     read_vocab,
+    text_casing_advice,
+    warn_casing,
     wordpiece_ids,
 )
 from cs2sim.system.errors import ConfigError
-
-log = logging.getLogger("cs2sim.data")
 
 __all__ = [
     "find_csv_files",
@@ -72,7 +73,6 @@ __all__ = [
 
 META_FILE = "meta.dat"
 META_MAX_BYTES = 16 * 2**20  # ~400k lines: far more files than any data set has
-CASING_WARNED: set[tuple[str, bool]] = set()  # (vocab_file, do_lower) warned in this process
 TSV_NAMES = {"train": ("train.tsv",), "eval": ("dev.tsv", "dev_matched.tsv", "validation.tsv")}
 MNLI_LABELS = ("contradiction", "entailment", "neutral")
 csv.field_size_limit(2**24)  # a row of 512 quoted word pieces is far above the 128 KiB default
@@ -363,8 +363,7 @@ class _Tally:
     def warn_casing(self, r: BertCsvFiles, cased: dict[str, int], index: dict[str, int]) -> None:
         """One WARNING when do_lower does not suit the vocabulary and the data (see
         casing_advice)."""
-        key = (r.vocab_file, r.do_lower)
-        if key in CASING_WARNED:
+        if (r.vocab_file, r.do_lower) in CASING_WARNED:
             return
         words = {t: c for t, c in self.counts.items() if not is_special(t)}
         total = sum(words.values())
@@ -385,9 +384,7 @@ class _Tally:
             capitals,
             f"CSV file{'s' if len(r.paths) > 1 else ''} {', '.join(r.paths)}",
         )
-        if advice:
-            CASING_WARNED.add(key)
-            log.warning(advice)
+        warn_casing(r.vocab_file, r.do_lower, advice)
 
 
 def _literal(row: dict[str, str], col: str, path: str, n: int) -> list:
@@ -431,6 +428,7 @@ class GlueSamples:
             ("sentence", "label") if r.task == "sst2" else ("sentence1", "sentence2", "gold_label")
         )
         ids, segs, labels, lens = [], [], [], []
+        texts: list[str] = []  # the first rows' sentences, to measure a casing mismatch
         try:
             with open(r.path, newline="", encoding="utf-8") as f:
                 reader = csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
@@ -442,6 +440,8 @@ class GlueSamples:
                         f"GLUE's {'SST-2' if r.task == 'sst2' else 'MNLI'} layout."
                     )
                 for n, row in enumerate(reader):
+                    if n < CASING_SAMPLE_ROWS:
+                        texts += [row[c] for c in cols[:-1]]
                     a = wordpiece_ids(row[cols[0]], index, r.do_lower)
                     b = wordpiece_ids(row[cols[1]], index, r.do_lower) if r.task == "mnli" else []
                     label = _label(row[cols[-1]], r, n)
@@ -461,6 +461,9 @@ class GlueSamples:
             raise ConfigError(f"cannot read TSV file {r.path} ({e}); check it.") from None
         if not ids:
             raise ConfigError(f"TSV file {r.path} holds no rows; check it.")
+        where = f"TSV file {r.path} (its first {min(len(ids), CASING_SAMPLE_ROWS)} rows)"
+        advice = text_casing_advice(texts, index, r.do_lower, r.vocab_file, where, targets=False)
+        warn_casing(r.vocab_file, r.do_lower, advice)
         self.ids, self.segs = np.stack(ids), np.stack(segs)  # (N, T)
         self.labels = np.array(labels, np.int32)  # (N,)
         T = r.seq_len

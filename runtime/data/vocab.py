@@ -13,11 +13,16 @@ greedy longest-match WordPiece ("##" marks a word's continuation, [UNK] where no
 
 from __future__ import annotations
 
+import logging
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
 from cs2sim.system.errors import ConfigError
+
+log = logging.getLogger("cs2sim.data")
+CASING_WARNED: set[tuple[str, bool]] = set()  # (vocab_file, do_lower) warned in this process
+CASING_SAMPLE_ROWS = 1000  # texts read twice (both do_lower) to measure a mismatch
 
 __all__ = [
     "FALLBACK_SIZE",
@@ -31,6 +36,8 @@ __all__ = [
     "lowered_index",
     "is_special",
     "casing_advice",
+    "text_casing_advice",
+    "warn_casing",
 ]
 
 SPECIALS = ("[PAD]", "[CLS]", "[SEP]", "[MASK]")
@@ -130,6 +137,7 @@ def casing_advice(
     unk_other: float,
     capitals: float,
     where: str,
+    targets: bool = True,
 ) -> str | None:
     """The warning for a vocabulary and a do_lower that do not suit each other, or None.
 
@@ -144,9 +152,9 @@ def casing_advice(
     if unk_now >= 0.05 and unk_other <= unk_now / 2:
         return (
             f"{unk_now:.0%} of the word pieces of {where} are not in the {kind} vocab_file "
-            f"{vocab_file} with do_lower {now} and become [UNK], and so do the masked-LM "
-            f"targets drawn from them ({unk_other:.0%} with do_lower {then}); set do_lower: "
-            f"{then}."
+            f"{vocab_file} with do_lower {now} and become [UNK]"
+            f"{', and so do the masked-LM targets drawn from them' if targets else ''} "
+            f"({unk_other:.0%} with do_lower {then}); set do_lower: {then}."
         )
     if do_lower and kind == "cased" and capitals > 0:
         return (
@@ -227,3 +235,41 @@ def wordpiece_ids(
             got = cache[word] = _pieces(word, index, unk, max_chars)
         ids += got
     return ids
+
+
+def text_casing_advice(
+    texts: list[str],
+    index: dict[str, int],
+    do_lower: bool,
+    vocab_file: str,
+    where: str,
+    targets: bool = True,
+) -> str | None:
+    """casing_advice for raw text (GLUE sentences, the stand-in text): the texts cut into word
+    pieces with this do_lower and with the other, as BERT's FullTokenizer does."""
+    unk = index["[UNK]"]
+
+    def unk_share(lower: bool) -> float:
+        pieces = [i for text in texts for i in wordpiece_ids(text, index, lower)]
+        return sum(i == unk for i in pieces) / max(len(pieces), 1)
+
+    words = [w for text in texts for w in _basic_tokens(text, False)]
+    capitals = sum(w != w.lower() for w in words) / max(len(words), 1)
+    return casing_advice(
+        vocab_file,
+        index,
+        do_lower,
+        unk_share(do_lower),
+        unk_share(not do_lower),
+        capitals,
+        where,
+        targets,
+    )
+
+
+def warn_casing(vocab_file: str, do_lower: bool, advice: str | None) -> None:
+    """Log the advice as one WARNING, once per (vocab_file, do_lower) in this process."""
+    key = (vocab_file, do_lower)
+    if advice and key not in CASING_WARNED:
+        CASING_WARNED.add(key)
+        log.warning(advice)

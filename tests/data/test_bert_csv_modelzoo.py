@@ -234,3 +234,37 @@ def test_each_sample_carries_its_attention_mask(tmp_path):
         n = 8 + r % 4  # [CLS] 3 words [SEP] 2 + r % 4 words [SEP]
         assert b["attention_mask"][r].tolist() == [1] * n + [0] * (T - n)
         assert (b["input_ids"][r, n:] == pad).all()
+
+
+def test_glue_tsv_with_an_uncased_vocabulary_and_do_lower_false_is_warned(tmp_path, caplog):
+    sst = tmp_path / "SST-2"
+    sst.mkdir()
+    (sst / "train.tsv").write_text(
+        "sentence\tlabel\nThe cat sat on a mat .\t1\nA dog sat .\t0\nthe cat .\t1\n"
+    )
+    vocab = write_vocab(tmp_path, [*UNCASED_WORDS, "."])
+    p = {
+        "train_input": {
+            "data_processor": "SST2DataProcessor",
+            "data_dir": str(sst),
+            "vocab_file": str(vocab),
+            "batch_size": 3,
+            "max_sequence_length": T,
+            "shuffle": False,
+        },
+        "model": {"vocab_size": 64, "max_position_embeddings": T, "num_labels": 2},
+    }
+    with caplog.at_level(logging.WARNING, logger="cs2sim.data"):
+        b = next(build_input(p, "train", "bert_classifier", 1))
+    unk = SPECIALS.index("[UNK]")
+    assert (b["input_ids"][:2, 1] == unk).all()  # "The", "A": [UNK] with do_lower false
+    assert b["attention_mask"].sum(axis=1).tolist() == [9, 6, 5]  # [CLS] words [SEP]
+    (rec,) = caplog.records
+    # 2 of the 14 word pieces ("The", "A") are [UNK]; none would be with do_lower true
+    assert rec.getMessage().startswith("14% of the word pieces of TSV file")
+    assert "become [UNK] (0% with do_lower true); set do_lower: true." in rec.getMessage()
+    caplog.clear()
+    p["train_input"]["do_lower"] = True
+    with caplog.at_level(logging.WARNING, logger="cs2sim.data"):
+        b = next(build_input(p, "train", "bert_classifier", 1))
+    assert not (b["input_ids"] == unk).any() and not caplog.records
