@@ -171,7 +171,9 @@ INPUT_SCHEMA: Schema = {
     "whole_word_masking": Key(bool, False, "BERT: mask whole words (only false is implemented)"),
     "mask_whole_word": Key(bool, False, "TF spelling of whole_word_masking"),
     "buckets": Key(
-        list, None, "VSL sequence-length buckets; no effect (samples are never padded here)"
+        list,
+        None,
+        "VSL sequence-length buckets; no effect (every batch is padded to max_sequence_length)",
     ),
 }
 # eval_input: same keys, no shuffling and a single pass unless asked.
