@@ -190,9 +190,7 @@ class BertCsvSamples:
                 f"model.vocab_size is {r.vocab_size}; make them equal."
             )
         index = lowered_index(cased) if r.do_lower else cased
-        declared = [_declared_rows(path) for path in r.paths]
-        for path, n in zip(r.paths, declared, strict=True):
-            _check_rows(path, n)  # before anything is allocated from the count
+        declared = [_declared_rows(path) for path in r.paths]  # checked: nothing sized yet
         N, T = sum(declared), r.seq_len
         self.ids = np.full((N, T), self.vocab.pad, np.int32)  # (N, T)
         self.segs = np.zeros((N, T), np.int32)  # (N, T)
@@ -295,13 +293,16 @@ def _lower(token: str, do_lower: bool) -> str:
 
 
 def _declared_rows(path: str) -> int:
-    """The rows the Model Zoo reads of a CSV file: its meta.dat's count (all of a file given
-    alone)."""
+    """The rows the Model Zoo reads of a CSV file: its meta.dat's count, checked against the
+    rows the file holds before anything is sized from it (all of a file without one)."""
     p = Path(path)
-    meta = read_meta(p.parent) if p.parent != p else None
-    if meta is not None and p.name in meta:
-        return meta[p.name]
-    return _count_rows(path)
+    meta = read_meta(p.parent)
+    have = _count_rows(path)
+    if meta is None or p.name not in meta:
+        return have
+    if meta[p.name] > have:
+        raise ConfigError(_short_file(path, have, meta[p.name]))
+    return meta[p.name]
 
 
 def _count_rows(path: str) -> int:
@@ -311,13 +312,6 @@ def _count_rows(path: str) -> int:
             return max(0, sum(1 for _ in csv.reader(f)) - 1)  # less the header
     except (OSError, UnicodeDecodeError, csv.Error) as e:
         raise ConfigError(f"cannot read CSV file {path} ({e}); check it.") from None
-
-
-def _check_rows(path: str, declared: int) -> None:
-    """A meta.dat count must not exceed the rows there are (checked before allocating)."""
-    have = _count_rows(path)
-    if declared > have:
-        raise ConfigError(_short_file(path, have, declared))
 
 
 def _short_file(path: str, have: int, declared: int) -> str:

@@ -58,10 +58,10 @@ class Vocab:
     pool: tuple[int, int]  # random replacements: ids in [lo, hi)
     source: str  # said in the run's "Training data:" line
     path: str | None = None  # the vocab_file, None for the fallback
-    do_lower: bool = True
+    do_lower: bool = False
 
 
-def fallback_vocab(do_lower: bool = True) -> Vocab:
+def fallback_vocab(do_lower: bool = False) -> Vocab:
     """The byte-level fallback vocabulary."""
     return Vocab(
         FALLBACK_SIZE,
@@ -90,7 +90,7 @@ def read_vocab_size(path: str | Path) -> int:
     return len(_lines(path))
 
 
-def read_vocab(path: str | Path, do_lower: bool = True) -> tuple[Vocab, dict[str, int]]:
+def read_vocab(path: str | Path, do_lower: bool = False) -> tuple[Vocab, dict[str, int]]:
     """(Vocab, token -> id) of a WordPiece vocab file; it must hold the four special tokens."""
     tokens = _lines(path)
     index = {t: i for i, t in enumerate(tokens)}
