@@ -10,7 +10,8 @@ files are read (a .csv it does not list is not) and how many rows of each (the f
 count above the rows the file holds is refused before anything is allocated). Without a
 meta.dat (the Model Zoo asserts one) every .csv file is read whole. With next-sentence
 prediction the columns segment_ids and is_random_next must be there (a file without them is
-refused, naming the column). Tokens map to ids through `vocab_file`, unknown ones to [UNK];
+refused, naming the column) and a row longer than max_sequence_length is refused; MLM-only rows
+are cut to it (both as the Model Zoo). Tokens map to ids through `vocab_file`, unknown ones to [UNK];
 do_lower (default false, as the Model Zoo's processors) lower-cases the tokens and the
 vocabulary both, as its build_vocab / parse_text do. A vocabulary and do_lower that do not
 suit the data (an uncased vocabulary read with do_lower false: most word pieces [UNK]; a cased
@@ -72,6 +73,7 @@ __all__ = [
 ]
 
 META_FILE = "meta.dat"
+FIELD_BYTES_PER_TOKEN = 128  # a word piece of at most 100 characters, quoted, and ", "
 META_MAX_BYTES = 16 * 2**20  # ~400k lines: far more files than any data set has
 TSV_NAMES = {"train": ("train.tsv",), "eval": ("dev.tsv", "dev_matched.tsv", "validation.tsv")}
 MNLI_LABELS = ("contradiction", "entailment", "neutral")
@@ -224,9 +226,11 @@ class BertCsvSamples:
                 for k, row in enumerate(reader):
                     if k == n:
                         break
-                    raw = _literal(row, "tokens", path, k)
+                    raw = _literal(row, "tokens", path, k, r.seq_len)
+                    if not r.nsp:  # the Model Zoo cuts MLM-only rows to max_sequence_length
+                        raw = raw[: r.seq_len]
                     toks = [_lower(str(t), r.do_lower) for t in raw]
-                    if len(toks) > r.seq_len:
+                    if len(toks) > r.seq_len:  # with NSP it asserts len(tokens) <= MSL
                         raise ConfigError(
                             f"CSV file {path} row {k + 1} has {len(toks)} tokens, more than "
                             f"max_sequence_length {r.seq_len}; re-create it or raise it."
@@ -236,7 +240,7 @@ class BertCsvSamples:
                     self.ids[i, : len(toks)] = [index.get(t, unk) for t in toks]
                     self.lens[i] = len(toks)
                     if r.nsp:
-                        seg = _literal(row, "segment_ids", path, k)
+                        seg = _literal(row, "segment_ids", path, k, r.seq_len)
                         self.segs[i, : min(len(seg), r.seq_len)] = seg[: r.seq_len]
                         self.nsp[i] = _flag(row.get("is_random_next"), path, k)
                     got = k + 1
@@ -381,8 +385,14 @@ class _Tally:
         warn_casing(r.vocab_file, r.do_lower, advice)
 
 
-def _literal(row: dict[str, str], col: str, path: str, n: int) -> list:
+def _literal(row: dict[str, str], col: str, path: str, n: int, seq_len: int) -> list:
     text = row.get(col)
+    if text is not None and len(text) > FIELD_BYTES_PER_TOKEN * (seq_len + 1):
+        # parsed only when it can hold a sequence: a literal is ~10x its text in memory
+        raise ConfigError(
+            f"CSV file {path} row {n + 1} has {len(text)} characters in column {col!r}, more "
+            f"than {seq_len} tokens of max_sequence_length can take; re-create the file."
+        )
     try:
         value = ast.literal_eval(text) if text is not None else None
     except (ValueError, SyntaxError):

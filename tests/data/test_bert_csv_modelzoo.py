@@ -268,3 +268,30 @@ def test_glue_tsv_with_an_uncased_vocabulary_and_do_lower_false_is_warned(tmp_pa
     with caplog.at_level(logging.WARNING, logger="cs2sim.data"):
         b = next(build_input(p, "train", "bert_classifier", 1))
     assert not (b["input_ids"] == unk).any() and not caplog.records
+
+
+def test_long_rows_mlm_only_cut_with_nsp_refused_and_a_huge_field_refused_unparsed(tmp_path):
+    d = tmp_path / "csv"
+    d.mkdir()
+    vocab = write_vocab(tmp_path, CASED_WORDS)
+    long = ["[CLS]", *(["the"] * (T + 4)), "[SEP]"]
+    with open(d / "part0.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["tokens", "segment_ids", "is_random_next"])
+        w.writerow([repr(long), repr([0] * len(long)), 0])
+        w.writerow([repr(long), repr([0] * len(long)), 1])
+    (d / "meta.dat").write_text("part0.csv 2\n")
+    p = params(d, vocab)
+    with pytest.raises(ConfigError, match=r"row 1 has 22 tokens, more than max_sequence_length 16"):
+        build_input(p, "train", "bert", 1)
+    p["model"]["disable_nsp"] = True  # the Model Zoo cuts MLM-only rows to the length
+    b = one_epoch(p)
+    assert b["attention_mask"].sum(axis=1).tolist() == [T, T]
+    # a field far longer than T tokens can be is refused before it is parsed
+    with open(d / "part0.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["tokens"])
+        w.writerow([repr(["the"] * 10**5)])
+    (d / "meta.dat").write_text("part0.csv 1\n")
+    with pytest.raises(ConfigError, match=r"row 1 has 700000 characters in column 'tokens'"):
+        build_input(p, "train", "bert", 1)
