@@ -3,7 +3,8 @@
 Causal (GPT-2, GPT-J, LLaMA: each position sees itself and the positions before it) or
 bidirectional (BERT's encoder: every position sees every position). A batch with padding (BERT's
 attention_mask / input_mask) also hides its padded keys from every query, as the Model Zoo's
-BERT adds a large negative to their scores: their probabilities are exactly 0, so a real
+BERT does (make_key_padding_mask_broadcastable adds -inf to their scores; here -1e9, the same
+for any row with a real key): their probabilities are exactly 0, so a real
 position's output, and every gradient reaching a real position, does not depend on what the
 padded positions hold (KeyPadding, shared by the attention layers of one model).
 
