@@ -11,8 +11,8 @@ count above the rows the file holds is refused before anything is allocated). Wi
 meta.dat (the Model Zoo asserts one) every .csv file is read whole. With next-sentence
 prediction the columns segment_ids and is_random_next must be there (a file without them is
 refused, naming the column) and a row longer than max_sequence_length is refused; MLM-only rows
-are cut to it (both as the Model Zoo). Tokens map to ids through `vocab_file`, unknown ones to [UNK];
-do_lower (default false, as the Model Zoo's processors) lower-cases the tokens and the
+are cut to it (both as the Model Zoo). Tokens map to ids through `vocab_file`, unknown ones to
+[UNK]; do_lower (default false, as the Model Zoo's processors) lower-cases the tokens and the
 vocabulary both, as its build_vocab / parse_text do. A vocabulary and do_lower that do not
 suit the data (an uncased vocabulary read with do_lower false: most word pieces [UNK]; a cased
 one with do_lower true) get one WARNING with the shares measured on the data. The list is read
