@@ -7,6 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from cs2sim.runtime.data import build_input
+from cs2sim.runtime.data.tfrecord import encode_example, write_records
 from cs2sim.runtime.modelzoo.bert.model import BertModel
 from cs2sim.runtime.modelzoo.bert_classifier.model import BertClassifierModel
 from cs2sim.runtime.nn.module import FP32
@@ -110,3 +112,44 @@ def test_a_mask_of_the_wrong_shape_is_refused() -> None:
     b["attention_mask"] = b["attention_mask"][:, :-1]
     with pytest.raises(ConfigError, match=r"attention mask has shape \(3, 11\) but its input_ids"):
         model.forward_loss(b)
+
+
+def test_bert_tfrecords_bring_input_mask_to_the_encoder(tmp_path):
+    """BertTfRecordsProcessor: the records' input_mask is in the batch, and two files that
+    differ only in their padded ids train to the same loss."""
+    losses = []
+    for fill in (0, 9):
+        d = tmp_path / f"pad{fill}"
+        d.mkdir()
+        recs = []
+        for i in range(4):
+            n = 6 + i
+            ids = np.where(np.arange(T) < n, np.arange(T) % 40 + 5, fill)
+            recs.append(
+                encode_example(
+                    {
+                        "input_ids": ids,
+                        "input_mask": (np.arange(T) < n).astype(np.int64),
+                        "segment_ids": (np.arange(T) >= 3).astype(np.int64),
+                        "masked_lm_positions": np.array([1, 2, 4, 0]),
+                        "masked_lm_ids": np.array([7, 8, 9, 0]),
+                        "masked_lm_weights": np.array([1.0, 1.0, 1.0, 0.0], np.float32),
+                        "next_sentence_labels": np.array([i % 2]),
+                    }
+                )
+            )
+        write_records(d / "x.tfrecord", recs)
+        p = {
+            "train_input": {
+                "data_processor": "BertTfRecordsProcessor",
+                "data_dir": str(d),
+                "batch_size": 4,
+                "max_sequence_length": T,
+                "shuffle": False,
+            },
+            "model": {"vocab_size": V, "max_position_embeddings": T},
+        }
+        b = next(build_input(p, "train", "bert", 1))
+        assert b["input_mask"].sum(axis=1).tolist() == [6, 7, 8, 9]
+        losses.append(BertModel(MODEL, FP32, 1).forward_loss(b))
+    assert losses[0] == pytest.approx(losses[1], abs=1e-6)
