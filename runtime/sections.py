@@ -142,7 +142,12 @@ INPUT_SCHEMA: Schema = {
         "BERT: a WordPiece vocabulary (one token a line); absent or "
         "missing -> the byte-level fallback vocabulary",
     ),
-    "do_lower": Key(bool, True, "BERT: lower-case the text before tokenizing"),
+    "do_lower": Key(
+        bool,
+        False,
+        "BERT: lower-case the tokens (and, for CSV, the vocabulary) as the Model Zoo's "
+        "processors do; off by default, as theirs",
+    ),
     "max_predictions_per_seq": Key(
         int, None, "BERT: masked positions per sequence (default 20)", check=positive
     ),
@@ -166,7 +171,9 @@ INPUT_SCHEMA: Schema = {
     "whole_word_masking": Key(bool, False, "BERT: mask whole words (only false is implemented)"),
     "mask_whole_word": Key(bool, False, "TF spelling of whole_word_masking"),
     "buckets": Key(
-        list, None, "VSL sequence-length buckets; no effect (samples are never padded here)"
+        list,
+        None,
+        "VSL sequence-length buckets; no effect (every batch is padded to max_sequence_length)",
     ),
 }
 # eval_input: same keys, no shuffling and a single pass unless asked.

@@ -43,6 +43,8 @@ from cs2sim.runtime.data.vocab import (
     Vocab,
     fallback_vocab,
     read_vocab,
+    text_casing_advice,
+    warn_casing,
     wordpiece_ids,
 )
 from cs2sim.system.errors import ConfigError
@@ -50,6 +52,7 @@ from cs2sim.system.errors import ConfigError
 __all__ = ["MlmRecipe", "MlmWindows", "build_mlm", "text_source", "WORDPIECE_MAX_BYTES"]
 
 WORDPIECE_MAX_BYTES = 2 * 2**20
+CASING_SAMPLE_BYTES = 64 * 1024
 WORDPIECE_VERSION = 1
 
 
@@ -194,9 +197,24 @@ def _wordpiece_files(vocab: Vocab, index: dict[str, int]) -> Path:
     return cached_entry(key, build)
 
 
+def _warn_casing(vocab: Vocab, index: dict[str, int]) -> None:
+    """Warn when do_lower does not suit the vocab_file, measured on the stand-in text's first
+    CASING_SAMPLE_BYTES (vocab.py casing_advice)."""
+    texts, size = [], 0
+    for p in stdlib_files():
+        if size >= CASING_SAMPLE_BYTES:
+            break
+        text = p.read_bytes()[: CASING_SAMPLE_BYTES - size]
+        size += len(text)
+        texts.append(text.decode("utf-8", "replace"))
+    where = f"the stand-in text (its first {CASING_SAMPLE_BYTES // 1024} KiB)"
+    path = vocab.path or ""
+    warn_casing(path, vocab.do_lower, text_casing_advice(texts, index, vocab.do_lower, path, where))
+
+
 def _vocab_of(cfg: dict[str, Any], section: str, vocab_size: int) -> tuple[Vocab, Any]:
     """The vocabulary the input uses and, for a vocab_file, its token index."""
-    lower = bool(cfg.get("do_lower", True))
+    lower = bool(cfg.get("do_lower", False))
     path = cfg.get("vocab_file")
     if path and Path(path).is_file():
         vocab, index = read_vocab(path, lower)
@@ -240,6 +258,7 @@ def text_source(
         source = f"token files {', '.join(p.name for p in files)} in {files[0].parent}"
     elif index is not None:
         entry = _wordpiece_files(vocab, index)
+        _warn_casing(vocab, index)
         paths = tuple(
             str(p) for p in sorted(entry.glob(("train" if split == "train" else "val") + ".*"))
         )

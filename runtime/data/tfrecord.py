@@ -21,7 +21,7 @@ Readers (the Model Zoo's TF processors' features):
                           (a label where input_mask is 0 becomes IGNORE: runtime/nn/loss.py)
   BertTfRecordsProcessor: input_ids, input_mask, segment_ids, masked_lm_positions,
                           masked_lm_ids, masked_lm_weights, next_sentence_labels
-                          -> the BERT batch of runtime/data/mlm.py
+                          -> the BERT batch of runtime/data/mlm.py, with input_mask
 A file is parsed whole when loaded (each input worker parses only its own files).
 """
 
@@ -54,6 +54,7 @@ VERIFY_DATA_BYTES = 4 * 2**20
 GPT_FEATURES = ("input_ids", "labels")
 BERT_FEATURES = (
     "input_ids",
+    "input_mask",
     "segment_ids",
     "masked_lm_positions",
     "masked_lm_ids",
@@ -301,6 +302,7 @@ class TfRecordSamples:
         return {
             "input_ids": c["input_ids"][idx],
             "token_type_ids": c["segment_ids"][idx],
+            "input_mask": c["input_mask"][idx],  # the encoder hides the padding (attention.py)
             "masked_lm_positions": c["masked_lm_positions"][idx],
             "masked_lm_ids": c["masked_lm_ids"][idx],
             "masked_lm_weights": w,
@@ -316,7 +318,11 @@ def _stack(values: list[np.ndarray], key: str, r: TfRecordFiles) -> np.ndarray:
             f"TFRecord files {r.paths[0]}, ... hold {key} of lengths "
             f"{sorted(lengths)[:3]}; every record must have the same length."
         )
-    if key in ("input_ids", "labels", "segment_ids") and lengths and lengths != {r.seq_len}:
+    if (
+        key in ("input_ids", "input_mask", "labels", "segment_ids")
+        and lengths
+        and lengths != {r.seq_len}
+    ):
         raise ConfigError(
             f"TFRecord file {r.paths[0]} holds {key} of {lengths.pop()} tokens "
             f"but max_sequence_length is {r.seq_len}; make them equal."

@@ -13,11 +13,16 @@ greedy longest-match WordPiece ("##" marks a word's continuation, [UNK] where no
 
 from __future__ import annotations
 
+import logging
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
 from cs2sim.system.errors import ConfigError
+
+log = logging.getLogger("cs2sim.data")
+CASING_WARNED: set[tuple[str, bool]] = set()  # (vocab_file, do_lower) warned in this process
+CASING_SAMPLE_ROWS = 1000  # texts read twice (both do_lower) to measure a mismatch
 
 __all__ = [
     "FALLBACK_SIZE",
@@ -28,6 +33,11 @@ __all__ = [
     "read_vocab",
     "read_vocab_size",
     "wordpiece_ids",
+    "lowered_index",
+    "is_special",
+    "casing_advice",
+    "text_casing_advice",
+    "warn_casing",
 ]
 
 SPECIALS = ("[PAD]", "[CLS]", "[SEP]", "[MASK]")
@@ -48,10 +58,10 @@ class Vocab:
     pool: tuple[int, int]  # random replacements: ids in [lo, hi)
     source: str  # said in the run's "Training data:" line
     path: str | None = None  # the vocab_file, None for the fallback
-    do_lower: bool = True
+    do_lower: bool = False
 
 
-def fallback_vocab(do_lower: bool = True) -> Vocab:
+def fallback_vocab(do_lower: bool = False) -> Vocab:
     """The byte-level fallback vocabulary."""
     return Vocab(
         FALLBACK_SIZE,
@@ -80,7 +90,7 @@ def read_vocab_size(path: str | Path) -> int:
     return len(_lines(path))
 
 
-def read_vocab(path: str | Path, do_lower: bool = True) -> tuple[Vocab, dict[str, int]]:
+def read_vocab(path: str | Path, do_lower: bool = False) -> tuple[Vocab, dict[str, int]]:
     """(Vocab, token -> id) of a WordPiece vocab file; it must hold the four special tokens."""
     tokens = _lines(path)
     index = {t: i for i, t in enumerate(tokens)}
@@ -106,6 +116,60 @@ def read_vocab(path: str | Path, do_lower: bool = True) -> tuple[Vocab, dict[str
         do_lower,
     )
     return vocab, index
+
+
+def lowered_index(index: dict[str, int]) -> dict[str, int]:
+    """token -> id with every token lower-cased, as the Model Zoo's build_vocab does with
+    do_lower (a later id wins where two tokens meet)."""
+    return {t.lower(): i for t, i in index.items()}
+
+
+def is_special(token: str) -> bool:
+    """A bracketed token: [CLS], [UNK], [unused12], ..."""
+    return token.startswith("[") and token.endswith("]")
+
+
+def casing_advice(
+    vocab_file: str,
+    cased: dict[str, int],
+    do_lower: bool,
+    unk_now: float,
+    unk_other: float,
+    capitals: float,
+    where: str,
+    targets: bool = True,
+) -> str | None:
+    """The warning for a vocabulary and a do_lower that do not suit each other, or None.
+
+    unk_now / unk_other: share of the data's word pieces that become [UNK] with this do_lower
+    and with the other (the masked-LM targets are drawn from them); capitals: share of the
+    data's word pieces with a capital letter.
+    """
+    pieces = [t for t in cased if not is_special(t)]
+    vocab_caps = sum(t != t.lower() for t in pieces) / max(len(pieces), 1)
+    kind = "cased" if vocab_caps >= 0.01 else "uncased"
+    now, then = str(do_lower).lower(), str(not do_lower).lower()
+    if unk_now >= 0.05 and unk_other <= unk_now / 2:
+        return (
+            f"{unk_now:.0%} of the word pieces of {where} are not in the {kind} vocab_file "
+            f"{vocab_file} with do_lower {now} and become [UNK]"
+            f"{', and so do the masked-LM targets drawn from them' if targets else ''} "
+            f"({unk_other:.0%} with do_lower {then}); set do_lower: {then}."
+        )
+    if do_lower and kind == "cased" and capitals > 0:
+        return (
+            f"vocab_file {vocab_file} is cased ({vocab_caps:.0%} of its word pieces have "
+            f"capitals) but do_lower is true, so {capitals:.0%} of the word pieces of {where} "
+            "lose their capitals and are read as the lower-case piece; set do_lower: false "
+            "(the Model Zoo's default) to keep them."
+        )
+    if unk_now >= 0.5:
+        return (
+            f"{unk_now:.0%} of the word pieces of {where} are not in vocab_file {vocab_file} "
+            "and become [UNK] with either do_lower; check that the data was made with this "
+            "vocabulary."
+        )
+    return None
 
 
 def _is_punct(ch: str) -> bool:
@@ -171,3 +235,41 @@ def wordpiece_ids(
             got = cache[word] = _pieces(word, index, unk, max_chars)
         ids += got
     return ids
+
+
+def text_casing_advice(
+    texts: list[str],
+    index: dict[str, int],
+    do_lower: bool,
+    vocab_file: str,
+    where: str,
+    targets: bool = True,
+) -> str | None:
+    """casing_advice for raw text (GLUE sentences, the stand-in text): the texts cut into word
+    pieces with this do_lower and with the other, as BERT's FullTokenizer does."""
+    unk = index["[UNK]"]
+
+    def unk_share(lower: bool) -> float:
+        pieces = [i for text in texts for i in wordpiece_ids(text, index, lower)]
+        return sum(i == unk for i in pieces) / max(len(pieces), 1)
+
+    words = [w for text in texts for w in _basic_tokens(text, False)]
+    capitals = sum(w != w.lower() for w in words) / max(len(words), 1)
+    return casing_advice(
+        vocab_file,
+        index,
+        do_lower,
+        unk_share(do_lower),
+        unk_share(not do_lower),
+        capitals,
+        where,
+        targets,
+    )
+
+
+def warn_casing(vocab_file: str, do_lower: bool, advice: str | None) -> None:
+    """Log the advice as one WARNING, once per (vocab_file, do_lower) in this process."""
+    key = (vocab_file, do_lower)
+    if advice and key not in CASING_WARNED:
+        CASING_WARNED.add(key)
+        log.warning(advice)

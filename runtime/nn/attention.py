@@ -1,11 +1,17 @@
 """Multi-head self-attention: fused qkv, optional rotary, causal or bidirectional softmax, output.
 
 Causal (GPT-2, GPT-J, LLaMA: each position sees itself and the positions before it) or
-bidirectional (BERT's encoder: every position sees every position, no mask). Grouped-query
-attention (LLaMA-2 70B's `num_kv_groups`): the qkv projection makes nh query heads but only g
-key and value heads; query head j reads key/value head j // (nh / g). The g heads are repeated
-into the per-head buffer after the projection (their gradients summed back before it), so the
-score and value products below are the same for every form.
+bidirectional (BERT's encoder: every position sees every position). A batch with padding (BERT's
+attention_mask / input_mask) also hides its padded keys from every query, as the Model Zoo's
+BERT does (make_key_padding_mask_broadcastable adds -inf to their scores; here -1e9, the same
+for any row with a real key): their probabilities are exactly 0, so a real
+position's output, and every gradient reaching a real position, does not depend on what the
+padded positions hold (KeyPadding, shared by the attention layers of one model).
+
+Grouped-query attention (LLaMA-2 70B's `num_kv_groups`): the qkv projection makes nh query heads
+but only g key and value heads; query head j reads key/value head j // (nh / g). The g heads are
+repeated into the per-head buffer after the projection (their gradients summed back before it),
+so the score and value products below are the same for every form.
 
 All heads and samples go through batched matmuls on (B, nh, T, hs) arrays: no Python loop over
 batch or heads. The B * nh independent (sample, head) problems are split into groups that the
@@ -37,7 +43,33 @@ from cs2sim.runtime.nn.rotary import Rotary
 from cs2sim.runtime.nn.spec import LayerSpec, make_spec
 from cs2sim.runtime.numerics.precision import Policy
 
-__all__ = ["SelfAttention", "CausalSelfAttention"]
+__all__ = ["SelfAttention", "CausalSelfAttention", "KeyPadding"]
+
+# Added to the score of a padded key. Finite, so a row whose keys are all padding stays a
+# uniform softmax instead of NaN; exp(-1e9 - max) is exactly 0 in float32 and float64.
+PADDED_SCORE = -1.0e9
+
+
+class KeyPadding:
+    """Which keys of the current batch are real, for the attention layers of one model: the
+    embedding block sets it from the batch, each attention layer reads it in its forward (one
+    object they share; a replica's deep copy shares its own copy)."""
+
+    def __init__(self) -> None:
+        self.real: np.ndarray | None = None  # (B, T) bool; None: no padding in the batch
+
+    def set(self, mask: np.ndarray | None) -> None:
+        """mask (B, T): nonzero at real tokens (attention_mask / input_mask), or None."""
+        real = None if mask is None else np.asarray(mask) != 0
+        self.real = None if real is None or bool(real.all()) else real
+
+    def bias(self, heads: int, dtype: np.dtype) -> np.ndarray | None:
+        """(B * heads, 1, T) additive score mask: 0 at real keys, PADDED_SCORE at padding."""
+        if self.real is None:
+            return None
+        B, T = self.real.shape
+        b = np.where(self.real, 0.0, PADDED_SCORE).astype(dtype)  # (B, T)
+        return np.repeat(b[:, None, None, :], heads, axis=1).reshape(B * heads, 1, T)
 
 
 class SelfAttention(Module):
@@ -62,8 +94,10 @@ class SelfAttention(Module):
         causal: bool = True,
         kv_heads: int | None = None,
         rotary_interleaved: bool = True,
+        padding: KeyPadding | None = None,
     ) -> None:
         super().__init__(policy)
+        self.padding = padding  # the batch's padded keys (None: the model never pads)
         if dim % num_heads:
             raise ValueError(f"hidden size {dim} is not divisible by {num_heads} heads")
         self.dim, self.nh, self.hs = dim, num_heads, dim // num_heads
@@ -154,6 +188,9 @@ class SelfAttention(Module):
         qg, kg, vg = (a.reshape(G, T, hs) for a in (q, k, v))  # (G, T, hs) views
         attg, yhg = att.reshape(G, T, T), yh.reshape(G, T, hs)
         mask = self.mask(T)
+        pad = self.padding.bias(nh, q.dtype) if self.padding is not None else None  # (G, 1, T)
+        if pad is not None and pad.shape != (G, 1, T):
+            raise ValueError(f"padding mask {pad.shape} for {G} problems of {T} keys")
         fused = not self.drop.active  # dropout draws from one generator: it runs unsplit
 
         parts = self.parts(T)
@@ -165,6 +202,8 @@ class SelfAttention(Module):
                 np.matmul(qg[g0:g1, rows], kg[g0:g1, :n].swapaxes(-1, -2), out=a)
                 if mask is not None:
                     a += mask[rows, :n]  # future positions -> -inf
+                if pad is not None:
+                    a += pad[g0:g1, :, :n]  # padded keys -> PADDED_SCORE
                 a -= a.max(axis=-1, keepdims=True)  # the row max is finite (the diagonal)
                 np.exp(a, out=a)
                 a *= 1.0 / a.sum(axis=-1, keepdims=True)  # rows sum to 1 (fp32 sums)
@@ -229,7 +268,8 @@ class SelfAttention(Module):
 
         def softmax(g0: int, g1: int) -> None:
             for i, (rows, n) in enumerate(parts):
-                # 3) ds = att * (datt - rowsum(datt * att)); masked att = 0 -> ds = 0
+                # 3) ds = att * (datt - rowsum(datt * att)); masked att = 0 -> ds = 0 (causal
+                # and padded keys alike: the padding needs nothing more here)
                 d, a = dattg[g0:g1, rows, :n], attg[g0:g1, rows, :n]  # (g, r, n)
                 rowdot = np.einsum("gij,gij->gi", d, a)  # (g, r)
                 d -= rowdot[..., None]

@@ -1,7 +1,9 @@
 """BERT's layers: the embedding block, the post-LN encoder block and the pretraining heads.
 
   embed   x = dropout(LN(token[ids] + position[:T] + segment[token_type_ids]))      (B, T, C)
+          and the batch's attention_mask (or TF's input_mask) into the model's KeyPadding
   block   a = LN_1(x + drop(attn(x)));  out = LN_2(a + drop(mlp(a)))   bidirectional attention
+          over the real (unpadded) keys: a padded position changes nothing at a real one
   heads   masked LM: the hidden states at the masked positions (B, P, C) -> dense -> act -> LN
           -> output layer (tied to the token embedding where the config says) -> CE weighted by
           masked_lm_weights; next sentence: tanh(dense(h[:, 0])) -> dense to 2 -> CE.
@@ -25,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from cs2sim.runtime.nn.activations import Activation
-from cs2sim.runtime.nn.attention import SelfAttention
+from cs2sim.runtime.nn.attention import KeyPadding, SelfAttention
 from cs2sim.runtime.nn.dense import Dense
 from cs2sim.runtime.nn.dropout import Dropout
 from cs2sim.runtime.nn.embedding import Embedding, TiedProjection, scatter_add_rows
@@ -42,7 +44,8 @@ __all__ = ["BertEmbedding", "EncoderBlock", "MLMHead", "NSPHead", "BertHead", "C
 
 
 class BertEmbedding(Module):
-    """{"input_ids": (B, T), "token_type_ids": (B, T)} (or the ids alone) -> (B, T, C)."""
+    """{"input_ids": (B, T), "token_type_ids": (B, T), "attention_mask": (B, T)} (or the ids
+    alone) -> (B, T, C); the mask (1 real, 0 padding) goes to `padding` for the encoder."""
 
     def __init__(
         self,
@@ -58,8 +61,10 @@ class BertEmbedding(Module):
         eps: float = 1e-12,
         dropout: float = 0.0,
         policy: Policy = FP32,
+        padding: KeyPadding | None = None,
     ) -> None:
         super().__init__(policy)
+        self.padding = padding
         self.wte = Embedding(vocab, dim, rng, init, policy)
         make = POSITIONS.get(position or "")
         self.wpe = make(max_positions, dim, rng, init, policy) if make else None
@@ -70,6 +75,8 @@ class BertEmbedding(Module):
     def forward(self, x: Any) -> np.ndarray:
         """ids (B, T) int, or {"input_ids", "token_type_ids"} -> (B, T, C)."""
         ids = x["input_ids"] if isinstance(x, dict) else x
+        if self.padding is not None:
+            self.padding.set(x.get("attention_mask") if isinstance(x, dict) else None)
         e = self.wte.forward(ids)  # (B, T, C)
         s = self.buf("sum", e.shape, e.dtype)  # (B, T, C)
         np.copyto(s, e)
@@ -140,6 +147,7 @@ class EncoderBlock(Module):
         init: Init,
         out_init: Init,
         policy: Policy = FP32,
+        padding: KeyPadding | None = None,
     ) -> None:
         super().__init__(policy)
         self.attn = SelfAttention(
@@ -155,6 +163,7 @@ class EncoderBlock(Module):
             out_init=out_init,
             policy=policy,
             causal=False,
+            padding=padding,
         )
         self.drop_attn = Dropout(resid_dropout, drop_rng, policy)
         self.ln_1 = LayerNorm(dim, eps, policy)

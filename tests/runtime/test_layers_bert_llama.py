@@ -8,7 +8,7 @@ import pytest
 from gradcheck import check_layer
 from threadpoolctl import threadpool_limits
 
-from cs2sim.runtime.nn.attention import SelfAttention
+from cs2sim.runtime.nn.attention import KeyPadding, SelfAttention
 from cs2sim.runtime.nn.embedding import Embedding
 from cs2sim.runtime.nn.encoder import (
     BertEmbedding,
@@ -65,10 +65,19 @@ def test_swiglu_forward_is_silu_gate_times_up() -> None:
     np.testing.assert_allclose(m.forward(x), want, rtol=1e-5, atol=1e-6)
 
 
+def padding_of(lengths: list[int], T: int) -> KeyPadding:
+    """A KeyPadding with rows of the given real lengths, the rest padding."""
+    p = KeyPadding()
+    p.set(np.arange(T)[None] < np.array(lengths)[:, None])
+    return p
+
+
 @pytest.mark.parametrize("T", [5, 36])
 @pytest.mark.parametrize("dropout", [0.0, 0.25], ids=["fused", "dropout"])
-def test_bidirectional_attention_gradients(T: int, dropout: float) -> None:
-    keep = rng(4).random((1, 2, T, T)) >= dropout
+@pytest.mark.parametrize("padded", [False, True], ids=["full", "padded"])
+def test_bidirectional_attention_gradients(T: int, dropout: float, padded: bool) -> None:
+    B = 2 if padded else 1
+    keep = rng(4).random((B, 2, T, T)) >= dropout
 
     def make() -> SelfAttention:
         a = SelfAttention(
@@ -80,12 +89,39 @@ def test_bidirectional_attention_gradients(T: int, dropout: float) -> None:
             init=normal(0.3),
             out_init=normal(0.3),
             causal=False,
+            padding=padding_of([T - 2, 3], T) if padded else None,
         )
         if dropout:
             a.drop.fixed_mask = keep
         return a
 
-    check_layer(make, [(1, T, 4)])
+    check_layer(make, [(B, T, 4)])
+
+
+def test_padded_keys_change_nothing_at_real_positions() -> None:
+    T = 8
+    pad = padding_of([5, 8], T)
+    a = SelfAttention(4, 2, rng(), causal=False, init=normal(0.5), out_init=normal(0.5))
+    a.padding = pad
+    x = rng(1).standard_normal((2, T, 4))
+    dy = rng(2).standard_normal((2, T, 4))
+    dy[0, 5:] = 0  # nothing downstream reads a padded position
+    y0 = a.forward(x).copy()
+    dx0 = a.backward(dy).copy()
+    g0 = {k: g.copy() for k, g in a.grads().items()}
+    x[0, 5:] = rng(3).standard_normal((3, 4)) * 10  # only the padding of row 0 changes
+    a.zero_grad()
+    y1 = a.forward(x).copy()
+    dx1 = a.backward(dy).copy()
+    np.testing.assert_allclose(y1[0, :5], y0[0, :5], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(y1[1], y0[1], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(dx1[:, :5], dx0[:, :5], rtol=0, atol=1e-12)
+    for k, g in a.grads().items():
+        np.testing.assert_allclose(g, g0[k], rtol=0, atol=1e-12, err_msg=k)
+    a.padding = None  # without the mask the real positions see the padding
+    y2 = a.forward(x).copy()
+    x[0, 5:] = 0
+    assert np.abs(a.forward(x)[0, :5] - y2[0, :5]).max() > 1e-3
 
 
 def test_bidirectional_attention_sees_the_future() -> None:
@@ -170,7 +206,10 @@ def test_segment_and_position_embeddings_gradients() -> None:
 
 
 @pytest.mark.parametrize("dropout", [0.0, 0.2], ids=["fused", "dropout"])
-def test_encoder_block_gradients(dropout: float) -> None:
+@pytest.mark.parametrize("padded", [False, True], ids=["full", "padded"])
+def test_encoder_block_gradients(dropout: float, padded: bool) -> None:
+    B = 2 if padded else 1
+
     def make() -> EncoderBlock:
         b = EncoderBlock(
             6,
@@ -184,14 +223,15 @@ def test_encoder_block_gradients(dropout: float) -> None:
             resid_dropout=dropout,
             init=normal(0.4),
             out_init=normal(0.4),
+            padding=padding_of([3, 5], 5) if padded else None,
         )
         for i, d in enumerate((b.attn.drop, b.drop_attn, b.drop_mlp)):
             if dropout:
-                shape = (1, 2, 5, 5) if d is b.attn.drop else (1, 5, 6)
+                shape = (B, 2, 5, 5) if d is b.attn.drop else (B, 5, 6)
                 d.fixed_mask = rng(10 + i).random(shape) >= dropout
         return b
 
-    check_layer(make, [(1, 5, 6)])
+    check_layer(make, [(B, 5, 6)])
 
 
 def test_encoder_block_fused_path_is_bit_identical_to_the_layers() -> None:

@@ -15,9 +15,14 @@ disable_nsp, num_cls_classes, use_nsp_bias, initializer_range / initializer /
 embedding_initializer, weight_initialization_seed, dropout_seed. mlm_loss_weight and
 mlm_loss_scaling are read by the input pipeline, which folds every MLM loss scaling into the
 masked_lm_weights of a batch (runtime/data/mlm.py): the loss is then a plain sum over rows / B.
+Padding: a batch's attention_mask (PyTorch processors) or input_mask (TF records), 1 at real
+tokens and 0 at padding, goes to the encoder's attention, which hides the padded keys from every
+query as the Model Zoo's BERT does (runtime/nn/attention.py KeyPadding): what a padded position
+holds changes nothing at a real one, forward or backward. A batch without a mask (the stand-in
+windows, token files: never padded) attends to every position.
 Keys accepted with NO effect here (CS kernels, TF graph and GPU flags): use_vsl, enable_vts,
-boundary_casting, tf_summary, attention_kernel, enable_gpu_optimizations, pad_token_id (our
-sequences are never padded), compute_eval_metrics (always computed), embedding_size (must equal
+boundary_casting, tf_summary, attention_kernel, enable_gpu_optimizations, pad_token_id (the mask,
+not the id, marks padding), compute_eval_metrics (always computed), embedding_size (must equal
 hidden_size), precision_opt_level, to_float16; mixed_precision / fp16_type / use_bfloat16 are
 read by numerics/mixed_precision.py. Refused with one sentence: use_pre_normalization true and
 label_smoothing > 0 (not implemented).
@@ -34,6 +39,7 @@ import numpy as np
 
 from cs2sim.runtime.modelzoo import fill_defaults
 from cs2sim.runtime.nn.activations import ACTIVATIONS
+from cs2sim.runtime.nn.attention import KeyPadding
 from cs2sim.runtime.nn.encoder import BertEmbedding, BertHead, EncoderBlock, MLMHead, NSPHead
 from cs2sim.runtime.nn.init import from_config, truncated_normal
 from cs2sim.runtime.nn.model import Model, training_bytes
@@ -147,7 +153,9 @@ MODEL_SCHEMA: Schema = {
     "tf_summary": Key(bool, False, "TF Cerebras flag; no effect here."),
     "attention_kernel": Key(str, None, "CS attention kernel choice; no effect here."),
     "enable_gpu_optimizations": Key(bool, False, "TF GPU flag; no effect here."),
-    "pad_token_id": Key(int, 0, "Padding id; no effect (our sequences are never padded)."),
+    "pad_token_id": Key(
+        int, 0, "Padding id; no effect (the batch's attention_mask marks padding)."
+    ),
     "compute_eval_metrics": Key(bool, True, "Eval metrics are always computed here."),
     "name": Key(str, None, "Model name (informational)."),
 }
@@ -262,9 +270,10 @@ def bert_config(mp: dict[str, Any]) -> BertConfig:
 
 
 class BertModel(Model):
-    """BERT over batches of runtime/data/mlm.py: input_ids, token_type_ids (B, T) int32;
-    masked_lm_positions, masked_lm_ids (B, P) int32, masked_lm_weights (B, P) float32,
-    next_sentence_label (B,) int32."""
+    """BERT over batches of runtime/data/mlm.py: input_ids, token_type_ids (B, T) int32, and
+    attention_mask or input_mask (B, T) when the batch has padding; masked_lm_positions,
+    masked_lm_ids (B, P) int32, masked_lm_weights (B, P) float32, next_sentence_label (B,)
+    int32."""
 
     NAME = "bert"
     SCHEMA: Schema = MODEL_SCHEMA
@@ -287,6 +296,7 @@ class BertModel(Model):
         init = from_config(mp.get("initializer"), std, ctx, "initializer")
         emb_init = from_config(mp.get("embedding_initializer"), init, ctx, "embedding_initializer")
         rng, drop = self.init_rng, self.drop_rng
+        self.padding = KeyPadding()  # set by the embedding from each batch, read by the encoder
         self.add_block(
             "embed",
             BertEmbedding(
@@ -301,6 +311,7 @@ class BertModel(Model):
                 eps=cfg.eps,
                 dropout=cfg.emb_dropout,
                 policy=policy,
+                padding=self.padding,
             ),
         )
         for i in range(cfg.num_layers):
@@ -323,6 +334,7 @@ class BertModel(Model):
                     init=init,
                     out_init=init,
                     policy=policy,
+                    padding=self.padding,
                 ),
             )
         self.add_block("head", self.make_head(mp, cfg, init, policy))
@@ -358,7 +370,8 @@ class BertModel(Model):
 
     # -- data ---------------------------------------------------------------------------------
     def inputs(self, batch: dict[str, np.ndarray]) -> tuple[Any, dict[str, np.ndarray]]:
-        """({"input_ids", "token_type_ids"}, the head's labels); the sequence must fit."""
+        """({"input_ids", "token_type_ids", "attention_mask"}, the head's labels); the sequence
+        must fit."""
         ids = batch["input_ids"]
         if ids.shape[1] > self.cfg.max_positions:
             raise ConfigError(
@@ -369,6 +382,14 @@ class BertModel(Model):
         x = {"input_ids": ids}
         if "token_type_ids" in batch:
             x["token_type_ids"] = batch["token_type_ids"]
+        mask = batch.get("attention_mask", batch.get("input_mask"))
+        if mask is not None:
+            if mask.shape != ids.shape:
+                raise ConfigError(
+                    f"the batch's attention mask has shape {mask.shape} but its input_ids "
+                    f"{ids.shape}; re-create the data with one mask value per token."
+                )
+            x["attention_mask"] = mask
         return x, {k: batch[k] for k in self.LABEL_KEYS if k in batch}
 
     def set_input(self, section: dict[str, Any]) -> None:
