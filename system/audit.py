@@ -33,6 +33,7 @@ __all__ = [
     "ANSWER_CHARS",
     "AnswerTooLarge",
     "cap",
+    "member_change",
     "record",
     "entries",
     "query",
@@ -110,6 +111,16 @@ def record(
         ),
     )
     return int(cursor.lastrowid or 0)
+
+
+def member_change(db: sqlite3.Connection, *, user: str, command: str, detail: str) -> None:
+    """The audit row of a change a member of a shared store made through the store service
+    (the operations that write no row of their own: a launch's submit and end, its Slurm
+    records); nothing in the owner's own process, whose launches `jobs show` lists."""
+    from cs2sim.system.store_ops import current_caller
+
+    if current_caller() is not None:
+        record(db, user=user, command=command, detail=detail)
 
 
 @operation("audit.read", args={"last": int | None, "system": str | None})

@@ -63,7 +63,7 @@ from cs2sim.system.sched.queue_rows import (
 )
 from cs2sim.system.sched.request import JobRequest
 from cs2sim.system.sched.scheduling import Alive, reap, schedule
-from cs2sim.system.store_ops import current_caller, operation, process_of, wire
+from cs2sim.system.store_ops import operation, process_of, wire
 
 if TYPE_CHECKING:
     import sqlite3
@@ -212,7 +212,9 @@ def submit(
                 None if proc is None else proc.uid,
             ),
         )
-        _audit_member(db, user, "launch submit", f"job {next_id} ({name}): {command}")
+        audit.member_change(
+            db, user=user, command="launch submit", detail=f"job {next_id} ({name}): {command}"
+        )
         schedule(db, nodes, now, woken)
     _wake(store, [j for j in woken if j != next_id])
     return int(next_id)
@@ -335,16 +337,11 @@ def finish(
         ).rowcount
         db.execute("DELETE FROM sched_alloc WHERE job_id = ?", (job_id,))
         if ended and user is not None:
-            _audit_member(db, user, "launch end", f"job {job_id} {state} (exit {exit_code})")
+            audit.member_change(
+                db, user=user, command="launch end", detail=f"job {job_id} {state} ({exit_code})"
+            )
         schedule(db, nodes, None, woken)
     _wake(store, woken)
-
-
-def _audit_member(db: sqlite3.Connection, user: str, command: str, detail: str) -> None:
-    """A member's change through the store service leaves its audit row (the owner's own
-    launches are the owner's; its console's `jobs show` lists them)."""
-    if current_caller() is not None:
-        audit.record(db, user=user, command=command, detail=detail)
 
 
 def cancel(store: Store, job_id: int, *, user: str, admin: bool) -> QueueJob:
