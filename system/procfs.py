@@ -12,8 +12,8 @@ now; so a process is signalled only through a handle that cannot be reused: `pid
 pins the process (Linux >= 5.3), its /proc facts (start tick, real and effective uid) are read
 and checked against the record, the handle is checked to be still alive (so what was read was
 that process's), and `pidfd_send_signal(2)` sends the signal to it (Linux >= 5.1; Python >=
-3.9 has both). pidfd_open also refuses any thread that does not lead its process, so a pid
-reused by a thread is never signalled. Where pidfd_open is missing (another kernel), the start
+3.9 has both). pidfd_open also refuses any thread that does not lead its process (EINVAL, or
+ENOENT since Linux 6.9), so a pid reused by a thread is never signalled. Where pidfd_open is missing (another kernel), the start
 tick and uid are read immediately before os.kill: the weaker fallback, which a pid reused in
 between could still defeat (docs/security.md).
 """
@@ -221,8 +221,8 @@ def signal_recorded(pid: int, start: str | None, uid: int | None, sig: int) -> b
     try:
         fd = os.pidfd_open(pid)  # pins this process: its pid cannot name another while open
     except OSError as e:
-        if e.errno in (errno.ESRCH, errno.EINVAL):  # gone; or a thread, not a process
-            return False
+        if e.errno in (errno.ESRCH, errno.EINVAL, errno.ENOENT):
+            return False  # gone; or a thread that does not lead its process (EINVAL, ENOENT)
         raise
     try:
         if identify(pid) != want or not pidfd_alive(fd):
