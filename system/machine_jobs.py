@@ -357,13 +357,17 @@ def _own_launch(
     slurm = _row(db, "SELECT user, state FROM slurm_jobs WHERE id = ?", job_id)
     known = jobs.get(db, job_id)
     running = known is not None and known.state == "RUNNING"
-    launch, live = (queued, ("RUNNING",)) if queued is not None else (slurm, ("PENDING", "RUNNING"))
-    if launch is not None and launch[0] == user and launch[1] in live and not running:
+    launch = queued if queued is not None else slurm
+    active = launch is not None and launch[1] in ("PENDING", "RUNNING")
+    started = launch is not None and (launch[1] == "RUNNING" or queued is None)  # Slurm: either
+    if active and launch is not None and launch[0] == user and started and not running:
         return job_id, None
-    if (launch is None or launch[1] not in live) and not running:
+    if not active and not running:
         return None, None  # an id the service never gave, or an ended job's: a new id
-    owner = launch[0] if launch is not None else known.user if known is not None else "?"
-    why = "is already registered" if owner == user else f"belongs to {owner}"
+    owner = launch[0] if active and launch is not None else known.user if known else "?"
+    why = f"belongs to {owner}"
+    if owner == user:
+        why = "is already registered" if running else "has not started"
     return None, PermissionDenied(
         f"Job {job_id} {why}; a job is registered only under the id of its own running "
         "launch (SLURM_JOB_ID), or under a new one: start it without naming another's id."
