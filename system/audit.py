@@ -58,8 +58,11 @@ def cap(text: str, limit: int) -> str:
     text = str(text)
     if len(text) <= limit:
         return text
-    keep = max(0, limit - 40)
-    return f"{text[:keep]} [... {len(text) - keep:,} characters cut]"[:limit]
+    keep = limit
+    for _ in range(3):  # the mark's length depends on the count it states: settle both
+        mark = f" [... {len(text) - keep:,} characters cut]"
+        keep = max(0, limit - len(mark))
+    return (text[:keep] + f" [... {len(text) - keep:,} characters cut]")[:limit]
 
 
 SQLITE_MAX_INT = 2**63 - 1  # the largest LIMIT sqlite takes

@@ -13,9 +13,9 @@ pins the process (Linux >= 5.3), its /proc facts (start tick, real and effective
 and checked against the record, the handle is checked to be still alive (so what was read was
 that process's), and `pidfd_send_signal(2)` sends the signal to it (Linux >= 5.1; Python >=
 3.9 has both). pidfd_open also refuses any thread that does not lead its process (EINVAL, or
-ENOENT since Linux 6.9), so a pid reused by a thread is never signalled. Where pidfd_open is missing (another kernel), the start
-tick and uid are read immediately before os.kill: the weaker fallback, which a pid reused in
-between could still defeat (docs/security.md).
+ENOENT since Linux 6.9), so a pid reused by a thread is never signalled. Where pidfd_open is
+missing (another kernel), the start tick and uid are read immediately before os.kill: the weaker
+fallback, which a pid reused in between could still defeat (docs/security.md).
 """
 
 from __future__ import annotations

@@ -54,6 +54,8 @@ from cs2sim.system.jobs import (
 from cs2sim.system.sched.fit import NodeInfo, never_fits
 from cs2sim.system.sched.queue_rows import (
     COLS,
+    COMMAND_MAX,
+    NAME_MAX,
     MalformedRow,
     QueueJob,
     check_request,
@@ -90,8 +92,6 @@ __all__ = [
     "kick",
 ]
 
-NAME_MAX = 128  # a job's name, characters (Slurm's own --job-name has no limit; a view needs one)
-COMMAND_MAX = 4096  # a job's command line as the queue keeps it, characters
 STATES = ("PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELLED")
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS sched_jobs (

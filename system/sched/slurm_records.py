@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from cs2sim.system import audit
 from cs2sim.system.errors import PermissionDenied
+from cs2sim.system.sched.queue_rows import COMMAND_MAX, NAME_MAX
 from cs2sim.system.store_ops import operation
 
 if TYPE_CHECKING:
@@ -73,9 +74,9 @@ def record_job(
             (
                 job_id,
                 het_size,
-                audit.cap(name, 128),
+                audit.cap(name, NAME_MAX),
                 user,
-                audit.cap(command, 4096),
+                audit.cap(command, COMMAND_MAX),
                 socket.gethostname(),
                 os.getpid() if pid is None else pid,
                 time.time(),
