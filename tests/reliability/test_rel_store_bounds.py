@@ -30,7 +30,7 @@ from cs2sim.system.store_remote import service_pid
 pytestmark = pytest.mark.skipif(not CAN, reason="needs root and useradd/groupadd")
 
 # The bounds of the amplification test. Not speed targets: bounds on amplification, generous
-# so that a slow or busy machine passes. The service idles at about 30 MB (Python, SQLite and the
+# so that a slow or busy machine passes. The service idles at about 25 MB (Python, SQLite and the
 # operations' modules); an answer is at most 4 MiB, built by at most 2 reads of one user at once
 # (each holding its rows, their tagged encoding and the JSON text: about 5x the answer), so
 # 200 MB is twice what the bounded service can need, and a fifth of the 1.08 GB the unbounded one
@@ -184,6 +184,7 @@ def test_large_rows_and_parallel_reads_keep_the_service_and_others_bounded(  # n
         "the store service refused the request: its answer is over 4,194,304 ch"
     ]
     peak = _vm_hwm_mb(service)
+    print(f"store service peak {peak:.0f} MB; another member's system show {took:.2f} s")
     assert peak < SERVICE_RSS_MB, f"the store service peaked at {peak:.0f} MB"
     got = run_as(greedy, lambda: len(entries(Store.open(shared), 5)), _env(shared))
     assert got == 5  # asking for less works (5 of these rows are 2.5 MB)
