@@ -55,7 +55,8 @@ def test_a_39_mb_params_file_through_run_py_csx_is_refused_in_one_sentence(tmp_p
         preexec_fn=_capped,
     )
     lines = [line for line in r.stderr.splitlines() if line.strip()]
-    assert r.returncode == ConfigError.exit_code and r.stdout == "", (r.returncode, r.stdout[-500:], r.stderr[-2000:])
+    said = (r.returncode, r.stdout[-500:], r.stderr[-2000:])
+    assert r.returncode == ConfigError.exit_code and r.stdout == "", said
     assert lines == [
         f"error: {big} is {size} bytes, over the {YAML_LIMITS.max_bytes}-byte limit "
         "(max_bytes) for a params file; shorten it."
