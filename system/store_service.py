@@ -39,6 +39,7 @@ process of the owner), and every later one finds it running.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 import signal
@@ -114,9 +115,10 @@ class _Session:
 
         self.home = home
         self.peer = peer
-        self._pidfd = _peer_pidfd(sock) if sock is not None else None
-        # without a pidfd: the process as it was when its connection was taken (fallback)
-        self._seen = procfs.identify(peer.pid) if self._pidfd is None else None
+        self._pidfd, gone = _peer_pidfd(sock) if sock is not None else (None, False)
+        # without a pidfd: the process as it was when its connection was taken (the fallback);
+        # none at all if the kernel said the connecting process is already gone
+        self._seen = procfs.identify(peer.pid) if self._pidfd is None and not gone else None
         self.os_name = _login_of(peer.uid)
         self.account = self.os_name
         self.via = "local"
@@ -238,14 +240,14 @@ class _Session:
             self.account, self.via = entry[1], "password"
 
 
-def _peer_pidfd(sock: socket.socket) -> int | None:
+def _peer_pidfd(sock: socket.socket) -> tuple[int | None, bool]:
     """A pidfd of the process that connected `sock` (SO_PEERPIDFD), None where the kernel has
-    none to give."""
+    none to give; and whether the kernel said that process is gone already (ESRCH)."""
     try:
         fd = sock.getsockopt(socket.SOL_SOCKET, SO_PEERPIDFD)
-    except OSError:
-        return None
-    return fd if isinstance(fd, int) and fd >= 0 else None
+    except OSError as e:
+        return None, e.errno == errno.ESRCH
+    return (fd, False) if isinstance(fd, int) and fd >= 0 else (None, False)
 
 
 @contextlib.contextmanager
