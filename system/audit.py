@@ -34,6 +34,7 @@ __all__ = [
     "AnswerTooLarge",
     "cap",
     "member_change",
+    "bounded_rows",
     "record",
     "entries",
     "query",
@@ -136,11 +137,11 @@ def entries(store: Store, last: int | None = None, system: str | None = None) ->
         sql += " LIMIT ?"
         params.append(min(max(0, int(last)), SQLITE_MAX_INT))  # --last 10**30 means "all"
     with store.read() as db:
-        rows = _bounded(db.execute(sql, params))
+        rows = bounded_rows(db.execute(sql, params))
     return [AuditEntry(*row) for row in reversed(rows)]
 
 
-def _bounded(cursor: sqlite3.Cursor) -> list[Any]:
+def bounded_rows(cursor: sqlite3.Cursor) -> list[Any]:
     """The cursor's rows, read one by one; in the store service (for a member), AnswerTooLarge as
     soon as their size as sent passes ANSWER_CHARS (a read is stopped while it builds its
     answer, not after). The owner's own process reads what it asks for."""
@@ -197,7 +198,7 @@ def query(store: Store, q: AuditQuery) -> tuple[list[AuditEntry], int]:
     limit = -1 if q.last is None else min(max(0, int(q.last)), SQLITE_MAX_INT)
     with store.read() as db:
         total = int(db.execute(f"SELECT count(*) FROM audit {where}", params).fetchone()[0])
-        rows = _bounded(
+        rows = bounded_rows(
             db.execute(f"SELECT * FROM audit {where} ORDER BY id DESC LIMIT ?", [*params, limit])
         )
     return [AuditEntry(*row) for row in reversed(rows)], total

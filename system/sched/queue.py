@@ -427,11 +427,13 @@ def jobs(store: Store, *, all_states: bool = False, limit: int | None = None) ->
     with store.transaction() as db:
         _settle(db, cluster_nodes(store), woken)
         where = "" if all_states else "WHERE state IN ('PENDING', 'RUNNING')"
-        rows = db.execute(
-            f"SELECT {COLS} FROM (SELECT * FROM sched_jobs {where} ORDER BY id DESC LIMIT ?)"
-            " ORDER BY id",
-            (-1 if limit is None else limit,),
-        ).fetchall()
+        rows = audit.bounded_rows(  # a member's answer stops at the service's limit
+            db.execute(
+                f"SELECT {COLS} FROM (SELECT * FROM sched_jobs {where} ORDER BY id DESC LIMIT ?)"
+                " ORDER BY id",
+                (-1 if limit is None else limit,),
+            )
+        )
     _wake(store, woken)
     return readable(rows)
 
@@ -492,20 +494,27 @@ def listing(store: Store, *, all_states: bool = False, limit: int | None = 200) 
     cap = -1 if limit is None else limit
     with store.transaction() as db:
         _settle(db, cluster_nodes(store), woken)
-        rows = db.execute(f"SELECT {COLS} FROM sched_jobs WHERE state = 'RUNNING'").fetchall()
-        rows += db.execute(
-            f"SELECT {COLS} FROM sched_jobs WHERE state = 'PENDING' ORDER BY id LIMIT ?", (cap,)
-        ).fetchall()
+        rows = audit.bounded_rows(
+            db.execute(f"SELECT {COLS} FROM sched_jobs WHERE state = 'RUNNING'")
+        )
+        rows += audit.bounded_rows(
+            db.execute(
+                f"SELECT {COLS} FROM sched_jobs WHERE state = 'PENDING' ORDER BY id LIMIT ?",
+                (cap,),
+            )
+        )
         n_pending = db.execute(
             "SELECT count(*) FROM sched_jobs WHERE state = 'PENDING'"
         ).fetchone()[0]
         n_ended = 0
         if all_states:
-            rows += db.execute(
-                f"SELECT {COLS} FROM sched_jobs WHERE state NOT IN ('PENDING', 'RUNNING')"
-                " ORDER BY COALESCE(ended_at, submitted_at) DESC, id DESC LIMIT ?",
-                (cap,),
-            ).fetchall()
+            rows += audit.bounded_rows(
+                db.execute(
+                    f"SELECT {COLS} FROM sched_jobs WHERE state NOT IN ('PENDING', 'RUNNING')"
+                    " ORDER BY COALESCE(ended_at, submitted_at) DESC, id DESC LIMIT ?",
+                    (cap,),
+                )
+            )
             n_ended = db.execute(
                 "SELECT count(*) FROM sched_jobs WHERE state NOT IN ('PENDING', 'RUNNING')"
             ).fetchone()[0]
