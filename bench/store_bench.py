@@ -10,11 +10,15 @@ process of its own, what the console and the launchers ask of the store most:
 - `list_users(store)`: `user list`.
 
 and, for comparison, the owner's own `status()` on the same store (in-process SQLite, no
-service). Medians over `--runs` calls after a warm-up; all figures are host measurements on this
-machine (2 shared cores: the load average is printed). The script uses only interfaces that
-exist before and after the store served operations instead of SQL, so the same file measures a
-pristine main checkout: put a directory whose `cs2sim/` maps onto that checkout first on
-PYTHONPATH (`--label before`).
+service), and where this checkout has it, what `jobs cancel` adds to check a recorded process
+before signalling it: `procfs.signal_recorded` (pidfd_open, the start tick and uid from /proc,
+the pidfd checked alive, pidfd_send_signal, close) sending signal 0 to a live process, beside a
+bare `os.kill(pid, 0)`. Medians over `--runs` calls after a warm-up; all figures are host
+measurements on this machine (2 shared cores: the load average is printed). The script uses
+only interfaces that exist before and after the store served operations instead of SQL, so the
+same file measures a pristine main checkout: run it with that checkout's interpreter (its venv,
+where cs2sim is installed from it), or put a directory whose `cs2sim/` maps onto that checkout
+first on PYTHONPATH (`--label before`).
 
     python bench/store_bench.py [--runs 300] [--label after]
 """
@@ -65,6 +69,29 @@ def _member(home: Path, runs: int) -> dict[str, float]:
         "member audit --last 20": _median_ms(lambda: entries(store, 20), runs),
         "member user list": _median_ms(lambda: list_users(store), runs),
     }
+
+
+def _signal_costs(runs: int) -> dict[str, float]:
+    """A cancel's signal, checked through a pidfd against the record, vs a bare kill (signal 0:
+    nothing is delivered; the checks are all that is timed)."""
+    from cs2sim.system import procfs
+
+    if not hasattr(procfs, "signal_recorded"):
+        return {}  # a checkout from before the check
+    target = subprocess.Popen(["sleep", "600"])
+    try:
+        me = procfs.identify(target.pid)
+        assert me is not None
+        assert procfs.signal_recorded(target.pid, me.start, me.uid, 0)
+        return {
+            "checked signal (pidfd)": _median_ms(
+                lambda: procfs.signal_recorded(target.pid, me.start, me.uid, 0), runs
+            ),
+            "bare os.kill": _median_ms(lambda: os.kill(target.pid, 0), runs),
+        }
+    finally:
+        target.kill()
+        target.wait()
 
 
 def _as(user: pwd.struct_passwd, fn: Callable[[], Any], env: dict[str, str]) -> Any:
@@ -135,6 +162,7 @@ def main() -> int:
         with Store.open(home) as store:
             machine = Machine(store)
             figures["owner status() (in-process)"] = _median_ms(machine.status, args.runs)
+        figures.update(_signal_costs(args.runs))
     finally:
         if service is not None:
             os.kill(service, signal.SIGTERM)

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from types import FrameType
 
 from cs2sim.system import knobs
-from cs2sim.system.errors import CsError
+from cs2sim.system.errors import CsError, one_line_warnings
 
 __all__ = ["Signals", "fail", "write_out", "write_err"]
 
@@ -47,6 +47,9 @@ def fail(e: CsError, prefix: str = "error: ") -> int:
     """Print a CsError as one line and return its exit code."""
     write_err(f"{prefix}{e}\n")
     return e.exit_code
+
+
+one_line_warnings(write_err)  # a private directory moved, a damaged row skipped: one line
 
 
 def preload_for(argv: tuple[str, ...]) -> tuple[str, ...]:

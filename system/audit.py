@@ -4,6 +4,11 @@ Every attempt to change the machine leaves exactly one row: "ok" (done), "denied
 not), "refused" (the state does not allow it; nothing else changed) or "error" (it failed midway
 and was rolled back). Time-based events are written by the user "system" (``booted``).
 Rows are written inside the caller's transaction, so a row exists if and only if its change does.
+
+Bounded: every text a row records is cut to `TEXT_LIMITS` characters (`cap`, marked where cut),
+whoever sent it, so one request cannot write a row of megabytes; and the reads build their
+answer row by row and stop at `ANSWER_CHARS` (the store service's answer limit) instead of
+building the whole log first.
 """
 
 from __future__ import annotations
@@ -11,8 +16,9 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from cs2sim.system.errors import CsError
 from cs2sim.system.store_ops import operation, wire
 
 if TYPE_CHECKING:
@@ -20,9 +26,48 @@ if TYPE_CHECKING:
 
     from cs2sim.system.store import Store
 
-__all__ = ["AuditEntry", "AuditQuery", "AuditRows", "OUTCOMES", "record", "entries", "query"]
+__all__ = [
+    "AuditEntry",
+    "AuditQuery",
+    "AuditRows",
+    "OUTCOMES",
+    "TEXT_LIMITS",
+    "ANSWER_CHARS",
+    "AnswerTooLarge",
+    "cap",
+    "member_change",
+    "bounded_rows",
+    "record",
+    "entries",
+    "query",
+]
 
 OUTCOMES = ("ok", "denied", "refused", "error")
+# the longest text each column of a row keeps (characters; longer is cut and marked)
+TEXT_LIMITS = {"user": 128, "system": 128, "command": 256, "detail": 2048}
+ANSWER_CHARS = 4 * 1024 * 1024  # a read stops building its answer here (the service's limit)
+ROW_OVERHEAD = 160  # what a row costs as sent beyond its texts (its tagged JSON: names, numbers)
+
+
+class AnswerTooLarge(CsError):
+    """A read whose answer would pass the limit a caller may be sent (ask for fewer rows)."""
+
+    exit_code = 2
+
+
+def cap(text: str, limit: int) -> str:
+    """`text` if it has at most `limit` characters, else its start and a mark saying how much
+    was cut, `limit` characters in all."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    keep = limit
+    for _ in range(3):  # the mark's length depends on the count it states: settle both
+        mark = f" [... {len(text) - keep:,} characters cut]"
+        keep = max(0, limit - len(mark))
+    return (text[:keep] + f" [... {len(text) - keep:,} characters cut]")[:limit]
+
+
 SQLITE_MAX_INT = 2**63 - 1  # the largest LIMIT sqlite takes
 
 
@@ -62,16 +107,26 @@ def record(
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         (
             time.time() if at is None else at,
-            user,
-            system,
-            command,
-            str(from_state),
-            str(to_state),
+            cap(user, TEXT_LIMITS["user"]),
+            cap(system, TEXT_LIMITS["system"]),
+            cap(command, TEXT_LIMITS["command"]),
+            str(from_state)[:32],
+            str(to_state)[:32],
             outcome,
-            detail,
+            cap(detail, TEXT_LIMITS["detail"]),
         ),
     )
     return int(cursor.lastrowid or 0)
+
+
+def member_change(db: sqlite3.Connection, *, user: str, command: str, detail: str) -> None:
+    """The audit row of a change a member of a shared store made through the store service
+    (the operations that write no row of their own: a launch's submit and end, its Slurm
+    records); nothing in the owner's own process, whose launches `jobs show` lists."""
+    from cs2sim.system.store_ops import current_caller
+
+    if current_caller() is not None:
+        record(db, user=user, command=command, detail=detail)
 
 
 @operation("audit.read", args={"last": int | None, "system": str | None})
@@ -84,8 +139,30 @@ def entries(store: Store, last: int | None = None, system: str | None = None) ->
         sql += " LIMIT ?"
         params.append(min(max(0, int(last)), SQLITE_MAX_INT))  # --last 10**30 means "all"
     with store.read() as db:
-        rows = db.execute(sql, params).fetchall()
+        rows = bounded_rows(db.execute(sql, params))
     return [AuditEntry(*row) for row in reversed(rows)]
+
+
+def bounded_rows(cursor: sqlite3.Cursor) -> list[Any]:
+    """The cursor's rows, read one by one; in the store service (for a member), AnswerTooLarge as
+    soon as their size as sent passes ANSWER_CHARS (a read is stopped while it builds its
+    answer, not after). The owner's own process reads what it asks for."""
+    from cs2sim.system.store_ops import current_caller
+
+    if current_caller() is None:
+        return cursor.fetchall()
+    rows: list[Any] = []
+    size = 0
+    for row in cursor:
+        size += ROW_OVERHEAD + sum(len(v) for v in row if isinstance(v, str))
+        if size > ANSWER_CHARS:
+            raise AnswerTooLarge(
+                f"the store service refused the request: its answer is over {ANSWER_CHARS:,} "
+                f"characters after {len(rows):,} rows, more than the {ANSWER_CHARS:,} the "
+                "service sends; ask for less."
+            )
+        rows.append(row)
+    return rows
 
 
 @wire
@@ -110,9 +187,9 @@ def query(store: Store, q: AuditQuery) -> tuple[list[AuditEntry], int]:
     limit = -1 if q.last is None else min(max(0, int(q.last)), SQLITE_MAX_INT)
     with store.read() as db:
         total = int(db.execute(f"SELECT count(*) FROM audit {where}", params).fetchone()[0])
-        rows = db.execute(
-            f"SELECT * FROM audit {where} ORDER BY id DESC LIMIT ?", [*params, limit]
-        ).fetchall()
+        rows = bounded_rows(  # a member's answer stops at the service's limit
+            db.execute(f"SELECT * FROM audit {where} ORDER BY id DESC LIMIT ?", [*params, limit])
+        )
     return [AuditEntry(*row) for row in reversed(rows)], total
 
 

@@ -22,6 +22,9 @@ these never prints; `csshell` and `scripts` catch `CsError` at their boundary, p
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 __all__ = [
     "CsError",
     "UsageError",
@@ -38,6 +41,7 @@ __all__ = [
     "ResourceError",
     "RuntimeFailure",
     "CsWarning",
+    "one_line_warnings",
 ]
 
 
@@ -124,3 +128,19 @@ class RuntimeFailure(CsError):
 class CsWarning(UserWarning):
     """Something the user should know that did not stop the command (a damaged row skipped):
     its message is one sentence, shown by the console as ``warning: <message>``."""
+
+
+def one_line_warnings(write: Callable[[str], object]) -> None:
+    """Have every CsWarning shown as one line, ``warning: <message>``, through `write` (the
+    printing layer's: a launcher's or run.py's stderr); other warnings as Python shows them."""
+    import warnings
+
+    default = warnings.showwarning
+
+    def show(message: Warning | str, category: type[Warning], *rest: Any, **kw: Any) -> None:
+        if issubclass(category, CsWarning):
+            write(f"warning: {' '.join(str(message).split())}\n")
+        else:
+            default(message, category, *rest, **kw)
+
+    warnings.showwarning = show

@@ -6,19 +6,26 @@ next ones of the cluster description. Registering re-checks every one of them, t
 who holds them, inside ONE write transaction, and writes the job and an audit row on each.
 
 On a shared store a member's job is registered by the store service with what the service saw
-of the caller: its account, its process (SO_PEERCRED) and that process's start time (/proc),
-never a pid or a name the caller sent, so `jobs cancel` signals only a process that really
-registered itself, and only while it is that same process.
+of the caller: its account, its process (SO_PEERCRED, verified alive through its pidfd at that
+moment) and that process's start tick and uid (/proc), never a pid or a name the caller sent, so
+`jobs cancel` signals only a process that really registered itself, only while it is that same
+process running as that same uid, and only from the canceller's own process.
+
+Job ids are the service's. A caller may name an id (a launched job's SLURM_JOB_ID) only if it
+is its own launch: a RUNNING job of the embedded queue, or a recorded Slurm job, of the same
+account, not yet registered; any other id that is a job's is refused (audited), and an id no job
+has is replaced by a new one. So a system or node held by someone's launch is never taken by
+naming its id (`_held` excuses only the caller's own launch).
 """
 
 from __future__ import annotations
 
-import os
+import sqlite3
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Self
 
 from cs2sim.system import audit as auditlog
-from cs2sim.system import changes, jobs
+from cs2sim.system import changes, jobs, procfs
 from cs2sim.system.errors import (
     CsError,
     InvalidTransition,
@@ -29,17 +36,17 @@ from cs2sim.system.errors import (
     UsageError,
 )
 from cs2sim.system.state import ExecMode, held_refusal, systems_refusal
-from cs2sim.system.store_ops import operation
+from cs2sim.system.store_ops import operation, process_of
 from cs2sim.system.systems import list_systems, system_addresses
 from cs2sim.system.users import Identity, Role
 
 if TYPE_CHECKING:
-    import sqlite3
-
     from cs2sim.system.jobs import Job
     from cs2sim.system.store import Store
 
-__all__ = ["JobsOfMachine"]
+__all__ = ["JobsOfMachine", "COMMAND_MAX"]
+
+COMMAND_MAX = 4096  # a job's command line as recorded, characters (cut and marked beyond)
 
 
 class JobsOfMachine:
@@ -94,14 +101,20 @@ class JobsOfMachine:
         machines = [
             self if n == self.name else type(self)(self.store, n, clock=self._clock) for n in names
         ]
+        command = auditlog.cap(command, COMMAND_MAX)
+        proc = process_of(pid)  # verified now (the service: still the process that connected)
         job: Job | None = None
         with self.store.transaction() as db:
             now = self._clock()  # under the write lock: see _attempt
             rows = [m._settle(db, now) for m in machines]
             refusal = systems_refusal(list(rows), mode, now)
+            own: int | None = None
+            if refusal is None and job_id is not None:
+                own, refusal = _own_launch(db, job_id, who.name)
+                job_id = own if own is not None and jobs.get(db, own) is None else None
             if refusal is None:
                 taken = jobs.node_conflict(db, tuple(nodes))
-                taken = taken or _held(db, names, job_id)
+                taken = taken or _held(db, names, own)
                 refusal = ResourceError(taken) if taken else None
             if refusal is None:
                 job, taken = jobs.insert(
@@ -117,6 +130,8 @@ class JobsOfMachine:
                     systems=names,
                 )
                 refusal = ResourceError(taken) if taken else None
+            if job is not None and refusal is None:
+                refusal = _record_process(db, job.id, proc)
             on = "" if len(names) == 1 else f" on {', '.join(names)}"
             detail = (
                 str(refusal) if refusal else f"job {job.id if job else '?'} ({mode}){on}: {command}"
@@ -130,7 +145,11 @@ class JobsOfMachine:
                     from_state=r.state,
                     to_state=r.state,
                     at=now,
-                    outcome="refused" if refusal else "ok",
+                    outcome="ok"
+                    if refusal is None
+                    else "denied"
+                    if isinstance(refusal, PermissionDenied)
+                    else "refused",
                     detail=detail,
                 )
         if refusal is not None:
@@ -205,13 +224,9 @@ class JobsOfMachine:
         registered it, matches): a reused pid is never signalled."""
         import signal
 
-        job, started = self._cancel_record(who, job_id)
-        if started is None or jobs.process_start(int(job.pid or 0)) != started:
-            return job  # it ended meanwhile (or its pid was reused): the next reader records it
-        try:
-            os.kill(int(job.pid or 0), signal.SIGINT)
-        except ProcessLookupError:
-            pass  # it ended meanwhile: the next reader records it
+        job, started, uid = self._cancel_record(who, job_id)
+        try:  # through a pidfd, only while it is the process recorded (start tick, uid)
+            procfs.signal_recorded(int(job.pid or 0), started, uid, signal.SIGINT)
         except PermissionError as e:
             raise PermissionDenied(
                 f"Job {job_id} is another OS user's process; ask {job.user} or run "
@@ -226,8 +241,8 @@ class JobsOfMachine:
         fill={"who": "identity"},
         may="owner-or-admin",
     )
-    def _cancel_record(self, who: Identity, job_id: int) -> tuple[Job, str | None]:
-        """Judge and audit a cancel: the job and its process's recorded start time."""
+    def _cancel_record(self, who: Identity, job_id: int) -> tuple[Job, str | None, int | None]:
+        """Judge and audit a cancel: the job and its process's recorded start tick and uid."""
         refusal: CsError | None = None
         with self.store.transaction() as db:
             now = self._clock()
@@ -251,6 +266,7 @@ class JobsOfMachine:
                     "not on this host)."
                 )
             started = jobs.pid_start(db, job_id)
+            uid = _recorded_uid(db, job)
             auditlog.record(
                 db,
                 user=who.name,
@@ -268,7 +284,7 @@ class JobsOfMachine:
             )
         if refusal is not None:
             raise refusal
-        return job, started
+        return job, started, uid
 
     @operation(
         "job.finish",
@@ -316,17 +332,88 @@ class JobsOfMachine:
             return jobs.get(db, job_id)
 
 
-def _held(db: sqlite3.Connection, names: tuple[str, ...], job_id: int | None) -> str | None:
-    """Why a system of the job is not free: another job (or launch) holds it."""
+def _held(db: sqlite3.Connection, names: tuple[str, ...], own: int | None) -> str | None:
+    """Why a system of the job is not free: another job (or launch) holds it. `own`: the
+    caller's own RUNNING launch (checked by `_own_launch`), whose reservation the job takes up;
+    no other holder is excused, whatever id the caller names."""
     held = jobs.holders(db)
     for name in names:
         holder = held.get(name)
-        if holder is None or holder == job_id:
+        if holder is None or holder == own:
             continue
         job = jobs.get(db, holder)
         who = jobs.describe(job) if job is not None else f"job {holder} (a running launch)"
         return held_refusal(name, holder, who)
     return None
+
+
+def _own_launch(
+    db: sqlite3.Connection, job_id: int, user: str
+) -> tuple[int | None, CsError | None]:
+    """Whether `job_id`, named by a job being registered, is the caller's own launch: a RUNNING
+    queue job (or a recorded, live Slurm job) of `user` not yet running as a registered job;
+    (its id, None) if so, (None, None) if no live job has that id (the job gets a new one), and
+    (None, refusal) if it is another's job, or one already registered."""
+    queued = _row(db, "SELECT user, state FROM sched_jobs WHERE id = ?", job_id)
+    slurm = _row(db, "SELECT user, state FROM slurm_jobs WHERE id = ?", job_id)
+    known = jobs.get(db, job_id)
+    running = known is not None and known.state == "RUNNING"
+    launch = queued if queued is not None else slurm
+    active = launch is not None and launch[1] in ("PENDING", "RUNNING")
+    started = launch is not None and (launch[1] == "RUNNING" or queued is None)  # Slurm: either
+    if active and launch is not None and launch[0] == user and started and not running:
+        return job_id, None
+    if not active and not running:
+        return None, None  # an id the service never gave, or an ended job's: a new id
+    owner = launch[0] if active and launch is not None else known.user if known else "?"
+    why = f"belongs to {owner}"
+    if owner == user:
+        why = "is already registered" if running else "has not started"
+    return None, PermissionDenied(
+        f"Job {job_id} {why}; a job is registered only under the id of its own running "
+        "launch (SLURM_JOB_ID), or under a new one: start it without naming another's id."
+    )
+
+
+def _row(db: sqlite3.Connection, sql: str, job_id: int) -> tuple[Any, ...] | None:
+    """One row, None if none (or if the table does not exist yet on this store)."""
+    try:
+        row = db.execute(sql, (job_id,)).fetchone()
+    except sqlite3.OperationalError:
+        return None
+    return None if row is None else tuple(row)
+
+
+def _record_process(db: sqlite3.Connection, job_id: int, proc: Any) -> CsError | None:
+    """Record the uid the job's process runs as beside its pid and start tick (what a cancel
+    checks before signalling); refused if the process is not the one verified (its pid was
+    reused between the check and the record)."""
+    if not jobs.has_column(db, "jobs", "pid_uid"):
+        db.execute("ALTER TABLE jobs ADD COLUMN pid_uid INTEGER")
+    if proc is None:
+        return None  # gone already, or no /proc: nothing will be signalled
+    if jobs.pid_start(db, job_id) != proc.start:
+        return JobRefused(
+            f"the process registering the job (pid {proc.pid}) ended while it registered; "
+            "start the job again."
+        )
+    db.execute("UPDATE jobs SET pid_uid = ? WHERE id = ?", (proc.uid, job_id))
+    return None
+
+
+def _recorded_uid(db: sqlite3.Connection, job: Job) -> int | None:
+    """The uid a job's process was recorded running as (for a job recorded before uids were:
+    its account's OS login's, if it has one)."""
+    if jobs.has_column(db, "jobs", "pid_uid"):
+        row = db.execute("SELECT pid_uid FROM jobs WHERE id = ?", (job.id,)).fetchone()
+        if row is not None and row[0] is not None:
+            return int(row[0])
+    import pwd
+
+    try:
+        return pwd.getpwnam(job.user).pw_uid
+    except KeyError:
+        return None
 
 
 def _kick_queue(store: Store) -> None:

@@ -15,6 +15,14 @@ created it first could have planted symlinks or files in it (the classic /tmp ra
 "Secure Programming for Linux and Unix HOWTO", section "Avoid Race Conditions"). An own
 directory that others may only read and enter is tightened to 0700 (they could not have put
 anything in it).
+
+A per-user directory in a shared place (`user_tmp_dir`: `/tmp/cs2sim-<uid>`) fails safe: when
+the name is taken by another user (who can create it first, and in a sticky /tmp only they or
+root can remove it), the run uses the first of the user's own places that is free
+(`user_tmp_places`: `~/.cache/cs2sim/run/<prefix>`, then `<temp dir>/<prefix>-<uid>.1` ... `.8`)
+and says so in one warning line (`DirectoryMoved`), instead of stopping. Readers of such a
+directory (`jobs log`) look in the same places, in the same order, and use only the ones that
+pass the same check.
 """
 
 from __future__ import annotations
@@ -26,12 +34,15 @@ import stat
 import tempfile
 from pathlib import Path
 
-from cs2sim.system.errors import CsError
+from cs2sim.system.errors import CsError, CsWarning
 
 __all__ = [
     "shared_dir",
     "private_dir",
     "user_tmp_dir",
+    "user_tmp_places",
+    "user_tmp_dirs",
+    "DirectoryMoved",
     "check_private",
     "UnsafePath",
     "UnsafeDirectory",
@@ -109,12 +120,81 @@ def private_dir(parent: Path, name: str, hint: str | None = None) -> Path:
     return path
 
 
+class DirectoryMoved(CsWarning):
+    """This user's directory in a shared place was taken by another user: another is used."""
+
+
+FALLBACKS = 8  # numbered names tried in the temp dir after the home's cache
+_said: set[str] = set()  # the moves this process has already said (once each)
+
+
+def user_tmp_places(prefix: str) -> list[tuple[Path, ...]]:
+    """Where this user's `prefix` directory may be, in the order tried: each as the chain of
+    directories to create below an existing parent (every one checked to be this user's)."""
+    tmp = Path(tempfile.gettempdir())
+    uid = os.getuid()
+    places: list[tuple[Path, ...]] = [(tmp / f"{prefix}-{uid}",)]
+    try:
+        cache = Path.home() / ".cache"
+        places.append(
+            (cache / "cs2sim", cache / "cs2sim" / "run", cache / "cs2sim" / "run" / prefix)
+        )
+    except (KeyError, RuntimeError):
+        pass  # no home directory to speak of
+    places += [(tmp / f"{prefix}-{uid}.{k}",) for k in range(1, FALLBACKS + 1)]
+    return places
+
+
+def _make(chain: tuple[Path, ...]) -> Path:
+    if chain[0].parent.name == ".cache":
+        chain[0].parent.mkdir(mode=0o700, exist_ok=True)  # ~/.cache, in the user's own home
+    for d in chain:
+        private_dir(d.parent, d.name)
+    return chain[-1]
+
+
 def user_tmp_dir(prefix: str) -> Path:
-    """`<system temp dir>/<prefix>-<uid>`: this user's private directory in a shared place (the
-    name is predictable, so it is checked like any private_dir before use)."""
-    return private_dir(
-        Path(tempfile.gettempdir()),
-        f"{prefix}-{os.getuid()}",
-        "remove it (another user may have created it first), or set CS2_HOME "
-        "to a directory of your own",
+    """This user's private directory in a shared place: `<system temp dir>/<prefix>-<uid>`
+    (the name is predictable, so it is checked like any private_dir before use), or, when
+    another user holds that name, the first own place of `user_tmp_places` (said once, in one
+    warning line). UnsafeDirectory only if every place is taken."""
+    import warnings
+
+    first: UnsafeDirectory | None = None
+    for chain in user_tmp_places(prefix):
+        try:
+            path = _make(chain)
+        except UnsafeDirectory as e:
+            first = first or e
+            continue
+        except OSError:
+            continue  # a home we cannot write: the next place
+        if first is not None and str(path) not in _said:
+            _said.add(str(path))
+            warnings.warn(
+                DirectoryMoved(
+                    f"{user_tmp_places(prefix)[0][0]} is not yours alone (another user created "
+                    f"it, or may write in it), so cs2sim uses {path} instead; ask an admin to "
+                    "remove it to go back"
+                ),
+                stacklevel=2,
+            )
+        return path
+    raise first or UnsafeDirectory(
+        f"no private directory for {prefix} could be made in {tempfile.gettempdir()} or your "
+        "home; set TMPDIR to a directory of your own"
     )
+
+
+def user_tmp_dirs(prefix: str) -> list[Path]:
+    """The places of `user_tmp_places` that exist now and are this user's own (checked, never
+    created): where a reader looks for what a run kept there."""
+    found = []
+    for chain in user_tmp_places(prefix):
+        try:
+            for d in chain:
+                check_private(d)
+        except OSError:
+            continue
+        found.append(chain[-1])
+    return found

@@ -45,6 +45,7 @@ __all__ = [
     "operation",
     "current_caller",
     "acting_for",
+    "process_of",
     "encode",
     "decode",
     "conforms",
@@ -72,6 +73,9 @@ class Caller:
     pid: int  # SO_PEERCRED: the process that connected
     os_name: str  # the uid's login name
     account: Any  # the users.Identity this connection acts as
+    # the connecting process's identity, verified when called (procfs.ProcessId; RequestError
+    # once that process has ended: its pid may name another process by then)
+    verify: Callable[[], Any] | None = None
 
 
 _CALLER: ContextVar[Caller | None] = ContextVar("cs2sim_store_caller", default=None)
@@ -97,12 +101,25 @@ def acting_for(caller: Caller) -> Iterator[None]:
         _CALLER.reset(token)
 
 
+def process_of(pid: int) -> Any:
+    """The identity (procfs.ProcessId) of the process a record is about, read now: in the
+    service, the connecting process's, verified through its pidfd (RequestError if it has ended);
+    in the caller's own process, `pid`'s from /proc (None if it is gone)."""
+    caller = _CALLER.get()
+    if caller is not None and caller.verify is not None:
+        return caller.verify()
+    from cs2sim.system import procfs
+
+    return procfs.identify(pid)
+
+
 # What the service fills in for a member, from its own observation: argument -> source.
 FILLS: dict[str, str] = {
     "identity": "the caller's account (its OS login's, or the one its password login proved)",
     "user": "the caller's account name",
     "admin": "whether the caller's account has the admin role",
-    "pid": "the caller's process id (SO_PEERCRED; its start time from /proc)",
+    "pid": "the caller's process id (SO_PEERCRED), verified when used: still the process that"
+    " connected (its pidfd, SO_PEERPIDFD), its start time and uid from /proc",
     "nodes": "the cluster's nodes, from the owner's cluster description",
     "none": "nothing (the service's own clock)",
 }

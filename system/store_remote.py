@@ -72,6 +72,7 @@ class RemoteConnection:
         self._owner = owner_uid
         self._lock = threading.Lock()  # one request at a time on the socket
         self._sock: socket.socket | None = None
+        self._opened_by = 0  # the process that connected: the service knows it as the caller
         self._token: str | None = None  # a password login's session, to resume it
         self.identity: tuple[str, str] = ("", "")
         self.schema: int | None = None
@@ -106,6 +107,7 @@ class RemoteConnection:
                 f"{owner}; do not use this store, and tell {owner}."
             )
         self._sock = sock
+        self._opened_by = os.getpid()
         hello: dict[str, Any] = {"op": "hello"}
         if self._token is not None:
             hello["resume"] = self._token
@@ -150,7 +152,12 @@ class RemoteConnection:
         """Run operation `name` in the service; its result, or the CsError it raised."""
         request = {"op": name, "args": {k: store_ops.encode(v) for k, v in args.items()}}
         with self._lock:
-            if self._closed_by_peer():
+            if self._opened_by != os.getpid():
+                # a forked child: the service knows the socket's caller as the process that
+                # connected (it records and checks that one), so each process connects itself
+                self._drop_inherited()
+                self._open()
+            elif self._closed_by_peer():
                 self.close()
                 self._open()
             reply = self._exchange(request)
@@ -165,6 +172,11 @@ class RemoteConnection:
             self._token = token
             self.identity = (str(getattr(result, "name", "")), str(getattr(result, "role", "")))
         return result
+
+    def _drop_inherited(self) -> None:
+        """Forget the parent's socket in a forked child: this copy of the descriptor is closed
+        (never shut down), so the parent's connection goes on."""
+        self.close()
 
     def close(self) -> None:
         if self._sock is not None:

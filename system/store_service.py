@@ -18,7 +18,19 @@ this connection proved another; a job's owner, process id and start time are the
 operation itself, as for the owner (the same code), and audited.
 
 Limits (system/request_server.py): connections per OS user and in all, request and answer
-sizes, the time of one receive, one operation's SQLite work (`OP_S`), idle connections closed.
+sizes, the time of one receive, one operation's SQLite work (`OP_S`), idle connections closed;
+here, reads whose answer may be large (`HEAVY`) run at most `HEAVY_PER_UID` at once per OS user
+and `HEAVY_TOTAL` in all (a caller over it waits up to `OP_S`, then is refused in one sentence).
+
+The caller's process. SO_PEERCRED keeps the pid of the process that called connect() even
+after that process has exited, when the number may name another process. So the service takes
+a pidfd of the connecting process as the connection is accepted (SO_PEERPIDFD, Linux >= 6.5;
+elsewhere its start tick and uid read then, the weaker fallback), and whenever an operation
+records the caller's process (a job's launcher or chief) it checks, at that moment, that the
+pidfd's process is still alive, so the pid, start tick and uid it records are that process's;
+a request from a connection whose process has ended is refused. The service itself never
+signals a caller's or a job's process: `jobs cancel` signals from the canceller's own process
+(system/procfs.py `signal_recorded`).
 
 Started on demand: the owner's first `Store.open` of a shared store starts it (a detached
 process of the owner), and every later one finds it running.
@@ -27,6 +39,7 @@ process of the owner), and every later one finds it running.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 import signal
@@ -37,7 +50,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cs2sim.system import store_ops
+from cs2sim.system import procfs, store_ops
 from cs2sim.system.errors import CsError, PermissionDenied, StoreError
 from cs2sim.system.request_server import Limits, RequestServer
 from cs2sim.system.store_remote import (
@@ -60,10 +73,19 @@ __all__ = [
     "PID_NAME",
     "LIMITS",
     "OP_S",
+    "HEAVY",
 ]
 
 LIMITS = Limits()
 OP_S = 10.0  # one operation's SQLite work, at most (then it is interrupted and rolled back)
+# reads whose answer grows with the store (the audit log, the queue's history): each may build
+# up to the answer limit (4 MiB) and its encodings, so few run at once
+HEAVY = frozenset({"audit.read", "audit.query", "queue.jobs", "queue.listing"})
+HEAVY_PER_UID = 2
+HEAVY_TOTAL = 4
+_heavy_free = threading.Condition()
+_heavy: dict[int, int] = {}  # uid -> heavy reads running
+SO_PEERPIDFD = getattr(socket, "SO_PEERPIDFD", 77)  # Linux >= 6.5
 TOKEN_S = 12 * 3600.0  # a password login's session lives this long
 _tokens: dict[str, tuple[int, str, float]] = {}  # session token -> (uid, account, expiry)
 _tokens_lock = threading.Lock()
@@ -88,11 +110,15 @@ class _Session:
     """One connection: the caller as the kernel says, the account it acts as, its own store
     connection (operations of different callers run side by side, SQLite serialising writes)."""
 
-    def __init__(self, home: Path, peer: PeerCred) -> None:
+    def __init__(self, home: Path, peer: PeerCred, sock: socket.socket | None = None) -> None:
         from cs2sim.system.store import Store
 
         self.home = home
         self.peer = peer
+        self._pidfd, gone = _peer_pidfd(sock) if sock is not None else (None, False)
+        # without a pidfd: the process as it was when its connection was taken (the fallback);
+        # none at all if the kernel said the connecting process is already gone
+        self._seen = procfs.identify(peer.pid) if self._pidfd is None and not gone else None
         self.os_name = _login_of(peer.uid)
         self.account = self.os_name
         self.via = "local"
@@ -108,6 +134,27 @@ class _Session:
 
     def close(self) -> None:
         self.store.close()
+        if self._pidfd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._pidfd)
+            self._pidfd = None
+
+    def process(self) -> procfs.ProcessId:
+        """The connecting process, verified now: its pid, start tick and uid as /proc says,
+        read while its pidfd shows it alive (so not a process that reused its pid); refused
+        once it has ended."""
+        ident = procfs.identify(self.peer.pid)
+        if self._pidfd is not None:
+            alive = procfs.pidfd_alive(self._pidfd)
+        else:
+            alive = ident is not None and ident == self._seen
+        if ident is None or not alive or ident.uid != self.peer.uid:
+            raise store_ops.RequestError(
+                f"the store service refused the request: the process that opened this "
+                f"connection (pid {self.peer.pid}) has ended or changed its user, so it cannot "
+                "be recorded as this request's; each process connects for itself: connect again."
+            )
+        return ident
 
     def identity(self) -> Any:
         """The account this connection acts as, its role as the store says now."""
@@ -136,18 +183,19 @@ class _Session:
         except ValueError as e:
             return _refusal(f"an argument of {op.name} is malformed: {e}")
         me = self.identity()
-        caller = store_ops.Caller(self.peer.uid, self.peer.pid, self.os_name, me)
+        caller = store_ops.Caller(self.peer.uid, self.peer.pid, self.os_name, me, self.process)
         fills = {
             "identity": lambda: me,
             "user": lambda: me.name,
             "admin": lambda: str(me.role) == "admin",
-            "pid": lambda: self.peer.pid,
+            "pid": lambda: self.process().pid,
             "nodes": self._nodes,
             "none": lambda: None,
         }
         try:
-            result = store_ops.run(op, self.store, caller, args, fills)
-            reply = {"ok": True, "result": store_ops.encode(result)}
+            with _heavy_slot(self.peer.uid, op.name in HEAVY):
+                result = store_ops.run(op, self.store, caller, args, fills)
+                reply = {"ok": True, "result": store_ops.encode(result)}
         except CsError as e:
             return store_ops.error_reply(e)
         except Exception as e:  # noqa: BLE001 - said in one sentence, and logged for the owner
@@ -190,6 +238,45 @@ class _Session:
             entry = _tokens.get(token)
         if entry is not None and entry[0] == self.peer.uid and entry[2] > time.time():
             self.account, self.via = entry[1], "password"
+
+
+def _peer_pidfd(sock: socket.socket) -> tuple[int | None, bool]:
+    """A pidfd of the process that connected `sock` (SO_PEERPIDFD), None where the kernel has
+    none to give; and whether the kernel said that process is gone already (ESRCH)."""
+    try:
+        fd = sock.getsockopt(socket.SOL_SOCKET, SO_PEERPIDFD)
+    except OSError as e:
+        return None, e.errno == errno.ESRCH
+    return (fd, False) if isinstance(fd, int) and fd >= 0 else (None, False)
+
+
+@contextlib.contextmanager
+def _heavy_slot(uid: int, heavy: bool) -> Any:
+    """Hold one of the caller's heavy-read places while a HEAVY read runs (waiting up to OP_S
+    for one); RequestError in one sentence when none frees in time."""
+    if not heavy:
+        yield
+        return
+    deadline = time.monotonic() + OP_S
+    with _heavy_free:
+        while _heavy.get(uid, 0) >= HEAVY_PER_UID or sum(_heavy.values()) >= HEAVY_TOTAL:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise store_ops.RequestError(
+                    f"the store service refused the request: {HEAVY_PER_UID} large reads of "
+                    f"yours (or {HEAVY_TOTAL} in all) were already running for {OP_S:.0f} s; "
+                    "ask for fewer rows (--last N), or wait for them to finish."
+                )
+            _heavy_free.wait(left)
+        _heavy[uid] = _heavy.get(uid, 0) + 1
+    try:
+        yield
+    finally:
+        with _heavy_free:
+            _heavy[uid] -= 1
+            if not _heavy[uid]:
+                del _heavy[uid]
+            _heavy_free.notify_all()
 
 
 def load_operations() -> dict[str, store_ops.Operation]:
@@ -250,7 +337,7 @@ def serve(home: Path) -> None:
             return False
 
     RequestServer(
-        srv, lambda _sock, peer: _Session(home, peer), _refusal, LIMITS, still_ours
+        srv, lambda sock, peer: _Session(home, peer, sock), _refusal, LIMITS, still_ours
     ).serve_forever()
 
 

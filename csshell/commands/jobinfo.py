@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from cs2sim.csshell.render import clock, kv_lines, seconds
 from cs2sim.system.errors import NoSuchJob, UsageError
+from cs2sim.system.paths import user_tmp_dirs
+from cs2sim.system.safeopen import open_regular
 
 if TYPE_CHECKING:
     from cs2sim.csshell.context import Context
@@ -179,10 +181,8 @@ def job_detail(ctx: Context, number: int, json_out: bool, component: int | None 
 def log_dir(ctx: Context, number: int) -> Path | None:
     """Where job `number`'s task logs are, if anywhere."""
     roots = [Path(ctx.store.home) / "slurm"]
-    if getattr(ctx.store, "remote", None) is not None:
-        import tempfile
-
-        roots.append(Path(tempfile.gettempdir()) / f"cs2sim-{os.getuid()}" / "slurm")
+    if getattr(ctx.store, "remote", None) is not None:  # only this user's own places
+        roots += [d / "slurm" for d in user_tmp_dirs("cs2sim")]
     for root in roots:
         if (root / str(number)).is_dir():
             return root / str(number)
@@ -192,7 +192,7 @@ def log_dir(ctx: Context, number: int) -> Path | None:
 def _tail(path: Path, lines: int | None) -> tuple[list[str], int]:
     """The last `lines` lines of `path` (all, up to MAX_LOG_BYTES, for None), and the offset
     its end was at."""
-    with open(path, "rb") as f:
+    with open_regular(path, [path.parent.stat().st_uid]) as f:  # never a FIFO or another's
         end = f.seek(0, os.SEEK_END)
         want = MAX_LOG_BYTES if lines is None else min(MAX_LOG_BYTES, 4096)
         while True:
@@ -268,7 +268,7 @@ def _follow(
             if task is not None:
                 paths = {k: p for k, p in paths.items() if str(k) == task}
             for k, path in sorted(paths.items()):
-                with open(path, "rb") as f:
+                with open_regular(path, [path.parent.stat().st_uid]) as f:
                     f.seek(ends.get(k, 0))
                     data = partial.pop(k, b"") + f.read()
                     ends[k] = f.tell()

@@ -206,6 +206,16 @@ def open_append(
                     f"{path} is a symlink or a FIFO, not a file of this run; "
                     "remove it, or use another model_dir."
                 ) from None
+            if e.errno in (errno.EACCES, errno.EPERM):  # another user's FIFO or file there
+                try:
+                    st = os.stat(path.name, dir_fd=dfd, follow_symlinks=False)
+                except OSError:
+                    raise e from None
+                what = _kind(st.st_mode) if not stat.S_ISREG(st.st_mode) else "a file"
+                raise UnsafePath(
+                    f"{path} is {what} of uid {st.st_uid}, not a file of this run; "
+                    "remove it, or use another model_dir."
+                ) from None
             raise
     finally:
         os.close(dfd)

@@ -295,13 +295,12 @@ def _run(
     load: Loader,
     run_py: Path,
 ) -> int:
-    import yaml
-
     from cs2sim.runtime.compiler.cache import complete_stage
+    from cs2sim.runtime.params import load_params
     from cs2sim.system.appliance.client import connect
     from cs2sim.system.store import default_home
 
-    raw = yaml.safe_load(params_path.read_text()) or {}
+    raw = load_params(params_path)  # bounded, as run.py reads it (runtime/params.py)
     runconfig = raw.get("runconfig") or {}
     model_dir = model_dir_of(args, raw)
     model_dir.mkdir(parents=True, exist_ok=True)

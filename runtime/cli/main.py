@@ -270,7 +270,9 @@ def main(
     the default params (`configs/params.yaml`, for a model that has one) are looked for first:
     default the directory of the running script (the run.py), then the working directory."""
     from cs2sim.runtime import registry
+    from cs2sim.system.errors import one_line_warnings
 
+    one_line_warnings(sys.stderr.write)  # a private directory moved: `warning: ...`, one line
     model_name = model if isinstance(model, str) else registry.register(model).NAME
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in DEVICES:  # Model Zoo R1.8+: `run.py {CPU,GPU,CSX} ...`

@@ -5,7 +5,7 @@ the chief writes its address there (`chief.json`) and, when the launcher gave no
 secret (`secret`). Both are
 for the job's user only:
 
-* the directories `.cs2sim/rendezvous` and `<job id>` are created 0700 and must be real
+* the directories `.cs2sim`, `.cs2sim/rendezvous` and `<job id>` are created 0700 and must be real
   directories (not symlinks) owned by this user and writable by no one else
   (system/paths.py's private_dir); one that is not is refused with one sentence (someone else
   could read or replace what is in it);
@@ -67,7 +67,8 @@ def make_job_dir(model_dir: Path, job_id: str) -> Path:
     """The job's rendezvous directory, created 0700 (and its parent) and checked to be this
     user's alone (system/paths.py: UnsafeDirectory, one sentence, otherwise)."""
     d = job_dir(model_dir, job_id)
-    d.parent.parent.mkdir(parents=True, exist_ok=True)  # <model_dir>/.cs2sim
+    d.parent.parent.parent.mkdir(parents=True, exist_ok=True)  # model_dir
+    private_dir(d.parent.parent.parent, d.parent.parent.name, _HINT)  # .cs2sim: never another's
     private_dir(d.parent.parent, d.parent.name, _HINT)
     private_dir(d.parent, d.name, _HINT)
     return d

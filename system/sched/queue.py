@@ -12,9 +12,18 @@ also does for jobs without a time limit (they cannot be proven to end before the
 could start). Job ids are shared with the system's jobs (system/jobs.py): a job launched here
 and registered on a CS-2 by its chief has ONE id, the one `jobs show` lists.
 
-Liveness, as system/jobs.py does it: a job records its launcher's pid, start tick and host; a
-job of this host whose launcher is gone (kill -9) is reaped by the next pass: RUNNING -> FAILED,
-PENDING -> CANCELLED, its nodes freed. So no node ever leaks.
+Liveness, as system/jobs.py does it: a job records its launcher's pid, start tick, uid and host
+(on a shared store, those of the process the store service verified as the caller, at that
+moment); a job of this host whose launcher is gone (kill -9) is reaped by the next pass:
+RUNNING -> FAILED, PENDING -> CANCELLED, its nodes freed. So no node ever leaks.
+
+`jobs cancel` decides and records in the store, then signals the launcher from the canceller's
+OWN process (never from the store service, on anyone's behalf), through a pidfd and only while
+the launcher is the process recorded (system/procfs.py `signal_recorded`); a launcher the
+canceller may not signal sees its job CANCELLED within half a second and stops by itself.
+
+Bounded: a job's name is kept to `NAME_MAX` characters and its command to `COMMAND_MAX` (cut and
+marked), so one submission cannot make `jobs show` unreadable for everyone.
 
 The tables are created on first use (`_ensure`) rather than by a store schema bump: they belong
 to this package, and a store without them is simply a cluster on which nothing was launched yet.
@@ -29,7 +38,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cs2sim.system import audit
+from cs2sim.system import audit, procfs
 from cs2sim.system.errors import (
     CsError,
     InvalidTransition,
@@ -41,13 +50,13 @@ from cs2sim.system.errors import (
 from cs2sim.system.jobs import (
     has_column,
     next_id,
-    process_alive,
-    process_start,
     this_host,
 )
 from cs2sim.system.sched.fit import NodeInfo, never_fits
 from cs2sim.system.sched.queue_rows import (
     COLS,
+    COMMAND_MAX,
+    NAME_MAX,
     MalformedRow,
     QueueJob,
     check_request,
@@ -57,7 +66,7 @@ from cs2sim.system.sched.queue_rows import (
 )
 from cs2sim.system.sched.request import JobRequest
 from cs2sim.system.sched.scheduling import Alive, reap, schedule
-from cs2sim.system.store_ops import operation, wire
+from cs2sim.system.store_ops import operation, process_of, wire
 
 if TYPE_CHECKING:
     import sqlite3
@@ -104,7 +113,8 @@ SCHEMA = (
         ended_at REAL,
         nodes TEXT NOT NULL DEFAULT '[]',       -- JSON: node names per component
         exit_code INTEGER,
-        systems TEXT NOT NULL DEFAULT ''        -- CS-2 systems it holds while RUNNING
+        systems TEXT NOT NULL DEFAULT '',       -- CS-2 systems it holds while RUNNING
+        pid_uid INTEGER                         -- the uid the launcher runs as
     )""",
     "CREATE INDEX IF NOT EXISTS sched_jobs_by_state ON sched_jobs (state, id)",
     """CREATE TABLE IF NOT EXISTS sched_alloc (
@@ -127,14 +137,18 @@ def _ensure(store: Store) -> None:
         with store.transaction() as db:
             for statement in SCHEMA:
                 db.execute(statement)
-    else:  # a queue made before jobs reserved CS-2 systems gets the column
+    else:  # a queue made before jobs reserved CS-2 systems (or recorded uids) gets the column
         with store.read() as db:
-            missing = not has_column(db, "sched_jobs", "systems")
+            missing = [c for c in _ADDED if not has_column(db, "sched_jobs", c)]
         if missing:
             with store.transaction() as db:
-                if not has_column(db, "sched_jobs", "systems"):
-                    db.execute("ALTER TABLE sched_jobs ADD COLUMN systems TEXT NOT NULL DEFAULT ''")
+                for column in missing:
+                    if not has_column(db, "sched_jobs", column):
+                        db.execute(f"ALTER TABLE sched_jobs ADD COLUMN {column} {_ADDED[column]}")
     _ready.add(key)
+
+
+_ADDED = {"systems": "TEXT NOT NULL DEFAULT ''", "pid_uid": "INTEGER"}
 
 
 def cluster_nodes(store: Store) -> list[NodeInfo]:
@@ -174,26 +188,33 @@ def submit(
     if why is not None:
         raise NeverFits(why, _never_fits_hint(why, request, nodes))
     pid = os.getpid() if pid is None else pid
+    proc = process_of(pid)  # verified now (the service: still the process that connected)
     now = time.time() if now is None else now
+    name = audit.cap(request.job_name, NAME_MAX)
+    command = audit.cap(" ".join(request.command), COMMAND_MAX)
     woken: list[int] = []
     with store.transaction() as db:
         next_id = next_job_id(db)
         db.execute(
-            f"INSERT INTO sched_jobs ({COLS.replace(', exit_code', '')}, pid_start)"
-            " VALUES (?, ?, ?, ?, 'PENDING', 'None', ?, ?, ?, ?, ?, NULL, NULL, '[]', ?, ?)",
+            f"INSERT INTO sched_jobs ({COLS.replace(', exit_code', '')}, pid_start, pid_uid)"
+            " VALUES (?, ?, ?, ?, 'PENDING', 'None', ?, ?, ?, ?, ?, NULL, NULL, '[]', ?, ?, ?)",
             (
                 next_id,
                 len(request.components),
-                request.job_name,
+                name,
                 user,
                 encode_request(request),
-                " ".join(request.command),
+                command,
                 pid,
                 this_host(),
                 now,
                 ",".join(request.systems),
-                process_start(pid),
+                None if proc is None else proc.start,
+                None if proc is None else proc.uid,
             ),
+        )
+        audit.member_change(
+            db, user=user, command="launch submit", detail=f"job {next_id} ({name}): {command}"
         )
         schedule(db, nodes, now, woken)
     _wake(store, [j for j in woken if j != next_id])
@@ -310,14 +331,31 @@ def finish(
                 raise PermissionDenied(
                     f"Job {job_id} belongs to {owner[0]}; only its owner or an admin may end it."
                 )
-        db.execute(
+        ended = db.execute(
             "UPDATE sched_jobs SET state = ?, ended_at = ?, exit_code = ?"
             " WHERE id = ? AND state IN ('PENDING', 'RUNNING')",
             (state, time.time(), exit_code, job_id),
-        )
+        ).rowcount
         db.execute("DELETE FROM sched_alloc WHERE job_id = ?", (job_id,))
+        if ended and user is not None:
+            audit.member_change(
+                db, user=user, command="launch end", detail=f"job {job_id} {state} ({exit_code})"
+            )
         schedule(db, nodes, None, woken)
     _wake(store, woken)
+
+
+def cancel(store: Store, job_id: int, *, user: str, admin: bool) -> QueueJob:
+    """Cancel a pending or running job (its owner or an admin): CANCELLED, nodes freed, and the
+    jobs the freed nodes let start are started. A running job's launcher (on this host) gets
+    SIGTERM from THIS process, only while it is the process recorded (pidfd, start tick, uid),
+    so it stops its tasks; one this process may not signal (another user's) sees CANCELLED and
+    stops by itself; a queued one is woken and leaves as srun does (exit 1)."""
+    job, start, uid = _cancel_record(store, job_id, user=user, admin=admin)
+    if job.state == "RUNNING" and job.host == this_host():
+        with contextlib.suppress(PermissionError):
+            procfs.signal_recorded(job.pid, start, uid, signal.SIGTERM)
+    return job
 
 
 @operation(
@@ -326,10 +364,12 @@ def finish(
     fill={"user": "user", "admin": "admin"},
     may="owner-or-admin",
 )
-def cancel(store: Store, job_id: int, *, user: str, admin: bool) -> QueueJob:
-    """Cancel a pending or running job (its owner or an admin): CANCELLED, nodes freed, and the
-    jobs the freed nodes let start are started. A running job's launcher (on this host) gets
-    SIGTERM so it stops its tasks; a queued one is woken and leaves as srun does (exit 1)."""
+def _cancel_record(
+    store: Store, job_id: int, *, user: str, admin: bool
+) -> tuple[QueueJob, str | None, int | None]:
+    """Judge, record and audit a cancel (its owner or an admin): the job as it was, and its
+    launcher's recorded start tick and uid (what the canceller's process checks before its
+    signal)."""
     _ensure(store)
     nodes = cluster_nodes(store)
     woken: list[int] = []
@@ -368,22 +408,15 @@ def cancel(store: Store, job_id: int, *, user: str, admin: bool) -> QueueJob:
             if refusal
             else f"job {job_id} ({job.user}: {job.command}) cancelled while {job.state}",
         )
-        pid_start = db.execute(
-            "SELECT pid_start FROM sched_jobs WHERE id = ?", (job_id,)
-        ).fetchone()[0]
+        start, uid = db.execute(
+            "SELECT pid_start, pid_uid FROM sched_jobs WHERE id = ?", (job_id,)
+        ).fetchone()
         if refusal is None:
             schedule(db, nodes, None, woken)
     if refusal is not None:
         raise refusal
     _wake(store, [job_id, *woken])
-    if job.state != "RUNNING":
-        return job  # a queued launcher is woken (above) and leaves as srun does: no signal
-    if job.host == this_host() and process_alive(job.pid, pid_start) and job.pid != os.getpid():
-        try:
-            os.kill(job.pid, signal.SIGTERM)
-        except (ProcessLookupError, PermissionError):
-            pass
-    return job
+    return job, (None if start is None else str(start)), (None if uid is None else int(uid))
 
 
 @operation("queue.jobs", args={"all_states": bool, "limit": int | None})
@@ -395,11 +428,13 @@ def jobs(store: Store, *, all_states: bool = False, limit: int | None = None) ->
     with store.transaction() as db:
         _settle(db, cluster_nodes(store), woken)
         where = "" if all_states else "WHERE state IN ('PENDING', 'RUNNING')"
-        rows = db.execute(
-            f"SELECT {COLS} FROM (SELECT * FROM sched_jobs {where} ORDER BY id DESC LIMIT ?)"
-            " ORDER BY id",
-            (-1 if limit is None else limit,),
-        ).fetchall()
+        rows = audit.bounded_rows(  # a member's answer stops at the service's limit
+            db.execute(
+                f"SELECT {COLS} FROM (SELECT * FROM sched_jobs {where} ORDER BY id DESC LIMIT ?)"
+                " ORDER BY id",
+                (-1 if limit is None else limit,),
+            )
+        )
     _wake(store, woken)
     return readable(rows)
 
@@ -460,20 +495,27 @@ def listing(store: Store, *, all_states: bool = False, limit: int | None = 200) 
     cap = -1 if limit is None else limit
     with store.transaction() as db:
         _settle(db, cluster_nodes(store), woken)
-        rows = db.execute(f"SELECT {COLS} FROM sched_jobs WHERE state = 'RUNNING'").fetchall()
-        rows += db.execute(
-            f"SELECT {COLS} FROM sched_jobs WHERE state = 'PENDING' ORDER BY id LIMIT ?", (cap,)
-        ).fetchall()
+        rows = audit.bounded_rows(
+            db.execute(f"SELECT {COLS} FROM sched_jobs WHERE state = 'RUNNING'")
+        )
+        rows += audit.bounded_rows(
+            db.execute(
+                f"SELECT {COLS} FROM sched_jobs WHERE state = 'PENDING' ORDER BY id LIMIT ?",
+                (cap,),
+            )
+        )
         n_pending = db.execute(
             "SELECT count(*) FROM sched_jobs WHERE state = 'PENDING'"
         ).fetchone()[0]
         n_ended = 0
         if all_states:
-            rows += db.execute(
-                f"SELECT {COLS} FROM sched_jobs WHERE state NOT IN ('PENDING', 'RUNNING')"
-                " ORDER BY COALESCE(ended_at, submitted_at) DESC, id DESC LIMIT ?",
-                (cap,),
-            ).fetchall()
+            rows += audit.bounded_rows(
+                db.execute(
+                    f"SELECT {COLS} FROM sched_jobs WHERE state NOT IN ('PENDING', 'RUNNING')"
+                    " ORDER BY COALESCE(ended_at, submitted_at) DESC, id DESC LIMIT ?",
+                    (cap,),
+                )
+            )
             n_ended = db.execute(
                 "SELECT count(*) FROM sched_jobs WHERE state NOT IN ('PENDING', 'RUNNING')"
             ).fetchone()[0]

@@ -14,6 +14,8 @@ from cs2sim.system.sched.request import Component, JobRequest
 from cs2sim.system.store_ops import wire
 
 __all__ = [
+    "NAME_MAX",
+    "COMMAND_MAX",
     "QueueJob",
     "MalformedRow",
     "COLS",
@@ -25,6 +27,10 @@ __all__ = [
     "row_job",
 ]
 
+NAME_MAX = (
+    64  # a job's name as kept, characters (cut and marked beyond: `jobs show` stays readable)
+)
+COMMAND_MAX = 4096  # a job's command line as kept, characters
 COLS = (
     "id, het_size, name, user, state, reason, request, command, pid, host, submitted_at,"
     " started_at, ended_at, nodes, exit_code, systems"

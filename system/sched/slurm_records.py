@@ -12,7 +12,9 @@ import socket
 import time
 from typing import TYPE_CHECKING
 
+from cs2sim.system import audit
 from cs2sim.system.errors import PermissionDenied
+from cs2sim.system.sched.queue_rows import COMMAND_MAX, NAME_MAX
 from cs2sim.system.store_ops import operation
 
 if TYPE_CHECKING:
@@ -72,13 +74,16 @@ def record_job(
             (
                 job_id,
                 het_size,
-                name,
+                audit.cap(name, NAME_MAX),
                 user,
-                command,
+                audit.cap(command, COMMAND_MAX),
                 socket.gethostname(),
                 os.getpid() if pid is None else pid,
                 time.time(),
             ),
+        )
+        audit.member_change(
+            db, user=user, command="slurm record", detail=f"Slurm job {job_id} ({name}): {command}"
         )
 
 
@@ -99,6 +104,10 @@ def mark_started(store: Store, job_id: int, *, user: str | None = None) -> None:
             "UPDATE slurm_jobs SET state = 'RUNNING', started_at = ? WHERE id = ?",
             (time.time(), job_id),
         )
+        if user is not None:
+            audit.member_change(
+                db, user=user, command="slurm start", detail=f"Slurm job {job_id} RUNNING"
+            )
 
 
 @operation(
@@ -124,6 +133,13 @@ def record_end(
             "WHERE id = ? AND ended_at IS NULL",
             (state[:32], code, json.dumps(nodes), time.time(), job_id),
         )
+        if user is not None:
+            audit.member_change(
+                db,
+                user=user,
+                command="slurm end",
+                detail=f"Slurm job {job_id} {state[:32]} ({code})",
+            )
 
 
 @operation("slurm.recorded", args={"job_id": int})

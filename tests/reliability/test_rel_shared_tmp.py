@@ -1,7 +1,8 @@
 """Nothing trusted in a shared directory: the per-user directories cs2sim keeps under /tmp
 (`cs2sim-<uid>`, `cs2sim-data-<uid>`) when another OS user created the name first, a symlink
-there, a directory others may write; and a data cache entry whose content was changed (shifted
-labels) is verified and built again, never trained on.
+there, a directory others may write, are never used: the run moves to a private place of its
+own (`~/.cache/cs2sim/run/...`) and says so in one warning line; and a data cache entry whose
+content was changed (shifted labels) is verified and built again, never trained on.
 
 Creating a directory as another user needs root (chown); those cases skip elsewhere."""
 
@@ -19,7 +20,7 @@ from rel_helpers import other_user
 
 from cs2sim.runtime.cli.main import model_home
 from cs2sim.runtime.data import cache
-from cs2sim.system.paths import UnsafeDirectory, private_dir, user_tmp_dir
+from cs2sim.system.paths import DirectoryMoved, private_dir, user_tmp_dir
 
 OTHER = other_user()
 needs_other = pytest.mark.skipif(
@@ -37,6 +38,8 @@ def shared_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     top.chmod(0o1777)
     monkeypatch.setattr(tempfile, "tempdir", str(top))
     monkeypatch.delenv("CS2_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # where the private fallback goes
+    (tmp_path / "home").mkdir()
     return top
 
 
@@ -51,38 +54,46 @@ def _planted(shared_tmp: Path, name: str) -> Path:
     return d
 
 
-@needs_other
-def test_a_data_cache_dir_created_by_another_user_is_refused(shared_tmp: Path) -> None:
-    _planted(shared_tmp, f"cs2sim-data-{os.getuid()}")
-    with pytest.raises(UnsafeDirectory) as e:
-        cache.data_cache_dir()
-    text = str(e.value)
-    assert f"is owned by uid {OTHER.pw_uid}, not by you" in text and "set CS2_HOME" in text
-    assert text.count(".") >= 1 and "\n" not in text and e.value.exit_code == 77
+def _fallback(shared_tmp: Path, prefix: str) -> Path:
+    return shared_tmp.parent / "home" / ".cache" / "cs2sim" / "run" / prefix
 
 
 @needs_other
-def test_the_launcher_log_dir_created_by_another_user_is_refused(shared_tmp: Path) -> None:
-    d = _planted(shared_tmp, f"cs2sim-{os.getuid()}")
-    with pytest.raises(UnsafeDirectory, match="owned by uid"):
-        private_dir(user_tmp_dir("cs2sim"), "slurm")
+def test_a_data_cache_dir_created_by_another_user_is_not_used(shared_tmp: Path) -> None:
+    d = _planted(shared_tmp, f"cs2sim-data-{os.getuid()}")
+    with pytest.warns(DirectoryMoved) as said:
+        got = cache.data_cache_dir()
+    assert got == _fallback(shared_tmp, "cs2sim-data")
+    assert got.lstat().st_uid == os.getuid() and got.lstat().st_mode & 0o777 == 0o700
+    text = str(said[0].message)
+    assert f"{d} is not yours alone" in text and f"uses {got} instead" in text
+    assert "\n" not in text and len(said) == 1
     assert sorted(p.name for p in d.iterdir()) == ["planted"]  # nothing made in it
 
 
-def test_a_symlink_or_a_writable_dir_at_the_name_is_refused(
+@needs_other
+def test_the_launcher_log_dir_created_by_another_user_is_not_used(shared_tmp: Path) -> None:
+    d = _planted(shared_tmp, f"cs2sim-{os.getuid()}")
+    with pytest.warns(DirectoryMoved):
+        logs = private_dir(user_tmp_dir("cs2sim"), "slurm")
+    assert logs == _fallback(shared_tmp, "cs2sim") / "slurm"
+    assert sorted(p.name for p in d.iterdir()) == ["planted"]  # nothing made in it
+
+
+def test_a_symlink_or_a_writable_dir_at_the_name_is_not_used(
     shared_tmp: Path, tmp_path: Path
 ) -> None:
     target = tmp_path / "victim"
     target.mkdir()
     (shared_tmp / f"cs2sim-data-{os.getuid()}").symlink_to(target)
-    with pytest.raises(UnsafeDirectory, match="is a symlink"):
-        cache.data_cache_dir()
+    with pytest.warns(DirectoryMoved, match="is not yours alone"):
+        assert cache.data_cache_dir() == _fallback(shared_tmp, "cs2sim-data")
     assert list(target.iterdir()) == []  # nothing written through it
     open_dir = shared_tmp / f"cs2sim-{os.getuid()}"
     open_dir.mkdir()
     open_dir.chmod(0o777)
-    with pytest.raises(UnsafeDirectory, match=r"writable by other users \(mode 0777\)"):
-        user_tmp_dir("cs2sim")
+    with pytest.warns(DirectoryMoved):
+        assert user_tmp_dir("cs2sim") == _fallback(shared_tmp, "cs2sim")
     open_dir.chmod(0o755)  # ours, readable by others only: tightened, then used
     assert user_tmp_dir("cs2sim") == open_dir and open_dir.stat().st_mode & 0o777 == 0o700
 
@@ -120,12 +131,12 @@ def test_a_cache_entry_with_changed_content_is_built_again(tmp_path: Path, caplo
 
 
 @needs_other
-def test_run_py_refuses_a_planted_cache_dir_in_one_sentence(
+def test_run_py_trains_past_a_planted_cache_dir_saying_so_once(
     shared_tmp: Path, tmp_path: Path
 ) -> None:
     _planted(shared_tmp, f"cs2sim-data-{os.getuid()}")
     env = {k: v for k, v in os.environ.items() if k != "CS2_HOME" and not k.startswith("SLURM")}
-    env.update(TMPDIR=str(shared_tmp), PYTHONPATH=str(ROOT))
+    env.update(TMPDIR=str(shared_tmp), PYTHONPATH=str(ROOT), HOME=str(tmp_path / "home"))
     r = subprocess.run(
         [
             sys.executable,
@@ -145,5 +156,8 @@ def test_run_py_refuses_a_planted_cache_dir_in_one_sentence(
         timeout=120,
     )
     out = r.stdout + r.stderr
-    assert r.returncode == 77, out
-    assert "Traceback" not in out and f"cs2sim-data-{os.getuid()} is owned by uid" in out
+    assert r.returncode == 0, out
+    moved = [line for line in out.splitlines() if line.startswith("warning: ")]
+    assert len(moved) == 1 and f"cs2sim-data-{os.getuid()} is not yours alone" in moved[0], out
+    assert "Traceback" not in out and "DirectoryMoved" not in out
+    assert (tmp_path / "home" / ".cache" / "cs2sim" / "run" / "cs2sim-data").is_dir()
