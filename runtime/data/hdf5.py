@@ -425,17 +425,21 @@ class H5Files:
     def shards(self, n: int) -> list[H5Files]:
         """n contiguous parts of the samples, sizes differing by at most one (worker k: part k)."""
         total = self.num_samples
-        bounds = [total * k // n for k in range(n + 1)]
-        out = []
-        for k in range(n):
-            lo, hi, pos, parts = bounds[k], bounds[k + 1], 0, []
+        return self.cut([total * (k + 1) // n - total * k // n for k in range(n)])
+
+    def cut(self, sizes: list[int]) -> list[H5Files]:
+        """Contiguous parts of `sizes` samples, in order (a part may end inside a file)."""
+        out, lo = [], 0
+        for size in sizes:
+            hi, pos, parts = lo + size, 0, []
             for p in self.parts:
-                size = p.stop - p.start
-                a, b = max(lo, pos), min(hi, pos + size)
+                n = p.stop - p.start
+                a, b = max(lo, pos), min(hi, pos + n)
                 if a < b:
                     parts.append(H5Part(p.path, p.start + a - pos, p.start + b - pos))
-                pos += size
+                pos += n
             out.append(H5Files(tuple(parts), self.seq_len, self.vocab_size, self.verify))
+            lo = hi
         return out
 
     def load(self) -> H5Samples:
