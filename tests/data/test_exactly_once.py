@@ -78,7 +78,9 @@ def write_tfrecords(d: Path, sizes: tuple[int, ...]) -> None:
     first = 0
     for k, n in enumerate(sizes):
         recs = [
-            encode_example({"input_ids": w[:-1], "input_mask": np.ones(T, np.int64), "labels": w[1:]})
+            encode_example(
+                {"input_ids": w[:-1], "input_mask": np.ones(T, np.int64), "labels": w[1:]}
+            )
             for w in _ids(first, n)
         ]
         write_records(d / f"part-{k}.tfrecords", recs)
@@ -176,7 +178,9 @@ def test_drop_last_drops_fewer_than_a_batch_per_part_and_never_repeats(tmp_path)
         params, model = section("hdf5", d, shuffle=True, drop_last_batch=True, num_workers=workers)
         with build_input(params, "train", model, 1) as s:
             for _ in range(3):
-                seen = Counter(i for _ in range(s.batches_per_epoch) for i in sample_numbers(next(s)))
+                seen = Counter(
+                    i for _ in range(s.batches_per_epoch) for i in sample_numbers(next(s))
+                )
                 assert max(seen.values()) == 1  # nothing served twice in an epoch
                 assert 1000 - len(seen) < s.num_workers * 16  # each part drops < one batch
 
