@@ -129,9 +129,36 @@ def inspect(path: str, seq_len: int) -> int:
             raise ConfigError(
                 f"HDF5 file {path} says n_examples {n} but holds {ds.shape[0]} rows; re-create it."
             )
+        _backed(path, ds, n)
         return n
     finally:
         f.close()
+
+
+def _backed(path: str, ds: Any, n: int) -> None:
+    """The first n rows of `ds` are really in the file, checked before anything is sized by
+    them: a declared shape costs nothing to write (a 15 KB file can declare 200 million
+    samples), so a contiguous dataset must end inside the file and a chunked one must store
+    every chunk those rows need (h5py reads an unstored chunk as zeros: never data)."""
+    size = Path(path).stat().st_size
+    row_bytes = int(np.prod(ds.shape[1:], dtype=np.int64)) * ds.dtype.itemsize
+    if ds.chunks is None:
+        offset = ds.id.get_offset()
+        if offset is not None and offset + n * row_bytes > size:
+            raise ConfigError(
+                f"HDF5 file {path} declares {n} samples ({n * row_bytes} bytes of data) but "
+                f"is only {size} bytes long; it is truncated or damaged: re-create it."
+            )
+        return
+    per_rows = int(np.prod([-(-d // c) for d, c in zip(ds.shape[1:], ds.chunks[1:])]))
+    needed = -(-n // ds.chunks[0]) * per_rows
+    stored = ds.id.get_num_chunks() if hasattr(ds.id, "get_num_chunks") else needed
+    if needed > stored:
+        raise ConfigError(
+            f"HDF5 file {path} declares {n} samples in chunks of {ds.chunks[0]} but stores "
+            f"only {stored} of the {needed} chunks they need ({size} bytes in all); it is "
+            f"truncated or its shape is wrong: re-create it."
+        )
 
 
 @dataclass(frozen=True)
@@ -196,7 +223,7 @@ class H5Samples:
         for p in parts:
             f, ds = _open_data(p.path)
             self._files.append(f)
-            mapped = self._mapped(p.path, ds)
+            mapped = self._mapped(p.path, ds, p.stop)
             self._data.append(ds if mapped is None else mapped)
             chunks = ds.chunks if mapped is None else None
             self._rows.append(chunks[0] if chunks and chunks[1:] == (3, seq_len) else 0)
@@ -213,7 +240,7 @@ class H5Samples:
         self._spots: list[tuple[list[int], list[int], list[int]] | None] = []
         self._maps: list[mmap.mmap | None] = []
         for p, ds, rows, gz in zip(parts, self._data, self._rows, self._gzip, strict=True):
-            where = self._chunk_table(ds, rows) if gz else None
+            where = self._chunk_table(ds, rows, p.stop) if gz else None
             if where is None:
                 self._spots.append(None)
                 self._maps.append(None)
@@ -242,14 +269,15 @@ class H5Samples:
                 )
 
     @staticmethod
-    def _mapped(path: str, ds: Any) -> np.ndarray | None:
-        """A memory map of a contiguous, uncompressed dataset (None when it is chunked)."""
+    def _mapped(path: str, ds: Any, stop: int) -> np.ndarray | None:
+        """A memory map of rows [0, stop) of a contiguous, uncompressed dataset (None when it
+        is chunked); `stop` was checked to lie inside the file (`_backed`)."""
         if ds.chunks is not None or ds.compression is not None:
             return None
         offset = ds.id.get_offset()
         if offset is None:  # allocated but never written
             return None
-        return np.memmap(path, dtype=ds.dtype, mode="r", offset=offset, shape=ds.shape)
+        return np.memmap(path, dtype=ds.dtype, mode="r", offset=offset, shape=(stop, *ds.shape[1:]))
 
     def _check(self, top: int, low: int, name: str) -> None:
         if top >= self.vocab_size or low < 0:
@@ -309,12 +337,16 @@ class H5Samples:
         return out
 
     @staticmethod
-    def _chunk_table(ds: Any, rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-        """(byte offset, stored size (-1: not written), filter mask) of each chunk, (C,) each;
-        None when this h5py / HDF5 cannot walk the chunk index."""
+    def _chunk_table(
+        ds: Any, rows: int, stop: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """(byte offset, stored size (-1: not written), filter mask) of each chunk holding rows
+        below `stop` (the part's end, checked against the chunks the file stores: `_backed`),
+        (C,) each, never sized by the declared shape; None when this h5py / HDF5 cannot walk
+        the chunk index."""
         if not rows or not hasattr(ds.id, "chunk_iter"):
             return None
-        count = -(-int(ds.shape[0]) // rows)
+        count = -(-int(stop) // rows)
         at, size, mask = (
             np.zeros(count, np.int64),
             np.full(count, -1, np.int64),
@@ -323,7 +355,8 @@ class H5Samples:
 
         def note(info: Any) -> None:
             c = info.chunk_offset[0] // rows
-            at[c], size[c], mask[c] = info.byte_offset, info.size, info.filter_mask
+            if c < count:
+                at[c], size[c], mask[c] = info.byte_offset, info.size, info.filter_mask
 
         try:
             ds.id.chunk_iter(note)
