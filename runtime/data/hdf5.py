@@ -64,6 +64,7 @@ CHECK_ALL_VALUES = 2**26  # files up to this many int32 values are scanned whole
 CACHE_BYTES = 256 * 2**20  # a worker keeps its part's decoded samples when they fit this
 LRU_BYTES = 16 * 2**20  # decoded chunks kept per worker
 INFLATE_CHUNK = 8  # samples one thread inflates per task (a task costs ~10 us, a sample ~25)
+SCAN_ROWS = 4096  # samples read at a time by the up-front check
 FEATURES = ("input_ids", "attention_mask", "labels")
 
 
@@ -150,7 +151,7 @@ def _backed(path: str, ds: Any, n: int) -> None:
                 f"is only {size} bytes long; it is truncated or damaged: re-create it."
             )
         return
-    per_rows = int(np.prod([-(-d // c) for d, c in zip(ds.shape[1:], ds.chunks[1:])]))
+    per_rows = int(np.prod([-(-d // c) for d, c in zip(ds.shape[1:], ds.chunks[1:], strict=True)]))
     needed = -(-n // ds.chunks[0]) * per_rows
     stored = ds.id.get_num_chunks() if hasattr(ds.id, "get_num_chunks") else needed
     if needed > stored:
@@ -251,22 +252,31 @@ class H5Samples:
         self._dtypes = [d.dtype for d in self._data]
         n = int(self.starts[-1])
         compressed = any(not isinstance(d, np.ndarray) for d in self._data)
-        # A compressed part is never inflated up front: every batch's values are checked as
-        # they are decoded, so the first epoch streams.
-        big = n * 3 * seq_len > CHECK_ALL_VALUES
-        self.check_each_batch = [big or not isinstance(d, np.ndarray) for d in self._data]
+        # Values are checked up front when the parts are small (CHECK_ALL_VALUES), whatever
+        # the layout, so a bad id stops the run before training starts; larger parts batch by
+        # batch as they are read (a full scan of a large data set would stall the start).
+        small = n * 3 * seq_len <= CHECK_ALL_VALUES
+        self.check_each_batch = [not small] * len(parts)
         self._lru = _ChunkLru(LRU_BYTES)
         self._cache: np.ndarray | None = None  # (N, 2, T) decoded ids and labels, filled lazily
         self._have = np.zeros(0, bool)  # (N,) which rows of _cache are decoded
         if compressed and n * 2 * seq_len * 4 <= CACHE_BYTES:
             self._cache = np.empty((n, 2, seq_len), np.int32)
             self._have = np.zeros(n, bool)
-        for p, data, each in zip(parts, self._data, self.check_each_batch, strict=True):
-            if verify and not each:  # memory-mapped and small: scan it now
-                ids = np.asarray(data[p.start : p.stop, 0::2])
-                self._check(
-                    int(ids.max()) if ids.size else 0, int(ids.min()) if ids.size else 0, p.path
-                )
+        if verify and small:
+            self._scan()
+
+    def _scan(self) -> None:
+        """Read every sample once now, checked; decoded compressed samples go to the cache
+        (so the in-process first epoch is served from it: the scan is not paid twice)."""
+        for j, p in enumerate(self.parts):
+            for lo in range(p.start, p.stop, SCAN_ROWS):
+                local = np.arange(lo, min(lo + SCAN_ROWS, p.stop))  # (b,) file rows
+                got = self._checked(j, local)  # (b, 2, T)
+                if self._cache is not None:
+                    at = local - p.start + self.starts[j]
+                    self._cache[at] = got
+                    self._have[at] = True
 
     @staticmethod
     def _mapped(path: str, ds: Any, stop: int) -> np.ndarray | None:
@@ -279,13 +289,37 @@ class H5Samples:
             return None
         return np.memmap(path, dtype=ds.dtype, mode="r", offset=offset, shape=(stop, *ds.shape[1:]))
 
-    def _check(self, top: int, low: int, name: str) -> None:
-        if top >= self.vocab_size or low < 0:
-            bad = top if top >= self.vocab_size else low
+    def _checked(self, j: int, local: np.ndarray) -> np.ndarray:
+        """Rows `local` (b,) of part j's file, every value checked: (b, 2, T) ids and labels."""
+        raw = self._read(j, local)  # (b, 3, T) as stored
+        path = self.parts[j].path
+        ids, mask, labels = raw[:, 0], raw[:, 1], raw[:, 2]  # (b, T) each
+        real = mask != 0  # (b, T): a padded position's label is never looked at
+        empty = ~real.any(axis=1)  # (b,)
+        if empty.any():
+            row = int(local[int(np.argmax(empty))])
             raise ConfigError(
-                f"HDF5 file {name} has token id {bad} but vocab_size is "
-                f"{self.vocab_size}; raise vocab_size or re-tokenise the data."
+                f"HDF5 file {path} sample {row} has an all-zero attention_mask (no position "
+                f"to learn from: it would train at loss 0); drop it or re-create the data."
             )
+        for name, values in (("input id", ids), ("label", np.where(real, labels, 0))):
+            top, low = int(values.max()), int(values.min())
+            if low >= 0 and top < self.vocab_size:
+                continue
+            bad = low if low < 0 else top
+            row = int(local[int(np.argmax((values == bad).any(axis=1)))])
+            if bad < 0:
+                what = "-1 (ignored) only where attention_mask is 0" if name == "label" else ""
+                raise ConfigError(
+                    f"HDF5 file {path} sample {row} has {name} {bad}, but token ids lie in "
+                    f"[0, {self.vocab_size}){'; labels may be ' + what if what else ''}; "
+                    f"re-create the data."
+                )
+            raise ConfigError(
+                f"HDF5 file {path} has token id {bad} but vocab_size is {self.vocab_size} "
+                f"(sample {row}); raise vocab_size or re-tokenise the data."
+            )
+        return ids_and_labels(raw)
 
     def __len__(self) -> int:
         return int(self.starts[-1])
@@ -304,7 +338,10 @@ class H5Samples:
         last chunk cut at the end of the data. Safe on several threads at once."""
         data, rows = self._data[j], self._rows[j]
         if not self._gzip[j]:
-            return np.asarray(data[c * rows : (c + 1) * rows])  # h5py decodes just this chunk
+            try:
+                return np.asarray(data[c * rows : (c + 1) * rows])  # h5py decodes this chunk
+            except OSError as e:  # a filter failed: the stored chunk is corrupt
+                raise self._corrupt(j, c, e) from None
         # gzip alone (the Model Zoo's layout): inflate the stored chunk ourselves, which skips
         # h5py's selection machinery; an edge chunk is stored at full size
         spots, mapped = self._spots[j], self._maps[j]
@@ -313,7 +350,10 @@ class H5Samples:
             mask, raw = spots[2][c], mapped[at : at + spots[1][c]]
         else:  # not written (h5py's fill value), or no chunk index walk in this h5py
             mask, raw = data.id.read_direct_chunk((c * rows, 0, 0))
-        chunk = np.frombuffer(raw if mask else inflate(raw), dtype=self._dtypes[j])
+        try:
+            chunk = np.frombuffer(raw if mask else inflate(raw), dtype=self._dtypes[j])
+        except Exception as e:  # noqa: BLE001 - isal.IsalError or zlib.error: corrupt data
+            raise self._corrupt(j, c, e) from None
         if rows == 1:
             return chunk.reshape(1, 3, self.T)
         return chunk.reshape(rows, 3, self.T)[: min(rows, self._n_rows[j] - c * rows)]
@@ -364,21 +404,33 @@ class H5Samples:
             return None
         return at, size, mask
 
+    def _corrupt(self, j: int, c: int, e: BaseException) -> ConfigError:
+        """The one sentence for a chunk that does not decode."""
+        rows = self._rows[j] or 1
+        which = f"sample {c}" if rows == 1 else f"samples {c * rows}-{(c + 1) * rows - 1}"
+        return ConfigError(
+            f"HDF5 file {self.parts[j].path} {which}: the compressed data is corrupt "
+            f"({type(e).__name__}: {e}); re-create the file."
+        )
+
     def _read(self, j: int, local: np.ndarray) -> np.ndarray:
-        """Rows `local` (b,) of part j's file: (b, 2, T) input ids and labels."""
+        """Rows `local` (b,) of part j's file as stored: (b, 3, T)."""
         data = self._data[j]
         if isinstance(data, np.ndarray):
-            return ids_and_labels(data[local])
-        out = np.empty((len(local), 2, self.T), np.int32)
+            return np.asarray(data[local])
         rows = self._rows[j]
         if rows == 1 and self._gzip[j] and len(local) >= INFLATE_CHUNK:
-            return ids_and_labels(self._inflate_samples(j, local))
+            return self._inflate_samples(j, local)
+        out = np.empty((len(local), 3, self.T), self._dtypes[j])  # (b, 3, T)
         if rows:
             for r, i in enumerate(local):  # a sample lies in one chunk
-                out[r] = ids_and_labels(self._chunk(j, int(i) // rows)[int(i) % rows][None])[0]
+                out[r] = self._chunk(j, int(i) // rows)[int(i) % rows]
             return out
         order = np.argsort(local, kind="stable")  # h5py selects in ascending order only
-        out[order] = ids_and_labels(data[local[order].tolist()])  # (b, 3, T) -> (b, 2, T)
+        try:
+            out[order] = data[local[order].tolist()]
+        except OSError as e:  # a filter h5py runs failed: the data is corrupt
+            raise self._corrupt(j, int(local[order[0]]), e) from None
         return out
 
     def _gather(self, idx: np.ndarray) -> np.ndarray:
@@ -388,13 +440,10 @@ class H5Samples:
         for j in np.unique(part):
             rows = np.flatnonzero(part == j)
             local = idx[rows] - self.starts[j] + self.parts[j].start  # (b,) file rows
-            got = self._read(int(j), local)  # (b, 2, T)
-            if self.check_each_batch[j] and len(rows):
-                # IGNORE (-1) labels are padding, not ids: any other negative value is lower
-                labels_low = int(got[:, 1].min())
-                low = min(int(got[:, 0].min()), 0 if labels_low == IGNORE else labels_low)
-                self._check(int(got.max()), low, self.parts[j].path)
-            out[rows] = got
+            if self.check_each_batch[j]:
+                out[rows] = self._checked(int(j), local)
+            else:
+                out[rows] = ids_and_labels(self._read(int(j), local))
         return out
 
     def batch(self, idx: np.ndarray) -> dict[str, np.ndarray]:
