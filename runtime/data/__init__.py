@@ -188,7 +188,10 @@ BUILDERS = {"mnist": _mnist, "lm": _lm, "mlm": _mlm, "pairs": _pairs}
 def _where_found(res: Resolved) -> str:
     files = [p for f in res.found for p in f]
     where = files[0].parent if len(res.found) == 1 else _where(res.dirs or [])
-    return f"{len(files)} {res.processor.fmt} file{'' if len(files) == 1 else 's'} in {where}"
+    fmt = res.processor.fmt  # "HDF5 files (.h5)": the noun is in it
+    if len(files) == 1:
+        fmt = fmt.replace(" files", " file", 1)
+    return f"{len(files)} {fmt} in {where}"
 
 
 def _hdf5(cfg: dict, params: dict, split: str, res: Resolved) -> tuple[list[Any], str]:

@@ -64,7 +64,7 @@ CHECK_ALL_VALUES = 2**26  # files up to this many int32 values are scanned whole
 CACHE_BYTES = 256 * 2**20  # a worker keeps its part's decoded samples when they fit this
 LRU_BYTES = 16 * 2**20  # decoded chunks kept per worker
 INFLATE_CHUNK = 8  # samples one thread inflates per task (a task costs ~10 us, a sample ~25)
-SCAN_ROWS = 4096  # samples read at a time by the up-front check
+SCAN_TASK = 64  # samples one thread reads, checks and converts per task of the up-front scan
 FEATURES = ("input_ids", "attention_mask", "labels")
 
 
@@ -85,6 +85,16 @@ def _h5py() -> Any:
 def _open_data(path: str) -> tuple[Any, Any]:
     """(open h5py File, its `data` dataset), or a ConfigError naming the file."""
     h5py = _h5py()
+    try:  # h5py says "unable to open file" for every cause: ask the OS first
+        with open(path, "rb"):
+            pass
+    except PermissionError:
+        raise ConfigError(
+            f"HDF5 file {path} cannot be read: permission denied; make it readable "
+            f"(chmod a+r) or point data_dir elsewhere."
+        ) from None
+    except OSError as e:
+        raise ConfigError(f"cannot read HDF5 file {path} ({e.strerror}); check it.") from None
     try:
         f = h5py.File(path, "r")
     except OSError as e:
@@ -171,12 +181,14 @@ class H5Part:
     stop: int
 
 
-def ids_and_labels(rows: np.ndarray) -> np.ndarray:
-    """(b, 3, T) stored samples -> (b, 2, T) input ids and labels, a label IGNORE where the
-    attention mask is 0 (padding: the loss skips it, runtime/nn/loss.py)."""
-    out = np.array(rows[:, 0::2], dtype=np.int32)  # (b, 2, T) a copy
-    labels = out[:, 1]  # (b, T) a view
-    labels[np.asarray(rows[:, 1]) == 0] = IGNORE
+def ids_and_labels(rows: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """(b, 3, T) stored samples -> (b, 2, T) input ids and labels (into `out` when given), a
+    label IGNORE where the attention mask is 0 (padding: the loss skips it,
+    runtime/nn/loss.py)."""
+    if out is None:
+        out = np.empty((len(rows), 2, rows.shape[2]), np.int32)  # (b, 2, T)
+    out[...] = rows[:, 0::2]
+    np.copyto(out[:, 1], IGNORE, where=np.asarray(rows[:, 1]) == 0)  # putmask: 2.5x slower
     return out
 
 
@@ -216,6 +228,17 @@ class H5Samples:
         self.parts, self.T, self.vocab_size = parts, seq_len, vocab_size
         self.starts = np.concatenate([[0], np.cumsum([p.stop - p.start for p in parts])])
         self._files: list[Any] = []
+        self._maps: list[mmap.mmap | None] = []
+        self._views: list[memoryview | None] = []
+        try:
+            self._open(verify)
+        except BaseException:
+            self.close()  # a file that fails a check is not left open (nor its maps)
+            raise
+
+    def _open(self, verify: bool) -> None:
+        """Open every part's file, index its chunks, and check it (see `__init__`)."""
+        parts, seq_len = self.parts, self.T
         self._data: list[Any] = []  # per part: np.memmap (n, 3, T) or an h5py dataset
         # per part: rows per chunk when a sample lies in one chunk (else 0), and whether the
         # chunks are gzip alone (h5py's layout properties are slow to query: asked once here)
@@ -239,7 +262,6 @@ class H5Samples:
         # per sample costs a tenth of a numpy scalar's), and the file mapped, so a chunk is a
         # slice of the map (no index lookup per sample)
         self._spots: list[tuple[list[int], list[int], list[int]] | None] = []
-        self._maps: list[mmap.mmap | None] = []
         for p, ds, rows, gz in zip(parts, self._data, self._rows, self._gzip, strict=True):
             where = self._chunk_table(ds, rows, p.stop) if gz else None
             if where is None:
@@ -249,6 +271,8 @@ class H5Samples:
             self._spots.append((where[0].tolist(), where[1].tolist(), where[2].tolist()))
             with open(p.path, "rb") as fh:
                 self._maps.append(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ))
+        # a zero-copy view of each map: a chunk is inflated straight from the page cache
+        self._views = [None if m is None else memoryview(m) for m in self._maps]
         self._dtypes = [d.dtype for d in self._data]
         n = int(self.starts[-1])
         compressed = any(not isinstance(d, np.ndarray) for d in self._data)
@@ -268,15 +292,43 @@ class H5Samples:
 
     def _scan(self) -> None:
         """Read every sample once now, checked; decoded compressed samples go to the cache
-        (so the in-process first epoch is served from it: the scan is not paid twice)."""
+        (so the in-process first epoch is served from it: the scan is not paid twice).
+
+        SCAN_TASK samples to a task on the runtime's worker threads, each task inflating,
+        checking and converting its own samples into their rows of the cache: one handoff per
+        task, not per sample, and every step of a sample on the thread that inflated it."""
         for j, p in enumerate(self.parts):
-            for lo in range(p.start, p.stop, SCAN_ROWS):
-                local = np.arange(lo, min(lo + SCAN_ROWS, p.stop))  # (b,) file rows
-                got = self._checked(j, local)  # (b, 2, T)
-                if self._cache is not None:
-                    at = local - p.start + self.starts[j]
-                    self._cache[at] = got
-                    self._have[at] = True
+            lo, hi = int(self.starts[j]), int(self.starts[j + 1])
+            dest = None if self._cache is None else self._cache[lo:hi]  # (n, 2, T) a view
+
+            fast = self._rows[j] == 1 and self._views[j] is not None
+            scratch = [
+                np.empty((SCAN_TASK, 3, self.T), self._dtypes[j]) if fast else None
+                for _ in range(threads.workers())
+            ]  # per thread: inflated rows, reused task after task (no fresh pages each time)
+
+            def task(
+                k: int,
+                slot: int,
+                j: int = j,
+                p: H5Part = p,
+                dest: np.ndarray | None = dest,
+                scratch: list[np.ndarray | None] = scratch,
+            ) -> None:
+                a = p.start + k * SCAN_TASK
+                local = np.arange(a, min(a + SCAN_TASK, p.stop))  # (b,) file rows
+                buf = scratch[slot]
+                if buf is not None:
+                    raw = buf[: len(local)]
+                    self._inflate_rows(j, range(a, a + len(local)), raw)
+                else:
+                    raw = self._read(j, local)
+                self._check_raw(j, local, raw)
+                ids_and_labels(raw, None if dest is None else dest[a - p.start :][: len(local)])
+
+            threads.run_chunks(task, -(-(hi - lo) // SCAN_TASK), slots=True)
+            if dest is not None:
+                self._have[lo:hi] = True
 
     @staticmethod
     def _mapped(path: str, ds: Any, stop: int) -> np.ndarray | None:
@@ -292,6 +344,12 @@ class H5Samples:
     def _checked(self, j: int, local: np.ndarray) -> np.ndarray:
         """Rows `local` (b,) of part j's file, every value checked: (b, 2, T) ids and labels."""
         raw = self._read(j, local)  # (b, 3, T) as stored
+        self._check_raw(j, local, raw)
+        return ids_and_labels(raw)
+
+    def _check_raw(self, j: int, local: np.ndarray, raw: np.ndarray) -> None:
+        """Stored rows `raw` (b, 3, T) of part j (file rows `local`): ids in the vocabulary, a
+        label in it wherever attention_mask is not 0, no sample all padding."""
         path = self.parts[j].path
         ids, mask, labels = raw[:, 0], raw[:, 1], raw[:, 2]  # (b, T) each
         real = mask != 0  # (b, T): a padded position's label is never looked at
@@ -319,7 +377,6 @@ class H5Samples:
                 f"HDF5 file {path} has token id {bad} but vocab_size is {self.vocab_size} "
                 f"(sample {row}); raise vocab_size or re-tokenise the data."
             )
-        return ids_and_labels(raw)
 
     def __len__(self) -> int:
         return int(self.starts[-1])
@@ -368,13 +425,40 @@ class H5Samples:
         side by side, INFLATE_CHUNK to a task, the calling thread taking its share."""
         out = np.empty((len(local), 3, self.T), self._dtypes[j])  # (b, 3, T)
         rows = [int(i) for i in local]
+        step = max(INFLATE_CHUNK, -(-len(rows) // (2 * threads.workers())))
 
         def inflate_some(k: int) -> None:
-            for r in range(k * INFLATE_CHUNK, min(len(rows), (k + 1) * INFLATE_CHUNK)):
-                out[r] = self._decode(j, rows[r])[0]
+            lo, hi = k * step, min(len(rows), (k + 1) * step)
+            self._inflate_rows(j, rows[lo:hi], out[lo:hi])
 
-        threads.run_chunks(inflate_some, -(-len(rows) // INFLATE_CHUNK))
+        threads.run_chunks(inflate_some, -(-len(rows) // step))
         return out
+
+    def _inflate_rows(self, j: int, rows: Any, out: np.ndarray) -> None:
+        """Samples `rows` of part j (gzip, one-sample chunks) inflated into `out` (b, 3, T),
+        C-contiguous: each chunk inflated from the file's map without a copy and written
+        into its row as bytes (no array object per sample)."""
+        view, spots = self._views[j], self._spots[j]
+        if view is None or spots is None:
+            for r, c in enumerate(rows):
+                out[r] = self._decode(j, c)[0]
+            return
+        at, size, fmask = spots
+        dest = memoryview(out).cast("B")
+        nb = out[0].nbytes
+        for r, c in enumerate(rows):
+            n = size[c]
+            if n < 0 or fmask[c]:  # not written, or stored unfiltered: the general path
+                out[r] = self._decode(j, c)[0]
+                continue
+            try:
+                got = inflate(view[at[c] : at[c] + n])
+            except Exception as e:  # noqa: BLE001 - isal.IsalError or zlib.error
+                raise self._corrupt(j, c, e) from None
+            if len(got) != nb:
+                raise self._corrupt(j, c, ValueError(f"{len(got)} bytes where {nb} belong"))
+            dest[r * nb : (r + 1) * nb] = got
+        dest.release()
 
     @staticmethod
     def _chunk_table(
@@ -453,7 +537,8 @@ class H5Samples:
             if len(new):
                 self._cache[new] = self._gather(new)
                 self._have[new] = True
-            out = self._cache[idx]  # (B, 2, T)
+            # (B, T) each, gathered straight from the cache (no (B, 2, T) copy in between)
+            return {"input_ids": self._cache[idx, 0], "labels": self._cache[idx, 1]}
         else:
             out = self._gather(idx)
         return {
@@ -463,6 +548,10 @@ class H5Samples:
 
     def close(self) -> None:
         """Close the files."""
+        for v in self._views:
+            if v is not None:
+                v.release()
+        self._views = []
         for m in self._maps:
             if m is not None:
                 m.close()
@@ -525,5 +614,5 @@ class H5Files:
         return out
 
     def load(self) -> H5Samples:
-        """Open the files."""
+        """Open the files (closed again when a check fails: nothing is left open)."""
         return H5Samples(self.parts, self.seq_len, self.vocab_size, self.verify)

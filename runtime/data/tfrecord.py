@@ -285,6 +285,12 @@ class TfRecordSamples:
                 where.append((path, i))
         stacked = {k: _stack(v, k, recipe) for k, v in cols.items()}  # int64 as stored
         pad = _stack(pads, "labels", recipe).astype(bool) if pads else None  # (N, T)
+        if pad is not None and pad.all(axis=1).any():
+            path, i = where[int(np.flatnonzero(pad.all(axis=1))[0])]
+            raise ConfigError(
+                f"TFRecord file {path} record {i} has an all-zero input_mask (no position to "
+                f"learn from: it would train at loss 0); drop it or re-create the data."
+            )
         if pad is not None:  # a padded position's label is not looked at: any value
             stacked["labels"][pad] = 0
         _check_values(stacked, recipe, where)  # before the int32 cast could wrap a value

@@ -325,6 +325,13 @@ def test_compressed_files_are_read_lazily_chunk_by_chunk(
         return real(self, j, c)
 
     monkeypatch.setattr(hdf5.H5Samples, "_decode", counting)
+    real_rows = hdf5.H5Samples._inflate_rows
+
+    def counting_rows(self, j, rows, out):  # one-sample chunks inflated in a run
+        decoded.extend(int(c) for c in rows)
+        return real_rows(self, j, rows, out)
+
+    monkeypatch.setattr(hdf5.H5Samples, "_inflate_rows", counting_rows)
     with build_input(params(d, shuffle=True, shuffle_seed=3), "train", "gpt2", 1) as s:
         first = next(s)
         # loading read nothing; the first batch decoded only the chunks of its 8 samples
