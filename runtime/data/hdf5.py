@@ -8,30 +8,28 @@ here): a directory of `.h5` files, each holding
     the Model Zoo writes it gzip-compressed in chunks of one sample, (1, 3, msl).
 Files are read in sorted name order (the Model Zoo's `sorted(glob("*.h5"))`) and data_dir may be
 a list of such directories. The samples of all files, in that order, are one data set; with n
-input workers it is cut into n contiguous parts of (nearly) equal size, worker k reading part k
-(the Model Zoo's `shard_list_of_chunks_contiguous`), so every sample belongs to exactly one
-worker and is served once per epoch.
+input workers it is cut into contiguous parts by samples (runtime/data/shards.py; the Model Zoo's
+`shard_list_of_chunks_contiguous`), so every sample belongs to exactly one worker and is served
+once per epoch. Finding, opening and checking the files' declared layout and sizes:
+runtime/data/hdf5_layout.py.
 
 Reading: an uncompressed, unchunked `data` is memory-mapped straight from the file (h5py gives
-its byte offset). A chunked (compressed) one is read lazily, chunk by chunk, as batches ask for
-samples, so the first epoch streams instead of waiting for the whole part to be inflated: a gzip
-chunk (the Model Zoo's layout: gzip, chunks of one sample, no other filter) is read raw and
-inflated with ISA-L's zlib-compatible inflate (python-isal; the standard library's zlib when it
-is not installed), any other filter through h5py for that chunk alone; the last LRU_BYTES of
-decoded chunks are kept, so samples sharing a chunk (h5py's own chunking) inflate it once.
-In the Model Zoo's layout a batch's samples are inflated side by side on the runtime's worker
-threads (runtime/threads.py; ISA-L and zlib release the GIL while they inflate), the chunk LRU
-skipped (a shuffled epoch reads each one-sample chunk once).
-Inflating costs far more than copying a memory-mapped window (on 2 cores, inflating the chunks
-alone, on both, runs at about 1/2.5 of the token files' rate: bench/processor_bench.py), so
-when a worker's part fits CACHE_BYTES each sample's input ids and labels are also kept once
-decoded, and later epochs are served from memory.
-Each worker opens its own files (an h5py handle must not cross a fork or a pickle).
+its byte offset). A gzip chunk (the Model Zoo's layout: gzip, chunks of one sample, no other
+filter) is inflated with ISA-L's zlib-compatible inflate (python-isal; the standard library's
+zlib when it is not installed) straight from the file's memory map into its sample's row, the
+chunk's place taken from one walk of HDF5's chunk index; any other filter goes through h5py for
+that chunk alone, the last LRU_BYTES of decoded chunks kept, so samples sharing a chunk (h5py's
+own chunking) inflate it once. Samples are inflated side by side on the runtime's worker threads
+(runtime/threads.py; ISA-L and zlib release the GIL while they inflate), many to a task.
 
-Checked at load (in the consumer): the layout, `n_examples` against the rows, the sequence
-length against max_sequence_length; token ids >= vocab_size are looked for in the whole file
-when it is memory-mapped and small (CHECK_ALL_VALUES), else in every batch as it is decoded,
-and stop the run naming the file.
+Values are checked the same way in every layout: when the data set is small
+(CHECK_ALL_VALUES) every sample is read once at load, in the consumer, and checked (ids in the
+vocabulary, a label in it wherever the attention mask is 1, no sample all padding), so a bad
+value stops the run before training; a compressed data set's decoded ids and labels are then
+kept (when they fit CACHE_BYTES), so that read is the first epoch's inflating, not extra work.
+A larger data set is checked batch by batch as it is read (a full scan would stall the start),
+its compressed samples inflated lazily and kept in the same cache when they fit.
+Each worker opens its own files (an h5py handle must not cross a fork or a pickle).
 The attention mask reaches the loss through the labels: a padded position (mask 0) gets the
 label IGNORE, which the decoders' cross-entropy skips (runtime/nn/loss.py), as the Model Zoo's
 GPT-2 loss multiplies the token losses by the attention mask.
@@ -49,6 +47,14 @@ from typing import Any
 import numpy as np
 
 from cs2sim.runtime import threads
+from cs2sim.runtime.data.hdf5_layout import (
+    H5_SUFFIX,
+    H5Part,
+    find_h5_files,
+    ids_and_labels,
+    inspect,
+    open_data,
+)
 from cs2sim.runtime.nn.loss import IGNORE
 from cs2sim.system.errors import ConfigError
 
@@ -59,137 +65,12 @@ except ImportError:  # pragma: no cover - the standard library's is the fallback
 
 __all__ = ["H5_SUFFIX", "CHECK_ALL_VALUES", "find_h5_files", "H5Part", "H5Samples", "H5Files"]
 
-H5_SUFFIX = ".h5"
 CHECK_ALL_VALUES = 2**26  # files up to this many int32 values are scanned whole when loaded
 CACHE_BYTES = 256 * 2**20  # a worker keeps its part's decoded samples when they fit this
 LRU_BYTES = 16 * 2**20  # decoded chunks kept per worker
 INFLATE_CHUNK = 8  # samples one thread inflates per task (a task costs ~10 us, a sample ~25)
 SCAN_TASK = 64  # samples one thread reads, checks and converts per task of the up-front scan
 FEATURES = ("input_ids", "attention_mask", "labels")
-
-
-def find_h5_files(data_dir: str | Path) -> list[Path]:
-    """The `.h5` files of a directory (or the file itself), in name order."""
-    d = Path(data_dir)
-    if d.is_file():
-        return [d] if d.suffix == H5_SUFFIX else []
-    return sorted(p for p in d.glob(f"*{H5_SUFFIX}") if p.is_file())
-
-
-def _h5py() -> Any:
-    import h5py  # imported here: only runs that read HDF5 pay for it
-
-    return h5py
-
-
-def _open_data(path: str) -> tuple[Any, Any]:
-    """(open h5py File, its `data` dataset), or a ConfigError naming the file."""
-    h5py = _h5py()
-    try:  # h5py says "unable to open file" for every cause: ask the OS first
-        with open(path, "rb"):
-            pass
-    except PermissionError:
-        raise ConfigError(
-            f"HDF5 file {path} cannot be read: permission denied; make it readable "
-            f"(chmod a+r) or point data_dir elsewhere."
-        ) from None
-    except OSError as e:
-        raise ConfigError(f"cannot read HDF5 file {path} ({e.strerror}); check it.") from None
-    try:
-        f = h5py.File(path, "r")
-    except OSError as e:
-        raise ConfigError(
-            f"cannot read HDF5 file {path} ({e}); check that it is a complete .h5 file."
-        ) from None
-    if "data" not in f:
-        keys = ", ".join(sorted(f.keys())) or "nothing"
-        f.close()
-        raise ConfigError(
-            f"HDF5 file {path} has no 'data' dataset (it holds {keys}); write it "
-            f"in the Model Zoo's GPT layout (cs2sim-preprocess gpt2-hdf5)."
-        )
-    return f, f["data"]
-
-
-def inspect(path: str, seq_len: int) -> int:
-    """Samples in one file, after checking its layout against max_sequence_length."""
-    f, ds = _open_data(path)
-    try:
-        if ds.ndim != 3 or ds.shape[1] != 3:
-            raise ConfigError(
-                f"HDF5 file {path} has 'data' of shape {ds.shape}; the GPT layout "
-                f"is [n_examples, 3, max_sequence_length]."
-            )
-        if not np.issubdtype(ds.dtype, np.integer):
-            raise ConfigError(
-                f"HDF5 file {path} holds {ds.dtype} values; token ids must be integers."
-            )
-        if ds.shape[2] > seq_len:
-            raise ConfigError(
-                f"HDF5 file {path} holds sequences of {ds.shape[2]} tokens, longer "
-                f"than max_sequence_length {seq_len}; re-create it with "
-                f"--max_seq_length {seq_len} or raise max_sequence_length."
-            )
-        if ds.shape[2] < seq_len:
-            raise ConfigError(
-                f"HDF5 file {path} holds sequences of {ds.shape[2]} tokens but "
-                f"max_sequence_length is {seq_len}; set it to {ds.shape[2]}."
-            )
-        n = int(f.attrs.get("n_examples", ds.shape[0]))
-        if not 0 <= n <= ds.shape[0]:
-            raise ConfigError(
-                f"HDF5 file {path} says n_examples {n} but holds {ds.shape[0]} rows; re-create it."
-            )
-        _backed(path, ds, n)
-        return n
-    finally:
-        f.close()
-
-
-def _backed(path: str, ds: Any, n: int) -> None:
-    """The first n rows of `ds` are really in the file, checked before anything is sized by
-    them: a declared shape costs nothing to write (a 15 KB file can declare 200 million
-    samples), so a contiguous dataset must end inside the file and a chunked one must store
-    every chunk those rows need (h5py reads an unstored chunk as zeros: never data)."""
-    size = Path(path).stat().st_size
-    row_bytes = int(np.prod(ds.shape[1:], dtype=np.int64)) * ds.dtype.itemsize
-    if ds.chunks is None:
-        offset = ds.id.get_offset()
-        if offset is not None and offset + n * row_bytes > size:
-            raise ConfigError(
-                f"HDF5 file {path} declares {n} samples ({n * row_bytes} bytes of data) but "
-                f"is only {size} bytes long; it is truncated or damaged: re-create it."
-            )
-        return
-    per_rows = int(np.prod([-(-d // c) for d, c in zip(ds.shape[1:], ds.chunks[1:], strict=True)]))
-    needed = -(-n // ds.chunks[0]) * per_rows
-    stored = ds.id.get_num_chunks() if hasattr(ds.id, "get_num_chunks") else needed
-    if needed > stored:
-        raise ConfigError(
-            f"HDF5 file {path} declares {n} samples in chunks of {ds.chunks[0]} but stores "
-            f"only {stored} of the {needed} chunks they need ({size} bytes in all); it is "
-            f"truncated or its shape is wrong: re-create it."
-        )
-
-
-@dataclass(frozen=True)
-class H5Part:
-    """Samples [start, stop) of one file."""
-
-    path: str
-    start: int
-    stop: int
-
-
-def ids_and_labels(rows: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """(b, 3, T) stored samples -> (b, 2, T) input ids and labels (into `out` when given), a
-    label IGNORE where the attention mask is 0 (padding: the loss skips it,
-    runtime/nn/loss.py)."""
-    if out is None:
-        out = np.empty((len(rows), 2, rows.shape[2]), np.int32)  # (b, 2, T)
-    out[...] = rows[:, 0::2]
-    np.copyto(out[:, 1], IGNORE, where=np.asarray(rows[:, 1]) == 0)  # putmask: 2.5x slower
-    return out
 
 
 class _ChunkLru:
@@ -245,7 +126,7 @@ class H5Samples:
         self._rows: list[int] = []
         self._gzip: list[bool] = []
         for p in parts:
-            f, ds = _open_data(p.path)
+            f, ds = open_data(p.path)
             self._files.append(f)
             mapped = self._mapped(p.path, ds, p.stop)
             self._data.append(ds if mapped is None else mapped)
@@ -289,6 +170,7 @@ class H5Samples:
             self._have = np.zeros(n, bool)
         if verify and small:
             self._scan()
+        self._all_mapped = not any(self.check_each_batch) and not compressed
 
     def _scan(self) -> None:
         """Read every sample once now, checked; decoded compressed samples go to the cache
@@ -350,6 +232,17 @@ class H5Samples:
     def _check_raw(self, j: int, local: np.ndarray, raw: np.ndarray) -> None:
         """Stored rows `raw` (b, 3, T) of part j (file rows `local`): ids in the vocabulary, a
         label in it wherever attention_mask is not 0, no sample all padding."""
+        ids, mask, labels = raw[:, 0], raw[:, 1], raw[:, 2]  # (b, T) each
+        if raw.dtype == np.int32 and int(mask.min()) != 0:
+            # no padding (the usual sample): one pass each, a negative value being a large
+            # one as uint32; the value itself is found below only when one is bad
+            v = self.vocab_size
+            if int(ids.view(np.uint32).max()) < v and int(labels.view(np.uint32).max()) < v:
+                return
+        self._find_bad(j, local, raw)
+
+    def _find_bad(self, j: int, local: np.ndarray, raw: np.ndarray) -> None:
+        """`_check_raw` in full: the first bad value's sentence (nothing when none is bad)."""
         path = self.parts[j].path
         ids, mask, labels = raw[:, 0], raw[:, 1], raw[:, 2]  # (b, T) each
         real = mask != 0  # (b, T): a padded position's label is never looked at
@@ -539,12 +432,33 @@ class H5Samples:
                 self._have[new] = True
             # (B, T) each, gathered straight from the cache (no (B, 2, T) copy in between)
             return {"input_ids": self._cache[idx, 0], "labels": self._cache[idx, 1]}
-        else:
-            out = self._gather(idx)
+        if self._all_mapped:  # memory-mapped, checked at load: gathered straight to (B, T)
+            return self._mapped_batch(idx)
+        out = self._gather(idx)
         return {
             "input_ids": np.ascontiguousarray(out[:, 0]),  # (B, T)
             "labels": np.ascontiguousarray(out[:, 1]),
         }  # (B, T)
+
+    def _mapped_batch(self, idx: np.ndarray) -> dict[str, np.ndarray]:
+        """`batch` of memory-mapped parts whose values were checked at load: ids and labels
+        gathered from the map into their (B, T) arrays, padding's labels set to IGNORE."""
+        ids = np.empty((len(idx), self.T), np.int32)  # (B, T)
+        labels = np.empty((len(idx), self.T), np.int32)
+        pad = np.empty((len(idx), self.T), bool)
+        part = np.searchsorted(self.starts, idx, side="right") - 1  # (B,)
+        for j in np.unique(part):
+            data = self._data[int(j)]
+            if len(self.parts) == 1:
+                rows, local = slice(None), idx + self.parts[0].start
+            else:
+                rows = np.flatnonzero(part == j)
+                local = idx[rows] - self.starts[j] + self.parts[j].start  # (b,) file rows
+            ids[rows] = data[local, 0]
+            labels[rows] = data[local, 2]
+            pad[rows] = data[local, 1] == 0
+        np.copyto(labels, IGNORE, where=pad)
+        return {"input_ids": ids, "labels": labels}
 
     def close(self) -> None:
         """Close the files."""

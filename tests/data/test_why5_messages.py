@@ -14,7 +14,7 @@ import pytest
 h5py = pytest.importorskip("h5py")
 
 from cs2sim.runtime.cli.main import main  # noqa: E402
-from cs2sim.runtime.data import build_input, hdf5  # noqa: E402
+from cs2sim.runtime.data import build_input, hdf5, hdf5_layout  # noqa: E402
 from cs2sim.runtime.data.tfrecord import encode_example, write_records  # noqa: E402
 from cs2sim.system.errors import ConfigError  # noqa: E402
 
@@ -113,7 +113,7 @@ def test_permission_denied_is_said_as_such(tmp_path, monkeypatch):
             raise PermissionError(13, "Permission denied", str(file))
         return real(file, *a, **kw)
 
-    monkeypatch.setattr(hdf5, "open", denied, raising=False)
+    monkeypatch.setattr(hdf5_layout, "open", denied, raising=False)
     assert refused(params(path.parent)) == (
         f"HDF5 file {path} cannot be read: permission denied; make it readable (chmod a+r) "
         "or point data_dir elsewhere."
