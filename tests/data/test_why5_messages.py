@@ -97,7 +97,7 @@ def test_a_corrupt_chunk_of_a_large_data_set_is_named_when_read(tmp_path, monkey
     path.write_bytes(bytes(raw))
     with build_input(params(path.parent, shuffle=False), "train", "gpt2", 1) as s:
         next(s)  # samples 0-3
-        with pytest.raises(ConfigError, match=rf"a\.h5 sample 5: the compressed data is corrupt"):
+        with pytest.raises(ConfigError, match=r"a\.h5 sample 5: the compressed data is corrupt"):
             next(s)
 
 
