@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+from collections.abc import Callable
 from typing import Any
 
 from cs2sim.runtime import registry
@@ -33,7 +34,14 @@ from cs2sim.runtime.data.hdf5 import H5Files
 from cs2sim.runtime.data.mlm import build_mlm
 from cs2sim.runtime.data.mnist import MnistFiles, find_idx_files
 from cs2sim.runtime.data.processors import Resolved, resolve
-from cs2sim.runtime.data.shards import ConcatRecipe, ShardPlan, data_dirs, shard
+from cs2sim.runtime.data.shards import (
+    ConcatRecipe,
+    ShardPlan,
+    SliceRecipe,
+    cut,
+    data_dirs,
+    part_sizes,
+)
 from cs2sim.runtime.data.stream import SPLIT_SALT, BatchStream, Plan
 from cs2sim.runtime.data.tabular import BertCsvFiles, GlueTsv
 from cs2sim.runtime.data.tfrecord import TfRecordFiles
@@ -47,6 +55,8 @@ log = logging.getLogger("cs2sim.data")
 
 SECTION = {"train": "train_input", "eval": "eval_input"}
 STAND_IN_PREFIX = "STAND-IN data, not your data set: "
+# set by csrun_wse / run.py CSX (runtime/job/remote_stream.py): the streamers to cut the data for
+STREAMERS_KEY = "_streamers"
 
 
 def model_family(model_name: str) -> str:
@@ -178,7 +188,10 @@ BUILDERS = {"mnist": _mnist, "lm": _lm, "mlm": _mlm, "pairs": _pairs}
 def _where_found(res: Resolved) -> str:
     files = [p for f in res.found for p in f]
     where = files[0].parent if len(res.found) == 1 else _where(res.dirs or [])
-    return f"{len(files)} {res.processor.fmt} file{'' if len(files) == 1 else 's'} in {where}"
+    fmt = res.processor.fmt  # "HDF5 files (.h5)": the noun is in it
+    if len(files) == 1:
+        fmt = fmt.replace(" files", " file", 1)
+    return f"{len(files)} {fmt} in {where}"
 
 
 def _hdf5(cfg: dict, params: dict, split: str, res: Resolved) -> tuple[list[Any], str]:
@@ -310,6 +323,10 @@ def _for_worker(recipe: Any) -> Any:
     """A worker's copy: token and HDF5 files were already checked by the consumer."""
     if isinstance(recipe, TokenFiles | H5Files):
         return dataclasses.replace(recipe, verify=False)
+    if isinstance(recipe, SliceRecipe):
+        return dataclasses.replace(recipe, inner=_for_worker(recipe.inner))
+    if isinstance(recipe, ConcatRecipe):
+        return ConcatRecipe(tuple(_for_worker(r) for r in recipe.parts))
     return recipe
 
 
@@ -340,6 +357,62 @@ def input_workers(cfg: dict, section: str) -> int:
         )
         return n
     return int(calls)
+
+
+def _count(recipe: Any) -> int:
+    """Samples of a recipe, loaded (its files checked) and closed again."""
+    loaded = recipe.load()
+    try:
+        return len(loaded)
+    finally:
+        close = getattr(loaded, "close", None)
+        if close is not None:
+            close()
+
+
+def _parts_stream(
+    recipes: list[Any],
+    n: int,
+    plan_for: Callable[[int, int], Plan],
+    too_small: Callable[[Plan, int, str], None],
+    source: str,
+    cfg: dict,
+    section: str,
+) -> BatchStream:
+    """The stream of n input workers (or streamers) over several files or an HDF5 data set:
+    the SAMPLES cut into contiguous parts of equal batch counts (runtime/data/shards.py)."""
+    split = "train" if section == "train_input" else "eval"
+    h5 = recipes[0] if len(recipes) == 1 and isinstance(recipes[0], H5Files) else None
+    counts = [h5.num_samples] if h5 is not None else [_count(r) for r in recipes]  # checked
+    whole = plan_for(sum(counts), SPLIT_SALT[split])
+    too_small(whole, sum(counts), source)
+    sizes = part_sizes(sum(counts), n, whole.batch_size, whole.drop_last)
+    parts = h5.cut(sizes) if h5 is not None else cut(recipes, counts, sizes)
+    plans = [plan_for(size, SPLIT_SALT[split] + 16 * (k + 1)) for k, size in enumerate(sizes)]
+    if h5 is not None:
+        for r in parts:
+            _count(r)  # the consumer checks every part's values before the workers start
+    files = len(h5.parts) if h5 is not None else len(recipes)
+    log.info(
+        "%s: %d samples of %d file%s cut into %d contiguous parts of %s samples, one per "
+        "input worker (a worker may read part of a file; each serves %d batches an epoch).",
+        section,
+        sum(counts),
+        files,
+        "" if files == 1 else "s",
+        len(sizes),
+        "/".join(str(x) for x in sorted(set(sizes), reverse=True)),
+        plans[0].batches_per_epoch,
+    )
+    return BatchStream(
+        parts,
+        ShardPlan(tuple(plans)),
+        source=source,
+        data=None,
+        num_workers=len(sizes),
+        prefetch_factor=int(cfg["prefetch_factor"]),
+        worker_recipe=tuple(_for_worker(r) for r in parts),
+    )
 
 
 def build_input(params: dict, split: str, model_name: str, seed: int) -> BatchStream:
@@ -379,54 +452,10 @@ def build_input(params: dict, split: str, model_name: str, seed: int) -> BatchSt
                 f"{n} samples of {what}; lower it or set drop_last_batch: false."
             )
 
-    def _count(recipe: Any) -> int:
-        """Samples of a recipe, loaded (its files checked) and closed again."""
-        loaded = recipe.load()
-        try:
-            return len(loaded)
-        finally:
-            close = getattr(loaded, "close", None)
-            if close is not None:
-                close()
-
     contiguous = len(recipes) == 1 and isinstance(recipes[0], H5Files)
-    if workers and (len(recipes) >= 2 or contiguous):
-        if contiguous:  # HDF5: n contiguous parts of the samples (runtime/data/hdf5.py)
-            n = max(1, min(workers, recipes[0].num_samples))
-            shard_recipes = recipes[0].shards(n)
-        else:  # a data_dir list or files: sharded across the workers in order
-            n = min(workers, len(recipes))
-            shard_recipes = [_combine(part) for part in shard(recipes, n)]
-        plans = []
-        for k, r in enumerate(shard_recipes):
-            count = _count(r)  # checks the files now and counts the samples
-            plans.append(plan_for(count, SPLIT_SALT[split] + 16 * (k + 1)))
-            too_small(plans[-1], count, f"shard {k} of {source}")
-        if contiguous:
-            log.info(
-                "%s: %d samples cut into %d contiguous parts, one per input worker.",
-                section,
-                recipes[0].num_samples,
-                n,
-            )
-        else:
-            log.info(
-                "%s.data_dir: %d entries sharded across %d input workers in order "
-                "(worker k reads entries k, k+%d, ...).",
-                section,
-                len(recipes),
-                n,
-                n,
-            )
-        return BatchStream(
-            shard_recipes,
-            ShardPlan(tuple(plans)),
-            source=source,
-            data=None,
-            num_workers=n,
-            prefetch_factor=int(cfg["prefetch_factor"]),
-            worker_recipe=tuple(_for_worker(r) for r in shard_recipes),
-        )
+    parts_wanted = int(cfg.get(STREAMERS_KEY) or workers)
+    if parts_wanted and (len(recipes) >= 2 or contiguous):
+        return _parts_stream(recipes, parts_wanted, plan_for, too_small, source, cfg, section)
     recipe = _combine(recipes)
     # in the consumer too: checks the files now and counts the samples (the workers load
     # their own, so the consumer's copy is closed again when there are workers)

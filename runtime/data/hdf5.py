@@ -8,30 +8,28 @@ here): a directory of `.h5` files, each holding
     the Model Zoo writes it gzip-compressed in chunks of one sample, (1, 3, msl).
 Files are read in sorted name order (the Model Zoo's `sorted(glob("*.h5"))`) and data_dir may be
 a list of such directories. The samples of all files, in that order, are one data set; with n
-input workers it is cut into n contiguous parts of (nearly) equal size, worker k reading part k
-(the Model Zoo's `shard_list_of_chunks_contiguous`), so every sample belongs to exactly one
-worker and is served once per epoch.
+input workers it is cut into contiguous parts by samples (runtime/data/shards.py; the Model Zoo's
+`shard_list_of_chunks_contiguous`), so every sample belongs to exactly one worker and is served
+once per epoch. Finding, opening and checking the files' declared layout and sizes:
+runtime/data/hdf5_layout.py.
 
 Reading: an uncompressed, unchunked `data` is memory-mapped straight from the file (h5py gives
-its byte offset). A chunked (compressed) one is read lazily, chunk by chunk, as batches ask for
-samples, so the first epoch streams instead of waiting for the whole part to be inflated: a gzip
-chunk (the Model Zoo's layout: gzip, chunks of one sample, no other filter) is read raw and
-inflated with ISA-L's zlib-compatible inflate (python-isal; the standard library's zlib when it
-is not installed), any other filter through h5py for that chunk alone; the last LRU_BYTES of
-decoded chunks are kept, so samples sharing a chunk (h5py's own chunking) inflate it once.
-In the Model Zoo's layout a batch's samples are inflated side by side on the runtime's worker
-threads (runtime/threads.py; ISA-L and zlib release the GIL while they inflate), the chunk LRU
-skipped (a shuffled epoch reads each one-sample chunk once).
-Inflating costs far more than copying a memory-mapped window (on 2 cores, inflating the chunks
-alone, on both, runs at about 1/2.5 of the token files' rate: bench/processor_bench.py), so
-when a worker's part fits CACHE_BYTES each sample's input ids and labels are also kept once
-decoded, and later epochs are served from memory.
-Each worker opens its own files (an h5py handle must not cross a fork or a pickle).
+its byte offset). A gzip chunk (the Model Zoo's layout: gzip, chunks of one sample, no other
+filter) is inflated with ISA-L's zlib-compatible inflate (python-isal; the standard library's
+zlib when it is not installed) straight from the file's memory map into its sample's row, the
+chunk's place taken from one walk of HDF5's chunk index; any other filter goes through h5py for
+that chunk alone, the last LRU_BYTES of decoded chunks kept, so samples sharing a chunk (h5py's
+own chunking) inflate it once. Samples are inflated side by side on the runtime's worker threads
+(runtime/threads.py; ISA-L and zlib release the GIL while they inflate), many to a task.
 
-Checked at load (in the consumer): the layout, `n_examples` against the rows, the sequence
-length against max_sequence_length; token ids >= vocab_size are looked for in the whole file
-when it is memory-mapped and small (CHECK_ALL_VALUES), else in every batch as it is decoded,
-and stop the run naming the file.
+Values are checked the same way in every layout: when the data set is small
+(CHECK_ALL_VALUES) every sample is read once at load, in the consumer, and checked (ids in the
+vocabulary, a label in it wherever the attention mask is 1, no sample all padding), so a bad
+value stops the run before training; a compressed data set's decoded ids and labels are then
+kept (when they fit CACHE_BYTES), so that read is the first epoch's inflating, not extra work.
+A larger data set is checked batch by batch as it is read (a full scan would stall the start),
+its compressed samples inflated lazily and kept in the same cache when they fit.
+Each worker opens its own files (an h5py handle must not cross a fork or a pickle).
 The attention mask reaches the loss through the labels: a padded position (mask 0) gets the
 label IGNORE, which the decoders' cross-entropy skips (runtime/nn/loss.py), as the Model Zoo's
 GPT-2 loss multiplies the token losses by the attention mask.
@@ -49,6 +47,14 @@ from typing import Any
 import numpy as np
 
 from cs2sim.runtime import threads
+from cs2sim.runtime.data.hdf5_layout import (
+    H5_SUFFIX,
+    H5Part,
+    find_h5_files,
+    ids_and_labels,
+    inspect,
+    open_data,
+)
 from cs2sim.runtime.nn.loss import IGNORE
 from cs2sim.system.errors import ConfigError
 
@@ -59,97 +65,12 @@ except ImportError:  # pragma: no cover - the standard library's is the fallback
 
 __all__ = ["H5_SUFFIX", "CHECK_ALL_VALUES", "find_h5_files", "H5Part", "H5Samples", "H5Files"]
 
-H5_SUFFIX = ".h5"
 CHECK_ALL_VALUES = 2**26  # files up to this many int32 values are scanned whole when loaded
 CACHE_BYTES = 256 * 2**20  # a worker keeps its part's decoded samples when they fit this
 LRU_BYTES = 16 * 2**20  # decoded chunks kept per worker
 INFLATE_CHUNK = 8  # samples one thread inflates per task (a task costs ~10 us, a sample ~25)
+SCAN_TASK = 64  # samples one thread reads, checks and converts per task of the up-front scan
 FEATURES = ("input_ids", "attention_mask", "labels")
-
-
-def find_h5_files(data_dir: str | Path) -> list[Path]:
-    """The `.h5` files of a directory (or the file itself), in name order."""
-    d = Path(data_dir)
-    if d.is_file():
-        return [d] if d.suffix == H5_SUFFIX else []
-    return sorted(p for p in d.glob(f"*{H5_SUFFIX}") if p.is_file())
-
-
-def _h5py() -> Any:
-    import h5py  # imported here: only runs that read HDF5 pay for it
-
-    return h5py
-
-
-def _open_data(path: str) -> tuple[Any, Any]:
-    """(open h5py File, its `data` dataset), or a ConfigError naming the file."""
-    h5py = _h5py()
-    try:
-        f = h5py.File(path, "r")
-    except OSError as e:
-        raise ConfigError(
-            f"cannot read HDF5 file {path} ({e}); check that it is a complete .h5 file."
-        ) from None
-    if "data" not in f:
-        keys = ", ".join(sorted(f.keys())) or "nothing"
-        f.close()
-        raise ConfigError(
-            f"HDF5 file {path} has no 'data' dataset (it holds {keys}); write it "
-            f"in the Model Zoo's GPT layout (cs2sim-preprocess gpt2-hdf5)."
-        )
-    return f, f["data"]
-
-
-def inspect(path: str, seq_len: int) -> int:
-    """Samples in one file, after checking its layout against max_sequence_length."""
-    f, ds = _open_data(path)
-    try:
-        if ds.ndim != 3 or ds.shape[1] != 3:
-            raise ConfigError(
-                f"HDF5 file {path} has 'data' of shape {ds.shape}; the GPT layout "
-                f"is [n_examples, 3, max_sequence_length]."
-            )
-        if not np.issubdtype(ds.dtype, np.integer):
-            raise ConfigError(
-                f"HDF5 file {path} holds {ds.dtype} values; token ids must be integers."
-            )
-        if ds.shape[2] > seq_len:
-            raise ConfigError(
-                f"HDF5 file {path} holds sequences of {ds.shape[2]} tokens, longer "
-                f"than max_sequence_length {seq_len}; re-create it with "
-                f"--max_seq_length {seq_len} or raise max_sequence_length."
-            )
-        if ds.shape[2] < seq_len:
-            raise ConfigError(
-                f"HDF5 file {path} holds sequences of {ds.shape[2]} tokens but "
-                f"max_sequence_length is {seq_len}; set it to {ds.shape[2]}."
-            )
-        n = int(f.attrs.get("n_examples", ds.shape[0]))
-        if not 0 <= n <= ds.shape[0]:
-            raise ConfigError(
-                f"HDF5 file {path} says n_examples {n} but holds {ds.shape[0]} rows; re-create it."
-            )
-        return n
-    finally:
-        f.close()
-
-
-@dataclass(frozen=True)
-class H5Part:
-    """Samples [start, stop) of one file."""
-
-    path: str
-    start: int
-    stop: int
-
-
-def ids_and_labels(rows: np.ndarray) -> np.ndarray:
-    """(b, 3, T) stored samples -> (b, 2, T) input ids and labels, a label IGNORE where the
-    attention mask is 0 (padding: the loss skips it, runtime/nn/loss.py)."""
-    out = np.array(rows[:, 0::2], dtype=np.int32)  # (b, 2, T) a copy
-    labels = out[:, 1]  # (b, T) a view
-    labels[np.asarray(rows[:, 1]) == 0] = IGNORE
-    return out
 
 
 class _ChunkLru:
@@ -188,15 +109,26 @@ class H5Samples:
         self.parts, self.T, self.vocab_size = parts, seq_len, vocab_size
         self.starts = np.concatenate([[0], np.cumsum([p.stop - p.start for p in parts])])
         self._files: list[Any] = []
+        self._maps: list[mmap.mmap | None] = []
+        self._views: list[memoryview | None] = []
+        try:
+            self._open(verify)
+        except BaseException:
+            self.close()  # a file that fails a check is not left open (nor its maps)
+            raise
+
+    def _open(self, verify: bool) -> None:
+        """Open every part's file, index its chunks, and check it (see `__init__`)."""
+        parts, seq_len = self.parts, self.T
         self._data: list[Any] = []  # per part: np.memmap (n, 3, T) or an h5py dataset
         # per part: rows per chunk when a sample lies in one chunk (else 0), and whether the
         # chunks are gzip alone (h5py's layout properties are slow to query: asked once here)
         self._rows: list[int] = []
         self._gzip: list[bool] = []
         for p in parts:
-            f, ds = _open_data(p.path)
+            f, ds = open_data(p.path)
             self._files.append(f)
-            mapped = self._mapped(p.path, ds)
+            mapped = self._mapped(p.path, ds, p.stop)
             self._data.append(ds if mapped is None else mapped)
             chunks = ds.chunks if mapped is None else None
             self._rows.append(chunks[0] if chunks and chunks[1:] == (3, seq_len) else 0)
@@ -211,9 +143,8 @@ class H5Samples:
         # per sample costs a tenth of a numpy scalar's), and the file mapped, so a chunk is a
         # slice of the map (no index lookup per sample)
         self._spots: list[tuple[list[int], list[int], list[int]] | None] = []
-        self._maps: list[mmap.mmap | None] = []
         for p, ds, rows, gz in zip(parts, self._data, self._rows, self._gzip, strict=True):
-            where = self._chunk_table(ds, rows) if gz else None
+            where = self._chunk_table(ds, rows, p.stop) if gz else None
             if where is None:
                 self._spots.append(None)
                 self._maps.append(None)
@@ -221,42 +152,123 @@ class H5Samples:
             self._spots.append((where[0].tolist(), where[1].tolist(), where[2].tolist()))
             with open(p.path, "rb") as fh:
                 self._maps.append(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ))
+        # a zero-copy view of each map: a chunk is inflated straight from the page cache
+        self._views = [None if m is None else memoryview(m) for m in self._maps]
         self._dtypes = [d.dtype for d in self._data]
         n = int(self.starts[-1])
         compressed = any(not isinstance(d, np.ndarray) for d in self._data)
-        # A compressed part is never inflated up front: every batch's values are checked as
-        # they are decoded, so the first epoch streams.
-        big = n * 3 * seq_len > CHECK_ALL_VALUES
-        self.check_each_batch = [big or not isinstance(d, np.ndarray) for d in self._data]
+        # Values are checked up front when the parts are small (CHECK_ALL_VALUES), whatever
+        # the layout, so a bad id stops the run before training starts; larger parts batch by
+        # batch as they are read (a full scan of a large data set would stall the start).
+        small = n * 3 * seq_len <= CHECK_ALL_VALUES
+        self.check_each_batch = [not small] * len(parts)
         self._lru = _ChunkLru(LRU_BYTES)
         self._cache: np.ndarray | None = None  # (N, 2, T) decoded ids and labels, filled lazily
         self._have = np.zeros(0, bool)  # (N,) which rows of _cache are decoded
         if compressed and n * 2 * seq_len * 4 <= CACHE_BYTES:
             self._cache = np.empty((n, 2, seq_len), np.int32)
             self._have = np.zeros(n, bool)
-        for p, data, each in zip(parts, self._data, self.check_each_batch, strict=True):
-            if verify and not each:  # memory-mapped and small: scan it now
-                ids = np.asarray(data[p.start : p.stop, 0::2])
-                self._check(
-                    int(ids.max()) if ids.size else 0, int(ids.min()) if ids.size else 0, p.path
-                )
+        if verify and small:
+            self._scan()
+        self._all_mapped = not any(self.check_each_batch) and not compressed
+
+    def _scan(self) -> None:
+        """Read every sample once now, checked; decoded compressed samples go to the cache
+        (so the in-process first epoch is served from it: the scan is not paid twice).
+
+        SCAN_TASK samples to a task on the runtime's worker threads, each task inflating,
+        checking and converting its own samples into their rows of the cache: one handoff per
+        task, not per sample, and every step of a sample on the thread that inflated it."""
+        for j, p in enumerate(self.parts):
+            lo, hi = int(self.starts[j]), int(self.starts[j + 1])
+            dest = None if self._cache is None else self._cache[lo:hi]  # (n, 2, T) a view
+
+            fast = self._rows[j] == 1 and self._views[j] is not None
+            scratch = [
+                np.empty((SCAN_TASK, 3, self.T), self._dtypes[j]) if fast else None
+                for _ in range(threads.workers())
+            ]  # per thread: inflated rows, reused task after task (no fresh pages each time)
+
+            def task(
+                k: int,
+                slot: int,
+                j: int = j,
+                p: H5Part = p,
+                dest: np.ndarray | None = dest,
+                scratch: list[np.ndarray | None] = scratch,
+            ) -> None:
+                a = p.start + k * SCAN_TASK
+                local = np.arange(a, min(a + SCAN_TASK, p.stop))  # (b,) file rows
+                buf = scratch[slot]
+                if buf is not None:
+                    raw = buf[: len(local)]
+                    self._inflate_rows(j, range(a, a + len(local)), raw)
+                else:
+                    raw = self._read(j, local)
+                self._check_raw(j, local, raw)
+                ids_and_labels(raw, None if dest is None else dest[a - p.start :][: len(local)])
+
+            threads.run_chunks(task, -(-(hi - lo) // SCAN_TASK), slots=True)
+            if dest is not None:
+                self._have[lo:hi] = True
 
     @staticmethod
-    def _mapped(path: str, ds: Any) -> np.ndarray | None:
-        """A memory map of a contiguous, uncompressed dataset (None when it is chunked)."""
+    def _mapped(path: str, ds: Any, stop: int) -> np.ndarray | None:
+        """A memory map of rows [0, stop) of a contiguous, uncompressed dataset (None when it
+        is chunked); `stop` was checked to lie inside the file (`_backed`)."""
         if ds.chunks is not None or ds.compression is not None:
             return None
         offset = ds.id.get_offset()
         if offset is None:  # allocated but never written
             return None
-        return np.memmap(path, dtype=ds.dtype, mode="r", offset=offset, shape=ds.shape)
+        return np.memmap(path, dtype=ds.dtype, mode="r", offset=offset, shape=(stop, *ds.shape[1:]))
 
-    def _check(self, top: int, low: int, name: str) -> None:
-        if top >= self.vocab_size or low < 0:
-            bad = top if top >= self.vocab_size else low
+    def _checked(self, j: int, local: np.ndarray) -> np.ndarray:
+        """Rows `local` (b,) of part j's file, every value checked: (b, 2, T) ids and labels."""
+        raw = self._read(j, local)  # (b, 3, T) as stored
+        self._check_raw(j, local, raw)
+        return ids_and_labels(raw)
+
+    def _check_raw(self, j: int, local: np.ndarray, raw: np.ndarray) -> None:
+        """Stored rows `raw` (b, 3, T) of part j (file rows `local`): ids in the vocabulary, a
+        label in it wherever attention_mask is not 0, no sample all padding."""
+        ids, mask, labels = raw[:, 0], raw[:, 1], raw[:, 2]  # (b, T) each
+        if raw.dtype == np.int32 and int(mask.min()) != 0:
+            # no padding (the usual sample): one pass each, a negative value being a large
+            # one as uint32; the value itself is found below only when one is bad
+            v = self.vocab_size
+            if int(ids.view(np.uint32).max()) < v and int(labels.view(np.uint32).max()) < v:
+                return
+        self._find_bad(j, local, raw)
+
+    def _find_bad(self, j: int, local: np.ndarray, raw: np.ndarray) -> None:
+        """`_check_raw` in full: the first bad value's sentence (nothing when none is bad)."""
+        path = self.parts[j].path
+        ids, mask, labels = raw[:, 0], raw[:, 1], raw[:, 2]  # (b, T) each
+        real = mask != 0  # (b, T): a padded position's label is never looked at
+        empty = ~real.any(axis=1)  # (b,)
+        if empty.any():
+            row = int(local[int(np.argmax(empty))])
             raise ConfigError(
-                f"HDF5 file {name} has token id {bad} but vocab_size is "
-                f"{self.vocab_size}; raise vocab_size or re-tokenise the data."
+                f"HDF5 file {path} sample {row} has an all-zero attention_mask (no position "
+                f"to learn from: it would train at loss 0); drop it or re-create the data."
+            )
+        for name, values in (("input id", ids), ("label", np.where(real, labels, 0))):
+            top, low = int(values.max()), int(values.min())
+            if low >= 0 and top < self.vocab_size:
+                continue
+            bad = low if low < 0 else top
+            row = int(local[int(np.argmax((values == bad).any(axis=1)))])
+            if bad < 0:
+                what = "-1 (ignored) only where attention_mask is 0" if name == "label" else ""
+                raise ConfigError(
+                    f"HDF5 file {path} sample {row} has {name} {bad}, but token ids lie in "
+                    f"[0, {self.vocab_size}){'; labels may be ' + what if what else ''}; "
+                    f"re-create the data."
+                )
+            raise ConfigError(
+                f"HDF5 file {path} has token id {bad} but vocab_size is {self.vocab_size} "
+                f"(sample {row}); raise vocab_size or re-tokenise the data."
             )
 
     def __len__(self) -> int:
@@ -276,7 +288,10 @@ class H5Samples:
         last chunk cut at the end of the data. Safe on several threads at once."""
         data, rows = self._data[j], self._rows[j]
         if not self._gzip[j]:
-            return np.asarray(data[c * rows : (c + 1) * rows])  # h5py decodes just this chunk
+            try:
+                return np.asarray(data[c * rows : (c + 1) * rows])  # h5py decodes this chunk
+            except OSError as e:  # a filter failed: the stored chunk is corrupt
+                raise self._corrupt(j, c, e) from None
         # gzip alone (the Model Zoo's layout): inflate the stored chunk ourselves, which skips
         # h5py's selection machinery; an edge chunk is stored at full size
         spots, mapped = self._spots[j], self._maps[j]
@@ -285,7 +300,10 @@ class H5Samples:
             mask, raw = spots[2][c], mapped[at : at + spots[1][c]]
         else:  # not written (h5py's fill value), or no chunk index walk in this h5py
             mask, raw = data.id.read_direct_chunk((c * rows, 0, 0))
-        chunk = np.frombuffer(raw if mask else inflate(raw), dtype=self._dtypes[j])
+        try:
+            chunk = np.frombuffer(raw if mask else inflate(raw), dtype=self._dtypes[j])
+        except Exception as e:  # noqa: BLE001 - isal.IsalError or zlib.error: corrupt data
+            raise self._corrupt(j, c, e) from None
         if rows == 1:
             return chunk.reshape(1, 3, self.T)
         return chunk.reshape(rows, 3, self.T)[: min(rows, self._n_rows[j] - c * rows)]
@@ -300,21 +318,52 @@ class H5Samples:
         side by side, INFLATE_CHUNK to a task, the calling thread taking its share."""
         out = np.empty((len(local), 3, self.T), self._dtypes[j])  # (b, 3, T)
         rows = [int(i) for i in local]
+        step = max(INFLATE_CHUNK, -(-len(rows) // (2 * threads.workers())))
 
         def inflate_some(k: int) -> None:
-            for r in range(k * INFLATE_CHUNK, min(len(rows), (k + 1) * INFLATE_CHUNK)):
-                out[r] = self._decode(j, rows[r])[0]
+            lo, hi = k * step, min(len(rows), (k + 1) * step)
+            self._inflate_rows(j, rows[lo:hi], out[lo:hi])
 
-        threads.run_chunks(inflate_some, -(-len(rows) // INFLATE_CHUNK))
+        threads.run_chunks(inflate_some, -(-len(rows) // step))
         return out
 
+    def _inflate_rows(self, j: int, rows: Any, out: np.ndarray) -> None:
+        """Samples `rows` of part j (gzip, one-sample chunks) inflated into `out` (b, 3, T),
+        C-contiguous: each chunk inflated from the file's map without a copy and written
+        into its row as bytes (no array object per sample)."""
+        view, spots = self._views[j], self._spots[j]
+        if view is None or spots is None:
+            for r, c in enumerate(rows):
+                out[r] = self._decode(j, c)[0]
+            return
+        at, size, fmask = spots
+        dest = memoryview(out).cast("B")
+        nb = out[0].nbytes
+        for r, c in enumerate(rows):
+            n = size[c]
+            if n < 0 or fmask[c]:  # not written, or stored unfiltered: the general path
+                out[r] = self._decode(j, c)[0]
+                continue
+            try:
+                got = inflate(view[at[c] : at[c] + n])
+            except Exception as e:  # noqa: BLE001 - isal.IsalError or zlib.error
+                raise self._corrupt(j, c, e) from None
+            if len(got) != nb:
+                raise self._corrupt(j, c, ValueError(f"{len(got)} bytes where {nb} belong"))
+            dest[r * nb : (r + 1) * nb] = got
+        dest.release()
+
     @staticmethod
-    def _chunk_table(ds: Any, rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-        """(byte offset, stored size (-1: not written), filter mask) of each chunk, (C,) each;
-        None when this h5py / HDF5 cannot walk the chunk index."""
+    def _chunk_table(
+        ds: Any, rows: int, stop: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """(byte offset, stored size (-1: not written), filter mask) of each chunk holding rows
+        below `stop` (the part's end, checked against the chunks the file stores: `_backed`),
+        (C,) each, never sized by the declared shape; None when this h5py / HDF5 cannot walk
+        the chunk index."""
         if not rows or not hasattr(ds.id, "chunk_iter"):
             return None
-        count = -(-int(ds.shape[0]) // rows)
+        count = -(-int(stop) // rows)
         at, size, mask = (
             np.zeros(count, np.int64),
             np.full(count, -1, np.int64),
@@ -323,7 +372,8 @@ class H5Samples:
 
         def note(info: Any) -> None:
             c = info.chunk_offset[0] // rows
-            at[c], size[c], mask[c] = info.byte_offset, info.size, info.filter_mask
+            if c < count:
+                at[c], size[c], mask[c] = info.byte_offset, info.size, info.filter_mask
 
         try:
             ds.id.chunk_iter(note)
@@ -331,21 +381,33 @@ class H5Samples:
             return None
         return at, size, mask
 
+    def _corrupt(self, j: int, c: int, e: BaseException) -> ConfigError:
+        """The one sentence for a chunk that does not decode."""
+        rows = self._rows[j] or 1
+        which = f"sample {c}" if rows == 1 else f"samples {c * rows}-{(c + 1) * rows - 1}"
+        return ConfigError(
+            f"HDF5 file {self.parts[j].path} {which}: the compressed data is corrupt "
+            f"({type(e).__name__}: {e}); re-create the file."
+        )
+
     def _read(self, j: int, local: np.ndarray) -> np.ndarray:
-        """Rows `local` (b,) of part j's file: (b, 2, T) input ids and labels."""
+        """Rows `local` (b,) of part j's file as stored: (b, 3, T)."""
         data = self._data[j]
         if isinstance(data, np.ndarray):
-            return ids_and_labels(data[local])
-        out = np.empty((len(local), 2, self.T), np.int32)
+            return np.asarray(data[local])
         rows = self._rows[j]
         if rows == 1 and self._gzip[j] and len(local) >= INFLATE_CHUNK:
-            return ids_and_labels(self._inflate_samples(j, local))
+            return self._inflate_samples(j, local)
+        out = np.empty((len(local), 3, self.T), self._dtypes[j])  # (b, 3, T)
         if rows:
             for r, i in enumerate(local):  # a sample lies in one chunk
-                out[r] = ids_and_labels(self._chunk(j, int(i) // rows)[int(i) % rows][None])[0]
+                out[r] = self._chunk(j, int(i) // rows)[int(i) % rows]
             return out
         order = np.argsort(local, kind="stable")  # h5py selects in ascending order only
-        out[order] = ids_and_labels(data[local[order].tolist()])  # (b, 3, T) -> (b, 2, T)
+        try:
+            out[order] = data[local[order].tolist()]
+        except OSError as e:  # a filter h5py runs failed: the data is corrupt
+            raise self._corrupt(j, int(local[order[0]]), e) from None
         return out
 
     def _gather(self, idx: np.ndarray) -> np.ndarray:
@@ -355,13 +417,10 @@ class H5Samples:
         for j in np.unique(part):
             rows = np.flatnonzero(part == j)
             local = idx[rows] - self.starts[j] + self.parts[j].start  # (b,) file rows
-            got = self._read(int(j), local)  # (b, 2, T)
-            if self.check_each_batch[j] and len(rows):
-                # IGNORE (-1) labels are padding, not ids: any other negative value is lower
-                labels_low = int(got[:, 1].min())
-                low = min(int(got[:, 0].min()), 0 if labels_low == IGNORE else labels_low)
-                self._check(int(got.max()), low, self.parts[j].path)
-            out[rows] = got
+            if self.check_each_batch[j]:
+                out[rows] = self._checked(int(j), local)
+            else:
+                out[rows] = ids_and_labels(self._read(int(j), local))
         return out
 
     def batch(self, idx: np.ndarray) -> dict[str, np.ndarray]:
@@ -371,16 +430,42 @@ class H5Samples:
             if len(new):
                 self._cache[new] = self._gather(new)
                 self._have[new] = True
-            out = self._cache[idx]  # (B, 2, T)
-        else:
-            out = self._gather(idx)
+            # (B, T) each, gathered straight from the cache (no (B, 2, T) copy in between)
+            return {"input_ids": self._cache[idx, 0], "labels": self._cache[idx, 1]}
+        if self._all_mapped:  # memory-mapped, checked at load: gathered straight to (B, T)
+            return self._mapped_batch(idx)
+        out = self._gather(idx)
         return {
             "input_ids": np.ascontiguousarray(out[:, 0]),  # (B, T)
             "labels": np.ascontiguousarray(out[:, 1]),
         }  # (B, T)
 
+    def _mapped_batch(self, idx: np.ndarray) -> dict[str, np.ndarray]:
+        """`batch` of memory-mapped parts whose values were checked at load: ids and labels
+        gathered from the map into their (B, T) arrays, padding's labels set to IGNORE."""
+        ids = np.empty((len(idx), self.T), np.int32)  # (B, T)
+        labels = np.empty((len(idx), self.T), np.int32)
+        pad = np.empty((len(idx), self.T), bool)
+        part = np.searchsorted(self.starts, idx, side="right") - 1  # (B,)
+        for j in np.unique(part):
+            data = self._data[int(j)]
+            if len(self.parts) == 1:
+                rows, local = slice(None), idx + self.parts[0].start
+            else:
+                rows = np.flatnonzero(part == j)
+                local = idx[rows] - self.starts[j] + self.parts[j].start  # (b,) file rows
+            ids[rows] = data[local, 0]
+            labels[rows] = data[local, 2]
+            pad[rows] = data[local, 1] == 0
+        np.copyto(labels, IGNORE, where=pad)
+        return {"input_ids": ids, "labels": labels}
+
     def close(self) -> None:
         """Close the files."""
+        for v in self._views:
+            if v is not None:
+                v.release()
+        self._views = []
         for m in self._maps:
             if m is not None:
                 m.close()
@@ -425,19 +510,23 @@ class H5Files:
     def shards(self, n: int) -> list[H5Files]:
         """n contiguous parts of the samples, sizes differing by at most one (worker k: part k)."""
         total = self.num_samples
-        bounds = [total * k // n for k in range(n + 1)]
-        out = []
-        for k in range(n):
-            lo, hi, pos, parts = bounds[k], bounds[k + 1], 0, []
+        return self.cut([total * (k + 1) // n - total * k // n for k in range(n)])
+
+    def cut(self, sizes: list[int]) -> list[H5Files]:
+        """Contiguous parts of `sizes` samples, in order (a part may end inside a file)."""
+        out, lo = [], 0
+        for size in sizes:
+            hi, pos, parts = lo + size, 0, []
             for p in self.parts:
-                size = p.stop - p.start
-                a, b = max(lo, pos), min(hi, pos + size)
+                n = p.stop - p.start
+                a, b = max(lo, pos), min(hi, pos + n)
                 if a < b:
                     parts.append(H5Part(p.path, p.start + a - pos, p.start + b - pos))
-                pos += size
+                pos += n
             out.append(H5Files(tuple(parts), self.seq_len, self.vocab_size, self.verify))
+            lo = hi
         return out
 
     def load(self) -> H5Samples:
-        """Open the files."""
+        """Open the files (closed again when a check fails: nothing is left open)."""
         return H5Samples(self.parts, self.seq_len, self.vocab_size, self.verify)

@@ -11,7 +11,9 @@ runtime/data/hdf5.py):
    sample = [input ids = window[:-1], attention mask, labels = window[1:]]. With
    short_seq_prob p a window is cut short (to a length drawn in [2, msl - 1]) with probability
    p, from random.Random(seed). The last partial window is padded with pad_id (mask 0);
-4. files: `{output_name}_{k}.h5`, files_per_record samples each (the last may hold fewer),
+4. files: `{output_name}_{k}_{p}.h5` as the Model Zoo's writers name them (file k of writing
+   process p; one process writes here, so p is 0), files_per_record samples each (the last
+   may hold fewer),
    attribute n_examples, dataset `data` int32 [n, 3, msl], gzip in chunks (1, 3, msl); each is
    written under a temporary name and renamed; `data_params.json` records the flags and counts.
 
@@ -222,7 +224,7 @@ def write_gpt_hdf5(a: GptHdf5Args) -> Written:
     def flush(final: bool) -> None:
         while len(pending) >= a.files_per_record or (final and pending):
             part, pending[:] = pending[: a.files_per_record], pending[a.files_per_record :]
-            path = out / f"{a.output_name}_{len(done.files)}.h5"
+            path = out / f"{a.output_name}_{len(done.files)}_0.h5"  # file k of process 0
             _write_h5(path, np.stack(part))  # (n, 3, msl)
             done.files.append(str(path))
 

@@ -9,11 +9,13 @@ silently:
   else the run stops with one sentence naming the directory, what was looked for and what is
   there ("it holds 3 .tfrecords files, but the config's processor GptHDF5DataProcessor reads
   HDF5 files (.h5)").
-* data_dir unset, or none of its entries exists (a published config's placeholder path): the
-  family's stand-in data (the standard library's text, the digits table). With
-  `stand_in_data: true` in the section (the shipped small configs say so) that is what the
-  config asked for and is logged as such; otherwise a WARNING says the run trains on stand-in
-  data and how to point it at real data.
+* none of data_dir's entries exists (a typo, or a published config's placeholder path): an
+  error naming it and both ways out (point data_dir at the data, or add `stand_in_data: True`),
+  unless the section asks for stand-in data with `stand_in_data: True` (the shipped small
+  configs do): then the family's stand-in data (the standard library's text, the digits
+  table), logged as asked for.
+* data_dir unset: the stand-in data, with a WARNING that says so and how to point it at real
+  data (or logged as asked for, with `stand_in_data: True`).
 """
 
 from __future__ import annotations
@@ -185,6 +187,11 @@ def resolve(cfg: dict[str, Any], family: str, section: str, split: str) -> Resol
                 section,
                 why,
                 STAND_IN[family],
+            )
+        elif dirs:  # a typo, or a published config's placeholder: never trained on silently
+            raise ConfigError(
+                f"{why}; point {section}.data_dir at your data ({proc.fmt} for {name}) "
+                f"or add `stand_in_data: True` to {section} to train on stand-in data."
             )
         else:
             log.warning(

@@ -151,7 +151,7 @@ def for_streamers(params: dict[str, Any], split: str, n: int) -> dict[str, Any]:
     across the n streamers in order (runtime/data/shards.py, as across n input workers), and an
     HDF5 data set is cut into n contiguous parts (runtime/data/hdf5.py), so each streamer reads
     only its own part."""
-    from cs2sim.runtime.data import SECTION, input_config
+    from cs2sim.runtime.data import SECTION, STREAMERS_KEY, input_config
     from cs2sim.runtime.data.hdf5 import find_h5_files
     from cs2sim.runtime.data.shards import data_dirs
 
@@ -159,7 +159,8 @@ def for_streamers(params: dict[str, Any], split: str, n: int) -> dict[str, Any]:
     dirs = data_dirs(cfg.get("data_dir"))
     if len(dirs) < 2 and not any(Path(d).exists() and find_h5_files(d) for d in dirs):
         return params
-    return {**params, SECTION[split]: {**cfg, "num_workers": n}}
+    # the number of parts, not input worker processes the user asked for (no num_workers)
+    return {**params, SECTION[split]: {**cfg, STREAMERS_KEY: n}}
 
 
 def streamed_input(params: dict[str, Any], split: str, model_name: str, seed: int) -> Any:

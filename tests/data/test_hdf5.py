@@ -123,7 +123,7 @@ def test_token_id_beyond_vocab_and_longer_sequences_name_the_file(tmp_path):
     bad = samples(0, 16)
     bad[3, 2, 5] = VOCAB  # a label outside the vocabulary
     write_h5(d / "data-1.h5", bad)
-    # compressed: found as the batch holding it is decoded (the first epoch streams)
+    # compressed and small: found when the files load, before training, as uncompressed ones
     with pytest.raises(
         ConfigError,
         match=r"HDF5 file .*data-1\.h5 has token id 257 but "
@@ -180,20 +180,28 @@ def test_unknown_processor_lists_the_supported_ones(tmp_path):
         build_input(p, "train", "gpt2", 1)
 
 
-def test_stand_in_only_with_a_warning_unless_asked(tmp_path, caplog, monkeypatch):
+def test_stand_in_only_when_asked_or_without_a_data_dir(tmp_path, caplog, monkeypatch):
     monkeypatch.setenv("CS2_HOME", str(tmp_path / "home"))
     missing = tmp_path / "input" / "owt_pretraining_gpt"
-    with caplog.at_level(logging.INFO, logger="cs2sim.data"):
-        s = build_input(params(missing), "train", "gpt2", 1)
-    warned = [r for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warned) == 1 and "STAND-IN data" in warned[0].getMessage()
-    assert str(missing) in warned[0].getMessage() and "HDF5 files" in warned[0].getMessage()
-    assert s.source.startswith("STAND-IN data")
-    caplog.clear()
+    with pytest.raises(ConfigError) as e:  # a placeholder path is an error, not stand-in data
+        build_input(params(missing), "train", "gpt2", 1)
+    assert str(e.value) == (
+        f"train_input.data_dir {missing} does not exist; point train_input.data_dir at your "
+        "data (HDF5 files (.h5) for GptHDF5DataProcessor) or add `stand_in_data: True` to "
+        "train_input to train on stand-in data."
+    )
     with caplog.at_level(logging.INFO, logger="cs2sim.data"):
         s = build_input(params(missing, stand_in_data=True), "train", "gpt2", 1)
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert "stand_in_data" in caplog.text and s.source.startswith("STAND-IN data")
+    caplog.clear()
+    p = params(missing)
+    del p["train_input"]["data_dir"]
+    with caplog.at_level(logging.INFO, logger="cs2sim.data"):
+        s = build_input(p, "train", "gpt2", 1)
+    warned = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1 and "STAND-IN data" in warned[0].getMessage()
+    assert s.source.startswith("STAND-IN data")
 
 
 # -- training on it ------------------------------------------------------------------------------
@@ -263,13 +271,10 @@ def test_the_silent_replacements_of_before_are_errors_or_a_warning(
         "gpt2", ["-m", "train", "-p", str(cfg), "-o", str(tmp_path / "md"), "--max_steps", "1"]
     )
     out, err = capsys.readouterr()
-    if what == "nothing":  # a placeholder path: stand-in data, with a WARNING saying so
-        assert code == 0, err
-        warning = [ln for ln in (out + err).splitlines() if "WARNING" in ln and str(d) in ln]
-        assert len(warning) == 1 and "STAND-IN data" in warning[0]
-        assert "Training data: STAND-IN data" in out + err
-        perf = json.loads((tmp_path / "md" / "performance" / "performance.json").read_text())
-        assert perf["data_stand_in"] is True
+    if what == "nothing":  # a placeholder path: an error naming it and the two ways out
+        assert code == 1 and err.count("\n") == 1 and "Traceback" not in err
+        assert f"train_input.data_dir {d} does not exist; point train_input.data_dir" in err
+        assert "or add `stand_in_data: True`" in err
         return
     assert code == 1 and err.count("\n") == 1 and "Traceback" not in err
     suffix = ".h5" if what == "h5" else ".tfrecords"
@@ -297,6 +302,8 @@ def test_compressed_files_are_read_lazily_chunk_by_chunk(
 
     if not keep:  # the part does not fit: only the chunk LRU keeps anything
         monkeypatch.setattr(hdf5, "CACHE_BYTES", 0)
+    # as a data set too large to check whole at load: its values are checked batch by batch
+    monkeypatch.setattr(hdf5, "CHECK_ALL_VALUES", 0)
     d = tmp_path / "h5"
     d.mkdir()
     data = samples(0, 64)
@@ -318,6 +325,13 @@ def test_compressed_files_are_read_lazily_chunk_by_chunk(
         return real(self, j, c)
 
     monkeypatch.setattr(hdf5.H5Samples, "_decode", counting)
+    real_rows = hdf5.H5Samples._inflate_rows
+
+    def counting_rows(self, j, rows, out):  # one-sample chunks inflated in a run
+        decoded.extend(int(c) for c in rows)
+        return real_rows(self, j, rows, out)
+
+    monkeypatch.setattr(hdf5.H5Samples, "_inflate_rows", counting_rows)
     with build_input(params(d, shuffle=True, shuffle_seed=3), "train", "gpt2", 1) as s:
         first = next(s)
         # loading read nothing; the first batch decoded only the chunks of its 8 samples

@@ -96,7 +96,9 @@ def test_corrupt_tfrecord_and_ids_beyond_vocab_name_the_file(tmp_path):
     with pytest.raises(ConfigError, match=r"a\.tfrecords has a bad checksum in record 0"):
         build_input(gpt_params(d), "train", "gpt2", 1)
     gpt_records(d / "a.tfrecords", 0, 4, vocab=5000)
-    with pytest.raises(ConfigError, match=r"a\.tfrecords has token id \d+ but vocab_size is 1000"):
+    with pytest.raises(
+        ConfigError, match=r"a\.tfrecords record 0 has input_ids \d+ but vocab_size is 1000"
+    ):
         build_input(gpt_params(d), "train", "gpt2", 1)
     (d / "a.tfrecords").write_bytes(struct.pack("<Q", 5))
     with pytest.raises(ConfigError, match="truncated"):

@@ -12,8 +12,10 @@ accepted and documented (runtime/params.py).
 from __future__ import annotations
 
 import re
+import struct
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -107,9 +109,44 @@ def test_large_configs_reach_the_memory_check_and_are_refused(capsys, tmp_path, 
     assert not md.exists()  # refused before anything was written
 
 
+def _mnist_where_it_points(work: Path, name: str) -> None:
+    """MNIST IDX files (random 28x28 images) in the directories the config names, under
+    `work` (the published paths are placeholders: without data there they are an error)."""
+    raw = yaml.safe_load((CONFIGS / name).read_text())
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, size=(1200, 28, 28), dtype=np.uint8)
+    labels = rng.integers(0, 10, size=1200, dtype=np.uint8)
+    for section in ("train_input", "eval_input"):
+        if not (raw.get(section) or {}).get("data_dir"):
+            continue
+        d = work / raw[section]["data_dir"]
+        d.mkdir(parents=True, exist_ok=True)
+        for stem, arr, magic in (
+            ("train-images-idx3-ubyte", images, 0x803),
+            ("train-labels-idx1-ubyte", labels, 0x801),
+            ("t10k-images-idx3-ubyte", images[:600], 0x803),
+            ("t10k-labels-idx1-ubyte", labels[:600], 0x801),
+        ):
+            head = struct.pack(">I", magic) + struct.pack(f">{arr.ndim}I", *arr.shape)
+            (d / stem).write_bytes(head + arr.tobytes())
+
+
 @pytest.mark.parametrize("name", SMALL)
-def test_small_configs_train_a_few_steps(capsys, tmp_path, name):
+def test_small_configs_refuse_their_placeholder_data_dir(capsys, tmp_path, monkeypatch, name):
+    monkeypatch.chdir(tmp_path)  # the published relative data_dir does not exist here
+    code, out, err = run(
+        capsys, "fc_mnist", "-m", "train", "-p", str(CONFIGS / name), "-o", str(tmp_path / "md")
+    )
+    assert code == 1 and err.count("\n") == 1, err
+    assert "does not exist; point train_input.data_dir at your data" in err
+    assert "or add `stand_in_data: True` to train_input" in err
+
+
+@pytest.mark.parametrize("name", SMALL)
+def test_small_configs_train_a_few_steps(capsys, tmp_path, monkeypatch, name):
     md = tmp_path / "md"
+    monkeypatch.chdir(tmp_path)
+    _mnist_where_it_points(tmp_path, name)
     code, out, err = run(
         capsys,
         "fc_mnist",

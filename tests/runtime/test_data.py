@@ -163,6 +163,7 @@ def test_digits_fallback_shape_range_labels(tmp_path):
     p = {
         "train_input": {
             "data_dir": str(tmp_path / "none"),
+            "stand_in_data": True,
             "batch_size": 1497,
             "drop_last_batch": False,
         }
@@ -284,7 +285,8 @@ def test_stdlib_corpus_is_deterministic_and_cached(tmp_path):
     # an independent rebuild in another cache gives the same bytes
     other, _ = stdlib_corpus(50257, root=tmp_path)
     assert (other / "train.bin").read_bytes() == (entry / "train.bin").read_bytes()
-    s = build_input(lm_params(tmp_path / "empty", T=32, vocab=50257), "train", "gpt2", 1)
+    p = lm_params(tmp_path / "empty", T=32, vocab=50257, stand_in_data=True)
+    s = build_input(p, "train", "gpt2", 1)
     assert "standard library" in s.source and next(s)["input_ids"].max() < 50257
 
 
@@ -460,17 +462,19 @@ def test_data_dir_list_is_read_in_order_in_process(tmp_path):
     assert firsts == [0] * 5 + [1] * 5 + [2] * 5  # dir 0's samples, then dir 1's, then dir 2's
 
 
-def test_data_dir_list_is_sharded_across_workers_in_order(tmp_path):
-    dirs = _shard_dirs(tmp_path, 3)
+def test_data_dir_list_is_cut_by_samples_across_workers_in_order(tmp_path):
+    dirs = _shard_dirs(tmp_path, 3)  # 3 x 10 windows
     params = lm_params(dirs[0])
     params["train_input"].update(data_dir=dirs, num_workers=2, shuffle=True)
     with build_input(params, "train", "gpt2", seed=1) as s:
         assert s.num_workers == 2
         got = [sorted({int(t) // 100 for t in next(s)["input_ids"].ravel()}) for _ in range(8)]
-    # worker 0 reads entries 0 and 2, worker 1 entry 1; batches alternate between the workers
+    # worker 0 reads samples 0-14 (entry 0 and half of entry 1), worker 1 samples 15-29 (the
+    # other half of entry 1 and entry 2); batches alternate between the workers
     for g, dirs_seen in enumerate(got):
-        assert set(dirs_seen) <= ({0, 2} if g % 2 == 0 else {1}), (g, got)
-    assert {d for seen in got[0::2] for d in seen} == {0, 2}
+        assert set(dirs_seen) <= ({0, 1} if g % 2 == 0 else {1, 2}), (g, got)
+    assert {d for seen in got[0::2] for d in seen} == {0, 1}
+    assert {d for seen in got[1::2] for d in seen} == {1, 2}
 
 
 def test_shard_deals_in_order():
