@@ -60,6 +60,8 @@ ENV_KEEP = (
 TRAIN_RE = re.compile(r"\| Train Device=[^,]*, Step=(\d+), Loss=([^,\s]+)")
 FINISHED_RE = re.compile(r"Training finished with (\d+) samples")
 STAMP_RE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) ")
+LEVEL_RE = re.compile(r"^\S+ \S+ (WARNING|ERROR):\s+(.+)$")  # a job's line to forward
+QUEUE_NOTE_BEATS = 12  # a waiting job's queue note is said again this often (60 s at 5 s)
 ERROR_RE = re.compile(r"^(?:\S+ \S+ [A-Z]+:\s+)?error: (.+)$")  # the run's, not srun's
 log = logging.getLogger("cs2sim.run")
 Loader = Callable[[list[str]], dict[str, Any]]  # run.py argv -> its effective params
@@ -166,7 +168,8 @@ def build_csx_parser(model_name: str) -> argparse.ArgumentParser:
 
 
 class _Out:
-    """Prints the table's lines, never one before a line above it (checked)."""
+    """Prints the table's lines, never one before a line above it (checked; lines of one loop
+    may alternate), and forwards the job's own WARNING and ERROR lines as they come."""
 
     def __init__(self) -> None:
         self.last = -1
@@ -174,10 +177,21 @@ class _Out:
 
     def say(self, key: str, **values: Any) -> None:
         i = self.keys.index(key)
-        if i < self.last or (i == self.last and not LINES[i].repeat):
+        same_loop = self.last >= 0 and LINES[i].loop and LINES[i].loop == LINES[self.last].loop
+        if not same_loop and (i < self.last or (i == self.last and not LINES[i].repeat)):
             raise AssertionError(f"line {key!r} out of order")
-        self.last = i
+        self.last = max(i, self.last) if same_loop else i
         log.info(render(key, **values))
+
+    @staticmethod
+    def forward(level: str, text: str) -> None:
+        """A line the job logged at WARNING or ERROR, on this terminal at the same level."""
+        log.log(logging.ERROR if level == "ERROR" else logging.WARNING, text)
+
+    @staticmethod
+    def server(text: str, *, warning: bool) -> None:
+        """What this client has to say about the server itself (frozen, answering again)."""
+        log.log(logging.WARNING if warning else logging.INFO, text)
 
 
 def _job_argv(
@@ -348,6 +362,8 @@ def _run(
     hash_ = _checksum(model_name, job_argv, pipeline, load)
     if not (args.compile_only or args.validate_only):  # refused before anything is reserved
         call("check", num_csx=args.num_csx, mode=_mode(pipeline), **counts)
+    section = "train_input" if args.mode in ("train", "train_and_eval") else "eval_input"
+    out.say("effective_batch", batch=int((raw.get(section) or {}).get("batch_size") or 1))
     out.say("compiling")
     if complete_stage(compile_dir / hash_) in (stage, "compile"):
         out.say("cached", hash=hash_)
@@ -448,8 +464,10 @@ class _Training:
         self.mode = mode
         self.tracker = RateTracker()
         self.keys = [line.key for line in LINES]
-        first, last = self.keys.index("preparing"), self.keys.index("beginning")
-        self.staging = list(LINES[first : last + 1])
+        first, last = self.keys.index("ingress_ready"), self.keys.index("beginning")
+        self.staging = [line for line in LINES[first : last + 1] if not line.optional]
+        # lines printed only when the job's log says so: a checkpoint loaded, saved
+        self.optional = [line for line in LINES if line.optional and line.after]
         self.printed = 0  # how many staging lines are out
         self.step: int | None = None
         self.began = 0.0
@@ -475,8 +493,26 @@ class _Training:
             if line.key == key:
                 return
 
+    def _optional(self, text: str) -> bool:
+        """Print the optional line `text` is the event of, if any (after the staging lines
+        above it)."""
+        for line in self.optional:
+            m = re.search(line.after or "", text)
+            if m is None:
+                continue
+            above = [
+                k.key for k in self.staging if self.keys.index(k.key) < self.keys.index(line.key)
+            ]
+            if above:
+                self._through(above[-1], _logged_at(text))
+            self.out.say(line.key, **m.groupdict())
+            return True
+        return False
+
     def line(self, text: str) -> None:
         m = TRAIN_RE.search(text)
+        if m is None and self._optional(text):
+            return
         if m is None:
             for idx in range(self.printed, len(self.staging)):
                 after = self.staging[idx].after
@@ -520,35 +556,60 @@ class _Training:
 def _follow(
     conn: Any, name: str, out: _Out, kind: str, training: _Training | None
 ) -> dict[str, Any]:
-    """Watch a job to its end, printing what the table says when it happens."""
-    waited, notes, running = False, set(), False
-    said: list[str] = []
+    """Watch a job to its end, printing what the table says when it happens, the job's own
+    WARNING and ERROR lines as they come, the queue's note again every QUEUE_NOTE_BEATS
+    heartbeats while it waits, and what this client sees of the server (frozen, answering)."""
+    waited, running, beats = False, False, 0
+    note = ""
+    said: list[str] = []  # the job's own error sentences, first first
+    forwarded: set[str] = set()
+    phase = "QUEUED"
     try:
         for event in conn.watch(name, attach=True):
-            if event["event"] in ("phase", "end"):
+            kind_of = event["event"]
+            if kind_of in ("phase", "end"):
                 job = event["job"]
-                phase, note = job["status"]["phase"], event.get("note", "")
-                if phase == "QUEUED" and note and note not in notes:
-                    notes.add(note)
-                    waited = True
-                    out.say(f"{kind}_queued", note=note)
+                phase, new_note = job["status"]["phase"], event.get("note", "")
+                if phase == "QUEUED" and new_note and new_note != note:
+                    waited, beats = True, 0
+                    out.say(f"{kind}_queued", note=new_note)
+                note = new_note
                 if phase == "RUNNING" and not running:
                     running = True
                     if waited:
                         out.say(f"{kind}_scheduled")
                     if training is not None:
                         training.running()
-                if event["event"] == "end":
+                if kind_of == "end":
                     if training is not None and phase == "SUCCEEDED":
                         training.succeeded()
                     if said:  # the first: what went wrong, not what followed from it
                         job["status"]["said"] = said[0]
-                    return job
-            elif event["event"] == "lines":
+                    return dict(job)
+            elif kind_of == "heartbeat":
+                beats += 1
+                if phase == "QUEUED" and note and beats % QUEUE_NOTE_BEATS == 0:
+                    out.say(f"{kind}_queued", note=note)  # the real client polls and says so
+            elif kind_of == "silent":
+                out.server(_frozen(name, phase, event), warning=True)
+            elif kind_of == "answered":
+                out.server(
+                    f"The cluster management server answers again (silent for "
+                    f"{event['seconds']:.0f} s); still watching {name}.",
+                    warning=False,
+                )
+            elif kind_of == "lines":
                 for line in event["text"].splitlines():
                     m = ERROR_RE.search(line)
                     if m:  # the run's own one-line error, if it fails
                         said.append(m.group(1))
+                    level = LEVEL_RE.match(line)
+                    text = level.group(2) if level else line if m else ""
+                    if text and text not in forwarded:
+                        forwarded.add(text)  # once: several tasks may log it
+                        out.forward(level.group(1) if level else "ERROR", text)
+                        if level and level.group(1) == "ERROR" and not m:
+                            said.append(text)
                     if training is not None:
                         training.line(line)
     finally:
@@ -556,16 +617,38 @@ def _follow(
     raise AssertionError("a watch ends with an end event")
 
 
+def _frozen(name: str, phase: str, event: dict[str, Any]) -> str:
+    """One sentence: the server is silent but its connection is open (stopped or overloaded)."""
+    pid = event.get("pid") or 0
+    how = (
+        f"its process {pid} is stopped (resume it with `kill -CONT {pid}`)"
+        if event.get("stopped")
+        else "it may be stopped or overloaded (check it with `cs-cluster-server status`)"
+    )
+    return (
+        f"The cluster management server has not answered for {event['seconds']:.1f} s "
+        f"({event['missed']} heartbeats of {event['period']:g} s missed) though its "
+        f"connection is open: {how}; {name} is still {phase} as it last said and keeps its "
+        "state, and this client waits for the server (Ctrl-C cancels the job)."
+    )
+
+
 def _failed(job: dict[str, Any]) -> int:
     status = job["status"]
     name = job["meta"]["name"]
     reason = status.get("reason") or "see its log"
-    if status.get("said"):
-        reason += f" ({status['said'].rstrip('.')})"
     code = status.get("exitCode")
+    said = status.get("said")
+    # the job's own sentence (a data error, a refusal) says what failed and what to do; the
+    # launch's exit code says neither
+    message = (
+        f"{name} {status['phase']}: {said.rstrip('.')} (`csctl log-export {name}` zips its logs)."
+        if said and status["phase"] == "FAILED"
+        else f"{name} {status['phase']}: {reason}; its logs are in {status['logPath']} "
+        f"(`csctl log-export {name}` zips them)."
+    )
     raise _JobEnded(
-        f"{name} {status['phase']}: {reason}; its logs are in {status['logPath']} "
-        f"(`csctl log-export {name}` zips them).",
+        message,
         EXIT_SYSTEM_STOPPED
         if code == EXIT_SYSTEM_STOPPED
         else EXIT_TIME_LIMIT

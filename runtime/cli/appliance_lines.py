@@ -7,7 +7,14 @@ table, and the test of the client's output reads it: a line is never printed bef
 it. `repeat` lines may come several times (the queue's status while a job waits, a training
 step); `compile` lines belong to a compile job, `cached` replaces them when a complete compile
 with the same hash exists already. `after` names the event of the job's log (a regular
-expression over the chief's lines) that lets a line be printed, None for the client's own steps.
+expression over the chief's lines) that lets a line be printed, None for the client's own steps;
+an `optional` line is printed only when its event is seen (a checkpoint loaded or saved), with
+the pattern's named groups as its values. Lines of one `loop` (a training step, a checkpoint
+saved at it) alternate as the run goes. "Ingress is ready" is the client's last poll of the
+job's ingress before it prints the staging lines; "Effective batch size" comes first.
+
+The job's own WARNING and ERROR lines (stand-in data, a data error, a refusal) are not this
+table's: the client forwards them as the job logged them, in order (runtime/cli/appliance.py).
 """
 
 from __future__ import annotations
@@ -23,9 +30,12 @@ class Line:
     template: str
     repeat: bool = False
     after: str | None = None  # a pattern of the execute job's log that must be seen first
+    optional: bool = False  # printed only when its `after` event is seen (else skipped)
+    loop: str = ""  # lines of one loop (a step, a checkpoint) may alternate
 
 
 LINES: tuple[Line, ...] = (
+    Line("effective_batch", "Effective batch size is {batch}."),
     Line("compiling", "Compiling the model. This may take a few minutes."),
     Line("cached", 'Found existing cached compile with hash: "{hash}"'),
     Line("compile_init", "Initiating a new compile wsjob against the cluster server."),
@@ -66,6 +76,7 @@ LINES: tuple[Line, ...] = (
         "Poll ingress status: Waiting for job running, current job "
         "status: Scheduled, msg: job is scheduled.",
     ),
+    Line("ingress_ready", "Ingress is ready: Job ingress ready, poll ingress success."),
     Line("preparing", "Preparing to execute using {n} CSX"),
     Line("weights", "About to send initial weights"),
     Line(
@@ -73,6 +84,18 @@ LINES: tuple[Line, ...] = (
         "Finished sending initial weights",
         after=r"Completed weight initialization|Loading CPU pre-initialized|Programming CS-2 "
         r"fabric",
+    ),
+    Line(
+        "checkpoint_found",
+        'Found latest checkpoint at "{path}"; the run resumes from it.',
+        after=r'Found latest checkpoint at "(?P<path>[^"]+)"',
+        optional=True,
+    ),
+    Line(
+        "checkpoint_given",
+        'Loading checkpoint "{path}" (--checkpoint_path).',
+        after=r'(?:Resuming from|Initialized weights from) checkpoint "(?P<path>[^"]+)"',
+        optional=True,
     ),
     Line("finalizing", "Finalizing appliance staging for the run"),
     Line("programming_wait", "Waiting for device programming to complete"),
@@ -94,6 +117,23 @@ LINES: tuple[Line, ...] = (
         "train",
         "| Train Device=CSX, Step={step}, Loss={loss}, Rate={rate}, GlobalRate={global_rate}",
         repeat=True,
+        loop="run",
+    ),
+    Line(
+        "checkpoint_saving",
+        "Saving checkpoint at step {step}",
+        repeat=True,
+        after=r"Saving checkpoint at global step (?P<step>\d+)",
+        optional=True,
+        loop="run",
+    ),
+    Line(
+        "checkpoint_saved",
+        "Saved checkpoint {path}",
+        repeat=True,
+        after=r'Saved checkpoint "(?P<path>[^"]+)"',
+        optional=True,
+        loop="run",
     ),
     Line("completed", "Training completed successfully!"),
     Line("processed", "Processed {samples} sample(s) in {seconds:.2f} seconds."),

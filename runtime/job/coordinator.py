@@ -28,6 +28,7 @@ def coordinate(info: TaskInfo, model_dir: Path) -> int:
         conn = StreamerConnection(info, model_dir, {"type": "coordinator"})
     except ChiefEnded as e:
         log.info(f"The chief ended with exit code {e.status} before this coordinator connected")
+        _said(e.status, e.text)
         return e.status
     control = Control(conn.sock)
     control.thread.join()
@@ -35,6 +36,7 @@ def coordinate(info: TaskInfo, model_dir: Path) -> int:
         late = conn.ended()
         if late is not None:
             log.info(f"The chief ended with exit code {late.status}")
+            _said(late.status, late.text)
             return late.status
         log.error(
             "the chief closed the connection without ending the job; this coordinator stops too."
@@ -42,4 +44,13 @@ def coordinate(info: TaskInfo, model_dir: Path) -> int:
         return 1
     status = int(control.ended.get("status", 1))
     log.info(f"The chief ended with exit code {status}")
+    _said(status, str(control.ended.get("text", "")))
     return status
+
+
+def _said(status: int, text: str) -> None:
+    """The chief's error sentence, in this task's log too: this coordinator's exit (with the
+    chief's code) may end the step before the chief has printed it, so the job's log would
+    otherwise keep only exit codes."""
+    if status and text:
+        log.error("error: " + (text.split(": ", 1)[1] if ": " in text else text))

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cs2sim.system import wire
+from cs2sim.system import knobs, wire
 from cs2sim.system.appliance import ops
 from cs2sim.system.appliance.address import MAX_REQUEST, server_dir, socket_path
 from cs2sim.system.appliance.jobs import (
@@ -52,7 +52,9 @@ SERVER_VERSION = "1.9.1-cs2sim"
 MAX_CONNS, MAX_CONNS_PER_UID = 128, 16
 REQUEST_S, IDLE_S = 10.0, 300.0
 MAX_EXPORT = 64 * 1024 * 1024  # a log export larger than this is refused
-WATCH_POLL_S = 0.1
+WATCH_POLL_S = 0.1  # a running job's log is followed this closely
+QUEUED_POLL_S = 1.0  # a queued job's watch wakes at least this often (a client gone: cancelled)
+HEARTBEAT_DEFAULT_S = 5.0  # CS2_HEARTBEAT_SECONDS unset (system/knobs.py)
 HISTORY_S = 7 * 24 * 3600  # `csctl get jobs -a`: the past week, as the real tool
 log = logging.getLogger("cs2sim.appliance")
 
@@ -95,6 +97,8 @@ class Server:
         self.epoch = self.book.next_epoch()
         self.started = time.time()
         self.uid = os.getuid()
+        beat = knobs.number("CS2_HEARTBEAT_SECONDS", HEARTBEAT_DEFAULT_S)
+        self.heartbeat_s = beat if beat > 0 else HEARTBEAT_DEFAULT_S
         for job in self.book.recover(self.epoch, time.time()):
             log.info("%s: %s", job.id, job.reason)
         self.changed = threading.Condition()
@@ -493,14 +497,23 @@ class Server:
         )
 
     def _watch(self, conn: socket.socket, job: WsJob, args: dict[str, Any]) -> None:
+        """The watch's frames: a phase event when the phase, the queue note or the systems
+        change, the log's new lines, a heartbeat every `heartbeat_s` whatever happens (a queued
+        or quiet job included: the client tells a live server from a frozen one by them), and
+        the end. While the job is queued nothing is read but the book's generation, so thirty
+        waiting clients cost the server next to nothing."""
         log_path = job_log_dir(self.home, job.id) / "launch.log"
         offset = max(0, int(args.get("offset", 0)))
         last: tuple[str, str, str] | None = None
-        wire.send_obj(conn, {"ok": True})
+        period = self.heartbeat_s
+        wire.send_obj(conn, {"ok": True, "heartbeat": period, "pid": os.getpid()})
+        next_beat = time.monotonic() + period
+        seen = -1
         while True:
             with self.changed:
                 gen = self.generation
-            job = self._job(job.id)
+            if gen != seen or job.phase != "QUEUED":
+                job, seen = self._job(job.id), gen
             note = self.dispatcher.queue_notes.get(job.id, "")
             state = (job.phase, note, ",".join(job.systems))
             if state != last:
@@ -511,13 +524,20 @@ class Server:
                 offset = self._send_lines(conn, log_path, offset)
                 wire.send_obj(conn, {"event": "end", "job": job.public(self.home)})
                 return
+            now = time.monotonic()
+            if now >= next_beat:
+                wire.send_obj(conn, {"event": "heartbeat", "phase": job.phase, "note": note})
+                next_beat = now + period
             if _peer_gone(conn):
                 if args.get("attach"):
                     self._client_gone(job)
                 return
+            # a queued job has no log to follow: wake for a change, the next heartbeat, or (at
+            # most a second later) to notice a client that went away
+            poll = QUEUED_POLL_S if job.phase == "QUEUED" else WATCH_POLL_S
             with self.changed:
                 if self.generation == gen:
-                    self.changed.wait(WATCH_POLL_S)
+                    self.changed.wait(max(0.0, min(poll, next_beat - time.monotonic())))
 
     @staticmethod
     def _send_lines(conn: socket.socket, path: Path, offset: int) -> int:
