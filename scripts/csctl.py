@@ -2,7 +2,7 @@
 
     csctl get jobs [-a] [-m] [-l k=v,...] [-o table|json|yaml] [--sort priority|age]
     csctl get job NAME [-o json|yaml]
-    csctl get cluster | system | nodegroup | version
+    csctl get cluster [--error-only] | system | nodegroup | node | volumes | version
     csctl cancel job NAME                     -> Job canceled successfully
     csctl label job NAME k=v [k-] ...         -> job/NAME was patched
     csctl log-export NAME [-b] [-c] [-p PATH] -> <PATH>/log-export-NAME.zip
@@ -35,8 +35,11 @@ TYPES = (
     ("cluster", "", "systems and node groups"),
     ("system", "systems", "the CS-2 systems"),
     ("nodegroup", "nodegroups", "node groups"),
+    ("node", "nodes", "the cluster's CPU nodes and the jobs holding them"),
+    ("volume", "volumes", "the directories every job sees"),
     ("version", "", "server and system software versions"),
 )
+BROKEN_PIPE_EXIT = 141  # 128 + SIGPIPE: what `cs` and `csrun_wse` exit with when `| head` leaves
 DEFAULT_CONFIG = Path.home() / ".cs" / "config"
 
 
@@ -78,6 +81,11 @@ def _parser() -> argparse.ArgumentParser:
     get.add_argument("--sort", default="priority", help="priority or age (default priority)")
     get.add_argument("--order", choices=("desc", "asc"), default="asc")
     get.add_argument("--max-jobs", type=int, default=5000, help="0 = no limit")
+    get.add_argument(
+        "--error-only",
+        action="store_true",
+        help="get cluster: only what is in error (systems not ACTIVE, their nodes)",
+    )
     cancel = sub.add_parser("cancel", help="Cancel job")
     cancel.add_argument("type", choices=("job",))
     cancel.add_argument("name", metavar="NAME")
@@ -189,20 +197,41 @@ def _get(args: argparse.Namespace) -> int:
             f"unknown resource type {kind!r}. Run 'csctl types' to see available resource types"
         )
     what = names[kind]
+    if args.error_only and what != "cluster":
+        raise CsError("--error-only belongs to `csctl get cluster`.", 2)
     reply = _connect(args).call("cluster", what=what)
+    if args.error_only:
+        return _errors_only(reply, args.output)
     if args.output != "table":
         _emit({k: v for k, v in reply.items() if k != "ok"}, args.output)
         return 0
     rows = reply["rows"]
     if rows:
         head = tuple(k.upper() for k in rows[0])
-        _table([[str(v) if v != "" else "-" for v in r.values()] for r in rows], head)
+        _table([[_cell(v) for v in r.values()] for r in rows], head)
     if what == "cluster":
         sys.stdout.write("\n")
         groups = reply["nodegroups"]
         _table([[str(v) for v in g.values()] for g in groups], tuple(k.upper() for k in groups[0]))
         if not reply["healthy"]:
             sys.stdout.write("\nNot every system is ACTIVE: see `csctl get system`.\n")
+    return 0
+
+
+def _cell(value: Any) -> str:
+    return "-" if value == "" or value is None else str(value)
+
+
+def _errors_only(reply: dict[str, Any], fmt: str) -> int:
+    """`get cluster --error-only`: the systems in error (not ACTIVE), or one line saying there
+    are none; exit 0 either way, as a listing."""
+    bad = [r for r in reply["rows"] if r["state"] != "ACTIVE"]
+    if fmt != "table":
+        _emit({"rows": bad}, fmt)
+    elif bad:
+        _table([[_cell(v) for v in r.values()] for r in bad], tuple(k.upper() for k in bad[0]))
+    else:
+        sys.stdout.write("No errors found: every system is ACTIVE.\n")
     return 0
 
 
@@ -309,6 +338,11 @@ def main(argv: list[str] | None = None) -> int:
     except CsError as e:
         sys.stderr.write(f"error: {e}\n")
         return e.exit_code
+    except BrokenPipeError:  # `csctl get jobs | head`: the reader left; nothing to say
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # and no second failure when stdout is flushed
+        os.close(devnull)
+        return BROKEN_PIPE_EXIT
     except OSError as e:
         sys.stderr.write(f"error: {e.strerror or e} ({e.filename}); check the path.\n")
         return 1

@@ -85,6 +85,13 @@ def _positive(text: str) -> int:
     return value
 
 
+def _one_or_more(text: str) -> int:
+    value = _positive(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be 1 or more (the CS-X systems the job runs on)")
+    return value
+
+
 def build_csx_parser(model_name: str) -> argparse.ArgumentParser:
     """The CSX parser (Model Zoo R1.8 cli_parser.py, with R1.9's optional strategy and R2.4's
     --job_priority)."""
@@ -114,7 +121,7 @@ def build_csx_parser(model_name: str) -> argparse.ArgumentParser:
     only = p.add_mutually_exclusive_group()
     only.add_argument("--compile_only", action="store_true", help="Compile; do not run.")
     only.add_argument("--validate_only", action="store_true", help="Validate the graph only.")
-    p.add_argument("--num_csx", type=_positive, default=1, help="CS-X systems (default 1).")
+    p.add_argument("--num_csx", type=_one_or_more, default=1, help="CS-X systems (default 1).")
     p.add_argument(
         "--num_workers_per_csx",
         type=_positive,
@@ -314,10 +321,11 @@ def _run(
     runconfig = raw.get("runconfig") or {}
     model_dir = Path(args.model_dir or runconfig.get("model_dir") or "model_dir").resolve()
     model_dir.mkdir(parents=True, exist_ok=True)
+    _claim = _claim_model_dir(model_dir)  # held until this client ends (closed with the process)
     runlog.add_file(model_dir)
     compile_dir = Path(args.compile_dir).resolve() if args.compile_dir else model_dir
     job_argv = _job_argv(args, params_path, model_dir, pipeline)
-    start = [sys.executable, "-m", "cs2sim.scripts.cluster_server", "start"]
+    start = [sys.executable, "-m", "cs2sim.scripts.cluster_server", "start", "--auto"]
     home = default_home()
 
     def conn() -> Any:
@@ -419,6 +427,35 @@ def _run(
         _Training(out, batch, log_steps, args.num_csx, args.mode),
     )
     return 0 if end["status"]["phase"] == "SUCCEEDED" else _failed(end)
+
+
+MODEL_DIR_LOCK = ".run_csx.lock"
+
+
+def _claim_model_dir(model_dir: Path) -> Any:
+    """This client's lock on `model_dir` (an open file holding flock(2) until the process
+    ends): a second `run.py CSX` given the same model_dir while the first is live would compile
+    into it and write its checkpoints over the first's, so it is refused, naming the first."""
+    import fcntl
+
+    path = model_dir / MODEL_DIR_LOCK
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    f = os.fdopen(fd, "r+")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = f.read(200).strip() or "another process"
+        f.close()
+        raise CsError(
+            f"model_dir {model_dir} is in use by another `run.py CSX` ({holder}), whose job "
+            "writes its checkpoints there; wait for it to end (`csctl get jobs`) or give this "
+            "run another --model_dir."
+        ) from None
+    f.seek(0)
+    f.truncate()
+    f.write(f"pid {os.getpid()} on {os.uname().nodename}, started {time.strftime('%H:%M:%S')}\n")
+    f.flush()
+    return f
 
 
 def _logged_at(text: str) -> float | None:

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from cs2sim.system import wire
-from cs2sim.system.appliance.address import MAX_REQUEST, socket_path
+from cs2sim.system.appliance.address import MAX_REQUEST, cluster_identity, socket_path
 from cs2sim.system.appliance.errors import RequestFailed, ServerGone
+from cs2sim.system.errors import CsError
 
 __all__ = ["Connection", "ServerGone", "RequestFailed", "connect", "MAX_REPLY", "START_WAIT_S"]
 
@@ -157,13 +158,17 @@ def connect(
         )
     where = str(socket_path(home))
     try:
-        return Connection(_unix(home), where)
+        conn = Connection(_unix(home), where)
     except OSError as e:
         if start is None:
             raise ServerGone(
                 f"no cluster server runs for {home} ({e.strerror}); start one "
                 "with `cs-cluster-server start`."
             ) from None
+    else:
+        if start is not None:  # a caller that would start one: it must describe our cluster
+            _same_cluster(conn, home)
+        return conn
     subprocess.run(
         list(start),
         stdin=subprocess.DEVNULL,
@@ -184,3 +189,32 @@ def connect(
                     f"{Path(home) / 'wsjob' / 'server.log'}."
                 ) from None
             time.sleep(0.05)
+
+
+def _same_cluster(conn: Connection, home: Path) -> None:
+    """Refuse an auto-started server that serves another cluster file than this caller's: it
+    keeps the environment of whoever started it (CS2_CLUSTER), which this caller may not
+    share. A server started by hand (a site's) is the admin's choice and is not second-guessed."""
+    try:
+        info = conn.call("ping")
+    except CsError:
+        conn.close()
+        raise
+    theirs = info.get("cluster")
+    if not info.get("auto") or not isinstance(theirs, list) or len(theirs) != 2:
+        return
+    mine = cluster_identity()
+    if list(mine) == theirs:
+        return
+    conn.close()
+    how = (
+        f"{theirs[0]} as it was when the server started (the file changed since)"
+        if theirs[0] == mine[0]
+        else f"{theirs[0] or 'an unreadable file'}, yours is {mine[0] or 'unreadable'}"
+    )
+    raise RequestFailed(
+        f"the cluster server for {home} (pid {info.get('pid')}) was started by an earlier "
+        f"command with another cluster description ({how}; CS2_CLUSTER); stop it with "
+        "`cs-cluster-server stop` (the next run starts one with yours) and retry.",
+        1,
+    )

@@ -30,7 +30,12 @@ from typing import Any
 
 from cs2sim.system import knobs, wire
 from cs2sim.system.appliance import ops
-from cs2sim.system.appliance.address import MAX_REQUEST, server_dir, socket_path
+from cs2sim.system.appliance.address import (
+    MAX_REQUEST,
+    cluster_identity,
+    server_dir,
+    socket_path,
+)
 from cs2sim.system.appliance.jobs import (
     ENDED,
     KINDS,
@@ -38,6 +43,7 @@ from cs2sim.system.appliance.jobs import (
     JobBook,
     WsJob,
     job_log_dir,
+    label_problem,
     new_id,
 )
 from cs2sim.system.appliance.replicas import COMPILE_FROM_ENV, COUNTS, SERVERS_ENV, plan_for
@@ -55,6 +61,7 @@ MAX_EXPORT = 64 * 1024 * 1024  # a log export larger than this is refused
 WATCH_POLL_S = 0.1  # a running job's log is followed this closely
 QUEUED_POLL_S = 1.0  # a queued job's watch wakes at least this often (a client gone: cancelled)
 HEARTBEAT_DEFAULT_S = 5.0  # CS2_HEARTBEAT_SECONDS unset (system/knobs.py)
+IDLE_EXIT_DEFAULT_S = 3600.0  # CS2_SERVER_IDLE_SECONDS unset: an auto-started server's idle life
 HISTORY_S = 7 * 24 * 3600  # `csctl get jobs -a`: the past week, as the real tool
 log = logging.getLogger("cs2sim.appliance")
 
@@ -99,6 +106,9 @@ class Server:
         self.uid = os.getuid()
         beat = knobs.number("CS2_HEARTBEAT_SECONDS", HEARTBEAT_DEFAULT_S)
         self.heartbeat_s = beat if beat > 0 else HEARTBEAT_DEFAULT_S
+        self.idle_exit_s = 0.0  # > 0: an auto-started server, which exits when idle this long
+        self._busy_at = self._idle_check = time.monotonic()
+        self.cluster = cluster_identity()  # the cluster file it serves (ping says which)
         for job in self.book.recover(self.epoch, time.time()):
             log.info("%s: %s", job.id, job.reason)
         self.changed = threading.Condition()
@@ -151,6 +161,8 @@ class Server:
         socks = {s.fileno(): (s, ident) for s, ident in self.listeners}
         while not self._stop.is_set():
             ready, _, _ = select.select([*socks, self._wake_r], [], [], 0.5)
+            if not ready and self._idle_out():
+                break
             for fd in ready:
                 if fd == self._wake_r:
                     continue
@@ -165,6 +177,29 @@ class Server:
         socket_path(self.home).unlink(missing_ok=True)
         self.dispatcher.stop()
         (self.dir / "server.pid").unlink(missing_ok=True)
+
+    def _idle_out(self) -> bool:
+        """Whether an auto-started server has had no connection and no job queued or running
+        for `idle_exit_s` (then it exits: the next client starts one with its own environment)."""
+        if self.idle_exit_s <= 0:
+            return False
+        now = time.monotonic()
+        if now < self._idle_check:
+            return False
+        self._idle_check = now + min(5.0, self.idle_exit_s / 4)
+        with self.conns_lock:
+            busy = sum(self.conns.values()) > 0
+        if busy or self.dispatcher.launches or self.book.all(active_only=True, with_spec=False):
+            self._busy_at = now
+            return False
+        if now - self._busy_at < self.idle_exit_s:
+            return False
+        log.info(
+            "no connection and no job for %.0f s: this auto-started server exits "
+            "(CS2_SERVER_IDLE_SECONDS)",
+            now - self._busy_at,
+        )
+        return True
 
     def stop(self) -> None:
         self._stop.set()
@@ -250,8 +285,8 @@ class Server:
                 reply = {"ok": False, "error": f"bad request: {e}."}
             except Refused as e:
                 reply = {"ok": False, "error": str(e), "code": e.code}
-            except CsError as e:
-                reply = {"ok": False, "error": str(e), "code": e.exit_code}
+            except CsError as e:  # worded for the appliance's user (no --cs_ip, no python-ws)
+                reply = {"ok": False, "error": ops.csx_wording(str(e)), "code": e.exit_code}
             except (ValueError, KeyError, TypeError) as e:  # a value the schema let through
                 reply = {"ok": False, "error": f"bad request: {type(e).__name__} {e}.", "code": 2}
             except Exception as e:  # noqa: BLE001 - one line in the log, never a traceback
@@ -319,6 +354,8 @@ class Server:
             "user": caller.name,
             "admin": caller.admin,
             "started": self.started,
+            "cluster": list(self.cluster),
+            "auto": self.idle_exit_s > 0,
         }
 
     def op_submit(self, caller: ops.Caller, args: dict[str, Any]) -> dict[str, Any]:
@@ -419,8 +456,9 @@ class Server:
     def op_label(self, caller: ops.Caller, args: dict[str, Any]) -> dict[str, Any]:
         job = self._job(args["name"])
         for k, v in args.get("set", {}).items():
-            if not str(k) or len(str(k)) > 63:
-                raise Refused(f"label key {k!r} must be 1 to 63 characters.", 2)
+            problem = label_problem(str(k), str(v))
+            if problem:
+                raise Refused(problem, 2)
             job.labels[str(k)] = str(v)
         for k in args.get("remove", []):
             job.labels.pop(str(k), None)
@@ -460,7 +498,12 @@ class Server:
     def op_cluster(self, caller: ops.Caller, args: dict[str, Any]) -> dict[str, Any]:
         from cs2sim.system.appliance.facts import cluster_facts
 
-        return cluster_facts(self.store, str(args.get("what", "cluster")), SERVER_VERSION)
+        names = {
+            j.sched_job: j.id
+            for j in self.book.all(active_only=True, with_spec=False)
+            if j.sched_job
+        }
+        return cluster_facts(self.store, str(args.get("what", "cluster")), SERVER_VERSION, names)
 
     def op_token(self, caller: ops.Caller, args: dict[str, Any]) -> dict[str, Any]:
         if self.tokens is None:
