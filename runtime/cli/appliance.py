@@ -182,10 +182,17 @@ class _Out:
         self.last = -1
         self.keys = [line.key for line in LINES]
 
+    def fits(self, key: str) -> bool:
+        """Whether `key` may be printed now (not above the last line printed, unless both are
+        of one loop; a line said once is not said again)."""
+        i = self.keys.index(key)
+        same_loop = self.last >= 0 and LINES[i].loop and LINES[i].loop == LINES[self.last].loop
+        return bool(same_loop) or i > self.last or (i == self.last and LINES[i].repeat)
+
     def say(self, key: str, **values: Any) -> None:
         i = self.keys.index(key)
         same_loop = self.last >= 0 and LINES[i].loop and LINES[i].loop == LINES[self.last].loop
-        if not same_loop and (i < self.last or (i == self.last and not LINES[i].repeat)):
+        if not self.fits(key):
             raise AssertionError(f"line {key!r} out of order")
         self.last = max(i, self.last) if same_loop else i
         log.info(render(key, **values))
@@ -537,9 +544,10 @@ class _Training:
             m = re.search(line.after or "", text)
             if m is None:
                 continue
-            above = [
-                k.key for k in self.staging if self.keys.index(k.key) < self.keys.index(line.key)
-            ]
+            at = self.keys.index(line.key)
+            if not self.out.fits(line.key):
+                return True  # a replica's copy, or the event came after its place: said once
+            above = [k.key for k in self.staging if self.keys.index(k.key) < at]
             if above:
                 self._through(above[-1], _logged_at(text))
             self.out.say(line.key, **m.groupdict())
@@ -680,7 +688,7 @@ def _failed(job: dict[str, Any]) -> int:
     # launch's exit code says neither
     message = (
         f"{name} {status['phase']}: {said.rstrip('.')} (`csctl log-export {name}` zips its logs)."
-        if said and status["phase"] == "FAILED"
+        if said and status["phase"] == "FAILED" and reason.startswith("its launch exited")
         else f"{name} {status['phase']}: {reason}; its logs are in {status['logPath']} "
         f"(`csctl log-export {name}` zips them)."
     )
