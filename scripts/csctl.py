@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cs2sim.system.errors import CsError
+from cs2sim.system.errors import CsError, UsageError
 
 __all__ = ["main", "COLUMNS", "TYPES", "format_age"]
 
@@ -165,6 +165,8 @@ def _get(args: argparse.Namespace) -> int:
             "missing required argument TYPE. Run 'csctl types' to see available resource types"
         )
     kind = args.type
+    if args.error_only and kind != "cluster":
+        raise UsageError("--error-only belongs to `csctl get cluster`.")
     if kind in ("jobs", "job") and args.name:
         job = _connect(args).call("get_job", name=args.name)["job"]
         if args.output == "table":
@@ -197,8 +199,6 @@ def _get(args: argparse.Namespace) -> int:
             f"unknown resource type {kind!r}. Run 'csctl types' to see available resource types"
         )
     what = names[kind]
-    if args.error_only and what != "cluster":
-        raise CsError("--error-only belongs to `csctl get cluster`.", 2)
     reply = _connect(args).call("cluster", what=what)
     if args.error_only:
         return _errors_only(reply, args.output)
