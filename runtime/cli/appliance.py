@@ -548,7 +548,8 @@ class _Training:
             if not self.out.fits(line.key):
                 return True  # a replica's copy, or the event came after its place: said once
             above = [k.key for k in self.staging if self.keys.index(k.key) < at]
-            if above:
+            done = {k.key for k in self.staging[: self.printed]}
+            if above and above[-1] not in done:
                 self._through(above[-1], _logged_at(text))
             self.out.say(line.key, **m.groupdict())
             return True

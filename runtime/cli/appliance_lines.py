@@ -85,6 +85,8 @@ LINES: tuple[Line, ...] = (
         after=r"Completed weight initialization|Loading CPU pre-initialized|Programming CS-2 "
         r"fabric",
     ),
+    Line("finalizing", "Finalizing appliance staging for the run"),
+    Line("programming_wait", "Waiting for device programming to complete"),
     Line(
         "checkpoint_found",
         'Found latest checkpoint at "{path}"; the run resumes from it.',
@@ -97,8 +99,6 @@ LINES: tuple[Line, ...] = (
         after=r'(?:Resuming from|Initialized weights from) checkpoint "(?P<path>[^"]+)"',
         optional=True,
     ),
-    Line("finalizing", "Finalizing appliance staging for the run"),
-    Line("programming_wait", "Waiting for device programming to complete"),
     Line(
         "programming_done",
         "Device programming is complete",
