@@ -55,7 +55,8 @@ from cs2sim.system.store import Store
 __all__ = ["Server", "server_dir", "socket_path", "SERVER_VERSION", "MAX_REQUEST"]
 
 SERVER_VERSION = "1.9.1-cs2sim"
-MAX_CONNS, MAX_CONNS_PER_UID = 128, 16
+# a user's every queued or running `run.py CSX` holds one watch: a site's user may have tens
+MAX_CONNS, MAX_CONNS_PER_UID = 512, 64
 REQUEST_S, IDLE_S = 10.0, 300.0
 MAX_EXPORT = 64 * 1024 * 1024  # a log export larger than this is refused
 WATCH_POLL_S = 0.1  # a running job's log is followed this closely
