@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from cs2sim.system.cluster import cluster_source, load_cluster
-from cs2sim.system.machine import Machine, list_systems, software_version
+from cs2sim.system.machine import Machine, SystemStatus, list_systems, software_version
 from cs2sim.system.store import Store
 
 __all__ = ["cluster_facts", "WHATS"]
@@ -21,14 +21,14 @@ __all__ = ["cluster_facts", "WHATS"]
 WHATS = ("cluster", "system", "nodegroup", "node", "volume", "version")
 
 
-def _holder(s: Any, names: dict[str, str]) -> str:
+def _holder(s: SystemStatus, names: dict[str, str]) -> str:
     """The job holding system status `s`, by the name its user knows (module docstring)."""
     if s.held_by is None:
         return ""
     if str(s.held_by) in names:
         return names[str(s.held_by)]
     for job in s.running_jobs:  # a wsjob's chief registers as "<wsjob id>: <command>"
-        head = job.command.split(":", 1)[0]
+        head = str(job.command).split(":", 1)[0]
         if head.startswith("wsjob-"):
             return head
     return str(s.held_by)

@@ -48,6 +48,7 @@ from cs2sim.system.appliance.jobs import (
 )
 from cs2sim.system.appliance.replicas import COMPILE_FROM_ENV, COUNTS, SERVERS_ENV, plan_for
 from cs2sim.system.appliance.runs import Dispatcher, Launchers
+from cs2sim.system.appliance.watch import stream
 from cs2sim.system.errors import CsError, PermissionDenied, UsageError
 from cs2sim.system.state import ExecMode
 from cs2sim.system.store import Store
@@ -59,8 +60,6 @@ SERVER_VERSION = "1.9.1-cs2sim"
 MAX_CONNS, MAX_CONNS_PER_UID = 512, 64
 REQUEST_S, IDLE_S = 10.0, 300.0
 MAX_EXPORT = 64 * 1024 * 1024  # a log export larger than this is refused
-WATCH_POLL_S = 0.1  # a running job's log is followed this closely
-QUEUED_POLL_S = 1.0  # a queued job's watch wakes at least this often (a client gone: cancelled)
 HEARTBEAT_DEFAULT_S = 5.0  # CS2_HEARTBEAT_SECONDS unset (system/knobs.py)
 IDLE_EXIT_DEFAULT_S = 3600.0  # CS2_SERVER_IDLE_SECONDS unset: an auto-started server's idle life
 HISTORY_S = 7 * 24 * 3600  # `csctl get jobs -a`: the past week, as the real tool
@@ -527,7 +526,7 @@ class Server:
         cancelled (a killed `run.py CSX` leaves no job running)."""
         job = self._job(args["name"])
         try:
-            self._watch(conn, job, args)
+            stream(self, conn, job, args)
         except (OSError, wire.Closed):
             job = self._job(job.id)
             if args.get("attach") and job.phase not in ENDED:
@@ -539,84 +538,6 @@ class Server:
         self.dispatcher.stop_job(
             job, "CANCELLED", "its client (run.py CSX) went away before the job ended"
         )
-
-    def _watch(self, conn: socket.socket, job: WsJob, args: dict[str, Any]) -> None:
-        """The watch's frames: a phase event when the phase, the queue note or the systems
-        change, the log's new lines, a heartbeat every `heartbeat_s` whatever happens (a queued
-        or quiet job included: the client tells a live server from a frozen one by them), and
-        the end. While the job is queued nothing is read but the book's generation, so thirty
-        waiting clients cost the server next to nothing."""
-        log_path = job_log_dir(self.home, job.id) / "launch.log"
-        offset = max(0, int(args.get("offset", 0)))
-        last: tuple[str, str, str] | None = None
-        period = self.heartbeat_s
-        wire.send_obj(conn, {"ok": True, "heartbeat": period, "pid": os.getpid()})
-        next_beat = time.monotonic() + period
-        seen = -1
-        while True:
-            with self.changed:
-                gen = self.generation
-            if gen != seen or job.phase != "QUEUED":
-                job, seen = self._job(job.id), gen
-            note = self.dispatcher.queue_notes.get(job.id, "")
-            state = (job.phase, note, ",".join(job.systems))
-            if state != last:
-                wire.send_obj(conn, {"event": "phase", "job": job.public(self.home), "note": note})
-                last = state
-            offset = self._send_lines(conn, log_path, offset)
-            if job.phase in ENDED:
-                offset = self._send_lines(conn, log_path, offset)
-                wire.send_obj(conn, {"event": "end", "job": job.public(self.home)})
-                return
-            now = time.monotonic()
-            if now >= next_beat:
-                wire.send_obj(conn, {"event": "heartbeat", "phase": job.phase, "note": note})
-                next_beat = now + period
-            if _peer_gone(conn):
-                if args.get("attach"):
-                    self._client_gone(job)
-                return
-            # a queued job has no log to follow: wake for a change, the next heartbeat, or (at
-            # most a second later) to notice a client that went away
-            poll = QUEUED_POLL_S if job.phase == "QUEUED" else WATCH_POLL_S
-            with self.changed:
-                if self.generation == gen:
-                    self.changed.wait(max(0.0, min(poll, next_beat - time.monotonic())))
-
-    @staticmethod
-    def _send_lines(conn: socket.socket, path: Path, offset: int) -> int:
-        try:
-            with open(path, "rb") as f:
-                f.seek(offset)
-                data = f.read(1 << 20)
-        except FileNotFoundError:
-            return offset
-        end = data.rfind(b"\n")
-        if end < 0:
-            return offset
-        chunk = data[: end + 1]
-        wire.send_obj(
-            conn,
-            {
-                "event": "lines",
-                "text": chunk.decode("utf-8", "replace"),
-                "offset": offset + len(chunk),
-            },
-        )
-        return offset + len(chunk)
-
-
-def _peer_gone(conn: socket.socket) -> bool:
-    """Has a watching client closed its end? (It sends nothing while it watches, so anything
-    readable is its end of file, or a TLS close.)"""
-    if not select.select([conn], [], [], 0)[0]:
-        return False
-    try:
-        if isinstance(conn, ssl.SSLSocket):
-            return True
-        return not conn.recv(1, socket.MSG_PEEK)
-    except OSError:
-        return True
 
 
 def _json(obj: Any) -> str:

@@ -10,7 +10,7 @@ import signal
 
 import pytest
 
-from cs2sim.runtime.cli.appliance import QUEUE_NOTE_BEATS
+from cs2sim.runtime.cli.appliance_watch import QUEUE_NOTE_BEATS
 from cs2sim.scripts.testkit.appliance import wait_until
 from cs2sim.system.appliance.client import MISSED_HEARTBEATS
 
