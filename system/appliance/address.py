@@ -8,6 +8,7 @@ from pathlib import Path
 __all__ = ["socket_path", "server_dir", "MAX_REQUEST", "cluster_identity"]
 
 MAX_REQUEST = 256 * 1024
+DEFAULT_CLUSTER = Path(__file__).parents[1] / "cluster_default.yaml"  # system/cluster.py's
 
 
 def server_dir(home: Path) -> Path:
@@ -23,15 +24,21 @@ def socket_path(home: Path) -> Path:
 
 def cluster_identity() -> tuple[str, str]:
     """The cluster file this process would use ($CS2_CLUSTER, $CS2_HOME/cluster.yaml or the
-    built-in one) and a digest of its bytes: a server and a client that differ in either do
-    not describe the same cluster."""
+    built-in one, as system/cluster.py's cluster_source resolves it, without importing that
+    module: csctl asks this on every call) and a digest of its bytes: a server and a client
+    that differ in either do not describe the same cluster."""
     import hashlib
 
-    from cs2sim.system.cluster import cluster_source
-    from cs2sim.system.errors import CsError
+    from cs2sim.system import knobs
 
+    env = knobs.raw("CS2_CLUSTER")
+    if env:
+        path = Path(env).expanduser()
+    else:
+        home = knobs.text("CS2_HOME")
+        local = (Path(home).expanduser() if home else Path.home() / ".cs2sim") / "cluster.yaml"
+        path = local if local.is_file() else DEFAULT_CLUSTER
     try:
-        path = cluster_source()
         return str(path.resolve()), hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-    except (OSError, CsError) as e:
-        return "", f"unreadable ({type(e).__name__})"
+    except OSError as e:
+        return str(path), f"unreadable ({e.strerror})"

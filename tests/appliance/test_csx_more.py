@@ -105,3 +105,21 @@ def test_an_auto_started_server_refuses_another_cluster_file_and_leaves_when_idl
     wait_until(lambda: not cs2_appliance.running(), 120, "the idle server to exit")
     log = (system.home / "wsjob" / "server.log").read_text()
     assert "this auto-started server exits" in log
+
+
+def test_the_light_cluster_identity_resolves_as_the_cluster_module(tmp_path, monkeypatch):
+    from cs2sim.system.appliance.address import cluster_identity
+    from cs2sim.system.cluster import cluster_source
+
+    monkeypatch.delenv("CS2_CLUSTER", raising=False)
+    monkeypatch.setenv("CS2_HOME", str(tmp_path))
+    assert cluster_identity()[0] == str(cluster_source().resolve())  # the built-in one
+    (tmp_path / "cluster.yaml").write_text(cluster_source().read_text())
+    assert cluster_identity()[0] == str((tmp_path / "cluster.yaml").resolve())
+    assert cluster_identity()[0] == str(cluster_source().resolve())
+    home_digest = cluster_identity()[1]
+    other = tmp_path / "other.yaml"
+    other.write_text(cluster_source().read_text() + "# changed\n")
+    monkeypatch.setenv("CS2_CLUSTER", str(other))
+    assert cluster_identity()[0] == str(cluster_source().resolve())
+    assert cluster_identity()[1] != home_digest  # same content but a comment: another file
