@@ -267,7 +267,7 @@ def failed(job: dict[str, Any]) -> int:
     # launch's exit code says neither
     message = (
         f"{name} {status['phase']}: {said.rstrip('.')} (`csctl log-export {name}` zips its logs)."
-        if said and status["phase"] == "FAILED" and reason.startswith("its launch exited")
+        if said and status["phase"] == "FAILED" and reason.endswith("(see its log)")
         else f"{name} {status['phase']}: {reason}; its logs are in {status['logPath']} "
         f"(`csctl log-export {name}` zips them)."
     )
