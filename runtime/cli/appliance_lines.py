@@ -10,8 +10,9 @@ with the same hash exists already. `after` names the event of the job's log (a r
 expression over the chief's lines) that lets a line be printed, None for the client's own steps;
 an `optional` line is printed only when its event is seen (a checkpoint loaded or saved), with
 the pattern's named groups as its values. Lines of one `loop` (a training step, a checkpoint
-saved at it) alternate as the run goes. "Ingress is ready" is the client's last poll of the
-job's ingress before it prints the staging lines; "Effective batch size" comes first.
+saved at it) alternate as the run goes. "Ingress is ready" is the client's last poll of a
+job's ingress once it runs (the compile job's and the execute job's, before the staging lines);
+"Effective batch size" comes first.
 
 The job's own WARNING and ERROR lines (stand-in data, a data error, a refusal) are not this
 table's: the client forwards them as the job logged them, in order (runtime/cli/appliance.py).
@@ -52,6 +53,7 @@ LINES: tuple[Line, ...] = (
         "Poll ingress status: Waiting for job running, current job "
         "status: Scheduled, msg: job is scheduled.",
     ),
+    Line("compile_ingress", "Ingress is ready: Job ingress ready, poll ingress success."),
     Line(
         "compile_written",
         "Compile artifacts successfully written to remote compile "

@@ -202,6 +202,8 @@ def follow(conn: Any, name: str, out: Out, kind: str, training: Training | None)
                     running = True
                     if waited:
                         out.say(f"{kind}_scheduled")
+                    if kind == "compile":
+                        out.say("compile_ingress")
                     if training is not None:
                         training.running()
                 if kind_of == "end":

@@ -30,6 +30,7 @@ def test_two_systems_lines_in_order_losses_equal_host_and_cached_compile(cs2_app
         "compiling",
         "compile_init",
         "compile_id",
+        "compile_ingress",
         "compile_written",
         "compile_ok",
         "programming",
@@ -114,6 +115,7 @@ def test_compile_only_runs_a_compile_job_alone_and_then_finds_it_cached(cs2_appl
         "compiling",
         "compile_init",
         "compile_id",
+        "compile_ingress",
         "compile_written",
         "compile_ok",
     ]
