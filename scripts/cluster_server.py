@@ -2,7 +2,10 @@
 
     cs-cluster-server start [--tcp HOST:PORT --cert CRT --key KEY]
                               start it in the background (a no-op when one runs); `run.py CSX`
-                              and `csctl` start one themselves when none runs
+                              and `csctl` start one themselves when none runs (`start --auto`):
+                              that one exits after CS2_SERVER_IDLE_SECONDS with no job and no
+                              connection, and a caller whose cluster file (CS2_CLUSTER) differs
+                              from the one it was started with is refused
     cs-cluster-server status  whether it answers, its pid, version and who you are to it
     cs-cluster-server stop    stop it (its running jobs are stopped and recorded FAILED)
     cs-cluster-server serve   run it in the foreground (what `start` runs, detached)
@@ -38,7 +41,7 @@ def launchers() -> object:
 
 def start_command() -> list[str]:
     """The command `run.py CSX` and `csctl` run to start a server on demand."""
-    return [sys.executable, "-m", "cs2sim.scripts.cluster_server", "start"]
+    return [sys.executable, "-m", "cs2sim.scripts.cluster_server", "start", "--auto"]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -49,6 +52,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--tcp", metavar="HOST:PORT", help="also listen on TCP with TLS")
     p.add_argument("--cert", help="the TLS certificate (PEM) for --tcp")
     p.add_argument("--key", help="the TLS private key (PEM) for --tcp")
+    p.add_argument(
+        "--auto",
+        action="store_true",
+        help="started on demand by a client: exit when idle (CS2_SERVER_IDLE_SECONDS)",
+    )
     return p
 
 
@@ -63,6 +71,11 @@ def _serve(home: object, args: argparse.Namespace) -> int:
         filename=log_path, level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s"
     )
     server = Server(Path(str(home)), launchers())  # type: ignore[arg-type]
+    if args.auto:
+        from cs2sim.system import knobs
+        from cs2sim.system.appliance.server import IDLE_EXIT_DEFAULT_S
+
+        server.idle_exit_s = max(0.0, knobs.number("CS2_SERVER_IDLE_SECONDS", IDLE_EXIT_DEFAULT_S))
     if args.tcp:
         from cs2sim.system.appliance.tls import listen_tls
 
@@ -98,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"--{k}={v}"
                 for k, v in (("tcp", args.tcp), ("cert", args.cert), ("key", args.key))
                 if v
-            ]
+            ] + (["--auto"] if args.auto else [])
             subprocess.Popen(
                 [sys.executable, "-m", "cs2sim.scripts.cluster_server", "serve", *extra],
                 stdin=subprocess.DEVNULL,

@@ -2,7 +2,7 @@
 
     csctl get jobs [-a] [-m] [-l k=v,...] [-o table|json|yaml] [--sort priority|age]
     csctl get job NAME [-o json|yaml]
-    csctl get cluster | system | nodegroup | version
+    csctl get cluster [--error-only] | system | nodegroup | node | volumes | version
     csctl cancel job NAME                     -> Job canceled successfully
     csctl label job NAME k=v [k-] ...         -> job/NAME was patched
     csctl log-export NAME [-b] [-c] [-p PATH] -> <PATH>/log-export-NAME.zip
@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cs2sim.system.errors import CsError
+from cs2sim.system.errors import CsError, UsageError
 
 __all__ = ["main", "COLUMNS", "TYPES", "format_age"]
 
@@ -35,8 +35,11 @@ TYPES = (
     ("cluster", "", "systems and node groups"),
     ("system", "systems", "the CS-2 systems"),
     ("nodegroup", "nodegroups", "node groups"),
+    ("node", "nodes", "the cluster's CPU nodes and the jobs holding them"),
+    ("volume", "volumes", "the directories every job sees"),
     ("version", "", "server and system software versions"),
 )
+BROKEN_PIPE_EXIT = 141  # 128 + SIGPIPE: what `cs` and `csrun_wse` exit with when `| head` leaves
 DEFAULT_CONFIG = Path.home() / ".cs" / "config"
 
 
@@ -78,6 +81,11 @@ def _parser() -> argparse.ArgumentParser:
     get.add_argument("--sort", default="priority", help="priority or age (default priority)")
     get.add_argument("--order", choices=("desc", "asc"), default="asc")
     get.add_argument("--max-jobs", type=int, default=5000, help="0 = no limit")
+    get.add_argument(
+        "--error-only",
+        action="store_true",
+        help="get cluster: only what is in error (systems not ACTIVE, their nodes)",
+    )
     cancel = sub.add_parser("cancel", help="Cancel job")
     cancel.add_argument("type", choices=("job",))
     cancel.add_argument("name", metavar="NAME")
@@ -166,6 +174,8 @@ def _get(args: argparse.Namespace) -> int:
             "missing required argument TYPE. Run 'csctl types' to see available resource types"
         )
     kind = args.type
+    if args.error_only and kind != "cluster":
+        raise UsageError("--error-only belongs to `csctl get cluster`.")
     if kind in ("jobs", "job") and args.name:
         job = _connect(args).call("get_job", name=args.name)["job"]
         if args.output == "table":
@@ -199,13 +209,15 @@ def _get(args: argparse.Namespace) -> int:
         )
     what = names[kind]
     reply = _connect(args).call("cluster", what=what)
+    if args.error_only:
+        return _errors_only(reply, args.output)
     if args.output != "table":
         _emit({k: v for k, v in reply.items() if k != "ok"}, args.output)
         return 0
     rows = reply["rows"]
     if rows:
         head = tuple(k.upper() for k in rows[0])
-        _table([[str(v) if v != "" else "-" for v in r.values()] for r in rows], head)
+        _table([[_cell(v) for v in r.values()] for r in rows], head)
     if what == "cluster":
         sys.stdout.write("\n")
         groups = reply["nodegroups"]
@@ -215,12 +227,30 @@ def _get(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cell(value: Any) -> str:
+    return "-" if value == "" or value is None else str(value)
+
+
+def _errors_only(reply: dict[str, Any], fmt: str) -> int:
+    """`get cluster --error-only`: the systems in error (not ACTIVE), or one line saying there
+    are none; exit 0 either way, as a listing."""
+    bad = [r for r in reply["rows"] if r["state"] != "ACTIVE"]
+    if fmt != "table":
+        _emit({"rows": bad}, fmt)
+    elif bad:
+        _table([[_cell(v) for v in r.values()] for r in bad], tuple(k.upper() for k in bad[0]))
+    else:
+        sys.stdout.write("No errors found: every system is ACTIVE.\n")
+    return 0
+
+
 def _when(iso: str | None) -> float | None:
+    """`2026-01-02T03:04:05Z` as epoch seconds (a thousand rows: no strptime per row)."""
     if not iso:
         return None
-    import calendar
+    from datetime import datetime
 
-    return float(calendar.timegm(time.strptime(iso, "%Y-%m-%dT%H:%M:%SZ")))
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
 
 def _job_rows(jobs: list[dict[str, Any]], now: float) -> None:
@@ -338,6 +368,11 @@ def main(argv: list[str] | None = None) -> int:
     except CsError as e:
         sys.stderr.write(f"error: {e}\n")
         return e.exit_code
+    except BrokenPipeError:  # `csctl get jobs | head`: the reader left; nothing to say
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # and no second failure when stdout is flushed
+        os.close(devnull)
+        return BROKEN_PIPE_EXIT
     except OSError as e:
         sys.stderr.write(f"error: {e.strerror or e} ({e.filename}); check the path.\n")
         return 1

@@ -177,6 +177,21 @@ KNOBS: dict[str, Knob] = {
             "The reason recorded with that fault.",
         ),
         Knob(
+            "CS2_HEARTBEAT_SECONDS",
+            "admin",
+            "5",
+            "Seconds between the cluster server's heartbeats on every watch (a queued or quiet "
+            "job included); the server announces it to the client, which reports the server "
+            "frozen after 6 missed ones and keeps waiting.",
+        ),
+        Knob(
+            "CS2_SERVER_IDLE_SECONDS",
+            "admin",
+            "3600",
+            "An auto-started cluster server exits after this many seconds with no job queued or "
+            "running and no connection; 0: never (a server started by hand never idles out).",
+        ),
+        Knob(
             "CS2SIM_QUEUE_RECHECK_S",
             "test",
             "5",

@@ -31,15 +31,19 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from cs2sim.runtime.cli.appliance_eval import EvalLines, model_dir_of, plan_parts
-from cs2sim.runtime.cli.appliance_lines import LINES, render
+from cs2sim.runtime.cli.appliance_eval import model_dir_of, plan_parts
+from cs2sim.runtime.cli.appliance_watch import (
+    EXIT_TIME_LIMIT,
+    Out,
+    Training,
+    failed,
+    follow,
+)
 from cs2sim.system.errors import CsError
 
 __all__ = ["build_csx_parser", "run_csx", "EXECUTION_STRATEGIES", "EXIT_TIME_LIMIT"]
 
 EXECUTION_STRATEGIES = ("pipeline", "weight_streaming")
-EXIT_TIME_LIMIT = 124  # as timeout(1)
-EXIT_SYSTEM_STOPPED = 75
 ENV_KEEP = (
     "CS2",
     "SLURM",
@@ -58,10 +62,6 @@ ENV_KEEP = (
     "TZ",
     "COLUMNS",
 )
-TRAIN_RE = re.compile(r"\| Train Device=[^,]*, Step=(\d+), Loss=([^,\s]+)")
-FINISHED_RE = re.compile(r"Training finished with (\d+) samples")
-STAMP_RE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) ")
-ERROR_RE = re.compile(r"^(?:\S+ \S+ [A-Z]+:\s+)?error: (.+)$")  # the run's, not srun's
 log = logging.getLogger("cs2sim.run")
 Loader = Callable[[list[str]], dict[str, Any]]  # run.py argv -> its effective params
 
@@ -81,6 +81,13 @@ def _positive(text: str) -> int:
         raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
+    return value
+
+
+def _one_or_more(text: str) -> int:
+    value = _positive(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be 1 or more (the CS-X systems the job runs on)")
     return value
 
 
@@ -113,7 +120,7 @@ def build_csx_parser(model_name: str) -> argparse.ArgumentParser:
     only = p.add_mutually_exclusive_group()
     only.add_argument("--compile_only", action="store_true", help="Compile; do not run.")
     only.add_argument("--validate_only", action="store_true", help="Validate the graph only.")
-    p.add_argument("--num_csx", type=_positive, default=1, help="CS-X systems (default 1).")
+    p.add_argument("--num_csx", type=_one_or_more, default=1, help="CS-X systems (default 1).")
     p.add_argument(
         "--num_workers_per_csx",
         type=_positive,
@@ -164,21 +171,6 @@ def build_csx_parser(model_name: str) -> argparse.ArgumentParser:
     p.add_argument("--multireplica", action="store_true", help="(pipeline only)")
     p.add_argument("--debug_args_path", default=None, help="(recorded with the job)")
     return p
-
-
-class _Out:
-    """Prints the table's lines, never one before a line above it (checked)."""
-
-    def __init__(self) -> None:
-        self.last = -1
-        self.keys = [line.key for line in LINES]
-
-    def say(self, key: str, **values: Any) -> None:
-        i = self.keys.index(key)
-        if i < self.last or (i == self.last and not LINES[i].repeat):
-            raise AssertionError(f"line {key!r} out of order")
-        self.last = i
-        log.info(render(key, **values))
 
 
 def _job_argv(
@@ -304,10 +296,11 @@ def _run(
     runconfig = raw.get("runconfig") or {}
     model_dir = model_dir_of(args, raw)
     model_dir.mkdir(parents=True, exist_ok=True)
+    _claim = _claim_model_dir(model_dir)  # held until this client ends (closed with the process)
     runlog.add_file(model_dir)
     compile_dir = Path(args.compile_dir).resolve() if args.compile_dir else model_dir
     job_argv = _job_argv(args, params_path, model_dir, pipeline)
-    start = [sys.executable, "-m", "cs2sim.scripts.cluster_server", "start"]
+    start = [sys.executable, "-m", "cs2sim.scripts.cluster_server", "start", "--auto"]
     home = default_home()
 
     def conn() -> Any:
@@ -329,7 +322,7 @@ def _run(
     if not args.disable_version_check:
         _check_version(conn())
 
-    out = _Out()
+    out = Out()
     wrapper = "python" if pipeline else "python-ws"
     counts = {
         "num_workers_per_csx": args.num_workers_per_csx,
@@ -352,6 +345,8 @@ def _run(
     hash_ = _checksum(model_name, job_argv, pipeline, load)
     if not (args.compile_only or args.validate_only):  # refused before anything is reserved
         call("check", num_csx=args.num_csx, mode=_mode(pipeline), **counts)
+    section = "train_input" if args.mode in ("train", "train_and_eval") else "eval_input"
+    out.say("effective_batch", batch=int((raw.get(section) or {}).get("batch_size") or 1))
     if args.mode == "eval" and args.checkpoint_path:
         out.say("eval_checkpoint", path=args.checkpoint_path)
     out.say("compiling")
@@ -372,9 +367,9 @@ def _run(
         )
         job = reply["job"]
         out.say("compile_id", id=job["meta"]["name"], path=job["status"]["logPath"])
-        end = _follow(conn(), job["meta"]["name"], out, "compile", None)
+        end = follow(conn(), job["meta"]["name"], out, "compile", None)
         if end["status"]["phase"] != "SUCCEEDED":
-            return _failed(end)
+            return failed(end)
         if complete_stage(compile_dir / hash_) is None:
             raise CsError(
                 f"the compile job {end['meta']['name']} succeeded but left no "
@@ -402,25 +397,43 @@ def _run(
     section = "eval_input" if args.mode == "eval" else "train_input"
     batch = int((raw.get(section) or {}).get("batch_size") or 1)
     log_steps = int(runconfig.get("log_steps") or runconfig.get("save_summary_steps") or 1)
-    end = _follow(
+    end = follow(
         conn(),
         job["meta"]["name"],
         out,
         "execute",
-        _Training(out, batch, log_steps, args.num_csx, args.mode),
+        Training(out, batch, log_steps, args.num_csx, args.mode),
     )
-    return 0 if end["status"]["phase"] == "SUCCEEDED" else _failed(end)
+    return 0 if end["status"]["phase"] == "SUCCEEDED" else failed(end)
 
 
-def _logged_at(text: str) -> float | None:
-    """The time a job's log line carries (`YYYY-MM-DD HH:MM:SS,mmm`, local time), or None."""
-    m = STAMP_RE.match(text)
-    if m is None:
-        return None
+MODEL_DIR_LOCK = ".run_csx.lock"
+
+
+def _claim_model_dir(model_dir: Path) -> Any:
+    """This client's lock on `model_dir` (an open file holding flock(2) until the process
+    ends): a second `run.py CSX` given the same model_dir while the first is live would compile
+    into it and write its checkpoints over the first's, so it is refused, naming the first."""
+    import fcntl
+
+    path = model_dir / MODEL_DIR_LOCK
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    f = os.fdopen(fd, "r+")
     try:
-        return time.mktime(time.strptime(m.group(1), "%Y-%m-%d %H:%M:%S")) + int(m.group(2)) / 1e3
-    except (ValueError, OverflowError):
-        return None
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = f.read(200).strip() or "another process"
+        f.close()
+        raise CsError(
+            f"model_dir {model_dir} is in use by another `run.py CSX` ({holder}), whose job "
+            "writes its checkpoints there; wait for it to end (`csctl get jobs`) or give this "
+            "run another --model_dir."
+        ) from None
+    f.seek(0)
+    f.truncate()
+    f.write(f"pid {os.getpid()} on {os.uname().nodename}, started {time.strftime('%H:%M:%S')}\n")
+    f.flush()
+    return f
 
 
 def _check_version(conn: Any) -> None:
@@ -443,151 +456,3 @@ def _mode(pipeline: bool) -> str:
     from cs2sim.system.state import ExecMode
 
     return (ExecMode.PIPELINED if pipeline else ExecMode.WEIGHT_STREAMING).value
-
-
-class _Training:
-    """The execute job's lines, in the table's order, with Rate / GlobalRate measured here."""
-
-    def __init__(self, out: _Out, batch: int, log_steps: int, num_csx: int, mode: str) -> None:
-        from cs2sim.runtime.training.metrics import RateTracker
-
-        self.out, self.batch, self.log_steps, self.num_csx = out, batch, log_steps, num_csx
-        self.mode = mode
-        self.tracker = RateTracker()
-        self.keys = [line.key for line in LINES]
-        first, last = self.keys.index("preparing"), self.keys.index("beginning")
-        self.staging = list(LINES[first : last + 1])
-        self.printed = 0  # how many staging lines are out
-        self.step: int | None = None
-        self.began = 0.0
-        self.samples: int | None = None
-        begin = lambda: self._through("beginning")  # noqa: E731
-        self.eval = EvalLines(out.say, self.tracker, batch, begin) if mode == "eval" else None
-
-    def running(self) -> None:
-        self._through("weights")
-
-    def _through(self, key: str, at: float | None = None) -> None:
-        """Print the staging lines up to `key`; `at`: when the job logged the event that lets
-        them be printed (None: now)."""
-        while self.printed < len(self.staging):
-            line = self.staging[self.printed]
-            self.printed += 1
-            self.out.say(line.key, **({"n": self.num_csx} if line.key == "preparing" else {}))
-            if line.key == "programming_done":
-                # the executable is loaded: count from the moment the job says it was, so the
-                # rates are samples received here over time since then (a log line can reach
-                # this node in the same read as the first step's)
-                now = time.time()
-                self.tracker.reset(min(at, now) if at is not None else now)
-                self.began = time.monotonic() - (now - self.tracker.start_time)
-            if line.key == key:
-                return
-
-    def line(self, text: str) -> None:
-        if self.eval is not None and self.eval.line(text):
-            return
-        m = TRAIN_RE.search(text)
-        if m is None:
-            for idx in range(self.printed, len(self.staging)):
-                after = self.staging[idx].after
-                if after and re.search(after, text):
-                    end = idx + 1  # the group: up to the next line that waits for an event
-                    while end < len(self.staging) and not self.staging[end].after:
-                        end += 1
-                    self._through(self.staging[end - 1].key, _logged_at(text))
-                    break
-            f = FINISHED_RE.search(text)
-            if f:
-                self.samples = int(f.group(1))
-            return
-        self._through("beginning")
-        step = int(m.group(1))
-        done = step - self.step if self.step is not None else min(step, self.log_steps)
-        self.step = step
-        self.tracker.add(max(0, done) * self.batch)
-        now = time.time()
-        from cs2sim.runtime.training.metrics import format_rate
-
-        self.out.say(
-            "train",
-            step=step,
-            loss=m.group(2),
-            rate=format_rate(self.tracker.rate(now)),
-            global_rate=format_rate(self.tracker.global_rate(now)),
-        )
-
-    def succeeded(self) -> None:
-        self._through("beginning")
-        if self.eval is not None:
-            self.eval.succeeded()
-            return
-        self.out.say("completed")
-        seconds = time.monotonic() - self.began
-        samples = self.samples if self.samples is not None else int(self.tracker.total_count)
-        self.out.say("processed", samples=samples, seconds=seconds)
-
-
-def _follow(
-    conn: Any, name: str, out: _Out, kind: str, training: _Training | None
-) -> dict[str, Any]:
-    """Watch a job to its end, printing what the table says when it happens."""
-    waited, notes, running = False, set(), False
-    said: list[str] = []
-    try:
-        for event in conn.watch(name, attach=True):
-            if event["event"] in ("phase", "end"):
-                job = event["job"]
-                phase, note = job["status"]["phase"], event.get("note", "")
-                if phase == "QUEUED" and note and note not in notes:
-                    notes.add(note)
-                    waited = True
-                    out.say(f"{kind}_queued", note=note)
-                if phase == "RUNNING" and not running:
-                    running = True
-                    if waited:
-                        out.say(f"{kind}_scheduled")
-                    if training is not None:
-                        training.running()
-                if event["event"] == "end":
-                    if training is not None and phase == "SUCCEEDED":
-                        training.succeeded()
-                    if said:  # the first: what went wrong, not what followed from it
-                        job["status"]["said"] = said[0]
-                    return job
-            elif event["event"] == "lines":
-                for line in event["text"].splitlines():
-                    m = ERROR_RE.search(line)
-                    if m:  # the run's own one-line error, if it fails
-                        said.append(m.group(1))
-                    if training is not None:
-                        training.line(line)
-    finally:
-        conn.close()
-    raise AssertionError("a watch ends with an end event")
-
-
-def _failed(job: dict[str, Any]) -> int:
-    status = job["status"]
-    name = job["meta"]["name"]
-    reason = status.get("reason") or "see its log"
-    if status.get("said"):
-        reason += f" ({status['said'].rstrip('.')})"
-    code = status.get("exitCode")
-    raise _JobEnded(
-        f"{name} {status['phase']}: {reason}; its logs are in {status['logPath']} "
-        f"(`csctl log-export {name}` zips them).",
-        EXIT_SYSTEM_STOPPED
-        if code == EXIT_SYSTEM_STOPPED
-        else EXIT_TIME_LIMIT
-        if "time limit" in reason
-        else 130
-        if status["phase"] == "CANCELLED" and "went away" in reason
-        else 1,
-    )
-
-
-class _JobEnded(CsError):
-    def __init__(self, message: str, code: int) -> None:
-        super().__init__(message)
-        self.exit_code = code

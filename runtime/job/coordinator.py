@@ -27,28 +27,30 @@ def coordinate(info: TaskInfo, model_dir: Path) -> int:
     try:
         conn = StreamerConnection(info, model_dir, {"type": "coordinator"})
     except ChiefEnded as e:
-        log.info(
-            f"The chief ended with exit code {e.status}{_why(e.text)} before this "
-            "coordinator connected"
-        )
+        log.info(f"The chief ended with exit code {e.status} before this coordinator connected")
+        _said(e.status, e.text)
         return e.status
     control = Control(conn.sock)
     control.thread.join()
     if control.ended is None:
         late = conn.ended()
         if late is not None:
-            log.info(f"The chief ended with exit code {late.status}{_why(late.text)}")
+            log.info(f"The chief ended with exit code {late.status}")
+            _said(late.status, late.text)
             return late.status
         log.error(
             "the chief closed the connection without ending the job; this coordinator stops too."
         )
         return 1
     status = int(control.ended.get("status", 1))
-    log.info(f"The chief ended with exit code {status}{_why(str(control.ended.get('text') or ''))}")
+    log.info(f"The chief ended with exit code {status}")
+    _said(status, str(control.ended.get("text", "")))
     return status
 
 
-def _why(text: str) -> str:
-    """The chief's failure, said again in this task's log: srun's --kill-on-bad-exit may end
-    the chief before its own error line is written once this coordinator exits non-zero."""
-    return f" ({text})" if text else ""
+def _said(status: int, text: str) -> None:
+    """The chief's error sentence, in this task's log too: this coordinator's exit (with the
+    chief's code) may end the step before the chief has printed it, so the job's log would
+    otherwise keep only exit codes."""
+    if status and text:
+        log.error("error: " + (text.split(": ", 1)[1] if ": " in text else text))

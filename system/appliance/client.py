@@ -9,6 +9,7 @@ with one sentence each; nothing here prints.
 from __future__ import annotations
 
 import os
+import select
 import socket
 import subprocess
 import time
@@ -17,23 +18,31 @@ from pathlib import Path
 from typing import Any
 
 from cs2sim.system import wire
-from cs2sim.system.appliance.address import MAX_REQUEST, socket_path
+from cs2sim.system.appliance.address import MAX_REQUEST, cluster_identity, socket_path
 from cs2sim.system.appliance.errors import RequestFailed, ServerGone
+from cs2sim.system.errors import CsError
 
 __all__ = ["Connection", "ServerGone", "RequestFailed", "connect", "MAX_REPLY", "START_WAIT_S"]
 
 MAX_REPLY = 96 * 1024 * 1024  # a log export's zip travels in one reply
 REPLY_S = 60.0
 START_WAIT_S = 15.0
-EVENT_S = 30.0  # a watch with no event for this long: the server is gone (it sends every phase)
+# A watch has no deadline of its own: the server sends a heartbeat every period it announces
+# (CS2_HEARTBEAT_SECONDS, read by the server), and MISSED_HEARTBEATS missed in a row mean the
+# server is frozen (stopped or overloaded) - said once, then the watch goes on waiting, as a
+# Kubernetes node is only "NotReady" after missed heartbeats and Slurm marks a node DOWN only
+# after SlurmdTimeout; only a closed connection means the server is gone.
+MISSED_HEARTBEATS = 6
+FRAME_S = 60.0  # once a frame has begun, the rest of it must arrive within this
 
 
 class Connection:
     """One connection to the server."""
 
-    def __init__(self, sock: socket.socket, where: str) -> None:
+    def __init__(self, sock: socket.socket, where: str, *, local: bool = True) -> None:
         self.sock = sock
         self.where = where
+        self.local = local  # on this host's socket (the server's pid means something here)
 
     def close(self) -> None:
         self.sock.close()
@@ -64,21 +73,64 @@ class Connection:
         attach: bool = False,
         offset: int = 0,
     ) -> Iterator[dict[str, Any]]:
-        """The job's events until its end; ServerGone if the server dies first."""
-        self.call("watch", name=name, attach=attach, offset=offset)
+        """The job's events until its end (heartbeats included); ServerGone if the connection
+        closes first. Two events are this side's own: `silent` once the server has missed
+        MISSED_HEARTBEATS heartbeats (with `seconds`, `period`, `stopped`: whether its process
+        is stopped, when it is local), and `answered` when it speaks again after that."""
+        reply = self.call("watch", name=name, attach=attach, offset=offset)
+        period = float(reply.get("heartbeat") or 0.0)
+        pid = int(reply.get("pid") or 0) if self.local else 0
+        # a server without heartbeats (an older one) is waited for without a limit
+        patience = period * MISSED_HEARTBEATS if period > 0 else None
+        heard = time.monotonic()
+        silent = False
         while True:
+            if not self._readable(patience):
+                if not silent:
+                    silent = True
+                    yield {
+                        "event": "silent",
+                        "seconds": time.monotonic() - heard,
+                        "period": period,
+                        "missed": MISSED_HEARTBEATS,
+                        "pid": pid,
+                        "stopped": _stopped(pid),
+                    }
+                continue
             try:
-                event = wire.recv_obj(self.sock, MAX_REPLY, None)
+                event = wire.recv_obj(self.sock, MAX_REPLY, time.monotonic() + FRAME_S)
             except (wire.Closed, wire.FrameError, OSError):
                 raise ServerGone(
-                    f"the cluster management server stopped while {name} was "
-                    "being watched; its jobs were stopped with it. Start it again "
-                    "(`cs-cluster-server start`, or just rerun: the client starts "
-                    "one) and resubmit."
+                    f"the cluster management server closed the connection while {name} "
+                    "was being watched (it exited or was killed), so its running jobs "
+                    "ended with it; start it again (`cs-cluster-server start`, or just "
+                    "rerun: the client starts one) and resubmit."
                 ) from None
+            if silent:
+                silent = False
+                yield {"event": "answered", "seconds": time.monotonic() - heard}
+            heard = time.monotonic()
             yield event
             if event.get("event") == "end":
                 return
+
+    def _readable(self, patience: float | None) -> bool:
+        """Whether a frame begins within `patience` seconds (None: wait as long as it takes)."""
+        pending = getattr(self.sock, "pending", None)  # TLS may hold decrypted bytes already
+        if pending is not None and pending() > 0:
+            return True
+        return bool(select.select([self.sock], [], [], patience)[0])
+
+
+def _stopped(pid: int) -> bool:
+    """Whether a local process is stopped (SIGSTOP, a debugger): its state in /proc is T or t."""
+    if pid <= 0:
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2 :][:1] in ("T", "t")
 
 
 def _unix(home: Path) -> socket.socket:
@@ -129,10 +181,12 @@ def connect(
     if mgmt_address:
         from cs2sim.system.appliance.tls import connect_tls
 
-        return Connection(connect_tls(home, mgmt_address, credentials_path), mgmt_address)
+        return Connection(
+            connect_tls(home, mgmt_address, credentials_path), mgmt_address, local=False
+        )
     where = str(socket_path(home))
     try:
-        return Connection(_unix(home), where)
+        conn = Connection(_unix(home), where)
     except OSError as e:
         if isinstance(e, PermissionError) or (start is not None and not _may_start(home)):
             raise ServerGone(_unreachable(home, e)) from None
@@ -141,6 +195,10 @@ def connect(
                 f"no cluster server runs for {home} ({e.strerror}); start one "
                 "with `cs-cluster-server start`."
             ) from None
+    else:
+        if start is not None:  # a caller that would start one: it must describe our cluster
+            _same_cluster(conn, home)
+        return conn
     subprocess.run(
         list(start),
         stdin=subprocess.DEVNULL,
@@ -161,3 +219,32 @@ def connect(
                     f"{Path(home) / 'wsjob' / 'server.log'}."
                 ) from None
             time.sleep(0.05)
+
+
+def _same_cluster(conn: Connection, home: Path) -> None:
+    """Refuse an auto-started server that serves another cluster file than this caller's: it
+    keeps the environment of whoever started it (CS2_CLUSTER), which this caller may not
+    share. A server started by hand (a site's) is the admin's choice and is not second-guessed."""
+    try:
+        info = conn.call("ping")
+    except CsError:
+        conn.close()
+        raise
+    theirs = info.get("cluster")
+    if not info.get("auto") or not isinstance(theirs, list) or len(theirs) != 2:
+        return
+    mine = cluster_identity()
+    if list(mine) == theirs:
+        return
+    conn.close()
+    how = (
+        f"{theirs[0]} as it was when the server started (the file changed since)"
+        if theirs[0] == mine[0]
+        else f"{theirs[0] or 'an unreadable file'}, yours is {mine[0] or 'unreadable'}"
+    )
+    raise RequestFailed(
+        f"the cluster server for {home} (pid {info.get('pid')}) was started by an earlier "
+        f"command with another cluster description ({how}; CS2_CLUSTER); stop it with "
+        "`cs-cluster-server stop` (the next run starts one with yours) and retry.",
+        1,
+    )

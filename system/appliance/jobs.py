@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import sqlite3
 import string
@@ -36,6 +37,7 @@ __all__ = [
     "log_root",
     "job_log_dir",
     "ID_RE",
+    "label_problem",
 ]
 
 PHASES = ("QUEUED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED")
@@ -56,6 +58,35 @@ CREATE TABLE IF NOT EXISTS wsjobs (
 CREATE INDEX IF NOT EXISTS wsjobs_phase ON wsjobs (phase);
 CREATE TABLE IF NOT EXISTS server (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
+
+
+# Kubernetes' label syntax ("Labels and Selectors", kubernetes.io/docs/concepts/overview/
+# working-with-objects/labels): a key is an optional DNS-subdomain prefix and "/", then a name of
+# at most 63 characters, alphanumeric at both ends with "-", "_", "." between; a value is empty
+# or the same as a name
+_LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def label_problem(key: str, value: str) -> str | None:
+    """Why `key=value` is not a valid label (one sentence), or None."""
+    prefix, _, name = key.rpartition("/")
+    if "/" in key and (len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix)):
+        return (
+            f"invalid label key {key!r}: its prefix must be a DNS subdomain (lowercase "
+            "letters, digits, '-' and '.'), at most 253 characters, before one '/'."
+        )
+    if not _LABEL_NAME.fullmatch(name):
+        return (
+            f"invalid label key {key!r}: a name must be 1 to 63 characters, letters and digits "
+            "at both ends, '-', '_' or '.' between (Kubernetes' label syntax)."
+        )
+    if value and not _LABEL_NAME.fullmatch(value):
+        return (
+            f"invalid label value {value!r} for {key}: it must be empty or 1 to 63 characters, "
+            "letters and digits at both ends, '-', '_' or '.' between (Kubernetes' label syntax)."
+        )
+    return None
 
 
 def new_id() -> str:

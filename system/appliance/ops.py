@@ -15,10 +15,21 @@ token's owner on TCP), never from anything the request says about itself:
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Caller", "Op", "OPS", "PROTOCOL", "ArgError", "check_args", "MAX_STR", "MAX_LIST"]
+__all__ = [
+    "Caller",
+    "Op",
+    "OPS",
+    "PROTOCOL",
+    "ArgError",
+    "check_args",
+    "csx_wording",
+    "MAX_STR",
+    "MAX_LIST",
+]
 
 MAX_STR = 4096  # any one string argument
 MAX_LIST = 256  # any list or dict argument's entries
@@ -142,3 +153,27 @@ def check_args(op: Op, args: Any) -> dict[str, Any]:
             raise ArgError(f"{op.name}'s argument {key!r} has the wrong type")
         _check_value(key, value)
     return args
+
+
+# The system's refusals are worded for a launcher user (`python-ws run.py --cs_ip ...`); a user of
+# the appliance gives neither a wrapper nor --cs_ip, so the server says what *they* change:
+# (pattern, replacement) in order
+_CSX_WORDS: tuple[tuple[str, str], ...] = (
+    (r"launch it with `python-ws`", "run it with `python run.py CSX` (weight streaming)"),
+    (r"launch it with `python`", "run it with `python run.py CSX pipeline`"),
+    (r"start the run with python-ws for weight streaming", "run it with `python run.py CSX`"),
+    (r"num_csx (\d+) from --cs_ip [^)\s]+", r"--num_csx \1"),
+    (
+        r"; or start it with --cs_ip naming other systems \(`system list` in cs shows them all\)",
+        "; or ask for fewer with --num_csx (`csctl get system` shows them all)",
+    ),
+    (r",? ?or start this job on another system \(--cs_ip\)", ""),
+    (r"\(runconfig\.num_csx\)", "(--num_csx)"),
+)
+
+
+def csx_wording(message: str) -> str:
+    """A system refusal as an appliance user acts on it (no `--cs_ip`, no `python-ws`)."""
+    for pattern, replacement in _CSX_WORDS:
+        message = re.sub(pattern, replacement, message)
+    return message

@@ -399,11 +399,25 @@ class Dispatcher:
             )
         elif code == EXIT_REFUSED:
             job.phase, job.reason = "FAILED", "the system refused the job (see its log)"
+        elif cancelled := self._cancelled_by_scheduler(launch, job):
+            # `jobs cancel N` / scancel on its launch: a cancel, whoever asked (not a failure)
+            job.phase = "CANCELLED"
+            job.reason = f"its scheduler job {cancelled} was cancelled (`jobs cancel`)"
         else:
             job.phase = "FAILED"
             job.reason = f"its launch exited with code {code} (see its log)"
         self.book.save(job)
         self.on_change()
+
+    def _cancelled_by_scheduler(self, launch: _Launch, job: WsJob) -> str:
+        """The scheduler job of the launch if the scheduler cancelled it, else ""."""
+        from cs2sim.system.sched import queue
+
+        try:
+            mine = [j for j in queue.jobs(self.store, all_states=True) if j.pid == launch.proc.pid]
+        except CsError:
+            return ""
+        return str(mine[-1].id) if mine and mine[-1].state == "CANCELLED" else ""
 
     # --- stopping ----------------------------------------------------------------------------
     def stop_job(self, job: WsJob, phase: str, reason: str) -> WsJob:

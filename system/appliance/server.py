@@ -26,16 +26,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cs2sim.system import wire
+from cs2sim.system import knobs, wire
 from cs2sim.system.appliance import ops
-from cs2sim.system.appliance.address import MAX_REQUEST, server_dir, socket_path
+from cs2sim.system.appliance.address import (
+    MAX_REQUEST,
+    cluster_identity,
+    server_dir,
+    socket_path,
+)
 from cs2sim.system.appliance.asuser import (
     Account,
     AsUserError,
     TimedOut,
     TooLarge,
     call_as,
-    open_job_log,
 )
 from cs2sim.system.appliance.export import build_zip, export_request
 from cs2sim.system.appliance.jobs import (
@@ -44,12 +48,13 @@ from cs2sim.system.appliance.jobs import (
     PRIORITIES,
     JobBook,
     WsJob,
-    job_log_dir,
+    label_problem,
     new_id,
 )
 from cs2sim.system.appliance.replicas import COMPILE_FROM_ENV, COUNTS, SERVERS_ENV, plan_for
 from cs2sim.system.appliance.runs import Dispatcher, Launchers, make_log_dir
 from cs2sim.system.appliance.submission import check_spec, compile_env
+from cs2sim.system.appliance.watch import stream
 from cs2sim.system.errors import CsError, PermissionDenied, UsageError
 from cs2sim.system.state import ExecMode
 from cs2sim.system.store import Store
@@ -57,11 +62,13 @@ from cs2sim.system.store import Store
 __all__ = ["Server", "server_dir", "socket_path", "SERVER_VERSION", "MAX_REQUEST"]
 
 SERVER_VERSION = "1.9.1-cs2sim"
-MAX_CONNS, MAX_CONNS_PER_UID = 128, 16
+# a user's every queued or running `run.py CSX` holds one watch: a site's user may have tens
+MAX_CONNS, MAX_CONNS_PER_UID = 512, 64
 REQUEST_S, IDLE_S = 10.0, 300.0
 MAX_EXPORT = 64 * 1024 * 1024  # a log export's whole archive (logs and compile) is refused past it
 EXPORT_S = 3600.0  # csctl log-export's --timeout default, as the real tool's
-WATCH_POLL_S = 0.1
+HEARTBEAT_DEFAULT_S = 5.0  # CS2_HEARTBEAT_SECONDS unset (system/knobs.py)
+IDLE_EXIT_DEFAULT_S = 3600.0  # CS2_SERVER_IDLE_SECONDS unset: an auto-started server's idle life
 HISTORY_S = 7 * 24 * 3600  # `csctl get jobs -a`: the past week, as the real tool
 log = logging.getLogger("cs2sim.appliance")
 
@@ -106,6 +113,11 @@ class Server:
         self.epoch = self.book.next_epoch()
         self.started = time.time()
         self.uid = os.getuid()
+        beat = knobs.number("CS2_HEARTBEAT_SECONDS", HEARTBEAT_DEFAULT_S)
+        self.heartbeat_s = beat if beat > 0 else HEARTBEAT_DEFAULT_S
+        self.idle_exit_s = 0.0  # > 0: an auto-started server, which exits when idle this long
+        self._busy_at = self._idle_check = time.monotonic()
+        self.cluster = cluster_identity()  # the cluster file it serves (ping says which)
         for job in self.book.recover(self.epoch, time.time()):
             log.info("%s: %s", job.id, job.reason)
         self.changed = threading.Condition()
@@ -158,6 +170,8 @@ class Server:
         socks = {s.fileno(): (s, ident) for s, ident in self.listeners}
         while not self._stop.is_set():
             ready, _, _ = select.select([*socks, self._wake_r], [], [], 0.5)
+            if not ready and self._idle_out():
+                break
             for fd in ready:
                 if fd == self._wake_r:
                     continue
@@ -172,6 +186,29 @@ class Server:
         socket_path(self.home).unlink(missing_ok=True)
         self.dispatcher.stop()
         (self.dir / "server.pid").unlink(missing_ok=True)
+
+    def _idle_out(self) -> bool:
+        """Whether an auto-started server has had no connection and no job queued or running
+        for `idle_exit_s` (then it exits: the next client starts one with its own environment)."""
+        if self.idle_exit_s <= 0:
+            return False
+        now = time.monotonic()
+        if now < self._idle_check:
+            return False
+        self._idle_check = now + min(5.0, self.idle_exit_s / 4)
+        with self.conns_lock:
+            busy = sum(self.conns.values()) > 0
+        if busy or self.dispatcher.launches or self.book.all(active_only=True, with_spec=False):
+            self._busy_at = now
+            return False
+        if now - self._busy_at < self.idle_exit_s:
+            return False
+        log.info(
+            "no connection and no job for %.0f s: this auto-started server exits "
+            "(CS2_SERVER_IDLE_SECONDS)",
+            now - self._busy_at,
+        )
+        return True
 
     def stop(self) -> None:
         self._stop.set()
@@ -257,8 +294,8 @@ class Server:
                 reply = {"ok": False, "error": f"bad request: {e}."}
             except Refused as e:
                 reply = {"ok": False, "error": str(e), "code": e.code}
-            except CsError as e:
-                reply = {"ok": False, "error": str(e), "code": e.exit_code}
+            except CsError as e:  # worded for the appliance's user (no --cs_ip, no python-ws)
+                reply = {"ok": False, "error": ops.csx_wording(str(e)), "code": e.exit_code}
             except (ValueError, KeyError, TypeError) as e:  # a value the schema let through
                 reply = {"ok": False, "error": f"bad request: {type(e).__name__} {e}.", "code": 2}
             except Exception as e:  # noqa: BLE001 - one line in the log, never a traceback
@@ -326,6 +363,8 @@ class Server:
             "user": caller.name,
             "admin": caller.admin,
             "started": self.started,
+            "cluster": list(self.cluster),
+            "auto": self.idle_exit_s > 0,
         }
 
     def op_submit(self, caller: ops.Caller, args: dict[str, Any]) -> dict[str, Any]:
@@ -419,8 +458,9 @@ class Server:
     def op_label(self, caller: ops.Caller, args: dict[str, Any]) -> dict[str, Any]:
         job = self._job(args["name"])
         for k, v in args.get("set", {}).items():
-            if not str(k) or len(str(k)) > 63:
-                raise Refused(f"label key {k!r} must be 1 to 63 characters.", 2)
+            problem = label_problem(str(k), str(v))
+            if problem:
+                raise Refused(problem, 2)
             job.labels[str(k)] = str(v)
         for k in args.get("remove", []):
             job.labels.pop(str(k), None)
@@ -457,7 +497,12 @@ class Server:
     def op_cluster(self, caller: ops.Caller, args: dict[str, Any]) -> dict[str, Any]:
         from cs2sim.system.appliance.facts import cluster_facts
 
-        return cluster_facts(self.store, str(args.get("what", "cluster")), SERVER_VERSION)
+        names = {
+            j.sched_job: j.id
+            for j in self.book.all(active_only=True, with_spec=False)
+            if j.sched_job
+        }
+        return cluster_facts(self.store, str(args.get("what", "cluster")), SERVER_VERSION, names)
 
     def op_token(self, caller: ops.Caller, args: dict[str, Any]) -> dict[str, Any]:
         if self.tokens is None:
@@ -480,7 +525,7 @@ class Server:
         cancelled (a killed `run.py CSX` leaves no job running)."""
         job = self._job(args["name"])
         try:
-            self._watch(conn, job, args)
+            stream(self, conn, job, args)
         except (OSError, wire.Closed):
             job = self._job(job.id)
             if args.get("attach") and job.phase not in ENDED:
@@ -492,65 +537,3 @@ class Server:
         self.dispatcher.stop_job(
             job, "CANCELLED", "its client (run.py CSX) went away before the job ended"
         )
-
-    def _watch(self, conn: socket.socket, job: WsJob, args: dict[str, Any]) -> None:
-        log_path = job_log_dir(self.home, job.id) / "launch.log"
-        offset = max(0, int(args.get("offset", 0)))
-        last: tuple[str, str, str] | None = None
-        wire.send_obj(conn, {"ok": True})
-        while True:
-            with self.changed:
-                gen = self.generation
-            job = self._job(job.id)
-            note = self.dispatcher.queue_notes.get(job.id, "")
-            state = (job.phase, note, ",".join(job.systems))
-            if state != last:
-                wire.send_obj(conn, {"event": "phase", "job": job.public(self.home), "note": note})
-                last = state
-            offset = self._send_lines(conn, log_path, offset)
-            if job.phase in ENDED:
-                offset = self._send_lines(conn, log_path, offset)
-                wire.send_obj(conn, {"event": "end", "job": job.public(self.home)})
-                return
-            if _peer_gone(conn):
-                if args.get("attach"):
-                    self._client_gone(job)
-                return
-            with self.changed:
-                if self.generation == gen:
-                    self.changed.wait(WATCH_POLL_S)
-
-    @staticmethod
-    def _send_lines(conn: socket.socket, path: Path, offset: int) -> int:
-        try:
-            with open_job_log(path) as f:  # the job's user's file: never through a symlink
-                f.seek(offset)
-                data = f.read(1 << 20)
-        except OSError:
-            return offset
-        end = data.rfind(b"\n")
-        if end < 0:
-            return offset
-        chunk = data[: end + 1]
-        wire.send_obj(
-            conn,
-            {
-                "event": "lines",
-                "text": chunk.decode("utf-8", "replace"),
-                "offset": offset + len(chunk),
-            },
-        )
-        return offset + len(chunk)
-
-
-def _peer_gone(conn: socket.socket) -> bool:
-    """Has a watching client closed its end? (It sends nothing while it watches, so anything
-    readable is its end of file, or a TLS close.)"""
-    if not select.select([conn], [], [], 0)[0]:
-        return False
-    try:
-        if isinstance(conn, ssl.SSLSocket):
-            return True
-        return not conn.recv(1, socket.MSG_PEEK)
-    except OSError:
-        return True

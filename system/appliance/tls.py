@@ -130,9 +130,18 @@ def connect_tls(home: Path, address: str, credentials_path: str | None) -> socke
     host, _, port = address.rpartition(":")
     if not host or not port.isdigit():
         raise CsError(f"--mgmt_address {address!r} is not HOST:PORT; give e.g. cluster-server:443.")
+    # reachable first: a wrong host is "unreachable", whether or not a token is at hand
+    try:
+        raw = socket.create_connection((host, int(port)), timeout=HANDSHAKE_S)
+    except OSError as e:
+        raise ServerGone(
+            f"cannot reach the cluster server at {address} "
+            f"({e.strerror or e}); check --mgmt_address."
+        ) from None
     try:
         token = token_path().read_text().strip()
     except OSError:
+        raw.close()
         raise CsError(
             f"no token in {token_path()}; run `cs-cluster-server token` on the server's host first."
         ) from None
@@ -142,17 +151,18 @@ def connect_tls(home: Path, address: str, credentials_path: str | None) -> socke
         else ssl.create_default_context()
     )
     try:
-        raw = socket.create_connection((host, int(port)), timeout=HANDSHAKE_S)
         sock = ctx.wrap_socket(raw, server_hostname=host)
         sock.settimeout(None)
         wire.send_obj(sock, {"token": token})
     except ssl.SSLCertVerificationError as e:
+        raw.close()
         raise ServerGone(
             f"the cluster server at {address} did not prove its identity "
             f"({e.verify_message}); pass its certificate with "
             "--credentials_path."
         ) from None
     except OSError as e:
+        raw.close()
         raise ServerGone(
             f"cannot reach the cluster server at {address} "
             f"({e.strerror or e}); check --mgmt_address."

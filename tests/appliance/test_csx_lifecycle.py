@@ -71,7 +71,9 @@ def test_a_killed_server_is_detected_and_its_job_is_not_left_running(cs2_applian
     cs2_appliance.kill()
     out, err = proc.communicate(timeout=30)  # detected in seconds
     assert proc.returncode == 1
-    assert err.count("error:") == 1 and "cluster management server stopped" in err, err
+    assert err.count("error:") == 1 and "cluster management server closed the connection" in err, (
+        err
+    )
     assert "Traceback" not in err
     wait_until(lambda: not _procs_of(job_id), 60, "the job's processes to end")
     job = cs2_appliance.job(job_id)  # a new server is started on demand

@@ -26,14 +26,17 @@ def test_two_systems_lines_in_order_losses_equal_host_and_cached_compile(cs2_app
     order = [line.key for line in LINES]
     assert [order.index(k) for k in keys] == sorted(order.index(k) for k in keys)  # table order
     expected = [
+        "effective_batch",
         "compiling",
         "compile_init",
         "compile_id",
+        "compile_ingress",
         "compile_written",
         "compile_ok",
         "programming",
         "execute_init",
         "execute_id",
+        "ingress_ready",
         "preparing",
         "weights",
         "weights_done",
@@ -47,6 +50,8 @@ def test_two_systems_lines_in_order_losses_equal_host_and_cached_compile(cs2_app
         "beginning",
         "train",
         "train",
+        "checkpoint_saving",  # params_small: checkpoint_steps 100
+        "checkpoint_saved",
         "completed",
         "processed",
     ]
@@ -83,9 +88,9 @@ def test_two_systems_lines_in_order_losses_equal_host_and_cached_compile(cs2_app
     again = cs2_appliance.run_csx(model, *TRAIN, "--num_csx", "2", "--max_steps", "100")
     assert again.exit_code == 0, again.combined
     keys = keys_of(again.output)
-    assert keys[:4] == ["compiling", "cached", "programming", "execute_init"], keys
+    assert keys[:5] == ["effective_batch", "compiling", "cached", "programming", "execute_init"]
     compile_hash = next(m for m in messages(res.output) if m.startswith("Compile artifacts"))
-    assert compile_hash.rsplit(" ", 1)[1] in messages(again.output)[1]
+    assert compile_hash.rsplit(" ", 1)[1] in messages(again.output)[2]
     assert [j["meta"]["type"] for j in cs2_appliance.jobs()] == ["compile", "execute", "execute"]
 
     # the execute job's logs, every task's own and (-c) its compile artifacts, in one zip
@@ -106,14 +111,16 @@ def test_compile_only_runs_a_compile_job_alone_and_then_finds_it_cached(cs2_appl
     first = cs2_appliance.run_csx(model, *argv)
     assert first.exit_code == 0, first.combined
     assert keys_of(first.output) == [
+        "effective_batch",
         "compiling",
         "compile_init",
         "compile_id",
+        "compile_ingress",
         "compile_written",
         "compile_ok",
     ]
     assert list((model / "compiles").glob("cs_*/COMPLETE"))
     second = cs2_appliance.run_csx(model, *argv)
-    assert keys_of(second.output) == ["compiling", "cached"]
+    assert keys_of(second.output) == ["effective_batch", "compiling", "cached"]
     jobs = cs2_appliance.jobs()
     assert [(j["meta"]["type"], j["meta"]["labels"]) for j in jobs] == [("compile", {"stage": "c"})]

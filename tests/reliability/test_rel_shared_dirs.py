@@ -31,13 +31,13 @@ def _captured(
 ) -> tuple[Any, str]:
     """`fn()` as `user` in a forked child with `env`, its stdout and stderr captured; a hang
     ends the child (SIGALRM) and fails the test instead of waiting forever."""
-    out = tempfile.TemporaryFile()
+    out = tempfile.TemporaryFile()  # noqa: SIM115 (closed by the `with out:` below, after the child)
 
     def run() -> Any:
         os.dup2(out.fileno(), 1)
         os.dup2(out.fileno(), 2)
-        sys.stdout = open(1, "w", closefd=False, encoding="utf-8")
-        sys.stderr = open(2, "w", closefd=False, encoding="utf-8")
+        sys.stdout = open(1, "w", closefd=False, encoding="utf-8")  # noqa: SIM115 (the child's stdio)
+        sys.stderr = open(2, "w", closefd=False, encoding="utf-8")  # noqa: SIM115 (the child's stdio)
         signal.alarm(300)
         tempfile.tempdir = None  # the child's TMPDIR, not the one this process cached
         try:

@@ -43,15 +43,15 @@ SYSTEM_SHOW_S = 10.0
 def _console(user: pwd.struct_passwd, home: Path, line: str) -> tuple[int, str, float]:
     """`cs -c LINE` as `user` (the console's main, in a forked child): its exit code, its
     output (stdout and stderr), and how long it took."""
-    out = tempfile.TemporaryFile()  # opened here: the child writes through its descriptor
+    out = tempfile.TemporaryFile()  # noqa: SIM115 (the child writes through it; closed below)
 
     def run() -> tuple[int, float]:
         from cs2sim.csshell.main import main
 
         os.dup2(out.fileno(), 1)
         os.dup2(out.fileno(), 2)
-        sys.stdout = open(1, "w", closefd=False, encoding="utf-8")  # not pytest's capture
-        sys.stderr = open(2, "w", closefd=False, encoding="utf-8")
+        sys.stdout = open(1, "w", closefd=False, encoding="utf-8")  # noqa: SIM115 (the child's stdio)
+        sys.stderr = open(2, "w", closefd=False, encoding="utf-8")  # noqa: SIM115 (the child's stdio)
         signal.alarm(300)  # a hang ends the child: the parent then fails, never waits forever
         start = time.monotonic()
         code = main(["-c", line])
@@ -155,7 +155,7 @@ def _readers(home: Path, ready_w: int, done_w: int) -> Callable[[], None]:
 
 
 @pytest.mark.slow
-def test_large_rows_and_parallel_reads_keep_the_service_and_others_bounded(  # noqa: F811
+def test_large_rows_and_parallel_reads_keep_the_service_and_others_bounded(
     shared,  # noqa: F811
     members,  # noqa: F811
 ):
