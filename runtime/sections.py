@@ -188,6 +188,12 @@ RUNCONFIG_SCHEMA: Schema = {
     "eval_steps": Key(
         int, None, "eval batches; null or 0 -> the whole eval set", check=non_negative
     ),
+    "eval_frequency": Key(
+        int,
+        None,
+        "train_and_eval: evaluate every this many steps (and at the end); null -> at the end",
+        check=positive,
+    ),
     # logging and checkpoints (canonical keys; see RUNCONFIG_ALIASES)
     "log_steps": Key(
         int, 100, "steps between console lines (PyTorch: and summaries)", check=positive
