@@ -201,14 +201,19 @@ def hf_to_cs(model: str, tensors: dict, config: dict) -> tuple[dict[str, Any], d
                     f"the Hugging Face checkpoint lacks {missing[0]}, which {model} with this "
                     "config.json needs; give the checkpoint that config.json describes."
                 )
+            want = shapes[name]
+            sizes = t.sizes(mp) if t.sizes else [want[-1]]
+            for h, size in zip(names, sizes, strict=True):
+                piece = (*want[:-1], size)
+                piece = piece[::-1] if t.transpose else piece
+                if tensors[h].shape != piece:
+                    raise ConfigError(
+                        f"the Hugging Face tensor {h} has shape {tensors[h].shape}, but the "
+                        f"model config.json describes needs {piece}; give the checkpoint and "
+                        "config.json of one model."
+                    )
             pieces = [tensors[h].T if t.transpose else tensors[h] for h in names]
             value = np.concatenate(pieces, axis=-1) if len(pieces) > 1 else pieces[0]
-            if value.shape != shapes[name]:
-                raise ConfigError(
-                    f"the Hugging Face tensor {names[0]} has shape {tensors[names[0]].shape}, "
-                    f"which does not fit {name} {shapes[name]} of the model config.json "
-                    "describes; give the checkpoint and config.json of one model."
-                )
             out[name] = np.ascontiguousarray(value, dtype=np.float32)
             used.update(names)
     ignored = [re.compile(re.escape(p).replace(r"\{i\}", r"\d+") + "$") for p in spec.ignored]
