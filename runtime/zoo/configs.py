@@ -186,8 +186,13 @@ def stats(args: argparse.Namespace) -> str:
     model_name, params, _, _ = effective(args.params)
     half, _ = resolve_precision(params)
     model = build_meta_model(model_name, params, half)
-    specs = [s for s in model.layer_graph(1) if s.params]
-    rows = [(s.name, s.kind, s.params) for s in specs]
+    rows, seen = [], set()
+    for s in model.layer_graph(1):
+        if not s.params:
+            continue
+        shared = bool(s.param_names) and set(s.param_names) <= seen
+        seen.update(s.param_names)  # a tied weight (the output layer's) counts once
+        rows.append((s.name + (" (tied)" if shared else ""), s.kind, 0 if shared else s.params))
     columns = ("name", "kind", "params")
     if args.order_by:
         keys = [c.strip() for c in args.order_by.split(",")]
