@@ -177,3 +177,11 @@ def test_trainer_values_are_checked_with_the_legacy_keys_checks(tmp_path):
         to_legacy(load_params(path), "gpt2")
     with pytest.raises(ConfigError, match=r"is 'gpt2', but this is the run.py of 'llama'"):
         to_legacy(load_params(trainer_file(tmp_path, {})), "llama")
+
+
+def test_the_docs_table_is_the_table():
+    from cs2sim.runtime.trainer_format.rows import ROWS, SECTIONS
+
+    doc = (Path(__file__).parents[2] / "docs" / "modelzoo-today.md").read_text()
+    rows = re.findall(r"^\| `trainer\.([^`]+)` \|", doc, re.M)
+    assert rows == [".".join(r.trainer) for r in ROWS] + [".".join(t) for t, _ in SECTIONS]
