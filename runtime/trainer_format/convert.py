@@ -340,6 +340,25 @@ def to_legacy(
     return out
 
 
+def front_end(raw: dict, source: str = "params.yaml") -> Trainer:
+    """The model, device and front-end flags of a trainer file, without reading the rest
+    (no model schema is loaded: run.py validates the whole file where it runs)."""
+    body = _mapping(raw["trainer"], "trainer", source)
+    out = Trainer({}, None, model=model_name_of(raw, source))
+    for row in ROWS:
+        if row.legacy is not None or row.key is None:
+            continue
+        value = _get(body, row.trainer)
+        if value is None:
+            continue
+        value = check_value("trainer." + ".".join(row.trainer), row.key, value, source)
+        if row.flag is not None:
+            out.flags[row.flag] = value
+        else:
+            out.device = str(value).upper()
+    return out
+
+
 def load_states(value: Any, where: str, source: str) -> bool:
     """load_checkpoint_states -> is_pretrained_checkpoint: "model" loads the weights only."""
     text = ",".join(value) if isinstance(value, list) else str(value)

@@ -26,7 +26,7 @@ import numpy as np
 import yaml
 
 from cs2sim.runtime.artifacts import checkpoint as ckpt
-from cs2sim.runtime.artifacts.atomic import atomic_write, atomic_writer
+from cs2sim.runtime.artifacts.atomic import atomic_write
 from cs2sim.runtime.zoo.hf_names import MODELS, HFModel, Tensor
 from cs2sim.system.errors import ConfigError
 
@@ -122,13 +122,26 @@ def read_hf(path: str | Path, config: str | Path | None = None) -> tuple[dict, d
 
 
 def write_hf(out: Path, tensors: dict[str, np.ndarray], config: dict[str, Any]) -> None:
-    """config.json and model.safetensors, each written to a temp name and renamed."""
-    from safetensors.numpy import save
+    """config.json and model.safetensors, each written to a temp name, fsync'ed and renamed
+    (safetensors' save_file streams the tensors: no second copy of them in memory)."""
+    import os
+
+    from safetensors.numpy import save_file
 
     out.mkdir(parents=True, exist_ok=True)
-    blob = save({k: np.ascontiguousarray(v) for k, v in tensors.items()}, {"format": "np"})
-    with atomic_writer(out / "model.safetensors") as f:
-        f.write(blob)
+    tmp = out / f".model.safetensors.{os.getpid()}.tmp"
+    try:
+        save_file(
+            {k: np.ascontiguousarray(v) for k, v in tensors.items()}, str(tmp), {"format": "np"}
+        )
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, out / "model.safetensors")
+    finally:
+        tmp.unlink(missing_ok=True)
     atomic_write(out / "config.json", json.dumps(config, indent=2) + "\n")
 
 

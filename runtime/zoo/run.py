@@ -19,7 +19,7 @@ from typing import Any
 
 from cs2sim.runtime.cli.main import main as run_py
 from cs2sim.runtime.params import load_params
-from cs2sim.runtime.trainer_format.convert import METHODS, is_trainer, to_legacy
+from cs2sim.runtime.trainer_format.convert import METHODS, front_end, is_trainer, to_legacy
 from cs2sim.system.errors import ConfigError
 
 __all__ = ["MODES", "run_method", "run_argv"]
@@ -35,7 +35,9 @@ CLUSTER = ("job_labels", "job_priority", "mount_dirs", "python_paths", "mgmt_add
 
 def _model_and_device(raw: dict, method: str, source: str) -> tuple[str, str | None, dict]:
     if is_trainer(raw):
-        t = to_legacy(raw, method=method, source=source)  # refuses a bad file now, in one line
+        if isinstance(raw["trainer"], list):
+            to_legacy(raw, method=method, source=source)  # refused in one sentence
+        t = front_end(raw, source)  # run.py validates the whole file where it runs
         assert t.model is not None
         return t.model, t.device, t.flags
     name = (raw.get("model") or {}).get("name") if isinstance(raw.get("model"), dict) else None
@@ -58,6 +60,8 @@ def run_argv(method: str, args: argparse.Namespace) -> tuple[str, list[str]]:
             f"{source}: no backend: set trainer.init.backend.backend_type (CPU or CSX) in the "
             "file or pass --target_device CPU|CSX."
         )
+    if device == "CPU" and is_trainer(raw):  # refused here, before run.py's first line
+        to_legacy(raw, model, method=METHODS[MODES[method]], source=source)
     mode = MODES[method]
     if method == "fit" and is_trainer(raw):
         fit = raw["trainer"].get("fit") or {}
