@@ -91,7 +91,6 @@ def _load(model_name: str, args: argparse.Namespace) -> tuple[dict, str, list[st
         load_params,
         validate_params,
     )
-
     from cs2sim.runtime.trainer_format.convert import METHODS, is_trainer, to_legacy
 
     raw = load_params(args.params)

@@ -77,7 +77,7 @@ def published_gpt2(tmp_path: Path, data: Path) -> Path:
                         "eps": 1.0e-8,
                         "correct_bias": True,
                         "weight_decay": 0.01,
-                    }  # fmt: skip
+                    }
                 },
                 "schedulers": [
                     {
@@ -97,7 +97,7 @@ def published_gpt2(tmp_path: Path, data: Path) -> Path:
                                         "total_iters": 4,
                                     }
                                 },
-                            ]  # fmt: skip
+                            ]
                         }
                     }
                 ],
@@ -204,8 +204,16 @@ def test_usage_errors_exit_2_and_the_command_is_installed(tmp_path):
     assert res.returncode == 2 and "usage: cszoo fit" in res.stderr
     res = subprocess.run([str(exe), "--help"], capture_output=True, text=True)
     assert res.returncode == 0
-    for sub in ("fit", "validate", "validate_all", "model", "data_processor", "config",
-                "data_preprocess", "checkpoint"):  # fmt: skip
+    for sub in (
+        "fit",
+        "validate",
+        "validate_all",
+        "model",
+        "data_processor",
+        "config",
+        "data_preprocess",
+        "checkpoint",
+    ):
         assert sub in res.stdout
     res = subprocess.run(
         [str(exe), "fit", str(tmp_path / "none.yaml")], capture_output=True, text=True

@@ -17,12 +17,17 @@ LOSS = re.compile(r"\| Train Device=[^,]*, Step=(\d+), Loss=([^,\s]+)")
 
 
 def cszoo(system, model_dir, *argv):
-    return system.run([sys.executable, "-m", "cs2sim.scripts.cszoo", *argv], cwd=model_dir,
-                      label="cszoo " + " ".join(argv))  # fmt: skip
+    return system.run(
+        [sys.executable, "-m", "cs2sim.scripts.cszoo", *argv],
+        cwd=model_dir,
+        label="cszoo " + " ".join(argv),
+    )
 
 
-@pytest.mark.parametrize(("model", "config", "steps"), [("fc_mnist", "params_small.yaml", "20"),
-                                                       ("gpt2", "params_tiny.yaml", "4")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("model", "config", "steps"),
+    [("fc_mnist", "params_small.yaml", "20"), ("gpt2", "params_tiny.yaml", "4")],
+)
 def test_converted_config_trains_on_the_cluster_with_the_legacy_losses(
     cs2_appliance, model, config, steps
 ):
@@ -41,8 +46,16 @@ def test_converted_config_trains_on_the_cluster_with_the_legacy_losses(
     raw["trainer"]["init"]["logging"] = {"log_steps": 1}
     raw["trainer"]["fit"].pop("val_dataloader", None)
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
-    res = cszoo(system, home, "fit", str(path.relative_to(home)), "-o", "trainer",
-                "--job_labels", "via=cszoo")  # fmt: skip
+    res = cszoo(
+        system,
+        home,
+        "fit",
+        str(path.relative_to(home)),
+        "-o",
+        "trainer",
+        "--job_labels",
+        "via=cszoo",
+    )
     assert res.exit_code == 0, res.combined
     jobs = cs2_appliance.jobs()
     execute = [j for j in jobs if j["meta"]["type"] == "execute"]

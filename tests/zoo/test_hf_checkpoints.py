@@ -37,10 +37,21 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 def convert_in(capsys, model: str, tmp: Path) -> tuple[dict, dict, Path]:
     tensors, config = write_hf(model, tmp / "hf")
     code, out, err = run(
-        capsys, "checkpoint", "convert", "--model", model, "--src-fmt", "hf", "--tgt-fmt",
-        "cs-2.4", "--config", str(tmp / "hf" / "config.json"), str(tmp / "hf"), "-o",
+        capsys,
+        "checkpoint",
+        "convert",
+        "--model",
+        model,
+        "--src-fmt",
+        "hf",
+        "--tgt-fmt",
+        "cs-2.4",
+        "--config",
+        str(tmp / "hf" / "config.json"),
+        str(tmp / "hf"),
+        "-o",
         str(tmp / "cs"),
-    )  # fmt: skip
+    )
     assert code == 0, err
     assert "Converted" in out
     return tensors, config, tmp / "cs"
@@ -111,10 +122,21 @@ def test_in_train_one_step_out_and_back(capsys, tmp_path, model):
     tensors, config, cs = convert_in(capsys, model, tmp_path)
     # the untouched round trip: the same tensors, bit for bit, and the same config
     code, _, err = run(
-        capsys, "checkpoint", "convert", "--model", model, "--src-fmt", "cs-2.4", "--tgt-fmt",
-        "hf", "--config", str(cs / "params_from_hf.yaml"), str(cs / "model-ckpt-0.npz"), "-o",
+        capsys,
+        "checkpoint",
+        "convert",
+        "--model",
+        model,
+        "--src-fmt",
+        "cs-2.4",
+        "--tgt-fmt",
+        "hf",
+        "--config",
+        str(cs / "params_from_hf.yaml"),
+        str(cs / "model-ckpt-0.npz"),
+        "-o",
         str(tmp_path / "back"),
-    )  # fmt: skip
+    )
     assert code == 0, err
     back = load_file(str(tmp_path / "back" / "model.safetensors"))
     assert sorted(back) == sorted(tensors)
@@ -127,9 +149,16 @@ def test_in_train_one_step_out_and_back(capsys, tmp_path, model):
     params = trainer_yaml(model, cs, tmp_path)
     md = tmp_path / "md"
     code, out, err = run(
-        capsys, "fit", str(params), "-o", str(md), "--checkpoint_path",
-        str(cs / "model-ckpt-0.npz"), "--load_checkpoint_states", "model",
-    )  # fmt: skip
+        capsys,
+        "fit",
+        str(params),
+        "-o",
+        str(md),
+        "--checkpoint_path",
+        str(cs / "model-ckpt-0.npz"),
+        "--load_checkpoint_states",
+        "model",
+    )
     assert code == 0, out + err
     trained = load_checkpoint(md / "model-ckpt-1.npz")
     assert trained.step == 1
@@ -137,9 +166,21 @@ def test_in_train_one_step_out_and_back(capsys, tmp_path, model):
     assert any(not np.array_equal(trained.model[k], start[k]) for k in start)  # it trained
     # out, then read back in: the trained tensors
     code, _, err = run(
-        capsys, "checkpoint", "convert", "--model", model, "--src-fmt", "cs-2.4", "--tgt-fmt",
-        "hf", "--config", str(params), str(md / "model-ckpt-1.npz"), "-o", str(tmp_path / "out"),
-    )  # fmt: skip
+        capsys,
+        "checkpoint",
+        "convert",
+        "--model",
+        model,
+        "--src-fmt",
+        "cs-2.4",
+        "--tgt-fmt",
+        "hf",
+        "--config",
+        str(params),
+        str(md / "model-ckpt-1.npz"),
+        "-o",
+        str(tmp_path / "out"),
+    )
     assert code == 0, err
     out_tensors = load_file(str(tmp_path / "out" / "model.safetensors"))
     assert sorted(out_tensors) == sorted(tensors)
@@ -163,8 +204,9 @@ def test_checkpoint_info_of_hugging_face(capsys, tmp_path):
 def test_wrong_model_and_wrong_shape_are_refused_in_one_sentence(capsys, tmp_path):
     write_hf("llama", tmp_path / "hf")
     argv = ["checkpoint", "convert", "--src-fmt", "hf", "--tgt-fmt", "cs-2.4", "--config"]
-    code, out, err = run(capsys, *argv, str(tmp_path / "hf/config.json"), "--model", "gpt2",
-                         str(tmp_path / "hf"))  # fmt: skip
+    code, out, err = run(
+        capsys, *argv, str(tmp_path / "hf/config.json"), "--model", "gpt2", str(tmp_path / "hf")
+    )
     assert code == 1 and out == ""
     assert err.count("\n") == 1 and "'llama' model, not gpt2" in err
     # a tensor of another shape
@@ -173,8 +215,16 @@ def test_wrong_model_and_wrong_shape_are_refused_in_one_sentence(capsys, tmp_pat
     from safetensors.numpy import save_file
 
     save_file(t, str(tmp_path / "hf/model.safetensors"))
-    code, out, err = run(capsys, *argv, str(tmp_path / "hf/config.json"), "--model", "llama",
-                         str(tmp_path / "hf"), "-o", str(tmp_path / "cs"))  # fmt: skip
+    code, out, err = run(
+        capsys,
+        *argv,
+        str(tmp_path / "hf/config.json"),
+        "--model",
+        "llama",
+        str(tmp_path / "hf"),
+        "-o",
+        str(tmp_path / "cs"),
+    )
     assert code == 1 and err.count("\n") == 1
     assert "up_proj" in err and "shape" in err
     assert not (tmp_path / "cs").exists()  # nothing written

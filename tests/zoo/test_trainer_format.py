@@ -24,15 +24,25 @@ from cs2sim.system.errors import ConfigError
 
 PUBLISHED = Path(__file__).parents[1] / "modelzoo" / "configs"
 # published file name -> model (GPT-3 is the GPT-2 architecture at another size, as in Model Zoo)
-PUBLISHED_MODEL = {"fc": "fc_mnist", "gpt2": "gpt2", "gpt3": "gpt2", "gptj": "gptj",
-                   "bert": "bert", "llama": "llama"}  # fmt: skip
+PUBLISHED_MODEL = {
+    "fc": "fc_mnist",
+    "gpt2": "gpt2",
+    "gpt3": "gpt2",
+    "gptj": "gptj",
+    "bert": "bert",
+    "llama": "llama",
+}
 SHIPPED = [(m, p) for m in registry.names() for p in configs_of(m)]
 ALL = SHIPPED + [
     (PUBLISHED_MODEL[p.name.split("_")[0]], p) for p in sorted(PUBLISHED.glob("*.yaml"))
 ]
 # spellings the trainer form has one of: the TF aliases become the canonical key
-ALIASES = {"runconfig.tf_random_seed", "runconfig.save_checkpoints_steps",
-           "runconfig.log_step_count_steps", "runconfig.save_summary_steps"}  # fmt: skip
+ALIASES = {
+    "runconfig.tf_random_seed",
+    "runconfig.save_checkpoints_steps",
+    "runconfig.log_step_count_steps",
+    "runconfig.save_summary_steps",
+}
 SMALL = [(m, p) for m, p in SHIPPED if "tiny" in p.name or m == "fc_mnist"]
 
 
@@ -51,8 +61,9 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 
 
 def convert(capsys, path: Path, model: str, out: Path) -> tuple[Path, str]:
-    code, text, err = run(capsys, "config", "convert_legacy", str(path), "-o", str(out),
-                          "--model", model)  # fmt: skip
+    code, text, err = run(
+        capsys, "config", "convert_legacy", str(path), "-o", str(out), "--model", model
+    )
     assert code == 0, err
     dest = out / f"{path.stem}_v2.yaml"
     assert f"Saving converted config to {dest}." in text
@@ -141,16 +152,26 @@ def trainer_file(tmp_path: Path, init: dict) -> Path:
         (configs_of("gpt2")[-1]).read_text()  # params_tiny.yaml, in the trainer form below
     )
     assert base["model"]["hidden_size"] == 64
-    params = {"trainer": {"init": {"model": {"name": "gpt2", **base["model"]}, **init},
-                          "fit": {"train_dataloader": base["train_input"]}}}  # fmt: skip
+    params = {
+        "trainer": {
+            "init": {"model": {"name": "gpt2", **base["model"]}, **init},
+            "fit": {"train_dataloader": base["train_input"]},
+        }
+    }
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(params))
     return path
 
 
 def test_unknown_key_in_trainer_init_is_refused_with_did_you_mean(capsys, tmp_path):
-    path = trainer_file(tmp_path, {"optimizer": {"SGD": {}}, "schedulers": [{"ConstantLR": {"learning_rate": 0.1}}],
-                                   "loop": {"max_step": 3}})  # fmt: skip
+    path = trainer_file(
+        tmp_path,
+        {
+            "optimizer": {"SGD": {}},
+            "schedulers": [{"ConstantLR": {"learning_rate": 0.1}}],
+            "loop": {"max_step": 3},
+        },
+    )
     code, out, err = run(
         capsys, "fit", str(path), "--target_device", "CPU", "-o", str(tmp_path / "m")
     )
