@@ -331,6 +331,15 @@ def to_legacy(
         legacy.setdefault("optimizer", {})["learning_rate"] = _schedulers_to_lr(
             init["schedulers"], source
         )
+    elif "learning_rate" not in legacy.get("optimizer", {}):
+        if method == "fit":
+            raise ConfigError(
+                f"{source}: trainer.init.schedulers is required to train (the learning rate, "
+                "e.g. [{ConstantLR: {learning_rate: 0.001}}]); add it."
+            )
+        legacy.setdefault("optimizer", {})["learning_rate"] = 0.0  # an eval takes no step
+    if method != "fit" and "train_input" not in legacy and "eval_input" in legacy:
+        legacy["train_input"] = dict(legacy["eval_input"])  # never read by an evaluation
     for item in init.get("loggers") or []:
         for logger in _mapping(item, "trainer.init.loggers[]", source):
             if logger not in LOGGERS:

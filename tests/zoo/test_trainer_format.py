@@ -206,3 +206,17 @@ def test_the_docs_table_is_the_table():
     doc = (Path(__file__).parents[2] / "docs" / "modelzoo-today.md").read_text()
     rows = re.findall(r"^\| `trainer\.([^`]+)` \|", doc, re.M)
     assert rows == [".".join(r.trainer) for r in ROWS] + [".".join(t) for t, _ in SECTIONS]
+
+
+def test_a_validate_only_file_needs_no_optimizer_and_fit_needs_schedulers(tmp_path):
+    base = yaml.safe_load(configs_of("gpt2")[-1].read_text())
+    model = {"name": "gpt2", **base["model"]}
+    only = {
+        "trainer": {"init": {"model": model}, "validate": {"val_dataloader": base["eval_input"]}}
+    }
+    legacy = to_legacy(only, "gpt2", method="validate").legacy
+    params, _ = validate_params(legacy, "gpt2")
+    assert params["eval_input"]["batch_size"] == base["eval_input"]["batch_size"]
+    fit = {"trainer": {"init": {"model": model}, "fit": {"train_dataloader": base["train_input"]}}}
+    with pytest.raises(ConfigError, match=r"trainer\.init\.schedulers is required to train"):
+        to_legacy(fit, "gpt2")
