@@ -180,7 +180,8 @@ def main() -> None:
         lines = [
             "# cszoo (bench/cszoo_bench.py)",
             "",
-            "Host measurements on this machine; medians of interleaved rounds, the ratio's range.",
+            "Host measurements on this machine; medians of interleaved rounds, the ratio's range "
+            f"(load average at the start {os.getloadavg()[0]:.1f}).",
             "",
             "| to the first step | run.py | cszoo fit | cszoo / run.py |",
             "|---|---|---|---|",
@@ -199,6 +200,7 @@ def main() -> None:
             f"cs -> hf {t_out:.1f} s (each the whole `cszoo checkpoint convert` process).",
         ]
         print(lines[-1])
+        lines.append(f"Load average at the end: {os.getloadavg()[0]:.1f}.")
         RESULTS.write_text("\n".join(lines) + "\n")
     finally:
         shutil.rmtree(root, ignore_errors=True)
