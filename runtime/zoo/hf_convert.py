@@ -35,6 +35,7 @@ __all__ = ["convert", "info", "hf_to_cs", "cs_to_hf", "read_hf", "write_hf"]
 FMT_RE = re.compile(r"^(hf|cs-(?:auto|\d+\.\d+))$")
 SHARDS = "model.safetensors.index.json"
 MAX_CONFIG_BYTES = 1 << 20
+MAX_HEADER_BYTES = 100 << 20  # safetensors' own limit on a header
 
 
 def _spec(model: str) -> HFModel:
@@ -60,26 +61,33 @@ def _load_file(path: Path) -> dict[str, np.ndarray]:
 
 
 def _load_bf16(path: Path) -> dict[str, np.ndarray]:
-    """A safetensors file with BF16 tensors (8-byte header length, JSON header, data): each
-    BF16 tensor widened to float32 (its 16 bits become the high half)."""
+    """A safetensors file with BF16 tensors (an 8-byte header length, the JSON header, then the
+    data; mapped, not read into memory): each BF16 tensor widened to float32 exactly (its 16 bits
+    become the high half of the float32's)."""
+    size = path.stat().st_size
     with open(path, "rb") as f:
         n = int.from_bytes(f.read(8), "little")
+        if not 0 < n <= min(MAX_HEADER_BYTES, size - 8):
+            raise ConfigError(f"{path} is not a safetensors file (header of {n} bytes).")
         header = json.loads(f.read(n))
-        data = f.read()
+    data = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + n)
     out: dict[str, np.ndarray] = {}
-    kinds = {"F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32}
+    kinds = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16}
     for name, t in header.items():
         if name == "__metadata__":
             continue
-        a, b = t["data_offsets"]
-        raw = data[a:b]
+        if t.get("dtype") not in kinds:
+            raise ConfigError(f"{path}: tensor {name} is {t.get('dtype')}, not a float; refused.")
+        a, b = (int(x) for x in t["data_offsets"])
+        shape = tuple(int(x) for x in t["shape"])
+        kind = np.dtype(kinds[t["dtype"]]).newbyteorder("<")
+        if not 0 <= a <= b <= data.size or b - a != int(np.prod(shape)) * kind.itemsize:
+            raise ConfigError(f"{path}: tensor {name}'s offsets do not fit the file; refused.")
+        raw = np.frombuffer(data[a:b], dtype=kind).reshape(shape)
         if t["dtype"] == "BF16":
-            u = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
-            out[name] = u.view(np.float32).reshape(t["shape"])
-        elif t["dtype"] in kinds:
-            out[name] = np.frombuffer(raw, dtype=kinds[t["dtype"]]).reshape(t["shape"]).copy()
+            out[name] = (raw.astype(np.uint32) << 16).view(np.float32)
         else:
-            raise ConfigError(f"{path}: tensor {name} is {t['dtype']}, which cannot be converted.")
+            out[name] = raw.astype(np.float32)
     return out
 
 

@@ -232,3 +232,47 @@ def test_wrong_model_and_wrong_shape_are_refused_in_one_sentence(capsys, tmp_pat
         capsys, *argv[:-1], "--config", "x", "--model", "gpt2", "--tgt-fmt", "hf", "y"
     )
     assert code == 1 and "converts nothing" in err
+
+
+def _save_bf16(tensors: dict[str, np.ndarray], path: Path) -> None:
+    """A safetensors file with BF16 tensors, laid out by hand (numpy has no bfloat16): header
+    length, JSON header, then each tensor's top 16 bits."""
+    header, blobs, offset = {}, [], 0
+    for name, a in tensors.items():
+        raw = (a.astype(np.float32).view(np.uint32) >> 16).astype("<u2").tobytes()
+        header[name] = {
+            "dtype": "BF16",
+            "shape": list(a.shape),
+            "data_offsets": [offset, offset + len(raw)],
+        }
+        blobs.append(raw)
+        offset += len(raw)
+    text = json.dumps(header).encode()
+    path.write_bytes(len(text).to_bytes(8, "little") + text + b"".join(blobs))
+
+
+def test_bfloat16_checkpoint_is_widened_exactly(capsys, tmp_path):
+    tensors, _ = write_hf("llama", tmp_path / "hf")
+    _save_bf16(tensors, tmp_path / "hf" / "model.safetensors")
+    code, _, err = run(
+        capsys,
+        "checkpoint",
+        "convert",
+        "--model",
+        "llama",
+        "--src-fmt",
+        "hf",
+        "--tgt-fmt",
+        "cs-2.4",
+        "--config",
+        str(tmp_path / "hf" / "config.json"),
+        str(tmp_path / "hf"),
+        "-o",
+        str(tmp_path / "cs"),
+    )
+    assert code == 0, err
+    weights = load_checkpoint(tmp_path / "cs" / "model-ckpt-0.npz").model
+    want = tensors["model.layers.0.self_attn.o_proj.weight"]
+    bf16 = ((want.view(np.uint32) >> 16) << 16).view(np.float32)  # truncated to bfloat16
+    assert np.array_equal(weights["h0.attn.proj.weight"], bf16.T)
+    assert not np.array_equal(bf16, want)  # the file really held 16-bit values
