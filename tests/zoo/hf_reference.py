@@ -90,3 +90,51 @@ def llama_logits(t: dict[str, np.ndarray], cfg: dict, ids: np.ndarray) -> np.nda
         x = x + (g / (1 + np.exp(-g)) * u) @ t[p + "mlp.down_proj.weight"].T
     x = _rms(x, t["model.norm.weight"], eps)
     return x @ t["lm_head.weight"].T
+
+
+def _gelu_erf(x: np.ndarray) -> np.ndarray:
+    from math import erf
+
+    return 0.5 * x * (1.0 + np.vectorize(erf)(x / np.sqrt(2.0)))
+
+
+def bert_logits(
+    t: dict[str, np.ndarray], cfg: dict, ids: np.ndarray, types: np.ndarray, positions: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """BertForPreTraining: (MLM logits at `positions` (B * P, V), NSP logits (B, 2)); post-norm
+    layers, nn.Linear weights (out, in), hidden_act gelu (erf), decoder tied to the embedding."""
+    t = {k: v.astype(np.float64) for k, v in t.items()}
+    B, T = ids.shape
+    nh, eps = cfg["num_attention_heads"], cfg["layer_norm_eps"]
+    e = "bert.embeddings."
+    x = t[e + "word_embeddings.weight"][ids] + t[e + "position_embeddings.weight"][np.arange(T)]
+    x = x + t[e + "token_type_embeddings.weight"][types]
+    x = _layer_norm(x, t[e + "LayerNorm.weight"], t[e + "LayerNorm.bias"], eps)
+
+    def lin(name: str, h: np.ndarray) -> np.ndarray:
+        return h @ t[name + ".weight"].T + t[name + ".bias"]
+
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"bert.encoder.layer.{i}."
+        q, k, v = (
+            lin(p + f"attention.self.{n}", x).reshape(B, T, nh, -1).transpose(0, 2, 1, 3)
+            for n in ("query", "key", "value")
+        )
+        s = _softmax(q @ k.transpose(0, 1, 3, 2) / np.sqrt(q.shape[-1]))
+        ctx = (s @ v).transpose(0, 2, 1, 3).reshape(B, T, -1)
+        a = p + "attention.output."
+        x = _layer_norm(
+            x + lin(a + "dense", ctx), t[a + "LayerNorm.weight"], t[a + "LayerNorm.bias"], eps
+        )
+        m = lin(p + "output.dense", _gelu_erf(lin(p + "intermediate.dense", x)))
+        x = _layer_norm(
+            x + m, t[p + "output.LayerNorm.weight"], t[p + "output.LayerNorm.bias"], eps
+        )
+    g = x[np.arange(B)[:, None], positions].reshape(B * positions.shape[1], -1)
+    c = "cls.predictions.transform."
+    h = _layer_norm(
+        _gelu_erf(lin(c + "dense", g)), t[c + "LayerNorm.weight"], t[c + "LayerNorm.bias"], eps
+    )
+    mlm = h @ t[e + "word_embeddings.weight"].T + t["cls.predictions.bias"]
+    nsp = lin("cls.seq_relationship", np.tanh(lin("bert.pooler.dense", x[:, 0])))
+    return mlm, nsp

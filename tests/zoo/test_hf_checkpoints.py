@@ -276,3 +276,32 @@ def test_bfloat16_checkpoint_is_widened_exactly(capsys, tmp_path):
     bf16 = ((want.view(np.uint32) >> 16) << 16).view(np.float32)  # truncated to bfloat16
     assert np.array_equal(weights["h0.attn.proj.weight"], bf16.T)
     assert not np.array_equal(bf16, want)  # the file really held 16-bit values
+
+
+def test_converted_bert_gives_hugging_face_mlm_and_nsp_logits(capsys, tmp_path):
+    from hf_reference import bert_logits
+
+    tensors, config, cs = convert_in(capsys, "bert", tmp_path)
+    rng = np.random.default_rng(2)
+    ids = rng.integers(0, config["vocab_size"], size=(2, 16)).astype(np.int32)
+    types = (np.arange(16) >= 8).astype(np.int32)[None].repeat(2, 0)
+    positions = np.array([[1, 4, 9], [2, 3, 15]], dtype=np.int32)
+    want_mlm, want_nsp = bert_logits(tensors, config, ids, types, positions)
+    mp = yaml.safe_load((cs / "params_from_hf.yaml").read_text())["trainer"]["init"]["model"]
+    from cs2sim.runtime.params import validate_params
+
+    params, _ = validate_params(
+        {"train_input": {"batch_size": 1}, "model": mp, "optimizer": {"learning_rate": 0.0}}, "bert"
+    )
+    net = registry.get("bert")(params["model"], Policy("float32"), 0)
+    state = load_checkpoint(cs / "model-ckpt-0.npz")
+    for k, v in net.parameters().items():
+        v[...] = state.model[k]
+    net.eval()
+    x, _ = net.inputs({"input_ids": ids, "token_type_ids": types})
+    for block in net.blocks[:-1]:
+        x = block.forward(x)
+    head = net.blocks[-1]
+    # gelu: tanh here, erf in Hugging Face: equal within the 16-bit tolerance of the logits' scale
+    for got, want in ((head.mlm.forward(x, positions), want_mlm), (head.nsp.forward(x), want_nsp)):
+        np.testing.assert_allclose(got, want, rtol=RTOL, atol=RTOL * np.abs(want).max())
