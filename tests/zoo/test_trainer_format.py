@@ -33,9 +33,19 @@ PUBLISHED_MODEL = {
     "llama": "llama",
 }
 SHIPPED = [(m, p) for m in registry.names() for p in configs_of(m)]
-ALL = SHIPPED + [
-    (PUBLISHED_MODEL[p.name.split("_")[0]], p) for p in sorted(PUBLISHED.glob("*.yaml"))
-]
+VARIANT_MODEL = {"classifier": "bert_classifier", "sst2": "bert_classifier", "roberta": "bert",
+                 "llama2": "llama", "bert": "bert"}  # fmt: skip
+
+
+def _variant_model(name: str) -> str:
+    return next(m for key, m in VARIANT_MODEL.items() if key in name)
+
+
+ALL = (
+    SHIPPED
+    + [(PUBLISHED_MODEL[p.name.split("_")[0]], p) for p in sorted(PUBLISHED.glob("*.yaml"))]
+    + [(_variant_model(p.name), p) for p in sorted((PUBLISHED / "variants").glob("*.yaml"))]
+)
 # spellings the trainer form has one of: the TF aliases become the canonical key
 ALIASES = {
     "runconfig.tf_random_seed",
