@@ -107,6 +107,8 @@ def read_hf(path: str | Path, config: str | Path | None = None) -> tuple[dict, d
     """(tensors as float32 arrays, config.json) of a Hugging Face checkpoint: a directory, its
     model.safetensors, or its model.safetensors.index.json (shards)."""
     p = Path(path)
+    if not p.exists():
+        raise ConfigError(f"{p} does not exist; give a checkpoint file or its directory.")
     folder = p if p.is_dir() else p.parent
     cfg_path = Path(config) if config is not None else folder / "config.json"
     if cfg_path.suffix != ".json" or not cfg_path.is_file():
@@ -350,6 +352,8 @@ def convert(args: argparse.Namespace) -> str:
 def info(args: argparse.Namespace) -> str:
     """Format, model, tensors, parameters, dtypes and step of a checkpoint of either kind."""
     p = Path(args.ckpt_path)
+    if not ckpt.resolve_checkpoint_path(p).exists():
+        raise ConfigError(f"{p} does not exist; give a checkpoint file or its directory.")
     if p.is_dir() and (p / ckpt.INDEX_NAME).is_file():  # a model_dir: its latest
         listed = ckpt.list_checkpoints(p)
         if not listed:
