@@ -64,6 +64,7 @@ from cs2sim.system.errors import ConfigError
 from cs2sim.system.yamlsafe import DEFAULT_LIMITS, load_yaml
 
 __all__ = [
+    "check_value",
     "load_params",
     "validate_params",
     "apply_cli_overrides",
@@ -262,6 +263,9 @@ def _normalise_runconfig(
                 )
     if rc.get("eval_steps") == 0:
         rc["eval_steps"] = None
+
+
+check_value = _check_value  # the trainer format checks its keys with the legacy keys' Key
 
 
 def _derived_input(raw: dict[str, Any]) -> dict[str, Any]:

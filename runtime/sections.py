@@ -198,7 +198,7 @@ RUNCONFIG_SCHEMA: Schema = {
     "eval_frequency": Key(
         int,
         None,
-        "train_and_eval: training steps between evaluations (Model Zoo R1.8+)",
+        "train_and_eval: evaluate every this many steps (and at the end); null -> at the end",
         check=positive,
     ),
     # logging and checkpoints (canonical keys; see RUNCONFIG_ALIASES)

@@ -92,8 +92,12 @@ def _load(model_name: str, args: argparse.Namespace) -> tuple[dict[str, Any], st
         load_params,
         validate_params,
     )
+    from cs2sim.runtime.trainer_format.convert import METHODS, is_trainer, to_legacy
 
     raw = load_params(args.params)
+    if is_trainer(raw):  # today's Model Zoo form: read into the same sections
+        method = METHODS.get(getattr(args, "mode", None) or "train", "fit")
+        raw = to_legacy(raw, model_name, method=method, source=str(args.params)).legacy
     params, warnings = validate_params(raw, model_name, source=str(args.params))
     values, clears = cli_overrides(args)
     params = apply_cli_overrides(params, values)

@@ -37,6 +37,7 @@ class LoopConfig:
     checkpoint_steps: int = 0  # 0: only at the end
     keep_checkpoint_max: int | None = 5  # 0 or None: keep all
     eval_steps: int | None = None  # None: one pass over the eval data
+    eval_frequency: int | None = None  # train_and_eval: evaluate every N steps, not only at the end
     check_loss_values: bool = True
     autoload_last_checkpoint: bool = True
     checkpoint_path: str | None = None
@@ -64,6 +65,7 @@ class LoopConfig:
             checkpoint_steps=int(rc.get("checkpoint_steps", cls.checkpoint_steps)),
             keep_checkpoint_max=rc.get("keep_checkpoint_max", cls.keep_checkpoint_max),
             eval_steps=eval_steps if eval_steps and eval_steps > 0 else None,
+            eval_frequency=rc.get("eval_frequency"),
             check_loss_values=bool(rc.get("check_loss_values", True)),
             autoload_last_checkpoint=bool(rc.get("autoload_last_checkpoint", True)),
             checkpoint_path=rc.get("checkpoint_path"),

@@ -116,6 +116,7 @@ class Trainer:
         self.executor = executor or CpuExecutor()
         self.components = components or Components(model_name, params, half)
         self.half = half
+        self.final_step = 0  # the stop step of the last train() (train_and_eval's rounds)
         self.clock = clock
         self.memory_capacity = memory_capacity
         self.callbacks = Callbacks()
@@ -235,8 +236,11 @@ class Trainer:
         return path
 
     # -- train -------------------------------------------------------------------------------------
-    def train(self) -> TrainResult:
-        """Train from the restored step to the configured stop step; write all artifacts."""
+    def train(self, every: int | None = None, final: int | None = None) -> TrainResult:
+        """Train from the restored step to the configured stop step; write all artifacts.
+        `every`: stop at the next multiple of it at the latest (a round of train_and_eval's
+        eval_frequency); `final`: the stop step an earlier round computed (steps/num_steps
+        count from the first round's start). The stop step is kept in `final_step`."""
         cfg, comp = self.config, self.components
         self.check_host_memory("train")
         self.model_dir.mkdir(parents=True, exist_ok=True)
@@ -249,7 +253,11 @@ class Trainer:
             if accumulation.active:
                 log.info(accumulation.describe(int(self.params["train_input"]["batch_size"])) + ".")
             # an update takes `batches` input batches (optimizer.grad_accum_steps)
-            stop = cfg.stop_step(start, max(1, _batches_per_epoch(stream) // accumulation.batches))
+            if final is None:
+                epoch = max(1, _batches_per_epoch(stream) // accumulation.batches)
+                final = cfg.stop_step(start, epoch)
+            self.final_step = final
+            stop = final if not every else min(final, (start // every + 1) * every)
             if stop <= start:
                 log.info(
                     f"Global step {start} already reaches the requested {stop}; "
@@ -466,7 +474,14 @@ class Trainer:
         """Train, then evaluate the final weights (eval time is outside the training rate)."""
         self.check_host_memory("train_and_eval")
         self.components.stream("eval", self.config.seed).close()  # eval input errors now
-        result = self.train()
+        every = self.config.eval_frequency
+        if every:  # rounds: train to the next multiple of eval_frequency, evaluate, resume
+            result = self.train(every)
+            while result.end_step < self.final_step:
+                self.eval(result.checkpoints[-1] if result.checkpoints else None)
+                result = self.train(every, final=self.final_step)
+        else:
+            result = self.train()
         t0 = time.perf_counter()
         ev = self.eval(result.checkpoints[-1] if result.checkpoints else None)
         if result.perf is not None:
