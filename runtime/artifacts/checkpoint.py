@@ -47,6 +47,7 @@ from cs2sim.runtime.artifacts.atomic import (
     open_regular,
     remove_stale_temps,
 )
+from cs2sim.runtime.artifacts.npz_read import read_members
 from cs2sim.system.errors import RuntimeFailure
 
 __all__ = [
@@ -363,10 +364,10 @@ def load_checkpoint(path: Path, budget: int | None = None) -> TrainState:
             if expected is not None and _sha256_of(f) != expected:
                 raise ValueError("its sha256 does not match the index")
             _check_archive(f, os.fstat(f.fileno()).st_size, budget)
-            with np.load(f, allow_pickle=False) as z:
-                arrays = {name: z[name] for name in z.files if not name.startswith("__")}
-                meta_json = str(z["__meta__"])
-                digest = str(z["__digest__"])
+            members = read_members(f)  # one copy per array (npz_read.py), not np.load's
+            arrays = {name: a for name, a in members.items() if not name.startswith("__")}
+            meta_json = str(members["__meta__"])
+            digest = str(members["__digest__"])
         if _digest(arrays, meta_json) != digest:
             raise ValueError("its payload digest does not match")
         tree = safejson.loads(meta_json)
