@@ -127,22 +127,37 @@ def fill_audit(home: Path, rows: int) -> None:
             )
 
 
+# The child reports its own high-water mark (VmHWM of its own address space) when it exits:
+# wait4's ru_maxrss would not do, as Linux carries the parent's peak across fork and exec into
+# the child's (a pytest worker of 450 MB made every child "peak" at 450 MB).
+REPORT_PEAK = """
+import atexit, os, runpy, sys
+
+def _report():
+    with open("/proc/self/status") as f:
+        kb = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+    with open(os.environ["CS2SIM_TEST_PEAK_FILE"], "w") as out:
+        out.write(str(kb))
+
+atexit.register(_report)
+sys.argv = ["cs", *sys.argv[1:]]
+runpy.run_module("cs2sim.csshell", run_name="__main__")
+"""
+
+
 def peak_rss_mb(home: Path, line: str, tmp: Path) -> tuple[str, float]:
-    """Run `cs -c line`; its stdout and its own peak resident memory in MB (wait4's rusage of
-    that one child, not of every child this test process has had)."""
-    with open(tmp / "out", "w+") as stdout, open(tmp / "err", "w+") as stderr:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "cs2sim.csshell", "-c", line],
-            env=shell_env(home),
-            stdout=stdout,
-            stderr=stderr,
-        )
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        stdout.seek(0)
-        stderr.seek(0)
-        assert proc.returncode == 0, stderr.read()
-        return stdout.read(), usage.ru_maxrss / 1024  # KB on Linux
+    """Run `cs -c line`; its stdout and its own peak resident memory in MB."""
+    peak_file = tmp / "peak"
+    env = {**shell_env(home), "CS2SIM_TEST_PEAK_FILE": str(peak_file)}
+    proc = subprocess.run(
+        [sys.executable, "-c", REPORT_PEAK, "-c", line],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout, int(peak_file.read_text()) / 1024  # kB
 
 
 @pytest.mark.slow  # 100,000 rows written, then read through two pipes
