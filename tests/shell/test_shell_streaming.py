@@ -5,7 +5,6 @@ peak memory stays under a stated bound."""
 from __future__ import annotations
 
 import io
-import os
 import subprocess
 import sys
 import time
