@@ -25,13 +25,16 @@ PATTERNS = [(line.key, template_re(line.template)) for line in LINES]
 
 
 def keys_of(output: str) -> list[str]:
-    """Each message's key in the table (messages that are not the table's are skipped)."""
-    keys = []
+    """Each message's key in the table (messages that are not the table's are skipped). Lines
+    with one text under two keys (the compile job's and the execute job's "Ingress is ready",
+    their queue notes) take the first key at or after the previous message's place."""
+    keys: list[str] = []
+    at = 0
     for text in messages(output):
-        for key, pattern in PATTERNS:
-            if pattern.match(text):
-                keys.append(key)
-                break
+        places = [i for i, (_, pattern) in enumerate(PATTERNS) if pattern.match(text)]
+        if places:
+            at = next((i for i in places if i >= at), places[0])
+            keys.append(PATTERNS[at][0])
     return keys
 
 

@@ -31,7 +31,11 @@ def test_explicit_key_wins_and_a_run_uses_float16(monkeypatch, tmp_path, capsys)
     params, _ = validate_params(load_params(tmp_path / "f32.yaml"), "fc_mnist")
     assert resolve_precision(params)[0] == "float32"
     md = tmp_path / "md"
-    assert main("fc_mnist", ["-m", "train", "-p", str(TF), "-o", str(md), "--max_steps", "2"]) == 0
+    doc = yaml.safe_load(TF.read_text())  # as published, asking for stand-in data: its
+    doc["train_input"]["stand_in_data"] = True  # ./tfds is a placeholder (an error otherwise)
+    (tmp_path / "tf.yaml").write_text(yaml.safe_dump(doc))
+    args = ["-m", "train", "-p", str(tmp_path / "tf.yaml"), "-o", str(md), "--max_steps", "2"]
+    assert main("fc_mnist", args) == 0
     out = capsys.readouterr().out
     assert "trains in float16 as the Model Zoo's TF fc_mnist (Keras mixed_float16) did" in out
     written = yaml.safe_load((md / "train" / "params_train.yaml").read_text())
