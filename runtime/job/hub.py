@@ -182,6 +182,15 @@ class ChiefHub:
                 )
                 return
             rank = int(header["rank"])
+            stale = self.links.get(rank)
+            if stale is not None and self._same_task(stale, header) and stale.session == -1:
+                # The task gave up waiting for our welcome (a loaded host: its handshake
+                # deadline passed while the welcome was on its way) and connected again. The
+                # first link never carried an order, so the new one simply takes its place.
+                log.debug(f"{stale.name} connected again; its first connection is closed")
+                with contextlib.suppress(OSError):
+                    stale.sock.close()
+                del self.links[rank]
             if not 0 <= rank < self.num_streamers or rank in self.links:
                 self.bad_hello = (
                     f"task {printable(header.get('procid'))} on node "
@@ -206,6 +215,15 @@ class ChiefHub:
             self.links[rank] = link
             link.reader.start()
             self._joined.notify_all()
+
+    @staticmethod
+    def _same_task(link: Link, header: dict[str, Any]) -> bool:
+        """Is this hello from the process that `link` is (task, node and pid as it claimed)?"""
+        return (
+            header.get("procid") == link.procid
+            and str(header.get("node", "?"))[:64] == link.node
+            and header.get("pid") == link.pid
+        )
 
     def _expected(self, link: Link, header: dict[str, Any]) -> Layout:
         """The exact array layout the frame `header` announces must have (FrameError if the
@@ -302,7 +320,7 @@ class ChiefHub:
             self._session += 1
             session = self._session
             self._sessions[session] = (split, plan, start)
-        for link in self.links.values():
+        for link in list(self.links.values()):  # a task reconnecting may replace its own
             link.session = session
             link.last = time.monotonic()  # idle between sessions is not a stall
             _drain(link.q)
@@ -322,7 +340,7 @@ class ChiefHub:
         """Stop the streamers producing (they wait for the next session or the end)."""
         with self._lock:
             self._session += 1
-        for link in self.links.values():
+        for link in list(self.links.values()):  # a task reconnecting may replace its own
             link.session = -1
             _drain(link.q)
             if link.dead is None:

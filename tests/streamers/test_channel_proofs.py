@@ -145,3 +145,39 @@ def test_a_streamer_that_hung_up_leaves_no_socket_open_after_the_end(hub) -> Non
     assert link.sock.fileno() != -1  # a broken link's socket waits for the end
     hub.end(0)
     assert link.sock.fileno() == -1  # closed by the end, not left to the garbage collector
+
+
+def wait_joined(hub: ChiefHub, rank: int) -> socket.socket:
+    deadline = time.monotonic() + 30
+    while rank not in hub.links:
+        assert time.monotonic() < deadline, "the streamer never joined"
+        time.sleep(0.01)
+    return hub.links[rank].sock
+
+
+def test_a_streamer_that_gave_up_on_its_welcome_may_connect_again(hub) -> None:
+    """On a loaded host a streamer's handshake deadline can pass while the chief's welcome is on
+    its way: the chief has joined it, the streamer closed and connects again. The second hello
+    of the same task (rank, task, node, pid) takes the first one's place; the job goes on."""
+    say_hello(hub.port, CLAIM, proved=CLAIM)  # welcomed; this side then hangs up, as a timeout
+    first = wait_joined(hub, 0)
+    reply = say_hello(hub.port, CLAIM, proved=CLAIM)
+    assert reply["type"] == "welcome"
+    deadline = time.monotonic() + 30
+    while hub.links[0].sock is first and hub.bad_hello is None:  # joined after its welcome
+        assert time.monotonic() < deadline, "the second connection never joined"
+        time.sleep(0.01)
+    assert hub.bad_hello is None and hub.links[0].sock is not first
+
+
+def test_another_task_claiming_a_joined_rank_fails_the_layout(hub) -> None:
+    """Two different tasks announcing one rank is a launch whose tasks disagree: refused."""
+    say_hello(hub.port, CLAIM, proved=CLAIM)
+    wait_joined(hub, 0)
+    other = {**CLAIM, "procid": 2, "pid": 4343}
+    say_hello(hub.port, other, proved=other)  # welcomed by the door, then refused on joining
+    deadline = time.monotonic() + 30
+    while hub.bad_hello is None:
+        assert time.monotonic() < deadline, "the second claim of rank 0 was never refused"
+        time.sleep(0.01)
+    assert "task 2 on node worker-0 announced streamer rank 0 of 2" in hub.bad_hello
