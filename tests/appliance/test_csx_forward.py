@@ -35,9 +35,7 @@ def test_a_stand_in_data_warning_reaches_the_client_in_order(cs2_appliance):
     warned = [
         i
         for i, line in enumerate(lines)
-        if " WARNING:" in line
-        and "train_input has no data_dir" in line
-        and "STAND-IN data" in line
+        if " WARNING:" in line and "train_input has no data_dir" in line and "STAND-IN data" in line
     ]
     assert len(warned) == 1, res.output  # once, though the job's log is every task's
     # where the job said it: after the execute job began, before its first step
