@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from cs2sim.runtime import threads
+from cs2sim.runtime.data.inflate import inflate, inflate_rows
 from cs2sim.runtime.data.hdf5_layout import (
     H5_SUFFIX,
     H5Part,
@@ -58,10 +59,6 @@ from cs2sim.runtime.data.hdf5_layout import (
 from cs2sim.runtime.nn.loss import IGNORE
 from cs2sim.system.errors import ConfigError
 
-try:  # ISA-L's inflate (python-isal) reads the same zlib streams about 1.8x faster
-    from isal.isal_zlib import decompress as inflate
-except ImportError:  # pragma: no cover - the standard library's is the fallback
-    from zlib import decompress as inflate
 
 __all__ = ["H5_SUFFIX", "CHECK_ALL_VALUES", "find_h5_files", "H5Part", "H5Samples", "H5Files"]
 
@@ -110,7 +107,7 @@ class H5Samples:
         self.starts = np.concatenate([[0], np.cumsum([p.stop - p.start for p in parts])])
         self._files: list[Any] = []
         self._maps: list[mmap.mmap | None] = []
-        self._views: list[memoryview | None] = []
+        self._bytes: list[np.ndarray | None] = []  # per part: its file's map as uint8 (L,)
         try:
             self._open(verify)
         except BaseException:
@@ -139,21 +136,16 @@ class H5Samples:
             )
         self._n_rows = [int(d.shape[0]) for d in self._data]
         # per gzip part: where each chunk is stored (byte offset, stored size (-1: not
-        # written), filter mask), from one walk of HDF5's chunk index, as lists (a list index
-        # per sample costs a tenth of a numpy scalar's), and the file mapped, so a chunk is a
-        # slice of the map (no index lookup per sample)
+        # written), filter mask), from one walk of HDF5's chunk index, and the file mapped:
+        # a chunk is inflated straight from the page cache (no index lookup, no read, no copy
+        # per sample). `_plain`: per chunk, its address in the map and its size, the size -1
+        # where the chunk is not a plain zlib stream inside the file (not written, stored
+        # unfiltered, or past the file's end: `_decode` reads or refuses it). Lists: a list
+        # index per sample costs a tenth of a numpy scalar's.
         self._spots: list[tuple[list[int], list[int], list[int]] | None] = []
-        for p, ds, rows, gz in zip(parts, self._data, self._rows, self._gzip, strict=True):
-            where = self._chunk_table(ds, rows, p.stop) if gz else None
-            if where is None:
-                self._spots.append(None)
-                self._maps.append(None)
-                continue
-            self._spots.append((where[0].tolist(), where[1].tolist(), where[2].tolist()))
-            with open(p.path, "rb") as fh:
-                self._maps.append(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ))
-        # a zero-copy view of each map: a chunk is inflated straight from the page cache
-        self._views = [None if m is None else memoryview(m) for m in self._maps]
+        self._plain: list[tuple[list[int], list[int]] | None] = []
+        for j in range(len(parts)):
+            self._map_chunks(j)
         self._dtypes = [d.dtype for d in self._data]
         n = int(self.starts[-1])
         compressed = any(not isinstance(d, np.ndarray) for d in self._data)
@@ -172,45 +164,79 @@ class H5Samples:
             self._scan()
         self._all_mapped = not any(self.check_each_batch) and not compressed
 
+    def _map_chunks(self, j: int) -> None:
+        """Part j's chunk table and map (see `_open`), when its chunks are gzip alone. (A
+        method of its own: no frame of `_open` holds a view of the map when a check fails,
+        which would keep `close` from unmapping it.)"""
+        p, ds, rows = self.parts[j], self._data[j], self._rows[j]
+        where = self._chunk_table(ds, rows, p.stop) if self._gzip[j] else None
+        if where is None:
+            self._spots.append(None)
+            self._plain.append(None)
+            self._maps.append(None)
+            self._bytes.append(None)
+            return
+        at, size, fmask = where
+        with open(p.path, "rb") as fh:
+            m = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        self._maps.append(m)
+        raw = np.frombuffer(m, np.uint8)  # (L,) the file
+        self._bytes.append(raw)
+        outside = (size >= 0) & ((at < 0) | (at + size > len(raw)))
+        size[outside] = -2  # stored past the end of the file: refused when read (`_decode`)
+        self._spots.append((at.tolist(), size.tolist(), fmask.tolist()))
+        plain = np.where((size >= 0) & (fmask == 0), size, -1)
+        self._plain.append(((at + raw.ctypes.data).tolist(), plain.tolist()))
+
     def _scan(self) -> None:
         """Read every sample once now, checked; decoded compressed samples go to the cache
         (so the in-process first epoch is served from it: the scan is not paid twice).
 
-        SCAN_TASK samples to a task on the runtime's worker threads, each task inflating,
-        checking and converting its own samples into their rows of the cache: one handoff per
-        task, not per sample, and every step of a sample on the thread that inflated it."""
-        for j, p in enumerate(self.parts):
-            lo, hi = int(self.starts[j]), int(self.starts[j + 1])
-            dest = None if self._cache is None else self._cache[lo:hi]  # (n, 2, T) a view
+        The samples of all parts are cut into tasks (`_tasks`) for the runtime's worker
+        threads, each task inflating, checking and converting its own samples into their rows
+        of the cache: one handoff per task, not per sample, every step of a sample on the
+        thread that inflated it, and one wait for the threads in all (not one per file)."""
+        tasks = self._tasks(SCAN_TASK)
+        width = max(d.itemsize for d in self._dtypes) * 3 * self.T  # bytes of the widest row
+        # per thread: a task's inflated rows, reused task after task (no fresh pages each time)
+        scratch: list[np.ndarray | None] = [None] * threads.workers()
 
-            fast = self._rows[j] == 1 and self._views[j] is not None
-            scratch = [
-                np.empty((SCAN_TASK, 3, self.T), self._dtypes[j]) if fast else None
-                for _ in range(threads.workers())
-            ]  # per thread: inflated rows, reused task after task (no fresh pages each time)
-
-            def task(
-                k: int,
-                slot: int,
-                j: int = j,
-                p: H5Part = p,
-                dest: np.ndarray | None = dest,
-                scratch: list[np.ndarray | None] = scratch,
-            ) -> None:
-                a = p.start + k * SCAN_TASK
-                local = np.arange(a, min(a + SCAN_TASK, p.stop))  # (b,) file rows
+        def task(k: int, slot: int) -> None:
+            j, a, b = tasks[k]
+            if self._plain[j] is not None and self._rows[j] == 1:
                 buf = scratch[slot]
-                if buf is not None:
-                    raw = buf[: len(local)]
-                    self._inflate_rows(j, range(a, a + len(local)), raw)
-                else:
-                    raw = self._read(j, local)
-                self._check_raw(j, local, raw)
-                ids_and_labels(raw, None if dest is None else dest[a - p.start :][: len(local)])
+                if buf is None:
+                    buf = scratch[slot] = np.empty(SCAN_TASK * width, np.uint8)
+                dtype = self._dtypes[j]
+                raw = buf[: (b - a) * 3 * self.T * dtype.itemsize].view(dtype)
+                raw = raw.reshape(b - a, 3, self.T)  # (b, 3, T)
+                self._inflate_rows(j, range(a, b), raw)
+            else:
+                raw = self._read(j, np.arange(a, b))
+            padded = self._check_raw(j, range(a, b), raw)
+            lo = int(self.starts[j]) + a - self.parts[j].start  # a's row of the whole data set
+            ids_and_labels(
+                raw, None if self._cache is None else self._cache[lo : lo + b - a], padded
+            )
 
-            threads.run_chunks(task, -(-(hi - lo) // SCAN_TASK), slots=True)
-            if dest is not None:
-                self._have[lo:hi] = True
+        threads.run_chunks(task, len(tasks), slots=True)
+        if self._cache is not None:
+            self._have[:] = True
+
+    def _tasks(self, most: int) -> list[tuple[int, int, int]]:
+        """(part, first file row, end) of tasks covering every sample, none across parts, of
+        at most `most` samples and shrinking toward the end (guided scheduling: a task is a
+        share of what is left), so that near the end no thread waits long for another's last
+        task (on a loaded machine that thread may be off the CPU for a whole time slice)."""
+        left, share = len(self), 2 * threads.workers()
+        out = []
+        for j, p in enumerate(self.parts):
+            a = p.start
+            while a < p.stop:
+                n = min(most, max(INFLATE_CHUNK, left // share), p.stop - a)
+                out.append((j, a, a + n))
+                a, left = a + n, left - n
+        return out
 
     @staticmethod
     def _mapped(path: str, ds: Any, stop: int) -> np.ndarray | None:
@@ -226,22 +252,24 @@ class H5Samples:
     def _checked(self, j: int, local: np.ndarray) -> np.ndarray:
         """Rows `local` (b,) of part j's file, every value checked: (b, 2, T) ids and labels."""
         raw = self._read(j, local)  # (b, 3, T) as stored
-        self._check_raw(j, local, raw)
-        return ids_and_labels(raw)
+        return ids_and_labels(raw, None, self._check_raw(j, local, raw))
 
-    def _check_raw(self, j: int, local: np.ndarray, raw: np.ndarray) -> None:
+    def _check_raw(self, j: int, local: np.ndarray | range, raw: np.ndarray) -> bool:
         """Stored rows `raw` (b, 3, T) of part j (file rows `local`): ids in the vocabulary, a
-        label in it wherever attention_mask is not 0, no sample all padding."""
+        label in it wherever attention_mask is not 0, no sample all padding; -> whether any
+        attention_mask is 0 (padding)."""
         ids, mask, labels = raw[:, 0], raw[:, 1], raw[:, 2]  # (b, T) each
-        if raw.dtype == np.int32 and int(mask.min()) != 0:
+        padded = int(mask.min()) == 0
+        if raw.dtype == np.int32 and not padded:
             # no padding (the usual sample): one pass each, a negative value being a large
             # one as uint32; the value itself is found below only when one is bad
             v = self.vocab_size
             if int(ids.view(np.uint32).max()) < v and int(labels.view(np.uint32).max()) < v:
-                return
+                return padded
         self._find_bad(j, local, raw)
+        return padded
 
-    def _find_bad(self, j: int, local: np.ndarray, raw: np.ndarray) -> None:
+    def _find_bad(self, j: int, local: np.ndarray | range, raw: np.ndarray) -> None:
         """`_check_raw` in full: the first bad value's sentence (nothing when none is bad)."""
         path = self.parts[j].path
         ids, mask, labels = raw[:, 0], raw[:, 1], raw[:, 2]  # (b, T) each
@@ -291,10 +319,12 @@ class H5Samples:
             try:
                 return np.asarray(data[c * rows : (c + 1) * rows])  # h5py decodes this chunk
             except OSError as e:  # a filter failed: the stored chunk is corrupt
-                raise self._corrupt(j, c, e) from None
+                raise self._corrupt(j, c, f"{type(e).__name__}: {e}") from None
         # gzip alone (the Model Zoo's layout): inflate the stored chunk ourselves, which skips
         # h5py's selection machinery; an edge chunk is stored at full size
-        spots, mapped = self._spots[j], self._maps[j]
+        spots, mapped = self._spots[j], self._bytes[j]
+        if spots is not None and spots[1][c] == -2:
+            raise self._corrupt(j, c, "it is stored past the end of the file")
         if spots is not None and mapped is not None and spots[1][c] >= 0:
             at = spots[0][c]
             mask, raw = spots[2][c], mapped[at : at + spots[1][c]]
@@ -303,7 +333,7 @@ class H5Samples:
         try:
             chunk = np.frombuffer(raw if mask else inflate(raw), dtype=self._dtypes[j])
         except Exception as e:  # noqa: BLE001 - isal.IsalError or zlib.error: corrupt data
-            raise self._corrupt(j, c, e) from None
+            raise self._corrupt(j, c, f"{type(e).__name__}: {e}") from None
         if rows == 1:
             return chunk.reshape(1, 3, self.T)
         return chunk.reshape(rows, 3, self.T)[: min(rows, self._n_rows[j] - c * rows)]
@@ -314,8 +344,8 @@ class H5Samples:
 
         A shuffled first epoch reads every sample once, so nothing here is worth keeping in
         the chunk LRU; inflating is the whole cost (a memory-mapped token file is a copy), and
-        ISA-L / zlib release the GIL while they inflate, so the batch's samples inflate
-        side by side, INFLATE_CHUNK to a task, the calling thread taking its share."""
+        the inflaters release the GIL (runtime/data/inflate.py), so the batch's samples inflate
+        side by side, INFLATE_CHUNK or more to a task, the calling thread taking its share."""
         out = np.empty((len(local), 3, self.T), self._dtypes[j])  # (b, 3, T)
         rows = [int(i) for i in local]
         step = max(INFLATE_CHUNK, -(-len(rows) // (2 * threads.workers())))
@@ -327,31 +357,27 @@ class H5Samples:
         threads.run_chunks(inflate_some, -(-len(rows) // step))
         return out
 
-    def _inflate_rows(self, j: int, rows: Any, out: np.ndarray) -> None:
+    def _inflate_rows(self, j: int, rows: list[int] | range, out: np.ndarray) -> None:
         """Samples `rows` of part j (gzip, one-sample chunks) inflated into `out` (b, 3, T),
-        C-contiguous: each chunk inflated from the file's map without a copy and written
-        into its row as bytes (no array object per sample)."""
-        view, spots = self._views[j], self._spots[j]
-        if view is None or spots is None:
+        C-contiguous: each chunk inflated from the file's map straight into its row (no read,
+        no copy, no object per sample: runtime/data/inflate.py); a chunk that is not a plain
+        zlib stream in the file goes through `_decode`."""
+        plain = self._plain[j]
+        if plain is None:
             for r, c in enumerate(rows):
                 out[r] = self._decode(j, c)[0]
             return
-        at, size, fmask = spots
-        dest = memoryview(out).cast("B")
-        nb = out[0].nbytes
-        for r, c in enumerate(rows):
-            n = size[c]
-            if n < 0 or fmask[c]:  # not written, or stored unfiltered: the general path
-                out[r] = self._decode(j, c)[0]
-                continue
-            try:
-                got = inflate(view[at[c] : at[c] + n])
-            except Exception as e:  # noqa: BLE001 - isal.IsalError or zlib.error
-                raise self._corrupt(j, c, e) from None
-            if len(got) != nb:
-                raise self._corrupt(j, c, ValueError(f"{len(got)} bytes where {nb} belong"))
-            dest[r * nb : (r + 1) * nb] = got
-        dest.release()
+        assert out.flags.c_contiguous and len(out) == len(rows)  # written by address
+        src, size = plain
+        dst, nb, k = out.ctypes.data, out[0].nbytes, 0
+        while True:
+            k, why = inflate_rows(src, size, rows, k, dst, nb)
+            if k == len(rows):
+                return
+            if why:
+                raise self._corrupt(j, rows[k], why)
+            out[k] = self._decode(j, rows[k])[0]  # not written, stored unfiltered, or outside
+            k += 1
 
     @staticmethod
     def _chunk_table(
@@ -369,25 +395,29 @@ class H5Samples:
             np.full(count, -1, np.int64),
             np.zeros(count, np.int64),
         )
-
-        def note(info: Any) -> None:
-            c = info.chunk_offset[0] // rows
-            if c < count:
-                at[c], size[c], mask[c] = info.byte_offset, info.size, info.filter_mask
-
-        try:
-            ds.id.chunk_iter(note)
+        infos: list[Any] = []  # StoreInfo(chunk_offset, filter_mask, byte_offset, size)
+        try:  # the callback is list.append: no Python frame per chunk (h5py goes on on None)
+            ds.id.chunk_iter(infos.append)
         except (RuntimeError, ValueError, TypeError):  # HDF5 built without H5Dchunk_iter
             return None
+        if not infos:
+            return at, size, mask
+        where, masks, offsets, sizes = zip(*infos, strict=True)  # (C,) each
+        c = np.fromiter((w[0] for w in where), np.int64, len(where)) // rows
+        keep = c < count
+        c = c[keep]
+        at[c] = np.asarray(offsets, np.int64)[keep]
+        size[c] = np.asarray(sizes, np.int64)[keep]
+        mask[c] = np.asarray(masks, np.int64)[keep]
         return at, size, mask
 
-    def _corrupt(self, j: int, c: int, e: BaseException) -> ConfigError:
-        """The one sentence for a chunk that does not decode."""
+    def _corrupt(self, j: int, c: int, why: str) -> ConfigError:
+        """The one sentence for a chunk that does not decode (`why`: what the decoder said)."""
         rows = self._rows[j] or 1
         which = f"sample {c}" if rows == 1 else f"samples {c * rows}-{(c + 1) * rows - 1}"
         return ConfigError(
             f"HDF5 file {self.parts[j].path} {which}: the compressed data is corrupt "
-            f"({type(e).__name__}: {e}); re-create the file."
+            f"({why}); re-create the file."
         )
 
     def _read(self, j: int, local: np.ndarray) -> np.ndarray:
@@ -407,7 +437,7 @@ class H5Samples:
         try:
             out[order] = data[local[order].tolist()]
         except OSError as e:  # a filter h5py runs failed: the data is corrupt
-            raise self._corrupt(j, int(local[order[0]]), e) from None
+            raise self._corrupt(j, int(local[order[0]]), f"{type(e).__name__}: {e}") from None
         return out
 
     def _gather(self, idx: np.ndarray) -> np.ndarray:
@@ -462,13 +492,13 @@ class H5Samples:
 
     def close(self) -> None:
         """Close the files."""
-        for v in self._views:
-            if v is not None:
-                v.release()
-        self._views = []
+        self._bytes = self._plain = []  # the maps' last exports: closing needs them gone
         for m in self._maps:
             if m is not None:
-                m.close()
+                try:
+                    m.close()
+                except BufferError:  # a view is still held (a traceback's frame): unmapped
+                    pass  # when that view goes
         self._maps = []
         for f in self._files:
             f.close()

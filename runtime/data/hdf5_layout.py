@@ -138,14 +138,18 @@ class H5Part:
     stop: int
 
 
-def ids_and_labels(rows: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+def ids_and_labels(
+    rows: np.ndarray, out: np.ndarray | None = None, padded: bool | None = None
+) -> np.ndarray:
     """(b, 3, T) stored samples -> (b, 2, T) input ids and labels (into `out` when given), a
     label IGNORE where the attention mask is 0 (padding: the loss skips it,
-    runtime/nn/loss.py)."""
+    runtime/nn/loss.py). `padded`: whether any mask is 0, when the caller knows (else found)."""
     if out is None:
         out = np.empty((len(rows), 2, rows.shape[2]), np.int32)  # (b, 2, T)
     out[...] = rows[:, 0::2]
     mask = np.asarray(rows[:, 1])  # (b, T)
-    if int(mask.min()) == 0:  # padding somewhere (one pass to know; most samples have none)
+    if padded is None:  # one pass to know; most samples have no padding
+        padded = int(mask.min()) == 0
+    if padded:
         np.copyto(out[:, 1], IGNORE, where=mask == 0)  # putmask: 2.5x slower
     return out
