@@ -47,7 +47,6 @@ from typing import Any
 import numpy as np
 
 from cs2sim.runtime import threads
-from cs2sim.runtime.data.inflate import inflate, inflate_rows
 from cs2sim.runtime.data.hdf5_layout import (
     H5_SUFFIX,
     H5Part,
@@ -56,9 +55,9 @@ from cs2sim.runtime.data.hdf5_layout import (
     inspect,
     open_data,
 )
+from cs2sim.runtime.data.inflate import inflate, inflate_rows
 from cs2sim.runtime.nn.loss import IGNORE
 from cs2sim.system.errors import ConfigError
-
 
 __all__ = ["H5_SUFFIX", "CHECK_ALL_VALUES", "find_h5_files", "H5Part", "H5Samples", "H5Files"]
 
