@@ -160,7 +160,7 @@ def _inflate_floor(h5dir: Path) -> float:
         assert done == len(rows), why
 
     t0 = time.perf_counter()
-    threads.run_chunks(some, -(-len(raws) // step))
+    threads.run_chunks(some, -(-len(raws) // step), idle_only=True)  # as the reader
     return len(raws) / (time.perf_counter() - t0)
 
 

@@ -218,7 +218,7 @@ class H5Samples:
                 raw, None if self._cache is None else self._cache[lo : lo + b - a], padded
             )
 
-        threads.run_chunks(task, len(tasks), slots=True)
+        threads.run_chunks(task, len(tasks), slots=True, idle_only=True)
         if self._cache is not None:
             self._have[:] = True
 
@@ -353,7 +353,7 @@ class H5Samples:
             lo, hi = k * step, min(len(rows), (k + 1) * step)
             self._inflate_rows(j, rows[lo:hi], out[lo:hi])
 
-        threads.run_chunks(inflate_some, -(-len(rows) // step))
+        threads.run_chunks(inflate_some, -(-len(rows) // step), idle_only=True)
         return out
 
     def _inflate_rows(self, j: int, rows: list[int] | range, out: np.ndarray) -> None:
