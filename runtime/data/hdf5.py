@@ -15,12 +15,14 @@ runtime/data/hdf5_layout.py.
 
 Reading: an uncompressed, unchunked `data` is memory-mapped straight from the file (h5py gives
 its byte offset). A gzip chunk (the Model Zoo's layout: gzip, chunks of one sample, no other
-filter) is inflated with ISA-L's zlib-compatible inflate (python-isal; the standard library's
-zlib when it is not installed) straight from the file's memory map into its sample's row, the
+filter) is inflated with the fastest inflate the host has (runtime/data/inflate.py: libdeflate,
+else ISA-L, else zlib) straight from the file's memory map into its sample's row, the
 chunk's place taken from one walk of HDF5's chunk index; any other filter goes through h5py for
 that chunk alone, the last LRU_BYTES of decoded chunks kept, so samples sharing a chunk (h5py's
 own chunking) inflate it once. Samples are inflated side by side on the runtime's worker threads
-(runtime/threads.py; ISA-L and zlib release the GIL while they inflate), many to a task.
+(runtime/threads.py; the inflaters release the GIL), many to a task, taking a helper thread
+only for a core that is idle now (`threads.idle_cores`: on a loaded host a second thread gets
+no more CPU time, only the wait for it).
 
 Values are checked the same way in every layout: when the data set is small
 (CHECK_ALL_VALUES) every sample is read once at load, in the consumer, and checked (ids in the
@@ -156,6 +158,8 @@ class H5Samples:
         self._lru = _ChunkLru(LRU_BYTES)
         self._cache: np.ndarray | None = None  # (N, 2, T) decoded ids and labels, filled lazily
         self._have = np.zeros(0, bool)  # (N,) which rows of _cache are decoded
+        self._missing = n  # rows of _cache not decoded yet
+        self._complete = False  # every row of _cache decoded (no lookup per batch)
         if compressed and n * 2 * seq_len * 4 <= CACHE_BYTES:
             self._cache = np.empty((n, 2, seq_len), np.int32)
             self._have = np.zeros(n, bool)
@@ -221,6 +225,7 @@ class H5Samples:
         threads.run_chunks(task, len(tasks), slots=True, idle_only=True)
         if self._cache is not None:
             self._have[:] = True
+            self._missing, self._complete = 0, True
 
     def _tasks(self, most: int) -> list[tuple[int, int, int]]:
         """(part, first file row, end) of tasks covering every sample, none across parts, of
@@ -455,10 +460,13 @@ class H5Samples:
     def batch(self, idx: np.ndarray) -> dict[str, np.ndarray]:
         """{"input_ids": int32 (B, T), "labels": int32 (B, T)} for sample indices `idx` (B,)."""
         if self._cache is not None:
-            new = np.unique(idx[~self._have[idx]])  # (b,) first read of these samples
-            if len(new):
-                self._cache[new] = self._gather(new)
-                self._have[new] = True
+            if not self._complete:
+                new = np.unique(idx[~self._have[idx]])  # (b,) first read of these samples
+                if len(new):
+                    self._cache[new] = self._gather(new)
+                    self._have[new] = True
+                    self._missing -= len(new)
+                    self._complete = self._missing == 0
             # (B, T) each, gathered straight from the cache (no (B, 2, T) copy in between)
             return {"input_ids": self._cache[idx, 0], "labels": self._cache[idx, 1]}
         if self._all_mapped:  # memory-mapped, checked at load: gathered straight to (B, T)
