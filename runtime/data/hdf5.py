@@ -52,6 +52,7 @@ from cs2sim.runtime import threads
 from cs2sim.runtime.data.hdf5_layout import (
     H5_SUFFIX,
     H5Part,
+    btree_chunks,
     find_h5_files,
     ids_and_labels,
     inspect,
@@ -172,19 +173,19 @@ class H5Samples:
         method of its own: no frame of `_open` holds a view of the map when a check fails,
         which would keep `close` from unmapping it.)"""
         p, ds, rows = self.parts[j], self._data[j], self._rows[j]
-        where = self._chunk_table(ds, rows, p.stop) if self._gzip[j] else None
-        if where is None:
+        m = raw = where = None
+        if self._gzip[j] and rows:
+            with open(p.path, "rb") as fh:
+                m = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            raw = np.frombuffer(m, np.uint8)  # (L,) the file
+            where = self._chunk_table(raw, ds, rows, p.stop)
+        self._maps.append(m)
+        self._bytes.append(raw)
+        if where is None or raw is None:
             self._spots.append(None)
             self._plain.append(None)
-            self._maps.append(None)
-            self._bytes.append(None)
             return
         at, size, fmask = where
-        with open(p.path, "rb") as fh:
-            m = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-        self._maps.append(m)
-        raw = np.frombuffer(m, np.uint8)  # (L,) the file
-        self._bytes.append(raw)
         outside = (size >= 0) & ((at < 0) | (at + size > len(raw)))
         size[outside] = -2  # stored past the end of the file: refused when read (`_decode`)
         self._spots.append((at.tolist(), size.tolist(), fmask.tolist()))
@@ -385,20 +386,28 @@ class H5Samples:
 
     @staticmethod
     def _chunk_table(
-        ds: Any, rows: int, stop: int
+        file: np.ndarray, ds: Any, rows: int, stop: int
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """(byte offset, stored size (-1: not written), filter mask) of each chunk holding rows
         below `stop` (the part's end, checked against the chunks the file stores: `_backed`),
         (C,) each, never sized by the declared shape; None when this h5py / HDF5 cannot walk
-        the chunk index."""
-        if not rows or not hasattr(ds.id, "chunk_iter"):
-            return None
+        the chunk index. Read from the file's B-tree itself (`file`: the file mapped) where it
+        is the usual one (hdf5_layout.btree_chunks), else by HDF5's chunk_iter."""
         count = -(-int(stop) // rows)
         at, size, mask = (
             np.zeros(count, np.int64),
             np.full(count, -1, np.int64),
             np.zeros(count, np.int64),
         )
+        found = btree_chunks(file, ds)
+        if found is not None:
+            c = found[0] // rows
+            keep = c < count
+            c = c[keep]
+            at[c], size[c], mask[c] = found[1][keep], found[2][keep], found[3][keep]
+            return at, size, mask
+        if not hasattr(ds.id, "chunk_iter"):
+            return None
         infos: list[Any] = []  # StoreInfo(chunk_offset, filter_mask, byte_offset, size)
         try:  # the callback is list.append: no Python frame per chunk (h5py goes on on None)
             ds.id.chunk_iter(infos.append)
@@ -407,7 +416,7 @@ class H5Samples:
         if not infos:
             return at, size, mask
         where, masks, offsets, sizes = zip(*infos, strict=True)  # (C,) each
-        c = np.fromiter((w[0] for w in where), np.int64, len(where)) // rows
+        c = np.asarray([w[0] for w in where], np.int64) // rows  # each chunk's first row
         keep = c < count
         c = c[keep]
         at[c] = np.asarray(offsets, np.int64)[keep]
