@@ -229,6 +229,35 @@ def _first_epochs(
     return rates, cpus
 
 
+def _later_rounds(
+    cases: dict, seconds: float, rounds: int
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """After the first epoch: every processor's stream opened once and read through its epoch
+    0, then `seconds` of batches from each, `rounds` times interleaved (the order rotating):
+    (samples/s per round, CPU seconds per sample per round)."""
+    streams = {}
+    for name, (params, model) in cases.items():
+        s = build_input(params, "train", model, 1)
+        for _ in range(s.batches_per_epoch):
+            next(s)
+        streams[name] = (s, params["_keys"][0])
+    names = list(streams)
+    rates: dict[str, list[float]] = {n: [] for n in names}
+    cpus: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(rounds):
+        k = r % len(names)
+        for name in names[k:] + names[:k]:
+            s, key = streams[name]
+            n, c0, t0 = 0, time.process_time(), time.perf_counter()
+            while time.perf_counter() - t0 < seconds:
+                n += len(next(s)[key])
+            rates[name].append(n / (time.perf_counter() - t0))
+            cpus[name].append((time.process_time() - c0) / n)
+    for s, _ in streams.values():
+        s.close()
+    return rates, cpus
+
+
 def _spread(values: list[float]) -> str:
     """median (min-max)."""
     v = sorted(values)
@@ -357,8 +386,24 @@ def run(samples: int, seconds: float, rounds: int = 5) -> list[str]:
             f"{_spread(cpu_ratios('hdf5-gz', 'hdf5-gz-1'))} of its own on one thread. "
             f"Load average {os.getloadavg()[0]:.1f} at the end of these rounds."
         )
-        later = "; ".join(f"{r[0]} {by['tokens'][4] / r[4]:.2f}x" for r in rows if r[0] != "tokens")
-        later = f"After the first epoch, token files / each processor (target <= 1.5x): {later}."
+        rates, cpus_later = _later_rounds(cases, args.seconds, args.rounds)
+
+        def slower(name: str, by_cpu: bool) -> str:  # tokens' rate / name's, per round
+            if by_cpu:
+                v = [b / a for a, b in zip(cpus_later["tokens"], cpus_later[name], strict=True)]
+            else:
+                v = [a / b for a, b in zip(rates["tokens"], rates[name], strict=True)]
+            return _spread(v)
+
+        others = [n for n in cases if n != "tokens"]
+        later = (
+            f"After the first epoch, {args.rounds} rounds of {args.seconds:g} s interleaved, "
+            f"token files' samples/s / each processor's (target <= 1.5x): "
+            + "; ".join(f"{n} {slower(n, False)}" for n in others)
+            + "; by CPU time per sample: "
+            + "; ".join(f"{n} {slower(n, True)}" for n in others)
+            + "."
+        )
         print(later)
         print(interleaved)
         # preprocessing: the standard library's sources as raw text

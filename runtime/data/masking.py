@@ -23,6 +23,7 @@ _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _S30, _S27, _S31, _S11 = (np.uint64(k) for k in (30, 27, 31, 11))
+_LAST = np.uint64(2**64 - 1)
 
 
 def _mix(z: np.ndarray) -> np.ndarray:
@@ -68,8 +69,9 @@ def draw_masks(
     P = predictions
     want = np.maximum(1, np.rint(lens * prob).astype(np.int64))  # round half to even, as round()
     n = np.minimum(np.minimum(P, want), maskable.sum(axis=1))  # (B,)
-    key = np.where(maskable, uniforms(seed, idx, epoch, 0, T), 2.0)  # (B, T) 2: never chosen
-    pick = np.argsort(key, axis=1)[:, :P]  # (B, <=P) candidates in random order (keys differ)
+    key = hashes(seed, idx, epoch, 0, T)  # (B, T) uniform keys, compared as integers
+    key[~maskable] = _LAST  # never chosen
+    pick = np.argsort(key, axis=1)[:, :P]  # (B, <=P) candidates in random order
     if pick.shape[1] < P:  # fewer positions than predictions
         pick = np.pad(pick, ((0, 0), (0, P - pick.shape[1])), constant_values=T)
     chosen = np.arange(P) < n[:, None]  # (B, P)
