@@ -15,15 +15,18 @@ position: a uniformly drawn n-subset.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
-__all__ = ["hashes", "uniforms", "draw_masks"]
+__all__ = ["hashes", "uniforms", "predictions_per_sample", "draw_masks"]
 
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _S30, _S27, _S31, _S11 = (np.uint64(k) for k in (30, 27, 31, 11))
 _LAST = np.uint64(2**64 - 1)
+_P80, _P90 = np.uint64(round(0.8 * 2**24)), np.uint64(round(0.9 * 2**24))
 
 
 def _mix(z: np.ndarray) -> np.ndarray:
@@ -34,19 +37,41 @@ def _mix(z: np.ndarray) -> np.ndarray:
     return out
 
 
+@functools.lru_cache(maxsize=64)
+def _head(seed: int, epoch: int, stream: int) -> np.uint64:
+    """One hash of (seed, epoch, stream), made once (a batch's ops on tiny arrays cost as
+    much as on its whole)."""
+    h = _mix(np.array([seed % 2**64, epoch % 2**64, stream % 2**64], np.uint64) + _GOLDEN)
+    return np.uint64(int(_mix(_mix(h[0:1] ^ h[1:2]) ^ h[2:3])[0]))
+
+
+@functools.lru_cache(maxsize=16)
+def _columns(width: int) -> np.ndarray:
+    """(width,) uint64: each column's offset in the hash."""
+    cols = np.arange(1, width + 1, dtype=np.uint64) * _GOLDEN
+    cols.flags.writeable = False
+    return cols
+
+
 def hashes(seed: int, idx: np.ndarray, epoch: int, stream: int, width: int) -> np.ndarray:
     """(B, width) uint64: entry (b, t) a hash of (seed, idx[b], epoch, stream, t) alone."""
-    head = np.array([seed % 2**64, epoch % 2**64, stream % 2**64], np.uint64)  # (3,)
-    head = _mix(head + _GOLDEN)
-    z = _mix(np.asarray(idx).astype(np.uint64) * _GOLDEN ^ head[0])  # (B,)
-    z = _mix(z ^ head[1]) ^ head[2]
-    cols = np.arange(1, width + 1, dtype=np.uint64) * _GOLDEN  # (width,)
-    return _mix(z[:, None] + cols)  # (B, width)
+    z = _mix(np.asarray(idx).astype(np.uint64) * _GOLDEN + _head(seed, epoch, stream))  # (B,)
+    return _mix(z[:, None] + _columns(width))  # (B, width)
 
 
 def uniforms(seed: int, idx: np.ndarray, epoch: int, stream: int, width: int) -> np.ndarray:
     """(B, width) float64 in [0, 1) from `hashes` (its top 53 bits)."""
     return (hashes(seed, idx, epoch, stream, width) >> _S11).astype(np.float64) * 2.0**-53
+
+
+def predictions_per_sample(
+    maskable: np.ndarray, lens: np.ndarray, predictions: int, prob: float
+) -> np.ndarray:
+    """(N,) int64: min(predictions, max(1, round(len * prob)), the maskable positions) for
+    `maskable` (N, T), `lens` (N,): fixed per sample, so computable once."""
+    want = np.maximum(1, np.rint(lens * prob).astype(np.int64))  # round half to even, as round()
+    n: np.ndarray = np.minimum(np.minimum(predictions, want), maskable.sum(axis=1))
+    return n
 
 
 def draw_masks(
@@ -60,15 +85,17 @@ def draw_masks(
     seed: int,
     idx: np.ndarray,
     epoch: int,
+    n: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Mask the batch `ids` (B, T) in place (samples `idx` (B,) of `epoch`), `maskable` (B, T)
     the positions that may be masked, `lens` (B,) the tokens per sample; -> masked_lm_positions
     (B, P) int32 ascending then 0, masked_lm_ids (B, P) int32 (the original ids there, then 0),
-    masked_lm_weights (B, P) float32 (1 on a prediction, 0 on padding)."""
+    masked_lm_weights (B, P) float32 (1 on a prediction, 0 on padding). `n` (B,): the
+    predictions per sample when the caller has them (`predictions_per_sample`)."""
     B, T = ids.shape
     P = predictions
-    want = np.maximum(1, np.rint(lens * prob).astype(np.int64))  # round half to even, as round()
-    n = np.minimum(np.minimum(P, want), maskable.sum(axis=1))  # (B,)
+    if n is None:
+        n = predictions_per_sample(maskable, lens, P, prob)
     key = hashes(seed, idx, epoch, 0, T)  # (B, T) uniform keys, compared as integers
     key[~maskable] = _LAST  # never chosen
     pick = np.argsort(key, axis=1)[:, :P]  # (B, <=P) candidates in random order
@@ -82,10 +109,10 @@ def draw_masks(
     at = pos[b, k]  # (m,) their positions
     labels = np.zeros((B, P), np.int32)
     labels[b, k] = ids[b, at]
-    z = hashes(seed, idx, epoch, 1, P)[b, k]  # (m,): two uniforms from its two halves
-    u = (z >> np.uint64(40)).astype(np.float64) * 2.0**-24  # 80% [MASK], 10% random, 10% kept
-    r = (z & np.uint64(0xFFFFFFFF)).astype(np.float64) * 2.0**-32
-    lo, hi = pool
-    swapped = np.minimum(lo + (r * (hi - lo)).astype(np.int64), hi - 1)
-    ids[b, at] = np.where(u < 0.8, mask_id, np.where(u < 0.9, swapped, ids[b, at]))
+    z = _mix(key[b, at] ^ _GOLDEN)  # (m,) a second hash of each chosen key: two uniforms
+    u = z >> np.uint64(40)  # (m,) uniform in [0, 2^24): 80% [MASK], 10% random, 10% kept
+    lo, hi = pool  # a random word piece from the low 32 bits: lo + floor(r * (hi - lo))
+    r = ((z & np.uint64(0xFFFFFFFF)) * np.uint64(hi - lo)) >> np.uint64(32)
+    swapped = lo + r.astype(np.int64)
+    ids[b, at] = np.where(u < _P80, mask_id, np.where(u < _P90, swapped, ids[b, at]))
     return pos.astype(np.int32), labels, valid.astype(np.float32)

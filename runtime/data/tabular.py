@@ -47,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cs2sim.runtime.data.masking import draw_masks
+from cs2sim.runtime.data.masking import draw_masks, predictions_per_sample
 from cs2sim.runtime.data.vocab import (
     CASING_SAMPLE_ROWS,
     CASING_WARNED,
@@ -210,6 +210,9 @@ class BertCsvSamples:
         tally.warn_casing(r, cased, index)
         specials = [self.vocab.cls, self.vocab.sep, self.vocab.pad, self.vocab.mask]
         self.maskable = ~np.isin(self.ids, specials)  # (N, T)
+        self.n_pred = predictions_per_sample(
+            self.maskable, self.lens, r.predictions, r.masked_lm_prob
+        )
 
     def _read(self, path: str, n: int, row0: int, index: dict[str, int], tally: _Tally) -> None:
         """Rows row0 .. row0 + n of the arrays from the first n rows of `path` (as many as
@@ -276,6 +279,7 @@ class BertCsvSamples:
             r.seed,
             idx,
             epoch,
+            self.n_pred[idx],
         )
         scale_mlm_weights(weights, r.scale_by_masked, r.weight)
         return {
