@@ -450,7 +450,8 @@ def run(samples: int, seconds: float, rounds: int = 5) -> list[str]:
         f"load average {load_avg:.1f}, {time.strftime('%Y-%m-%d %H:%M')})",
         "",
         f"`python bench/processor_bench.py --samples {args.samples} --seconds "
-        f"{args.seconds} --rounds {args.rounds}`; GPT rows: max_sequence_length {T}, batch {B}; BERT rows: "
+        f"{args.seconds} --rounds {args.rounds}`; GPT rows: max_sequence_length {T}, "
+        f"batch {B}; BERT rows: "
         f"{BERT_T}, batch {B}; shuffled.",
         "",
         "| data | processor | load s | epoch 0 samples/s (load included) | later samples/s |",
