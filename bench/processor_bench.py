@@ -13,7 +13,13 @@ GPT rows at max_sequence_length 1024, batch 32 (GPT-2 small's input), BERT at 12
   hdf5      GptHDF5DataProcessor on an uncompressed, contiguous `data` (memory-mapped);
   tfrecords GptTfRecordsProcessor; bert-csv BertCSVDynamicMaskDataProcessor (masking per
   sample); sst2 SST2DataProcessor; mnist MNIST IDX.
-The HDF5 / token-file ratio is printed (the target: HDF5 within 1.5x of the token files).
+Then, in interleaved rounds (the order rotating, so the machine's load falls on each alike;
+median (min-max) of the per-round ratios, by wall clock and by CPU time per sample): epoch 0
+of the gzip reader against the inflate floor (the same chunks, already in memory, inflated
+alone with the same inflater into preallocated rows on the same threads), against plain h5py as
+the Model Zoo's HDF5IterableDataset reads, and against itself on one thread (with an A/A pair:
+the one-thread run against itself, the machine's noise); and after the first epoch, every
+processor against the token files.
 Then `cs2sim-preprocess gpt2-hdf5` over the Python standard library's sources (real text):
 tokens/s end to end (reading, GPT-2 BPE, writing gzip HDF5). Results also go to
 bench/results/processors.md.
@@ -39,6 +45,7 @@ sys.path.insert(0, str(ROOT))
 import h5py  # noqa: E402
 
 from cs2sim.runtime.data import build_input  # noqa: E402
+from cs2sim.runtime.data.inflate import BACKEND  # noqa: E402
 from cs2sim.runtime.data.preprocess import GptHdf5Args, write_gpt_hdf5  # noqa: E402
 from cs2sim.runtime.data.tfrecord import encode_example, write_records  # noqa: E402
 
@@ -114,10 +121,10 @@ def _bert(d: Path, n: int) -> tuple[Path, Path, Path]:
     return vocab, d / "csv", d / "sst"
 
 
-def _measure(params: dict, model: str, seconds: float) -> tuple[float, float, float]:
+def _measure(params: dict, model: str, seconds: float) -> tuple[float, float, float, float]:
     """(load seconds, samples/s of one worker over its first epoch, load included, and
-    after it)."""
-    t0 = time.perf_counter()
+    after it, and the CPU seconds (every thread) per sample of that first epoch)."""
+    c0, t0 = time.process_time(), time.perf_counter()
     s = build_input(params, "train", model, 1)
     key = params["_keys"][0]
     next(s)
@@ -126,41 +133,62 @@ def _measure(params: dict, model: str, seconds: float) -> tuple[float, float, fl
     for _ in range(s.batches_per_epoch - 1):  # the rest of epoch 0
         n += len(next(s)[key])
     first = (n + s.batch_size) / (time.perf_counter() - t0 + load)  # the load included
+    cpu = (time.process_time() - c0) / (n + s.batch_size)
     n, t0 = 0, time.perf_counter()
     while time.perf_counter() - t0 < seconds:
         n += len(next(s)[key])
     later = n / max(time.perf_counter() - t0, 1e-9)
     s.close()
-    return load, first, later
+    return load, first, later, cpu
 
 
-def _inflate_floor(h5dir: Path) -> float:
-    """samples/s of inflating every stored chunk of the gzip files, and nothing else, on the
-    runtime's worker threads as the reader does: what any reader of this layout pays."""
+def _inflate_floor(h5dir: Path) -> tuple[float, float]:
+    """samples/s of inflating every stored chunk of the gzip files, and nothing else: the
+    chunks already in memory (read before the clock starts), each inflated with the fastest
+    inflate this host has (runtime/data/inflate.py's BACKEND) straight into its row of one
+    preallocated array, 64 to a task on the runtime's worker threads: what any reader of this
+    layout pays at least. -> (samples/s, CPU seconds per sample)"""
     from cs2sim.runtime import threads
-    from cs2sim.runtime.data.hdf5 import inflate
+    from cs2sim.runtime.data.inflate import inflate_rows
 
     raws = []
     for p in sorted(h5dir.glob("*.h5")):
         with h5py.File(p, "r") as f:
             ds = f["data"]
             raws += [ds.id.read_direct_chunk((i, 0, 0))[1] for i in range(ds.shape[0])]
-    step = 64
+    store = np.frombuffer(b"".join(raws), np.uint8)  # every chunk, back to back
+    sizes = [len(r) for r in raws]
+    src = (store.ctypes.data + np.concatenate([[0], np.cumsum(sizes)[:-1]])).tolist()
+    out = np.empty((len(raws), 3, T), np.int32)  # (N, 3, T)
+    nb, step = out[0].nbytes, 64
 
     def some(k: int) -> None:
-        for raw in raws[k * step : (k + 1) * step]:
-            inflate(raw)
+        rows = range(k * step, min(len(raws), (k + 1) * step))
+        done, why = inflate_rows(src, sizes, rows, 0, out.ctypes.data + k * step * nb, nb)
+        assert done == len(rows), why
 
-    t0 = time.perf_counter()
-    threads.run_chunks(some, -(-len(raws) // step))
-    return len(raws) / (time.perf_counter() - t0)
+    c0, t0 = time.process_time(), time.perf_counter()
+    threads.run_chunks(some, -(-len(raws) // step), idle_only=True)  # as the reader
+    return len(raws) / (time.perf_counter() - t0), (time.process_time() - c0) / len(raws)
 
 
-def _model_zoo_reader(h5dir: Path) -> float:
+def _isal_floor(h5dir: Path) -> tuple[float, float]:
+    """`_inflate_floor` with the inflater libdeflate's absence leaves (ISA-L, else zlib)."""
+    from cs2sim.runtime.data import inflate
+
+    lib, inflate._LIB = inflate._LIB, None
+    try:
+        return _inflate_floor(h5dir)
+    finally:
+        inflate._LIB = lib
+
+
+def _model_zoo_reader(h5dir: Path) -> tuple[float, float]:
     """samples/s of plain h5py as the Model Zoo's HDF5IterableDataset reads these files: each
     file in turn, `h5_file["data"][idx : idx + batch_size]`, then one int32 array per feature
-    and sample (its `__iter__`); the load (opening the files) included."""
-    t0, n = time.perf_counter(), 0
+    and sample (its `__iter__`); the load (opening the files) included. -> (samples/s, CPU
+    seconds per sample)"""
+    c0, t0, n = time.process_time(), time.perf_counter(), 0
     for p in sorted(h5dir.glob("*.h5")):
         with h5py.File(p, "r") as f:
             ds, total = f["data"], int(f.attrs["n_examples"])
@@ -169,7 +197,7 @@ def _model_zoo_reader(h5dir: Path) -> float:
                 for i in range(len(load)):
                     _ = {k: np.array(load[i][c], np.int32) for c, k in enumerate(FEATURES)}
                     n += 1
-    return n / (time.perf_counter() - t0)
+    return n / (time.perf_counter() - t0), (time.process_time() - c0) / n
 
 
 def _with_threads(n: int, fn: Any, *args: Any) -> Any:
@@ -183,27 +211,69 @@ def _with_threads(n: int, fn: Any, *args: Any) -> Any:
         threads.set_workers(threads.available_cores())
 
 
-def _first_epochs(cases: dict, h5gz: Path, rounds: int) -> dict[str, list[float]]:
-    """Epoch 0 (load included) of the token files and both HDF5 layouts (the gzip one on one
-    thread and on all), the inflate floor and the Model Zoo's h5py reader, `rounds` times
-    interleaved (the order rotating), so the machine's load falls on each alike: samples/s
-    per round."""
+def _first_epochs(
+    cases: dict, h5gz: Path, rounds: int
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Epoch 0 (load included) of the token files and both HDF5 layouts (the gzip one on all
+    threads, and twice on one: the second an A/A pair that shows the noise of the machine),
+    the inflate floor and the Model Zoo's h5py reader, `rounds` times interleaved (the order
+    rotating), so the machine's load falls on each alike: (samples/s per round, CPU seconds
+    per sample per round)."""
     cores = os.cpu_count() or 1
+
+    def first(name: str, threads: int) -> tuple[float, float]:
+        _, rate, _, cpu = _with_threads(threads, _measure, *cases[name], 0.0)
+        return rate, cpu
+
     jobs: dict[str, Any] = {
-        "tokens": lambda: _measure(*cases["tokens"], 0.0)[1],
-        "hdf5-gz": lambda: _with_threads(cores, _measure, *cases["hdf5-gz"], 0.0)[1],
-        "hdf5-gz-1": lambda: _with_threads(1, _measure, *cases["hdf5-gz"], 0.0)[1],
-        "hdf5": lambda: _measure(*cases["hdf5"], 0.0)[1],
+        "tokens": lambda: first("tokens", cores),
+        "hdf5-gz": lambda: first("hdf5-gz", cores),
+        "hdf5-gz-1": lambda: first("hdf5-gz", 1),
+        "hdf5-gz-1b": lambda: first("hdf5-gz", 1),
+        "hdf5": lambda: first("hdf5", cores),
         "inflate": lambda: _with_threads(cores, _inflate_floor, h5gz),
+        "inflate-isal": lambda: _with_threads(cores, _isal_floor, h5gz),
         "h5py": lambda: _model_zoo_reader(h5gz),
     }
     names = list(jobs)
-    got: dict[str, list[float]] = {n: [] for n in names}
+    rates: dict[str, list[float]] = {n: [] for n in names}
+    cpus: dict[str, list[float]] = {n: [] for n in names}
     for r in range(rounds):
         k = r % len(names)
         for n in names[k:] + names[:k]:
-            got[n].append(jobs[n]())
-    return got
+            rate, cpu = jobs[n]()
+            rates[n].append(rate)
+            cpus[n].append(cpu)
+    return rates, cpus
+
+
+def _later_rounds(
+    cases: dict, seconds: float, rounds: int
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """After the first epoch: every processor's stream opened once and read through its epoch
+    0, then `seconds` of batches from each, `rounds` times interleaved (the order rotating):
+    (samples/s per round, CPU seconds per sample per round)."""
+    streams = {}
+    for name, (params, model) in cases.items():
+        s = build_input(params, "train", model, 1)
+        for _ in range(s.batches_per_epoch):
+            next(s)
+        streams[name] = (s, params["_keys"][0])
+    names = list(streams)
+    rates: dict[str, list[float]] = {n: [] for n in names}
+    cpus: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(rounds):
+        k = r % len(names)
+        for name in names[k:] + names[:k]:
+            s, key = streams[name]
+            n, c0, t0 = 0, time.process_time(), time.perf_counter()
+            while time.perf_counter() - t0 < seconds:
+                n += len(next(s)[key])
+            rates[name].append(n / (time.perf_counter() - t0))
+            cpus[name].append((time.process_time() - c0) / n)
+    for s, _ in streams.values():
+        s.close()
+    return rates, cpus
 
 
 def _spread(values: list[float]) -> str:
@@ -284,7 +354,7 @@ def run(samples: int, seconds: float, rounds: int = 5) -> list[str]:
             "fc_mnist",
         )
         for name, (params, model) in cases.items():
-            load, first, rate = _measure(params, model, args.seconds)
+            load, first, rate, _ = _measure(params, model, args.seconds)
             rows.append(
                 (
                     name,
@@ -307,25 +377,53 @@ def run(samples: int, seconds: float, rounds: int = 5) -> list[str]:
             f"token files / HDF5 (Model Zoo layout, gzip): epoch 0 {ratio0:.2f}x, later "
             f"{ratio:.2f}x; / HDF5 uncompressed: {ratio_raw:.2f}x"
         )
-        firsts = _first_epochs(cases, gpt["hdf5-gz"][1], args.rounds)
+        firsts, cpus = _first_epochs(cases, gpt["hdf5-gz"][1], args.rounds)
 
-        def ratio(a: str, b: str) -> list[float]:
+        def ratios(a: str, b: str) -> list[float]:
             return [x / y for x, y in zip(firsts[a], firsts[b], strict=True)]
+
+        def cpu_ratios(a: str, b: str) -> list[float]:  # b's CPU per sample / a's
+            return [y / x for x, y in zip(cpus[a], cpus[b], strict=True)]
 
         cores = os.cpu_count()
         interleaved = (
             f"Epoch 0 with the load, {args.rounds} rounds interleaved (median (min-max) of the "
             f"per-round ratios of samples/s): the gzip HDF5 reader runs at "
-            f"{_spread(ratio('hdf5-gz', 'inflate'))} of the rate of inflating the same chunks "
-            f"alone with ISA-L on the same {cores} threads (target >= 0.67x: within 1.5x), at "
-            f"{_spread(ratio('hdf5-gz', 'h5py'))} of plain h5py as the Model Zoo's "
+            f"{_spread(ratios('hdf5-gz', 'inflate'))} of the rate of inflating the same chunks "
+            f"alone with {BACKEND} on the same {cores} threads (target >= 0.67x: within 1.5x; "
+            f"{_spread(ratios('hdf5-gz', 'inflate-isal'))} of that floor with ISA-L), at "
+            f"{_spread(ratios('hdf5-gz', 'h5py'))} of plain h5py as the Model Zoo's "
             f"HDF5IterableDataset reads (target >= 2x), and at "
-            f"{_spread(ratio('hdf5-gz', 'hdf5-gz-1'))} of its own rate on one thread (target "
-            f">= 1x); token files / HDF5: gzip {_spread(ratio('tokens', 'hdf5-gz'))}, "
-            f"uncompressed {_spread(ratio('tokens', 'hdf5'))}."
+            f"{_spread(ratios('hdf5-gz', 'hdf5-gz-1'))} of its own rate on one thread (target "
+            f">= 1x; the same one-thread run against itself, the machine's noise: "
+            f"{_spread(ratios('hdf5-gz-1b', 'hdf5-gz-1'))}); token files / HDF5: gzip "
+            f"{_spread(ratios('tokens', 'hdf5-gz'))}, uncompressed "
+            f"{_spread(ratios('tokens', 'hdf5'))}. The same by CPU time per sample (every "
+            f"thread; less moved by the load than wall time): the reader at "
+            f"{_spread(cpu_ratios('hdf5-gz', 'inflate'))} of the floor's rate "
+            f"({_spread(cpu_ratios('hdf5-gz', 'inflate-isal'))} of ISA-L's), "
+            f"{_spread(cpu_ratios('hdf5-gz', 'h5py'))} of h5py's, "
+            f"{_spread(cpu_ratios('hdf5-gz', 'hdf5-gz-1'))} of its own on one thread. "
+            f"Load average {os.getloadavg()[0]:.1f} at the end of these rounds."
         )
-        later = "; ".join(f"{r[0]} {by['tokens'][4] / r[4]:.2f}x" for r in rows if r[0] != "tokens")
-        later = f"After the first epoch, token files / each processor (target <= 1.5x): {later}."
+        rates, cpus_later = _later_rounds(cases, args.seconds, args.rounds)
+
+        def slower(name: str, by_cpu: bool) -> str:  # tokens' rate / name's, per round
+            if by_cpu:
+                v = [b / a for a, b in zip(cpus_later["tokens"], cpus_later[name], strict=True)]
+            else:
+                v = [a / b for a, b in zip(rates["tokens"], rates[name], strict=True)]
+            return _spread(v)
+
+        others = [n for n in cases if n != "tokens"]
+        later = (
+            f"After the first epoch, {args.rounds} rounds of {args.seconds:g} s interleaved, "
+            f"token files' samples/s / each processor's (target <= 1.5x): "
+            + "; ".join(f"{n} {slower(n, False)}" for n in others)
+            + "; by CPU time per sample: "
+            + "; ".join(f"{n} {slower(n, True)}" for n in others)
+            + "."
+        )
         print(later)
         print(interleaved)
         # preprocessing: the standard library's sources as raw text
@@ -352,7 +450,8 @@ def run(samples: int, seconds: float, rounds: int = 5) -> list[str]:
         f"load average {load_avg:.1f}, {time.strftime('%Y-%m-%d %H:%M')})",
         "",
         f"`python bench/processor_bench.py --samples {args.samples} --seconds "
-        f"{args.seconds}`; GPT rows: max_sequence_length {T}, batch {B}; BERT rows: "
+        f"{args.seconds} --rounds {args.rounds}`; GPT rows: max_sequence_length {T}, "
+        f"batch {B}; BERT rows: "
         f"{BERT_T}, batch {B}; shuffled.",
         "",
         "| data | processor | load s | epoch 0 samples/s (load included) | later samples/s |",

@@ -59,6 +59,7 @@ __all__ = [
     "use_blas_threading",
     "available_cores",
     "workers",
+    "idle_cores",
     "run_chunks",
 ]
 
@@ -281,11 +282,34 @@ def _helpers() -> ThreadPoolExecutor:
         return _pool
 
 
-def run_chunks(fn: Callable[..., object], n_chunks: int, slots: bool = False) -> None:
+def idle_cores() -> int:
+    """Cores of this process that no other thread wants now: `available_cores()` less the
+    threads the kernel counts runnable at this moment (the fourth field of /proc/loadavg, the
+    caller included), at least 0; every core but the caller's where that file is missing.
+
+    A helper thread only adds speed when a core is free for it: on a loaded Linux host the
+    scheduler gives each session (autogroup) its share of the CPU whatever its thread count,
+    so a second thread adds no CPU time, only the wait for it at the end. libgomp's
+    OMP_DYNAMIC sizes its teams by the load average in the same spirit; the runnable count is
+    the instantaneous form."""
+    cores = available_cores()
+    try:
+        with open("/proc/loadavg", "rb") as f:
+            runnable = int(f.read().split()[3].split(b"/")[0])
+    except (OSError, ValueError, IndexError):
+        return cores - 1
+    return max(0, cores - runnable)
+
+
+def run_chunks(
+    fn: Callable[..., object], n_chunks: int, slots: bool = False, idle_only: bool = False
+) -> None:
     """Call fn(0) .. fn(n_chunks - 1), spread over the worker threads; returns when all are done.
 
     slots=True calls fn(i, slot) instead, slot in 0 .. workers() - 1 naming the thread running
     it (0: the caller): per-thread scratch can be an array indexed by slot.
+    idle_only=True takes helper threads only for cores idle now (`idle_cores`): for work whose
+    threads would only share the caller's CPU time on a loaded host (the input reader's).
 
     The calling thread works too, and every thread takes the next chunk when it finishes one,
     so a thread the OS has descheduled simply takes fewer: no thread waits for a slow one
@@ -293,6 +317,8 @@ def run_chunks(fn: Callable[..., object], n_chunks: int, slots: bool = False) ->
     disjoint outputs; which thread runs a chunk never changes the result.
     """
     helpers = min(workers(), n_chunks) - 1
+    if idle_only and helpers > 0:
+        helpers = min(helpers, idle_cores())
     if helpers <= 0 or getattr(_in_chunk, "active", False):  # nested: run here (no deadlock)
         for i in range(n_chunks):
             fn(i, 0) if slots else fn(i)

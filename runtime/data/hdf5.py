@@ -15,12 +15,14 @@ runtime/data/hdf5_layout.py.
 
 Reading: an uncompressed, unchunked `data` is memory-mapped straight from the file (h5py gives
 its byte offset). A gzip chunk (the Model Zoo's layout: gzip, chunks of one sample, no other
-filter) is inflated with ISA-L's zlib-compatible inflate (python-isal; the standard library's
-zlib when it is not installed) straight from the file's memory map into its sample's row, the
+filter) is inflated with the fastest inflate the host has (runtime/data/inflate.py: libdeflate,
+else ISA-L, else zlib) straight from the file's memory map into its sample's row, the
 chunk's place taken from one walk of HDF5's chunk index; any other filter goes through h5py for
 that chunk alone, the last LRU_BYTES of decoded chunks kept, so samples sharing a chunk (h5py's
 own chunking) inflate it once. Samples are inflated side by side on the runtime's worker threads
-(runtime/threads.py; ISA-L and zlib release the GIL while they inflate), many to a task.
+(runtime/threads.py; the inflaters release the GIL), many to a task, taking a helper thread
+only for a core that is idle now (`threads.idle_cores`: on a loaded host a second thread gets
+no more CPU time, only the wait for it).
 
 Values are checked the same way in every layout: when the data set is small
 (CHECK_ALL_VALUES) every sample is read once at load, in the consumer, and checked (ids in the
@@ -50,18 +52,15 @@ from cs2sim.runtime import threads
 from cs2sim.runtime.data.hdf5_layout import (
     H5_SUFFIX,
     H5Part,
+    btree_chunks,
     find_h5_files,
     ids_and_labels,
     inspect,
     open_data,
 )
+from cs2sim.runtime.data.inflate import inflate, inflate_rows
 from cs2sim.runtime.nn.loss import IGNORE
 from cs2sim.system.errors import ConfigError
-
-try:  # ISA-L's inflate (python-isal) reads the same zlib streams about 1.8x faster
-    from isal.isal_zlib import decompress as inflate
-except ImportError:  # pragma: no cover - the standard library's is the fallback
-    from zlib import decompress as inflate
 
 __all__ = ["H5_SUFFIX", "CHECK_ALL_VALUES", "find_h5_files", "H5Part", "H5Samples", "H5Files"]
 
@@ -110,7 +109,7 @@ class H5Samples:
         self.starts = np.concatenate([[0], np.cumsum([p.stop - p.start for p in parts])])
         self._files: list[Any] = []
         self._maps: list[mmap.mmap | None] = []
-        self._views: list[memoryview | None] = []
+        self._bytes: list[np.ndarray | None] = []  # per part: its file's map as uint8 (L,)
         try:
             self._open(verify)
         except BaseException:
@@ -139,21 +138,16 @@ class H5Samples:
             )
         self._n_rows = [int(d.shape[0]) for d in self._data]
         # per gzip part: where each chunk is stored (byte offset, stored size (-1: not
-        # written), filter mask), from one walk of HDF5's chunk index, as lists (a list index
-        # per sample costs a tenth of a numpy scalar's), and the file mapped, so a chunk is a
-        # slice of the map (no index lookup per sample)
+        # written), filter mask), from one walk of HDF5's chunk index, and the file mapped:
+        # a chunk is inflated straight from the page cache (no index lookup, no read, no copy
+        # per sample). `_plain`: per chunk, its address in the map and its size, the size -1
+        # where the chunk is not a plain zlib stream inside the file (not written, stored
+        # unfiltered, or past the file's end: `_decode` reads or refuses it). Lists: a list
+        # index per sample costs a tenth of a numpy scalar's.
         self._spots: list[tuple[list[int], list[int], list[int]] | None] = []
-        for p, ds, rows, gz in zip(parts, self._data, self._rows, self._gzip, strict=True):
-            where = self._chunk_table(ds, rows, p.stop) if gz else None
-            if where is None:
-                self._spots.append(None)
-                self._maps.append(None)
-                continue
-            self._spots.append((where[0].tolist(), where[1].tolist(), where[2].tolist()))
-            with open(p.path, "rb") as fh:
-                self._maps.append(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ))
-        # a zero-copy view of each map: a chunk is inflated straight from the page cache
-        self._views = [None if m is None else memoryview(m) for m in self._maps]
+        self._plain: list[tuple[list[int], list[int]] | None] = []
+        for j in range(len(parts)):
+            self._map_chunks(j)
         self._dtypes = [d.dtype for d in self._data]
         n = int(self.starts[-1])
         compressed = any(not isinstance(d, np.ndarray) for d in self._data)
@@ -165,6 +159,8 @@ class H5Samples:
         self._lru = _ChunkLru(LRU_BYTES)
         self._cache: np.ndarray | None = None  # (N, 2, T) decoded ids and labels, filled lazily
         self._have = np.zeros(0, bool)  # (N,) which rows of _cache are decoded
+        self._missing = n  # rows of _cache not decoded yet
+        self._complete = False  # every row of _cache decoded (no lookup per batch)
         if compressed and n * 2 * seq_len * 4 <= CACHE_BYTES:
             self._cache = np.empty((n, 2, seq_len), np.int32)
             self._have = np.zeros(n, bool)
@@ -172,45 +168,80 @@ class H5Samples:
             self._scan()
         self._all_mapped = not any(self.check_each_batch) and not compressed
 
+    def _map_chunks(self, j: int) -> None:
+        """Part j's chunk table and map (see `_open`), when its chunks are gzip alone. (A
+        method of its own: no frame of `_open` holds a view of the map when a check fails,
+        which would keep `close` from unmapping it.)"""
+        p, ds, rows = self.parts[j], self._data[j], self._rows[j]
+        m = raw = where = None
+        if self._gzip[j] and rows:
+            with open(p.path, "rb") as fh:
+                m = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            raw = np.frombuffer(m, np.uint8)  # (L,) the file
+            where = self._chunk_table(raw, ds, rows, p.stop)
+        self._maps.append(m)
+        self._bytes.append(raw)
+        if where is None or raw is None:
+            self._spots.append(None)
+            self._plain.append(None)
+            return
+        at, size, fmask = where
+        outside = (size >= 0) & ((at < 0) | (at + size > len(raw)))
+        size[outside] = -2  # stored past the end of the file: refused when read (`_decode`)
+        self._spots.append((at.tolist(), size.tolist(), fmask.tolist()))
+        plain = np.where((size >= 0) & (fmask == 0), size, -1)
+        self._plain.append(((at + raw.ctypes.data).tolist(), plain.tolist()))
+
     def _scan(self) -> None:
         """Read every sample once now, checked; decoded compressed samples go to the cache
         (so the in-process first epoch is served from it: the scan is not paid twice).
 
-        SCAN_TASK samples to a task on the runtime's worker threads, each task inflating,
-        checking and converting its own samples into their rows of the cache: one handoff per
-        task, not per sample, and every step of a sample on the thread that inflated it."""
-        for j, p in enumerate(self.parts):
-            lo, hi = int(self.starts[j]), int(self.starts[j + 1])
-            dest = None if self._cache is None else self._cache[lo:hi]  # (n, 2, T) a view
+        The samples of all parts are cut into tasks (`_tasks`) for the runtime's worker
+        threads, each task inflating, checking and converting its own samples into their rows
+        of the cache: one handoff per task, not per sample, every step of a sample on the
+        thread that inflated it, and one wait for the threads in all (not one per file)."""
+        tasks = self._tasks(SCAN_TASK)
+        width = max(d.itemsize for d in self._dtypes) * 3 * self.T  # bytes of the widest row
+        # per thread: a task's inflated rows, reused task after task (no fresh pages each time)
+        scratch: list[np.ndarray | None] = [None] * threads.workers()
 
-            fast = self._rows[j] == 1 and self._views[j] is not None
-            scratch = [
-                np.empty((SCAN_TASK, 3, self.T), self._dtypes[j]) if fast else None
-                for _ in range(threads.workers())
-            ]  # per thread: inflated rows, reused task after task (no fresh pages each time)
-
-            def task(
-                k: int,
-                slot: int,
-                j: int = j,
-                p: H5Part = p,
-                dest: np.ndarray | None = dest,
-                scratch: list[np.ndarray | None] = scratch,
-            ) -> None:
-                a = p.start + k * SCAN_TASK
-                local = np.arange(a, min(a + SCAN_TASK, p.stop))  # (b,) file rows
+        def task(k: int, slot: int) -> None:
+            j, a, b = tasks[k]
+            if self._plain[j] is not None and self._rows[j] == 1:
                 buf = scratch[slot]
-                if buf is not None:
-                    raw = buf[: len(local)]
-                    self._inflate_rows(j, range(a, a + len(local)), raw)
-                else:
-                    raw = self._read(j, local)
-                self._check_raw(j, local, raw)
-                ids_and_labels(raw, None if dest is None else dest[a - p.start :][: len(local)])
+                if buf is None:
+                    buf = scratch[slot] = np.empty(SCAN_TASK * width, np.uint8)
+                dtype = self._dtypes[j]
+                raw = buf[: (b - a) * 3 * self.T * dtype.itemsize].view(dtype)
+                raw = raw.reshape(b - a, 3, self.T)  # (b, 3, T)
+                self._inflate_rows(j, range(a, b), raw)
+            else:
+                raw = self._read(j, np.arange(a, b))
+            padded = self._check_raw(j, range(a, b), raw)
+            lo = int(self.starts[j]) + a - self.parts[j].start  # a's row of the whole data set
+            ids_and_labels(
+                raw, None if self._cache is None else self._cache[lo : lo + b - a], padded
+            )
 
-            threads.run_chunks(task, -(-(hi - lo) // SCAN_TASK), slots=True)
-            if dest is not None:
-                self._have[lo:hi] = True
+        threads.run_chunks(task, len(tasks), slots=True, idle_only=True)
+        if self._cache is not None:
+            self._have[:] = True
+            self._missing, self._complete = 0, True
+
+    def _tasks(self, most: int) -> list[tuple[int, int, int]]:
+        """(part, first file row, end) of tasks covering every sample, none across parts, of
+        at most `most` samples and shrinking toward the end (guided scheduling: a task is a
+        share of what is left), so that near the end no thread waits long for another's last
+        task (on a loaded machine that thread may be off the CPU for a whole time slice)."""
+        left, share = len(self), 2 * threads.workers()
+        out = []
+        for j, p in enumerate(self.parts):
+            a = p.start
+            while a < p.stop:
+                n = min(most, max(INFLATE_CHUNK, left // share), p.stop - a)
+                out.append((j, a, a + n))
+                a, left = a + n, left - n
+        return out
 
     @staticmethod
     def _mapped(path: str, ds: Any, stop: int) -> np.ndarray | None:
@@ -226,22 +257,24 @@ class H5Samples:
     def _checked(self, j: int, local: np.ndarray) -> np.ndarray:
         """Rows `local` (b,) of part j's file, every value checked: (b, 2, T) ids and labels."""
         raw = self._read(j, local)  # (b, 3, T) as stored
-        self._check_raw(j, local, raw)
-        return ids_and_labels(raw)
+        return ids_and_labels(raw, None, self._check_raw(j, local, raw))
 
-    def _check_raw(self, j: int, local: np.ndarray, raw: np.ndarray) -> None:
+    def _check_raw(self, j: int, local: np.ndarray | range, raw: np.ndarray) -> bool:
         """Stored rows `raw` (b, 3, T) of part j (file rows `local`): ids in the vocabulary, a
-        label in it wherever attention_mask is not 0, no sample all padding."""
+        label in it wherever attention_mask is not 0, no sample all padding; -> whether any
+        attention_mask is 0 (padding)."""
         ids, mask, labels = raw[:, 0], raw[:, 1], raw[:, 2]  # (b, T) each
-        if raw.dtype == np.int32 and int(mask.min()) != 0:
+        padded = int(mask.min()) == 0
+        if raw.dtype == np.int32 and not padded:
             # no padding (the usual sample): one pass each, a negative value being a large
             # one as uint32; the value itself is found below only when one is bad
             v = self.vocab_size
             if int(ids.view(np.uint32).max()) < v and int(labels.view(np.uint32).max()) < v:
-                return
+                return padded
         self._find_bad(j, local, raw)
+        return padded
 
-    def _find_bad(self, j: int, local: np.ndarray, raw: np.ndarray) -> None:
+    def _find_bad(self, j: int, local: np.ndarray | range, raw: np.ndarray) -> None:
         """`_check_raw` in full: the first bad value's sentence (nothing when none is bad)."""
         path = self.parts[j].path
         ids, mask, labels = raw[:, 0], raw[:, 1], raw[:, 2]  # (b, T) each
@@ -291,10 +324,12 @@ class H5Samples:
             try:
                 return np.asarray(data[c * rows : (c + 1) * rows])  # h5py decodes this chunk
             except OSError as e:  # a filter failed: the stored chunk is corrupt
-                raise self._corrupt(j, c, e) from None
+                raise self._corrupt(j, c, f"{type(e).__name__}: {e}") from None
         # gzip alone (the Model Zoo's layout): inflate the stored chunk ourselves, which skips
         # h5py's selection machinery; an edge chunk is stored at full size
-        spots, mapped = self._spots[j], self._maps[j]
+        spots, mapped = self._spots[j], self._bytes[j]
+        if spots is not None and spots[1][c] == -2:
+            raise self._corrupt(j, c, "it is stored past the end of the file")
         if spots is not None and mapped is not None and spots[1][c] >= 0:
             at = spots[0][c]
             mask, raw = spots[2][c], mapped[at : at + spots[1][c]]
@@ -303,7 +338,7 @@ class H5Samples:
         try:
             chunk = np.frombuffer(raw if mask else inflate(raw), dtype=self._dtypes[j])
         except Exception as e:  # noqa: BLE001 - isal.IsalError or zlib.error: corrupt data
-            raise self._corrupt(j, c, e) from None
+            raise self._corrupt(j, c, f"{type(e).__name__}: {e}") from None
         if rows == 1:
             return chunk.reshape(1, 3, self.T)
         return chunk.reshape(rows, 3, self.T)[: min(rows, self._n_rows[j] - c * rows)]
@@ -314,8 +349,8 @@ class H5Samples:
 
         A shuffled first epoch reads every sample once, so nothing here is worth keeping in
         the chunk LRU; inflating is the whole cost (a memory-mapped token file is a copy), and
-        ISA-L / zlib release the GIL while they inflate, so the batch's samples inflate
-        side by side, INFLATE_CHUNK to a task, the calling thread taking its share."""
+        the inflaters release the GIL (runtime/data/inflate.py), so the batch's samples inflate
+        side by side, INFLATE_CHUNK or more to a task, the calling thread taking its share."""
         out = np.empty((len(local), 3, self.T), self._dtypes[j])  # (b, 3, T)
         rows = [int(i) for i in local]
         step = max(INFLATE_CHUNK, -(-len(rows) // (2 * threads.workers())))
@@ -324,70 +359,78 @@ class H5Samples:
             lo, hi = k * step, min(len(rows), (k + 1) * step)
             self._inflate_rows(j, rows[lo:hi], out[lo:hi])
 
-        threads.run_chunks(inflate_some, -(-len(rows) // step))
+        threads.run_chunks(inflate_some, -(-len(rows) // step), idle_only=True)
         return out
 
-    def _inflate_rows(self, j: int, rows: Any, out: np.ndarray) -> None:
+    def _inflate_rows(self, j: int, rows: list[int] | range, out: np.ndarray) -> None:
         """Samples `rows` of part j (gzip, one-sample chunks) inflated into `out` (b, 3, T),
-        C-contiguous: each chunk inflated from the file's map without a copy and written
-        into its row as bytes (no array object per sample)."""
-        view, spots = self._views[j], self._spots[j]
-        if view is None or spots is None:
+        C-contiguous: each chunk inflated from the file's map straight into its row (no read,
+        no copy, no object per sample: runtime/data/inflate.py); a chunk that is not a plain
+        zlib stream in the file goes through `_decode`."""
+        plain = self._plain[j]
+        if plain is None:
             for r, c in enumerate(rows):
                 out[r] = self._decode(j, c)[0]
             return
-        at, size, fmask = spots
-        dest = memoryview(out).cast("B")
-        nb = out[0].nbytes
-        for r, c in enumerate(rows):
-            n = size[c]
-            if n < 0 or fmask[c]:  # not written, or stored unfiltered: the general path
-                out[r] = self._decode(j, c)[0]
-                continue
-            try:
-                got = inflate(view[at[c] : at[c] + n])
-            except Exception as e:  # noqa: BLE001 - isal.IsalError or zlib.error
-                raise self._corrupt(j, c, e) from None
-            if len(got) != nb:
-                raise self._corrupt(j, c, ValueError(f"{len(got)} bytes where {nb} belong"))
-            dest[r * nb : (r + 1) * nb] = got
-        dest.release()
+        assert out.flags.c_contiguous and len(out) == len(rows)  # written by address
+        src, size = plain
+        dst, nb, k = out.ctypes.data, out[0].nbytes, 0
+        while True:
+            k, why = inflate_rows(src, size, rows, k, dst, nb)
+            if k == len(rows):
+                return
+            if why:
+                raise self._corrupt(j, rows[k], why)
+            out[k] = self._decode(j, rows[k])[0]  # not written, stored unfiltered, or outside
+            k += 1
 
     @staticmethod
     def _chunk_table(
-        ds: Any, rows: int, stop: int
+        file: np.ndarray, ds: Any, rows: int, stop: int
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """(byte offset, stored size (-1: not written), filter mask) of each chunk holding rows
         below `stop` (the part's end, checked against the chunks the file stores: `_backed`),
         (C,) each, never sized by the declared shape; None when this h5py / HDF5 cannot walk
-        the chunk index."""
-        if not rows or not hasattr(ds.id, "chunk_iter"):
-            return None
+        the chunk index. Read from the file's B-tree itself (`file`: the file mapped) where it
+        is the usual one (hdf5_layout.btree_chunks), else by HDF5's chunk_iter."""
         count = -(-int(stop) // rows)
         at, size, mask = (
             np.zeros(count, np.int64),
             np.full(count, -1, np.int64),
             np.zeros(count, np.int64),
         )
-
-        def note(info: Any) -> None:
-            c = info.chunk_offset[0] // rows
-            if c < count:
-                at[c], size[c], mask[c] = info.byte_offset, info.size, info.filter_mask
-
-        try:
-            ds.id.chunk_iter(note)
+        found = btree_chunks(file, ds)
+        if found is not None:
+            c = found[0] // rows
+            keep = c < count
+            c = c[keep]
+            at[c], size[c], mask[c] = found[1][keep], found[2][keep], found[3][keep]
+            return at, size, mask
+        if not hasattr(ds.id, "chunk_iter"):
+            return None
+        infos: list[Any] = []  # StoreInfo(chunk_offset, filter_mask, byte_offset, size)
+        try:  # the callback is list.append: no Python frame per chunk (h5py goes on on None)
+            ds.id.chunk_iter(infos.append)
         except (RuntimeError, ValueError, TypeError):  # HDF5 built without H5Dchunk_iter
             return None
+        if not infos:
+            return at, size, mask
+        where, masks, offsets, sizes = zip(*infos, strict=True)  # (C,) each
+        c = np.asarray([w[0] for w in where], np.int64) // rows  # each chunk's first row
+        keep = c < count
+        c = c[keep]
+        at[c] = np.asarray(offsets, np.int64)[keep]
+        size[c] = np.asarray(sizes, np.int64)[keep]
+        mask[c] = np.asarray(masks, np.int64)[keep]
         return at, size, mask
 
-    def _corrupt(self, j: int, c: int, e: BaseException) -> ConfigError:
-        """The one sentence for a chunk that does not decode."""
+    def _corrupt(self, j: int, c: int, why: str) -> ConfigError:
+        """The one sentence for a chunk that does not decode (`why`: what the decoder said)."""
         rows = self._rows[j] or 1
         which = f"sample {c}" if rows == 1 else f"samples {c * rows}-{(c + 1) * rows - 1}"
         return ConfigError(
             f"HDF5 file {self.parts[j].path} {which}: the compressed data is corrupt "
-            f"({type(e).__name__}: {e}); re-create the file."
+            f"({why}); re-create the file."
         )
 
     def _read(self, j: int, local: np.ndarray) -> np.ndarray:
@@ -407,7 +450,7 @@ class H5Samples:
         try:
             out[order] = data[local[order].tolist()]
         except OSError as e:  # a filter h5py runs failed: the data is corrupt
-            raise self._corrupt(j, int(local[order[0]]), e) from None
+            raise self._corrupt(j, int(local[order[0]]), f"{type(e).__name__}: {e}") from None
         return out
 
     def _gather(self, idx: np.ndarray) -> np.ndarray:
@@ -426,10 +469,13 @@ class H5Samples:
     def batch(self, idx: np.ndarray) -> dict[str, np.ndarray]:
         """{"input_ids": int32 (B, T), "labels": int32 (B, T)} for sample indices `idx` (B,)."""
         if self._cache is not None:
-            new = np.unique(idx[~self._have[idx]])  # (b,) first read of these samples
-            if len(new):
-                self._cache[new] = self._gather(new)
-                self._have[new] = True
+            if not self._complete:
+                new = np.unique(idx[~self._have[idx]])  # (b,) first read of these samples
+                if len(new):
+                    self._cache[new] = self._gather(new)
+                    self._have[new] = True
+                    self._missing -= len(new)
+                    self._complete = self._missing == 0
             # (B, T) each, gathered straight from the cache (no (B, 2, T) copy in between)
             return {"input_ids": self._cache[idx, 0], "labels": self._cache[idx, 1]}
         if self._all_mapped:  # memory-mapped, checked at load: gathered straight to (B, T)
@@ -462,13 +508,13 @@ class H5Samples:
 
     def close(self) -> None:
         """Close the files."""
-        for v in self._views:
-            if v is not None:
-                v.release()
-        self._views = []
+        self._bytes = self._plain = []  # the maps' last exports: closing needs them gone
         for m in self._maps:
             if m is not None:
-                m.close()
+                try:
+                    m.close()
+                except BufferError:  # a view is still held (a traceback's frame): unmapped
+                    pass  # when that view goes
         self._maps = []
         for f in self._files:
             f.close()

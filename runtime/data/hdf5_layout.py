@@ -20,7 +20,15 @@ import numpy as np
 from cs2sim.runtime.nn.loss import IGNORE
 from cs2sim.system.errors import ConfigError
 
-__all__ = ["H5_SUFFIX", "find_h5_files", "open_data", "inspect", "H5Part", "ids_and_labels"]
+__all__ = [
+    "H5_SUFFIX",
+    "find_h5_files",
+    "open_data",
+    "inspect",
+    "H5Part",
+    "ids_and_labels",
+    "btree_chunks",
+]
 
 H5_SUFFIX = ".h5"
 
@@ -138,14 +146,115 @@ class H5Part:
     stop: int
 
 
-def ids_and_labels(rows: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+def ids_and_labels(
+    rows: np.ndarray, out: np.ndarray | None = None, padded: bool | None = None
+) -> np.ndarray:
     """(b, 3, T) stored samples -> (b, 2, T) input ids and labels (into `out` when given), a
     label IGNORE where the attention mask is 0 (padding: the loss skips it,
-    runtime/nn/loss.py)."""
+    runtime/nn/loss.py). `padded`: whether any mask is 0, when the caller knows (else found)."""
     if out is None:
         out = np.empty((len(rows), 2, rows.shape[2]), np.int32)  # (b, 2, T)
     out[...] = rows[:, 0::2]
     mask = np.asarray(rows[:, 1])  # (b, T)
-    if int(mask.min()) == 0:  # padding somewhere (one pass to know; most samples have none)
+    if padded is None:  # one pass to know; most samples have no padding
+        padded = int(mask.min()) == 0
+    if padded:
         np.copyto(out[:, 1], IGNORE, where=mask == 0)  # putmask: 2.5x slower
     return out
+
+
+_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+_MAX_NODES = 1 << 22  # a bound on the walk: a damaged tree cannot loop
+
+
+def btree_chunks(
+    file: np.ndarray, ds: Any
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """(first row, byte offset, stored size, filter mask), (C,) each, of every stored chunk of
+    the chunked dataset `ds`, read from the file's own version-1 B-tree of chunks (the index
+    h5py writes by default, so the Model Zoo's files: "HDF5 File Format Specification Version
+    3.0", sections II.A superblock, IV.A.1.a object header, IV.A.2.i data layout message,
+    III.A.1 B-tree), one numpy read per node, no Python object per chunk. `file`: the file
+    mapped, uint8 (L,). None whenever anything differs from that layout (a superblock at
+    another place or with other sizes of offsets, a version-2 object header, a version-4
+    layout message with its other indexes, a node that does not parse, chunks whose count or
+    first entry disagree with HDF5's own answer): the caller then asks HDF5 (`chunk_iter`)."""
+    try:
+        return _btree_chunks(file, ds)
+    except (ValueError, IndexError, KeyError, TypeError, AttributeError, RuntimeError):
+        return None
+
+
+def _btree_chunks(
+    file: np.ndarray, ds: Any
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    size = len(file)
+    # superblock version 0 or 1 at the start, 8-byte offsets and lengths
+    if bytes(file[:8]) != _SIGNATURE or file[8] > 1 or file[13] != 8 or file[14] != 8:
+        return None
+    h5o = __import__("h5py").h5o
+    header = int(h5o.get_info(ds.id).addr)
+    btree, dims = _layout(file, header)
+    if btree is None:
+        return None
+    entry = np.dtype([("size", "<u4"), ("mask", "<u4"), ("off", "<u8", (dims,)), ("child", "<u8")])
+    parts, todo, seen = [], [btree], 0
+    while todo:
+        at = todo.pop()
+        seen += 1
+        if seen > _MAX_NODES or not 0 <= at <= size - 24 or bytes(file[at : at + 4]) != b"TREE":
+            return None
+        node_type, level = int(file[at + 4]), int(file[at + 5])
+        used = int(file[at + 6]) | int(file[at + 7]) << 8
+        if node_type != 1 or at + 24 + used * entry.itemsize > size:
+            return None
+        e = np.frombuffer(file, entry, used, at + 24)  # (used,) key k and child k
+        if level:
+            todo.extend(int(c) for c in e["child"][::-1])  # in order: the first popped first
+        else:
+            parts.append(e)
+    if not parts:
+        return None
+    e = np.concatenate(parts)
+    first, stored = e["off"][:, 0].astype(np.int64), e["size"].astype(np.int64)
+    at = e["child"].astype(np.int64)
+    masks = e["mask"].astype(np.int64)
+    chunks = ds.chunks[0]
+    if (
+        len(e) != ds.id.get_num_chunks()
+        or (e["off"][:, 1:] != 0).any()
+        or (first % chunks).any()
+        or ((at < 0) | (at + stored > size) | (stored <= 0)).any()
+    ):
+        return None
+    info = ds.id.get_chunk_info(0)  # HDF5's own first chunk: the same place and size
+    k = np.flatnonzero(first == info.chunk_offset[0])
+    if len(k) != 1 or at[k[0]] != info.byte_offset or stored[k[0]] != info.size:
+        return None
+    return first, at, stored, masks
+
+
+def _layout(file: np.ndarray, header: int) -> tuple[int | None, int]:
+    """(address of the chunk B-tree, its keys' dimensionality) from the data layout message
+    (version 3, chunked) of the version-1 object header at `header`; (None, 0) otherwise."""
+    if file[header] != 1:  # a version-2 header starts "OHDR"
+        return None, 0
+    count = int(np.frombuffer(file, "<u2", 1, header + 2)[0])
+    blocks = [(header + 16, int(np.frombuffer(file, "<u4", 1, header + 8)[0]))]
+    while blocks and count > 0:
+        at, length = blocks.pop(0)
+        end = at + length
+        while at + 8 <= end and count > 0:
+            kind, n = (int(x) for x in np.frombuffer(file, "<u2", 2, at))
+            body = at + 8
+            count -= 1
+            if kind == 0x10:  # continuation: another block of messages
+                where, more = (int(x) for x in np.frombuffer(file, "<u8", 2, body))
+                blocks.append((where, more))
+            elif kind == 0x08:  # data layout
+                if file[body] != 3 or file[body + 1] != 2:  # version 3, chunked
+                    return None, 0
+                dims = int(file[body + 2])
+                return int(np.frombuffer(file, "<u8", 1, body + 3)[0]), dims
+            at = body + n
+    return None, 0

@@ -24,8 +24,9 @@ max(1, round(len(tokens) * masked_lm_prob))) positions other than [CLS]/[SEP]/[P
 each replaced by [MASK] 80% of the time, a random word piece 10%, kept 10%. The masks are
 redrawn every epoch: the Model Zoo's processor keeps one `random.Random(shuffle_seed + worker
 + 1)` per input worker for its whole life, so a row read again in a later epoch gets new masks;
-here they are drawn from (seed, sample, epoch), so a sample is the same in whatever batch or
-worker it falls and a resumed run sees exactly the masks the uninterrupted one would.
+here they are drawn from (seed, sample, epoch) (runtime/data/masking.py, a batch at once), so
+a sample is the same in whatever batch or worker it falls and a resumed run sees exactly the
+masks the uninterrupted one would.
 
 SST2DataProcessor / MNLIDataProcessor (GLUE's files as published): `train.tsv`, and for eval
 `dev.tsv` (SST-2) or `dev_matched.tsv` (MNLI); SST-2 has the columns sentence, label (0/1);
@@ -46,6 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cs2sim.runtime.data.masking import draw_masks, predictions_per_sample
 from cs2sim.runtime.data.vocab import (
     CASING_SAMPLE_ROWS,
     CASING_WARNED,
@@ -208,6 +210,9 @@ class BertCsvSamples:
         tally.warn_casing(r, cased, index)
         specials = [self.vocab.cls, self.vocab.sep, self.vocab.pad, self.vocab.mask]
         self.maskable = ~np.isin(self.ids, specials)  # (N, T)
+        self.n_pred = predictions_per_sample(
+            self.maskable, self.lens, r.predictions, r.masked_lm_prob
+        )
 
     def _read(self, path: str, n: int, row0: int, index: dict[str, int], tally: _Tally) -> None:
         """Rows row0 .. row0 + n of the arrays from the first n rows of `path` (as many as
@@ -252,44 +257,40 @@ class BertCsvSamples:
     def __len__(self) -> int:
         return len(self.ids)
 
-    def sample(self, i: int, epoch: int = 0) -> dict[str, np.ndarray]:
-        """Row i with its masks of `epoch` drawn (see the module docstring)."""
-        r, v, P = self.r, self.vocab, self.r.predictions
-        rng = np.random.default_rng([r.seed % 2**63, i, epoch])
-        ids = self.ids[i].copy()  # (T,)
-        cand = np.flatnonzero(self.maskable[i])
-        n = min(P, max(1, int(round(int(self.lens[i]) * r.masked_lm_prob))), len(cand))
-        pos = np.sort(rng.choice(cand, size=n, replace=False)) if n else cand[:0]  # (n,)
-        labels = ids[pos].copy()
-        u = rng.random(n)  # 80% [MASK], 10% random word piece, 10% kept
-        ids[pos[u < 0.8]] = v.mask
-        swap = pos[(u >= 0.8) & (u < 0.9)]
-        ids[swap] = rng.integers(v.pool[0], v.pool[1], size=len(swap))
-        positions, mlm_ids = np.zeros(P, np.int32), np.zeros(P, np.int32)
-        weights = np.zeros(P, np.float32)
-        positions[:n], mlm_ids[:n], weights[:n] = pos, labels, 1.0
-        mask = (np.arange(r.seq_len) < self.lens[i]).astype(np.int32)  # (T,) 1 real, 0 pad
-        return {
-            "input_ids": ids,
-            "attention_mask": mask,
-            "token_type_ids": self.segs[i],
-            "masked_lm_positions": positions,
-            "masked_lm_ids": mlm_ids,
-            "masked_lm_weights": weights,
-            "next_sentence_label": self.nsp[i],
-        }
-
     def batch(self, idx: np.ndarray) -> dict[str, np.ndarray]:
         """The samples of `idx` with epoch 0's masks (see `epoch_batch`)."""
         return self.epoch_batch(idx, 0)
 
     def epoch_batch(self, idx: np.ndarray, epoch: int) -> dict[str, np.ndarray]:
-        """The samples of `idx` with `epoch`'s masks stacked, loss weights scaled for the
-        batch."""
-        samples = [self.sample(int(i), epoch) for i in idx]
-        out = {k: np.stack([s[k] for s in samples]) for k in samples[0]}
-        scale_mlm_weights(out["masked_lm_weights"], self.r.scale_by_masked, self.r.weight)
-        return out
+        """The samples of `idx` (B,) with `epoch`'s masks (drawn for the batch at once,
+        runtime/data/masking.py; each sample's from (seed, sample, epoch) alone), loss
+        weights scaled for the batch."""
+        r, v = self.r, self.vocab
+        idx = np.asarray(idx, np.int64)
+        ids, lens = self.ids[idx], self.lens[idx]  # (B, T) a copy, (B,)
+        positions, mlm_ids, weights = draw_masks(
+            ids,
+            self.maskable[idx],
+            lens,
+            r.predictions,
+            r.masked_lm_prob,
+            v.mask,
+            v.pool,
+            r.seed,
+            idx,
+            epoch,
+            self.n_pred[idx],
+        )
+        scale_mlm_weights(weights, r.scale_by_masked, r.weight)
+        return {
+            "input_ids": ids,
+            "attention_mask": (np.arange(r.seq_len) < lens[:, None]).astype(np.int32),
+            "token_type_ids": self.segs[idx],
+            "masked_lm_positions": positions,
+            "masked_lm_ids": mlm_ids,
+            "masked_lm_weights": weights,
+            "next_sentence_label": self.nsp[idx],
+        }
 
 
 def _lower(token: str, do_lower: bool) -> str:
