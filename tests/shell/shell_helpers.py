@@ -11,7 +11,7 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -135,7 +135,10 @@ class Asking(TerminalPrompter):
         return super().secret(prompt_text, hint)
 
 
-Keys = str | Sequence[tuple[str, str | None]]
+Until = str | Callable[[Buffer], bool] | None
+Keys = str | Sequence[tuple[str, Until]]
+STEP_BOUND_S = 120.0
+MENU_OPEN: Until = lambda line: line.complete_state is not None  # noqa: E731 - a Tab's menu
 
 
 def console(
@@ -149,30 +152,34 @@ def console(
     shell's own (make_session: completion, `?`, toolbar, history in the account's file unless
     history=False); questions are asked by the TerminalPrompter from the same keys.
 
-    `keys` is a string, or steps (keys, line): after each step's keys, the next are typed once
-    the line being edited reads `line` (None: at once). Tab completes asynchronously, so a key
-    typed after a Tab waits for it, as a person does."""
+    `keys` is a string, or steps (keys, until): after a step's keys, the next step's are typed
+    once the line being edited reads `until` (or `until(buffer)` holds, e.g. MENU_OPEN; None:
+    at once), as a person waits to see Tab's work (Tab completes asynchronously). A step whose
+    line never came fails the test, saying what the line was."""
     ctx = make_context(store, identity, prompter=Asking(), interactive=True, **kwargs)
     path = history_path(store.home, ctx.identity.name) if history else None
     steps = [(keys, None)] if isinstance(keys, str) else list(keys)
+    missed: list[str] = []
     with create_pipe_input() as inp, create_app_session(input=inp, output=DummyOutput()):
         problem = history_problem(path) if path is not None else None
         if problem is not None:
             ctx.echo(problem)
         session = make_session(ctx, path)
-        typist = threading.Thread(target=_type, args=(inp, session.default_buffer, steps))
+        typist = threading.Thread(target=_type, args=(inp, session.default_buffer, steps, missed))
         typist.start()
         try:
             code = prompt_loop(ctx, session)
         finally:
             typist.join()
+    assert not missed, missed[0] + f"; the console wrote: {out(ctx)!r}, errors: {err(ctx)!r}"
     return code, ctx
 
 
-def _type(inp: PipeInput, line: Buffer, steps: list[tuple[str, str | None]]) -> None:
-    """Send each step's keys; before the next, wait until the edited line reads the step's
-    text (an event, not a clock: the bound only ends a broken test, whose assertions then say
-    what the console did instead)."""
+def _type(inp: PipeInput, line: Buffer, steps: list[tuple[str, Until]], missed: list[str]) -> None:
+    """Send each step's keys; before the next, wait until the edited line is as the step says.
+        Woken at each change of the text, and every 50 ms for what fires no event (a menu opening,
+        a new prompt's empty line). STEP_BOUND_S only ends a broken test (it then stops typing):
+    pexpect's timeouts have the same role in the terminal tests."""
     changed = threading.Condition()
 
     def notify(_: Buffer) -> None:
@@ -181,11 +188,17 @@ def _type(inp: PipeInput, line: Buffer, steps: list[tuple[str, str | None]]) -> 
 
     line.on_text_changed += notify
     try:
-        for text, then in steps:
+        for text, until in steps:
             inp.send_text(text)
-            if then is not None:
-                with changed:
-                    changed.wait_for(lambda want=then: line.text == want, timeout=60)
+            if until is None:
+                continue
+            bound = time.monotonic() + STEP_BOUND_S
+            with changed:
+                while not (until(line) if callable(until) else line.text == until):
+                    if time.monotonic() > bound:
+                        missed.append(f"after typing {text!r} the line read {line.text!r}")
+                        return
+                    changed.wait(0.05)
     finally:
         line.on_text_changed -= notify
         inp.close()
