@@ -138,11 +138,22 @@ class Asking(TerminalPrompter):
 Until = str | Callable[[Buffer], bool] | None
 Keys = str | Sequence[tuple[str, Until]]
 STEP_BOUND_S = 120.0
+HISTORY_LOADED: Until = lambda line: bool(line.history.get_strings())  # noqa: E731
 MENU_OPEN: Until = lambda line: line.complete_state is not None  # noqa: E731 - a Tab's menu
 
 
+def console_context(store: Store, identity: Identity | None = None, **kwargs: Any) -> Context:
+    """The context of an interactive session: asking on the terminal (Asking)."""
+    return make_context(store, identity, prompter=Asking(), interactive=True, **kwargs)
+
+
 def console(
-    store: Store, keys: Keys, identity: Identity | None = None, history: bool = True, **kwargs: Any
+    store: Store,
+    keys: Keys,
+    identity: Identity | None = None,
+    history: bool = True,
+    ctx: Context | None = None,
+    **kwargs: Any,
 ) -> tuple[int, Context]:
     """The interactive cs> in this process: `keys` typed, then the end of input (as Ctrl-D);
     (exit code, context). prompt_toolkit reads the keys from a pipe and draws nothing
@@ -155,8 +166,9 @@ def console(
     `keys` is a string, or steps (keys, until): after a step's keys, the next step's are typed
     once the line being edited reads `until` (or `until(buffer)` holds, e.g. MENU_OPEN; None:
     at once), as a person waits to see Tab's work (Tab completes asynchronously). A step whose
-    line never came fails the test, saying what the line was."""
-    ctx = make_context(store, identity, prompter=Asking(), interactive=True, **kwargs)
+    line never came fails the test, saying what the line was. `ctx`: a session's context made
+    before (by console_context), to go on with what it has seen."""
+    ctx = ctx or console_context(store, identity, **kwargs)
     path = history_path(store.home, ctx.identity.name) if history else None
     steps = [(keys, None)] if isinstance(keys, str) else list(keys)
     missed: list[str] = []
