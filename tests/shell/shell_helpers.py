@@ -111,7 +111,7 @@ def cs(
     return code, captured.out, captured.err
 
 
-class Asking(TerminalPrompter):
+class RecordingPrompter(TerminalPrompter):
     """The console's own prompter (yes/no, menu, password, read from the app session's input),
     recording each question and each menu it showed."""
 
@@ -143,8 +143,8 @@ MENU_OPEN: Until = lambda line: line.complete_state is not None  # noqa: E731 - 
 
 
 def console_context(store: Store, identity: Identity | None = None, **kwargs: Any) -> Context:
-    """The context of an interactive session: asking on the terminal (Asking)."""
-    return make_context(store, identity, prompter=Asking(), interactive=True, **kwargs)
+    """The context of an interactive session: asking on the terminal (RecordingPrompter)."""
+    return make_context(store, identity, prompter=RecordingPrompter(), interactive=True, **kwargs)
 
 
 def console(
