@@ -153,3 +153,44 @@ def test_no_module_of_the_code_folders_is_over_600_lines() -> None:
     assert len(sizes) > 100, "the code folders were not found"  # the check reads real files
     over = {path: n for path, n in sizes.items() if n > MAX_MODULE_LINES}
     assert not over, f"split by role: {over}"
+
+
+MAX_FUNCTION_LINES = 80  # past this a function usually holds steps that deserve names
+# Functions allowed past MAX_FUNCTION_LINES ("folder/file.py:name"), each with the reason a split
+# would hurt. Empty: every long function so far split into named steps.
+LONG_FUNCTIONS_ALLOWED: dict[str, str] = {}
+
+
+def long_functions(source: str, where: str) -> dict[str, int]:
+    """`where:name` -> lines, for each function (or method) of `source` past the limit; a
+    function's lines run from its `def` to its last line (a decorator's arguments declare, as
+    a signature does: they are not steps)."""
+    import ast
+
+    found = {}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            lines = (node.end_lineno or node.lineno) - node.lineno + 1
+            if lines > MAX_FUNCTION_LINES:
+                found[f"{where}:{node.name}"] = lines
+    return found
+
+
+def test_no_function_of_the_code_folders_is_over_80_lines() -> None:
+    over: dict[str, int] = {}
+    files = [p for f in FOLDERS for p in (ROOT / f).rglob("*.py")]
+    assert len(files) > 100, "the code folders were not found"
+    for p in files:
+        over |= long_functions(p.read_text(), str(p.relative_to(ROOT)))
+    over = {k: n for k, n in over.items() if k not in LONG_FUNCTIONS_ALLOWED}
+    assert not over, f"split into named steps: {over}"
+
+
+def test_the_function_length_check_sees_a_long_function_and_a_long_method() -> None:
+    body = "".join(f"    x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES))
+    source = f"def long():\n{body}\n\nclass C:\n    @staticmethod\n    def short():\n        pass\n"
+    source += "\n    def method(self):\n" + body.replace("    ", "        ")
+    assert long_functions(source, "m.py") == {
+        "m.py:long": MAX_FUNCTION_LINES + 1,
+        "m.py:method": MAX_FUNCTION_LINES + 1,
+    }

@@ -103,52 +103,9 @@ def _rate(x: float | None) -> str:
 def render(report: dict[str, Any]) -> str:
     """The text report."""
     r, c, need, host = (report["recommendation"], report["compile"], report["need"], report["host"])
-    lines = [
-        "",
-        f"Input pipeline report for {report['model']} ({report['flow'].lower()}, "
-        f"{report['launcher']})",
-        f"  compile: {c['directory']} ({c['stop_after']}"
-        + (", reused" if c["reused"] else "")
-        + f", {c['compile_time']:.2f} s)",
-        "",
-        f"Measured on this host ({host['cpus']} CPUs, so a worker runs at most {host['cpus']} "
-        "of its threads at once; host measurements, samples/s):",
-        f"  {'threads':>7}  {'workers':>7}  {'total':>12}  {'per worker':>12}  {'start-up':>9}",
-    ]
-    for m in report["measurements"]:
-        lines.append(
-            f"  {m['threads']:>7}  {m['workers']:>7}  {_rate(m['samples_per_sec']):>12}"
-            f"  {_rate(m['per_worker_samples_per_sec']):>12}"
-            f"  {m['startup_seconds']:>8.2f}s"
-        )
-    lines += [
-        f"  chief intake: {_rate(report['chief_intake_samples_per_sec'])} samples/s at most, "
-        f"its process {report['chief_cpu_at_intake']:.0%} busy (one consumer on this host)",
-        "",
-        f"Per worker node ({host['worker_node_cpus']} CPUs; estimate = per-worker rate x "
-        "workers/node):",
-    ]
-    for p in report["per_threads"]:
-        lines.append(
-            f"  {p['threads']:>2} threads: {p['workers_per_node']:>3} workers/node x "
-            f"{_rate(p['per_worker_samples_per_sec'])} = "
-            f"{_rate(p['node_samples_per_sec'])} samples/s per node"
-        )
+    lines = _measured_lines(report)
     lines.append("")
-    if need["samples_per_sec"]:
-        estimate = need["source"] == "compile estimate"
-        source = "CS-2 estimate from the compile" if estimate else need["source"]
-        lines.append(f"The model needs: {_rate(need['samples_per_sec'])} samples/s ({source})")
-    else:
-        lines.append(
-            "The model needs: unknown (validate-only gives no estimate; run with "
-            "--mode=compile_only or give --target-samples-per-sec)"
-        )
-    if host["extra_work_rounds"]:
-        lines.append(
-            f"  (CS2SIM_INPUT_EXTRA_WORK={host['extra_work_rounds']}: the test knob "
-            "made every sample heavier)"
-        )
+    lines += _need_lines(need, host)
     lines += [
         "",
         "Recommended Slurm configuration (for csrun_wse):",
@@ -187,3 +144,60 @@ def render(report: dict[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _measured_lines(report: dict[str, Any]) -> list[str]:
+    """The compile, then the host measurements and the per-worker-node estimates from them."""
+    c, host = report["compile"], report["host"]
+    lines = [
+        "",
+        f"Input pipeline report for {report['model']} ({report['flow'].lower()}, "
+        f"{report['launcher']})",
+        f"  compile: {c['directory']} ({c['stop_after']}"
+        + (", reused" if c["reused"] else "")
+        + f", {c['compile_time']:.2f} s)",
+        "",
+        f"Measured on this host ({host['cpus']} CPUs, so a worker runs at most {host['cpus']} "
+        "of its threads at once; host measurements, samples/s):",
+        f"  {'threads':>7}  {'workers':>7}  {'total':>12}  {'per worker':>12}  {'start-up':>9}",
+    ]
+    for m in report["measurements"]:
+        lines.append(
+            f"  {m['threads']:>7}  {m['workers']:>7}  {_rate(m['samples_per_sec']):>12}"
+            f"  {_rate(m['per_worker_samples_per_sec']):>12}"
+            f"  {m['startup_seconds']:>8.2f}s"
+        )
+    lines += [
+        f"  chief intake: {_rate(report['chief_intake_samples_per_sec'])} samples/s at most, "
+        f"its process {report['chief_cpu_at_intake']:.0%} busy (one consumer on this host)",
+        "",
+        f"Per worker node ({host['worker_node_cpus']} CPUs; estimate = per-worker rate x "
+        "workers/node):",
+    ]
+    for p in report["per_threads"]:
+        lines.append(
+            f"  {p['threads']:>2} threads: {p['workers_per_node']:>3} workers/node x "
+            f"{_rate(p['per_worker_samples_per_sec'])} = "
+            f"{_rate(p['node_samples_per_sec'])} samples/s per node"
+        )
+    return lines
+
+
+def _need_lines(need: dict[str, Any], host: dict[str, Any]) -> list[str]:
+    """What the model needs and where that figure comes from."""
+    lines: list[str] = []
+    if need["samples_per_sec"]:
+        estimate = need["source"] == "compile estimate"
+        source = "CS-2 estimate from the compile" if estimate else need["source"]
+        lines.append(f"The model needs: {_rate(need['samples_per_sec'])} samples/s ({source})")
+    else:
+        lines.append(
+            "The model needs: unknown (validate-only gives no estimate; run with "
+            "--mode=compile_only or give --target-samples-per-sec)"
+        )
+    if host["extra_work_rounds"]:
+        lines.append(
+            f"  (CS2SIM_INPUT_EXTRA_WORK={host['extra_work_rounds']}: the test knob "
+            "made every sample heavier)"
+        )
+    return lines

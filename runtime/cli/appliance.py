@@ -293,7 +293,6 @@ def _run(
     from cs2sim.system.store import default_home
 
     raw = load_params(params_path)  # bounded, as run.py reads it (runtime/params.py)
-    runconfig = raw.get("runconfig") or {}
     model_dir = model_dir_of(args, raw)
     model_dir.mkdir(parents=True, exist_ok=True)
     _claim = _claim_model_dir(model_dir)  # held until this client ends (closed with the process)
@@ -323,6 +322,38 @@ def _run(
         _check_version(conn())
 
     out = Out()
+    counts, base = _job_base(args, run_py, pipeline, mounts, python_paths, compile_dir)
+    labels = dict(label.split("=", 1) for label in args.job_labels)
+    stage = "validate" if args.validate_only else "compile"
+    hash_ = _checksum(model_name, job_argv, pipeline, load)
+    if not (args.compile_only or args.validate_only):  # refused before anything is reserved
+        call("check", num_csx=args.num_csx, mode=_mode(pipeline), **counts)
+    section = "train_input" if args.mode in ("train", "train_and_eval") else "eval_input"
+    out.say("effective_batch", batch=int((raw.get(section) or {}).get("batch_size") or 1))
+    if args.mode == "eval" and args.checkpoint_path:
+        out.say("eval_checkpoint", path=args.checkpoint_path)
+    out.say("compiling")
+    if complete_stage(compile_dir / hash_) in (stage, "compile"):
+        out.say("cached", hash=hash_)
+    else:
+        code = _compile(call, conn, args, out, job_argv, compile_dir, labels, pipeline, base, hash_)
+        if code:
+            return code
+    if args.compile_only or args.validate_only:
+        return 0
+    return _execute(call, conn, args, out, raw, labels, pipeline, base, job_argv, hash_)
+
+
+def _job_base(
+    args: argparse.Namespace,
+    run_py: Path,
+    pipeline: bool,
+    mounts: list[str],
+    python_paths: list[str],
+    compile_dir: Path,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The server counts, and the spec every job of this run shares (its compile and its
+    execute job): where run.py is, the wrapper, the environment, the mounts, the counts."""
     wrapper = "python" if pipeline else "python-ws"
     counts = {
         "num_workers_per_csx": args.num_workers_per_csx,
@@ -340,46 +371,67 @@ def _run(
         **counts,
         "compile_dir": str(compile_dir),
     }
-    labels = dict(label.split("=", 1) for label in args.job_labels)
-    stage = "validate" if args.validate_only else "compile"
-    hash_ = _checksum(model_name, job_argv, pipeline, load)
-    if not (args.compile_only or args.validate_only):  # refused before anything is reserved
-        call("check", num_csx=args.num_csx, mode=_mode(pipeline), **counts)
-    section = "train_input" if args.mode in ("train", "train_and_eval") else "eval_input"
-    out.say("effective_batch", batch=int((raw.get(section) or {}).get("batch_size") or 1))
-    if args.mode == "eval" and args.checkpoint_path:
-        out.say("eval_checkpoint", path=args.checkpoint_path)
-    out.say("compiling")
-    if complete_stage(compile_dir / hash_) in (stage, "compile"):
-        out.say("cached", hash=hash_)
-    else:
-        out.say("compile_init")
-        flag = "--validate_only" if args.validate_only else "--compile_only"
-        cargv = [a for a in job_argv]
-        cargv[cargv.index("-o") + 1] = str(compile_dir)
-        reply = call(
-            "submit",
-            kind="compile",
-            priority=args.job_priority,
-            labels=labels,
-            mode=_mode(pipeline),
-            spec={**base, "args": [*cargv, flag], "compile_hash": hash_},
+    return counts, base
+
+
+def _compile(
+    call: Callable[..., dict[str, Any]],
+    conn: Callable[[], Any],
+    args: argparse.Namespace,
+    out: Out,
+    job_argv: list[str],
+    compile_dir: Path,
+    labels: dict[str, str],
+    pipeline: bool,
+    base: dict[str, Any],
+    hash_: str,
+) -> int:
+    """Submit the compile job and follow it to its end; 0 once its artifacts are in
+    compile_dir/hash_, else the failed job's exit code."""
+    from cs2sim.runtime.compiler.cache import complete_stage
+
+    out.say("compile_init")
+    flag = "--validate_only" if args.validate_only else "--compile_only"
+    cargv = [a for a in job_argv]
+    cargv[cargv.index("-o") + 1] = str(compile_dir)
+    reply = call(
+        "submit",
+        kind="compile",
+        priority=args.job_priority,
+        labels=labels,
+        mode=_mode(pipeline),
+        spec={**base, "args": [*cargv, flag], "compile_hash": hash_},
+    )
+    job = reply["job"]
+    out.say("compile_id", id=job["meta"]["name"], path=job["status"]["logPath"])
+    end = follow(conn(), job["meta"]["name"], out, "compile", None)
+    if end["status"]["phase"] != "SUCCEEDED":
+        return failed(end)
+    if complete_stage(compile_dir / hash_) is None:
+        raise CsError(
+            f"the compile job {end['meta']['name']} succeeded but left no "
+            f"{compile_dir / hash_}; see its log with `csctl log-export "
+            f"{end['meta']['name']}`."
         )
-        job = reply["job"]
-        out.say("compile_id", id=job["meta"]["name"], path=job["status"]["logPath"])
-        end = follow(conn(), job["meta"]["name"], out, "compile", None)
-        if end["status"]["phase"] != "SUCCEEDED":
-            return failed(end)
-        if complete_stage(compile_dir / hash_) is None:
-            raise CsError(
-                f"the compile job {end['meta']['name']} succeeded but left no "
-                f"{compile_dir / hash_}; see its log with `csctl log-export "
-                f"{end['meta']['name']}`."
-            )
-        out.say("compile_written", hash=hash_)
-        out.say("compile_ok")
-    if args.compile_only or args.validate_only:
-        return 0
+    out.say("compile_written", hash=hash_)
+    out.say("compile_ok")
+    return 0
+
+
+def _execute(
+    call: Callable[..., dict[str, Any]],
+    conn: Callable[[], Any],
+    args: argparse.Namespace,
+    out: Out,
+    raw: dict[str, Any],
+    labels: dict[str, str],
+    pipeline: bool,
+    base: dict[str, Any],
+    job_argv: list[str],
+    hash_: str,
+) -> int:
+    """Submit the execute job and follow it, showing its training progress; its exit code."""
+    runconfig = raw.get("runconfig") or {}
     out.say("programming")
     out.say("execute_init")
     # the server plans the job's replicas (and their nodes) from the counts in `base`

@@ -111,6 +111,29 @@ def build_parser(model_name: str, writer: Callable[[str], None] = lambda t: None
         allow_abbrev=False,
     )  # `--param x` must not pass for --params
     p.writer = writer
+    _add_run_target_flags(p, model_name)
+    _add_step_flags(p)
+    _add_checkpoint_flags(p)
+    p.add_argument(
+        "--logging",
+        default=None,
+        type=str.upper,
+        choices=LOG_LEVELS,
+        help="Log level: DEBUG, INFO, WARNING or ERROR (default: runconfig.logging, INFO).",
+    )
+    _add_layout_flags(p)
+    _add_compile_mode_flags(p)
+    add_compile_flags(p)
+    p.add_argument(
+        "--traceback",
+        action="store_true",
+        help="Show the Python traceback of an error (for bug reports).",
+    )
+    return p
+
+
+def _add_run_target_flags(p: RunParser, model_name: str) -> None:
+    """What to run and where: --mode, --params (its default per model), --model_dir, --cs_ip."""
     default_params = DEFAULT_PARAMS.get(model_name)
     p.add_argument(
         "-m",
@@ -144,6 +167,10 @@ def build_parser(model_name: str, writer: Callable[[str], None] = lambda t: None
         default=None,
         help="IP address of the Cerebras System, defaults to None (train on the host).",
     )
+
+
+def _add_step_flags(p: RunParser) -> None:
+    """How many steps, and the steps between summaries and checkpoints."""
     p.add_argument(
         "--steps",
         type=int,
@@ -172,6 +199,10 @@ def build_parser(model_name: str, writer: Callable[[str], None] = lambda t: None
     p.add_argument(
         "--save_checkpoints_steps", type=int, default=None, help="Steps between checkpoints."
     )
+
+
+def _add_checkpoint_flags(p: RunParser) -> None:
+    """The checkpoint to start from, and whether eval may run without one."""
     p.add_argument(
         "--checkpoint_path",
         default=None,
@@ -193,13 +224,10 @@ def build_parser(model_name: str, writer: Callable[[str], None] = lambda t: None
         help="Let --mode eval run without any checkpoint (random weights); without "
         "it that is an error.",
     )
-    p.add_argument(
-        "--logging",
-        default=None,
-        type=str.upper,
-        choices=LOG_LEVELS,
-        help="Log level: DEBUG, INFO, WARNING or ERROR (default: runconfig.logging, INFO).",
-    )
+
+
+def _add_layout_flags(p: RunParser) -> None:
+    """How the run is laid out: systems, weight servers, strategy, mounts, replicas."""
     p.add_argument(
         "--num_csx",
         type=int,
@@ -236,6 +264,10 @@ def build_parser(model_name: str, writer: Callable[[str], None] = lambda t: None
         default=None,
         help="Run multiple copies of the model data-parallel on the wafer at the same time.",
     )
+
+
+def _add_compile_mode_flags(p: RunParser) -> None:
+    """The compile-only modes given as flags, and the device."""
     p.add_argument(
         "--validate_only",
         action="store_true",
@@ -251,13 +283,6 @@ def build_parser(model_name: str, writer: Callable[[str], None] = lambda t: None
     p.add_argument(
         "--device", default=None, help="Force model to run on a specific device (here: cpu)."
     )
-    add_compile_flags(p)
-    p.add_argument(
-        "--traceback",
-        action="store_true",
-        help="Show the Python traceback of an error (for bug reports).",
-    )
-    return p
 
 
 def check_flags(model_name: str, args: argparse.Namespace) -> None:

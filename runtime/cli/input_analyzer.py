@@ -412,12 +412,7 @@ def analyze(options: Options, progress: Progress) -> dict[str, Any]:
     goes."""
     from cs2sim.runtime.job.streamers import extra_work_rounds
 
-    for d in options.mount_dirs:
-        if not Path(d).is_dir():
-            raise AnalyzerError(
-                f"--mount-dirs names {d}, which is not a directory on this "
-                "host; fix the path (the data must be on a shared file system)"
-            )
+    _check_mount_dirs(options)
     cmd = parse_command(options.command)
     def_nodes, node_cpus = site_facts()
     available = options.available_nodes or def_nodes
@@ -442,14 +437,7 @@ def analyze(options: Options, progress: Progress) -> dict[str, Any]:
     host_cpus = os.cpu_count() or 1
     work = extra_work_rounds()
     measured = _measure(cmd.model, params, options, node_cpus, host_cpus, work, progress)
-    per = [
-        PerThreads(
-            t,
-            max(1, node_cpus // t),
-            next(m.per_worker for m in measured if m.threads == t and m.workers == 1),
-        )
-        for t in options.threads
-    ]
+    per = _per_threads(options, node_cpus, measured)
     rec = recommend(per, need, available, single)
     top = max(measured, key=lambda m: m.samples_per_sec)
     # a later compile of this model_dir (the run's) reads the rate: its estimate then names
@@ -457,8 +445,6 @@ def analyze(options: Options, progress: Progress) -> dict[str, Any]:
     from cs2sim.runtime.compiler.io import save_measurement
 
     chosen = next(p for p in per if p.threads == rec.cpus_per_task)
-    from cs2sim.runtime.compiler.timetrain import report_doc
-
     saved = save_measurement(
         model_dir, cmd.model, chosen.per_worker, chosen.threads, 1, rec.streamers
     )
@@ -467,14 +453,7 @@ def analyze(options: Options, progress: Progress) -> dict[str, Any]:
         "model": cmd.model,
         "launcher": cmd.launcher,
         "flow": "WEIGHT_STREAMING" if cmd.weight_streaming else "PIPELINED",
-        "compile": {
-            "directory": str(res.directory),
-            "stop_after": res.stop_after,
-            "reused": res.reused,
-            "compile_time": round(res.compile_time, 3),
-            "est_samples_per_sec": res.est_samples_per_sec,
-            "time_to_train": report_doc(res.plan, params),
-        },
+        "compile": _compile_doc(res, params),
         "need": {"samples_per_sec": need, "source": need_source},
         "host": {
             "cpus": host_cpus,
@@ -484,35 +463,78 @@ def analyze(options: Options, progress: Progress) -> dict[str, Any]:
             "mount_dirs": options.mount_dirs,
         },
         "measurements": [m.to_json() for m in measured],
-        "per_threads": [
-            {
-                "threads": p.threads,
-                "workers_per_node": p.workers_per_node,
-                "per_worker_samples_per_sec": round(p.per_worker, 3),
-                "node_samples_per_sec": round(p.node_rate, 3),
-            }
-            for p in per
-        ],
+        "per_threads": [_per_threads_doc(p) for p in per],
         "chief_intake_samples_per_sec": round(top.samples_per_sec, 3),
         "input_bound": input_bound,
         "measurement_file": str(saved),
         "chief_cpu_at_intake": round(top.chief_cpu, 3),
-        "recommendation": {
-            "nodes": rec.nodes,
-            "tasks_per_node": rec.tasks_per_node,
-            "cpus_per_task": rec.cpus_per_task,
-            "single_task_nodes": rec.single_task_nodes,
-            "streamers": rec.streamers,
-            "expected_samples_per_sec": round(rec.expected, 3),
-            "meets_need": rec.meets_need,
-            "reason": rec.reason,
-            "nodes_needed": rec.nodes_needed,
-            "csrun_wse": run_command_for(cmd, rec, system_ip()),
-        },
+        "recommendation": _recommendation_doc(cmd, rec),
         "labels": {
             "measurements": "host measurements (this machine)",
             "est_samples_per_sec": "CS-2 estimate (compiler)",
             "node_samples_per_sec": "estimate: per-worker measurement x workers/node",
             "expected_samples_per_sec": "estimate from host measurements",
         },
+    }
+
+
+def _check_mount_dirs(options: Options) -> None:
+    """Each --mount-dirs is a directory here (the data must be on a shared file system)."""
+    for d in options.mount_dirs:
+        if not Path(d).is_dir():
+            raise AnalyzerError(
+                f"--mount-dirs names {d}, which is not a directory on this "
+                "host; fix the path (the data must be on a shared file system)"
+            )
+
+
+def _per_threads(options: Options, node_cpus: int, measured: list[Measurement]) -> list[PerThreads]:
+    """Per thread count: the workers a node holds and one worker's measured rate."""
+    return [
+        PerThreads(
+            t,
+            max(1, node_cpus // t),
+            next(m.per_worker for m in measured if m.threads == t and m.workers == 1),
+        )
+        for t in options.threads
+    ]
+
+
+def _compile_doc(res: Any, params: dict[str, Any]) -> dict[str, Any]:
+    """The report's compile section: where, whether reused, its estimate and time to train."""
+    from cs2sim.runtime.compiler.timetrain import report_doc
+
+    return {
+        "directory": str(res.directory),
+        "stop_after": res.stop_after,
+        "reused": res.reused,
+        "compile_time": round(res.compile_time, 3),
+        "est_samples_per_sec": res.est_samples_per_sec,
+        "time_to_train": report_doc(res.plan, params),
+    }
+
+
+def _per_threads_doc(p: PerThreads) -> dict[str, Any]:
+    """One row of the report's per-thread-count rates."""
+    return {
+        "threads": p.threads,
+        "workers_per_node": p.workers_per_node,
+        "per_worker_samples_per_sec": round(p.per_worker, 3),
+        "node_samples_per_sec": round(p.node_rate, 3),
+    }
+
+
+def _recommendation_doc(cmd: RunCommand, rec: Recommendation) -> dict[str, Any]:
+    """The report's recommendation, with the csrun_wse line that applies it."""
+    return {
+        "nodes": rec.nodes,
+        "tasks_per_node": rec.tasks_per_node,
+        "cpus_per_task": rec.cpus_per_task,
+        "single_task_nodes": rec.single_task_nodes,
+        "streamers": rec.streamers,
+        "expected_samples_per_sec": round(rec.expected, 3),
+        "meets_need": rec.meets_need,
+        "reason": rec.reason,
+        "nodes_needed": rec.nodes_needed,
+        "csrun_wse": run_command_for(cmd, rec, system_ip()),
     }

@@ -282,18 +282,7 @@ def main(
     if argv and argv[0] in DEVICES:  # Model Zoo R1.8+: `run.py {CPU,GPU,CSX} ...`
         device, argv = argv[0], argv[1:]
         if device == "CSX":
-            from cs2sim.runtime.cli.appliance import run_csx
-
-            where = Path(home) if home is not None else script_dir()
-            found = None
-            if model_name in DEFAULT_PARAMS:
-                with contextlib.suppress(CsError):
-                    found = default_params(model_name, where)[0]
-            main_file = Path(sys.argv[0]).resolve()
-            run_py = main_file if main_file.name == "run.py" else model_home(model_name) / "run.py"
-            return run_csx(
-                model_name, argv, found, lambda job_argv: _params_of(model_name, job_argv), run_py
-            )
+            return _run_on_appliance(model_name, argv, home)
         if device == "GPU":
             sys.stderr.write(
                 "error: this installation has no GPU; run `python run.py CPU ...` "
@@ -327,18 +316,7 @@ def main(
         except KeyboardInterrupt as e:
             if show_traceback:
                 raise
-            from cs2sim.runtime.job.cs_run import Terminated
-
-            what = "cancelled (SIGTERM)" if isinstance(e, Terminated) else "interrupted"
-            if part is None:  # Ctrl-C reaches every task of a job: the chief says it once
-                if runlog.resume_text is None:  # before training began, or an evaluation
-                    runlog.error(f"error: {what}.")
-                else:
-                    runlog.error(f"error: {what}; {runlog.resume_text()}.")
-            if isinstance(e, Terminated):  # its job is recorded: now die of the signal, so
-                runlog.close()  # that srun reports the chief as the other tasks: "Terminated"
-                _die_of(signal.SIGTERM)
-            return EXIT_INTERRUPTED
+            return _interrupted(e, part, runlog)
         except OSError as e:  # the file system said no: a path, a permission, a full disk
             if show_traceback:
                 raise
@@ -356,6 +334,40 @@ def main(
                 "and report it."
             )
             return 1
+
+
+def _run_on_appliance(model_name: str, argv: list[str], home: str | Path | None) -> int:
+    """`run.py CSX ...`: the appliance client, with the default params if the model has them
+    and the run.py the cluster's jobs run."""
+    from cs2sim.runtime.cli.appliance import run_csx
+
+    where = Path(home) if home is not None else script_dir()
+    found = None
+    if model_name in DEFAULT_PARAMS:
+        with contextlib.suppress(CsError):
+            found = default_params(model_name, where)[0]
+    main_file = Path(sys.argv[0]).resolve()
+    run_py = main_file if main_file.name == "run.py" else model_home(model_name) / "run.py"
+    return run_csx(
+        model_name, argv, found, lambda job_argv: _params_of(model_name, job_argv), run_py
+    )
+
+
+def _interrupted(e: KeyboardInterrupt, part: str | None, runlog: RunLog) -> int:
+    """Ctrl-C or a cancel (SIGTERM): the chief says it once, with how to resume; a cancelled
+    task then dies of the signal."""
+    from cs2sim.runtime.job.cs_run import Terminated
+
+    what = "cancelled (SIGTERM)" if isinstance(e, Terminated) else "interrupted"
+    if part is None:  # Ctrl-C reaches every task of a job: the chief says it once
+        if runlog.resume_text is None:  # before training began, or an evaluation
+            runlog.error(f"error: {what}.")
+        else:
+            runlog.error(f"error: {what}; {runlog.resume_text()}.")
+    if isinstance(e, Terminated):  # its job is recorded: now die of the signal, so
+        runlog.close()  # that srun reports the chief as the other tasks: "Terminated"
+        _die_of(signal.SIGTERM)
+    return EXIT_INTERRUPTED
 
 
 def _die_of(signum: int) -> NoReturn:

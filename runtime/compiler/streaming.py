@@ -236,15 +236,7 @@ def plan_streaming(
     layers = _layers(g, costs)
     capacity = wafer.usable_sram_bytes
     single, double, biggest = _buffers(layers)
-    if single > capacity:
-        big = next(ly for ly in layers if ly.block == biggest)
-        raise PlacementError(
-            f"layer '{biggest}' of {g.model} cannot be streamed: its weights "
-            f"({fmt_bytes(big.w)}) and FP32 gradient ({fmt_bytes(big.gr)}) do not fit the "
-            f"{fmt_bytes(capacity)} the {wafer.name} holds for data, and weight streaming runs "
-            "one whole layer at a time; make that layer smaller (hidden_size, filter_size or "
-            "vocab_size)."
-        )
+    _refuse_an_unstreamable_layer(g, layers, wafer, single, biggest)
     b = max(1, math.ceil(g.batch_size / num_csx))
     per_sample = max(ly.keep for ly in layers)
     if single + per_sample > capacity:
@@ -267,12 +259,7 @@ def plan_streaming(
     flops = sum(c.fwd_flops + c.bwd_flops for c in costs) * b
     peak = wafer.pes * r.flops_per_cycle * r.clock_hz
     wafer_rate = B / step if step else math.inf
-    # the bound: what the passes spend most time on, over the step
-    spent: dict[str, float] = {}
-    for p in plans:
-        for bound, t in ((p.fwd_bound, p.fwd_seconds), (p.bwd_bound, p.bwd_seconds)):
-            spent[bound] = spent.get(bound, 0.0) + t
-    bound = max(spent, key=lambda key: spent[key])
+    bound = _busiest(plans)  # what the passes spend most time on, over the step
     if k > 1:
         one, *_ = _schedule(g, layers, wafer, r, b, 10**30, single, double)
         if step > MEMORY_COST * _step(one, 1, reduce_s / k):
@@ -305,3 +292,30 @@ def plan_streaming(
         reduce_s,
         est,
     )
+
+
+def _refuse_an_unstreamable_layer(
+    g: Graph, layers: list[_Layer], wafer: WaferSpec, single: int, biggest: str
+) -> None:
+    """PlacementError when the biggest layer's weights and gradient alone overflow the wafer's
+    data memory: weight streaming runs one whole layer at a time."""
+    capacity = wafer.usable_sram_bytes
+    if single > capacity:
+        big = next(ly for ly in layers if ly.block == biggest)
+        raise PlacementError(
+            f"layer '{biggest}' of {g.model} cannot be streamed: its weights "
+            f"({fmt_bytes(big.w)}) and FP32 gradient ({fmt_bytes(big.gr)}) do not fit the "
+            f"{fmt_bytes(capacity)} the {wafer.name} holds for data, and weight streaming runs "
+            "one whole layer at a time; make that layer smaller (hidden_size, filter_size or "
+            "vocab_size)."
+        )
+
+
+def _busiest(plans: list[LayerPlan]) -> str:
+    """The bound the passes spend most time on, summed over the layers."""
+    spent: dict[str, float] = {}
+    for p in plans:
+        for bound, t in ((p.fwd_bound, p.fwd_seconds), (p.bwd_bound, p.bwd_seconds)):
+            spent[bound] = spent.get(bound, 0.0) + t
+    bound = max(spent, key=lambda key: spent[key])
+    return bound

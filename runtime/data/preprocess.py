@@ -191,22 +191,11 @@ def _out_dir(output_dir: str) -> Path:
 
 def write_gpt_hdf5(a: GptHdf5Args) -> Written:
     """Raw text -> GPT HDF5 files (see the module docstring)."""
-    if a.tokenizer_type != "GPT2Tokenizer":
-        raise ConfigError(
-            f"--tokenizer_type {a.tokenizer_type} is not available here; use GPT2Tokenizer."
-        )
-    if a.max_seq_length < 2 or a.files_per_record < 1:
-        raise ConfigError(
-            "--max_seq_length must be at least 2 and --files_per_record at least 1; raise them."
-        )
+    _check_args(a)
     files = _inputs(a.input_dir, TEXT_SUFFIXES + JSONL_SUFFIXES)
     tok = gpt2_tokenizer(a.vocab_file, a.encoder_file)
     vocab = tok.get_vocab_size()
-    for flag, v in (("--eos_id", a.eos_id), ("--pad_id", a.pad_id)):
-        if not 0 <= v < vocab:
-            raise ConfigError(
-                f"{flag} {v} is outside the vocabulary (0 to {vocab - 1}); give an id of it."
-            )
+    _check_special_ids(a, vocab)
     out, msl, rng = _out_dir(a.output_dir), a.max_seq_length, random.Random(a.seed)
     done = Written()
     t0 = time.perf_counter()
@@ -256,17 +245,50 @@ def write_gpt_hdf5(a: GptHdf5Args) -> Written:
     if len(carry) >= 2:
         pending.append(sample(carry))
     flush(final=True)
-    done.samples = (len(done.files) - 1) * a.files_per_record if done.files else 0
-    if done.files:
-        import h5py
-
-        with h5py.File(done.files[-1], "r") as f:
-            done.samples += int(f.attrs["n_examples"])
+    done.samples = _count_samples(done, a.files_per_record)
     done.seconds = time.perf_counter() - t0
     if not done.files:
         raise ConfigError(
             f"--input_dir {a.input_dir} holds too little text for one sample; add text."
         )
+    _write_data_params(out, a, done)
+    return done
+
+
+def _check_args(a: GptHdf5Args) -> None:
+    """The tokenizer is one we have, and the sample length and file size are usable."""
+    if a.tokenizer_type != "GPT2Tokenizer":
+        raise ConfigError(
+            f"--tokenizer_type {a.tokenizer_type} is not available here; use GPT2Tokenizer."
+        )
+    if a.max_seq_length < 2 or a.files_per_record < 1:
+        raise ConfigError(
+            "--max_seq_length must be at least 2 and --files_per_record at least 1; raise them."
+        )
+
+
+def _check_special_ids(a: GptHdf5Args, vocab: int) -> None:
+    """--eos_id and --pad_id are ids of the vocabulary."""
+    for flag, v in (("--eos_id", a.eos_id), ("--pad_id", a.pad_id)):
+        if not 0 <= v < vocab:
+            raise ConfigError(
+                f"{flag} {v} is outside the vocabulary (0 to {vocab - 1}); give an id of it."
+            )
+
+
+def _count_samples(done: Written, files_per_record: int) -> int:
+    """The samples written: full files, plus what the last one holds."""
+    samples = (len(done.files) - 1) * files_per_record if done.files else 0
+    if done.files:
+        import h5py
+
+        with h5py.File(done.files[-1], "r") as f:
+            samples += int(f.attrs["n_examples"])
+    return samples
+
+
+def _write_data_params(out: Path, a: GptHdf5Args, done: Written) -> None:
+    """data_params.json: the arguments and what came of them."""
     meta = {
         "processing": {k: v for k, v in asdict(a).items()},
         "post-process": {
@@ -277,7 +299,6 @@ def write_gpt_hdf5(a: GptHdf5Args) -> Written:
         },
     }
     _atomic_text(out / "data_params.json", json.dumps(meta, indent=2) + "\n")
-    return done
 
 
 def _atomic_text(path: Path, text: str) -> None:

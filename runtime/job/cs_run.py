@@ -42,13 +42,16 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cs2sim.runtime.executors.base import QueuedExecutor
 from cs2sim.runtime.job.flow import execution_mode, launcher_word
 from cs2sim.system import knobs
 from cs2sim.system.errors import ConfigError, RuntimeFailure
 from cs2sim.system.state import ExecMode, State
+
+if TYPE_CHECKING:
+    from cs2sim.runtime.compiler.driver import CompileResult
 
 __all__ = ["CsRun", "SystemStopped", "Terminated", "WATCH_S"]
 
@@ -265,6 +268,14 @@ class CsRun:
                 "samples/sec on a CS-2 (est_samples_per_sec in performance.json); Rate and "
                 "GlobalRate below are measured on this host."
             )
+        ex = self._executor_of(res)
+        self._describe_run(res, ex)
+        ex.before_step = self.watch
+        self.executor = ex
+        return ex
+
+    def _executor_of(self, res: CompileResult) -> QueuedExecutor:
+        """The executor of this run's mode, built from the compile's plan and estimates."""
         if self.mode is ExecMode.PIPELINED:
             from cs2sim.runtime.compiler.report import pe_share
             from cs2sim.runtime.executors.pipelined import PipelinedExecutor
@@ -287,6 +298,11 @@ class CsRun:
                 compile_time=res.compile_time,
                 est_samples_per_sec=res.est_samples_per_sec,
             )
+        return ex
+
+    def _describe_run(self, res: CompileResult, ex: QueuedExecutor) -> None:
+        """Log what the compile chose for a step and its time to train; give `ex` the run's
+        facts (system, mode, batches) for its report."""
         from cs2sim.runtime.artifacts.perf import plan_batches
         from cs2sim.runtime.compiler.timetrain import for_plan
 
@@ -305,9 +321,6 @@ class CsRun:
             **plan_batches(res.plan),
             "time_to_train": ttt.as_dict() if ttt else None,
         }
-        ex.before_step = self.watch
-        self.executor = ex
-        return ex
 
     def input_cluster(self) -> Any:
         """The job's input workers at the rate cs_input_analyzer measured, when both are known."""

@@ -114,7 +114,6 @@ def measure_delivery(
     split: str = "train",
 ) -> Measurement:
     """samples/s that `workers` streamer processes of `threads` threads deliver to one chief."""
-    from cs2sim.runtime import registry
     from cs2sim.runtime.data import build_input
 
     if seed is None:
@@ -123,26 +122,9 @@ def measure_delivery(
     with tempfile.TemporaryDirectory(prefix="cs2sim-measure-") as tmp:
         info = TaskInfo(Role.CHIEF, job_id=job, node=socket.gethostname(), num_streamers=workers)
         hub = ChiefHub(info, Path(tmp), prefetch=4)
-        procs = [
-            _CTX.Process(
-                target=_worker,
-                daemon=True,
-                name=f"cs2sim-measure-{k}",
-                args=(
-                    tmp,
-                    job,
-                    k,
-                    workers,
-                    model_name,
-                    params,
-                    seed,
-                    threads,
-                    extra_work,
-                    registry.explicit(),
-                ),
-            )
-            for k in range(workers)
-        ]
+        procs = _streamer_processes(
+            tmp, job, workers, model_name, params, seed, threads, extra_work
+        )
         try:
             with _main_hidden():
                 for p in procs:
@@ -151,30 +133,16 @@ def measure_delivery(
             stream = RemoteStream(hub, local, split)
             local.close()
             stream.start()
-            samples = 0
-            cpu0 = time.process_time()  # every thread of this process: readers + consumer
-            t0 = time.perf_counter()
-            end = t0 + seconds
-            now = t0
-            while True:
-                try:
-                    batch = next(stream)
-                except StopIteration:  # an input that does not repeat ran out: rate so far
-                    break
-                samples += len(next(iter(batch.values())))
-                now = time.perf_counter()
-                if now >= end:
-                    break
-            cpu = time.process_time() - cpu0
+            samples, elapsed, cpu = _consume(stream, seconds)
             stream.close()
             return Measurement(
                 threads,
                 workers,
                 samples,
-                now - t0,
+                elapsed,
                 stream.startup_seconds,
                 stream.batch_size,
-                cpu / max(now - t0, 1e-9),
+                cpu / max(elapsed, 1e-9),
             )
         finally:
             hub.end(0)
@@ -183,3 +151,60 @@ def measure_delivery(
                 if p.is_alive():
                     p.kill()
                     p.join()
+
+
+def _streamer_processes(
+    tmp: str,
+    job: str,
+    workers: int,
+    model_name: str,
+    params: dict[str, Any],
+    seed: int,
+    threads: int,
+    extra_work: int,
+) -> list[mp.process.BaseProcess]:
+    """The `workers` streamer processes (spawned, not yet started), each reading its share
+    with `threads` threads and streaming to the chief hub in `tmp`."""
+    from cs2sim.runtime import registry
+
+    return [
+        _CTX.Process(
+            target=_worker,
+            daemon=True,
+            name=f"cs2sim-measure-{k}",
+            args=(
+                tmp,
+                job,
+                k,
+                workers,
+                model_name,
+                params,
+                seed,
+                threads,
+                extra_work,
+                registry.explicit(),
+            ),
+        )
+        for k in range(workers)
+    ]
+
+
+def _consume(stream: RemoteStream, seconds: float) -> tuple[int, float, float]:
+    """Take batches for `seconds` (or until a non-repeating input ends): the samples taken,
+    the seconds it took and the CPU seconds this process (readers + consumer) spent."""
+    samples = 0
+    cpu0 = time.process_time()  # every thread of this process: readers + consumer
+    t0 = time.perf_counter()
+    end = t0 + seconds
+    now = t0
+    while True:
+        try:
+            batch = next(stream)
+        except StopIteration:  # an input that does not repeat ran out: rate so far
+            break
+        samples += len(next(iter(batch.values())))
+        now = time.perf_counter()
+        if now >= end:
+            break
+    cpu = time.process_time() - cpu0
+    return samples, now - t0, cpu

@@ -262,24 +262,7 @@ def to_legacy(
     where it runs and the front end's flags; ConfigError names the trainer key path.
     `method` (fit, validate, validate_all) decides whose val dataloader is eval_input and
     whose ckpt_path is runconfig.checkpoint_path."""
-    extra = [k for k in raw if k not in ("trainer", "description")]
-    if extra:
-        raise _unknown("<top>", extra[0], ["trainer", "description"], source)
-    body = raw["trainer"]
-    if isinstance(body, list):
-        raise ConfigError(
-            f"{source}: trainer is a list of {len(body)} trainers; cs2sim runs one at a time: "
-            "split the file."
-        )
-    body = _mapping(body, "trainer", source)
-    name = model_name_of(raw, source)
-    if model is not None and name != model:
-        raise ConfigError(
-            f"{source}: trainer.init.model.name is {name!r}, but this is the run.py of "
-            f"{model!r}; run it with `cszoo fit {source}` or {name}'s run.py."
-        )
-    if "init" not in body:
-        raise ConfigError(f"{source}: trainer.init is required (model, optimizer, loop, ...).")
+    body, name = _trainer_body(raw, model, source)
     tree = _tree()
     legacy: dict[str, Any] = {"description": raw["description"]} if "description" in raw else {}
     # the dataloaders and the model first: rows may add to them (micro_batch_size)
@@ -322,6 +305,46 @@ def to_legacy(
             continue
         _set(legacy, row.legacy, value)
     init = body["init"]
+    _optimizer_and_lr(legacy, init, method, source)
+    if method != "fit" and "train_input" not in legacy and "eval_input" in legacy:
+        legacy["train_input"] = dict(legacy["eval_input"])  # never read by an evaluation
+    _check_loggers(init, source)
+    if _get(legacy, ("train_input", "micro_batch_size")) is not None:
+        legacy.setdefault("runconfig", {})["use_cs_grad_accum"] = True
+    return out
+
+
+def _trainer_body(
+    raw: dict[str, Any], model: str | None, source: str
+) -> tuple[dict[str, Any], str]:
+    """The one trainer's mapping and its model's name, after checking the file holds only
+    that, names the model this run.py runs (if `model`), and has an init section."""
+    extra = [k for k in raw if k not in ("trainer", "description")]
+    if extra:
+        raise _unknown("<top>", extra[0], ["trainer", "description"], source)
+    body = raw["trainer"]
+    if isinstance(body, list):
+        raise ConfigError(
+            f"{source}: trainer is a list of {len(body)} trainers; cs2sim runs one at a time: "
+            "split the file."
+        )
+    body = _mapping(body, "trainer", source)
+    name = model_name_of(raw, source)
+    if model is not None and name != model:
+        raise ConfigError(
+            f"{source}: trainer.init.model.name is {name!r}, but this is the run.py of "
+            f"{model!r}; run it with `cszoo fit {source}` or {name}'s run.py."
+        )
+    if "init" not in body:
+        raise ConfigError(f"{source}: trainer.init is required (model, optimizer, loop, ...).")
+    return body, name
+
+
+def _optimizer_and_lr(
+    legacy: dict[str, Any], init: dict[str, Any], method: str, source: str
+) -> None:
+    """init.optimizer and init.schedulers -> the legacy optimizer and its learning rate (an
+    evaluation may go without one)."""
     if "optimizer" in init:
         legacy["optimizer"] = {
             **_optimizer(init["optimizer"], source),
@@ -338,15 +361,14 @@ def to_legacy(
                 "e.g. [{ConstantLR: {learning_rate: 0.001}}]); add it."
             )
         legacy.setdefault("optimizer", {})["learning_rate"] = 0.0  # an eval takes no step
-    if method != "fit" and "train_input" not in legacy and "eval_input" in legacy:
-        legacy["train_input"] = dict(legacy["eval_input"])  # never read by an evaluation
+
+
+def _check_loggers(init: dict[str, Any], source: str) -> None:
+    """Each of init.loggers is one cs2sim knows."""
     for item in init.get("loggers") or []:
         for logger in _mapping(item, "trainer.init.loggers[]", source):
             if logger not in LOGGERS:
                 raise _unknown("trainer.init.loggers", logger, list(LOGGERS), source)
-    if _get(legacy, ("train_input", "micro_batch_size")) is not None:
-        legacy.setdefault("runconfig", {})["use_cs_grad_accum"] = True
-    return out
 
 
 def front_end(raw: dict, source: str = "params.yaml") -> Trainer:
@@ -408,30 +430,7 @@ def to_trainer(raw: dict, model: str) -> tuple[dict[str, Any], list[str]]:
     init: dict[str, Any] = {}
     body: dict[str, Any] = {"init": init}
     notes: list[str] = []
-    for row in ROWS:
-        if row.legacy is None:
-            continue
-        for path in (row.legacy, *row.aliases):
-            value = _get(legacy, path)
-            if value is None:
-                continue
-            for p in (row.legacy, *row.aliases):  # the first spelling given wins
-                parent = _get(legacy, p[:-1])
-                if isinstance(parent, dict):
-                    parent.pop(p[-1], None)
-            if row.toggle:
-                if value:
-                    _set(body, row.trainer, {})
-                continue
-            if row.trainer[-1] == "load_checkpoint_states":
-                value = "model" if value else "all"
-            if row.trainer[0] in ("validate", "validate_all") or row.trainer[0] == "fit":
-                for where in (("fit", "ckpt_path"), ("validate", "ckpt_path")):
-                    _set(body, where, value)
-                _set(body, ("validate_all", "ckpt_paths"), value)
-                break
-            _set(body, row.trainer, value)
-            break
+    _rows_to_trainer(legacy, body)
     # sections copied whole
     model_section = dict(legacy.pop("model", None) or {})
     model_section.pop("name", None)
@@ -459,17 +458,7 @@ def to_trainer(raw: dict, model: str) -> tuple[dict[str, Any], list[str]]:
             body.pop(method)  # Model Zoo: no fit without a train dataloader, ...
     if "callbacks" in init:
         init["callbacks"] = [{k: v} for k, v in init["callbacks"].items()]
-    for section, rest in legacy.items():
-        if section == "description":
-            continue
-        for k, v in rest.items() if isinstance(rest, dict) else [("", rest)]:
-            reason = DROPPED.get((section, k), "the trainer form has no such key")
-            schema = RUNCONFIG_SCHEMA if section == "runconfig" else {}
-            if reason is None or v is None or (k in schema and v == schema[k].default):
-                continue  # nothing lost: the trainer form's default is the same
-            if k == "use_cs_grad_accum" and isinstance(train, dict) and "micro_batch_size" in train:
-                continue  # the micro-batch flag implies it
-            notes.append(f"{section}.{k} ({shown(v)}) is not converted: {reason}.")
+    notes.extend(_dropped_notes(legacy, train))
     order = (
         "device",
         "backend",
@@ -490,6 +479,53 @@ def to_trainer(raw: dict, model: str) -> tuple[dict[str, Any], list[str]]:
         out["description"] = legacy["description"]
     out["trainer"] = {k: body[k] for k in TOP if k in body}
     return out, notes
+
+
+def _rows_to_trainer(legacy: dict[str, Any], body: dict[str, Any]) -> None:
+    """Move each key the table maps from `legacy` to its trainer place in `body` (the first
+    spelling given wins; a checkpoint path goes to every method)."""
+    for row in ROWS:
+        if row.legacy is None:
+            continue
+        for path in (row.legacy, *row.aliases):
+            value = _get(legacy, path)
+            if value is None:
+                continue
+            for p in (row.legacy, *row.aliases):  # the first spelling given wins
+                parent = _get(legacy, p[:-1])
+                if isinstance(parent, dict):
+                    parent.pop(p[-1], None)
+            if row.toggle:
+                if value:
+                    _set(body, row.trainer, {})
+                continue
+            if row.trainer[-1] == "load_checkpoint_states":
+                value = "model" if value else "all"
+            if row.trainer[0] in ("validate", "validate_all") or row.trainer[0] == "fit":
+                for where in (("fit", "ckpt_path"), ("validate", "ckpt_path")):
+                    _set(body, where, value)
+                _set(body, ("validate_all", "ckpt_paths"), value)
+                break
+            _set(body, row.trainer, value)
+            break
+
+
+def _dropped_notes(legacy: dict[str, Any], train: Any) -> list[str]:
+    """A note for each key left in `legacy` that the trainer form has no place for, unless
+    nothing is lost (its default, or implied by another key)."""
+    notes: list[str] = []
+    for section, rest in legacy.items():
+        if section == "description":
+            continue
+        for k, v in rest.items() if isinstance(rest, dict) else [("", rest)]:
+            reason = DROPPED.get((section, k), "the trainer form has no such key")
+            schema = RUNCONFIG_SCHEMA if section == "runconfig" else {}
+            if reason is None or v is None or (k in schema and v == schema[k].default):
+                continue  # nothing lost: the trainer form's default is the same
+            if k == "use_cs_grad_accum" and isinstance(train, dict) and "micro_batch_size" in train:
+                continue  # the micro-batch flag implies it
+            notes.append(f"{section}.{k} ({shown(v)}) is not converted: {reason}.")
+    return notes
 
 
 def schema_of(model: str) -> Schema:

@@ -284,13 +284,7 @@ class Trainer:
         # then programs the fabric; weight streaming (the Weight Streaming Quickstart) loads the
         # weights into MemoryX first
         before = getattr(ex, "checkpoint_before_load", True)
-        if (self.params.get("optimizer") or {}).get("log_summaries"):
-            if not hasattr(ex, "summary_steps"):
-                raise ConfigError(
-                    f"optimizer.log_summaries needs per-layer norms, which the "
-                    f"{ex.device} executor does not report; set it to false."
-                )
-            ex.summary_steps = cfg.summary_steps  # norms on the steps summaries are written
+        self._want_summary_norms()
         if not before:
             report = ex.load(model, opt, scaler, self.params)
         if start == 0 and cfg.save_initial_checkpoint:
@@ -338,13 +332,41 @@ class Trainer:
                         if out.step == stop:
                             perf.total_time = tracker.elapsed(now)
                     if out.snapshot is not None:
-                        t0 = time.perf_counter()
-                        path = self._checkpoint(out.snapshot)
-                        tb.flush()  # a kill -9 keeps the curve up to the checkpoint it resumes from
-                        ckpt_time += time.perf_counter() - t0
-                        result.checkpoints.append(path)
-                        self._fire("on_checkpoint", path)
-        # 4) the run's figures
+                        ckpt_time += self._save_checkpoint(out.snapshot, tb, result)
+        return self._finish(result, perf, tracker, ckpt_time, stop)
+
+    def _want_summary_norms(self) -> None:
+        """optimizer.log_summaries: the executor reports per-layer norms on the summary steps
+        (ConfigError if it cannot)."""
+        cfg, ex = self.config, self.executor
+        if (self.params.get("optimizer") or {}).get("log_summaries"):
+            if not hasattr(ex, "summary_steps"):
+                raise ConfigError(
+                    f"optimizer.log_summaries needs per-layer norms, which the "
+                    f"{ex.device} executor does not report; set it to false."
+                )
+            ex.summary_steps = cfg.summary_steps  # norms on the steps summaries are written
+
+    def _save_checkpoint(self, state: ckpt.TrainState, tb: Summaries, result: TrainResult) -> float:
+        """Write a step's checkpoint, flush the summaries up to it, tell the callbacks; the
+        seconds it took."""
+        t0 = time.perf_counter()
+        path = self._checkpoint(state)
+        tb.flush()  # a kill -9 keeps the curve up to the checkpoint it resumes from
+        took = time.perf_counter() - t0
+        result.checkpoints.append(path)
+        self._fire("on_checkpoint", path)
+        return took
+
+    def _finish(
+        self,
+        result: TrainResult,
+        perf: RunPerf,
+        tracker: RateTracker,
+        ckpt_time: float,
+        stop: int,
+    ) -> TrainResult:
+        """The run's figures: performance.json, the closing log lines, the on_end callbacks."""
         perf.total_samples = int(tracker.total_count)
         perf.checkpoint_time = ckpt_time
         result.total_samples, result.total_time = perf.total_samples, perf.total_time

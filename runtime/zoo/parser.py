@@ -35,6 +35,10 @@ Convert a Hugging Face checkpoint for training here:
   $ {PROG} checkpoint convert --model gpt2 --src-fmt hf --tgt-fmt cs-2.4 \\
         --config hf_gpt2/config.json hf_gpt2/model.safetensors -o cs_gpt2
 """
+OUT_HELP = (
+    "Path to save the config file to. If it's a directory, the config file is saved to "
+    "that directory. By default, the current working directory."
+)
 TRAINER_DOCS = "https://docs.cerebras.net/en/latest/wsc/Model-zoo/trainer-overview.html"
 
 
@@ -122,6 +126,17 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=fmt,
     )
     sub = parser.add_subparsers(dest="cmd", required=True, metavar="<cmd>")
+    _add_run_commands(sub)
+    _add_model_commands(sub)
+    _add_data_processor_commands(sub)
+    _add_config_commands(sub)
+    _add_preprocess_commands(sub)
+    _add_checkpoint_commands(sub, fmt)
+    return parser
+
+
+def _add_run_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """fit, validate and validate_all: run.py's modes as the trainer's methods."""
     for method, text in (
         ("fit", "Run a model by calling fit. This completes a full training run on the given "
          "train and validation dataloaders."),
@@ -134,6 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
         _run_args(p)
         p.set_defaults(func=_handler("run", "run_method", method))
 
+
+def _add_model_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`model list` and `model info`."""
     model = sub.add_parser("model", help="Get information on available models.")
     msub = model.add_subparsers(dest="action", required=True, metavar="<action>")
     msub.add_parser("list", help="List all models.").set_defaults(
@@ -143,6 +161,9 @@ def build_parser() -> argparse.ArgumentParser:
     mi.add_argument("model", help="Name of the model (see `cszoo model list`).")
     mi.set_defaults(func=_handler("tables", "model_info"))
 
+
+def _add_data_processor_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`data_processor list` and `data_processor info`."""
     data = sub.add_parser("data_processor", help="Get information on available data processors.")
     dsub = data.add_subparsers(dest="action", required=True, metavar="<action>")
     dsub.add_parser("list", help="List all data processors.").set_defaults(
@@ -152,17 +173,16 @@ def build_parser() -> argparse.ArgumentParser:
     di.add_argument("data_processor", help="Name of the data processor.")
     di.set_defaults(func=_handler("tables", "processor_info"))
 
+
+def _add_config_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`config` pull, validate, convert_legacy, diff and stats."""
     config = sub.add_parser("config", help="Manage model config files.")
     csub = config.add_subparsers(dest="action", required=True, metavar="<action>")
-    out_help = (
-        "Path to save the config file to. If it's a directory, the config file is saved to "
-        "that directory. By default, the current working directory."
-    )
     pull = csub.add_parser(
         "pull", help="Saves a config file with a given variant name to the local workspace."
     )
     pull.add_argument("variant", help="Config variant name to load (e.g. gpt2_tiny).")
-    pull.add_argument("-o", "--out", help=out_help)
+    pull.add_argument("-o", "--out", help=OUT_HELP)
     pull.set_defaults(func=_handler("configs", "pull"))
     val = csub.add_parser("validate", help="Validate the provided config file.")
     val.add_argument("config", help="Config file to validate.")
@@ -171,7 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
         "convert_legacy", help="Convert a legacy params file to the updated format."
     )
     conv.add_argument("config", help="Config file to convert.")
-    conv.add_argument("-o", "--out", help=out_help)
+    conv.add_argument("-o", "--out", help=OUT_HELP)
     conv.add_argument("--model", help="The model of a legacy file whose model section has no name.")
     conv.set_defaults(func=_handler("configs", "convert_legacy"))
     diff = csub.add_parser("diff", help="Find the difference between two config files.")
@@ -201,6 +221,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     stats.set_defaults(func=_handler("configs", "stats"))
 
+
+def _add_preprocess_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`data_preprocess` list, pull and run."""
     pre = sub.add_parser("data_preprocess", help="Run data preprocessing.")
     psub = pre.add_subparsers(dest="action", required=True, metavar="<action>")
     psub.add_parser("list", help="List all data preprocessing configurations.").set_defaults(
@@ -208,12 +231,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ppull = psub.add_parser("pull", help="Copy a data preprocessing configuration.")
     ppull.add_argument("name", help="Name of the configuration (see `list`).")
-    ppull.add_argument("-o", "--out", help=out_help)
+    ppull.add_argument("-o", "--out", help=OUT_HELP)
     ppull.set_defaults(func=_handler("preprocess", "pull"))
     prun = psub.add_parser("run", help="Run data preprocessing using the given configuration.")
     prun.add_argument("--config", required=True, help="Path to the preprocessing YAML.")
     prun.set_defaults(func=_handler("preprocess", "run"))
 
+
+def _add_checkpoint_commands(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], fmt: type[argparse.HelpFormatter]
+) -> None:
+    """`checkpoint info` and `checkpoint convert` (Hugging Face <-> cs)."""
     ckpt = sub.add_parser(
         "checkpoint", help="Get information on or perform some action on a checkpoint(s)"
     )
@@ -251,4 +279,3 @@ def build_parser() -> argparse.ArgumentParser:
         help="Output directory. Default: directory of input checkpoint/config.",
     )
     conv.set_defaults(func=_handler("hf_convert", "convert"))
-    return parser

@@ -466,6 +466,68 @@ def license_line(srun: SrunCommand, systems: tuple[str, ...]) -> SrunCommand:
     return SrunCommand(text, argv)
 
 
+# csrun_wse --help's arguments and examples (no site defaults in them)
+_WSE_ARGUMENT_LINES = (
+    "Arguments:",
+    "    command_for_cs_execution     A Python command to initiate a task (train, eval, etc) "
+    "that will",
+    "                                     execute on the CS system.",
+    "",
+    "    --mount-dirs                 (Optional) String of comma-seperated paths to mount, in "
+    "addition to",
+    "                                     the standard paths listed in csrun_cpu.",
+    "                                     Default is an empty string (only paths listed in "
+    "csrun_cpu are mounted)",
+    "    --total-nodes                (Optional) Number of nodes to execute with (passed to "
+    "slurm).",
+    "                                     Default is listed above.",
+    "    --tasks-per-node             (Optional) Number of tasks per node to execute with "
+    "(passed to slurm).",
+    "                                     Default is listed above.",
+    "    --cpus-per-task              (Optional) Number of cpus per task to execute with "
+    "(passed to slurm).",
+    "                                     Default is listed above.",
+    "    --single-task-nodes          (Optional) Number of nodes, among the total nodes, that "
+    "will only run a single task.",
+    "                                     Refer to Cerebras documentation for this flag.",
+    "                                     Default is 0 (all nodes will have multiple tasks "
+    "running on them)",
+    "    --cyclic                     (Optional) Distribute tasks to nodes in a round-robin "
+    "fashion.",
+    "                                     Refer to Cerebras documentation for this flag.",
+    "                                     Default is block allocation, where tasks are "
+    "sequentially assigned to one node",
+    "                                     before moving on to the next node.",
+    "    --dry-run                    (cs2sim) Print the srun line and where every task would "
+    "run; run nothing.",
+)
+_WSE_EXAMPLE_LINES = (
+    "Example usage:",
+    "    csrun_wse --total-nodes=3 --tasks-per-node=5 --cpus-per-task=16 python run.py "
+    "--mode=train --cs_ip=0.0.0.0",
+    '        - Executes the command "python run.py --mode=train --cs_ip=0.0.0.0", which '
+    "initiates model training",
+    "          on the CS system at the given ip address. The specified slurm settings - 3 "
+    "nodes with 5 workers each",
+    "          and 16 cpus assigned per worker - is used for this training task. ",
+    '    csrun_wse --mount-dirs="/data/ml,/lab/ml" python run.py --mode=eval '
+    "--eval_steps=1000 --cs_ip=0.0.0.0",
+    '        - Mounts "/data/ml/" and "/lab/ml" in addition to the default mount directories.',
+    '          Executes the command "python run.py --mode=eval --eval_steps=1000 --cs_ip=0.0.0.0",',
+    "          which initiates model evaluation on the CS system at the given cs_ip address",
+    "          The default Slurm settings are used.",
+    "    csrun_wse --total_nodes=5 --single-task-nodes=2 --tasks-per-node=4 python-ws run.py "
+    "--mode=train --cs_ip=0.0.0.0",
+    '        - Executes the command "python_ws run.py --mode=train --cs_ip=0.0.0.0" which '
+    "initates model training",
+    "          On the CS system at the given ip address. A total of 5 nodes are used, the "
+    "first 2 of which run",
+    "          only a single task. The remaining 3 nodes run 4 tasks per node. Thus, a total "
+    "of 14 tasks are",
+    "          associated with this job",
+)
+
+
 def wse_help(site: SiteSpec) -> str:
     """csrun_wse --help, with the site's defaults filled in."""
     lines = [
@@ -489,62 +551,8 @@ def wse_help(site: SiteSpec) -> str:
         f"               tasks-per-node:  {site.def_tasks_per_node}",
         f"               cpus-per-task:   {site.def_cpus_per_task}",
         "",
-        "Arguments:",
-        "    command_for_cs_execution     A Python command to initiate a task (train, eval, etc) "
-        "that will",
-        "                                     execute on the CS system.",
-        "",
-        "    --mount-dirs                 (Optional) String of comma-seperated paths to mount, in "
-        "addition to",
-        "                                     the standard paths listed in csrun_cpu.",
-        "                                     Default is an empty string (only paths listed in "
-        "csrun_cpu are mounted)",
-        "    --total-nodes                (Optional) Number of nodes to execute with (passed to "
-        "slurm).",
-        "                                     Default is listed above.",
-        "    --tasks-per-node             (Optional) Number of tasks per node to execute with "
-        "(passed to slurm).",
-        "                                     Default is listed above.",
-        "    --cpus-per-task              (Optional) Number of cpus per task to execute with "
-        "(passed to slurm).",
-        "                                     Default is listed above.",
-        "    --single-task-nodes          (Optional) Number of nodes, among the total nodes, that "
-        "will only run a single task.",
-        "                                     Refer to Cerebras documentation for this flag.",
-        "                                     Default is 0 (all nodes will have multiple tasks "
-        "running on them)",
-        "    --cyclic                     (Optional) Distribute tasks to nodes in a round-robin "
-        "fashion.",
-        "                                     Refer to Cerebras documentation for this flag.",
-        "                                     Default is block allocation, where tasks are "
-        "sequentially assigned to one node",
-        "                                     before moving on to the next node.",
-        "    --dry-run                    (cs2sim) Print the srun line and where every task would "
-        "run; run nothing.",
-        "Example usage:",
-        "    csrun_wse --total-nodes=3 --tasks-per-node=5 --cpus-per-task=16 python run.py "
-        "--mode=train --cs_ip=0.0.0.0",
-        '        - Executes the command "python run.py --mode=train --cs_ip=0.0.0.0", which '
-        "initiates model training",
-        "          on the CS system at the given ip address. The specified slurm settings - 3 "
-        "nodes with 5 workers each",
-        "          and 16 cpus assigned per worker - is used for this training task. ",
-        '    csrun_wse --mount-dirs="/data/ml,/lab/ml" python run.py --mode=eval '
-        "--eval_steps=1000 --cs_ip=0.0.0.0",
-        '        - Mounts "/data/ml/" and "/lab/ml" in addition to the default mount directories.',
-        '          Executes the command "python run.py --mode=eval --eval_steps=1000 '
-        '--cs_ip=0.0.0.0",',
-        "          which initiates model evaluation on the CS system at the given cs_ip address",
-        "          The default Slurm settings are used.",
-        "    csrun_wse --total_nodes=5 --single-task-nodes=2 --tasks-per-node=4 python-ws run.py "
-        "--mode=train --cs_ip=0.0.0.0",
-        '        - Executes the command "python_ws run.py --mode=train --cs_ip=0.0.0.0" which '
-        "initates model training",
-        "          On the CS system at the given ip address. A total of 5 nodes are used, the "
-        "first 2 of which run",
-        "          only a single task. The remaining 3 nodes run 4 tasks per node. Thus, a total "
-        "of 14 tasks are",
-        "          associated with this job",
+        *_WSE_ARGUMENT_LINES,
+        *_WSE_EXAMPLE_LINES,
     ]
     return "\n".join(lines)
 

@@ -509,35 +509,55 @@ def run_step(
             if not step.pids and not cleaned:
                 step.end_leftovers()  # what the tasks started ends with them
                 cleaned = True
-            if not step.pids and step.sel.get_map():
-                step.pump(0.05)  # drain what the last tasks wrote
-                if not step.pids:
-                    for key in list(step.sel.get_map().values()):  # grandchildren hold pipes
-                        step.sel.unregister(key.fd)
-                        os.close(key.fd)
+            _drain(step)
     finally:
-        if step.pids:  # an exception in the launcher: no task outlives it
-            step.signal_all(signal.SIGKILL)
-            while step.pids:
-                try:
-                    pid, _ = os.waitpid(-1, 0)
-                except ChildProcessError:
-                    break
-                step.pids.pop(pid, None)
+        _kill_remaining(step)
         step.end_leftovers()  # on every path: no process of the job outlives the step
         step.close()
     result.exits = [step.exits[t.procid] for t in tasks if t.procid in step.exits]
-    # the rest, grouped per node as srun does: "srun: error: n1: tasks 2-4: Terminated"
-    later = [e for e in result.exits if (e.stopped or e.failed) and e is not first_bad]
+    _report_later_exits(result.exits, first_bad, err)
+    _settle_exit_code(result)
+    return result
+
+
+def _drain(step: _Step) -> None:
+    """Read what the tasks wrote last; once all ended, close pipes only grandchildren hold."""
+    if not step.pids and step.sel.get_map():
+        step.pump(0.05)  # drain what the last tasks wrote
+        if not step.pids:
+            for key in list(step.sel.get_map().values()):  # grandchildren hold pipes
+                step.sel.unregister(key.fd)
+                os.close(key.fd)
+
+
+def _kill_remaining(step: _Step) -> None:
+    """An exception in the launcher: no task outlives it (killed and reaped)."""
+    if step.pids:
+        step.signal_all(signal.SIGKILL)
+        while step.pids:
+            try:
+                pid, _ = os.waitpid(-1, 0)
+            except ChildProcessError:
+                break
+            step.pids.pop(pid, None)
+
+
+def _report_later_exits(exits: list[TaskExit], first_bad: TaskExit | None, err: Write) -> None:
+    """The exits after the first failure, grouped per node as srun does:
+    "srun: error: n1: tasks 2-4: Terminated"."""
+    later = [e for e in exits if (e.stopped or e.failed) and e is not first_bad]
     by_node: dict[tuple[str, str], list[int]] = {}
     for e in later:
         by_node.setdefault((e.node, _exit_text(e)), []).append(e.procid)
     for (node, text), ids in by_node.items():
         word = "task" if len(ids) == 1 else "tasks"
         err(f"srun: error: {node}: {word} {_id_ranges(ids)}: {text}\n")
+
+
+def _settle_exit_code(result: StepResult) -> None:
+    """The step's exit code: the worst failed task's, else 128 + the stopping signal."""
     failed = [e.status for e in result.exits if e.failed]
     if failed:
         result.exit_code = max(failed)
     elif result.interrupted is not None:
         result.exit_code = 128 + result.interrupted
-    return result

@@ -214,40 +214,11 @@ class SlurmBackend:
                 "The Slurm backend was given no srun line; build it with "
                 "request.srun_command (csrun_wse does)."
             )
-        env = dict(os.environ if self.base_env is None else self.base_env)
-        env.update(request.env)
-        env.update(secret_env())  # srun passes it to every task (the chief's channel)
-        # the task runs the same command words on every node: `python-ws` etc. must resolve to
-        # this installation (same path on every node, see docs/slurm.md)
-        bindir = os.path.dirname(sys.executable)
-        if bindir not in env.get("PATH", "").split(os.pathsep):
-            env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
+        env = self._srun_env(request)
         t0 = time.perf_counter()
         watch = SrunWatch()
         pty = request.pty
-        try:
-            proc = subprocess.Popen(
-                list(self.argv),
-                env=env,
-                stdin=None if pty else subprocess.DEVNULL,
-                stdout=None if pty else subprocess.PIPE,
-                stderr=None if pty else subprocess.PIPE,
-                start_new_session=not pty,  # Ctrl-C reaches the launcher, which cancels the job
-                preexec_fn=_end_with_launcher,
-            )
-        except OSError as e:
-            raise ConfigError(
-                f"cannot run srun: {e.strerror}; install the Slurm client or set "
-                "CS2_SCHEDULER=embedded."
-            ) from e
-        pumps = []
-        if not pty:
-            pumps = [
-                threading.Thread(target=_pump, args=(proc.stdout, out, None), daemon=True),
-                threading.Thread(target=_pump, args=(proc.stderr, err, watch), daemon=True),
-            ]
-            for p in pumps:
-                p.start()
+        proc, pumps = self._start_srun(env, pty, out, err, watch)
         result = StepResult([], 0)
         job_id: int | None = None
         started = False
@@ -299,6 +270,69 @@ class SlurmBackend:
                     proc.wait()
             for p in pumps:
                 p.join(timeout=5)
+        return self._conclude(job_id, request, watch, result, rc, at_start, t0, err)
+
+    def _srun_env(self, request: JobRequest) -> dict[str, str]:
+        """srun's environment: the base one, the request's, the job's secret, and this
+        installation's commands first on PATH."""
+        env = dict(os.environ if self.base_env is None else self.base_env)
+        env.update(request.env)
+        env.update(secret_env())  # srun passes it to every task (the chief's channel)
+        # the task runs the same command words on every node: `python-ws` etc. must resolve to
+        # this installation (same path on every node, see docs/slurm.md)
+        bindir = os.path.dirname(sys.executable)
+        if bindir not in env.get("PATH", "").split(os.pathsep):
+            env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
+        return env
+
+    def _start_srun(
+        self,
+        env: dict[str, str],
+        pty: bool,
+        out: Callable[[str], None],
+        err: Callable[[str], None],
+        watch: SrunWatch,
+    ) -> tuple[subprocess.Popen[bytes], list[threading.Thread]]:
+        """Start srun; off a terminal, threads that pass its output and stderr through (the
+        stderr one feeding `watch`)."""
+        try:
+            proc = subprocess.Popen(
+                list(self.argv),
+                env=env,
+                stdin=None if pty else subprocess.DEVNULL,
+                stdout=None if pty else subprocess.PIPE,
+                stderr=None if pty else subprocess.PIPE,
+                start_new_session=not pty,  # Ctrl-C reaches the launcher, which cancels the job
+                preexec_fn=_end_with_launcher,
+            )
+        except OSError as e:
+            raise ConfigError(
+                f"cannot run srun: {e.strerror}; install the Slurm client or set "
+                "CS2_SCHEDULER=embedded."
+            ) from e
+        pumps = []
+        if not pty:
+            pumps = [
+                threading.Thread(target=_pump, args=(proc.stdout, out, None), daemon=True),
+                threading.Thread(target=_pump, args=(proc.stderr, err, watch), daemon=True),
+            ]
+            for p in pumps:
+                p.start()
+        return proc, pumps
+
+    def _conclude(
+        self,
+        job_id: int | None,
+        request: JobRequest,
+        watch: SrunWatch,
+        result: StepResult,
+        rc: int,
+        at_start: SlurmJobRecord | None,
+        t0: float,
+        err: Callable[[str], None],
+    ) -> StepResult:
+        """What srun's end means: the exit code, the job's record (with its nodes as
+        allocated), each task's exit and the report of a failure."""
         if job_id is None:
             job_id = watch.job_id
         if job_id is not None and job_id not in self._recorded:

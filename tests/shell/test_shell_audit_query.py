@@ -7,7 +7,7 @@ import json
 from datetime import datetime
 
 import pytest
-from shell_helpers import ALICE, err, make_context, out
+from shell_helpers import ALICE, console, err, make_context, out
 
 from cs2sim.csshell import timespec
 from cs2sim.csshell.dispatch import run_line
@@ -122,14 +122,19 @@ def test_time_forms() -> None:
         parse_moment("5x", "--since", now)
 
 
-def test_audit_filters_in_the_console(spawn) -> None:
-    sh = spawn()
-    sh.run("system standby --yes", "is in STANDBY")
-    sh.run("system activate --expect-mode weight-streaming", "not WEIGHT_STREAMING as expected")
-    shown = sh.run("audit show --outcome refused --since 10m | match system", "system activate")
-    assert "system standby" not in shown.split("audit show --outcome refused")[-1]
-    sh.run(
-        "audit show --user root --outcome ok --command standby | match STANDBY | count",
-        "Count: 1 line",
+def test_audit_filters_in_the_console(store: Store) -> None:
+    keys = (
+        "system standby --yes\r"
+        "system activate --expect-mode weight-streaming\r"  # refused
+        "audit show --outcome refused --since 10m | match system\r"
+        "audit show --user root --outcome ok --command standby | match STANDBY | count\r"
+        "audit show --since tomorrow\r"
     )
-    sh.run("audit show --since tomorrow", "`--since tomorrow` is not a time")
+    code, ctx = console(store, keys, history=False)
+    assert code == 0
+    lines = out(ctx).splitlines()
+    assert lines[0] == "System cs2-1 is in STANDBY."
+    refused = lines[1].split()
+    assert refused[2:7] == ["root", "system", "activate", "STANDBY", "refused"]
+    assert lines[2:] == ["Count: 1 line"]
+    assert err(ctx).splitlines()[-1].startswith("error: `--since tomorrow` is not a time")

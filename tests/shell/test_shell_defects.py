@@ -3,11 +3,10 @@ fails on the code before its fix."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
-from shell_helpers import Scripted, err, make_context, out, shell_env
+import pytest
+from shell_helpers import Scripted, cs, err, make_context, out
 
 from cs2sim.csshell.commands.execmode import menu_options
 from cs2sim.csshell.dispatch import run_line
@@ -84,22 +83,18 @@ def test_menu_rows_without_a_pending_change(store: Store) -> None:
     assert menu_options(status, None)[0] == (ExecMode.PIPELINED, "Pipelined (current)")
 
 
-def test_a_script_line_may_end_with_a_comment(home: Path, tmp_path: Path) -> None:
+def test_a_script_line_may_end_with_a_comment(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert list(script_lines(["system show  # look first", 'system fault "fan #3"', "# x"])) == [
         (1, "system show"),
         (2, 'system fault "fan #3"'),
     ]
     script = tmp_path / "c.cs"
     script.write_text("config execmode show   # what runs now\n")
-    proc = subprocess.run(
-        [sys.executable, "-m", "cs2sim.csshell", "-f", str(script)],
-        env=shell_env(home),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == "Configured Execution Mode : PIPELINED\n"
+    code, stdout, stderr = cs(capsys, "-f", str(script))
+    assert code == 0, stderr
+    assert stdout == "Configured Execution Mode : PIPELINED\n"
 
 
 def test_a_c_error_names_the_part_that_failed(store: Store) -> None:

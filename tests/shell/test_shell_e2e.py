@@ -1,19 +1,24 @@
-"""End to end under pexpect: the real `python -m csshell` on a pseudo-terminal, no special
-environment (no PROMPT_TOOLKIT_NO_CPR): the Weight Streaming Quickstart's Section 1
-(docs/sources.md) exactly as written, and the
-behaviours a person at the console relies on."""
+"""The Weight Streaming Quickstart's Section 1 (docs/sources.md) exactly as written, and the
+behaviours a person at the console relies on.
+
+Under pexpect, the real `python -m csshell` on a pseudo-terminal with no special environment (no
+PROMPT_TOOLKIT_NO_CPR), for what only a terminal shows: the Quickstart once with arrow keys, the
+completion menu as drawn, Ctrl-C, a kill. The console's logic (abbreviations, questions, the
+menu, Tab and `?`, permissions, a second shell's view) runs in this process
+(shell_helpers.console: the shell's own prompt session on a pipe input)."""
 
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from shell_helpers import shell_env, write_password
+import pytest
+from shell_helpers import console, cs, err, make_context, out, write_password
 
+from cs2sim.csshell.dispatch import run_line
+from cs2sim.csshell.login import login
 from cs2sim.csshell.repl import history_path
 from cs2sim.system.machine import Machine
 from cs2sim.system.state import ExecMode, State
@@ -63,62 +68,81 @@ def test_the_quickstarts_mode_change_choosing_with_arrow_keys(spawn: Any, home: 
     assert "+config execmode setup" in history and "+system activate" in history
 
 
-def test_the_quickstarts_mode_change_typing_abbreviations_and_names(spawn: Any, home: Path) -> None:
-    sh = spawn()
-    sh.run("conf exec sh", "Configured Execution Mode : PIPELINED")
-    sh.child.sendline("sys stand")
-    sh.expect(QUESTION)
-    sh.child.sendline("perhaps")  # a bad answer re-asks
-    sh.expect("Please answer yes or no.")
-    sh.expect(QUESTION)
-    sh.child.sendline("yes")
-    sh.prompt()
-    sh.child.sendline("conf exec setup")
-    sh.expect("Weight Streaming")
-    sh.child.sendline("weight streaming")  # typed name + Enter
-    sh.expect("Selected execution mode configuration: ✔ Weight Streaming")
-    sh.prompt()
-    sh.run("sys act", "System activated in Weight Streaming mode.")
-    sh.run("conf exec sh", "Configured Execution Mode : WEIGHT_STREAMING")
-    sh.child.sendline("exit")
-    assert sh.exit_status() == 0
-
-
-def test_setup_refused_when_active_names_the_fix(spawn: Any, home: Path) -> None:
-    sh = spawn()
-    before = sh.run(
-        "config execmode setup",
-        "error: Execution mode can only be changed in STANDBY; run `system standby` first.",
+def test_the_quickstarts_mode_change_typing_abbreviations_and_names(
+    store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    keys = (
+        "conf exec sh\r"
+        "sys stand\rperhaps\ryes\r"  # a bad answer re-asks
+        "conf exec setup\rweight streaming\r"  # typed name + Enter
+        "sys act\r"
+        "conf exec sh\r"
+        "exit\r"
+        "system show\r"  # never read: `exit` left
     )
-    assert "Select the execution mode" not in before  # refused before the menu
-    assert machine_state(home)[1] is ExecMode.PIPELINED
+    code, ctx = console(store, keys)
+    assert code == 0
+    assert ctx.prompter.asked == [QUESTION, "Select the execution mode:"]
+    assert capsys.readouterr().out.count("Please answer yes or no.") == 1
+    assert ctx.prompter.menus[0][1] is ExecMode.PIPELINED  # the current mode preselected
+    lines = out(ctx).splitlines()
+    assert lines.pop(3).startswith(
+        "cs2-1 will boot into Weight Streaming mode (now Pipelined), as configured by "
+    )  # who set it, then the Quickstart's line
+    assert lines == [
+        "Configured Execution Mode : PIPELINED",
+        "System cs2-1 is in STANDBY.",
+        "Selected execution mode configuration: ✔ Weight Streaming",
+        "System activated in Weight Streaming mode.",
+        "Configured Execution Mode : WEIGHT_STREAMING",
+    ]
+    assert machine_state(store.home) == (
+        State.ACTIVE,
+        ExecMode.WEIGHT_STREAMING,
+        ExecMode.WEIGHT_STREAMING,
+    )
+    history = history_path(store.home, login_name()).read_text()  # per account, in $CS2_HOME
+    assert "+conf exec setup" in history and "+sys act" in history
 
 
-def test_non_admin_is_refused(spawn: Any, home: Path, tmp_path: Path) -> None:
+def test_setup_refused_when_active_names_the_fix(store: Store) -> None:
+    code, ctx = console(store, "config execmode setup\r")
+    assert code == 0
+    assert err(ctx) == (
+        "error: Execution mode can only be changed in STANDBY; run `system standby` first.\n"
+    )
+    assert ctx.prompter.asked == []  # refused before the menu
+    assert machine_state(store.home)[1] is ExecMode.PIPELINED
+
+
+def test_non_admin_is_refused(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     pw = write_password(tmp_path / "alice.pw", "wonderland")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "cs2sim.csshell",
-            "-c",
-            f"user add alice --role user --password-file {pw}",
-        ],
-        env=shell_env(home),
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
-    sh = spawn("--user", "alice", "--password-file", str(pw))
-    sh.run(
-        "system standby",
-        "error: Permission denied: `system standby` needs the admin role; "
-        "you are logged in as alice (user).",
-    )
-    sh.run("config execmode setup", "error: Permission denied")
-    sh.run("config execmode show", "Configured Execution Mode : PIPELINED")  # looking is fine
-    assert machine_state(home)[0] is State.ACTIVE
-    # on a terminal the password is asked (getpass), never taken from argv or the environment
+    assert cs(capsys, "-c", f"user add alice --role user --password-file {pw}")[0] == 0
+    with Store.open(home) as store:
+        alice = login(store, "alice", str(pw))
+        code, ctx = console(
+            store, "system standby\rconfig execmode setup\rconfig execmode show\r", alice
+        )
+        assert code == 0 and ctx.prompter.asked == []  # refused before any question
+        assert err(ctx).splitlines() == [
+            "error: Permission denied: `system standby` needs the admin role; "
+            "you are logged in as alice (user).",
+            "error: Permission denied: `config execmode setup` needs the admin role; "
+            "you are logged in as alice (user).",
+        ]
+        assert out(ctx) == "Configured Execution Mode : PIPELINED\n"  # looking is fine
+        assert machine_state(home)[0] is State.ACTIVE
+
+
+def test_on_a_terminal_the_password_is_asked(spawn: Any, home: Path, tmp_path: Path) -> None:
+    """getpass on the terminal: never taken from argv or the environment."""
+    pw = write_password(tmp_path / "alice.pw", "wonderland")
+    with Store.open(home) as store:
+        assert (
+            run_line(make_context(store), f"user add alice --role user --password-file {pw}") == 0
+        )
     sh = spawn("--user", "alice", wait_prompt=False)
     sh.expect("Password for alice:")
     sh.child.sendline("wonderland")
@@ -126,28 +150,31 @@ def test_non_admin_is_refused(spawn: Any, home: Path, tmp_path: Path) -> None:
     sh.run("user list", "You are alice (user, password).")
 
 
-def test_tab_completion_and_question_mark_help(spawn: Any) -> None:
-    sh = spawn()
-    sh.send("conf\t")
-    sh.line_is("config ")
-    sh.send("exec\t")
-    sh.line_is("config execmode ")
-    sh.send("sh\t")
-    sh.line_is("config execmode show ")
-    sh.run("", "Configured Execution Mode : PIPELINED")
-    # an ambiguous prefix opens the menu with each command's summary
-    sh.send("system st\t")
-    sh.expect("Put the system in STANDBY, after asking (admin).")
-    sh.send("\x03")
-    sh.prompt()
-    # `?` lists what can follow, with <cr> when the words so far already run
-    sh.send("conf exec ?")
-    sh.expect("setup     Choose the execution mode")
-    sh.expect("show      Show the configured execution mode.")
-    sh.send("show ?")
-    sh.expect("<cr>")
-    sh.send("\x03")
-    sh.prompt()
+def test_tab_completion_and_question_mark_help(store: Store) -> None:
+    steps = [
+        ("conf\t", "config "),  # each Tab completes the word (the next key waits for it)
+        ("exec\t", "config execmode "),
+        ("sh\t", "config execmode show "),
+        ("?\r", None),  # `?` echoes the line as it stands, then lists <cr>
+        ("conf exec ?show ?\x03", None),  # `?` lists what can follow, <cr> once the words run
+    ]
+    code, ctx = console(store, steps, history=False)
+    assert code == 0
+    lines = [" ".join(x.split()) for x in out(ctx).splitlines()]
+    assert lines == [
+        "cs> config execmode show ?",
+        "--output-format=json|text Print as text (default) or JSON.",
+        "<cr> Run `config execmode show`.",
+        "Configured Execution Mode : PIPELINED",
+        "cs> conf exec ?",
+        "setup Choose the execution mode (STANDBY only; admin).",
+        "show Show the configured execution mode.",
+        "withdraw Take back a pending mode change: configure the active mode again "
+        "(STANDBY; admin).",
+        "cs> conf exec show ?",
+        "--output-format=json|text Print as text (default) or JSON.",
+        "<cr> Run `config execmode show`.",
+    ]
 
 
 def test_the_first_tab_on_an_empty_line_shows_every_top_level_command(spawn: Any) -> None:
@@ -158,6 +185,11 @@ def test_the_first_tab_on_an_empty_line_shows_every_top_level_command(spawn: Any
     sh.send("\t")
     for _, node in sorted(COMMANDS.root.children.items()):  # the menu's rows, top to bottom
         sh.expect(node.summary, timeout=5)
+    sh.send("\x03")
+    sh.prompt()
+    # an ambiguous prefix opens the menu with each command's summary
+    sh.send("system st\t")
+    sh.expect("Put the system in STANDBY, after asking (admin).")
     sh.send("\x03")
     sh.prompt()
 
@@ -190,17 +222,22 @@ def test_ctrl_c_while_rebooting_stops_waiting_only(spawn: Any, home: Path) -> No
     assert machine_state(home)[0] is State.ACTIVATING
 
 
-def test_a_second_shell_sees_the_change_at_its_next_command(spawn: Any) -> None:
-    first, second = spawn(), spawn()
-    first.run("system standby --yes", "System cs2-1 is in STANDBY.")
-    first.run("config execmode setup weight-streaming", "✔ Weight Streaming")
-    out = second.run(
-        "config execmode show",
+def test_a_second_shell_sees_the_change_at_its_next_command(home: Path) -> None:
+    with Store.open(home) as one, Store.open(home) as two:  # two shells, each its own store
+        first, second = make_context(one), make_context(two)
+        assert run_line(second, "config execmode show") == 0  # it has read the system once
+        assert run_line(first, "system standby --yes") == 0
+        assert run_line(first, "config execmode setup weight-streaming") == 0
+        assert run_line(second, "config execmode show; system show") == 0
+    shown = out(second).splitlines()
+    assert shown[:3] == [
+        "Configured Execution Mode : PIPELINED",
         "Configured Execution Mode : WEIGHT_STREAMING",
-        "Active Execution Mode     : PIPELINED (WEIGHT_STREAMING takes effect",
-    )
-    assert "STANDBY" in second.run("system show", "Running Jobs")
-    assert out
+        "Active Execution Mode     : PIPELINED (WEIGHT_STREAMING takes effect at the next "
+        "`system activate`)",
+    ]
+    assert shown[4].startswith("State                     : STANDBY since ")
+    assert shown[-1] == "Running Jobs              : none"
 
 
 def test_kill_9_while_rebooting_leaves_nothing_half_done(spawn: Any, home: Path) -> None:

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
-from shell_helpers import err, make_context, out
+from shell_helpers import console, err, make_context, out
 
 from cs2sim.csshell.dispatch import run_line
 from cs2sim.system.cluster import EXAMPLE_PATH
@@ -54,11 +53,14 @@ def test_system_by_ip(home: Path) -> None:
         store.close()
 
 
-def test_history_lists_what_was_typed(spawn: Any) -> None:
-    sh = spawn()
-    sh.run("config execmode show", "PIPELINED")
-    sh.run("software show", "sqlite")
-    seen = sh.run("history", "3  history")  # the line itself is saved before it runs
-    lines = [x.strip() for x in seen.splitlines() if x.strip()]
-    assert "1  config execmode show" in lines and "2  software show" in lines
-    sh.run("history --last 1 | display json", '["history --last 1 | display json"]')
+def test_history_lists_what_was_typed(store: Store) -> None:
+    keys = "config execmode show\rsoftware show\rhistory\rhistory --last 1 | display json\r"
+    code, ctx = console(store, keys)  # at the console: each line is saved before it runs
+    assert code == 0
+    lines = out(ctx).splitlines()
+    assert lines[-4:] == [
+        "1  config execmode show",
+        "2  software show",
+        "3  history",
+        '["history --last 1 | display json"]',
+    ]

@@ -1,6 +1,7 @@
 """`jobs show N` (one job in detail), `jobs log N [--task K] [--tail N] [--follow]` over the task
 logs, `jobs show --watch`, and `jobs cancel` of a job that does not exist (exit 1, not a usage
-error); in-process, and end to end after a real csrun_wse launch."""
+error); in process (the dispatcher, `cs -c`, the console), after a real csrun_wse launch, and
+`--watch` until Ctrl-C on a terminal under pexpect."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import sys
 import threading
 from pathlib import Path
 
-from shell_helpers import err, make_context, out, shell_env
+import pytest
+from shell_helpers import console, cs, err, make_context, out, shell_env
 
 from cs2sim.csshell.dispatch import run_line
 from cs2sim.system.sched import queue
@@ -121,7 +123,9 @@ def test_cancelling_a_queued_job_does_not_say_its_nodes_are_free(store: Store) -
     assert "nodes are free" not in text and "no nodes were held" in text
 
 
-def test_jobs_show_n_and_log_after_a_real_launch(home: Path) -> None:
+def test_jobs_show_n_and_log_after_a_real_launch(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     env = shell_env(home)
     script = "import os; print('task', os.environ['SLURM_PROCID'])"
     launch = subprocess.run(
@@ -132,29 +136,21 @@ def test_jobs_show_n_and_log_after_a_real_launch(home: Path) -> None:
         timeout=120,
     )
     assert launch.returncode == 0, launch.stderr
-    cs = [sys.executable, "-m", "cs2sim.csshell", "-c"]
-    shown = subprocess.run(
-        [*cs, "jobs show 1"], env=env, capture_output=True, text=True, timeout=60
-    )
-    assert "COMPLETED" in shown.stdout and "Exit code : 0" in shown.stdout
-    logged = subprocess.run(
-        [*cs, "jobs log 1 --task 0"], env=env, capture_output=True, text=True, timeout=60
-    )
-    assert logged.returncode == 0 and logged.stdout == "task 0\n", logged.stderr
+    _, shown, _ = cs(capsys, "-c", "jobs show 1")
+    assert "COMPLETED" in shown and "Exit code : 0" in shown
+    code, logged, stderr = cs(capsys, "-c", "jobs log 1 --task 0")
+    assert code == 0 and logged == "task 0\n", stderr
 
 
-def test_jobs_show_n_and_log_in_the_console(spawn, home: Path) -> None:
-    store = Store.open(home)
-    try:
-        job = submit(store)
-        write_logs(home, job, {0: "loss 1.5\nloss 1.2\n", 1: "streamer up\n"})
-    finally:
-        store.close()
-    sh = spawn()
-    sh.run(f"jobs show {job}", "Command   : python run.py CSX", "chief + streamers")
-    seen = sh.run(f"jobs log {job} | match loss", "0: loss 1.2")
-    assert "streamer up" not in seen
-    sh.run(f"jobs log {job} --task 1", "streamer up")
+def test_jobs_show_n_and_log_in_the_console(store: Store) -> None:
+    job = submit(store)
+    write_logs(store.home, job, {0: "loss 1.5\nloss 1.2\n", 1: "streamer up\n"})
+    keys = f"jobs show {job}\rjobs log {job} | match loss\rjobs log {job} --task 1\r"
+    code, ctx = console(store, keys, history=False)
+    assert code == 0 and err(ctx) == ""
+    shown, logged = out(ctx).split("0: loss 1.5\n")
+    assert "Command   : python run.py CSX" in shown and "chief + streamers" in shown
+    assert logged == "0: loss 1.2\nstreamer up\n"  # the match kept task 0's loss lines only
 
 
 def test_jobs_show_watch_redraws_until_ctrl_c(spawn, home: Path) -> None:

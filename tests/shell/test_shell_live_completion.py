@@ -1,15 +1,15 @@
 """Tab on live names: systems (`system use`, `audit show --system`), job ids with their user and
 command (`jobs cancel`), accounts (`user remove`, `audit show --user`), files (--password-file);
-in-process through the completer, and end to end under pexpect."""
+in process through the completer, and through the console's Tab key (the shell's prompt
+session on a pipe input)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
-from shell_helpers import make_context
+from shell_helpers import MENU_OPEN, console, make_context, out
 
 from cs2sim.csshell.commands import COMMANDS
 from cs2sim.csshell.commands.shell import question_help
@@ -74,14 +74,16 @@ def test_paths_complete_for_password_file(store: Store, tmp_path: Path) -> None:
     assert set(menu) == {f"{tmp_path}/secret.pw ", f"{tmp_path}/sub/"}  # a folder: go on typing
 
 
-def test_tab_completes_a_system_name_end_to_end(spawn: Any, home: Path) -> None:
-    _four(home)
-    sh = spawn()
-    sh.send("system use cs2-4"[:-1])
-    sh.send("\t")  # cs2-1..4: nothing common to add; a second Tab opens the menu
-    sh.send("\t")
-    sh.expect("127.0.1.4")  # the menu's description of cs2-4
-    sh.send("\x03")  # drop the line
-    sh.prompt()
-    sh.send("user remove ro\t")
-    sh.line_is("user remove root ")
+def test_tab_completes_live_names_at_the_console(store: Store) -> None:
+    _four(store.home)
+    steps = [
+        ("system use cs2-", "system use cs2-"),
+        ("\t", MENU_OPEN),  # cs2-1..4: nothing common to add, the menu opens
+        ("\t", "system use cs2-1 "),  # a second Tab takes its first row
+        ("\x03", ""),  # drop the line
+        ("user remove ro\t", "user remove root "),
+        ("?\x03", None),
+    ]
+    code, ctx = console(store, steps, history=False)
+    assert code == 0
+    assert out(ctx).splitlines()[0] == "cs> user remove root ?"

@@ -210,18 +210,6 @@ def test_real_process_piped_output_is_plain(home: Path) -> None:
     assert proc.stderr.startswith("error: command ")  # which `;` part failed
 
 
-def test_real_process_reads_stdin(home: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "cs2sim.csshell"],
-        input="config execmode show\n",
-        env=shell_env(home),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert (proc.returncode, proc.stdout) == (0, "Configured Execution Mode : PIPELINED\n")
-
-
 def test_real_process_quits_quietly_when_its_reader_goes(home: Path) -> None:
     """`cs ... | head -1`: no internal error, exit status 141 as for any SIGPIPE'd command."""
     proc = subprocess.Popen(

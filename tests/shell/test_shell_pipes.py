@@ -1,17 +1,16 @@
 """Output pipes: each pipe, their chaining, `display json` equal to --output-format=json, the
-refusals, `?` and Tab after `|`, in-process and end to end (cs -c, cs -f, the console)."""
+refusals, `?` and Tab after `|`; by the dispatcher, and through `cs -c`, `cs -f`, stdin and the
+console (all in process)."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
-from shell_helpers import err, make_context, out, shell_env
+from shell_helpers import console, cs, err, make_context, out
 
 from cs2sim.csshell.commands import COMMANDS
 from cs2sim.csshell.commands.shell import question_help
@@ -19,6 +18,8 @@ from cs2sim.csshell.completion import TableCompleter
 from cs2sim.csshell.dispatch import run_line
 from cs2sim.csshell.lexer import cursor_at_end, split_line
 from cs2sim.csshell.pipes import PIPES
+from cs2sim.system.machine import Machine
+from cs2sim.system.state import State
 from cs2sim.system.store import Store
 
 
@@ -144,44 +145,45 @@ def test_tab_after_a_bar_completes_pipes() -> None:
     assert completions("audit show; sys") == ["system "]  # a new command after `;`
 
 
-def cs(home: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cs2sim.csshell", *args],
-        env=shell_env(home),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        input=stdin,
-    )
-
-
-def test_pipes_in_cs_c_and_cs_f_and_stdin(home: Path, tmp_path: Path) -> None:
-    proc = cs(home, "-c", "software show | match ^python | count")
-    assert proc.returncode == 0 and proc.stdout == "Count: 1 line\n", proc.stderr
+def test_pipes_in_cs_c_and_cs_f_and_stdin(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, stdout, stderr = cs(capsys, "-c", "software show | match ^python | count")
+    assert code == 0 and stdout == "Count: 1 line\n", stderr
     script = tmp_path / "s.cs"
     script.write_text("software show | last 1\nconfig execmode show | display json\n")
-    proc = cs(home, "-f", str(script))
-    assert proc.returncode == 0, proc.stderr
-    last, data = proc.stdout.splitlines()
+    code, stdout, stderr = cs(capsys, "-f", str(script))
+    assert code == 0, stderr
+    last, data = stdout.splitlines()
     assert last.startswith("sqlite") and json.loads(data)["execmode"] == "PIPELINED"
-    proc = cs(home, stdin="software show | grep x\n")
-    assert proc.returncode == 2
-    assert proc.stderr == (
-        "error: stdin line 1: there is no pipe `| grep x`; did you mean `| match`?\n"
+    code, _, stderr = cs(capsys, stdin="software show | grep x\n")
+    assert code == 2
+    assert stderr == "error: stdin line 1: there is no pipe `| grep x`; did you mean `| match`?\n"
+
+
+def test_pipes_in_the_console(store: Store) -> None:
+    keys = (
+        "software show | match ^python | count\r"
+        "software show | cou?\x03"  # `?` after a bar lists the pipes; Ctrl-C drops the line
+        "software show | except ^python | last 1\r"
+        "config execmode show | display json | no-more\r"
+        "software show | display json\r"
+        "system standby --yes | display json\r"  # refused: nothing runs
     )
-
-
-def test_pipes_in_the_console(spawn) -> None:
-    sh = spawn()
-    seen = sh.run("software show | match ^python | count", "Count: 1 line")
-    assert "sqlite" not in seen
-    sh.child.send("software show | cou?")
-    sh.expect("Count the lines instead of showing them.")
-    sh.prompt()
-    sh.send("\x03")  # drop the kept line
-    sh.prompt()
-    seen = sh.run("software show | except ^python | last 1", "sqlite")
-    assert "CSoft" not in seen.split("last 1")[-1]
-    sh.run("config execmode show | display json | no-more", '"execmode": "PIPELINED"')
-    sh.run("software show | display json", '"sqlite"')
-    sh.run("system standby --yes | display json", "has no JSON output")
+    code, ctx = console(store, keys, history=False)
+    assert code == 0
+    lines = out(ctx).splitlines()
+    assert lines[:4] == [
+        "Count: 1 line",
+        "cs> software show | cou?",
+        "  count  Count the lines instead of showing them.",
+        "sqlite   : 3.40.1",
+    ]
+    assert json.loads(lines[4])["execmode"] == "PIPELINED"
+    assert json.loads(lines[5])["sqlite"] == "3.40.1"
+    assert lines[6:] == []
+    assert err(ctx) == (
+        "error: `system standby` has no JSON output, so it cannot take `| display json`; the "
+        "show commands can (e.g. `system show | display json`).\n"
+    )
+    assert Machine(store).status().state is State.ACTIVE

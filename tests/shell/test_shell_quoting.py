@@ -1,12 +1,10 @@
 """Quoting decides what `?` means, in every channel: inside quotes or after a backslash it is
 text (a fault reason, a regular expression); unquoted at the end of a word it asks what may
-follow. -c, -f and stdin run real `cs` processes; the console runs in process (prompt_toolkit
-pipe input, DummyOutput)."""
+follow. -c, -f and stdin run `cs`'s entry point, the console its prompt session (prompt_toolkit
+pipe input, DummyOutput), all in process."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +12,7 @@ import pytest
 from prompt_toolkit.application import create_app_session
 from prompt_toolkit.input import PipeInput, create_pipe_input
 from prompt_toolkit.output import DummyOutput
-from shell_helpers import make_context, out, shell_env
+from shell_helpers import cs, make_context, out
 
 from cs2sim.csshell.dispatch import run_line
 from cs2sim.csshell.lexer import Asking, open_quote, split_line
@@ -25,17 +23,6 @@ from cs2sim.system.state import State
 from cs2sim.system.store import Store
 
 REASON_LINE = 'system fault "is it broken?"'
-
-
-def cs(home: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cs2sim.csshell", *args],
-        input=stdin,
-        env=shell_env(home),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def fault_reason(home: Path) -> tuple[State, str]:
@@ -72,36 +59,42 @@ def test_open_quote_says_where_a_typed_question_mark_is_text() -> None:
     assert not open_quote("system fault broken\\\\")
 
 
-def test_quoted_question_mark_in_c_is_text(home: Path) -> None:
-    proc = cs(home, "-c", REASON_LINE)
-    assert proc.returncode == 0, proc.stderr
+def test_quoted_question_mark_in_c_is_text(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, stderr = cs(capsys, "-c", REASON_LINE)
+    assert code == 0, stderr
     assert fault_reason(home) == (State.FAULT, "is it broken?")
 
 
-def test_escaped_question_mark_in_c_is_text(home: Path) -> None:
-    proc = cs(home, "-c", "system fault is it broken\\?")
-    assert proc.returncode == 0, proc.stderr
+def test_escaped_question_mark_in_c_is_text(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, stderr = cs(capsys, "-c", "system fault is it broken\\?")
+    assert code == 0, stderr
     assert fault_reason(home) == (State.FAULT, "is it broken?")
 
 
-def test_quoted_regex_with_question_mark_matches_in_c(home: Path) -> None:
-    proc = cs(home, "-c", 'system show | match "Soft(ware)? Version"')
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("Software Version")
-    assert "Show only the lines" not in proc.stdout  # not the pipes' help
+def test_quoted_regex_with_question_mark_matches_in_c(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, stdout, stderr = cs(capsys, "-c", 'system show | match "Soft(ware)? Version"')
+    assert code == 0, stderr
+    assert stdout.startswith("Software Version")
+    assert "Show only the lines" not in stdout  # not the pipes' help
 
 
-def test_quoted_question_mark_in_f_is_text(home: Path, tmp_path: Path) -> None:
+def test_quoted_question_mark_in_f_is_text(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     script = tmp_path / "fault.cs"
     script.write_text(REASON_LINE + "  # rehearse\n")
-    proc = cs(home, "-f", str(script))
-    assert proc.returncode == 0, proc.stderr
+    code, _, stderr = cs(capsys, "-f", str(script))
+    assert code == 0, stderr
     assert fault_reason(home) == (State.FAULT, "is it broken?")
 
 
-def test_quoted_question_mark_on_stdin_is_text(home: Path) -> None:
-    proc = cs(home, stdin=REASON_LINE + "\n")
-    assert proc.returncode == 0, proc.stderr
+def test_quoted_question_mark_on_stdin_is_text(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, stderr = cs(capsys, stdin=REASON_LINE + "\n")
+    assert code == 0, stderr
     assert fault_reason(home) == (State.FAULT, "is it broken?")
 
 
