@@ -26,12 +26,14 @@ PATTERNS = [(line.key, template_re(line.template)) for line in LINES]
 
 def keys_of(output: str) -> list[str]:
     """Each message's key in the table (messages that are not the table's are skipped)."""
-    keys = []
+    keys: list[str] = []
     for text in messages(output):
-        for key, pattern in PATTERNS:
-            if pattern.match(text):
-                keys.append(key)
-                break
+        matching = [key for key, pattern in PATTERNS if pattern.match(text)]
+        # two lines of one text (the compile job's "Ingress is ready", then the execute job's):
+        # the first the output has not said yet, in the table's order
+        fresh = [key for key in matching if key not in keys]
+        if matching:
+            keys.append((fresh or matching)[0])
     return keys
 
 
