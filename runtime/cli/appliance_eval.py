@@ -58,9 +58,10 @@ def plan_parts(
     """The train and eval runs that make up `args.mode`, each as run.py CSX's own arguments;
     UsageError (one sentence, exit 2) for what the mode cannot do. `load(job_argv(...))` gives
     the effective params of the command line (YAML + flags), as the job will see them."""
-    import yaml
+    from cs2sim.runtime.params import load_params
 
-    model_dir = model_dir_of(args, yaml.safe_load(params_path.read_text()) or {})
+    # the bounded loader (a 39 MB file is refused before it is parsed), as run.py's own
+    model_dir = model_dir_of(args, load_params(params_path))
     if args.compile_only or args.validate_only:  # a compile job alone: no mode runs
         return [args]
     params = load(job_argv(args, params_path, model_dir, pipeline))

@@ -59,8 +59,8 @@ def test_a_killed_client_cancels_its_job_and_leaves_no_process(cs2_appliance):
     proc.wait()
     job = cs2_appliance.wait_for("execute", "CANCELLED")
     assert "went away" in job["status"]["reason"]
-    wait_until(lambda: not _procs_of(job_id), 60, "the job's processes to end")
-    wait_until(lambda: _systems_free(cs2_appliance), 30, "its systems to be free")
+    wait_until(lambda: not _procs_of(job_id), 300, "the job's processes to end")
+    wait_until(lambda: _systems_free(cs2_appliance), 300, "its systems to be free")
 
 
 def test_a_killed_server_is_detected_and_its_job_is_not_left_running(cs2_appliance):
@@ -69,13 +69,13 @@ def test_a_killed_server_is_detected_and_its_job_is_not_left_running(cs2_applian
     _until_training(proc)
     job_id = _execute(cs2_appliance)["meta"]["name"]
     cs2_appliance.kill()
-    out, err = proc.communicate(timeout=30)  # detected in seconds
+    out, err = proc.communicate(timeout=300)  # detected (a 1,000,000-step run); a hang guard
     assert proc.returncode == 1
     assert err.count("error:") == 1 and "cluster management server closed the connection" in err, (
         err
     )
     assert "Traceback" not in err
-    wait_until(lambda: not _procs_of(job_id), 60, "the job's processes to end")
+    wait_until(lambda: not _procs_of(job_id), 300, "the job's processes to end")
     job = cs2_appliance.job(job_id)  # a new server is started on demand
     assert job["status"]["phase"] == "FAILED"
     assert job["status"]["reason"] == "the cluster server stopped while the job was running"
@@ -100,7 +100,7 @@ def test_forced_standby_mid_run_fails_the_job_keeping_checkpoints(cs2_appliance)
     model = system.model_copy("fc_mnist")
     proc = cs2_appliance.start_csx(model, *LONG, "--num_csx", "2")
     _until_training(proc)
-    wait_until(lambda: list((model / "md").glob("model-ckpt-*")), 60, "a checkpoint")
+    wait_until(lambda: list((model / "md").glob("model-ckpt-*")), 300, "a checkpoint")
     # one cluster, three front doors: the console lists the execute job under the wsjob's name
     job_id = _execute(cs2_appliance)["meta"]["name"]
     shown = system.cs("jobs show").check()
@@ -114,4 +114,4 @@ def test_forced_standby_mid_run_fails_the_job_keeping_checkpoints(cs2_appliance)
     job = cs2_appliance.job(job_id)
     assert job["status"]["phase"] == "FAILED" and "left ACTIVE" in job["status"]["reason"]
     assert list((model / "md").glob("model-ckpt-*"))
-    wait_until(lambda: not _procs_of(job_id), 60, "the job's processes to end")
+    wait_until(lambda: not _procs_of(job_id), 300, "the job's processes to end")

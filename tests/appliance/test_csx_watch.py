@@ -98,4 +98,4 @@ def test_a_killed_server_is_reported_as_a_closed_connection(cs2_appliance):
     assert proc.returncode == 1
     last = (out + err).strip().splitlines()[-1]
     assert "closed the connection" in last and "has not answered" not in out + err, last
-    wait_until(lambda: not cs2_appliance.running(), 60, "the server to be gone")
+    wait_until(lambda: not cs2_appliance.running(), 300, "the server to be gone")

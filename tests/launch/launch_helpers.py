@@ -12,6 +12,11 @@ from pathlib import Path
 
 BIN = Path(sys.executable).parent
 
+# How long a test waits for a process or a condition before calling it a hang. Generous on
+# purpose: a loaded 2-core host runs a launcher 10x slower than a quiet one, and a passing test
+# never waits it out (every wait returns as soon as its event happens).
+HANG_S = 300.0
+
 
 def script(name: str) -> str:
     path = BIN / name
@@ -19,7 +24,7 @@ def script(name: str) -> str:
     return str(path)
 
 
-def run(argv: list[str], timeout: float = 60, **kw: object) -> subprocess.CompletedProcess[str]:
+def run(argv: list[str], timeout: float = HANG_S, **kw: object) -> subprocess.CompletedProcess[str]:
     """Run a console script to completion; its output as text."""
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, **kw)  # type: ignore[call-overload]
 
@@ -69,14 +74,14 @@ def queue_state(home: Path) -> tuple[list[dict[str, object]], list[str]]:
         capture_output=True,
         text=True,
         env=env,
-        timeout=30,
+        timeout=HANG_S,
         check=True,
     )
     jobs, nodes = json.loads(res.stdout)
     return jobs, nodes
 
 
-def wait_for(predicate, timeout: float = 20.0, step: float = 0.05):  # type: ignore[no-untyped-def]
+def wait_for(predicate, timeout: float = HANG_S, step: float = 0.05):  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from launch_helpers import queue_state, run, script, start, wait_for
+from launch_helpers import HANG_S, queue_state, run, script, start, wait_for
 
 from cs2sim.runtime.cli.main import model_home
 
@@ -55,24 +55,21 @@ def test_rerun_of_a_completed_run_ends_in_seconds_with_exit_0(tmp_path, cs2_home
     first = run(argv, timeout=300)
     assert first.returncode == 0, first.stderr[-2000:]
     for _ in range(2):  # the chief finds nothing to train and ends before its streamers come
-        t0 = time.monotonic()
-        again = run(argv, timeout=240)
-        took = time.monotonic() - t0
+        again = run(argv)  # within HANG_S: not stranded until the 900 s rendezvous timeout
         assert again.returncode == 0, again.stderr[-2000:]
-        assert took < 240
     jobs, nodes = queue_state(cs2_home)
     assert nodes == [] and [j["state"] for j in jobs] == ["COMPLETED"] * 3
 
 
 def test_a_dead_streamer_is_reported_by_srun_naming_its_task(tmp_path, cs2_home, no_stranding):
     proc = start(_fc_run(tmp_path, 100000))
-    pids = wait_for(lambda: list((cs2_home / "slurm").glob("*/pids")), timeout=120)[0]
-    wait_for(lambda: (tmp_path / "md").is_dir(), timeout=120)
+    pids = wait_for(lambda: list((cs2_home / "slurm").glob("*/pids")), timeout=HANG_S)[0]
+    wait_for(lambda: (tmp_path / "md").is_dir(), timeout=HANG_S)
     rows = [r.split() for r in pids.read_text().splitlines()[1:]]
     streamer = next(r for r in rows if r[4] == "3")  # task 3: the first input streamer
     time.sleep(2.0)
     os.kill(int(streamer[0]), signal.SIGKILL)
-    _, err = proc.communicate(timeout=120)
+    _, err = proc.communicate(timeout=HANG_S)
     assert proc.returncode == 128 + signal.SIGKILL, err[-2000:]
     # what the user sees (docs/operations.md): srun's line naming the task and its node
     assert f"srun: error: {streamer[5]}: task 3: Killed" in err
@@ -89,11 +86,11 @@ def test_the_id_a_standby_refusal_names_is_the_launched_job_and_cancels_it(
 
     proc = start(_fc_run(tmp_path, 100000))
     running = wait_for(
-        lambda: [j for j in queue_state(cs2_home)[0] if j["state"] == "RUNNING"], timeout=120
+        lambda: [j for j in queue_state(cs2_home)[0] if j["state"] == "RUNNING"], timeout=HANG_S
     )
     queue_id = running[0]["id"]
     store = Store.open()
-    system_jobs = wait_for(lambda: Machine(store).status().running_jobs, timeout=120)
+    system_jobs = wait_for(lambda: Machine(store).status().running_jobs, timeout=HANG_S)
     assert [j.id for j in system_jobs] == [queue_id]  # one id: the chief registered the queue's
     refused = run([script("cs"), "-c", "system standby --yes"])
     assert refused.returncode == 1
@@ -103,9 +100,9 @@ def test_the_id_a_standby_refusal_names_is_the_launched_job_and_cancels_it(
     assert shown.stdout.splitlines()[2].split()[0].split("+")[0] == str(queue_id)
     cancelled = run([script("cs"), "-c", f"jobs cancel {queue_id}"])
     assert cancelled.returncode == 0 and f"Cancelled job {queue_id} (running" in cancelled.stdout
-    _, err = proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=HANG_S)
     assert proc.returncode == 128 + signal.SIGTERM
-    assert wait_for(lambda: not Machine(store).status().running_jobs, timeout=30)
+    assert wait_for(lambda: not Machine(store).status().running_jobs, timeout=HANG_S)
     # the chief took SIGTERM as a cancel: it said so once, recorded its CS-2 job CANCELLED
     # (not FAILED by the next reader finding its process gone), then died of the signal
     assert err.count("error: cancelled (SIGTERM)") == 1, err[-2000:]

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 import uuid
 from pathlib import Path
 
 import pytest
-from launch_helpers import queue_state, script, start, wait_for
+from launch_helpers import HANG_S, queue_state, script, start, wait_for
 
 
 def _tagged(tag: str) -> list[int]:
@@ -51,8 +50,8 @@ def _launch(tmp: Path, tag: str, then: str, tasks: int = 2):
             *_task(tmp, tag, then),
         ]
     )
-    wait_for(lambda: len(list(tmp.glob("ready.*"))) == tasks, timeout=30)
-    wait_for(lambda: len(_tagged(tag)) >= 2 * tasks, timeout=10)  # both sleeps of every task
+    wait_for(lambda: len(list(tmp.glob("ready.*"))) == tasks, timeout=HANG_S)
+    wait_for(lambda: len(_tagged(tag)) >= 2 * tasks, timeout=HANG_S)  # both sleeps of every task
     return proc
 
 
@@ -75,7 +74,7 @@ def test_nothing_a_task_started_outlives_the_job(tmp_path, cs2_home, how):
             queue.cancel(store, job.id, user="root", admin=True)
     elif how == "ctrl-c":
         proc.send_signal(signal.SIGINT)
-    code = proc.wait(30)
+    code = proc.wait(HANG_S)
     assert code == {"end": 0, "failure": 3, "cancel": 143, "ctrl-c": 130}[how], proc.stderr.read()
     assert _tagged(tag) == []  # gone by the time the launcher exits
     jobs, nodes = queue_state(cs2_home)
@@ -88,13 +87,11 @@ def test_kill_9_of_the_launcher_ends_every_process_before_the_nodes_are_freed(tm
     jobs, nodes = queue_state(cs2_home)
     assert jobs[-1]["state"] == "RUNNING" and nodes
     proc.send_signal(signal.SIGKILL)
-    proc.wait(10)
-    t0 = time.monotonic()
-    wait_for(lambda: not _tagged(tag), timeout=10)  # the guard ended them
-    assert time.monotonic() - t0 < 5
+    proc.wait(HANG_S)
+    wait_for(lambda: not _tagged(tag))  # the guard ended them: the sleeps last 600 s
     # the next reader finds the job's process (its guard) gone: FAILED, nodes freed
     jobs, nodes = wait_for(
-        lambda: (s := queue_state(cs2_home))[0][-1]["state"] != "RUNNING" and s, timeout=10
+        lambda: (s := queue_state(cs2_home))[0][-1]["state"] != "RUNNING" and s, timeout=HANG_S
     )
     assert jobs[-1]["state"] == "FAILED" and jobs[-1]["reason"] == "LauncherDied"
     assert nodes == []

@@ -8,7 +8,7 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from launch_helpers import queue_state, run, script
+from launch_helpers import HANG_S, queue_state, run, script
 
 SEED_WS = [
     "--total-nodes",
@@ -92,7 +92,7 @@ def test_num_csx_the_run_would_refuse_is_refused_before_allocation(
 
 def test_dry_run_into_head_and_into_a_closed_pipe_exits_141(cs2_home) -> None:
     head = f"{script('csrun_wse')} --dry-run python run.py CSX | head -1"
-    res = subprocess.run(["bash", "-c", head], capture_output=True, text=True, timeout=60)
+    res = subprocess.run(["bash", "-c", head], capture_output=True, text=True, timeout=HANG_S)
     assert res.stdout.splitlines() == [res.stdout.splitlines()[0]]
     assert res.stdout.startswith("Launching: srun") and "Traceback" not in res.stderr
     # whether head is gone before the launcher's last write is a race; a reader that has
@@ -101,6 +101,6 @@ def test_dry_run_into_head_and_into_a_closed_pipe_exits_141(cs2_home) -> None:
         f"{{ sleep 0.3; {script('csrun_wse')} --dry-run python run.py CSX; }} | true; "
         'echo "status=${PIPESTATUS[0]}"'
     )
-    res = subprocess.run(["bash", "-c", closed], capture_output=True, text=True, timeout=60)
+    res = subprocess.run(["bash", "-c", closed], capture_output=True, text=True, timeout=HANG_S)
     assert res.stdout.splitlines()[-1] == "status=141", res.stdout + res.stderr
     assert "Traceback" not in res.stderr

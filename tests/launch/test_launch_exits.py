@@ -6,7 +6,7 @@ import json
 import signal
 
 import pytest
-from launch_helpers import RECORD, queue_state, records, run, script, start, wait_for
+from launch_helpers import HANG_S, RECORD, queue_state, records, run, script, start, wait_for
 
 from cs2sim.system.machine import Machine
 from cs2sim.system.state import Action, ExecMode
@@ -95,10 +95,10 @@ def test_exec_path_for_non_python_commands():
 def test_ctrl_c_stops_the_job_and_frees_its_nodes(tmp_path, cs2_home):
     out = tmp_path / "env"
     out.mkdir()
-    launcher = start([script("csrun_wse"), *SMALL, "python", "-c", RECORD, str(out), "60"])
+    launcher = start([script("csrun_wse"), *SMALL, "python", "-c", RECORD, str(out), "600"])
     wait_for(lambda: len(list(out.glob("*.json"))) == 6)
     launcher.send_signal(signal.SIGINT)
-    _, err = launcher.communicate(timeout=20)
+    _, err = launcher.communicate(timeout=HANG_S)
     assert launcher.returncode == 130
     assert "srun: Job step aborted" in err
     jobs, nodes = queue_state(cs2_home)

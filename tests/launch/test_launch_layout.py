@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from launch_helpers import RECORD, records, run, script
+from launch_helpers import HANG_S, RECORD, records, run, script
 
 from cs2sim.system.sched.hostlist import compress, expand
 from cs2sim.system.sched.layout import layout
@@ -84,7 +84,7 @@ def test_the_quickstarts_job_every_task_is_a_process_with_its_environment(tmp_pa
             RECORD,
             str(out),
         ],
-        timeout=120,
+        timeout=HANG_S,
     )
     assert res.returncode == 0, res.stderr
     assert res.stdout.startswith("Launching: srun --unbuffered --kill-on-bad-exit --exclusive")

@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 import pexpect
-from launch_helpers import queue_state, script
+from launch_helpers import HANG_S, queue_state, script
 
 
 def test_csrun_cpu_python_is_interactive(cs2_home):
-    child = pexpect.spawn(script("csrun_cpu"), ["python", "-q"], encoding="utf-8", timeout=30)
+    child = pexpect.spawn(script("csrun_cpu"), ["python", "-q"], encoding="utf-8", timeout=HANG_S)
     child.delaybeforesend = None
     try:
         child.expect_exact("Running: srun --pty --nodes=1 --exclude=chief-0 --exclusive")

@@ -7,7 +7,7 @@ import os
 import signal
 
 import pytest
-from launch_helpers import RECORD, queue_state, records, run, script, start, wait_for
+from launch_helpers import HANG_S, RECORD, queue_state, records, run, script, start, wait_for
 
 from cs2sim.system.errors import PermissionDenied
 from cs2sim.system.sched import queue
@@ -95,12 +95,12 @@ def test_fifo_order_with_concurrent_launchers(tmp_path, cs2_home):
         assert [j["state"] for j in queue_state(cs2_home)[0]] == ["RUNNING", "PENDING", "PENDING"]
         assert not list(out["b"].iterdir())  # B did not jump the queue
         gate.touch()
-        a_out, a_err = a.communicate(timeout=30)
-        b_out, b_err = b.communicate(timeout=30)
+        a_out, a_err = a.communicate(timeout=HANG_S)
+        b_out, b_err = b.communicate(timeout=HANG_S)
         assert a.returncode == 0 and b.returncode == 0, (a_err, b_err)
     finally:
         gate.touch()
-        blocker.wait(timeout=30)
+        blocker.wait(timeout=HANG_S)
     a_id = jobs[1]["id"]
     assert f"srun: job {a_id} queued and waiting for resources" in a_err
     assert f"srun: job {a_id} has been allocated resources" in a_err
@@ -124,7 +124,7 @@ def test_kill_9_of_a_launcher_leaks_no_node(tmp_path, cs2_home):
             "-c",
             RECORD,
             str(out),
-            "60",
+            "600",
         ]
     )
     try:
@@ -132,7 +132,7 @@ def test_kill_9_of_a_launcher_leaks_no_node(tmp_path, cs2_home):
         assert len(queue_state(cs2_home)[1]) == 3
         pids = [int(r["pid"]) for r in records(out).values()]
         launcher.send_signal(signal.SIGKILL)
-        launcher.wait(timeout=10)
+        launcher.wait(timeout=HANG_S)
     finally:
         if launcher.poll() is None:
             launcher.kill()
@@ -148,7 +148,7 @@ def test_kill_9_of_a_launcher_leaks_no_node(tmp_path, cs2_home):
         except FileNotFoundError:
             return True
 
-    wait_for(lambda: all(gone(p) for p in pids), timeout=10)
+    wait_for(lambda: all(gone(p) for p in pids), timeout=HANG_S)
 
 
 @pytest.mark.slow
@@ -182,13 +182,13 @@ def test_kill_9_of_a_queued_launcher_unblocks_the_queue(tmp_path, cs2_home):
         )
         wait_for(lambda: len(queue_state(cs2_home)[0]) == 2)
         big.send_signal(signal.SIGKILL)
-        big.wait(timeout=10)
+        big.wait(timeout=HANG_S)
         # the dead head no longer blocks: a one-node csrun_cpu job gets the free worker
-        small = run([script("csrun_cpu"), "python", "-c", "print('ran')"], timeout=30)
+        small = run([script("csrun_cpu"), "python", "-c", "print('ran')"], timeout=HANG_S)
         assert small.returncode == 0 and "ran" in small.stdout
     finally:
         gate.touch()
-        blocker.wait(timeout=30)
+        blocker.wait(timeout=HANG_S)
 
 
 def test_cancel_is_owner_or_admin_only(cs2_home):
@@ -215,14 +215,14 @@ def test_jobs_cancel_stops_a_running_launch(tmp_path, cs2_home):
             "-c",
             RECORD,
             str(out),
-            "60",
+            "600",
         ]
     )
     wait_for(lambda: len(list(out.glob("*.json"))) == 2)
     job_id = _running(cs2_home)[0]["id"]
     res = run([script("cs"), "-c", f"jobs cancel {job_id}+0"])
     assert res.returncode == 0 and f"Cancelled job {job_id}" in res.stdout
-    _, err = launcher.communicate(timeout=20)
+    _, err = launcher.communicate(timeout=HANG_S)
     assert launcher.returncode == 128 + signal.SIGTERM
     assert "srun: Job step aborted" in err
     jobs, nodes = queue_state(cs2_home)
@@ -267,5 +267,5 @@ def test_jobs_show_lists_het_components(tmp_path, cs2_home):
         assert job["state"] == "RUNNING" and job["reason"] is None  # null, not "None"
     finally:
         gate.touch()
-        launcher.wait(timeout=30)
+        launcher.wait(timeout=HANG_S)
     assert os.environ["CS2_HOME"] == str(cs2_home)

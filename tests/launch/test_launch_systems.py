@@ -9,7 +9,7 @@ import json
 import os
 
 import pytest
-from launch_helpers import run, script, start, wait_for
+from launch_helpers import HANG_S, run, script, start, wait_for
 
 from cs2sim.system.cluster import EXAMPLE_PATH
 from cs2sim.system.machine import Machine
@@ -58,11 +58,11 @@ def _queue() -> dict[str, queue.QueueJob]:
 
 def test_num_csx_2_reserves_two_systems_a_second_runs_beside_a_third_waits(tmp_path):
     a, stop_a = _launch(tmp_path, "a", "cs2-1", 2)
-    wait_for(lambda: _queue().get("a") and _queue()["a"].state == "RUNNING", timeout=60)
+    wait_for(lambda: _queue().get("a") and _queue()["a"].state == "RUNNING", timeout=HANG_S)
     b, stop_b = _launch(tmp_path, "b", "cs2-3", 2)
-    wait_for(lambda: _queue().get("b") and _queue()["b"].state == "RUNNING", timeout=60)
+    wait_for(lambda: _queue().get("b") and _queue()["b"].state == "RUNNING", timeout=HANG_S)
     c, stop_c = _launch(tmp_path, "c", "cs2-2", 2)  # needs cs2-2 (a's) and cs2-3 (b's)
-    wait_for(lambda: _queue().get("c"), timeout=60)
+    wait_for(lambda: _queue().get("c"), timeout=HANG_S)
     jobs = _queue()
     assert jobs["a"].systems == ("cs2-1", "cs2-2") and jobs["b"].systems == ("cs2-3", "cs2-4")
     # it waits only for CS-2 systems others hold: Slurm's reason for a license, not Resources
@@ -78,14 +78,14 @@ def test_num_csx_2_reserves_two_systems_a_second_runs_beside_a_third_waits(tmp_p
     listed = json.loads(run([script("cs"), "-c", "system list --output-format json"]).stdout)
     assert [s["job"] for s in listed] == [jobs["a"].id, jobs["a"].id, jobs["b"].id, jobs["b"].id]
     stop_a.touch()  # a ends: c still waits for cs2-3
-    assert a.wait(timeout=60) == 0
-    wait_for(lambda: "a" not in _queue(), timeout=30)
+    assert a.wait(timeout=HANG_S) == 0
+    wait_for(lambda: "a" not in _queue(), timeout=HANG_S)
     assert _queue()["c"].state == "PENDING"
     stop_b.touch()  # b ends: c starts on cs2-2 and cs2-3 (its launcher is woken)
-    assert b.wait(timeout=60) == 0
-    wait_for(lambda: _queue()["c"].state == "RUNNING", timeout=30)
+    assert b.wait(timeout=HANG_S) == 0
+    wait_for(lambda: _queue()["c"].state == "RUNNING", timeout=HANG_S)
     stop_c.touch()
-    out, err = c.communicate(timeout=60)
+    out, err = c.communicate(timeout=HANG_S)
     assert c.returncode == 0, err
     assert "queued and waiting for resources" in err and "has been allocated resources" in err
 

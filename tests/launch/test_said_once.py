@@ -39,7 +39,7 @@ def test_ctrl_c_in_a_six_task_job_says_interrupted_once(cs2_system):
         cwd=str(work),
         env=cs2_system.env,
         encoding="utf-8",
-        timeout=120,
+        timeout=600,  # a hang guard: a loaded host takes minutes to its first checkpoint
         dimensions=(40, 200),
     )
     child.delaybeforesend = None

@@ -76,22 +76,27 @@ def test_every_batch_exactly_once_in_round_robin_order_and_resume(tmp_path, jobs
     finally:
         hub.end(0)
         local.close()
-    assert job.wait(30) == [0] * (n + 1)  # coordinator + streamers exit with the chief's 0
+    assert job.wait(300) == [0] * (n + 1)  # coordinator + streamers exit with the chief's 0
 
 
 def test_coordinators_exit_with_the_chiefs_outcome(tmp_path, jobs):
     argv = ["-m", "train", "-p", FC_SMALL, "-o", str(tmp_path / "md")]
     _, hub, job = _chief(tmp_path, "fc_mnist", argv, (1, 1, 1, 2), jobs, job="812")
-    hub.wait_connected(30)
-    deadline = time.monotonic() + 30
-    while len(hub.coordinators) < 2 and time.monotonic() < deadline:
+    hub.wait_connected(300)  # hang guards, generous for a loaded host: starting is not tested
+    deadline = time.monotonic() + 300
+    while len(hub.coordinators) < 2:
+        assert time.monotonic() < deadline, "the coordinators never connected"
         time.sleep(0.05)
     hub.end(3, "ResourceError: simulated")
-    assert job.wait(30) == [3, 3, 0, 0]  # coordinators: the chief's code; streamers: theirs
+    assert job.wait(300) == [3, 3, 0, 0]  # coordinators: the chief's code; streamers: theirs
     assert "The chief ended with exit code 3" in job.log(1)
 
 
-def test_a_killed_streamer_fails_the_chief_with_its_name_quickly(tmp_path, jobs):
+def test_a_killed_streamer_fails_the_chief_with_its_name_quickly(tmp_path, jobs, monkeypatch):
+    # no stall timeout can fire first: only the streamer's EOF can end this wait ("died", not
+    # "sent nothing for"), however slow the machine; the timeout only keeps a broken EOF
+    # detection from hanging the suite
+    monkeypatch.setenv("CS2SIM_STREAMER_TIMEOUT", "600")
     argv = ["-m", "train", "-p", FC_SMALL, "-o", str(tmp_path / "md")]
     params, hub, job = _chief(tmp_path, "fc_mnist", argv, (1, 1, 3), jobs, job="813")
     seed = params["runconfig"]["seed"]
@@ -102,13 +107,11 @@ def test_a_killed_streamer_fails_the_chief_with_its_name_quickly(tmp_path, jobs)
         victim = 3  # streamer rank 1 is Slurm task 3
         job.proc(victim).send_signal(signal.SIGKILL)
         job.proc(victim).wait()
-        t0 = time.monotonic()
         with pytest.raises(RuntimeFailure) as e:
             for _ in range(3000):  # what it sent before dying (in the socket) is still served
                 next(remote)
-        assert time.monotonic() - t0 < 5.0  # EOF is seen at once: no timeout involved
         assert "input streamer 1 (task 3 on node node-0" in str(e.value)
-        assert "died" in str(e.value)
+        assert "died" in str(e.value)  # EOF was seen: no timeout involved
     finally:
         hub.end(1)
 
@@ -117,7 +120,7 @@ def test_a_stalled_streamer_is_named_after_the_timeout(tmp_path, jobs, monkeypat
     monkeypatch.setenv("CS2SIM_STREAMER_TIMEOUT", "1.5")
     argv = ["-m", "train", "-p", FC_SMALL, "-o", str(tmp_path / "md")]
     params, hub, job = _chief(tmp_path, "fc_mnist", argv, (1, 2), jobs, job="815")
-    hub.wait_connected(30)  # starting the streamers is not what is timed (a loaded host is slow)
+    hub.wait_connected(300)  # starting the streamers is not what is timed (a loaded host is slow)
     seed = params["runconfig"]["seed"]
     remote = RemoteStream(hub, build_input(params, "train", "fc_mnist", seed), "train")
     stopped = job.proc(2)  # streamer rank 1
@@ -125,15 +128,13 @@ def test_a_stalled_streamer_is_named_after_the_timeout(tmp_path, jobs, monkeypat
         for _ in range(4):
             next(remote)
         stopped.send_signal(signal.SIGSTOP)  # alive, holding its socket open, sending nothing
-        t0 = time.monotonic()
-        with pytest.raises(
+        with pytest.raises(  # the 1.5 s set here decided, not the default 120 s
             RuntimeFailure,
             match=r"input streamer 1 \(task 2 on node node-2.*"
             r"sent nothing for 1.5 s",
         ):
             for _ in range(3000):
                 next(remote)
-        assert time.monotonic() - t0 < 10.0
     finally:
         stopped.send_signal(signal.SIGCONT)
         hub.end(1)
@@ -144,14 +145,12 @@ def test_a_streamer_that_never_connects_is_named_after_the_timeout(tmp_path, mon
     info = task_info(slurm_env("814", 0, (1, 1, 2)))
     hub = ChiefHub(info, tmp_path / "md")
     try:
-        t0 = time.monotonic()
-        with pytest.raises(
+        with pytest.raises(  # the 0.5 s set here decided, not the default 120 s
             RuntimeFailure,
             match=r"2 of 2 input streamer\(s\) did not connect "
             r"to the chief within 0.5 s \(rank\(s\) 0, 1\)",
         ):
             hub.wait_connected()
-        assert time.monotonic() - t0 < 3.0
     finally:
         hub.end(1)
     rendezvous = tmp_path / "md" / ".cs2sim" / "rendezvous" / "814"
@@ -239,7 +238,6 @@ def test_tasks_that_come_after_the_chief_ended_exit_at_once_with_its_outcome(
     assert json.loads(record.read_text())["status"] == 3
     assert read_ended(record.parent, "821").status == 3
     assert read_ended(record.parent, "822") is None  # another job's record is not ours
-    t0 = time.monotonic()
     job = Job(
         "fc_mnist",
         argv,
@@ -250,8 +248,9 @@ def test_tasks_that_come_after_the_chief_ended_exit_at_once_with_its_outcome(
         extra_env={"CS2SIM_RENDEZVOUS_TIMEOUT": "600"},
     )
     jobs.append(job)
-    assert job.wait(120) == [3, 0, 0]  # the coordinator with the chief's code, streamers 0
-    assert time.monotonic() - t0 < 120
+    # the wait is a hang guard, generous for a loaded host; the logs say why they left: the
+    # ended record, not the 600 s rendezvous timeout
+    assert job.wait(400) == [3, 0, 0]  # the coordinator with the chief's code, streamers 0
     assert "before this coordinator connected" in job.log(1)
     assert "before this streamer connected" in job.log(2)
 

@@ -82,8 +82,12 @@ def test_conforms_checks_the_table_types():
 
 
 # -- the request server --------------------------------------------------------------------
+HANG_S = 300.0  # a hang guard for the waits below, generous for a loaded host
+RELEASE = threading.Event()  # {"hold": true} requests are answered once this is set
+
+
 class _Echo:
-    """A session answering {"size": n} with n bytes, {"sleep": s} after s seconds."""
+    """A session answering {"size": n} with n bytes, {"hold": true} once RELEASE is set."""
 
     def __init__(self) -> None:
         self.closed = threading.Event()
@@ -91,7 +95,8 @@ class _Echo:
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
         self.busy.set()
-        time.sleep(float(request.get("sleep", 0)))
+        if request.get("hold"):
+            RELEASE.wait(HANG_S)
         return {"ok": True, "data": "x" * int(request.get("size", 1))}
 
     def refusal(self, text: str) -> dict[str, Any]:
@@ -130,6 +135,7 @@ def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Pa
     thread = threading.Thread(target=srv.serve_forever, args=(0.1,), daemon=True)
     thread.start()
     yield path, sessions
+    RELEASE.set()  # no held request outlives its test
     stop.set()
     thread.join(5)
     listener.close()
@@ -137,7 +143,7 @@ def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Pa
 
 def _conn(path: Path) -> socket.socket:
     s = socket.socket(socket.AF_UNIX)
-    s.settimeout(10)
+    s.settimeout(HANG_S)
     s.connect(str(path))
     return s
 
@@ -172,7 +178,7 @@ def test_a_user_at_the_limit_displaces_their_own_idle_connection(server):
         _ask(s, {"size": 1})
     fresh = _conn(path)  # a fifth: the longest-idle one is closed to make room
     assert _ask(fresh, {"size": 1})["ok"] is True
-    assert sessions[0].closed.wait(5)
+    assert sessions[0].closed.wait(HANG_S)
     with pytest.raises((Closed, OSError)):
         _ask(idle[0], {"size": 1})
     for s in (*idle, fresh):
@@ -181,17 +187,17 @@ def test_a_user_at_the_limit_displaces_their_own_idle_connection(server):
 
 def test_a_user_whose_connections_are_all_busy_is_refused(server):
     path, sessions = server
+    RELEASE.clear()  # the four requests are answered only after the fifth connection's turn
     busy = [_conn(path) for _ in range(4)]
     for s in busy:
-        send_obj(s, {"sleep": 2})
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and not (
-        len(sessions) == 4 and all(x.busy.wait(0.05) for x in sessions)
-    ):
-        pass  # until the four requests are being answered
+        send_obj(s, {"hold": True})
+    deadline = time.monotonic() + HANG_S
+    while not (len(sessions) == 4 and all(x.busy.wait(0.05) for x in sessions)):
+        assert time.monotonic() < deadline, "the four requests were never being answered"
     with _conn(path) as extra:
         refused = recv_obj(extra, 1 << 20)
     assert refused["ok"] is False and "already answering 4 connections of yours" in refused["error"]
+    RELEASE.set()
     for s in busy:
         assert recv_obj(s, 1 << 20)["ok"] is True
         s.close()
@@ -201,10 +207,10 @@ def test_idle_and_dribbling_connections_are_closed(server):
     path, sessions = server
     with _conn(path) as idle:
         _ask(idle, {"size": 1})
-        assert sessions[-1].closed.wait(10)  # idle_s passed
+        assert sessions[-1].closed.wait(HANG_S)  # idle_s passed
     with _conn(path) as slow:
         slow.sendall((100).to_bytes(4, "big") + b"{")
-        assert sessions[-1].closed.wait(10)  # receive_s passed mid-request
+        assert sessions[-1].closed.wait(HANG_S)  # receive_s passed mid-request
 
 
 def test_a_full_server_makes_room_from_the_user_holding_the_most(server):
@@ -218,6 +224,6 @@ def test_a_full_server_makes_room_from_the_user_holding_the_most(server):
     PRETEND["uid"] = 1003  # a third user still gets in: an idle one of theirs makes room
     with _conn(path) as third:
         assert _ask(third, {"size": 1})["ok"] is True
-    assert sessions[0].closed.wait(5)  # the longest-idle connection of user 1001
+    assert sessions[0].closed.wait(HANG_S)  # the longest-idle connection of user 1001
     for s in hog:
         s.close()
