@@ -337,7 +337,7 @@ class H5Samples:
                 out[r] = self._decode(j, c)[0]
             return
         at, size, fmask = spots
-        dest = memoryview(out).cast("B")
+        dest = out.data.cast("B")  # the array's own buffer (memoryview(out))
         nb = out[0].nbytes
         for r, c in enumerate(rows):
             n = size[c]
@@ -449,6 +449,7 @@ class H5Samples:
         part = np.searchsorted(self.starts, idx, side="right") - 1  # (B,)
         for j in np.unique(part):
             data = self._data[int(j)]
+            rows: slice | np.ndarray
             if len(self.parts) == 1:
                 rows, local = slice(None), idx + self.parts[0].start
             else:
