@@ -37,6 +37,7 @@ __all__ = [
     "Plan",
     "Dataset",
     "Recipe",
+    "Stream",
     "StreamPlan",
     "PlanOfParts",
     "DataPosition",
@@ -96,6 +97,15 @@ class Plan:
         epoch, i = divmod(g, self.batches_per_epoch)
         order = _order(self.num_samples, self.shuffle, self.seed, self.salt, epoch)
         return order[i * self.batch_size : (i + 1) * self.batch_size]
+
+
+class Stream(Protocol):
+    """What a training loop reads of its input: batches in order, and the data position to
+    save and restore (BatchStream; the chief's RemoteStream, runtime/job/remote_stream.py)."""
+
+    def __next__(self) -> dict[str, np.ndarray]: ...
+    def state_dict(self) -> dict[str, Any]: ...
+    def load_state_dict(self, d: dict[str, Any]) -> None: ...
 
 
 class StreamPlan(Protocol):
