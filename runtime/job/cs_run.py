@@ -42,13 +42,16 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cs2sim.runtime.executors.base import QueuedExecutor
 from cs2sim.runtime.job.flow import execution_mode, launcher_word
 from cs2sim.system import knobs
 from cs2sim.system.errors import ConfigError, RuntimeFailure
 from cs2sim.system.state import ExecMode, State
+
+if TYPE_CHECKING:  # the compiler is imported when a job compiles
+    from cs2sim.runtime.compiler.io import InputCluster
 
 __all__ = ["CsRun", "SystemStopped", "Terminated", "WATCH_S"]
 
@@ -309,7 +312,7 @@ class CsRun:
         self.executor = ex
         return ex
 
-    def input_cluster(self) -> Any:
+    def input_cluster(self) -> InputCluster | None:
         """The job's input workers at the rate cs_input_analyzer measured, when both are known."""
         return known_input_cluster(self.model_dir, self.model_name)
 
@@ -368,7 +371,7 @@ class CsRun:
         self.machine.inject_fault(Identity("testkit", Role.ADMIN, "internal"), reason)
 
 
-def known_input_cluster(model_dir: Any, model_name: str) -> Any:
+def known_input_cluster(model_dir: Path, model_name: str) -> InputCluster | None:
     """The input workers of this task's job (its streamer tasks; outside a CS-2 job, the ones
     cs_input_analyzer recommended) at the per-worker rate it saved in model_dir, or None when
     either is unknown (a compile then says it assumed the workers keep up)."""
