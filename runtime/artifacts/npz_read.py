@@ -79,8 +79,11 @@ def _stored(f: BinaryIO, size: int, info: zipfile.ZipInfo) -> np.ndarray[Any, An
     if offset + dtype.itemsize * math.prod(shape) > end:
         raise ValueError(f"member {info.filename[:60]!r} declares more bytes than it holds")
     array = np.empty(shape, dtype, order="F" if fortran else "C")
-    f.seek(offset)
-    got = f.readinto(memoryview(array.reshape(-1, order="A")).cast("B"))  # one copy, no faults
-    if got != array.nbytes:
-        raise ValueError(f"member {info.filename[:60]!r} is cut short")
+    flat = array.reshape(-1, order="A").view(np.uint8)  # (nbytes,) the array's own memory
+    done = 0
+    while done < flat.size:  # one read; more only past the kernel's 2 GiB per call
+        got = os.preadv(f.fileno(), [flat[done:].data], offset + done)
+        if got <= 0:
+            raise ValueError(f"member {info.filename[:60]!r} is cut short")
+        done += got
     return array

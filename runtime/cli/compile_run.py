@@ -18,10 +18,13 @@ import argparse
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cs2sim.runtime.cli.runlog import RunLog
 from cs2sim.system.errors import UsageError
+
+if TYPE_CHECKING:  # the compiler is imported when a compile runs
+    from cs2sim.runtime.compiler.driver import CompileResult
 
 __all__ = ["COMPILE_MODES", "add_flags", "stop_after", "run_compile", "summary_lines"]
 
@@ -62,7 +65,7 @@ def _target(cs_ip: str | None) -> str | None:
     return Machine.for_target(Store.open(), cs_ip).name
 
 
-def summary_lines(res: Any, params: dict[str, Any] | None = None) -> list[str]:
+def summary_lines(res: CompileResult, params: dict[str, Any] | None = None) -> list[str]:
     """What a finished compile says (labels say: CS-2 estimate / host measurement)."""
     from cs2sim.runtime.compiler.report import pe_share
     from cs2sim.runtime.compiler.timetrain import for_plan
@@ -75,7 +78,7 @@ def summary_lines(res: Any, params: dict[str, Any] | None = None) -> list[str]:
         f"{what} for {res.mode.value} finished in {res.compile_time:.3f} s "
         f"(host measurement): {res.directory}"
     )
-    if res.plan is not None:
+    if res.plan is not None and res.active_pes is not None:  # a plan with its estimate
         e = res.plan.estimate
         from cs2sim.system.hardware import SYSTEM_PORTS
 

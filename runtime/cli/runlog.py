@@ -20,9 +20,16 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from cs2sim.runtime.artifacts.atomic import open_append
+
+if TYPE_CHECKING:  # rich is imported when a bar is shown
+    from rich.console import Console
+    from rich.progress import Progress, TaskID
+
+    from cs2sim.runtime.executors.base import StepOutput
+    from cs2sim.runtime.training.callbacks import LoadInfo
 
 __all__ = ["FORMAT", "RunLog"]
 
@@ -36,7 +43,7 @@ class _ConsoleHandler(logging.Handler):
     def __init__(self, stream: TextIO) -> None:
         super().__init__()
         self.stream = stream
-        self.live_console: Any = None  # a rich Console while the bar is on screen
+        self.live_console: Console | None = None  # while the bar is on screen
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -55,10 +62,10 @@ class _Progress:
 
     def __init__(self, stream: TextIO, handler: _ConsoleHandler) -> None:
         self.stream, self.handler = stream, handler
-        self.bar: Any = None
-        self.task: Any = None
+        self.bar: Progress | None = None
+        self.task: TaskID | None = None
 
-    def on_load(self, info: Any) -> None:
+    def on_load(self, info: LoadInfo) -> None:
         from rich.console import Console
         from rich.progress import (
             BarColumn,
@@ -89,8 +96,8 @@ class _Progress:
         self.bar.start()
         self.handler.live_console = self.bar.console  # log lines print above the bar
 
-    def on_step(self, out: Any) -> None:
-        if self.bar is not None:
+    def on_step(self, out: StepOutput) -> None:
+        if self.bar is not None and self.task is not None:
             self.bar.update(self.task, completed=out.step)
 
     def stop(self, *_: Any) -> None:

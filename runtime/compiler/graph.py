@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cs2sim.runtime.compiler.meta import meta_models
+
+if TYPE_CHECKING:  # the models are imported where they are built (build_meta_model)
+    from cs2sim.runtime.nn.model import Model
 
 __all__ = ["Op", "Graph", "extract_graph", "OPTIMIZER_STATE_BYTES"]
 
@@ -120,7 +123,7 @@ def _optimizer(params: dict[str, Any]) -> str:
     return name
 
 
-def build_meta_model(model_name: str, params: dict[str, Any], half: str) -> Any:
+def build_meta_model(model_name: str, params: dict[str, Any], half: str) -> Model:
     """The model, built with shape-only weights (see meta.py)."""
     from cs2sim.runtime import registry
     from cs2sim.runtime.numerics.precision import Policy
@@ -139,7 +142,7 @@ def _graph_batch(params: dict[str, Any], batch: int) -> int:
 
 
 def extract_graph(
-    model_name: str, params: dict[str, Any], half: str, model: Any | None = None
+    model_name: str, params: dict[str, Any], half: str, model: Model | None = None
 ) -> Graph:
     """Pass 1: the layer graph of `model_name` at the train (micro-)batch size, as a Graph."""
     model = model if model is not None else build_meta_model(model_name, params, half)
@@ -148,8 +151,9 @@ def extract_graph(
     if hasattr(model, "set_input"):  # a graph that depends on the input (BERT: predictions)
         model.set_input(ti)
     seq_len = None
-    if hasattr(getattr(model, "cfg", None), "max_positions"):  # a sequence model
-        cfg_T = int(model.cfg.max_positions)
+    cfg: Any = getattr(model, "cfg", None)  # a model's own config object (any class), if any
+    if hasattr(cfg, "max_positions"):  # a sequence model
+        cfg_T = int(cfg.max_positions)
         seq_len = int(ti.get("max_sequence_length") or cfg_T)
         specs = model.layer_graph(batch, seq_len)
         input_shape: tuple[int, ...] = (batch, seq_len)

@@ -23,15 +23,15 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from cs2sim.runtime import registry
 from cs2sim.runtime.data.classify import build_pairs
 from cs2sim.runtime.data.corpus import stdlib_corpus
 from cs2sim.runtime.data.digits import DIGITS_TOTAL, EVAL_SIZE, DigitsArrays, digits_cache
 from cs2sim.runtime.data.hdf5 import H5Files
-from cs2sim.runtime.data.mlm import build_mlm
+from cs2sim.runtime.data.mlm import build_mlm, sequence_length
 from cs2sim.runtime.data.mnist import MnistFiles, find_idx_files
 from cs2sim.runtime.data.processors import Resolved, resolve
 from cs2sim.runtime.data.shards import (
@@ -42,7 +42,7 @@ from cs2sim.runtime.data.shards import (
     data_dirs,
     part_sizes,
 )
-from cs2sim.runtime.data.stream import SPLIT_SALT, BatchStream, Plan
+from cs2sim.runtime.data.stream import SPLIT_SALT, BatchStream, Plan, Recipe
 from cs2sim.runtime.data.tabular import BertCsvFiles, GlueTsv
 from cs2sim.runtime.data.tfrecord import TfRecordFiles
 from cs2sim.runtime.data.tokens import TokenFiles, find_token_files
@@ -57,6 +57,9 @@ SECTION = {"train": "train_input", "eval": "eval_input"}
 STAND_IN_PREFIX = "STAND-IN data, not your data set: "
 # set by csrun_wse / run.py CSX (runtime/job/remote_stream.py): the streamers to cut the data for
 STREAMERS_KEY = "_streamers"
+T = TypeVar("T")
+# an input family's builder: (section, params, split) -> (recipes, what the data is)
+Builder = Callable[[dict[str, Any], dict[str, Any], str], tuple[Sequence[Recipe], str]]
 
 
 def model_family(model_name: str) -> str:
@@ -70,7 +73,7 @@ def model_family(model_name: str) -> str:
     return family
 
 
-def input_config(params: dict, split: str) -> dict[str, Any]:
+def input_config(params: dict[str, Any], split: str) -> dict[str, Any]:
     """The split's input section with every default filled (eval falls back to train's keys)."""
     if split not in SECTION:
         raise ValueError(f"split must be 'train' or 'eval', not {split!r}")
@@ -87,7 +90,7 @@ def input_config(params: dict, split: str) -> dict[str, Any]:
     return cfg
 
 
-def _per_dir(found: list[Any], dirs: list[str], section: str, what: str) -> list[Any]:
+def _per_dir(found: list[T | None], dirs: list[str], section: str, what: str) -> list[T]:
     """The directories' finds when every one has data; [] when none has (built-in data)."""
     empty = [i for i, f in enumerate(found) if not f]
     if len(empty) == len(found):
@@ -98,20 +101,22 @@ def _per_dir(found: list[Any], dirs: list[str], section: str, what: str) -> list
             f"{section}.data_dir[{i}] ({dirs[i]}) has no {what} while other "
             f"entries do; add the files or remove it from the list."
         )
-    return found
+    return [f for f in found if f is not None]  # all of them (none is empty)
 
 
 def _where(dirs: list[str]) -> str:
     return dirs[0] if len(dirs) == 1 else f"{len(dirs)} data_dir entries ({dirs[0]}, ...)"
 
 
-def _mnist(cfg: dict, params: dict, split: str) -> tuple[list[Any], str]:
+def _mnist(cfg: dict[str, Any], params: dict[str, Any], split: str) -> tuple[Sequence[Recipe], str]:
     dirs = data_dirs(cfg.get("data_dir"))
     found = _per_dir(
         [find_idx_files(d, split) for d in dirs], dirs, SECTION[split], "MNIST IDX files"
     )
     if found:
-        recipes = [MnistFiles(str(i), str(lb), bool(cfg["to_float16"])) for i, lb in found]
+        recipes: list[Recipe] = [
+            MnistFiles(str(i), str(lb), bool(cfg["to_float16"])) for i, lb in found
+        ]
         images, labels = found[0]
         if len(found) == 1:
             return recipes, f"MNIST IDX files {images.name}, {labels.name} in {images.parent}"
@@ -125,7 +130,7 @@ def _mnist(cfg: dict, params: dict, split: str) -> tuple[list[Any], str]:
     )
 
 
-def _lm_shape(cfg: dict, params: dict, split: str) -> tuple[int, int]:
+def _lm_shape(cfg: dict[str, Any], params: dict[str, Any], split: str) -> tuple[int, int]:
     """(max_sequence_length, vocab_size) of a language model's input section, checked."""
     model, section = params.get("model") or {}, SECTION[split]
     seq_len = cfg.get("max_sequence_length") or model.get("max_position_embeddings")
@@ -150,13 +155,15 @@ def _lm_shape(cfg: dict, params: dict, split: str) -> tuple[int, int]:
     return int(seq_len), int(vocab)
 
 
-def _lm(cfg: dict, params: dict, split: str) -> tuple[Any, str]:
+def _lm(cfg: dict[str, Any], params: dict[str, Any], split: str) -> tuple[Sequence[Recipe], str]:
     seq_len, vocab = _lm_shape(cfg, params, split)
     section = SECTION[split]
     dirs = data_dirs(cfg.get("data_dir"))
     found = _per_dir([find_token_files(d, split) for d in dirs], dirs, section, "token files")
     if found:
-        recipes = [TokenFiles(tuple(str(p) for p in files), seq_len, vocab) for files in found]
+        recipes: list[Recipe] = [
+            TokenFiles(tuple(str(p) for p in files), seq_len, vocab) for files in found
+        ]
         if len(found) == 1:
             files = found[0]
             names = ", ".join(p.name for p in files)
@@ -174,15 +181,15 @@ def _lm(cfg: dict, params: dict, split: str) -> tuple[Any, str]:
     )
 
 
-def _mlm(cfg: dict, params: dict, split: str) -> tuple[list[Any], str]:
+def _mlm(cfg: dict[str, Any], params: dict[str, Any], split: str) -> tuple[Sequence[Recipe], str]:
     return build_mlm(cfg, params, split, SECTION[split])
 
 
-def _pairs(cfg: dict, params: dict, split: str) -> tuple[list[Any], str]:
+def _pairs(cfg: dict[str, Any], params: dict[str, Any], split: str) -> tuple[Sequence[Recipe], str]:
     return build_pairs(cfg, params, split, SECTION[split])
 
 
-BUILDERS = {"mnist": _mnist, "lm": _lm, "mlm": _mlm, "pairs": _pairs}
+BUILDERS: dict[str, Builder] = {"mnist": _mnist, "lm": _lm, "mlm": _mlm, "pairs": _pairs}
 
 
 def _where_found(res: Resolved) -> str:
@@ -194,13 +201,15 @@ def _where_found(res: Resolved) -> str:
     return f"{len(files)} {fmt} in {where}"
 
 
-def _hdf5(cfg: dict, params: dict, split: str, res: Resolved) -> tuple[list[Any], str]:
+def _hdf5(
+    cfg: dict[str, Any], params: dict[str, Any], split: str, res: Resolved
+) -> tuple[Sequence[Recipe], str]:
     seq_len, vocab = _lm_shape(cfg, params, split)
     recipe = H5Files.of([p for f in res.found for p in f], seq_len, vocab)
     return [recipe], f"{_where_found(res)} ({recipe.num_samples} samples), read by {res.name}"
 
 
-def _mlm_weights(cfg: dict, params: dict) -> tuple[bool, float]:
+def _mlm_weights(cfg: dict[str, Any], params: dict[str, Any]) -> tuple[bool, float]:
     """(scale the MLM weights by the batch's masked tokens, mlm_loss_weight): mlm.py's rules."""
     model = params.get("model") or {}
     scaling, dynamic = model.get("mlm_loss_scaling"), bool(cfg.get("dynamic_mlm_scale"))
@@ -214,13 +223,15 @@ def _mlm_weights(cfg: dict, params: dict) -> tuple[bool, float]:
     return by_masked, 1.0 if dynamic else float(model.get("mlm_loss_weight") or 1.0)
 
 
-def _tfrecord(cfg: dict, params: dict, split: str, res: Resolved) -> tuple[list[Any], str]:
+def _tfrecord(
+    cfg: dict[str, Any], params: dict[str, Any], split: str, res: Resolved
+) -> tuple[Sequence[Recipe], str]:
     model, kind = params.get("model") or {}, "gpt" if "lm" in res.processor.families else "bert"
     if kind == "gpt":
         seq_len, vocab = _lm_shape(cfg, params, split)
         by_masked, weight = False, 1.0
     else:
-        seq_len = int(cfg.get("max_sequence_length") or model.get("max_position_embeddings"))
+        seq_len = sequence_length(cfg, model, SECTION[split])
         vocab = int(model["vocab_size"])
         by_masked, weight = _mlm_weights(cfg, params)
     recipes = [
@@ -231,9 +242,11 @@ def _tfrecord(cfg: dict, params: dict, split: str, res: Resolved) -> tuple[list[
     return recipes, f"{_where_found(res)}, read by {res.name}"
 
 
-def _csv(cfg: dict, params: dict, split: str, res: Resolved) -> tuple[list[Any], str]:
+def _csv(
+    cfg: dict[str, Any], params: dict[str, Any], split: str, res: Resolved
+) -> tuple[Sequence[Recipe], str]:
     model = params.get("model") or {}
-    seq_len = int(cfg.get("max_sequence_length") or model.get("max_position_embeddings"))
+    seq_len = sequence_length(cfg, model, SECTION[split])
     if cfg.get("whole_word_masking") or cfg.get("mask_whole_word"):
         raise ConfigError(
             f"{SECTION[split]}.mask_whole_word is not implemented (tokens are "
@@ -262,9 +275,11 @@ def _csv(cfg: dict, params: dict, split: str, res: Resolved) -> tuple[list[Any],
     return recipes, f"{_where_found(res)}, masked as read by {res.name}"
 
 
-def _tsv(cfg: dict, params: dict, split: str, res: Resolved) -> tuple[list[Any], str]:
+def _tsv(
+    cfg: dict[str, Any], params: dict[str, Any], split: str, res: Resolved
+) -> tuple[Sequence[Recipe], str]:
     model = params.get("model") or {}
-    seq_len = int(cfg.get("max_sequence_length") or model.get("max_position_embeddings"))
+    seq_len = sequence_length(cfg, model, SECTION[split])
     task = "mnli" if res.name in ("MNLIDataProcessor", "MnliDataProcessor") else "sst2"
     recipes = [
         GlueTsv(
@@ -284,7 +299,9 @@ def _tsv(cfg: dict, params: dict, split: str, res: Resolved) -> tuple[list[Any],
 READERS = {"hdf5": _hdf5, "tfrecord": _tfrecord, "csv": _csv, "tsv": _tsv}
 
 
-def choose_data(cfg: dict, params: dict, split: str, family: str) -> tuple[list[Any], str]:
+def choose_data(
+    cfg: dict[str, Any], params: dict[str, Any], split: str, family: str
+) -> tuple[Sequence[Recipe], str]:
     """(recipes, what the data is) of a section: the processor's files, or the stand-in data
     (runtime/data/processors.py decides and warns)."""
     if family == "lm":
@@ -307,19 +324,20 @@ def choose_data(cfg: dict, params: dict, split: str, family: str) -> tuple[list[
     return READERS[res.processor.kind](cfg, params, split, res)
 
 
-def _combine(recipes: list[Any]) -> Any:
+def _combine(recipes: Sequence[Recipe]) -> Recipe:
     """One recipe reading `recipes` one after another."""
     if len(recipes) == 1:
         return recipes[0]
-    if all(isinstance(r, TokenFiles) for r in recipes):
-        first = recipes[0]
+    tokens = [r for r in recipes if isinstance(r, TokenFiles)]
+    if len(tokens) == len(recipes):
+        first = tokens[0]
         return TokenFiles(
-            tuple(p for r in recipes for p in r.paths), first.seq_len, first.vocab_size
+            tuple(p for r in tokens for p in r.paths), first.seq_len, first.vocab_size
         )
     return ConcatRecipe(tuple(recipes))
 
 
-def _for_worker(recipe: Any) -> Any:
+def _for_worker(recipe: Recipe) -> Recipe:
     """A worker's copy: token and HDF5 files were already checked by the consumer."""
     if isinstance(recipe, TokenFiles | H5Files):
         return dataclasses.replace(recipe, verify=False)
@@ -336,7 +354,7 @@ def autotune_workers() -> int:
     return max(1, min(4, (os.cpu_count() or 1) // 2))
 
 
-def input_workers(cfg: dict, section: str) -> int:
+def input_workers(cfg: dict[str, Any], section: str) -> int:
     """Worker processes for an input section: num_workers, else num_parallel_calls (TF; 0 and
     -1 are AUTOTUNE, as the TF configs' own comments say), else 0 (in-process)."""
     if cfg.get("num_workers"):
@@ -359,7 +377,7 @@ def input_workers(cfg: dict, section: str) -> int:
     return int(calls)
 
 
-def _count(recipe: Any) -> int:
+def _count(recipe: Recipe) -> int:
     """Samples of a recipe, loaded (its files checked) and closed again."""
     loaded = recipe.load()
     try:
@@ -371,12 +389,12 @@ def _count(recipe: Any) -> int:
 
 
 def _parts_stream(
-    recipes: list[Any],
+    recipes: Sequence[Recipe],
     n: int,
     plan_for: Callable[[int, int], Plan],
     too_small: Callable[[Plan, int, str], None],
     source: str,
-    cfg: dict,
+    cfg: dict[str, Any],
     section: str,
 ) -> BatchStream:
     """The stream of n input workers (or streamers) over several files or an HDF5 data set:
@@ -415,7 +433,7 @@ def _parts_stream(
     )
 
 
-def build_input(params: dict, split: str, model_name: str, seed: int) -> BatchStream:
+def build_input(params: dict[str, Any], split: str, model_name: str, seed: int) -> BatchStream:
     """The batch stream of `split` ("train" | "eval") for `model_name`, shuffled from `seed`."""
     cfg = input_config(params, split)
     section = SECTION[split]

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from cs2sim.runtime.data.mlm import MlmWindows, text_source
+from cs2sim.runtime.data.mlm import Sample, TextWindows, sequence_length, text_source
 from cs2sim.runtime.data.tokens import _open
 from cs2sim.runtime.data.vocab import Vocab
 from cs2sim.system.errors import ConfigError
@@ -61,10 +61,10 @@ class PairRecipe:
         return PairWindows(self, [_open(Path(p)) for p in self.paths])
 
 
-class PairWindows(MlmWindows):
+class PairWindows(TextWindows[PairRecipe]):
     """Samples i = 0 .. N-1: labelled segment pairs (see the module docstring)."""
 
-    def sample(self, i: int) -> dict[str, np.ndarray]:
+    def sample(self, i: int) -> Sample:
         """One sample's arrays."""
         r, v, T, L = self.r, self.r.vocab, self.r.seq_len, self.L
         rng = np.random.default_rng([r.seed % 2**63, i])
@@ -90,7 +90,7 @@ def build_pairs(
 ) -> tuple[list[PairRecipe], str]:
     """The pair-classification recipe of one input section, and what the data is."""
     model = params.get("model") or {}
-    seq_len = cfg.get("max_sequence_length") or model.get("max_position_embeddings")
+    seq_len = sequence_length(cfg, model, section)
     labels = int(model.get("num_labels") or 2)
     if labels not in (2, 3):
         raise ConfigError(
@@ -108,7 +108,7 @@ def build_pairs(
     seed = (params.get("runconfig") or {}).get("seed") or 0 if seed is None else seed
     recipe = PairRecipe(
         paths,
-        int(seq_len),
+        seq_len,
         vocab,
         labels,
         int(seed) * 2 + (0 if split == "train" else 1),

@@ -23,6 +23,7 @@ import os
 import sys
 import sysconfig
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -79,7 +80,7 @@ def _key(eot: bool) -> str:
     return hashlib.sha256(ident.encode()).hexdigest()[:16]
 
 
-def stdlib_corpus(vocab_size: int, root: Path | None = None) -> tuple[Path, dict]:
+def stdlib_corpus(vocab_size: int, root: Path | None = None) -> tuple[Path, dict[str, Any]]:
     """(cache directory holding train.bin and val.bin, its meta) for this vocab_size."""
     if vocab_size < 256:
         raise ConfigError(

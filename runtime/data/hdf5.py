@@ -336,7 +336,8 @@ class H5Samples:
         else:  # not written (h5py's fill value), or no chunk index walk in this h5py
             mask, raw = data.id.read_direct_chunk((c * rows, 0, 0))
         try:
-            chunk = np.frombuffer(raw if mask else inflate(raw), dtype=self._dtypes[j])
+            packed = raw.data if isinstance(raw, np.ndarray) else raw  # the map's bytes, uncopied
+            chunk = np.frombuffer(raw if mask else inflate(packed), dtype=self._dtypes[j])
         except Exception as e:  # noqa: BLE001 - isal.IsalError or zlib.error: corrupt data
             raise self._corrupt(j, c, f"{type(e).__name__}: {e}") from None
         if rows == 1:
@@ -495,6 +496,7 @@ class H5Samples:
         part = np.searchsorted(self.starts, idx, side="right") - 1  # (B,)
         for j in np.unique(part):
             data = self._data[int(j)]
+            rows: slice | np.ndarray
             if len(self.parts) == 1:
                 rows, local = slice(None), idx + self.parts[0].start
             else:
@@ -508,7 +510,7 @@ class H5Samples:
 
     def close(self) -> None:
         """Close the files."""
-        self._bytes = self._plain = []  # the maps' last exports: closing needs them gone
+        self._bytes, self._plain = [], []  # the maps' last exports: closing needs them gone
         for m in self._maps:
             if m is not None:
                 try:

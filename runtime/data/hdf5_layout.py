@@ -217,21 +217,21 @@ def _btree_chunks(
         return None
     e = np.concatenate(parts)
     first, stored = e["off"][:, 0].astype(np.int64), e["size"].astype(np.int64)
-    at = e["child"].astype(np.int64)
+    places = e["child"].astype(np.int64)
     masks = e["mask"].astype(np.int64)
     chunks = ds.chunks[0]
     if (
         len(e) != ds.id.get_num_chunks()
         or (e["off"][:, 1:] != 0).any()
         or (first % chunks).any()
-        or ((at < 0) | (at + stored > size) | (stored <= 0)).any()
+        or ((places < 0) | (places + stored > size) | (stored <= 0)).any()
     ):
         return None
     info = ds.id.get_chunk_info(0)  # HDF5's own first chunk: the same place and size
     k = np.flatnonzero(first == info.chunk_offset[0])
-    if len(k) != 1 or at[k[0]] != info.byte_offset or stored[k[0]] != info.size:
+    if len(k) != 1 or places[k[0]] != info.byte_offset or stored[k[0]] != info.size:
         return None
-    return first, at, stored, masks
+    return first, places, stored, masks
 
 
 def _layout(file: np.ndarray, header: int) -> tuple[int | None, int]:

@@ -31,7 +31,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
@@ -49,7 +49,17 @@ from cs2sim.runtime.data.vocab import (
 )
 from cs2sim.system.errors import ConfigError
 
-__all__ = ["MlmRecipe", "MlmWindows", "build_mlm", "text_source", "WORDPIECE_MAX_BYTES"]
+__all__ = [
+    "MlmRecipe",
+    "MlmWindows",
+    "Sample",
+    "TextWindows",
+    "WindowRecipe",
+    "build_mlm",
+    "sequence_length",
+    "text_source",
+    "WORDPIECE_MAX_BYTES",
+]
 
 WORDPIECE_MAX_BYTES = 2 * 2**20
 CASING_SAMPLE_BYTES = 64 * 1024
@@ -77,10 +87,30 @@ class MlmRecipe:
         return MlmWindows(self, [_open(Path(p)) for p in self.paths])
 
 
-class MlmWindows:
+class WindowRecipe(Protocol):
+    """What TextWindows reads of its recipe (MlmRecipe; PairRecipe, runtime/data/classify.py)."""
+
+    @property
+    def paths(self) -> tuple[str, ...]: ...
+    @property
+    def seq_len(self) -> int: ...
+    @property
+    def nsp(self) -> bool: ...
+    @property
+    def offset(self) -> int: ...
+    @property
+    def lower(self) -> bool: ...
+
+
+R = TypeVar("R", bound=WindowRecipe)
+# one sample: arrays, and a scalar label (stacked into (B,) by `batch`)
+Sample = dict[str, np.ndarray | np.int32]
+
+
+class TextWindows(Generic[R]):
     """Samples i = 0 .. N-1 over the concatenated token files (windows never cross a file)."""
 
-    def __init__(self, recipe: MlmRecipe, arrays: list[np.ndarray]) -> None:
+    def __init__(self, recipe: R, arrays: list[np.ndarray]) -> None:
         self.r = recipe
         self.L = recipe.seq_len - (3 if recipe.nsp else 2)  # content tokens per sample
         if self.L < 2:
@@ -96,7 +126,7 @@ class MlmWindows:
                 f"token files {', '.join(recipe.paths)} hold too few tokens for "
                 f"two samples of max_sequence_length {recipe.seq_len}; add data."
             )
-        self._lut = None
+        self._lut: np.ndarray | None = None
         if recipe.lower:  # ASCII upper case -> lower case, on the raw bytes
             self._lut = np.arange(256, dtype=np.int64)
             self._lut[65:91] += 32
@@ -113,7 +143,11 @@ class MlmWindows:
             w = self._lut[w]
         return w + self.r.offset
 
-    def sample(self, i: int) -> dict[str, np.ndarray]:
+
+class MlmWindows(TextWindows[MlmRecipe]):
+    """The masked-LM samples (see the module docstring)."""
+
+    def sample(self, i: int) -> Sample:
         """One sample's arrays (before the batch's weight scaling)."""
         r, v, T, L, P = self.r, self.r.vocab, self.r.seq_len, self.L, self.r.predictions
         rng = np.random.default_rng([r.seed % 2**63, i])
@@ -231,6 +265,16 @@ def _vocab_of(cfg: dict[str, Any], section: str, vocab_size: int) -> tuple[Vocab
             f"{section}.vocab_file."
         )
     return fallback_vocab(lower), None
+
+
+def sequence_length(cfg: dict[str, Any], model: dict[str, Any], section: str) -> int:
+    """A BERT input section's max_sequence_length, else model.max_position_embeddings."""
+    seq_len = cfg.get("max_sequence_length") or model.get("max_position_embeddings")
+    if not seq_len:
+        raise ConfigError(
+            f"{section}.max_sequence_length is not set (nor model.max_position_embeddings); add it."
+        )
+    return int(seq_len)
 
 
 def _mask_seed(cfg: dict[str, Any], params: dict[str, Any], split: str) -> int:

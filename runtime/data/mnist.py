@@ -62,6 +62,7 @@ def find_idx_files(data_dir: str | Path | None, split: str) -> tuple[Path, Path]
         )
     if images is None or labels is None:
         have, need = (images, lbl_name) if labels is None else (labels, img_name)
+        assert have is not None  # not both: that case was answered above
         raise ConfigError(
             f"{d} has {have.name} but no {need}[.gz]; add it, or remove the MNIST "
             f"files to train on the built-in digits."

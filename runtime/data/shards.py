@@ -34,11 +34,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
 
 import numpy as np
 
 from cs2sim.runtime.data.stream import Plan
+from cs2sim.runtime.data.workers import Dataset, EpochDataset, Recipe
 
 __all__ = [
     "data_dirs",
@@ -63,7 +64,10 @@ def data_dirs(value: str | Sequence[str] | None) -> list[str]:
     return [str(v) for v in value]
 
 
-def shard(items: Sequence[Any], n: int) -> list[list[Any]]:
+T = TypeVar("T")
+
+
+def shard(items: Sequence[T], n: int) -> list[list[T]]:
     """`items` dealt to n workers in order: worker k gets items k, k + n, k + 2n, ..."""
     if n < 1:
         raise ValueError(f"n must be >= 1, not {n}")
@@ -169,7 +173,7 @@ class ShardPlan:
 class SliceDataset:
     """Samples [lo, hi) of a dataset, renumbered from 0."""
 
-    def __init__(self, inner: Any, lo: int, hi: int) -> None:
+    def __init__(self, inner: Dataset, lo: int, hi: int) -> None:
         self.inner, self.lo, self.hi = inner, lo, hi
 
     def __len__(self) -> int:
@@ -181,7 +185,7 @@ class SliceDataset:
 
     def epoch_batch(self, idx: np.ndarray, epoch: int) -> dict[str, np.ndarray]:
         """`batch` for datasets whose samples depend on the epoch."""
-        if hasattr(self.inner, "epoch_batch"):
+        if isinstance(self.inner, EpochDataset):  # it has epoch_batch
             return self.inner.epoch_batch(np.asarray(idx) + self.lo, epoch)
         return self.batch(idx)
 
@@ -196,7 +200,7 @@ class SliceDataset:
 class SliceRecipe:
     """Recipe: samples [lo, hi) of `inner` (a worker loads only the files its part touches)."""
 
-    inner: Any
+    inner: Recipe
     lo: int
     hi: int
 
@@ -205,18 +209,23 @@ class SliceRecipe:
         return SliceDataset(self.inner.load(), self.lo, self.hi)
 
 
-def cut(recipes: Sequence[Any], counts: Sequence[int], sizes: Sequence[int]) -> list[Any]:
+def cut(
+    recipes: Sequence[Recipe], counts: Sequence[int], sizes: Sequence[int]
+) -> list[SliceRecipe]:
     """Recipes of contiguous parts of `sizes` samples over `recipes` (of `counts` samples
     each, read one after another): part k is a slice of the recipes it overlaps."""
     if sum(sizes) != sum(counts):
         raise ValueError(f"parts of {sum(sizes)} samples over {sum(counts)}")
     starts = np.concatenate([[0], np.cumsum(counts)])  # (R+1,)
-    out, lo = [], 0
+    out: list[SliceRecipe] = []
+    lo = 0
     for size in sizes:
         hi = lo + size
         first = int(np.searchsorted(starts, lo, side="right")) - 1
         last = int(np.searchsorted(starts, hi, side="left"))  # recipes [first, last)
-        inner = recipes[first] if last - first == 1 else ConcatRecipe(tuple(recipes[first:last]))
+        inner: Recipe = (
+            recipes[first] if last - first == 1 else ConcatRecipe(tuple(recipes[first:last]))
+        )
         out.append(SliceRecipe(inner, lo - int(starts[first]), hi - int(starts[first])))
         lo = hi
     return out
@@ -225,7 +234,7 @@ def cut(recipes: Sequence[Any], counts: Sequence[int], sizes: Sequence[int]) -> 
 class ConcatDataset:
     """Datasets one after another: sample i of the whole is sample i - start[j] of part j."""
 
-    def __init__(self, parts: Sequence[Any]) -> None:
+    def __init__(self, parts: Sequence[Dataset]) -> None:
         self.parts = list(parts)
         self.starts = np.concatenate([[0], np.cumsum([len(p) for p in self.parts])])  # (P+1,)
 
@@ -246,8 +255,8 @@ class ConcatDataset:
     def epoch_batch(self, idx: np.ndarray, epoch: int | None) -> dict[str, np.ndarray]:
         """`batch`, passing the epoch on to parts whose samples depend on it."""
 
-        def of(part: Any, local: np.ndarray) -> dict[str, np.ndarray]:
-            if epoch is not None and hasattr(part, "epoch_batch"):
+        def of(part: Dataset, local: np.ndarray) -> dict[str, np.ndarray]:
+            if epoch is not None and isinstance(part, EpochDataset):  # it has epoch_batch
                 return part.epoch_batch(local, epoch)
             return part.batch(local)
 
@@ -273,7 +282,7 @@ class ConcatDataset:
 class ConcatRecipe:
     """Recipe: several recipes' datasets, concatenated in order (also run inside a worker)."""
 
-    parts: tuple[Any, ...]
+    parts: tuple[Recipe, ...]
 
     def load(self) -> ConcatDataset:
         """Load every part."""

@@ -22,33 +22,29 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
-from cs2sim.runtime.data.workers import WorkerPool, batch_at
+# the Dataset and Recipe protocols live beside the workers that load them
+from cs2sim.runtime.data.workers import Dataset, PartsPlan, Recipe, WorkerPool, batch_at
 
-__all__ = ["SPLIT_SALT", "batch_at", "Plan", "Dataset", "Recipe", "DataPosition", "BatchStream"]
+__all__ = [
+    "SPLIT_SALT",
+    "batch_at",
+    "Plan",
+    "Dataset",
+    "Recipe",
+    "Stream",
+    "StreamPlan",
+    "PlanOfParts",
+    "DataPosition",
+    "BatchStream",
+]
 
 SPLIT_SALT = {"train": 0, "eval": 1}
-
-
-class Dataset(Protocol):
-    """N samples, gathered into a batch dict by index.
-
-    A dataset whose samples change with the epoch (dynamic masking) also defines
-    `epoch_batch(idx, epoch)`; `batch_at` (runtime/data/workers.py) calls it with batch g's epoch.
-    """
-
-    def __len__(self) -> int: ...
-    def batch(self, idx: np.ndarray) -> dict[str, np.ndarray]: ...
-
-
-class Recipe(Protocol):
-    """A small picklable description that loads a Dataset (in the consumer or in a worker)."""
-
-    def load(self) -> Dataset: ...
 
 
 @functools.lru_cache(maxsize=4)
@@ -103,6 +99,33 @@ class Plan:
         return order[i * self.batch_size : (i + 1) * self.batch_size]
 
 
+class Stream(Protocol):
+    """What a training loop reads of its input: batches in order, and the data position to
+    save and restore (BatchStream; the chief's RemoteStream, runtime/job/remote_stream.py)."""
+
+    def __next__(self) -> dict[str, np.ndarray]: ...
+    def state_dict(self) -> dict[str, Any]: ...
+    def load_state_dict(self, d: dict[str, Any]) -> None: ...
+
+
+class StreamPlan(Protocol):
+    """What a BatchStream reads of its plan: a Plan, or a ShardPlan of parts
+    (runtime/data/shards.py; one recipe per part, read by input workers only)."""
+
+    @property
+    def batch_size(self) -> int: ...
+    @property
+    def batches_per_epoch(self) -> int: ...
+    @property
+    def samples_per_epoch(self) -> int: ...
+    @property
+    def total_batches(self) -> int | None: ...
+
+
+class PlanOfParts(StreamPlan, PartsPlan, Protocol):
+    """A ShardPlan (runtime/data/shards.py): parts read round-robin, one input worker each."""
+
+
 class DataPosition:
     """The data position every stream shares: global batch index `_g` over `batches_per_epoch`.
 
@@ -142,14 +165,14 @@ class BatchStream(DataPosition):
 
     def __init__(
         self,
-        recipe: Recipe,
-        plan: Plan,
+        recipe: Recipe | Sequence[Recipe],
+        plan: Plan | PlanOfParts,
         *,
         source: str,
         data: Dataset | None = None,
         num_workers: int = 0,
         prefetch_factor: int = 2,
-        worker_recipe: Recipe | None = None,
+        worker_recipe: Recipe | Sequence[Recipe] | None = None,
     ) -> None:
         if plan.batches_per_epoch < 1:
             raise ValueError("a BatchStream needs at least one batch per epoch")
@@ -214,6 +237,8 @@ class BatchStream(DataPosition):
                 )
             batch = self._pool.get(self._g)
         else:
+            if not isinstance(self.plan, Plan) or isinstance(self._recipe, Sequence):
+                raise ValueError("a BatchStream of parts is read by input workers only")
             if self._data is None:
                 self._data = self._recipe.load()
             batch = batch_at(self._data, self.plan, self._g)

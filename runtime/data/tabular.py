@@ -42,8 +42,10 @@ import ast
 import csv
 import stat
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -327,7 +329,7 @@ def _short_file(path: str, have: int, declared: int) -> str:
     )
 
 
-def _missing_column(path: str, col: str, have: tuple[str, ...] | list[str]) -> str:
+def _missing_column(path: str, col: str, have: Sequence[str]) -> str:
     cols = ", ".join(have) or "none"
     if col == "tokens":
         return (
@@ -356,7 +358,7 @@ class _Tally:
     def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
 
-    def add(self, tokens: list) -> None:
+    def add(self, tokens: list[Any]) -> None:
         self.counts.update(str(t) for t in tokens)
 
     def warn_casing(self, r: BertCsvFiles, cased: dict[str, int], index: dict[str, int]) -> None:
@@ -386,7 +388,7 @@ class _Tally:
         warn_casing(r.vocab_file, r.do_lower, advice)
 
 
-def _literal(row: dict[str, str], col: str, path: str, n: int, seq_len: int) -> list:
+def _literal(row: dict[str, str], col: str, path: str, n: int, seq_len: int) -> list[Any]:
     text = row.get(col)
     if text is not None and len(text) > FIELD_BYTES_PER_TOKEN * (seq_len + 1):
         # parsed only when it can hold a sequence: a literal is ~10x its text in memory

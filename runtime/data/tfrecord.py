@@ -76,7 +76,9 @@ def find_tfrecord_files(data_dir: str | Path) -> list[Path]:
 try:  # the maintained native CRC-32C (a dependency; tensorboardX uses it too when present)
     from crc32c import crc32c as _crc32c
 except ImportError:  # pragma: no cover - tensorboardX's table implementation: slow but exact
-    from tensorboardX.crc32c import crc32c as _crc32c
+    from tensorboardX import crc32c as _tbx_crc32c
+
+    _crc32c = _tbx_crc32c.crc32c
 
 
 def masked_crc(data: bytes | memoryview) -> int:
@@ -106,7 +108,8 @@ def read_records(path: str | Path) -> list[bytes]:
         ) from None
     except OSError as e:
         raise ConfigError(f"cannot read TFRecord file {path} ({e.strerror}); check it.") from None
-    out, pos = [], 0
+    out: list[bytes] = []
+    pos = 0
     while pos < len(raw):
         if pos + 12 > len(raw):
             raise ConfigError(f"TFRecord file {path} is truncated at byte {pos}; write it again.")
@@ -148,11 +151,14 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
 
 
 def _fields(buf: bytes) -> list[tuple[int, int, Any]]:
-    """(field number, wire type, value) of a message: ints for varints, bytes otherwise."""
-    out, pos = [], 0
+    """(field number, wire type, value) of a message: ints for varints, bytes otherwise
+    (Any: which one the caller knows from the field's wire type)."""
+    out: list[tuple[int, int, Any]] = []
+    pos = 0
     while pos < len(buf):
         key, pos = _varint(buf, pos)
         num, wt = key >> 3, key & 7
+        v: int | bytes
         if wt == 0:
             v, pos = _varint(buf, pos)
         elif wt == 2:

@@ -63,7 +63,7 @@ def _open(path: Path) -> np.ndarray:
                     f"write it with np.uint16 (nanoGPT's prepare.py format)."
                 )
             return np.memmap(path, dtype="<u2", mode="r")
-        arr = np.load(path, mmap_mode="r")
+        arr: np.ndarray = np.load(path, mmap_mode="r")  # a .npy file: one array
     except (OSError, ValueError) as e:
         raise ConfigError(f"cannot read token file {path} ({e}); check it.") from None
     if not np.issubdtype(arr.dtype, np.integer):

@@ -28,25 +28,78 @@ import signal
 import sys
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from multiprocessing.context import SpawnProcess
+from multiprocessing.queues import Queue
+from multiprocessing.synchronize import Event
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from cs2sim.system.errors import CsError, RuntimeFailure
 
-__all__ = ["POLL_S", "WorkerPool", "batch_at"]
+__all__ = [
+    "POLL_S",
+    "BatchPlan",
+    "Dataset",
+    "EpochDataset",
+    "PartsPlan",
+    "Recipe",
+    "WorkerPool",
+    "batch_at",
+]
 
 POLL_S = 0.1  # how often a blocked worker or consumer looks at stop / liveness
 JOIN_S = 5.0  # grace period for workers to leave on their own at close()
 _CTX = mp.get_context("spawn")
 
 
-def batch_at(data: Any, plan: Any, g: int) -> dict[str, np.ndarray]:
+class Dataset(Protocol):
+    """N samples, gathered into a batch dict by index.
+
+    A dataset whose samples change with the epoch (dynamic masking) also defines
+    `epoch_batch(idx, epoch)` (EpochDataset); `batch_at` calls it with batch g's epoch.
+    """
+
+    def __len__(self) -> int: ...
+    def batch(self, idx: np.ndarray) -> dict[str, np.ndarray]: ...
+
+
+@runtime_checkable
+class EpochDataset(Dataset, Protocol):
+    """A Dataset whose samples depend on the epoch."""
+
+    def epoch_batch(self, idx: np.ndarray, epoch: int) -> dict[str, np.ndarray]: ...
+
+
+class Recipe(Protocol):
+    """A small picklable description that loads a Dataset (in the consumer or in a worker)."""
+
+    def load(self) -> Dataset: ...
+
+
+class BatchPlan(Protocol):
+    """Which samples make batch g (stream.Plan; a part's shards.LocalPlan)."""
+
+    @property
+    def total_batches(self) -> int | None: ...
+    def indices(self, g: int) -> np.ndarray: ...
+    def epoch_of(self, g: int) -> int: ...
+
+
+@runtime_checkable
+class PartsPlan(Protocol):
+    """The plan of several parts read round-robin, one recipe each (shards.ShardPlan)."""
+
+    def shard_of(self, g: int) -> int: ...
+    def local(self, k: int) -> BatchPlan: ...
+
+
+def batch_at(data: Dataset, plan: BatchPlan, g: int) -> dict[str, np.ndarray]:
     """Batch g of `plan` from `data`: its samples, and their epoch when the data uses it."""
     idx = plan.indices(g)
-    if hasattr(data, "epoch_batch"):
+    if isinstance(data, EpochDataset):  # it has epoch_batch
         return data.epoch_batch(idx, plan.epoch_of(g))
     return data.batch(idx)
 
@@ -60,7 +113,11 @@ class _Failure:
     text: str
 
 
-def _put(out: Any, item: Any, stop: Any, parent: int) -> bool:
+# what a worker sends: (g, batch g) or (g, why it failed)
+_Item = tuple[int, "dict[str, np.ndarray] | _Failure"]
+
+
+def _put(out: Queue[_Item], item: _Item, stop: Event, parent: int) -> bool:
     """Block until `item` is queued; False when told to stop or orphaned."""
     while True:
         if stop.is_set() or os.getppid() != parent:
@@ -73,7 +130,14 @@ def _put(out: Any, item: Any, stop: Any, parent: int) -> bool:
 
 
 def _worker_main(
-    recipe: Any, plan: Any, worker: int, n: int, start: int, out: Any, stop: Any, parent: int
+    recipe: Recipe,
+    plan: BatchPlan,
+    worker: int,
+    n: int,
+    start: int,
+    out: Queue[_Item],
+    stop: Event,
+    parent: int,
 ) -> None:
     """Body of worker `worker` of `n`: batches start+worker, start+worker+n, ..."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -108,7 +172,9 @@ def _main_hidden() -> Iterator[None]:
     if main is None:
         yield
         return
-    saved = {k: main.__dict__[k] for k in ("__file__", "__spec__") if k in main.__dict__}
+    saved: dict[str, Any] = {
+        k: main.__dict__[k] for k in ("__file__", "__spec__") if k in main.__dict__
+    }
     main.__dict__.pop("__file__", None)
     main.__dict__["__spec__"] = None
     try:
@@ -119,7 +185,7 @@ def _main_hidden() -> Iterator[None]:
             main.__dict__.pop("__spec__", None)
 
 
-def _shutdown(stop: Any, procs: list[Any], queues: list[Any]) -> None:
+def _shutdown(stop: Event, procs: list[SpawnProcess], queues: list[Queue[_Item]]) -> None:
     """Stop, join, then terminate/kill whatever is left; release the queues."""
     stop.set()
     deadline = time.monotonic() + JOIN_S
@@ -140,13 +206,19 @@ def _shutdown(stop: Any, procs: list[Any], queues: list[Any]) -> None:
         p.close()
 
 
-def _work_of(recipe: Any, plan: Any, first: int) -> tuple[Any, Any]:
+def _work_of(
+    recipe: Recipe | Sequence[Recipe], plan: BatchPlan | PartsPlan, first: int
+) -> tuple[Recipe, BatchPlan]:
     """(recipe, plan) of the worker whose first batch is `first`: the same for every worker,
     or with a sharded plan (runtime/data/shards.py: `recipe` is one recipe per shard) the
     recipe and local plan of the shard that makes batch `first` (and every n-th after it)."""
-    if hasattr(plan, "shard_of"):
+    if isinstance(plan, PartsPlan):  # it has shard_of
+        if not isinstance(recipe, Sequence):
+            raise TypeError("a plan of parts needs one recipe per part")
         k = plan.shard_of(first)
         return recipe[k], plan.local(k)
+    if isinstance(recipe, Sequence):
+        raise TypeError("one plan needs one recipe, not one per part")
     return recipe, plan
 
 
@@ -154,13 +226,20 @@ class WorkerPool:
     """n spawned input workers producing batches start, start+1, ... in shards."""
 
     def __init__(
-        self, recipe: Any, plan: Any, num_workers: int, prefetch_factor: int, start: int = 0
+        self,
+        recipe: Recipe | Sequence[Recipe],
+        plan: BatchPlan | PartsPlan,
+        num_workers: int,
+        prefetch_factor: int,
+        start: int = 0,
     ) -> None:
         if num_workers < 1:
             raise ValueError(f"num_workers must be >= 1, not {num_workers}")
         self.start, self.n = start, num_workers
         self._stop = _CTX.Event()
-        self._queues = [_CTX.Queue(maxsize=prefetch_factor) for _ in range(num_workers)]
+        self._queues: list[Queue[_Item]] = [
+            _CTX.Queue(maxsize=prefetch_factor) for _ in range(num_workers)
+        ]
         self._procs = [
             _CTX.Process(
                 target=_worker_main,
@@ -188,7 +267,7 @@ class WorkerPool:
             raise
         self.pids = [p.pid for p in self._procs]
 
-    def get(self, g: int) -> Any:
+    def get(self, g: int) -> dict[str, np.ndarray]:
         """Batch g (blocks until its worker has it)."""
         k = (g - self.start) % self.n
         q, proc = self._queues[k], self._procs[k]

@@ -26,13 +26,16 @@ That is the update of one batch of k B rows, up to the order of float additions.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from cs2sim.runtime.executors.planview import PlanView
 from cs2sim.runtime.executors.replicas import Shard
 from cs2sim.runtime.params import grad_accumulation
+
+if TYPE_CHECKING:  # runtime.data is imported by the runs that build a stream
+    from cs2sim.runtime.data.stream import Stream
 
 __all__ = ["Accumulation", "NONE"]
 
@@ -62,7 +65,7 @@ class Accumulation:
         """Whether an update sums more than one micro-batch."""
         return self.batches > 1 or self.micro_batch is not None
 
-    def next_batch(self, stream: Any) -> dict[str, np.ndarray]:
+    def next_batch(self, stream: Stream) -> dict[str, np.ndarray]:
         """The step's batch: `batches` input batches concatenated (StopIteration if the stream
         ends before all of them came)."""
         if self.batches == 1:

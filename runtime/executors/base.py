@@ -25,13 +25,19 @@ import threading
 import time
 from collections.abc import Callable, Collection, Generator, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from cs2sim.runtime.artifacts.checkpoint import TrainState
 from cs2sim.runtime.executors.accumulate import NONE, Accumulation
 from cs2sim.system.errors import RuntimeFailure
+
+if TYPE_CHECKING:  # runtime.data is imported by the runs that build a stream
+    from cs2sim.runtime.data.stream import Stream
+    from cs2sim.runtime.nn.model import Model
+    from cs2sim.runtime.numerics.loss_scale import StaticLossScaler
+    from cs2sim.runtime.numerics.optim import Optimizer
 
 __all__ = [
     "LoadReport",
@@ -106,13 +112,13 @@ class Executor(Protocol):
         ...
 
     def run(
-        self, stream: Any, start_step: int, stop_step: int, checkpoint_steps: Collection[int]
+        self, stream: Stream, start_step: int, stop_step: int, checkpoint_steps: Collection[int]
     ) -> Generator[StepOutput, None, None]:
         """Train steps start_step+1 .. stop_step; snapshots at `checkpoint_steps`; closing the
         generator stops the steps (the trainer closes it when it stops consuming)."""
         ...
 
-    def evaluate(self, stream: Any, num_batches: int) -> Iterator[EvalOutput]:
+    def evaluate(self, stream: Stream, num_batches: int) -> Iterator[EvalOutput]:
         """Evaluate `num_batches` batches of `stream` with the current weights."""
         ...
 
@@ -121,18 +127,20 @@ class Executor(Protocol):
 # randomness in its steps has none to save.
 
 
-def rng_states(model: Any) -> dict[str, Any]:
+def rng_states(model: Model) -> dict[str, Any]:
     """The model's RNG states for a checkpoint ({} when it keeps none)."""
     return {"rng_state": model.rng_state()} if hasattr(model, "rng_state") else {}
 
 
-def set_rng_states(model: Any, states: dict[str, Any]) -> None:
+def set_rng_states(model: Model, states: dict[str, Any]) -> None:
     """Restore what `rng_states` returned."""
     if hasattr(model, "set_rng_state") and "rng_state" in states:
         model.set_rng_state(states["rng_state"])
 
 
-def capture_state(step: int, model: Any, optimizer: Any, scaler: Any, stream: Any) -> TrainState:
+def capture_state(
+    step: int, model: Model, optimizer: Optimizer, scaler: StaticLossScaler, stream: Stream | None
+) -> TrainState:
     """A consistent deep copy of the training state after `step` (checkpoint steps only)."""
     return TrainState(
         step=step,
@@ -145,7 +153,11 @@ def capture_state(step: int, model: Any, optimizer: Any, scaler: Any, stream: An
 
 
 def restore_state(
-    state: TrainState, model: Any, optimizer: Any | None, scaler: Any | None, stream: Any | None
+    state: TrainState,
+    model: Model,
+    optimizer: Optimizer | None,
+    scaler: StaticLossScaler | None,
+    stream: Stream | None,
 ) -> None:
     """Load `state` into the live objects (None: leave that part as it is)."""
     params = model.parameters()
@@ -271,7 +283,7 @@ class QueuedExecutor:
         return self.apply_update(step, loss, scale)
 
     def run(
-        self, stream: Any, start_step: int, stop_step: int, checkpoint_steps: Collection[int]
+        self, stream: Stream, start_step: int, stop_step: int, checkpoint_steps: Collection[int]
     ) -> Generator[StepOutput, None, None]:
         """Start the producer thread and yield its outputs in step order."""
         q: queue.Queue[Any] = queue.Queue(maxsize=self.queue_depth)
@@ -349,12 +361,12 @@ class QueuedExecutor:
             stop.set()
             worker.join()
 
-    def snapshot(self, step: int, stream: Any) -> TrainState:
+    def snapshot(self, step: int, stream: Stream) -> TrainState:
         """A consistent copy of the training state after `step` (a CS-2 executor downloads it
         from where it lives: the wafer's stages, MemoryX)."""
         return capture_state(step, self.model, self.optimizer, self.scaler, stream)
 
-    def evaluate(self, stream: Any, num_batches: int) -> Iterator[EvalOutput]:
+    def evaluate(self, stream: Stream, num_batches: int) -> Iterator[EvalOutput]:
         """Evaluate synchronously (no updates, so nothing to overlap)."""
         self.model.eval()
         try:

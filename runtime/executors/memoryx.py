@@ -16,13 +16,16 @@ same gradients. Checkpoints read the weights and optimizer state from here (`sta
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from cs2sim.runtime.artifacts.checkpoint import TrainState
 from cs2sim.runtime.executors.base import rng_states
 from cs2sim.runtime.numerics.clipping import build_clipper
+
+if TYPE_CHECKING:  # runtime.data is imported by the runs that build a stream
+    from cs2sim.runtime.data.stream import Stream
 
 __all__ = ["MemoryX"]
 
@@ -61,7 +64,7 @@ class MemoryX:
         self.scaler.update(bool(isfinite))
         return bool(isfinite), float(norm), float(self.optimizer.lr_at(step - 1)), scale
 
-    def state(self, step: int, stream: Any, rng_model: Any) -> TrainState:
+    def state(self, step: int, stream: Stream, rng_model: Any) -> TrainState:
         """A checkpoint read from MemoryX (weights, optimizer, scaler) + data and RNG positions."""
         return TrainState(
             step=step,

@@ -49,7 +49,7 @@ import time
 from collections import deque
 from collections.abc import Collection, Generator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -67,6 +67,9 @@ from cs2sim.runtime.numerics.clipping import build_clipper
 from cs2sim.runtime.numerics.optim import build_optimizer
 from cs2sim.runtime.threads import run_chunks, workers
 from cs2sim.system.errors import RuntimeFailure
+
+if TYPE_CHECKING:  # runtime.data is imported by the runs that build a stream
+    from cs2sim.runtime.data.stream import Stream
 
 __all__ = ["PipelinedExecutor", "Stage", "stages_from_plan", "DEFAULT_MICROBATCHES"]
 
@@ -246,7 +249,7 @@ class PipelinedExecutor(QueuedExecutor):
         return LoadReport(self.compile_time, programming, self.est_samples_per_sec)
 
     def run(
-        self, stream: Any, start_step: int, stop_step: int, checkpoint_steps: Collection[int]
+        self, stream: Stream, start_step: int, stop_step: int, checkpoint_steps: Collection[int]
     ) -> Generator[StepOutput, None, None]:
         """The base run; afterwards the host model and optimizer get the wafer's final state."""
         # A launcher's input workers (runtime/job/streamers.py) announce themselves when the
@@ -438,7 +441,7 @@ class PipelinedExecutor(QueuedExecutor):
             )
 
     # -- checkpoints ----------------------------------------------------------------------------
-    def snapshot(self, step: int, stream: Any) -> TrainState:
+    def snapshot(self, step: int, stream: Stream) -> TrainState:
         """Download the weights and optimizer state from the stages."""
         return TrainState(
             step=step,

@@ -38,7 +38,7 @@ import logging
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -55,6 +55,9 @@ from cs2sim.runtime.executors.replicas import (
 )
 from cs2sim.runtime.executors.swarmx import SwarmX
 from cs2sim.system.errors import RuntimeFailure
+
+if TYPE_CHECKING:  # runtime.data is imported by the runs that build a stream
+    from cs2sim.runtime.data.stream import Stream
 
 __all__ = ["WeightStreamingExecutor", "StreamedLayer", "streamed_layers"]
 
@@ -240,7 +243,7 @@ class WeightStreamingExecutor(QueuedExecutor):
                 sx.reduce(k)
         return float(np.float32(sum(lo * s.weight for lo, s in zip(losses, shards, strict=True))))
 
-    def snapshot(self, step: int, stream: Any) -> TrainState:
+    def snapshot(self, step: int, stream: Stream) -> TrainState:
         """A checkpoint read from MemoryX."""
         assert self.memoryx is not None
         return self.memoryx.state(step, stream, self.model)

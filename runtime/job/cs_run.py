@@ -50,8 +50,9 @@ from cs2sim.system import knobs
 from cs2sim.system.errors import ConfigError, RuntimeFailure
 from cs2sim.system.state import ExecMode, State
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the compiler is imported when a job compiles
     from cs2sim.runtime.compiler.driver import CompileResult
+    from cs2sim.runtime.compiler.io import InputCluster
 
 __all__ = ["CsRun", "SystemStopped", "Terminated", "WATCH_S"]
 
@@ -322,7 +323,7 @@ class CsRun:
             "time_to_train": ttt.as_dict() if ttt else None,
         }
 
-    def input_cluster(self) -> Any:
+    def input_cluster(self) -> InputCluster | None:
         """The job's input workers at the rate cs_input_analyzer measured, when both are known."""
         return known_input_cluster(self.model_dir, self.model_name)
 
@@ -381,7 +382,7 @@ class CsRun:
         self.machine.inject_fault(Identity("testkit", Role.ADMIN, "internal"), reason)
 
 
-def known_input_cluster(model_dir: Any, model_name: str) -> Any:
+def known_input_cluster(model_dir: Path, model_name: str) -> InputCluster | None:
     """The input workers of this task's job (its streamer tasks; outside a CS-2 job, the ones
     cs_input_analyzer recommended) at the per-worker rate it saved in model_dir, or None when
     either is unknown (a compile then says it assumed the workers keep up)."""

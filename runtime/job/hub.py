@@ -41,7 +41,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -51,6 +51,9 @@ from cs2sim.runtime.job.door import Door
 from cs2sim.runtime.job.roles import Role, TaskInfo
 from cs2sim.system import knobs
 from cs2sim.system.errors import RuntimeFailure
+
+if TYPE_CHECKING:
+    from cs2sim.runtime.data.stream import Plan, PlanOfParts
 
 __all__ = ["ChiefHub", "Link", "chief_task", "active_hub", "streamer_timeout"]
 
@@ -313,7 +316,7 @@ class ChiefHub:
                 )
 
     # sessions ----------------------------------------------------------------------------------
-    def open(self, split: str, start: int, plan: Any) -> int:
+    def open(self, split: str, start: int, plan: Plan | PlanOfParts) -> int:
         """Ask every streamer for `split` from batch `start` on; returns the session id.
         `plan` (the chief's own) says how many rows each batch of the session has."""
         with self._lock:
@@ -423,7 +426,7 @@ class ChiefHub:
         rendezvous.remove_job_dir(self.dir)  # chief.json and the secret; ended.json stays
 
 
-def _rows(plan: Any, g: int) -> int:
+def _rows(plan: Any, g: int) -> int:  # Plan | PlanOfParts, told apart by shard_of
     """Rows of batch g under the chief's plan (a shard plan asks its shard's plan)."""
     if hasattr(plan, "shard_of"):
         return len(plan.local(plan.shard_of(g)).indices(g))

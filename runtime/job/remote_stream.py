@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from cs2sim.runtime.data.stream import DataPosition
+from cs2sim.runtime.data.stream import BatchStream, DataPosition
 from cs2sim.runtime.job.hub import ChiefHub, Link, active_hub, streamer_timeout
 from cs2sim.system.errors import RuntimeFailure
 
@@ -40,7 +40,7 @@ class RemoteStream(DataPosition):
     start-up (`startup_seconds`), later waits are `wait_seconds` (the wafer waiting on input).
     """
 
-    def __init__(self, hub: ChiefHub, local: Any, split: str) -> None:
+    def __init__(self, hub: ChiefHub, local: BatchStream, split: str) -> None:
         self.hub, self.split = hub, split
         self.plan = local.plan
         self.batch_size = local.batch_size
@@ -163,7 +163,9 @@ def for_streamers(params: dict[str, Any], split: str, n: int) -> dict[str, Any]:
     return {**params, SECTION[split]: {**cfg, STREAMERS_KEY: n}}
 
 
-def streamed_input(params: dict[str, Any], split: str, model_name: str, seed: int) -> Any:
+def streamed_input(
+    params: dict[str, Any], split: str, model_name: str, seed: int
+) -> BatchStream | RemoteStream:
     """The trainer's input stream: a RemoteStream when this process is a chief with streamers,
     else the in-process BatchStream (runtime/data)."""
     from cs2sim.runtime.data import build_input

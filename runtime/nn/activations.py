@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from cs2sim.runtime.nn.module import FP32, Module
-from cs2sim.runtime.nn.parallel import for_rows
+from cs2sim.runtime.nn.parallel import Epilogue, for_rows
 from cs2sim.runtime.nn.spec import LayerSpec, make_spec
 from cs2sim.runtime.numerics.precision import Policy
 
@@ -209,7 +209,9 @@ class Activation(Module):
         """Whether `fused_forward` / `fused_backward` exist for this activation (GELU)."""
         return self._fwd is _gelu
 
-    def fused_forward(self, shape: tuple[int, int], dtype: np.dtype) -> Any:
+    def fused_forward(
+        self, shape: tuple[int, int], dtype: np.dtype
+    ) -> tuple[Epilogue, np.ndarray, np.ndarray]:
         """-> (epilogue for the blocks of the (N, n) pre-activation, y (N, n)): the epilogue
         computes y = gelu(block) for each block; forward's cache is set once all have run."""
         t = self.buf("t", shape, dtype)  # (N, n) tanh(k (x + c x^3)), kept for backward
@@ -226,7 +228,7 @@ class Activation(Module):
 
         return epilogue, y, t
 
-    def fused_backward(self, x2: np.ndarray, t: np.ndarray) -> Any:
+    def fused_backward(self, x2: np.ndarray, t: np.ndarray) -> Epilogue:
         """-> epilogue turning each block of dL/dy (N, n) into dL/dx in place; x2 and t are the
         forward's pre-activation and tanh buffers."""
         cast = self.policy.cast if self.policy.enabled else None

@@ -241,7 +241,7 @@ class SelfAttention(Module):
         q, k, v = self.heads  # q rotated and scaled, k rotated
         att, att_d = self.att, self.att_d
         # 1) through the output projection, heads to the batch dims again
-        dy = self.proj.backward(dout)  # (B, T, C)
+        dy = self.proj.backward_dx(dout)  # (B, T, C)
         dyh = self.buf("dyh", (B, nh, T, hs), dy.dtype)  # (B, nh, T, hs)
         np.copyto(dyh, dy.reshape(B, T, nh, hs).transpose(0, 2, 1, 3))
         dheads = self.buf("dheads", (3, B, nh, T, hs), dy.dtype)  # (3, B, nh, T, hs)
@@ -297,7 +297,7 @@ class SelfAttention(Module):
         dqkv = self.buf("dqkv", (B, T, self.qkv.n_out), dy.dtype)  # (B, T, C + 2 g hs)
         self._merge_heads(dheads, dqkv)
         self.policy.cast(dqkv, out=dqkv)
-        return self.qkv.backward(dqkv, dx_epilogue)  # (B, T, C)
+        return self.qkv.backward_dx(dqkv, dx_epilogue)  # (B, T, C)
 
     def specs(self, name: str, in_shape: tuple[int, ...], names: dict[int, str]) -> list[LayerSpec]:
         """qkv "dense", the "attention" core, output "dense"."""
@@ -305,7 +305,7 @@ class SelfAttention(Module):
         rd = self.rotary.dim if self.rotary is not None else 0
         # per position: q k^T and att v (2 * 2 * T * C), softmax (~5 a score), rotary (~6 a feature)
         core_flops = 4 * T * C + 5 * self.nh * T + 6 * rd * self.nh * 2
-        attrs = (
+        attrs: tuple[tuple[str, int | bool | float], ...] = (
             ("heads", self.nh),
             ("head_dim", self.hs),
             ("seq", T),

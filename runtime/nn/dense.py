@@ -8,20 +8,20 @@ threads, dW's blocks added into the gradient as they come.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from cs2sim.runtime.nn.init import Init, glorot_uniform, zeros
 from cs2sim.runtime.nn.module import FP32, Module
 from cs2sim.runtime.nn.parallel import Epilogue, Product, gemms, needs_rows
 from cs2sim.runtime.nn.spec import LayerSpec, make_spec
-from cs2sim.runtime.numerics.precision import Policy
+from cs2sim.runtime.numerics.precision import Cast, Policy
 
 __all__ = ["Dense"]
 
 
-def _finisher(bias: np.ndarray | None, cast: Any, epilogue: Epilogue | None) -> Epilogue | None:
+def _finisher(
+    bias: np.ndarray | None, cast: Cast | None, epilogue: Epilogue | None
+) -> Epilogue | None:
     """The epilogue of a product's blocks: + bias, the 16-bit rounding (activations and
     gradients leave a layer in 16 bits), then the caller's epilogue; None when there is nothing
     to do. Whole rows when the caller's epilogue needs them."""
@@ -106,7 +106,7 @@ class Dense(Module):
             raise RuntimeError("a Dense built with needs_dx=False has no input gradient")
         return dx
 
-    def _cast(self) -> Any:
+    def _cast(self) -> Cast | None:
         """The policy's 16-bit rounding, or None in fp32 (nothing to do)."""
         return self.policy.cast if self.policy.enabled else None
 

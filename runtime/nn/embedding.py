@@ -149,6 +149,10 @@ class TiedProjection(Module):
         self.policy.cast(dh, out=dh)
         return dh.reshape(*dy.shape[:-1], C)
 
+    def backward_dx(self, dy: np.ndarray) -> np.ndarray:
+        """`backward` (its input gradient always exists), by the name Dense gives it."""
+        return self.backward(dy)
+
     def specs(self, name: str, in_shape: tuple[int, ...], names: dict[int, str]) -> list[LayerSpec]:
         """One "dense" kernel reading the embedding's weight (same name as the embedding's spec)."""
         V, C = self.emb.p["weight"].shape

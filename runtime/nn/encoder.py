@@ -277,6 +277,7 @@ class MLMHead(Module):
         self.dense = Dense(dim, dim, rng, bias=ffn_bias, init=init, policy=policy)
         self.act = Activation(act, policy)
         self.ln = LayerNorm(dim, eps, policy)
+        self.out: TiedProjection | Dense
         if tied_to is not None:
             self.out = TiedProjection(tied_to, bias=out_bias, policy=policy)
         else:
@@ -295,7 +296,9 @@ class MLMHead(Module):
     def backward(self, dlogits: np.ndarray) -> np.ndarray:
         """(B * P, V) -> dh (B, T, C): the gathered rows' gradients scattered back (summed
         where a position is gathered twice: the padding predictions all point at 0)."""
-        dg = self.dense.backward(self.act.backward(self.ln.backward(self.out.backward(dlogits))))
+        dg = self.dense.backward_dx(
+            self.act.backward(self.ln.backward(self.out.backward_dx(dlogits)))
+        )
         dh = self.buf("dh", self._shape, dg.dtype)  # (B, T, C)
         dh.fill(0)
         scatter_add_rows(dh.reshape(-1, self._shape[-1]), self._rows, dg)
@@ -340,7 +343,7 @@ class NSPHead(Module):
 
     def backward(self, dlogits: np.ndarray) -> np.ndarray:
         """(B, classes) -> dh (B, T, C), nonzero at position 0 only."""
-        d0 = self.pooler.backward(self.act.backward(self.cls.backward(dlogits)))  # (B, C)
+        d0 = self.pooler.backward_dx(self.act.backward(self.cls.backward_dx(dlogits)))  # (B, C)
         dh = self.buf("dh", self._shape, d0.dtype)  # (B, T, C)
         dh.fill(0)
         dh[:, 0] = d0
@@ -379,7 +382,7 @@ class BertHead(Module):
             logits, labels["masked_lm_ids"], 1.0 / B, weights=labels["masked_lm_weights"]
         )
         self.mlm_loss, self.nsp_loss = loss, 0.0
-        if self.nsp is not None:
+        if self.nsp is not None and self.nsp_ce is not None:  # both or neither
             self.nsp_loss = self.nsp_ce.forward(
                 self.nsp.forward(h), labels["next_sentence_label"], 1.0 / B
             )
@@ -390,7 +393,7 @@ class BertHead(Module):
     def backward(self, loss_scale: float = 1.0) -> np.ndarray:
         """-> dh (B, T, C)."""
         dh = self.mlm.backward(self.mlm_ce.backward(loss_scale))  # (B, T, C), a buffer
-        if self.nsp is not None:
+        if self.nsp is not None and self.nsp_ce is not None:  # both or neither
             dh += self.nsp.backward(self.nsp_ce.backward(loss_scale))
         self.policy.cast(dh, out=dh)
         return dh
@@ -398,6 +401,7 @@ class BertHead(Module):
     def metric_sums(self) -> dict[str, float]:
         """Sums for eval: MLM CE and accuracy over the real predictions, NSP accuracy."""
         ce, mask = self.mlm_ce, self._mask
+        assert ce.probs is not None, "metric_sums needs a forward first"
         correct = (ce.probs.argmax(axis=1) == ce.labels) & mask
         out = {
             "mlm_ce_sum": float(ce.row_ce[mask].sum()),
@@ -475,8 +479,8 @@ class ClassifierHead(Module):
 
     def backward(self, loss_scale: float = 1.0) -> np.ndarray:
         """-> dh (B, T, C), nonzero at position 0 only."""
-        d = self.drop.backward(self.cls.backward(self.ce.backward(loss_scale)))
-        d0 = self.pooler.backward(self.act.backward(d))  # (B, C)
+        d = self.drop.backward(self.cls.backward_dx(self.ce.backward(loss_scale)))
+        d0 = self.pooler.backward_dx(self.act.backward(d))  # (B, C)
         dh = self.buf("dh", self._shape, d0.dtype)  # (B, T, C)
         dh.fill(0)
         dh[:, 0] = d0

@@ -27,7 +27,10 @@ from cs2sim.runtime.schema import Schema
 from cs2sim.runtime.threads import configure as configure_threads
 from cs2sim.system.errors import ConfigError
 
-__all__ = ["Model", "training_bytes"]
+__all__ = ["Arrays", "Model", "training_bytes"]
+
+# a model's input or labels: one array (B, ...), or named arrays (BERT's ids, segments, mask)
+Arrays = np.ndarray | dict[str, np.ndarray]
 
 # Host bytes per parameter while training: the fp32 master (4), its gradient (4), Adam's two
 # moments (8) and the reused dW scratch of the layer (4); in mixed precision also the rounded
@@ -85,7 +88,7 @@ class Model(Module):
         return block
 
     # -- training -----------------------------------------------------------------------------
-    def inputs(self, batch: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    def inputs(self, batch: dict[str, np.ndarray]) -> tuple[Arrays, Arrays]:
         """(model input, labels) from a batch."""
         return batch[self.input_key], batch[self.label_key]
 

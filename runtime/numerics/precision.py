@@ -27,10 +27,11 @@ rounds to inf exactly as IEEE round-to-nearest does (float16: 65519.99 -> 65504,
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
-__all__ = ["Format", "FORMATS", "HALF_FORMATS", "round_to", "Policy"]
+__all__ = ["Cast", "Format", "FORMATS", "HALF_FORMATS", "round_to", "Policy"]
 
 
 @dataclass(frozen=True)
@@ -204,6 +205,12 @@ def _round_narrow(x: np.ndarray, f: Format, out: np.ndarray, inplace: bool) -> N
     if sign is None:
         sign = np.bitwise_and(xb, _SIGN, out=c)
     np.bitwise_or(ob, sign, out=ob)
+
+
+class Cast(Protocol):
+    """A rounding like `Policy.cast`: x rounded, into `out` when given."""
+
+    def __call__(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)

@@ -134,7 +134,9 @@ def _callbacks(value: Any, source: str) -> dict[str, Any]:
     return out
 
 
-def _walk(node: dict, given: dict, path: str, source: str) -> Iterator[tuple[Row, Any]]:
+def _walk(
+    node: dict[str, Any], given: dict[str, Any], path: str, source: str
+) -> Iterator[tuple[Row, Any]]:
     """(row, value) of every leaf given; unknown keys refused with a did-you-mean."""
     for k, v in given.items():
         if k not in node:
@@ -164,7 +166,7 @@ def _walk(node: dict, given: dict, path: str, source: str) -> Iterator[tuple[Row
                 yield from _walk(sub, value, f"{path}.{k}", source)
 
 
-def _set(d: dict, path: P, value: Any) -> None:
+def _set(d: dict[str, Any], path: P, value: Any) -> None:
     for h in path[:-1]:
         d = d.setdefault(h, {})
     d[path[-1]] = value
@@ -178,7 +180,7 @@ def _get(d: Any, path: P) -> Any:
     return d
 
 
-def model_name_of(raw: dict, source: str = "params.yaml") -> str:
+def model_name_of(raw: dict[str, Any], source: str = "params.yaml") -> str:
     """trainer.init.model.name: the model a trainer file trains."""
     name = _get(raw, ("trainer", "init", "model", "name"))
     if not isinstance(name, str) or not name:
@@ -222,9 +224,10 @@ def _schedulers_to_lr(value: Any, source: str) -> Any:
             )
         if milestones is not None:
             lengths = [s.get("total_iters", s.get("steps", s.get("decay_steps"))) for s in out[:-1]]
+            known = [x for x in lengths if x is not None]
             ends = (
-                [sum(lengths[: i + 1]) for i in range(len(lengths))]
-                if None not in lengths
+                [sum(known[: i + 1]) for i in range(len(known))]
+                if len(known) == len(lengths)
                 else None
             )
             if ends != list(milestones):
@@ -256,7 +259,11 @@ METHODS = {"train": "fit", "train_and_eval": "fit", "eval": "validate", "eval_al
 
 
 def to_legacy(
-    raw: dict, model: str | None = None, *, method: str = "fit", source: str = "params.yaml"
+    raw: dict[str, Any],
+    model: str | None = None,
+    *,
+    method: str = "fit",
+    source: str = "params.yaml",
 ) -> Trainer:
     """The legacy params of a trainer file (not yet validated: runtime/params.py does that),
     where it runs and the front end's flags; ConfigError names the trainer key path.
@@ -371,7 +378,7 @@ def _check_loggers(init: dict[str, Any], source: str) -> None:
                 raise _unknown("trainer.init.loggers", logger, list(LOGGERS), source)
 
 
-def front_end(raw: dict, source: str = "params.yaml") -> Trainer:
+def front_end(raw: dict[str, Any], source: str = "params.yaml") -> Trainer:
     """The model, device and front-end flags of a trainer file, without reading the rest
     (no model schema is loaded: run.py validates the whole file where it runs)."""
     body = _mapping(raw["trainer"], "trainer", source)
@@ -409,7 +416,7 @@ def load_states(value: Any, where: str, source: str) -> bool:
 def _lr_to_schedulers(lr: Any) -> list[dict[str, Any]]:
     """optimizer.learning_rate -> init.schedulers (Model Zoo's convert_lr_scheduler)."""
 
-    def one(p: dict) -> dict[str, Any]:
+    def one(p: dict[str, Any]) -> dict[str, Any]:
         p = dict(p)
         p.pop("main_scheduler", None)
         name = str(p.pop("scheduler"))
@@ -424,7 +431,7 @@ def _lr_to_schedulers(lr: Any) -> list[dict[str, Any]]:
     return [{"ConstantLR": {"learning_rate": lr}}]
 
 
-def to_trainer(raw: dict, model: str) -> tuple[dict[str, Any], list[str]]:
+def to_trainer(raw: dict[str, Any], model: str) -> tuple[dict[str, Any], list[str]]:
     """The trainer form of a legacy params file, and a note for each key it has no place for."""
     legacy = copy.deepcopy(raw)
     init: dict[str, Any] = {}

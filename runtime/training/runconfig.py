@@ -17,8 +17,9 @@ from typing import Any
 
 from cs2sim.runtime import registry
 from cs2sim.runtime.data import build_input
-from cs2sim.runtime.numerics.loss_scale import build_loss_scaler
-from cs2sim.runtime.numerics.optim import build_optimizer
+from cs2sim.runtime.nn.model import Model
+from cs2sim.runtime.numerics.loss_scale import StaticLossScaler, build_loss_scaler
+from cs2sim.runtime.numerics.optim import Optimizer, build_optimizer
 from cs2sim.runtime.numerics.precision import Policy
 from cs2sim.system.errors import ConfigError
 
@@ -112,19 +113,19 @@ class Components:
         self.model_name, self.params, self.half = model_name, params, half
         self.stream_fn = stream_fn  # (params, split, model_name, seed) -> a batch stream
 
-    def model_class(self) -> type:
+    def model_class(self) -> type[Model]:
         """The model's class, from the model table."""
         return registry.get(self.model_name)
 
-    def model(self, seed: int) -> Any:
+    def model(self, seed: int) -> Model:
         """A freshly initialised model."""
         return registry.build(self.model_name, self.params["model"], Policy(self.half), seed)
 
-    def optimizer(self, model: Any) -> Any:
+    def optimizer(self, model: Model) -> Optimizer:
         """The optimizer over the model's master weights."""
         return build_optimizer(self.params["optimizer"], model.parameters(), self.half)
 
-    def scaler(self) -> Any:
+    def scaler(self) -> StaticLossScaler:
         """The static or dynamic loss scaler."""
         return build_loss_scaler(self.params["optimizer"], self.half)
 

@@ -33,7 +33,7 @@ import math
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -43,6 +43,9 @@ from cs2sim.runtime.artifacts.summaries import EVAL_DIR, Summaries
 from cs2sim.runtime.executors.accumulate import Accumulation
 from cs2sim.runtime.executors.base import Executor, StepOutput, capture_state, restore_state
 from cs2sim.runtime.executors.cpu import CpuExecutor
+from cs2sim.runtime.nn.model import Model
+from cs2sim.runtime.numerics.loss_scale import StaticLossScaler
+from cs2sim.runtime.numerics.optim import Optimizer
 from cs2sim.runtime.training.callbacks import (
     EVENTS,
     Callbacks,
@@ -55,6 +58,9 @@ from cs2sim.runtime.training.host_memory import check_host_memory, host_memory_b
 from cs2sim.runtime.training.metrics import RateTracker, format_rate
 from cs2sim.runtime.training.runconfig import Components, LoopConfig
 from cs2sim.system.errors import ConfigError, RuntimeFailure
+
+if TYPE_CHECKING:
+    from cs2sim.runtime.data.stream import Stream
 
 __all__ = [
     "EVENTS",
@@ -147,7 +153,7 @@ class Trainer:
                     cs2=cs2,
                 )
 
-    def _new_model(self) -> Any:
+    def _new_model(self) -> Model:
         """A freshly initialised model; weight streaming says how long its CPU initialisation
         took (the Weight Streaming Quickstart), for an eval as for training: the weights go to
         MemoryX either way."""
@@ -159,7 +165,7 @@ class Trainer:
             )
         return model
 
-    def _latest(self, model: Any) -> ckpt.TrainState | None:
+    def _latest(self, model: Model) -> ckpt.TrainState | None:
         """The latest valid checkpoint in model_dir, announced as Model Zoo does (a file
         declaring more than `model`'s checkpoint can hold is skipped before it is read)."""
         state = ckpt.load_latest(self.model_dir, ckpt.model_budget(model.num_params()))
@@ -169,7 +175,9 @@ class Trainer:
             log.info(f'Found latest checkpoint at "{state.path}".')
         return state
 
-    def _restore_for_train(self, model: Any, opt: Any, scaler: Any, stream: Any) -> int:
+    def _restore_for_train(
+        self, model: Model, opt: Optimizer, scaler: StaticLossScaler, stream: Stream
+    ) -> int:
         """Warm start or resume; returns the global step training starts from."""
         cfg = self.config
         if cfg.checkpoint_path:
@@ -271,7 +279,13 @@ class Trainer:
             stream.close()
 
     def _train_loop(
-        self, model: Any, opt: Any, scaler: Any, stream: Any, start: int, stop: int
+        self,
+        model: Model,
+        opt: Optimizer,
+        scaler: StaticLossScaler,
+        stream: Stream,
+        start: int,
+        stop: int,
     ) -> TrainResult:
         cfg, ex = self.config, self.executor
         every = cfg.checkpoint_steps
@@ -512,7 +526,11 @@ class Trainer:
         return result, ev
 
     def _evaluate(
-        self, model: Any, state: ckpt.TrainState | None, tb: Summaries, describe_input: bool = True
+        self,
+        model: Model,
+        state: ckpt.TrainState | None,
+        tb: Summaries,
+        describe_input: bool = True,
     ) -> EvalResult:
         cfg, ex = self.config, self.executor
         step = 0

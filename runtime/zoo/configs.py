@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,7 @@ def variants() -> dict[str, list[Path]]:
     return names
 
 
-def _model_of_legacy(raw: dict, path: Path, given: str | None) -> str:
+def _model_of_legacy(raw: dict[str, Any], path: Path, given: str | None) -> str:
     """A legacy file's model: --model, its model.name, or the model whose configs/ it is in."""
     name = given or (raw.get("model") or {}).get("name")
     if not name:
@@ -60,7 +61,9 @@ def _model_of_legacy(raw: dict, path: Path, given: str | None) -> str:
     return str(name)
 
 
-def effective(path: str | Path, model: str | None = None) -> tuple[str, dict, list[str], str]:
+def effective(
+    path: str | Path, model: str | None = None
+) -> tuple[str, dict[str, Any], list[str], str]:
     """(model, the validated params in the legacy sections, warnings, "trainer" or "legacy")."""
     p = Path(path)
     raw = load_params(p)
@@ -166,11 +169,12 @@ def diff(args: argparse.Namespace) -> str:
         return "\n".join([*head, "Configs are identical."])
     v = args.verbose_level
     lines = head
-    for title, keys, show in (
+    shows: tuple[tuple[str, list[str], Callable[[str], str]], ...] = (
         ("Added", added, lambda k: f"{k}: {b[k]!r}"),
         ("Removed", removed, lambda k: f"{k}: {a[k]!r}"),
         ("Changed", changed, lambda k: f"{k}: {a[k]!r} -> {b[k]!r}"),
-    ):
+    )
+    for title, keys, show in shows:
         if keys:
             lines.append(f"{title}:")
             verbose = v >= 2 or (v == 1 and title == "Changed")
@@ -186,7 +190,8 @@ def stats(args: argparse.Namespace) -> str:
     model_name, params, _, _ = effective(args.params)
     half, _ = resolve_precision(params)
     model = build_meta_model(model_name, params, half)
-    rows, seen = [], set()
+    rows: list[tuple[str, str, int]] = []
+    seen: set[str] = set()
     for s in model.layer_graph(1):
         if not s.params:
             continue

@@ -103,7 +103,9 @@ def _json(path: Path) -> dict[str, Any]:
     return value
 
 
-def read_hf(path: str | Path, config: str | Path | None = None) -> tuple[dict, dict]:
+def read_hf(
+    path: str | Path, config: str | Path | None = None
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """(tensors as float32 arrays, config.json) of a Hugging Face checkpoint: a directory, its
     model.safetensors, or its model.safetensors.index.json (shards)."""
     p = Path(path)
@@ -158,7 +160,7 @@ def write_hf(out: Path, tensors: dict[str, np.ndarray], config: dict[str, Any]) 
 # -- the mapping -------------------------------------------------------------------------------
 
 
-def _expected(model: str, mp: dict[str, Any]) -> tuple[dict[str, Any], dict[str, tuple]]:
+def _expected(model: str, mp: dict[str, Any]) -> tuple[dict[str, Any], dict[str, tuple[int, ...]]]:
     """(validated model params, our weight name -> shape) of the model mp describes."""
     from cs2sim.runtime.compiler.graph import build_meta_model
     from cs2sim.runtime.params import validate_params
@@ -202,7 +204,9 @@ def _config_to_cs(spec: HFModel, config: dict[str, Any], model: str) -> dict[str
     return mp
 
 
-def hf_to_cs(model: str, tensors: dict, config: dict) -> tuple[dict[str, Any], dict]:
+def hf_to_cs(
+    model: str, tensors: dict[str, np.ndarray], config: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """(model params, our weights) of a Hugging Face checkpoint; ConfigError if it does not fit."""
     spec = _spec(model)
     given = _config_to_cs(spec, config, model)
@@ -252,7 +256,9 @@ def hf_to_cs(model: str, tensors: dict, config: dict) -> tuple[dict[str, Any], d
     return given, out
 
 
-def cs_to_hf(model: str, weights: dict, mp: dict[str, Any]) -> tuple[dict, dict[str, Any]]:
+def cs_to_hf(
+    model: str, weights: dict[str, np.ndarray], mp: dict[str, Any]
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """(Hugging Face tensors, config.json) of our weights of `model` with model params mp."""
     spec = _spec(model)
     mp, shapes = _expected(model, mp)
@@ -282,8 +288,8 @@ def cs_to_hf(model: str, weights: dict, mp: dict[str, Any]) -> tuple[dict, dict[
                 tensors[h] = np.ascontiguousarray(piece.T if t.transpose else piece)
     config: dict[str, Any] = {"architectures": [spec.architecture], "model_type": spec.model_type}
     for ck in spec.config:
-        value = mp.get(ck.cs)
-        config[ck.hf] = ck.to_hf(value, mp) if ck.to_hf else value
+        setting = mp.get(ck.cs)
+        config[ck.hf] = ck.to_hf(setting, mp) if ck.to_hf else setting
     for key, (allowed, _) in (spec.requires or {}).items():
         config.setdefault(key, allowed)
     config["torch_dtype"] = "float32"

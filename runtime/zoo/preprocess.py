@@ -91,7 +91,7 @@ def pull(args: argparse.Namespace) -> str:
     return f"Saving preprocessing config {args.name} to {dest}."
 
 
-def _section(raw: dict, name: str, source: str) -> dict[str, Any]:
+def _section(raw: dict[str, Any], name: str, source: str) -> dict[str, Any]:
     value = raw.get(name) or {}
     if not isinstance(value, dict):
         raise ConfigError(f"{source}: {name} must be a mapping of keys, not {shown(value)}.")

@@ -33,7 +33,9 @@ CLUSTER = ("job_labels", "job_priority", "mount_dirs", "python_paths", "mgmt_add
            "credentials_path", "job_time_sec", "compile_dir")  # fmt: skip
 
 
-def _model_and_device(raw: dict, method: str, source: str) -> tuple[str, str | None, dict]:
+def _model_and_device(
+    raw: dict[str, Any], method: str, source: str
+) -> tuple[str, str | None, dict[str, Any]]:
     if is_trainer(raw):
         if isinstance(raw["trainer"], list):
             to_legacy(raw, method=method, source=source)  # refused in one sentence

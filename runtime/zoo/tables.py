@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ def _summary(cls: type) -> str:
     return doc.strip().split("\n")[0].rstrip(".") if doc else ""
 
 
-def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
     widths = [max(len(str(r[i])) for r in (header, *rows)) for i in range(len(header))]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
              for r in (header, *rows)]  # fmt: skip

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from cs2sim.scripts.testkit.result import CsResult
 from cs2sim.scripts.testkit.system import ThrowawaySystem
@@ -30,8 +31,12 @@ from cs2sim.system import procfs
 
 __all__ = ["ApplianceCluster", "SiteCluster", "shared_python", "wait_until"]
 
+T = TypeVar("T")
 
-def wait_until(ready: Callable[[], Any], timeout: float = 60.0, what: str = "a condition") -> Any:
+
+def wait_until(
+    ready: Callable[[], T | None], timeout: float = 60.0, what: str = "a condition"
+) -> T:
     """Poll `ready()` until it returns something true; AssertionError after `timeout` s."""
     deadline = time.monotonic() + timeout
     while True:
@@ -108,7 +113,7 @@ class ApplianceCluster:
             label="python run.py CSX " + " ".join(argv),
         )
 
-    def start_csx(self, model_dir: Path, *argv: str) -> Any:
+    def start_csx(self, model_dir: Path, *argv: str) -> subprocess.Popen[str]:
         """The same in the background: a Popen (text pipes)."""
         return self.system.start(
             [sys.executable, str(Path(model_dir) / "run.py"), "CSX", *argv], cwd=model_dir
@@ -191,7 +196,9 @@ class SiteCluster(ApplianceCluster):
         res = site.run_csx_as(user, model, *TRAIN, "--num_csx", "1")
     """
 
-    def __init__(self, system: Any, python: str, server_env: dict[str, str] | None = None):
+    def __init__(
+        self, system: ThrowawaySystem, python: str, server_env: dict[str, str] | None = None
+    ) -> None:
         super().__init__(system)
         self.python = python
         self.server_env = dict(server_env or {})
@@ -214,7 +221,7 @@ class SiteCluster(ApplianceCluster):
             raise AssertionError(f"the site server did not start: {proc.stderr.strip()}")
         return self.pid()
 
-    def user_env(self, user: Any, home: Path) -> dict[str, str]:
+    def user_env(self, user: pwd.struct_passwd, home: Path) -> dict[str, str]:
         return {
             "CS2_HOME": str(self.home),
             "CS2_BOOT_SECONDS": "0",
@@ -224,7 +231,9 @@ class SiteCluster(ApplianceCluster):
             "LOGNAME": user.pw_name,
         }
 
-    def start_as(self, user: Any, argv: list[str], cwd: Path) -> subprocess.Popen[str]:
+    def start_as(
+        self, user: pwd.struct_passwd, argv: list[str], cwd: Path
+    ) -> subprocess.Popen[str]:
         """`argv` as `user` (initgroups, then setuid), entering `cwd` as them."""
         groups = os.getgrouplist(user.pw_name, user.pw_gid)
 
@@ -247,7 +256,9 @@ class SiteCluster(ApplianceCluster):
         self.system._processes.append(proc)  # stopped with the system, as its own are
         return proc
 
-    def run_as(self, user: Any, argv: list[str], cwd: Path, timeout: float = 600) -> CsResult:
+    def run_as(
+        self, user: pwd.struct_passwd, argv: list[str], cwd: Path, timeout: float = 600
+    ) -> CsResult:
         from cs2sim.scripts.testkit.procs import communicate
 
         label = f"{user.pw_name}$ " + " ".join(argv)
@@ -255,11 +266,17 @@ class SiteCluster(ApplianceCluster):
         out, err, both = communicate(proc, None, timeout, label)
         return CsResult(label, out, err, proc.returncode, both)
 
-    def run_csx_as(self, user: Any, model_dir: Path, *argv: str, timeout: float = 600) -> CsResult:
+    def run_csx_as(
+        self, user: pwd.struct_passwd, model_dir: Path, *argv: str, timeout: float = 600
+    ) -> CsResult:
         return self.run_as(user, [self.python, "run.py", "CSX", *argv], model_dir, timeout)
 
-    def start_csx_as(self, user: Any, model_dir: Path, *argv: str) -> subprocess.Popen[str]:
+    def start_csx_as(
+        self, user: pwd.struct_passwd, model_dir: Path, *argv: str
+    ) -> subprocess.Popen[str]:
         return self.start_as(user, [self.python, "run.py", "CSX", *argv], model_dir)
 
-    def csctl_as(self, user: Any, cwd: Path, *argv: str, timeout: float = 120) -> CsResult:
+    def csctl_as(
+        self, user: pwd.struct_passwd, cwd: Path, *argv: str, timeout: float = 120
+    ) -> CsResult:
         return self.run_as(user, [self.python, "-m", "cs2sim.scripts.csctl", *argv], cwd, timeout)

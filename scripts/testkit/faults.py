@@ -25,8 +25,12 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cs2sim.system.sched.queue_rows import QueueJob
 
 __all__ = ["FaultTimer", "job_processes", "kill_all", "checkpoint_steps"]
 
@@ -35,7 +39,13 @@ class FaultTimer:
     """A background thread: when `ready()` is true, wait `delay` seconds, then `act()` once."""
 
     def __init__(
-        self, ready: Any, act: Any, delay: float, timeout: float, what: str, cleanup: Any = None
+        self,
+        ready: Callable[[], object],
+        act: Callable[[], object],
+        delay: float,
+        timeout: float,
+        what: str,
+        cleanup: Callable[[], object] | None = None,
     ) -> None:
         self.what = what
         self._cleanup = cleanup  # run once when the timer is over: fired, timed out or cancelled
@@ -48,7 +58,9 @@ class FaultTimer:
         )
         self._thread.start()
 
-    def _run(self, ready: Any, act: Any, delay: float, timeout: float) -> None:
+    def _run(
+        self, ready: Callable[[], object], act: Callable[[], object], delay: float, timeout: float
+    ) -> None:
         deadline = time.monotonic() + timeout
         try:
             while not self._stop.is_set():
@@ -91,7 +103,7 @@ class FaultTimer:
 
 
 def job_processes(
-    home: Path, job: Any, *, node: str | None = None, streamers: bool = False
+    home: Path, job: QueueJob, *, node: str | None = None, streamers: bool = False
 ) -> list[int]:
     """Pids of a running job's task processes, from the launcher's `pids` list (as Slurm's
     `scontrol listpids`). node: only tasks on that node; streamers: only input workers (task ids

@@ -13,9 +13,13 @@ import sys
 import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from cs2sim.scripts.testkit.result import CsResult
+
+if TYPE_CHECKING:
+    from cs2sim.system.sched.queue_rows import QueueJob
+    from cs2sim.system.store import Store
 
 __all__ = [
     "LaunchResult",
@@ -34,7 +38,7 @@ MODEL_DIR_FLAGS = ("--model_dir", "-o")
 class LaunchResult(CsResult):
     """A finished launcher run: output, errors, exit_code (as CsResult) and what it left."""
 
-    job: Any = None  # system.sched.queue.QueueJob: id, state, nodes, exit_code, ... (None: none)
+    job: QueueJob | None = None  # id, state, nodes, exit_code, ... (None: none)
     tasks: dict[int, str] = field(default_factory=dict)  # SLURM_PROCID -> that task's log
     model_dir: Path | None = None  # the --model_dir / -o the command named, resolved
 
@@ -89,7 +93,7 @@ def named_model_dir(argv: list[str], cwd: Path) -> Path | None:
     return None
 
 
-def find_job(store: Any, launcher_pid: int) -> Any:
+def find_job(store: Store, launcher_pid: int) -> QueueJob | None:
     """The scheduler's record of the job a launcher process submitted (None if none)."""
     from cs2sim.system.sched import queue
 

@@ -34,6 +34,12 @@ from cs2sim.scripts.testkit.result import CsResult
 
 if TYPE_CHECKING:  # the console module imports pexpect, which a kit user may not need
     from cs2sim.scripts.testkit.console import ConsoleSession
+    from cs2sim.scripts.testkit.faults import FaultTimer
+    from cs2sim.scripts.testkit.launch import LaunchResult
+    from cs2sim.system.jobs import Job
+    from cs2sim.system.machine import Machine, SystemStatus
+    from cs2sim.system.sched.queue_rows import QueueJob
+    from cs2sim.system.store import Store
 
 __all__ = ["ThrowawaySystem", "KIT_USER"]
 
@@ -76,7 +82,7 @@ class ThrowawaySystem:
         self.home.mkdir(mode=0o700)
         if cluster is not None:  # $CS2_HOME/cluster.yaml: found by cs, launchers and runs alike
             self._cluster_file(cluster)
-        self._store: Any = None
+        self._store: Store | None = None
 
     # -- the system -----------------------------------------------------------------------------
     def _cluster_file(self, cluster: Mapping[str, Any] | str | os.PathLike[str]) -> Path:
@@ -88,7 +94,7 @@ class ThrowawaySystem:
         return path
 
     @property
-    def store(self) -> Any:
+    def store(self) -> Store:
         """The system's store (system.store.Store), opened on first use."""
         if self._store is None:
             from cs2sim.system.store import Store
@@ -96,7 +102,7 @@ class ThrowawaySystem:
             self._store = Store.open(self.home)
         return self._store
 
-    def machine(self, name: str | None = None) -> Any:
+    def machine(self, name: str | None = None) -> Machine:
         """A system.machine.Machine for system `name` (default: the cluster's first)."""
         from cs2sim.system.machine import Machine
 
@@ -118,7 +124,7 @@ class ThrowawaySystem:
         """The (first) system's IP, as a user passes it to `--cs_ip`."""
         return str(self.machine().ip)
 
-    def status(self, name: str | None = None) -> Any:
+    def status(self, name: str | None = None) -> SystemStatus:
         """The system's SystemStatus now (state, configured/active mode, running jobs)."""
         return self.machine(name).status()
 
@@ -146,7 +152,7 @@ class ThrowawaySystem:
         reason: str = "injected by the test kit",
         name: str | None = None,
         ready_in: float | None = None,
-    ) -> Any:
+    ) -> SystemStatus:
         """Put the system straight into `state` (ACTIVE, STANDBY, ACTIVATING or FAULT).
 
         mode: the active mode (PIPELINED or WEIGHT_STREAMING; default: unchanged).
@@ -199,7 +205,7 @@ class ThrowawaySystem:
         user: str = "someone",
         command: str = "held by testkit",
         name: str | None = None,
-    ) -> Any:
+    ) -> Job:
         """A RUNNING job on the system, as if another user's run were going on.
 
         A real process (a sleeper started by the kit) is registered as the job, so the store's
@@ -219,7 +225,7 @@ class ThrowawaySystem:
         self._held[job.id] = proc
         return job
 
-    def release_job(self, job: Any) -> None:
+    def release_job(self, job: Job) -> None:
         """End a job from `hold_job`: its process is killed, so the store sees it FAILED."""
         proc = self._held.pop(job.id)
         kill_group(proc)
@@ -315,14 +321,14 @@ class ThrowawaySystem:
 
     def csrun_wse(
         self, *argv: str, cwd: str | os.PathLike[str] | None = None, timeout: float = 600
-    ) -> Any:
+    ) -> LaunchResult:
         """Run `csrun_wse ARGV...` on this system's cluster; a LaunchResult (output, exit code,
         the job as `jobs show` records it, every task's log, the model_dir the command names)."""
         return self._launch("csrun_wse", argv, cwd, timeout)
 
     def csrun_cpu(
         self, *argv: str, cwd: str | os.PathLike[str] | None = None, timeout: float = 600
-    ) -> Any:
+    ) -> LaunchResult:
         """Run `csrun_cpu ARGV...` (one CPU node; never the CS-2); a LaunchResult."""
         return self._launch("csrun_cpu", argv, cwd, timeout)
 
@@ -347,11 +353,12 @@ class ThrowawaySystem:
         argv: Sequence[str] = (),
         cwd: str | os.PathLike[str] | None = None,
         timeout: float = 600,
-    ) -> Any:
+    ) -> LaunchResult:
         """Wait for a launcher from `start_launch`; its LaunchResult."""
         from cs2sim.scripts.testkit.launch import LaunchResult, find_job, named_model_dir, task_logs
 
-        command = " ".join(str(a) for a in proc.args)  # type: ignore[union-attr]
+        args = proc.args  # start() gives a list; Popen also takes one string or path
+        command = " ".join(map(str, args)) if isinstance(args, list | tuple) else str(args)
         out, err, both = communicate(proc, None, timeout, command)
         job = find_job(self.store, proc.pid)
         where = Path(cwd) if cwd is not None else Path.cwd()
@@ -366,23 +373,23 @@ class ThrowawaySystem:
             model_dir=named_model_dir(list(argv), where),
         )
 
-    def _launch(self, word: str, argv: Sequence[str], cwd: Any, timeout: float) -> Any:
+    def _launch(self, word: str, argv: Sequence[str], cwd: Any, timeout: float) -> LaunchResult:
         proc = self.start_launch(word, *argv, cwd=cwd)
         return self.finish_launch(proc, argv, cwd, timeout)
 
-    def jobs(self, all_states: bool = True) -> list[Any]:
+    def jobs(self, all_states: bool = True) -> list[QueueJob]:
         """The scheduler's queue (`jobs show --all`): system.sched.queue.QueueJob rows."""
         from cs2sim.system.sched import queue
 
         return list(queue.jobs(self.store, all_states=all_states))
 
-    def running_job(self) -> Any:
+    def running_job(self) -> QueueJob | None:
         """The launched job RUNNING on the cluster now (a QueueJob; the newest), or None.
         Answers at once; `wait_for_running_job` waits for one."""
         running = [j for j in self.jobs(all_states=False) if j.state == "RUNNING"]
         return running[-1] if running else None
 
-    def wait_for_running_job(self, timeout: float = 60) -> Any:
+    def wait_for_running_job(self, timeout: float = 60) -> QueueJob:
         """Wait until a launched job is RUNNING on the cluster; that job (QueueJob).
         AssertionError if none is within `timeout` seconds."""
         deadline = time.monotonic() + timeout
@@ -401,7 +408,7 @@ class ThrowawaySystem:
         reason: str = "injected fault: fabric link down",
         timeout: float = 120,
         when: Any = None,
-    ) -> Any:
+    ) -> FaultTimer:
         """Once a job runs on the system (and `when()` is true, if given), after `delay` s put
         the system in FAULT. Returns a FaultTimer. A job "runs" from its registration, before
         its first step: to have checkpoints to keep, use `fault_after_checkpoint` or
@@ -421,7 +428,7 @@ class ThrowawaySystem:
         delay: float = 0.0,
         reason: str = "injected fault: fabric link down",
         timeout: float = 300,
-    ) -> Any:
+    ) -> FaultTimer:
         """Once a job runs and a NEW checkpoint of a trained step (model-ckpt-<N>.npz, N > 0,
         not in `model_dir` when this was called) is there, after `delay` s put the system in
         FAULT: the run stops at its next step with that checkpoint to resume from."""
@@ -444,7 +451,7 @@ class ThrowawaySystem:
 
     def fault_at_step(
         self, step: int, reason: str = "injected fault: fabric link down", timeout: float = 300
-    ) -> Any:
+    ) -> FaultTimer:
         """For runs started after this, until the fault happens: the system goes to FAULT just
         before global step `step` (the run itself does it, CS2SIM_FAULT_AT_STEP, so it happens
         at exactly that step). Returns a FaultTimer whose `wait()` is True once the system is in
@@ -471,7 +478,7 @@ class ThrowawaySystem:
             cleanup=disarm,
         )
 
-    def lose_node(self, node: str, delay: float = 0.5, timeout: float = 120) -> Any:
+    def lose_node(self, node: str, delay: float = 0.5, timeout: float = 120) -> FaultTimer:
         """Once a job has tasks on `node`, after `delay` s kill them all (SIGKILL): the node is
         lost. A FaultTimer; the launcher's kill-on-bad-exit then names the node's task."""
         from cs2sim.scripts.testkit.faults import FaultTimer, job_processes, kill_all
@@ -492,7 +499,9 @@ class ThrowawaySystem:
 
         return FaultTimer(ready, act, delay, timeout, f"the loss of node {node}")
 
-    def stall_streamer(self, delay: float = 0.5, timeout_s: float = 5.0, wait: float = 120) -> Any:
+    def stall_streamer(
+        self, delay: float = 0.5, timeout_s: float = 5.0, wait: float = 120
+    ) -> FaultTimer:
         """Once a job's input streamers run, after `delay` s stop one (SIGSTOP): a hung input
         worker. Sets the chief's streamer timeout to `timeout_s` for runs started after this."""
         from cs2sim.scripts.testkit.faults import FaultTimer, job_processes, kill_all

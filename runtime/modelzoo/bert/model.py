@@ -40,9 +40,16 @@ import numpy as np
 from cs2sim.runtime.modelzoo import fill_defaults
 from cs2sim.runtime.nn.activations import ACTIVATIONS
 from cs2sim.runtime.nn.attention import KeyPadding
-from cs2sim.runtime.nn.encoder import BertEmbedding, BertHead, EncoderBlock, MLMHead, NSPHead
-from cs2sim.runtime.nn.init import from_config, truncated_normal
-from cs2sim.runtime.nn.model import Model, training_bytes
+from cs2sim.runtime.nn.encoder import (
+    BertEmbedding,
+    BertHead,
+    ClassifierHead,
+    EncoderBlock,
+    MLMHead,
+    NSPHead,
+)
+from cs2sim.runtime.nn.init import Init, from_config, truncated_normal
+from cs2sim.runtime.nn.model import Arrays, Model, training_bytes
 from cs2sim.runtime.numerics.precision import HALF_FORMATS, Policy
 from cs2sim.runtime.schema import Key, Schema, non_negative, positive, unit_interval
 from cs2sim.system.errors import ConfigError
@@ -279,12 +286,16 @@ class BertModel(Model):
     SCHEMA: Schema = MODEL_SCHEMA
     family = "mlm"
     input_key = "input_ids"
-    LABEL_KEYS = (
+    LABEL_KEYS: tuple[str, ...] = (
         "masked_lm_positions",
         "masked_lm_ids",
         "masked_lm_weights",
         "next_sentence_label",
     )
+
+    # blocks, set by add_block (the classifier's head is its ClassifierHead)
+    embed: BertEmbedding
+    head: BertHead | ClassifierHead
 
     def __init__(self, model_params: dict[str, Any], policy: Policy, seed: int) -> None:
         mp = fill_defaults(self.SCHEMA, model_params)
@@ -339,7 +350,9 @@ class BertModel(Model):
             )
         self.add_block("head", self.make_head(mp, cfg, init, policy))
 
-    def make_head(self, mp: dict[str, Any], cfg: BertConfig, init: Any, policy: Policy) -> Any:
+    def make_head(
+        self, mp: dict[str, Any], cfg: BertConfig, init: Init, policy: Policy
+    ) -> BertHead | ClassifierHead:
         """The loss head: masked LM (+ next sentence)."""
         rng = self.init_rng
         mlm = MLMHead(
@@ -369,7 +382,7 @@ class BertModel(Model):
         return BertHead(mlm, nsp, policy, DEFAULT_PREDICTIONS)
 
     # -- data ---------------------------------------------------------------------------------
-    def inputs(self, batch: dict[str, np.ndarray]) -> tuple[Any, dict[str, np.ndarray]]:
+    def inputs(self, batch: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], Arrays]:
         """({"input_ids", "token_type_ids", "attention_mask"}, the head's labels); the sequence
         must fit."""
         ids = batch["input_ids"]
@@ -394,7 +407,15 @@ class BertModel(Model):
 
     def set_input(self, section: dict[str, Any]) -> None:
         """The compiler's graph takes the input's predictions per sequence."""
-        self.head.predictions = int(section.get("max_predictions_per_seq") or DEFAULT_PREDICTIONS)
+        self._mlm_head().predictions = int(
+            section.get("max_predictions_per_seq") or DEFAULT_PREDICTIONS
+        )
+
+    def _mlm_head(self) -> BertHead:
+        """The masked-LM (+ next sentence) head (a subclass with its own head has none)."""
+        if not isinstance(self.head, BertHead):
+            raise TypeError(f"{type(self).__name__} has no masked-LM head")
+        return self.head
 
     # -- eval ---------------------------------------------------------------------------------
     def eval_metrics(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
@@ -406,7 +427,7 @@ class BertModel(Model):
         finally:
             self.train(was_training)
         B = len(batch["input_ids"])
-        return {"loss_sum": float(loss) * B, "count": float(B), **self.head.metric_sums()}
+        return {"loss_sum": float(loss) * B, "count": float(B), **self._mlm_head().metric_sums()}
 
     @staticmethod
     def summarize_metrics(sums: dict[str, float]) -> dict[str, float]:
@@ -427,7 +448,7 @@ class BertModel(Model):
     def input_bytes_per_sample(self, seq_len: int) -> int:
         """Bytes streamed in per sequence: ids and segments (T each), P positions, ids and
         weights, the next-sentence label; 4 bytes each."""
-        return 4 * (2 * seq_len + 3 * self.head.predictions + 1)
+        return 4 * (2 * seq_len + 3 * self._mlm_head().predictions + 1)
 
     @classmethod
     def param_count(cls, model_params: dict[str, Any]) -> int:

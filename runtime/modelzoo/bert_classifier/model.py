@@ -18,6 +18,7 @@ import numpy as np
 from cs2sim.runtime.modelzoo.bert.model import MODEL_SCHEMA as BERT_SCHEMA
 from cs2sim.runtime.modelzoo.bert.model import BertConfig, BertModel
 from cs2sim.runtime.nn.encoder import ClassifierHead
+from cs2sim.runtime.nn.init import Init
 from cs2sim.runtime.nn.model import Model
 from cs2sim.runtime.numerics.precision import Policy
 from cs2sim.runtime.schema import Key, Schema, positive, unit_interval
@@ -74,7 +75,7 @@ class BertClassifierModel(BertModel):
     NAME = "bert_classifier"
     SCHEMA: Schema = MODEL_SCHEMA
     family = "pairs"
-    LABEL_KEYS = ("labels",)
+    LABEL_KEYS: tuple[str, ...] = ("labels",)
 
     @classmethod
     def complete_params(cls, params: dict[str, Any], source: str, warnings: list[str]) -> None:
@@ -92,7 +93,9 @@ class BertClassifierModel(BertModel):
             _pretrain_shape(model, str(path), source, warnings)
         super().complete_params(params, source, warnings)
 
-    def make_head(self, mp: dict[str, Any], cfg: BertConfig, init: Any, policy: Policy) -> Any:
+    def make_head(
+        self, mp: dict[str, Any], cfg: BertConfig, init: Init, policy: Policy
+    ) -> ClassifierHead:
         """The classifier head."""
         return ClassifierHead(
             cfg.hidden_size,
@@ -104,7 +107,7 @@ class BertClassifierModel(BertModel):
             policy=policy,
         )
 
-    def inputs(self, batch: dict[str, np.ndarray]) -> tuple[Any, np.ndarray]:
+    def inputs(self, batch: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """({"input_ids", "token_type_ids"}, labels (B,))."""
         x, _ = super().inputs(batch)
         return x, batch["labels"]
