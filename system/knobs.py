@@ -127,6 +127,13 @@ KNOBS: dict[str, Knob] = {
             "The address the streamers reach the chief at.",
         ),
         Knob(
+            "CS2SIM_INFLATE",
+            "user",
+            "libdeflate when the system has it",
+            "The gzip HDF5 reader's inflater: libdeflate, or any other value for ISA-L "
+            "(python-isal) or the standard library's zlib.",
+        ),
+        Knob(
             "CS2SIM_STREAMER_TIMEOUT",
             "user",
             "120",

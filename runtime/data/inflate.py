@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import os
 import threading
 from collections.abc import Callable, Sequence
+
+from cs2sim.system import knobs
 
 __all__ = ["BACKEND", "inflate", "inflate_rows"]
 
@@ -40,7 +41,7 @@ _RESULTS = {1: "bad data", 2: "shorter than a row", 3: "longer than a row"}  # l
 def _libdeflate() -> tuple[Callable[..., int], Callable[[], int], Callable[[int], None]] | None:
     """(zlib_decompress, alloc_decompressor, free_decompressor) of the system's libdeflate,
     or None when it is absent (or CS2SIM_INFLATE names another inflater)."""
-    if os.environ.get("CS2SIM_INFLATE", "") not in ("", "libdeflate"):
+    if knobs.text("CS2SIM_INFLATE") not in ("", "libdeflate"):
         return None
     name = ctypes.util.find_library("deflate")
     if name is None:
