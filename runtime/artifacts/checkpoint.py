@@ -38,7 +38,6 @@ from pathlib import Path
 from typing import Any, BinaryIO, TypeGuard
 
 import numpy as np
-from numpy.lib import format as npformat
 
 from cs2sim.runtime.artifacts import safejson
 from cs2sim.runtime.artifacts.atomic import (
@@ -47,7 +46,7 @@ from cs2sim.runtime.artifacts.atomic import (
     open_regular,
     remove_stale_temps,
 )
-from cs2sim.runtime.artifacts.npz_read import read_members
+from cs2sim.runtime.artifacts.npz_read import npy_header, read_members
 from cs2sim.system.errors import RuntimeFailure
 
 __all__ = [
@@ -202,13 +201,7 @@ def _check_archive(f: BinaryIO, size: int, budget: int | None = None) -> None:
             )
         for info in infos:
             with zf.open(info) as m:
-                version = npformat.read_magic(m)
-                if version == (1, 0):
-                    shape, _, dtype = npformat.read_array_header_1_0(m)
-                elif version == (2, 0):
-                    shape, _, dtype = npformat.read_array_header_2_0(m)
-                else:
-                    raise ValueError(f"member {info.filename[:60]!r} is .npy version {version}")
+                shape, _, dtype = npy_header(m, info.filename)
                 need = dtype.itemsize * math.prod(shape)
                 if need > info.file_size:
                     raise ValueError(

@@ -22,12 +22,12 @@ import math
 import os
 import struct
 import zipfile
-from typing import Any, BinaryIO
+from typing import IO, Any, BinaryIO
 
 import numpy as np
 from numpy.lib import format as npformat
 
-__all__ = ["read_members"]
+__all__ = ["read_members", "npy_header"]
 
 LOCAL_HEADER = struct.Struct("<4s5H3L2H")  # PKWARE APPNOTE 4.3.7: the local file header
 LOCAL_MAGIC = b"PK\x03\x04"
@@ -50,6 +50,17 @@ def read_members(f: BinaryIO) -> dict[str, np.ndarray[Any, Any]]:
     return out
 
 
+def npy_header(stream: IO[bytes], name: str) -> tuple[tuple[int, ...], bool, np.dtype[Any]]:
+    """(shape, fortran order, dtype) of the .npy header `stream` starts with; ValueError for a
+    format version numpy does not write."""
+    version = npformat.read_magic(stream)
+    if version == (1, 0):
+        return npformat.read_array_header_1_0(stream)
+    if version == (2, 0):
+        return npformat.read_array_header_2_0(stream)
+    raise ValueError(f"member {name[:60]!r} is .npy version {version}")
+
+
 def _stored(f: BinaryIO, size: int, info: zipfile.ZipInfo) -> np.ndarray[Any, Any]:
     """The array of a stored member, read from the file straight into its memory."""
     at = info.header_offset
@@ -66,13 +77,7 @@ def _stored(f: BinaryIO, size: int, info: zipfile.ZipInfo) -> np.ndarray[Any, An
         raise ValueError(f"member {info.filename[:60]!r} ends past the end of the file")
     f.seek(start)
     head = io.BytesIO(f.read(min(info.file_size, NPY_HEADER_MAX)))
-    version = npformat.read_magic(head)
-    if version == (1, 0):
-        shape, fortran, dtype = npformat.read_array_header_1_0(head)
-    elif version == (2, 0):
-        shape, fortran, dtype = npformat.read_array_header_2_0(head)
-    else:
-        raise ValueError(f"member {info.filename[:60]!r} is .npy version {version}")
+    shape, fortran, dtype = npy_header(head, info.filename)
     if dtype.hasobject:
         raise ValueError(f"member {info.filename[:60]!r} holds Python objects")
     offset = start + head.tell()
