@@ -33,27 +33,8 @@ import yaml
 BIN = Path(sys.executable).parent
 RESULTS = Path(__file__).parent / "results" / "cszoo.md"
 
-
-def _env(home: Path) -> dict[str, str]:
-    from cs2sim.system.cluster import EXAMPLE_PATH
-
-    return dict(os.environ, CS2_HOME=str(home), CS2_BOOT_SECONDS="0", CS2_CLUSTER=str(EXAMPLE_PATH))
-
-
-def _to_first_step(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(
-        argv, cwd=cwd, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
-    )
-    assert proc.stdout is not None
-    seen, took = [], None
-    for line in proc.stdout:
-        seen.append(line)
-        if took is None and "| Train Device=" in line:
-            took = time.perf_counter() - t0
-    if proc.wait() != 0 or took is None:
-        raise SystemExit(f"{' '.join(argv)} failed:\n{''.join(seen[-20:])}")
-    return took
+sys.path.insert(0, str(Path(__file__).parent))  # run as a script or imported: the bench folder
+from appliance_bench import _env, _to_first_step  # noqa: E402 (the same start and clock)
 
 
 def _converted(model: Path, config: str, device: str, env: dict[str, str]) -> str:
