@@ -306,6 +306,9 @@ class Server:
                     f"({type(e).__name__}); see its log {self.dir / 'server.log'}.",
                 }
             wire.send_obj(conn, {"ok": True, **reply} if "ok" not in reply else reply)
+            if reply.get("stopping") is True:
+                self.stop()
+                return
 
     def _allow(self, op: ops.Op, caller: ops.Caller, args: dict[str, Any]) -> None:
         if op.who == "anyone":
@@ -516,8 +519,9 @@ class Server:
         return {"token": self.tokens.issue(caller.uid)}
 
     def op_shutdown(self, caller: ops.Caller, args: dict[str, Any]) -> dict[str, Any]:
-        self.stop()
-        return {}
+        # stopped by _requests once this reply is sent: stopping here would race the main loop's
+        # exit against the reply, and the admin would read "no cluster server runs"
+        return {"stopping": True}
 
     def op_watch(self, conn: socket.socket, caller: ops.Caller, args: dict[str, Any]) -> None:
         """Stream a job: its phase changes and its log lines until it ends. With `attach` the

@@ -82,3 +82,41 @@ def test_bad_requests_are_answered_or_closed_in_one_line(cs2_appliance):
     log = (home / "wsjob" / "server.log").read_text()
     assert "Traceback" not in log
     assert "a message of 262,145 bytes" in log and "not JSON" in log
+
+
+def test_the_shutdown_reply_is_sent_before_the_server_ends(tmp_path, monkeypatch):
+    """`cs-cluster-server stop` reads "is stopping" even when the reply is slow to go out: the
+    server ends after the reply is sent (a process ends with its threads, so a reply still in
+    flight when serve_forever returns is lost and the admin reads "no cluster server runs")."""
+    import threading
+    import time
+
+    from cs2sim.scripts.cluster_server import launchers
+    from cs2sim.system.appliance import server as server_mod
+
+    monkeypatch.setenv("CS2_HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    sent = wire.send_obj
+
+    def slow_send(sock, obj, max_bytes=None):  # the reply thread loses the CPU for a while
+        if obj.get("stopping"):
+            time.sleep(0.5)
+        sent(sock, obj, max_bytes)
+
+    monkeypatch.setattr(server_mod.wire, "send_obj", slow_send)
+    server = server_mod.Server(tmp_path / "home", launchers())
+    ended = threading.Event()
+    got: list[dict] = []
+
+    def serve() -> None:
+        server.serve_forever()
+        ended.set()
+
+    threading.Thread(target=serve, daemon=True).start()
+    with _sock(tmp_path / "home") as s:
+        wire.send_obj(s, {"op": "shutdown", "args": {}})
+        got.append(wire.recv_obj(s, 1 << 20, None))
+        assert not ended.is_set()  # the reply came before the server's loop ended
+    assert got == [{"ok": True, "stopping": True}]
+    assert ended.wait(60), "the server did not stop after its shutdown reply"
+    server._lock.close()  # the process's lock, held for its life: closed as its exit would
