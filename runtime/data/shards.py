@@ -39,7 +39,7 @@ from typing import TypeVar
 import numpy as np
 
 from cs2sim.runtime.data.stream import Plan
-from cs2sim.runtime.data.workers import Dataset, EpochDataset, Recipe
+from cs2sim.runtime.data.workers import Dataset, Recipe, samples_of
 
 __all__ = [
     "data_dirs",
@@ -185,9 +185,7 @@ class SliceDataset:
 
     def epoch_batch(self, idx: np.ndarray, epoch: int) -> dict[str, np.ndarray]:
         """`batch` for datasets whose samples depend on the epoch."""
-        if isinstance(self.inner, EpochDataset):  # it has epoch_batch
-            return self.inner.epoch_batch(np.asarray(idx) + self.lo, epoch)
-        return self.batch(idx)
+        return samples_of(self.inner, np.asarray(idx) + self.lo, epoch)
 
     def close(self) -> None:
         """Close the inner dataset's files."""
@@ -256,9 +254,7 @@ class ConcatDataset:
         """`batch`, passing the epoch on to parts whose samples depend on it."""
 
         def of(part: Dataset, local: np.ndarray) -> dict[str, np.ndarray]:
-            if epoch is not None and isinstance(part, EpochDataset):  # it has epoch_batch
-                return part.epoch_batch(local, epoch)
-            return part.batch(local)
+            return samples_of(part, local, epoch)
 
         if len(self.parts) == 1:
             return of(self.parts[0], idx)
