@@ -144,6 +144,7 @@ def coalesce_typeahead(keys: list[KeyPress], bound: frozenset[str]) -> list[KeyP
 def typeahead_input(inp: Input, bound: frozenset[str]) -> Input:
     """Make `inp` deliver typed-ahead text as one paste (see coalesce_typeahead)."""
     read_keys, flush_keys = inp.read_keys, inp.flush_keys
+    # prompt_toolkit has no hook between reading keys and parsing them: the methods are wrapped
     inp.read_keys = lambda: coalesce_typeahead(read_keys(), bound)  # type: ignore[method-assign]
     inp.flush_keys = lambda: coalesce_typeahead(flush_keys(), bound)  # type: ignore[method-assign]
     return inp

@@ -24,13 +24,17 @@ import signal
 import subprocess
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from cs2sim.system.errors import CsError
+
+if TYPE_CHECKING:
+    from cs2sim.system.appliance.runs import Launchers
 
 __all__ = ["main", "start_command", "launchers"]
 
 
-def launchers() -> object:
+def launchers() -> Launchers:
     from cs2sim.system.appliance.runs import Launchers
 
     return Launchers(
@@ -70,7 +74,7 @@ def _serve(home: object, args: argparse.Namespace) -> int:
     logging.basicConfig(
         filename=log_path, level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s"
     )
-    server = Server(Path(str(home)), launchers())  # type: ignore[arg-type]
+    server = Server(Path(str(home)), launchers())
     if args.auto:
         from cs2sim.system import knobs
         from cs2sim.system.appliance.server import IDLE_EXIT_DEFAULT_S

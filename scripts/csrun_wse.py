@@ -26,6 +26,7 @@ from cs2sim.system.errors import CsError
 
 if TYPE_CHECKING:
     from cs2sim.system.sched.backend import Backend
+    from cs2sim.system.sched.fit import NodeInfo
     from cs2sim.system.sched.request import JobRequest
 
 __all__ = ["main"]
@@ -36,14 +37,12 @@ def _print(messages: list[tuple[str, str]]) -> None:
         (write_out if stream == "out" else write_err)(line + "\n")
 
 
-def _dry_run(launch: object, nodes: list[object]) -> int:
+def _dry_run(request: JobRequest, infos: list[NodeInfo]) -> int:
     """Where every task would go on an idle cluster (nothing is allocated); the exit code the
     real launch would have for a job that can never fit (1, with srun's words)."""
-    from cs2sim.system.sched.fit import NodeInfo, never_fits, place
+    from cs2sim.system.sched.fit import never_fits, place
     from cs2sim.system.sched.layout import layout
 
-    request = launch.request  # type: ignore[attr-defined]
-    infos = [n for n in nodes if isinstance(n, NodeInfo)]
     why = never_fits(request.components, infos, frozenset(request.exclude))
     placed = place(request.components, infos, frozenset(request.exclude)) if why is None else None
     if placed is None:
@@ -156,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         backend = select_backend(store, site, launch.srun, launch.run_args)
         write_out(f"Launching: {launch.srun.text}\n")
         if launch.dry_run:
-            return _dry_run(launch, list(backend.nodes))  # type: ignore[attr-defined]
+            return _dry_run(launch.request, backend.nodes)
     except CsError as e:
         return fail(e)
     return run_job(backend, launch.request)

@@ -16,6 +16,7 @@ asking to stop or unshare, or a store the OS refuses you). docs/security.md expl
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from cs2sim.system.errors import CsError
 
@@ -63,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     home = default_home()
     try:
         if word == "serve" and len(argv) == 2:
-            svc.serve(argv[1])  # type: ignore[arg-type]
+            svc.serve(Path(argv[1]))
             return 0
         if word == "share" and len(argv) <= 2:
             Store.open(home, serve=False).close()  # creates it first if need be

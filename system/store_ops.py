@@ -185,7 +185,6 @@ def operation(
                 sent["system"] = first.name
             return remote.call(name, sent)
 
-        call.operation = op  # type: ignore[attr-defined]
         return typing.cast(F, call)
 
     return declare

@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+# PyYAML ships no types (types-PyYAML is not a dependency): untyped where it is not installed
 import yaml  # type: ignore[import-untyped,unused-ignore]
 
 from cs2sim.system.errors import ConfigError
@@ -46,7 +47,7 @@ class _LimitExceeded(Exception):
     """Raised inside the loader; turned into a ConfigError naming the file."""
 
 
-class _Loader(yaml.SafeLoader):  # type: ignore[misc,unused-ignore]
+class _Loader(yaml.SafeLoader):  # type: ignore[misc,unused-ignore]  # an untyped base
     """SafeLoader that counts depth and aliases while composing, and refuses duplicate keys."""
 
     limits: Limits = DEFAULT_LIMITS

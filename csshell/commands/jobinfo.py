@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from cs2sim.csshell.context import Context
     from cs2sim.csshell.table import Invocation
     from cs2sim.system.sched.queue import QueueJob
+    from cs2sim.system.sched.slurm import SlurmBackend
 
 __all__ = [
     "slurm_backend",
@@ -48,7 +49,7 @@ def job_id(raw: str) -> int:
     return int(base)
 
 
-def slurm_backend(ctx: Context) -> Any:
+def slurm_backend(ctx: Context) -> SlurmBackend | None:
     """The Slurm backend when the site (or $CS2_SCHEDULER) runs launches on Slurm, else None:
     then the queue is squeue's and cancelling is scancel's, shown with the same columns."""
     from cs2sim.system.cluster import cluster_source, load_cluster
@@ -70,7 +71,7 @@ def find_job(ctx: Context, number: int) -> QueueJob:
         return queue.state(ctx.store, number)
     for job in slurm.queue(all_states=True):
         if job.id == number:
-            return job  # type: ignore[no-any-return]
+            return job
     raise NoSuchJob(f"No job {number} in Slurm's queue; see `jobs show --all`.")
 
 

@@ -53,7 +53,7 @@ def _summary_writer_class() -> Any:
     if "torch" in sys.modules:
         from tensorboardX import SummaryWriter
     else:
-        sys.modules["torch"] = None  # type: ignore[assignment]
+        sys.modules["torch"] = None  # type: ignore[assignment]  # None: "not importable"
         try:
             from tensorboardX import SummaryWriter
         finally:

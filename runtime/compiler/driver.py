@@ -240,7 +240,7 @@ BOUND_TEXT = {
 
 def _with_report(e: KernelMatchError, model_dir: Path) -> KernelMatchError:
     """Write the kernel-matching report to model_dir; the error then names it."""
-    report = getattr(e, "report", None)
+    report = e.report
     if not report:
         return e
     model_dir.mkdir(parents=True, exist_ok=True)
@@ -249,7 +249,7 @@ def _with_report(e: KernelMatchError, model_dir: Path) -> KernelMatchError:
     out = KernelMatchError(
         f"{str(e).rstrip('.')}; the kernel matching report is in {path.resolve()}."
     )
-    out.report = report  # type: ignore[attr-defined]
+    out.report = report
     return out
 
 

@@ -18,6 +18,8 @@ __all__ = ["KernelMatchError", "PlacementError", "PassVerifyError"]
 class KernelMatchError(RuntimeFailure):
     """No kernel in the library covers an op (or its dtype)."""
 
+    report: str | None = None  # the kernel matching report (every op and its kernel or why)
+
 
 class PlacementError(ResourceError):
     """The model does not fit on the wafer in the requested execution mode."""

@@ -240,6 +240,6 @@ def match_kernels(graph: Graph, library: tuple[Kernel, ...] = KERNELS) -> tuple[
         else:
             out.append(Match(op, kern))
             continue
-        err.report = matching_report(graph, library)  # type: ignore[attr-defined]
+        err.report = matching_report(graph, library)
         raise err
     return tuple(out)

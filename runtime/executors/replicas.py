@@ -94,7 +94,7 @@ def _install_masks(replica: Any, bank: MaskBank, shard: Shard) -> None:
             finally:
                 m.fixed_mask = None
 
-        m.forward = forward  # type: ignore[method-assign]
+        m.forward = forward  # type: ignore[method-assign]  # this replica's module only
 
 
 # Scratch buffers a layer writes and consumes inside ONE backward call (the weight-gradient

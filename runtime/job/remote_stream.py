@@ -106,9 +106,11 @@ class RemoteStream(DataPosition):
             raise StopIteration
         if self._session is None:
             self.start()
+        session = self._session
+        assert session is not None  # start() opened it
         t0 = time.perf_counter()
         link = self.hub.links[(self._g - self._s0) % self.hub.num_streamers]
-        batch = self.hub.get(link, self._g, self._session)  # type: ignore[arg-type]
+        batch = self.hub.get(link, self._g, session)
         self.wait_seconds += time.perf_counter() - t0
         self.last_streamer = link.rank
         self.batches_served += 1

@@ -97,8 +97,9 @@ def _int(env: Mapping[str, str], key: str, default: int | None = None) -> int | 
 def _group_sizes(env: Mapping[str, str], het_size: int, ntasks: int | None) -> tuple[int, ...]:
     """Tasks per heterogeneous component (see the module docstring for the fallback)."""
     sizes = [_int(env, f"SLURM_NTASKS_HET_GROUP_{i}") for i in range(het_size)]
-    if all(s is not None for s in sizes):
-        return tuple(int(s) for s in sizes)  # type: ignore[arg-type]
+    known = [s for s in sizes if s is not None]
+    if len(known) == het_size:
+        return tuple(known)
     per_node = _expand_counts(
         env.get("SLURM_TASKS_PER_NODE") or env.get("SLURM_STEP_TASKS_PER_NODE") or ""
     )

@@ -101,7 +101,8 @@ class LearnedPositions(Embedding):
         super().__init__(max_positions, dim, rng, init, policy)
         self.max_positions = max_positions
 
-    # positions are looked up by a count, not by ids: the table's first T rows
+    # positions are looked up by a count, not by ids: the table's first T rows (a narrower
+    # signature than Embedding's, hence the override ignore; the graph calls it by kind)
     def forward(self, T: int) -> np.ndarray:  # type: ignore[override]
         """-> (T, C), broadcast over the batch by the caller."""
         return self.half(self.p["weight"][:T], "p")  # (T, C)

@@ -108,7 +108,7 @@ def _blocks(
 
 def needs_rows(epilogue: Epilogue) -> Epilogue:
     """Mark `epilogue` as needing whole rows of the product's output (row blocks only)."""
-    epilogue.whole_rows = True  # type: ignore[attr-defined]
+    epilogue.whole_rows = True  # type: ignore[attr-defined]  # read with getattr(.., False)
     return epilogue
 
 

@@ -196,9 +196,9 @@ def loss_scale_defaults(half: str) -> dict[str, float]:
 def _number(v: object, key: str) -> float:
     """A YAML number (or a numeric string such as "1e-3", which YAML leaves a string)."""
     try:
-        if isinstance(v, bool):
+        if isinstance(v, bool) or not isinstance(v, int | float | str):
             raise ValueError
-        return float(v)  # type: ignore[arg-type]
+        return float(v)
     except (TypeError, ValueError):
         raise ConfigError(f"optimizer.{key} must be a number, not {v!r}.") from None
 

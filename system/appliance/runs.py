@@ -355,7 +355,8 @@ class Dispatcher:
             if code is None:
                 due = launch.deadline is not None and now >= launch.deadline
                 if due and not launch.stop_reason:
-                    limit = self.book.get(job_id).spec.get("job_time_sec")  # type: ignore[union-attr]
+                    job = self.book.get(job_id)
+                    limit = job.spec.get("job_time_sec") if job is not None else "?"
                     self._signal(
                         launch,
                         "FAILED",

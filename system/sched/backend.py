@@ -14,7 +14,7 @@ import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cs2sim.system import knobs
 from cs2sim.system.errors import UsageError
@@ -24,8 +24,11 @@ from cs2sim.system.sched.fit import NodeInfo
 from cs2sim.system.sched.guard import JobGuard
 from cs2sim.system.sched.layout import Task, layout
 from cs2sim.system.sched.pycmd import secret_env
-from cs2sim.system.sched.request import JobRequest
+from cs2sim.system.sched.request import JobRequest, SrunCommand
 from cs2sim.system.sched.runner import StepResult, run_step
+
+if TYPE_CHECKING:
+    from cs2sim.system.store import Store
 
 __all__ = [
     "Allocation",
@@ -51,6 +54,10 @@ class Backend(Protocol):
     """What a launcher needs from a scheduler."""
 
     name: str
+
+    @property
+    def nodes(self) -> list[NodeInfo]:
+        """The cluster's nodes with their CPUs, in the scheduler's order."""
 
     def allocate(
         self,
@@ -375,7 +382,7 @@ def scheduler_name(site: object) -> str:
 
 
 def select_backend(
-    store: object, site: object, srun: object = None, run_args: tuple[str, ...] = ()
+    store: Store, site: object, srun: SrunCommand | None = None, run_args: tuple[str, ...] = ()
 ) -> Backend:
     """The backend the site (or $CS2_SCHEDULER) chose. `srun` is the launcher's SrunCommand
     (request.srun_command / cpu_command): the Slurm backend runs its argv with the container
@@ -383,6 +390,6 @@ def select_backend(
     if scheduler_name(site) == "slurm":
         from cs2sim.system.sched.slurm import SlurmBackend, slurm_argv
 
-        argv = slurm_argv(srun, run_args) if srun is not None else ()  # type: ignore[arg-type]
-        return SlurmBackend(store, argv)  # type: ignore[arg-type]
+        argv = slurm_argv(srun, run_args) if srun is not None else ()
+        return SlurmBackend(store, argv)
     return EmbeddedBackend(store)

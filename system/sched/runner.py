@@ -101,13 +101,15 @@ def _libc_prctl() -> Callable[[int, int], int] | None:
         return None
 
 
-def _child_common(task: Task, out_w: int, err_w: int, session: bool, prctl: object) -> None:
+def _child_common(
+    task: Task, out_w: int, err_w: int, session: bool, prctl: Callable[[int, int], int] | None
+) -> None:
     """In the child, before running anything: its session, death signal, fds, signals."""
     if session:
         with contextlib.suppress(OSError):
             os.setsid()  # session id = this task's pid: its descendants carry it
     if prctl is not None:
-        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # type: ignore[operator]
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGCHLD, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -195,7 +197,7 @@ def _child(
     base_env: dict[str, str],
     fds: tuple[int, int],
     session: bool,
-    prctl: object,
+    prctl: Callable[[int, int], int] | None,
     keep_fds: set[int],
     go: int,
 ) -> None:

@@ -32,7 +32,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from cs2sim.system.errors import ConfigError, UsageError
 from cs2sim.system.sched import queue
@@ -100,9 +100,9 @@ def _end_with_launcher() -> None:
         pass
 
 
-def _pump(stream: object, sink: Callable[[str], None], watch: SrunWatch | None) -> None:
+def _pump(stream: IO[bytes], sink: Callable[[str], None], watch: SrunWatch | None) -> None:
     """Copy complete lines from a pipe to `sink` (and to the watcher) until EOF."""
-    for raw in iter(stream.readline, b""):  # type: ignore[attr-defined]
+    for raw in iter(stream.readline, b""):
         line = raw.decode("utf-8", "replace")
         if watch is not None:
             watch.feed(line.rstrip("\n"))
