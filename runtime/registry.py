@@ -18,12 +18,13 @@ so none of them imports runtime/modelzoo: the arrows of the layering point down.
 from __future__ import annotations
 
 import threading
-from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from cs2sim.system.errors import ConfigError
 
 if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
+
     from cs2sim.runtime.nn.model import Model
     from cs2sim.runtime.numerics.precision import Policy
 
@@ -41,6 +42,10 @@ def _entry_points() -> dict[str, EntryPoint]:
     global _declared
     with _lock:
         if _declared is None:
+            # imported here: importlib.metadata costs ~25 ms, and an input worker, which
+            # imports this module with the data layer, never looks a model up
+            from importlib.metadata import entry_points
+
             found: dict[str, EntryPoint] = {}
             for ep in entry_points(group=GROUP):
                 if ep.name in found and found[ep.name].value != ep.value:

@@ -31,6 +31,7 @@ A file is parsed whole when loaded (each input worker parses only its own files)
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,17 +74,30 @@ def find_tfrecord_files(data_dir: str | Path) -> list[Path]:
     return sorted(p for p in d.iterdir() if p.suffix in TFRECORD_SUFFIXES and p.is_file())
 
 
-try:  # the maintained native CRC-32C (a dependency; tensorboardX uses it too when present)
-    from crc32c import crc32c as _crc32c
-except ImportError:  # pragma: no cover - tensorboardX's table implementation: slow but exact
-    from tensorboardX import crc32c as _tbx_crc32c
+_crc32c: Callable[[bytes | memoryview], int] | None = None  # found on first use (`_crc`)
 
-    _crc32c = _tbx_crc32c.crc32c
+
+def _crc() -> Callable[[bytes | memoryview], int]:
+    """The maintained native CRC-32C (a dependency; tensorboardX uses it too when present),
+    else tensorboardX's table implementation (slow but exact). Imported on first use: the
+    package reads its own metadata when imported (~15 ms), which every input worker and
+    launcher would pay for data that is not TFRecords."""
+    global _crc32c
+    if _crc32c is None:
+        try:
+            from crc32c import crc32c as native
+
+            _crc32c = native
+        except ImportError:  # pragma: no cover
+            from tensorboardX import crc32c as tbx
+
+            _crc32c = tbx.crc32c
+    return _crc32c
 
 
 def masked_crc(data: bytes | memoryview) -> int:
     """TFRecord's masked CRC-32C of `data`."""
-    c = _crc32c(data)
+    c = (_crc32c or _crc())(data)
     return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
