@@ -13,49 +13,23 @@ import pytest
 
 h5py = pytest.importorskip("h5py")
 
+from gpt_h5 import params, rows, write  # noqa: E402
+
 from cs2sim.runtime import threads  # noqa: E402
 from cs2sim.runtime.data import build_input, hdf5, inflate  # noqa: E402
 from cs2sim.runtime.data.hdf5_layout import btree_chunks  # noqa: E402
 from cs2sim.runtime.data.masking import draw_masks  # noqa: E402
 from cs2sim.system.errors import ConfigError  # noqa: E402
 
-T, VOCAB = 32, 300
-
-
-def rows(n: int) -> np.ndarray:
-    rng = np.random.default_rng(n)
-    ids = rng.integers(0, VOCAB, (n, T + 1)).astype(np.int32)
-    return np.stack([ids[:, :-1], np.ones((n, T), np.int32), ids[:, 1:]], axis=1)  # (n, 3, T)
-
-
-def write(path: Path, data: np.ndarray, chunk: int = 1, **kw) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with h5py.File(path, "w", **kw) as f:
-        f.attrs["n_examples"] = len(data)
-        f.create_dataset("data", data=data, chunks=(chunk, 3, T), compression="gzip")
-    return path
-
-
-def params(d: Path, shuffle: bool = False) -> dict:
-    sec = {
-        "data_processor": "GptHDF5DataProcessor",
-        "data_dir": str(d),
-        "batch_size": 4,
-        "max_sequence_length": T,
-        "vocab_size": VOCAB,
-        "shuffle": shuffle,
-    }
-    return {"train_input": sec, "model": {"vocab_size": VOCAB, "max_position_embeddings": T}}
-
 
 def epoch(d: Path) -> np.ndarray:
-    with build_input(params(d), "train", "gpt2", 1) as s:
+    with build_input(params(d, shuffle=False), "train", "gpt2", 1) as s:
         return np.concatenate([next(s)["input_ids"] for _ in range(s.batches_per_epoch)])
 
 
 @pytest.mark.parametrize("n,chunk", [(1, 1), (40, 1), (3000, 1), (64, 5)])
 def test_the_b_tree_gives_hdf5s_own_chunk_table(tmp_path, n, chunk):
-    path = write(tmp_path / "a.h5", rows(n), chunk)  # 3000 chunks: a tree of several levels
+    path = write(tmp_path / "a.h5", rows(n), chunk=chunk)  # 3000 chunks: a tree of several levels
     with h5py.File(path, "r") as f:
         ds = f["data"]
         got = btree_chunks(np.fromfile(path, np.uint8), ds)
@@ -75,7 +49,7 @@ def test_another_chunk_index_is_read_through_hdf5(tmp_path):
     with h5py.File(path, "r") as f:
         assert btree_chunks(np.fromfile(path, np.uint8), f["data"]) is None
     assert np.array_equal(epoch(path.parent), data[:, 0])
-    with build_input(params(path.parent), "train", "gpt2", 1) as s:
+    with build_input(params(path.parent, shuffle=False), "train", "gpt2", 1) as s:
         assert s._data._plain[0] is not None  # still a chunk table: HDF5's chunk_iter's
 
 
@@ -92,13 +66,13 @@ def test_every_inflater_reads_the_rows_and_names_a_corrupt_sample(tmp_path, monk
     raw[info.byte_offset + 12] ^= 0xFF
     path.write_bytes(bytes(raw))
     with pytest.raises(ConfigError, match=r"a\.h5 sample 9: the compressed data is corrupt \("):
-        build_input(params(path.parent), "train", "gpt2", 1)
+        build_input(params(path.parent, shuffle=False), "train", "gpt2", 1)
 
 
 def test_a_chunk_stored_past_the_end_of_the_file_is_refused_not_read(tmp_path, monkeypatch):
     monkeypatch.setattr(hdf5, "CHECK_ALL_VALUES", 0)  # read lazily
     path = write(tmp_path / "h5" / "a.h5", rows(40))
-    with build_input(params(path.parent), "train", "gpt2", 1) as s:
+    with build_input(params(path.parent, shuffle=False), "train", "gpt2", 1) as s:
         data = s._data  # the consumer's own samples (no input workers)
         assert isinstance(data, hdf5.H5Samples)
         spots = data._spots[0]

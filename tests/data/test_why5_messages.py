@@ -6,47 +6,17 @@ the workers' and streamers' log lines, the data description and the preprocessin
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
-import numpy as np
 import pytest
 
 h5py = pytest.importorskip("h5py")
+
+from gpt_h5 import VOCAB, T, params, rows, write  # noqa: E402
 
 from cs2sim.runtime.cli.main import main  # noqa: E402
 from cs2sim.runtime.data import build_input, hdf5, hdf5_layout  # noqa: E402
 from cs2sim.runtime.data.tfrecord import encode_example, write_records  # noqa: E402
 from cs2sim.system.errors import ConfigError  # noqa: E402
-
-T, VOCAB = 32, 300
-
-
-def rows(n: int, seed: int = 0) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    ids = rng.integers(0, VOCAB, (n, T + 1)).astype(np.int32)
-    return np.stack([ids[:, :-1], np.ones((n, T), np.int32), ids[:, 1:]], axis=1)  # (n, 3, T)
-
-
-def write(path: Path, data: np.ndarray, gz: bool) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with h5py.File(path, "w") as f:
-        f.attrs["n_examples"] = len(data)
-        kw = {"chunks": (1, 3, T), "compression": "gzip"} if gz else {}
-        f.create_dataset("data", data=data, dtype="i4", **kw)
-    return path
-
-
-def params(d: Path, **kw) -> dict:
-    sec = {
-        "data_processor": "GptHDF5DataProcessor",
-        "data_dir": str(d),
-        "batch_size": 4,
-        "max_sequence_length": T,
-        "vocab_size": VOCAB,
-        "shuffle": True,
-        **kw,
-    }
-    return {"train_input": sec, "model": {"vocab_size": VOCAB, "max_position_embeddings": T}}
 
 
 def refused(p: dict) -> str:
