@@ -42,23 +42,41 @@ def data_cache(tmp_path_factory):
         os.environ["CS2_HOME"] = old
 
 
-def children() -> list[str]:
-    """Command lines of this process's live child processes (from /proc)."""
-    out = []
+def children(of: int | None = None) -> dict[int, str]:
+    """pid -> command line of the live child processes of `of` (this process), from /proc."""
+    parent = os.getpid() if of is None else of
+    out = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
-            if int(fields[1]) == os.getpid() and fields[0] != "Z":
-                out.append((stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+            if int(fields[1]) == parent and fields[0] != "Z":
+                cmdline = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+                out[int(stat.parent.name)] = cmdline
         except (OSError, IndexError, ValueError):
             continue  # the process went away while we looked
     return out
 
 
+def workers() -> dict[int, str]:
+    """The input workers alive now: the children of this process's fork server."""
+    return {
+        pid: cmd
+        for server, line in children().items()
+        if "multiprocessing.forkserver" in line
+        for pid, cmd in children(server).items()
+    }
+
+
 def no_workers_left() -> bool:
-    """Only multiprocessing's own resource tracker (one per interpreter) may remain."""
-    return multiprocessing.active_children() == [] and all(
-        "resource_tracker" in c for c in children()
+    """Only multiprocessing's own resource tracker and fork server (one per interpreter) may
+    remain, and the fork server with no children."""
+    return (
+        multiprocessing.active_children() == []
+        and all(
+            "resource_tracker" in c or "multiprocessing.forkserver" in c
+            for c in children().values()
+        )
+        and workers() == {}
     )
 
 
@@ -348,7 +366,7 @@ def test_workers_yield_the_same_sequence_and_stop_cleanly():
         pids = s._pool.pids
         assert s.batches_served == 30 and s.wait_seconds > 0 and s.startup_seconds > 0
         assert set(pids) <= {p.pid for p in multiprocessing.active_children()}
-        assert sum("spawn_main" in c for c in children()) == 2  # real processes, seen in /proc
+        assert set(workers()) == set(pids)  # real processes, seen in /proc
     assert same(got, inline)
     assert no_workers_left()
     assert not any(Path(f"/proc/{pid}").exists() for pid in pids)
