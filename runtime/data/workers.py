@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing as mp
-import os
 import pickle
 import queue
 import signal
