@@ -6,16 +6,17 @@ paths, never the arrays) and makes batches start+k, start+k+n, ... into its own 
 sequence is exactly the in-process one whatever the workers' speeds; a fast worker simply
 blocks on its full queue.
 
-Workers are spawned without re-running the consumer's `__main__` script (spawn would otherwise
-execute a run.py that lacks an `if __name__ == "__main__":` guard once per worker); they need
-only runtime/ modules, which they import by name.
+Workers never re-run the consumer's `__main__` script (multiprocessing would otherwise execute
+a run.py that lacks an `if __name__ == "__main__":` guard once per worker); they need only
+runtime/ modules, which they import by name.
 
 Start: workers are forked by multiprocessing's fork server, a fresh interpreter started once per
 consumer process that has imported the data layer (numpy, h5py, the readers) before any worker
 is asked of it: no inherited locks or threads, as with spawn, but a worker starts in
 milliseconds instead of the ~0.3 s CPU of a fresh interpreter importing numpy, which each
 eval, each resume and each `csrun_wse` step with input workers paid again (PyTorch's DataLoader
-offers the same choice as `multiprocessing_context="forkserver"`).
+offers the same choice as `multiprocessing_context="forkserver"`). Where $TMPDIR is too long a
+path for the server's Unix socket, workers are spawned, each a fresh interpreter, as before.
 
 Lifetime: workers are daemonic, ignore Ctrl-C (the consumer handles it and stops them), and
 poll every POLL_S for the stop event and for the consumer (multiprocessing's parent sentinel:
@@ -29,15 +30,18 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing as mp
+import os
 import pickle
 import queue
 import signal
 import sys
+import tempfile
 import time
 import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from multiprocessing.context import ForkServerProcess
+from multiprocessing.context import BaseContext
+from multiprocessing.process import BaseProcess
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Event
 from typing import Any, Protocol, runtime_checkable
@@ -59,10 +63,22 @@ __all__ = [
 
 POLL_S = 0.1  # how often a blocked worker or consumer looks at stop / liveness
 JOIN_S = 5.0  # grace period for workers to leave on their own at close()
-_CTX = mp.get_context("forkserver")
 # what the fork server imports once, so that its forked workers have it (the readers' modules
 # are imported by unpickling a recipe, and all live in this package)
 _PRELOAD = ["cs2sim.runtime.data"]
+# the fork server listens on a Unix socket at $TMPDIR/pymp-XXXXXXXX/listener-XXXXXXXX, and a
+# socket's path holds at most 107 bytes on Linux (Python 3.11 has no abstract-namespace server)
+_SOCKET_ROOM = 107 - len("/pymp-XXXXXXXX/listener-XXXXXXXX")
+
+
+def _context() -> BaseContext:
+    """The fork server, or spawn (a fresh interpreter a worker, no socket) where $TMPDIR is too
+    long a path for the server's socket."""
+    if len(os.fsencode(tempfile.gettempdir())) <= _SOCKET_ROOM:
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(_PRELOAD)  # read when the server first starts
+        return ctx
+    return mp.get_context("spawn")
 
 
 class Dataset(Protocol):
@@ -208,7 +224,7 @@ def _main_hidden() -> Iterator[None]:
             main.__dict__.pop("__spec__", None)
 
 
-def _shutdown(stop: Event, procs: list[ForkServerProcess], queues: list[Queue[_Item]]) -> None:
+def _shutdown(stop: Event, procs: list[BaseProcess], queues: list[Queue[_Item]]) -> None:
     """Stop, join, then terminate/kill whatever is left; release the queues."""
     stop.set()
     deadline = time.monotonic() + JOIN_S
@@ -259,12 +275,13 @@ class WorkerPool:
         if num_workers < 1:
             raise ValueError(f"num_workers must be >= 1, not {num_workers}")
         self.start, self.n = start, num_workers
-        self._stop = _CTX.Event()
+        ctx = _context()
+        self._stop = ctx.Event()
         self._queues: list[Queue[_Item]] = [
-            _CTX.Queue(maxsize=prefetch_factor) for _ in range(num_workers)
+            ctx.Queue(maxsize=prefetch_factor) for _ in range(num_workers)
         ]
         self._procs = [
-            _CTX.Process(
+            ctx.Process(
                 target=_worker_main,
                 name=f"cs2sim-input-worker-{k}",
                 daemon=True,
@@ -281,7 +298,6 @@ class WorkerPool:
         ]
         self._finalizer = weakref.finalize(self, _shutdown, self._stop, self._procs, self._queues)
         try:
-            _CTX.set_forkserver_preload(_PRELOAD)  # read when the server first starts
             with _main_hidden():
                 for p in self._procs:
                     p.start()

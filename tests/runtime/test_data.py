@@ -9,6 +9,7 @@ import os
 import struct
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -370,6 +371,21 @@ def test_workers_yield_the_same_sequence_and_stop_cleanly():
     assert same(got, inline)
     assert no_workers_left()
     assert not any(Path(f"/proc/{pid}").exists() for pid in pids)
+
+
+@pytest.mark.slow
+def test_under_a_tmpdir_too_long_for_the_fork_servers_socket_workers_are_spawned(
+    tmp_path, monkeypatch
+):
+    long_tmp = tmp_path / ("t" * (110 - len(str(tmp_path))))  # no room for pymp-*/listener-*
+    long_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(long_tmp))
+    inline = take(digits_stream(num_workers=0), 8)
+    with digits_stream(num_workers=2) as s:
+        got = take(s, 8)
+        assert set(s._pool.pids) <= set(children())  # this process's own children: spawned
+    assert same(got, inline)
+    assert no_workers_left()
 
 
 @pytest.mark.slow
