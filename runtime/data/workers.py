@@ -40,7 +40,7 @@ import time
 import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from multiprocessing.context import BaseContext
+from multiprocessing.context import ForkServerContext, SpawnContext
 from multiprocessing.process import BaseProcess
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Event
@@ -71,7 +71,7 @@ _PRELOAD = ["cs2sim.runtime.data"]
 _SOCKET_ROOM = 107 - len("/pymp-XXXXXXXX/listener-XXXXXXXX")
 
 
-def _context() -> BaseContext:
+def _context() -> ForkServerContext | SpawnContext:
     """The fork server, or spawn (a fresh interpreter a worker, no socket) where $TMPDIR is too
     long a path for the server's socket."""
     if len(os.fsencode(tempfile.gettempdir())) <= _SOCKET_ROOM:
@@ -280,7 +280,7 @@ class WorkerPool:
         self._queues: list[Queue[_Item]] = [
             ctx.Queue(maxsize=prefetch_factor) for _ in range(num_workers)
         ]
-        self._procs = [
+        self._procs: list[BaseProcess] = [
             ctx.Process(
                 target=_worker_main,
                 name=f"cs2sim-input-worker-{k}",
