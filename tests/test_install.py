@@ -133,11 +133,25 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh venv with cs2sim's wheel and pytest, nothing else (dependencies from the index)."""
     tmp = tmp_path_factory.mktemp("install")
-    run([sys.executable, "-m", "venv", str(tmp / "venv")], cwd=tmp)
+    # --without-pip, installed into by this pip (`pip --python`, pip >= 22.3, which Python
+    # 3.11 ships): nothing here runs the venv's own pip, and ensurepip's copy of pip costs
+    # a quarter of the fixture's CPU
+    run([sys.executable, "-m", "venv", "--without-pip", str(tmp / "venv")], cwd=tmp)
     # --no-compile: pip would byte-compile every installed module up front (numpy, matplotlib,
     # ...: most of the install's CPU); Python compiles what these tests import as it imports it
     proc = run(
-        [str(tmp / "venv/bin/pip"), "install", "-q", "--no-compile", str(wheel), "pytest"],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(tmp / "venv/bin/python"),
+            "install",
+            "-q",
+            "--no-compile",
+            str(wheel),
+            "pytest",
+        ],
         cwd=tmp,
         check=False,
     )
@@ -183,12 +197,16 @@ def test_model_copy_and_the_installed_run_py_train_from_the_wheel(
 ) -> None:
     python = str(venv / "bin/python")
     env = {"PATH": PATH, "CS2_HOME": str(tmp_path / "home")}
+    # the kit's model copy, and where the installed module's own params file is
     code = (
         "import sys; from pathlib import Path; "
         "from cs2sim.scripts.testkit.launch import model_copy; "
-        "print(model_copy(Path(sys.argv[1]), 'fc_mnist'))"
+        "import cs2sim.runtime.modelzoo.fc_mnist as m; "
+        "print(model_copy(Path(sys.argv[1]), 'fc_mnist')); "
+        "print(Path(m.__file__).parent / 'configs' / 'params_small.yaml')"
     )
-    work = Path(run([python, "-c", code, str(tmp_path)], cwd=tmp_path, env=env).stdout.strip())
+    out = run([python, "-c", code, str(tmp_path)], cwd=tmp_path, env=env).stdout.splitlines()
+    work, params = Path(out[0]), out[1]
     assert {p.name for p in (work / "configs").iterdir()} == {
         p.name for p in (MODELZOO / "fc_mnist" / "configs").glob("*.yaml")
     }
@@ -210,11 +228,7 @@ def test_model_copy_and_the_installed_run_py_train_from_the_wheel(
     assert "Compilation for PIPELINED finished" in proc.stdout + proc.stderr
     assert list((work / "model_dir").glob("cs_*/compile_report.txt"))
     # the installed module itself, with the installation's own params file
-    code = (
-        "import cs2sim.runtime.modelzoo.fc_mnist as m, pathlib; "
-        "print(pathlib.Path(m.__file__).parent / 'configs' / 'params_small.yaml')"
-    )
-    params = run([python, "-c", code], cwd=tmp_path, env=env).stdout.strip()
+    assert params.startswith(str(venv)), params
     proc = run(
         [
             python,

@@ -11,7 +11,8 @@ simulator:
 2. for each thread count (12, 16, 20 as the real script) measure, on this host, real streamer
    processes running the model's input pipeline into a real chief (runtime/job/input_measure.py):
    1 worker alone, and as many as this host's CPUs allow at once (how it scales and where the
-   chief's intake stops growing); its progress reported as it goes (a bar on a terminal,
+   chief's intake stops growing; thread counts a worker here cannot run, above this host's
+   CPUs, are the same processes: measured once); its progress reported as it goes (a bar on a terminal,
    the real script's `####...  (33%)` lines otherwise: runtime/cli/analyzer_report.py);
 3. report: measured samples/s per worker and in total (host measurements), what the compiled
    model needs (est_samples_per_sec, a CS-2 estimate; none after validate-only, or
@@ -220,8 +221,15 @@ def _measure(
     progress: Progress,
 ) -> list[Measurement]:
     """The input workers' delivery for each --threads value: one worker, then as many as a
-    worker node (and this host) runs side by side; host measurements."""
+    worker node (and this host) runs side by side; host measurements.
+
+    A worker here runs at most this host's CPU count of threads (producing_threads), so thread
+    counts above it run the very same processes: that configuration is measured once and its
+    figures reported for each of them (on a 2-CPU host 12, 16 and 20 threads are 2 runs, not 6)."""
+    from dataclasses import replace
+
     from cs2sim.runtime.job.input_measure import measure_delivery
+    from cs2sim.runtime.job.streamers import producing_threads
 
     plan = []
     for t in options.threads:
@@ -230,14 +238,22 @@ def _measure(
         many = min(per_node, max(2, host_cpus))
         if many > 1:
             plan.append((t, many))
-    measured = []
+    measured: list[Measurement] = []
+    runs: dict[tuple[int, int], Measurement] = {}  # (threads that run, workers) -> measured
     with progress.measuring(len(plan)) as advance:
         for t, w in plan:
-            m = measure_delivery(
-                model, params, workers=w, threads=t, seconds=options.seconds, extra_work=work
-            )
+            ran = producing_threads(t)
+            same = runs.get((ran, w))
+            if same is None:
+                m = runs[(ran, w)] = measure_delivery(
+                    model, params, workers=w, threads=t, seconds=options.seconds, extra_work=work
+                )
+                note = ""
+            else:
+                m = replace(same, threads=t)
+                note = f" (the {same.threads}-thread run: a worker here runs {ran} threads)"
             measured.append(m)
-            advance(f"{t} threads x {w} worker(s): {m.samples_per_sec:,.0f} samples/s")
+            advance(f"{t} threads x {w} worker(s): {m.samples_per_sec:,.0f} samples/s{note}")
     return measured
 
 

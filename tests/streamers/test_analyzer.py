@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -120,6 +121,46 @@ def test_recommend_grows_with_a_slower_input_and_caps_at_available():
     assert none.nodes == 5 and none.meets_need is None
 
 
+def test_thread_counts_a_worker_here_cannot_run_share_one_measurement(monkeypatch):
+    """A worker runs at most this host's CPU count of threads: 12 and 16 threads on a 4-CPU
+    host are the same processes, measured once and reported for both; 2 threads is its own."""
+    from contextlib import contextmanager
+
+    import cs2sim.runtime.job.input_measure as input_measure
+    from cs2sim.runtime.cli.input_analyzer import Options, _measure
+    from cs2sim.runtime.job import streamers
+
+    runs: list[tuple[int, int]] = []
+
+    def measure_delivery(model, params, *, workers, threads, seconds, extra_work):
+        runs.append((threads, workers))
+        samples = 1000 * len(runs)  # each run its own figure
+        return input_measure.Measurement(threads, workers, samples, 1.0, 0.1, 8)
+
+    monkeypatch.setattr(input_measure, "measure_delivery", measure_delivery)
+    monkeypatch.setattr(streamers.os, "cpu_count", lambda: 4)
+    labels: list[str] = []
+
+    class Progress:
+        @contextmanager
+        def measuring(self, total):
+            assert total == 6
+            yield labels.append
+
+    opts = Options(None, [], "json", None, (2, 12, 16), 0.1, ["python", "run.py"])
+    got = _measure("fc_mnist", {}, opts, 128, 4, 0, Progress())
+    assert runs == [(2, 1), (2, 4), (12, 1), (12, 4)]
+    assert [(m.threads, m.workers, m.samples) for m in got] == [
+        (2, 1, 1000),
+        (2, 4, 2000),
+        (12, 1, 3000),
+        (12, 4, 4000),
+        (16, 1, 3000),
+        (16, 4, 4000),
+    ]
+    assert len(labels) == 6 and "the 12-thread run: a worker here runs 4 threads" in labels[4]
+
+
 def _analyze(tmp_path, *flags, env=None, mode="--mode=validate_only"):
     e = {**os.environ, "OPENBLAS_NUM_THREADS": "1", **(env or {})}
     return subprocess.run(
@@ -150,7 +191,7 @@ def test_text_report_has_the_progress_lines_measurements_and_three_values(tmp_pa
         "--threads",
         "12,20",
         "--measure-seconds",
-        "0.3",
+        "0.1",
         "--available-nodes",
         "4",
         mode="--mode=compile_only",
@@ -192,7 +233,7 @@ def test_json_report_and_slower_input_changes_the_recommendation(tmp_path):
     flags = (
         "--output-format=json",
         "--threads=12",
-        "--measure-seconds=0.4",
+        "--measure-seconds=0.2",
         "--available-nodes=64",
         "--target-samples-per-sec=100000",
     )
@@ -238,7 +279,7 @@ def test_on_a_terminal_a_rich_progress_bar_then_the_report(tmp_path):
             "-m",
             "cs2sim.scripts.cs_input_analyzer",
             "--threads=12",
-            "--measure-seconds=0.3",
+            "--measure-seconds=0.1",
             "python",
             RUN_PY,
             "--mode=validate_only",
@@ -302,7 +343,7 @@ def test_the_recommended_line_run_as_printed_trains_on_the_cs2(cs2_system):
                 "cs_input_analyzer",
                 "--available-nodes=2",
                 "--threads=64",
-                "--measure-seconds=0.3",
+                "--measure-seconds=0.1",
                 "python",
                 "run.py",
                 "--mode=compile_only",
@@ -328,33 +369,6 @@ def test_the_recommended_line_run_as_printed_trains_on_the_cs2(cs2_system):
 
 
 @pytest.mark.slow
-def test_without_p_the_analyzer_uses_the_default_params_as_run_py_does(cs2_system):
-    work = cs2_system.model_copy("fc_mnist")
-    result = cs2_system.run(
-        [
-            "cs_input_analyzer",
-            "--output-format=json",
-            "--threads=64",
-            "--measure-seconds=0.3",
-            "python",
-            "run.py",
-            "--mode=validate_only",
-        ],
-        cwd=work,
-    )
-    assert result.ok, result.combined[-3000:]
-    directory = json.loads(result.output)["compile"]["directory"]
-    # run.py compiles for the system --cs_ip names; the analyzer for the one its line names
-    run = cs2_system.run(
-        ["python", "run.py", "--mode=validate_only", "--cs_ip", cs2_system.ip], cwd=work
-    ).check()
-    assert (
-        f"Params file: {work / 'configs' / 'params.yaml'} (the default next to run.py" in run.output
-    )
-    assert f"Reusing existing compilation in {directory}" in run.output  # the same params
-
-
-@pytest.mark.slow
 def test_the_help_examples_run_as_written(cs2_system):
     work = cs2_system.model_copy("fc_mnist")
     help_text = cs2_system.run(["cs_input_analyzer", "--help"]).check().output
@@ -364,9 +378,22 @@ def test_the_help_examples_run_as_written(cs2_system):
         if ln.strip().startswith("cs_input_analyzer ")
     ]
     assert len(examples) == 2 and f"--cs_ip={cs2_system.ip}" in examples[0]
+    assert " -p " not in examples[1] and "--cs_ip" not in examples[1]  # checked below
     for example in examples:
-        # as written, on a site whose measurements are short (the default is 1 s each, six of
-        # them: the same code runs either way)
-        result = cs2_system.run(["bash", "-c", f"CS2_ANALYZER_SECONDS=0.2 {example}"], cwd=work)
+        # as written, on a site whose measurements are short (the default is 1 s each: the same
+        # code runs either way)
+        result = cs2_system.run(["bash", "-c", f"CS2_ANALYZER_SECONDS=0.1 {example}"], cwd=work)
         assert result.ok, f"{example}\n{result.combined[-3000:]}"
         assert f"--cs_ip={cs2_system.ip}" in _train_line(result.output)
+    # Without -p the analyzer uses the default params as run.py does: run.py reuses the second
+    # example's compile. run.py compiles for the system --cs_ip names; the analyzer (no --cs_ip
+    # there) for the one its line names.
+    directory = re.search(r"\n  compile: (\S+) \(", result.output)
+    assert directory, result.output
+    run = cs2_system.run(
+        ["python", "run.py", "--mode=validate_only", "--cs_ip", cs2_system.ip], cwd=work
+    ).check()
+    assert (
+        f"Params file: {work / 'configs' / 'params.yaml'} (the default next to run.py" in run.output
+    )
+    assert f"Reusing existing compilation in {directory[1]}" in run.output  # the same params

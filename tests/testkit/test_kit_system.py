@@ -11,6 +11,22 @@ import pytest
 
 from cs2sim.scripts.testkit import ThrowawaySystem
 
+# A pytest session of a user's project: the kit's plugin loads as installed (its entry point);
+# hypothesis' and anyio's plugins, which this venv has for other tests, are not loaded (importing
+# them is ~0.8 CPU-s of each session and of each xdist worker, and nothing here uses them)
+PYTEST = [
+    sys.executable,
+    "-m",
+    "pytest",
+    "-q",
+    "-p",
+    "no:cacheprovider",
+    "-p",
+    "no:hypothesispytest",
+    "-p",
+    "no:anyio",
+]
+
 
 def test_fixture_system_is_fresh_active_and_pipelined(cs2_system):
     assert cs2_system.state == "ACTIVE"
@@ -154,7 +170,7 @@ def test_two_test_processes_in_parallel_keep_their_stores_apart(tmp_path):
     )
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", str(test)],
+            [*PYTEST, "-n", "2", str(test)],
             cwd=tmp_path,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -210,7 +226,7 @@ def test_conftest_overrides_shape_cs2_system(tmp_path):
         "    assert 'lab-cs2 (10.9.8.7)' in cs2_cs('system status').check().output\n"
     )
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        PYTEST,
         cwd=tmp_path,
         capture_output=True,
         text=True,
