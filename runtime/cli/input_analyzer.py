@@ -12,8 +12,8 @@ simulator:
    processes running the model's input pipeline into a real chief (runtime/job/input_measure.py):
    1 worker alone, and as many as this host's CPUs allow at once (how it scales and where the
    chief's intake stops growing; thread counts a worker here cannot run, above this host's
-   CPUs, are the same processes: measured once); its progress reported as it goes (a bar on a terminal,
-   the real script's `####...  (33%)` lines otherwise: runtime/cli/analyzer_report.py);
+   CPUs, are the same processes: measured once); its progress reported as it goes (a bar on a
+   terminal, the real script's `####...  (33%)` lines otherwise: runtime/cli/analyzer_report.py);
 3. report: measured samples/s per worker and in total (host measurements), what the compiled
    model needs (est_samples_per_sec, a CS-2 estimate; none after validate-only, or
    --target-samples-per-sec), and the recommended `nodes:`, `tasks_per_node:`,
