@@ -132,6 +132,7 @@ class Control:
         self.sock = sock
         self.cv = threading.Condition()
         self.request: dict[str, Any] | None = None  # the open session
+        self.taken = 0  # batches of the open session the chief has taken (its credit frames)
         self.ended: dict[str, Any] | None = None  # the chief's end frame
         self.lost = False  # EOF without an end frame
         self.thread = threading.Thread(target=self._run, daemon=True, name="streamer-control")
@@ -144,7 +145,15 @@ class Control:
                 with self.cv:
                     kind = header.get("type")
                     if kind == "open":
-                        self.request = header
+                        self.request, self.taken = header, 0
+                    elif kind == "credit":
+                        taken = header.get("taken")
+                        if (
+                            self.request is not None
+                            and header.get("session") == self.request.get("session")
+                            and type(taken) is int
+                        ):
+                            self.taken = max(self.taken, taken)
                     elif kind == "close":
                         self.request = None
                     elif kind == "end":
@@ -160,3 +169,18 @@ class Control:
 
     def done(self) -> bool:
         return self.ended is not None or self.lost
+
+    def room_for(self, j: int, request: dict[str, Any]) -> bool:
+        """Block until the session's j-th batch (from 0) is within the chief's window: fewer than
+        `window` batches beyond those it has taken (an `open` without a window: always). False
+        when the session was replaced or the chief ended meanwhile."""
+        window = request.get("window")
+        with self.cv:
+            while (
+                type(window) is int
+                and j >= self.taken + window
+                and self.request is request
+                and not self.done()
+            ):
+                self.cv.wait(POLL_S)
+            return self.request is request and not self.done()

@@ -60,6 +60,11 @@ __all__ = ["ChiefHub", "Link", "chief_task", "active_hub", "streamer_timeout"]
 log = logging.getLogger("cs2sim.run")
 
 CHIEF_BUFFER = 64  # batches the chief holds ready over all its streamers (>= 1 per streamer)
+# How far a streamer may run ahead of the batches the chief has taken from it: its queue here,
+# one batch in the reader's hands, one on the wire. Without a window only the sockets' buffers
+# held a streamer back, and loopback TCP grows them to megabytes: each of a 96-streamer job's
+# streamers made ~500 small batches for a 4-step run, which the chief never read.
+IN_FLIGHT = 2
 
 
 def streamer_timeout() -> float:
@@ -81,6 +86,8 @@ class Link:
         default_factory=lambda: queue.Queue(maxsize=4)
     )
     session: int = -1  # frames of other sessions are dropped
+    taken: int = 0  # batches of the session the chief has taken from the queue
+    send_lock: threading.Lock = field(default_factory=threading.Lock)  # whole frames only
     dead: str | None = None  # why the connection ended
     last: float = field(default_factory=time.monotonic)  # when it last delivered a frame
     reader: threading.Thread | None = None
@@ -324,7 +331,7 @@ class ChiefHub:
             session = self._session
             self._sessions[session] = (split, plan, start)
         for link in list(self.links.values()):  # a task reconnecting may replace its own
-            link.session = session
+            link.session, link.taken = session, 0
             link.last = time.monotonic()  # idle between sessions is not a stall
             _drain(link.q)
             self._send(
@@ -335,6 +342,7 @@ class ChiefHub:
                     "split": split,
                     "start": start,
                     "n": self.num_streamers,
+                    "window": self.window,
                 },
             )
         return session
@@ -350,9 +358,23 @@ class ChiefHub:
                 with contextlib.suppress(OSError):
                     self._send(link, {"type": "close"})
 
+    @property
+    def window(self) -> int:
+        """Batches a streamer may send beyond those the chief has taken from it."""
+        return self.prefetch + IN_FLIGHT
+
+    def _credit(self, link: Link, session: int) -> None:
+        """Tell the streamer how many batches the chief has taken, every half window (a
+        streamer that died is named by the next `get`)."""
+        link.taken += 1
+        if link.taken % max(1, self.window // 2) == 0:
+            with contextlib.suppress(OSError):
+                self._send(link, {"type": "credit", "session": session, "taken": link.taken})
+
     def _send(self, link: Link, header: dict[str, Any]) -> None:
         try:
-            send_frame(link.sock, header)
+            with link.send_lock:
+                send_frame(link.sock, header)
         except OSError as e:
             raise RuntimeFailure(
                 f"{link.name} cannot be reached ({e.strerror or e}); the task died: see its log."
@@ -386,6 +408,7 @@ class ChiefHub:
                 f"{link.name} sent batch {header.get('g')} where {g} was "
                 "expected; the tasks disagree on the input (same params?)."
             )
+        self._credit(link, session)
         return arrays
 
     # end ---------------------------------------------------------------------------------------
@@ -401,14 +424,15 @@ class ChiefHub:
         with contextlib.suppress(OSError):
             self._sock.close()
         with self._lock:
-            socks = [link.sock for link in self.links.values() if link.dead is None]
-            socks += self.coordinators
+            live = [(link.sock, link.send_lock) for link in self.links.values() if not link.dead]
+            live += [(s, threading.Lock()) for s in self.coordinators]
             dead = [link.sock for link in self.links.values() if link.dead is not None]
+        socks = [s for s, _ in live]
         for s in dead:  # a link that broke left its socket open: nothing more goes over it
             with contextlib.suppress(OSError):
                 s.close()
-        for s in socks:
-            with contextlib.suppress(OSError):
+        for s, lock in live:
+            with contextlib.suppress(OSError), lock:
                 send_frame(s, {"type": "end", "status": status, "text": text})
                 s.shutdown(socket.SHUT_WR)
         deadline = time.monotonic() + 5.0

@@ -153,7 +153,10 @@ def streamer_loop(
             def superseded(mine: dict[str, Any] = req) -> bool:  # a newer request replaced it
                 return control.request is not mine
 
-            for g, batch in prod.batches(int(req["start"]) + rank, int(req["n"]), superseded):
+            batches = prod.batches(int(req["start"]) + rank, int(req["n"]), superseded)
+            for j, (g, batch) in enumerate(batches):
+                if not control.room_for(j, req):
+                    break  # a new order, or the end
                 send_frame(conn, {"type": "batch", "session": session, "g": g}, batch)
         except OSError:
             control.thread.join(5.0)  # the chief hung up: did it say goodbye first?
