@@ -39,7 +39,7 @@ def receive(sock: socket.socket, timeout: float) -> dict[str, Any] | None:
     sock.settimeout(timeout)
     try:
         header = recv_header(sock)
-    except (TimeoutError, socket.timeout):
+    except TimeoutError:
         return None
     finally:
         sock.settimeout(None)
