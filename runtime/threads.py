@@ -361,6 +361,10 @@ def run_chunks(
         raise errors[0]
 
 
+def _no_chunk(i: int, slot: int) -> None:
+    """A finished ChunkFeed's fn."""
+
+
 class ChunkFeed:
     """`run_chunks(fn, n, slots=True)` for chunks that become known a few at a time: helper
     threads start at once on the chunks fed so far (`add`) and sleep (a condition variable,
@@ -435,6 +439,10 @@ class ChunkFeed:
             if not f.cancel():  # a helper still queued (the pool busy) has nothing to do
                 f.result()
         self._futures = []
+        # fn is often a bound method of an object that holds this feed: let go of it, so
+        # that object (and the arrays it holds) is freed when its owner drops it, not at
+        # the next garbage collection
+        self._fn = _no_chunk
 
     def finish(self) -> None:
         """No more chunks: run what is left on this thread too, wait for the helpers, and
