@@ -75,7 +75,7 @@ class Scan:
         """Make the cache of a compressed data set (see the module docstring)."""
         s = self.s
         n, T = len(s), s.T
-        for rows in (2,) if __import__("os").environ.get("H38_ROWS") == "2" else (3, 2):
+        for rows in (3, 2):
             if n * rows * T * 4 <= self.cache_bytes:
                 s._cache, s._lab = np.empty((n, rows, T), np.int32), rows - 1
                 return
