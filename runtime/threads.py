@@ -417,12 +417,12 @@ class ChunkFeed:
                     return None
                 self._cond.wait()
 
-    def _drain(self, slot: int, err: dict[str, str]) -> None:
+    def _drain(self, slot: int, err: Any) -> None:
         import numpy as np
 
         was, _in_chunk.active = getattr(_in_chunk, "active", False), True
         try:
-            with np.errstate(**err):  # type: ignore[arg-type]
+            with np.errstate(**err):
                 while (i := self._take()) is not None:
                     try:
                         self._fn(i, slot)

@@ -27,8 +27,10 @@ no more CPU time, only the wait for it).
 Values are checked the same way in every layout: when the data set is small
 (CHECK_ALL_VALUES) every sample is read once at load, in the consumer, and checked (ids in the
 vocabulary, a label in it wherever the attention mask is 1, no sample all padding), so a bad
-value stops the run before training; a compressed data set's decoded ids and labels are then
-kept (when they fit CACHE_BYTES), so that read is the first epoch's inflating, not extra work.
+value stops the run before training; a compressed data set's decoded samples are then kept
+(when they fit CACHE_BYTES), so that read is the first epoch's inflating, not extra work. That
+scan runs alongside the opening of the files, file k inflating while file k + 1 opens
+(runtime/data/hdf5_scan.py).
 A larger data set is checked batch by batch as it is read (a full scan would stall the start),
 its compressed samples inflated lazily and kept in the same cache when they fit.
 Each worker opens its own files (an h5py handle must not cross a fork or a pickle).

@@ -200,13 +200,13 @@ def _btree_chunks(
     if btree is None:
         return None
     entry = np.dtype([("size", "<u4"), ("mask", "<u4"), ("off", "<u8", (dims,)), ("child", "<u8")])
-    parts, todo, seen = [], [btree], 0
+    parts, todo, seen, buf = [], [btree], 0, file.data
     while todo:
         at = todo.pop()
         seen += 1
         if seen > _MAX_NODES or not 0 <= at <= size - 24:
             return None
-        sig, node_type, level, used = _NODE.unpack_from(file, at)  # struct: no numpy scalars
+        sig, node_type, level, used = _NODE.unpack_from(buf, at)  # no numpy scalars
         if sig != b"TREE" or node_type != 1 or at + 24 + used * entry.itemsize > size:
             return None
         if level:
@@ -219,10 +219,10 @@ def _btree_chunks(
     # the leaves' entries copied into one array (np.concatenate of structured arrays
     # promotes their fields first: half the walk's time)
     e = np.empty(sum(n for _, n in parts), entry)
-    k = 0
+    row = 0
     for at, used in parts:
-        e[k : k + used] = np.frombuffer(file, entry, used, at)
-        k += used
+        e[row : row + used] = np.frombuffer(file, entry, used, at)
+        row += used
     first, stored = e["off"][:, 0].astype(np.int64), e["size"].astype(np.int64)
     places = e["child"].astype(np.int64)
     masks = e["mask"].astype(np.int64)

@@ -21,7 +21,7 @@ and 2 (labels). Otherwise ids and labels are kept, (N, 2, T), as the lazy cache 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
@@ -29,8 +29,9 @@ from cs2sim.runtime import threads
 from cs2sim.runtime.data.hdf5_layout import ids_and_labels
 from cs2sim.runtime.nn.loss import IGNORE
 
-if TYPE_CHECKING:
-    from cs2sim.runtime.data.hdf5 import H5Samples
+# The H5Samples being opened (runtime/data/hdf5.py, which imports this module: named, not
+# imported, so the package has no import cycle); its reading and checking methods are used.
+H5Samples = Any
 
 __all__ = ["SCAN_TASK", "INFLATE_CHUNK", "Scan", "tasks"]
 
