@@ -77,9 +77,12 @@ def open_data(path: str) -> tuple[Any, Any]:
     return f, f["data"]
 
 
-def inspect(path: str, seq_len: int) -> int:
-    """Samples in one file, after checking its layout against max_sequence_length."""
+def inspect(path: str, seq_len: int, keep: dict[str, tuple[Any, Any]] | None = None) -> int:
+    """Samples in one file, after checking its layout against max_sequence_length; with
+    `keep`, a file that holds samples is left open there (path -> (h5py File, its `data`)),
+    for the load that follows to read without opening it again."""
     f, ds = open_data(path)
+    kept = False
     try:
         if ds.ndim != 3 or ds.shape[1] != 3:
             raise ConfigError(
@@ -107,9 +110,12 @@ def inspect(path: str, seq_len: int) -> int:
                 f"HDF5 file {path} says n_examples {n} but holds {ds.shape[0]} rows; re-create it."
             )
         _backed(path, ds, n)
+        if keep is not None and n:
+            keep[path], kept = (f, ds), True
         return n
     finally:
-        f.close()
+        if not kept:
+            f.close()
 
 
 def _backed(path: str, ds: Any, n: int) -> None:

@@ -9,6 +9,7 @@ the same on one thread as on two."""
 from __future__ import annotations
 
 import os
+import pickle
 import threading
 from pathlib import Path
 
@@ -121,8 +122,29 @@ def test_a_file_that_fails_to_open_is_reported_before_a_bad_value(
 
     monkeypatch.setattr(hdf5, "open_data", gone)
     before = open_h5()
+    # with an input worker the consumer loads (and scans) its part afresh, opening every
+    # file again (in-process, the load takes the files the inspection left open)
     with pytest.raises(ConfigError, match=r"cannot read HDF5 file \S*c\.h5"):
-        build_input(params(tmp_path, batch_size=8), "train", "gpt2", 1)
+        build_input(params(tmp_path, batch_size=8, num_workers=1), "train", "gpt2", 1)
+    assert open_h5() == before
+
+
+def test_the_load_takes_the_files_the_inspection_left_open(tmp_path, monkeypatch):
+    data = three_files(tmp_path)
+    opened = []
+    open_data = hdf5.open_data
+    monkeypatch.setattr(hdf5, "open_data", lambda path: opened.append(path) or open_data(path))
+    before = open_h5()
+    with build_input(params(tmp_path, batch_size=8, shuffle=False), "train", "gpt2", 1) as s:
+        assert opened == []  # no file opened twice
+        first = next(s)["input_ids"]
+    assert np.array_equal(first, data[:8, 0])
+    assert open_h5() == before
+    recipe = hdf5.H5Files.of(sorted(tmp_path.glob("*.h5")), 32, VOCAB)
+    assert len(recipe._opened) == 3
+    copy = pickle.loads(pickle.dumps(recipe))  # a worker's copy holds no open file
+    assert copy == recipe and copy._opened == {}
+    del recipe  # never loaded: its files close with it
     assert open_h5() == before
 
 
