@@ -448,29 +448,11 @@ def run(samples: int, seconds: float, rounds: int = 5) -> list[str]:
         def ratios(a: str, b: str) -> list[float]:
             return [x / y for x, y in zip(firsts[a], firsts[b], strict=True)]
 
-        def cpu_ratios(a: str, b: str) -> list[float]:  # b's CPU per sample / a's
-            return [y / x for x, y in zip(cpus[a], cpus[b], strict=True)]
-
-        cores = os.cpu_count()
         interleaved = (
-            f"Epoch 0 with the load, {args.rounds} rounds interleaved (median (min-max) of the "
-            f"per-round ratios of samples/s): the gzip HDF5 reader runs at "
-            f"{_spread(ratios('hdf5-gz', 'inflate'))} of the rate of inflating the same chunks "
-            f"alone with {BACKEND} on the same {cores} threads (target >= 0.67x: within 1.5x; "
-            f"{_spread(ratios('hdf5-gz', 'inflate-isal'))} of that floor with ISA-L), at "
-            f"{_spread(ratios('hdf5-gz', 'h5py'))} of plain h5py as the Model Zoo's "
-            f"HDF5IterableDataset reads (target >= 2x), and at "
-            f"{_spread(ratios('hdf5-gz', 'hdf5-gz-1'))} of its own rate on one thread (target "
-            f">= 1x; the same one-thread run against itself, the machine's noise: "
-            f"{_spread(ratios('hdf5-gz-1b', 'hdf5-gz-1'))}); token files / HDF5: gzip "
+            _gzip_line(firsts, cpus, args.rounds)
+            + f" Token files / HDF5 epoch 0 (the same rounds): gzip "
             f"{_spread(ratios('tokens', 'hdf5-gz'))}, uncompressed "
-            f"{_spread(ratios('tokens', 'hdf5'))}. The same by CPU time per sample (every "
-            f"thread; less moved by the load than wall time): the reader at "
-            f"{_spread(cpu_ratios('hdf5-gz', 'inflate'))} of the floor's rate "
-            f"({_spread(cpu_ratios('hdf5-gz', 'inflate-isal'))} of ISA-L's), "
-            f"{_spread(cpu_ratios('hdf5-gz', 'h5py'))} of h5py's, "
-            f"{_spread(cpu_ratios('hdf5-gz', 'hdf5-gz-1'))} of its own on one thread. "
-            f"Load average {os.getloadavg()[0]:.1f} at the end of these rounds."
+            f"{_spread(ratios('tokens', 'hdf5'))}."
         )
         rates, cpus_later = _later_rounds(cases, args.seconds, args.rounds)
 
