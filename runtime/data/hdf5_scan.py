@@ -9,8 +9,8 @@ cores idle now get a helper (`threads.idle_cores`): on a loaded host the caller 
 scans alone, as before. The load still returns only when every sample is checked, so a bad
 value stops the run before its first batch, with the sentence that names the file and sample;
 a file that fails to open is reported before any value (the scan of the files before it is
-stopped), and of several bad samples the first in the data set's order is named, whatever the
-threads' timing.
+stopped), and of several bad samples the one named is the one a single thread names (the
+first failing task in the data set's order), whatever the threads' timing.
 
 A compressed data set's samples are kept as stored, (N, 3, T) int32, when that fits
 CACHE_BYTES: a sample in the Model Zoo's layout (gzip, one-sample chunks, int32) is inflated
