@@ -1,6 +1,6 @@
 """The data processors' input throughput per worker, and the preprocessing command's tokens/s.
 
-    python bench/processor_bench.py [--samples N] [--seconds S]
+    python bench/processor_bench.py [--samples N] [--seconds S] [--rounds R] [--only gzip]
 
 For each processor of runtime/data/processors.py, a data set written here in its on-disk
 layout is read the way one input worker reads it: `build_input` with num_workers 0 (the
@@ -22,7 +22,8 @@ the one-thread run against itself, the machine's noise); and after the first epo
 processor against the token files.
 Then `cs2sim-preprocess gpt2-hdf5` over the Python standard library's sources (real text):
 tokens/s end to end (reading, GPT-2 BPE, writing gzip HDF5). Results also go to
-bench/results/processors.md.
+bench/results/processors.md. `--only gzip`: only the interleaved epoch-0 rounds of the gzip
+reader (against the floors, h5py and itself on one thread), printed, the results file untouched.
 """
 
 from __future__ import annotations
@@ -211,8 +212,11 @@ def _with_threads(n: int, fn: Any, *args: Any) -> Any:
         threads.set_workers(threads.available_cores())
 
 
+GZIP_JOBS = ("hdf5-gz", "hdf5-gz-1", "hdf5-gz-1b", "inflate", "inflate-isal", "h5py")
+
+
 def _first_epochs(
-    cases: dict, h5gz: Path, rounds: int
+    cases: dict, h5gz: Path, rounds: int, only: tuple[str, ...] | None = None
 ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """Epoch 0 (load included) of the token files and both HDF5 layouts (the gzip one on all
     threads, and twice on one: the second an A/A pair that shows the noise of the machine),
@@ -235,7 +239,7 @@ def _first_epochs(
         "inflate-isal": lambda: _with_threads(cores, _isal_floor, h5gz),
         "h5py": lambda: _model_zoo_reader(h5gz),
     }
-    names = list(jobs)
+    names = [n for n in jobs if only is None or n in only]
     rates: dict[str, list[float]] = {n: [] for n in names}
     cpus: dict[str, list[float]] = {n: [] for n in names}
     for r in range(rounds):
@@ -287,9 +291,71 @@ def main() -> int:
     ap.add_argument("--samples", type=int, default=2048)
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--rounds", type=int, default=5, help="interleaved epoch-0 comparisons")
+    ap.add_argument(
+        "--only",
+        choices=["gzip"],
+        help="gzip: only the gzip reader's interleaved epoch-0 rounds (printed, no results file)",
+    )
     args = ap.parse_args()
+    if args.only == "gzip":
+        print(gzip_rounds(args.samples, args.rounds))
+        return 0
     run(args.samples, args.seconds, args.rounds)
     return 0
+
+
+def _gzip_line(firsts: dict[str, list[float]], cpus: dict[str, list[float]], rounds: int) -> str:
+    """The sentence of the gzip reader's interleaved epoch-0 rounds (`_first_epochs`)."""
+
+    def ratios(a: str, b: str) -> list[float]:
+        return [x / y for x, y in zip(firsts[a], firsts[b], strict=True)]
+
+    def cpu_ratios(a: str, b: str) -> list[float]:  # b's CPU per sample / a's
+        return [y / x for x, y in zip(cpus[a], cpus[b], strict=True)]
+
+    inv = [1 / x for x in ratios("hdf5-gz", "inflate")]
+    return (
+        f"Epoch 0 with the load, {rounds} rounds interleaved (median (min-max) of the "
+        f"per-round ratios of samples/s): the gzip HDF5 reader runs at "
+        f"{_spread(ratios('hdf5-gz', 'inflate'))} of the rate of inflating the same chunks "
+        f"alone with {BACKEND} on the same {os.cpu_count()} threads, i.e. "
+        f"{_spread(inv)} its time (target <= 1.5x); "
+        f"{_spread(ratios('hdf5-gz', 'inflate-isal'))} of that floor with ISA-L; at "
+        f"{_spread(ratios('hdf5-gz', 'h5py'))} of plain h5py as the Model Zoo's "
+        f"HDF5IterableDataset reads (target >= 2x), and at "
+        f"{_spread(ratios('hdf5-gz', 'hdf5-gz-1'))} of its own rate on one thread (target "
+        f">= 1x; the same one-thread run against itself, the machine's noise: "
+        f"{_spread(ratios('hdf5-gz-1b', 'hdf5-gz-1'))}). The same by CPU time per sample "
+        f"(every thread; less moved by the load than wall time): the reader at "
+        f"{_spread(cpu_ratios('hdf5-gz', 'inflate'))} of the floor's rate "
+        f"({_spread(cpu_ratios('hdf5-gz', 'inflate-isal'))} of ISA-L's), "
+        f"{_spread(cpu_ratios('hdf5-gz', 'h5py'))} of h5py's, "
+        f"{_spread(cpu_ratios('hdf5-gz', 'hdf5-gz-1'))} of its own on one thread. "
+        f"Load average {os.getloadavg()[0]:.1f} at the end of these rounds."
+    )
+
+
+def gzip_rounds(samples: int, rounds: int) -> str:
+    """Only the gzip reader's interleaved epoch-0 rounds (`--only gzip`): their sentence."""
+    os.environ.setdefault("CS2_HOME", tempfile.mkdtemp(prefix="cs2bench-"))
+    with tempfile.TemporaryDirectory() as tmp:
+        gpt_model, gpt = _gpt(Path(tmp), samples)
+        proc, path = gpt["hdf5-gz"]
+        params = {
+            "train_input": {
+                "data_processor": proc,
+                "data_dir": str(path),
+                "batch_size": B,
+                "max_sequence_length": T,
+                "vocab_size": VOCAB,
+                "shuffle": True,
+            },
+            "model": gpt_model,
+            "_keys": ["input_ids"],
+        }
+        cases = {"hdf5-gz": (params, "gpt2")}
+        firsts, cpus = _first_epochs(cases, path, rounds, GZIP_JOBS)
+        return _gzip_line(firsts, cpus, rounds)
 
 
 def run(samples: int, seconds: float, rounds: int = 5) -> list[str]:
@@ -382,29 +448,11 @@ def run(samples: int, seconds: float, rounds: int = 5) -> list[str]:
         def ratios(a: str, b: str) -> list[float]:
             return [x / y for x, y in zip(firsts[a], firsts[b], strict=True)]
 
-        def cpu_ratios(a: str, b: str) -> list[float]:  # b's CPU per sample / a's
-            return [y / x for x, y in zip(cpus[a], cpus[b], strict=True)]
-
-        cores = os.cpu_count()
         interleaved = (
-            f"Epoch 0 with the load, {args.rounds} rounds interleaved (median (min-max) of the "
-            f"per-round ratios of samples/s): the gzip HDF5 reader runs at "
-            f"{_spread(ratios('hdf5-gz', 'inflate'))} of the rate of inflating the same chunks "
-            f"alone with {BACKEND} on the same {cores} threads (target >= 0.67x: within 1.5x; "
-            f"{_spread(ratios('hdf5-gz', 'inflate-isal'))} of that floor with ISA-L), at "
-            f"{_spread(ratios('hdf5-gz', 'h5py'))} of plain h5py as the Model Zoo's "
-            f"HDF5IterableDataset reads (target >= 2x), and at "
-            f"{_spread(ratios('hdf5-gz', 'hdf5-gz-1'))} of its own rate on one thread (target "
-            f">= 1x; the same one-thread run against itself, the machine's noise: "
-            f"{_spread(ratios('hdf5-gz-1b', 'hdf5-gz-1'))}); token files / HDF5: gzip "
+            _gzip_line(firsts, cpus, args.rounds)
+            + f" Token files / HDF5 epoch 0 (the same rounds): gzip "
             f"{_spread(ratios('tokens', 'hdf5-gz'))}, uncompressed "
-            f"{_spread(ratios('tokens', 'hdf5'))}. The same by CPU time per sample (every "
-            f"thread; less moved by the load than wall time): the reader at "
-            f"{_spread(cpu_ratios('hdf5-gz', 'inflate'))} of the floor's rate "
-            f"({_spread(cpu_ratios('hdf5-gz', 'inflate-isal'))} of ISA-L's), "
-            f"{_spread(cpu_ratios('hdf5-gz', 'h5py'))} of h5py's, "
-            f"{_spread(cpu_ratios('hdf5-gz', 'hdf5-gz-1'))} of its own on one thread. "
-            f"Load average {os.getloadavg()[0]:.1f} at the end of these rounds."
+            f"{_spread(ratios('tokens', 'hdf5'))}."
         )
         rates, cpus_later = _later_rounds(cases, args.seconds, args.rounds)
 

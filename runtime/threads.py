@@ -61,6 +61,7 @@ __all__ = [
     "workers",
     "idle_cores",
     "run_chunks",
+    "ChunkFeed",
 ]
 
 log = logging.getLogger("cs2sim.threads")
@@ -358,3 +359,110 @@ def run_chunks(
             f.result()
     if errors:
         raise errors[0]
+
+
+def _no_chunk(i: int, slot: int) -> None:
+    """A finished ChunkFeed's fn."""
+
+
+class ChunkFeed:
+    """`run_chunks(fn, n, slots=True)` for chunks that become known a few at a time: helper
+    threads start at once on the chunks fed so far (`add`) and sleep (a condition variable,
+    never a spin) until more come; the caller feeds while it does serial work of its own (the
+    input reader opens file k + 1 while file k's samples inflate), then takes its share and
+    waits for the rest (`finish`), or stops them (`cancel`).
+
+    Chunks are taken in the order fed, so when some fail every chunk before the first failed
+    one has run: `finish` raises the error of the lowest failed chunk (the same one whatever
+    the threads' timing). idle_only: helpers only for cores idle now (`idle_cores`), decided
+    when the feed is made, as run_chunks decides when it starts."""
+
+    def __init__(self, fn: Callable[[int, int], object], idle_only: bool = False) -> None:
+        self._fn = fn
+        self._cond = threading.Condition()
+        self._fed = self._next = 0
+        self._closed = self._stopped = False
+        self._errors: list[tuple[int, BaseException]] = []
+        helpers = 0 if getattr(_in_chunk, "active", False) else workers() - 1
+        if idle_only and helpers > 0:
+            helpers = min(helpers, idle_cores())
+        self._futures: list[Any] = []
+        if helpers > 0:
+            import numpy as np  # loaded by now (see run_chunks)
+
+            err = np.geterr()
+            pool = _helpers()
+            self._futures = [pool.submit(self._drain, k + 1, err) for k in range(helpers)]
+
+    @property
+    def helpers(self) -> int:
+        """Helper threads asked for (0: the caller runs every chunk in `finish`)."""
+        return len(self._futures)
+
+    def add(self, n: int) -> None:
+        """Chunks fed += n (numbered on from the last)."""
+        with self._cond:
+            self._fed += n
+            self._cond.notify_all()
+
+    def _take(self) -> int | None:
+        with self._cond:
+            while True:
+                if self._stopped or self._errors:
+                    return None
+                if self._next < self._fed:
+                    self._next += 1
+                    return self._next - 1
+                if self._closed:
+                    return None
+                self._cond.wait()
+
+    def _drain(self, slot: int, err: Any) -> None:
+        import numpy as np
+
+        was, _in_chunk.active = getattr(_in_chunk, "active", False), True
+        try:
+            with np.errstate(**err):
+                while (i := self._take()) is not None:
+                    try:
+                        self._fn(i, slot)
+                    except BaseException as e:  # noqa: BLE001 - raised by finish
+                        with self._cond:
+                            self._errors.append((i, e))
+                            self._cond.notify_all()
+                        return
+        finally:
+            _in_chunk.active = was
+
+    def _join(self) -> None:
+        for f in self._futures:
+            if not f.cancel():  # a helper still queued (the pool busy) has nothing to do
+                f.result()
+        self._futures = []
+        # fn is often a bound method of an object that holds this feed: let go of it, so
+        # that object (and the arrays it holds) is freed when its owner drops it, not at
+        # the next garbage collection
+        self._fn = _no_chunk
+
+    def finish(self) -> None:
+        """No more chunks: run what is left on this thread too, wait for the helpers, and
+        raise the lowest failed chunk's error."""
+        import numpy as np
+
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._drain(0, np.geterr())
+        self._join()
+        if self._errors:
+            raise min(self._errors, key=lambda x: x[0])[1]
+
+    def cancel(self) -> None:
+        """Stop: helpers end after the chunk they run; errors are dropped."""
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+        try:
+            self._join()
+        except BaseException:  # noqa: BLE001 - the caller is failing already
+            pass

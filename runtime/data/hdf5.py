@@ -27,8 +27,10 @@ no more CPU time, only the wait for it).
 Values are checked the same way in every layout: when the data set is small
 (CHECK_ALL_VALUES) every sample is read once at load, in the consumer, and checked (ids in the
 vocabulary, a label in it wherever the attention mask is 1, no sample all padding), so a bad
-value stops the run before training; a compressed data set's decoded ids and labels are then
-kept (when they fit CACHE_BYTES), so that read is the first epoch's inflating, not extra work.
+value stops the run before training; a compressed data set's decoded samples are then kept
+(when they fit CACHE_BYTES), so that read is the first epoch's inflating, not extra work. That
+scan runs alongside the opening of the files, file k inflating while file k + 1 opens
+(runtime/data/hdf5_scan.py).
 A larger data set is checked batch by batch as it is read (a full scan would stall the start),
 its compressed samples inflated lazily and kept in the same cache when they fit.
 Each worker opens its own files (an h5py handle must not cross a fork or a pickle).
@@ -42,7 +44,7 @@ from __future__ import annotations
 import mmap
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +60,7 @@ from cs2sim.runtime.data.hdf5_layout import (
     inspect,
     open_data,
 )
+from cs2sim.runtime.data.hdf5_scan import INFLATE_CHUNK, Scan
 from cs2sim.runtime.data.inflate import inflate, inflate_rows
 from cs2sim.runtime.nn.loss import IGNORE
 from cs2sim.system.errors import ConfigError
@@ -67,8 +70,6 @@ __all__ = ["H5_SUFFIX", "CHECK_ALL_VALUES", "find_h5_files", "H5Part", "H5Sample
 CHECK_ALL_VALUES = 2**26  # files up to this many int32 values are scanned whole when loaded
 CACHE_BYTES = 256 * 2**20  # a worker keeps its part's decoded samples when they fit this
 LRU_BYTES = 16 * 2**20  # decoded chunks kept per worker
-INFLATE_CHUNK = 8  # samples one thread inflates per task (a task costs ~10 us, a sample ~25)
-SCAN_TASK = 64  # samples one thread reads, checks and converts per task of the up-front scan
 FEATURES = ("input_ids", "attention_mask", "labels")
 
 
@@ -103,40 +104,41 @@ class H5Samples:
     """The samples of some file parts, in order: {"input_ids", "labels": int32 (B, T)}."""
 
     def __init__(
-        self, parts: tuple[H5Part, ...], seq_len: int, vocab_size: int, verify: bool
+        self,
+        parts: tuple[H5Part, ...],
+        seq_len: int,
+        vocab_size: int,
+        verify: bool,
+        opened: dict[str, tuple[Any, Any]] | None = None,
     ) -> None:
         self.parts, self.T, self.vocab_size = parts, seq_len, vocab_size
         self.starts = np.concatenate([[0], np.cumsum([p.stop - p.start for p in parts])])
         self._files: list[Any] = []
         self._maps: list[mmap.mmap | None] = []
         self._bytes: list[np.ndarray | None] = []  # per part: its file's map as uint8 (L,)
+        # files left open by H5Files.of's inspection (path -> (File, data)): used, not reopened
+        self._opened = dict(opened or {})
         try:
             self._open(verify)
         except BaseException:
             self.close()  # a file that fails a check is not left open (nor its maps)
             raise
+        finally:
+            for f, _ in self._opened.values():  # handed over but not used
+                f.close()
+            self._opened = {}
 
     def _open(self, verify: bool) -> None:
-        """Open every part's file, index its chunks, and check it (see `__init__`)."""
+        """Open every part's file, index its chunks, and check it (see `__init__`); a small
+        data set is scanned while its files open (runtime/data/hdf5_scan.py)."""
         parts, seq_len = self.parts, self.T
         self._data: list[Any] = []  # per part: np.memmap (n, 3, T) or an h5py dataset
         # per part: rows per chunk when a sample lies in one chunk (else 0), and whether the
         # chunks are gzip alone (h5py's layout properties are slow to query: asked once here)
         self._rows: list[int] = []
         self._gzip: list[bool] = []
-        for p in parts:
-            f, ds = open_data(p.path)
-            self._files.append(f)
-            mapped = self._mapped(p.path, ds, p.stop)
-            self._data.append(ds if mapped is None else mapped)
-            chunks = ds.chunks if mapped is None else None
-            self._rows.append(chunks[0] if chunks and chunks[1:] == (3, seq_len) else 0)
-            self._gzip.append(
-                mapped is None
-                and ds.compression == "gzip"
-                and not (ds.shuffle or ds.fletcher32 or ds.scaleoffset is not None)
-            )
-        self._n_rows = [int(d.shape[0]) for d in self._data]
+        self._dtypes: list[np.dtype[Any]] = []
+        self._n_rows: list[int] = []
         # per gzip part: where each chunk is stored (byte offset, stored size (-1: not
         # written), filter mask), from one walk of HDF5's chunk index, and the file mapped:
         # a chunk is inflated straight from the page cache (no index lookup, no read, no copy
@@ -146,27 +148,54 @@ class H5Samples:
         # index per sample costs a tenth of a numpy scalar's.
         self._spots: list[tuple[list[int], list[int], list[int]] | None] = []
         self._plain: list[tuple[list[int], list[int]] | None] = []
-        for j in range(len(parts)):
-            self._map_chunks(j)
-        self._dtypes = [d.dtype for d in self._data]
-        n = int(self.starts[-1])
-        compressed = any(not isinstance(d, np.ndarray) for d in self._data)
+        n = len(self)
         # Values are checked up front when the parts are small (CHECK_ALL_VALUES), whatever
         # the layout, so a bad id stops the run before training starts; larger parts batch by
         # batch as they are read (a full scan of a large data set would stall the start).
         small = n * 3 * seq_len <= CHECK_ALL_VALUES
         self.check_each_batch = [not small] * len(parts)
         self._lru = _ChunkLru(LRU_BYTES)
-        self._cache: np.ndarray | None = None  # (N, 2, T) decoded ids and labels, filled lazily
+        # decoded samples, filled lazily ((N, 2, T) ids and labels) or by the scan ((N, 3, T)
+        # as stored, padding's labels IGNORE: hdf5_scan.py); `_lab`: the labels' row
+        self._cache: np.ndarray | None = None
+        self._lab = 1
         self._have = np.zeros(0, bool)  # (N,) which rows of _cache are decoded
         self._missing = n  # rows of _cache not decoded yet
         self._complete = False  # every row of _cache decoded (no lookup per batch)
-        if compressed and n * 2 * seq_len * 4 <= CACHE_BYTES:
+        scan = Scan(self, CACHE_BYTES) if verify and small else None
+        try:
+            for j, p in enumerate(parts):
+                self._open_part(j, p)
+                if scan is not None:
+                    scan.opened(j)
+            compressed = any(not isinstance(d, np.ndarray) for d in self._data)
+            if scan is not None:
+                scan.finish(compressed)
+        except BaseException:
+            if scan is not None:
+                scan.cancel()  # the helpers stop before the files close
+            raise
+        if scan is None and compressed and n * 2 * seq_len * 4 <= CACHE_BYTES:
             self._cache = np.empty((n, 2, seq_len), np.int32)
             self._have = np.zeros(n, bool)
-        if verify and small:
-            self._scan()
         self._all_mapped = not any(self.check_each_batch) and not compressed
+
+    def _open_part(self, j: int, p: H5Part) -> None:
+        """Open part j's file, map it when uncompressed, and index its chunks (`_open`)."""
+        f, ds = self._opened.pop(p.path) if p.path in self._opened else open_data(p.path)
+        self._files.append(f)
+        mapped = self._mapped(p.path, ds, p.stop)
+        self._data.append(ds if mapped is None else mapped)
+        chunks = ds.chunks if mapped is None else None
+        self._rows.append(chunks[0] if chunks and chunks[1:] == (3, self.T) else 0)
+        self._gzip.append(
+            mapped is None
+            and ds.compression == "gzip"
+            and not (ds.shuffle or ds.fletcher32 or ds.scaleoffset is not None)
+        )
+        self._dtypes.append(self._data[j].dtype)
+        self._n_rows.append(int(self._data[j].shape[0]))
+        self._map_chunks(j)
 
     def _map_chunks(self, j: int) -> None:
         """Part j's chunk table and map (see `_open`), when its chunks are gzip alone. (A
@@ -192,57 +221,6 @@ class H5Samples:
         plain = np.where((size >= 0) & (fmask == 0), size, -1)
         self._plain.append(((at + raw.ctypes.data).tolist(), plain.tolist()))
 
-    def _scan(self) -> None:
-        """Read every sample once now, checked; decoded compressed samples go to the cache
-        (so the in-process first epoch is served from it: the scan is not paid twice).
-
-        The samples of all parts are cut into tasks (`_tasks`) for the runtime's worker
-        threads, each task inflating, checking and converting its own samples into their rows
-        of the cache: one handoff per task, not per sample, every step of a sample on the
-        thread that inflated it, and one wait for the threads in all (not one per file)."""
-        tasks = self._tasks(SCAN_TASK)
-        width = max(d.itemsize for d in self._dtypes) * 3 * self.T  # bytes of the widest row
-        # per thread: a task's inflated rows, reused task after task (no fresh pages each time)
-        scratch: list[np.ndarray | None] = [None] * threads.workers()
-
-        def task(k: int, slot: int) -> None:
-            j, a, b = tasks[k]
-            if self._plain[j] is not None and self._rows[j] == 1:
-                buf = scratch[slot]
-                if buf is None:
-                    buf = scratch[slot] = np.empty(SCAN_TASK * width, np.uint8)
-                dtype = self._dtypes[j]
-                raw = buf[: (b - a) * 3 * self.T * dtype.itemsize].view(dtype)
-                raw = raw.reshape(b - a, 3, self.T)  # (b, 3, T)
-                self._inflate_rows(j, range(a, b), raw)
-            else:
-                raw = self._read(j, np.arange(a, b))
-            padded = self._check_raw(j, range(a, b), raw)
-            lo = int(self.starts[j]) + a - self.parts[j].start  # a's row of the whole data set
-            ids_and_labels(
-                raw, None if self._cache is None else self._cache[lo : lo + b - a], padded
-            )
-
-        threads.run_chunks(task, len(tasks), slots=True, idle_only=True)
-        if self._cache is not None:
-            self._have[:] = True
-            self._missing, self._complete = 0, True
-
-    def _tasks(self, most: int) -> list[tuple[int, int, int]]:
-        """(part, first file row, end) of tasks covering every sample, none across parts, of
-        at most `most` samples and shrinking toward the end (guided scheduling: a task is a
-        share of what is left), so that near the end no thread waits long for another's last
-        task (on a loaded machine that thread may be off the CPU for a whole time slice)."""
-        left, share = len(self), 2 * threads.workers()
-        out = []
-        for j, p in enumerate(self.parts):
-            a = p.start
-            while a < p.stop:
-                n = min(most, max(INFLATE_CHUNK, left // share), p.stop - a)
-                out.append((j, a, a + n))
-                a, left = a + n, left - n
-        return out
-
     @staticmethod
     def _mapped(path: str, ds: Any, stop: int) -> np.ndarray | None:
         """A memory map of rows [0, stop) of a contiguous, uncompressed dataset (None when it
@@ -263,13 +241,16 @@ class H5Samples:
         """Stored rows `raw` (b, 3, T) of part j (file rows `local`): ids in the vocabulary, a
         label in it wherever attention_mask is not 0, no sample all padding; -> whether any
         attention_mask is 0 (padding)."""
-        ids, mask, labels = raw[:, 0], raw[:, 1], raw[:, 2]  # (b, T) each
-        padded = int(mask.min()) == 0
+        padded = int(raw[:, 1].min()) == 0
         if raw.dtype == np.int32 and not padded:
-            # no padding (the usual sample): one pass each, a negative value being a large
-            # one as uint32; the value itself is found below only when one is bad
+            # no padding (the usual sample): one pass each (one over both rows' strided view
+            # is twice as slow), a negative value being a large one as uint32; the value
+            # itself is found below only when one is bad
             v = self.vocab_size
-            if int(ids.view(np.uint32).max()) < v and int(labels.view(np.uint32).max()) < v:
+            if (
+                int(raw[:, 0].view(np.uint32).max()) < v
+                and int(raw[:, 2].view(np.uint32).max()) < v
+            ):
                 return padded
         self._find_bad(j, local, raw)
         return padded
@@ -478,7 +459,7 @@ class H5Samples:
                     self._missing -= len(new)
                     self._complete = self._missing == 0
             # (B, T) each, gathered straight from the cache (no (B, 2, T) copy in between)
-            return {"input_ids": self._cache[idx, 0], "labels": self._cache[idx, 1]}
+            return {"input_ids": self._cache[idx, 0], "labels": self._cache[idx, self._lab]}
         if self._all_mapped:  # memory-mapped, checked at load: gathered straight to (B, T)
             return self._mapped_batch(idx)
         out = self._gather(idx)
@@ -535,20 +516,40 @@ class H5Files:
     vocab_size: int
     verify: bool = True
 
+    # Files this recipe's inspection left open, for its first `load` in this process (one
+    # open per file, not two; ~0.3 ms a file). Never pickled nor copied (`cut`, `replace`:
+    # a worker opens its own); closed with the recipe when no load takes them.
+    _opened: dict[str, tuple[Any, Any]] = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "_opened"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _opened={})
+
     @classmethod
     def of(cls, paths: list[Path], seq_len: int, vocab_size: int) -> H5Files:
         """Every sample of `paths`, in order (each file's layout checked now)."""
-        parts = []
-        for p in paths:
-            n = inspect(str(p), seq_len)
-            if n:
-                parts.append(H5Part(str(p), 0, n))
+        parts, kept = [], dict[str, tuple[Any, Any]]()
+        try:
+            for p in paths:
+                n = inspect(str(p), seq_len, kept)
+                if n:
+                    parts.append(H5Part(str(p), 0, n))
+        except BaseException:
+            for f, _ in kept.values():
+                f.close()
+            raise
         if not parts:
             names = ", ".join(p.name for p in paths)
             raise ConfigError(
                 f"HDF5 files {names} in {paths[0].parent} hold no samples; re-create them."
             )
-        return cls(tuple(parts), seq_len, vocab_size)
+        recipe = cls(tuple(parts), seq_len, vocab_size)
+        recipe._opened.update(kept)
+        return recipe
 
     @property
     def num_samples(self) -> int:
@@ -577,4 +578,6 @@ class H5Files:
 
     def load(self) -> H5Samples:
         """Open the files (closed again when a check fails: nothing is left open)."""
-        return H5Samples(self.parts, self.seq_len, self.vocab_size, self.verify)
+        opened = dict(self._opened)
+        self._opened.clear()  # taken once: a second load opens the files itself
+        return H5Samples(self.parts, self.seq_len, self.vocab_size, self.verify, opened)

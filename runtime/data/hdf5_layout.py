@@ -11,6 +11,7 @@ An unreadable file is said to be unreadable ("permission denied"), not incomplet
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,9 +77,12 @@ def open_data(path: str) -> tuple[Any, Any]:
     return f, f["data"]
 
 
-def inspect(path: str, seq_len: int) -> int:
-    """Samples in one file, after checking its layout against max_sequence_length."""
+def inspect(path: str, seq_len: int, keep: dict[str, tuple[Any, Any]] | None = None) -> int:
+    """Samples in one file, after checking its layout against max_sequence_length; with
+    `keep`, a file that holds samples is left open there (path -> (h5py File, its `data`)),
+    for the load that follows to read without opening it again."""
     f, ds = open_data(path)
+    kept = False
     try:
         if ds.ndim != 3 or ds.shape[1] != 3:
             raise ConfigError(
@@ -106,9 +110,12 @@ def inspect(path: str, seq_len: int) -> int:
                 f"HDF5 file {path} says n_examples {n} but holds {ds.shape[0]} rows; re-create it."
             )
         _backed(path, ds, n)
+        if keep is not None and n:
+            keep[path], kept = (f, ds), True
         return n
     finally:
-        f.close()
+        if not kept:
+            f.close()
 
 
 def _backed(path: str, ds: Any, n: int) -> None:
@@ -165,6 +172,7 @@ def ids_and_labels(
 
 _SIGNATURE = b"\x89HDF\r\n\x1a\n"
 _MAX_NODES = 1 << 22  # a bound on the walk: a damaged tree cannot loop
+_NODE = struct.Struct("<4sBBH")  # a B-tree node's signature, type, level, entries used
 
 
 def btree_chunks(
@@ -198,24 +206,29 @@ def _btree_chunks(
     if btree is None:
         return None
     entry = np.dtype([("size", "<u4"), ("mask", "<u4"), ("off", "<u8", (dims,)), ("child", "<u8")])
-    parts, todo, seen = [], [btree], 0
+    parts, todo, seen, buf = [], [btree], 0, file.data
     while todo:
         at = todo.pop()
         seen += 1
-        if seen > _MAX_NODES or not 0 <= at <= size - 24 or bytes(file[at : at + 4]) != b"TREE":
+        if seen > _MAX_NODES or not 0 <= at <= size - 24:
             return None
-        node_type, level = int(file[at + 4]), int(file[at + 5])
-        used = int(file[at + 6]) | int(file[at + 7]) << 8
-        if node_type != 1 or at + 24 + used * entry.itemsize > size:
+        sig, node_type, level, used = _NODE.unpack_from(buf, at)  # no numpy scalars
+        if sig != b"TREE" or node_type != 1 or at + 24 + used * entry.itemsize > size:
             return None
-        e = np.frombuffer(file, entry, used, at + 24)  # (used,) key k and child k
         if level:
+            e = np.frombuffer(file, entry, used, at + 24)  # (used,) key k and child k
             todo.extend(int(c) for c in e["child"][::-1])  # in order: the first popped first
         else:
-            parts.append(e)
+            parts.append((at + 24, used))
     if not parts:
         return None
-    e = np.concatenate(parts)
+    # the leaves' entries copied into one array (np.concatenate of structured arrays
+    # promotes their fields first: half the walk's time)
+    e = np.empty(sum(n for _, n in parts), entry)
+    row = 0
+    for at, used in parts:
+        e[row : row + used] = np.frombuffer(file, entry, used, at)
+        row += used
     first, stored = e["off"][:, 0].astype(np.int64), e["size"].astype(np.int64)
     places = e["child"].astype(np.int64)
     masks = e["mask"].astype(np.int64)
