@@ -198,8 +198,9 @@ class CommandTable:
         prefix = prefix.lower()
         return sorted(w for w in node.children if w.startswith(prefix))
 
-    def match(self, node: Node, word: str) -> Node:
-        """The child of `node` named by `word`: exact, else a unique prefix; errors otherwise."""
+    def match(self, node: Node, word: str, suggest: bool = True) -> Node:
+        """The child of `node` named by `word`: exact, else a unique prefix; errors otherwise
+        (an unknown word's error suggests near words unless `suggest` is False)."""
         key = word.lower()
         if key in node.children:
             return node.children[key]
@@ -219,6 +220,8 @@ class CommandTable:
                 f"`{word}` is ambiguous: it could be {_quote(found)}; type more letters.",
                 tuple(found),
             )
+        if not suggest:  # the caller only tries a reading: the message is not shown
+            raise UnknownCommand(f"{where} no command `{word}`.", ())
         import difflib  # only on the error path
 
         near = tuple(difflib.get_close_matches(key, list(node.children), n=3, cutoff=0.6))
@@ -228,7 +231,7 @@ class CommandTable:
             hint = f"choose one of {_quote(sorted(node.children))} (or type `help`)."
         raise UnknownCommand(f"{where} no command `{word}`; {hint}", near)
 
-    def walk(self, words: Sequence[str]) -> tuple[Node, list[str]]:
+    def walk(self, words: Sequence[str], suggest: bool = True) -> tuple[Node, list[str]]:
         """Follow `words` as far as they name tree nodes; return the last node and the rest."""
         node = self.root
         rest = list(words)
@@ -236,7 +239,7 @@ class CommandTable:
             if node.command is not None and rest[0].lower() not in node.children:
                 if not self.candidates(node, rest[0]):
                     break  # a command's argument, not a sub-word
-            node = self.match(node, rest[0])
+            node = self.match(node, rest[0], suggest)
             rest.pop(0)
         return node, rest
 
@@ -305,7 +308,8 @@ class CommandTable:
             found = set()
             for order in permutations(words[:n]):
                 try:
-                    node, rest = self.walk(list(order))
+                    # a failed reading's near words are never shown: difflib is not asked
+                    node, rest = self.walk(list(order), suggest=False)
                 except (UnknownCommand, AmbiguousCommand):
                     continue
                 if node.command is not None and not rest:

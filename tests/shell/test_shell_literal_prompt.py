@@ -76,10 +76,16 @@ def test_ctrl_d_at_the_first_prompt_leaves_at_once(home: Path, term: str) -> Non
     ctrl_d_at_the_first_prompt(home, term, attempts=1)
 
 
-@pytest.mark.slow  # 30 shells: the race a single try can miss
-@pytest.mark.parametrize("term", TERMS)
-def test_ctrl_d_at_the_first_prompt_leaves_at_once_every_time(home: Path, term: str) -> None:
-    ctrl_d_at_the_first_prompt(home, term, attempts=10)
+# The race ten tries in a row guard against is a dumb terminal's: prompt_toolkit's _dumb_prompt
+# writes the prompt and only then starts the application that enters raw mode, so without the
+# console's own raw mode around the prompt a Ctrl-D sent the moment `cs> ` arrived reached the
+# line discipline in cooked mode and was lost. On every other TERM prompt_toolkit enters raw
+# mode before its first redraw (Application.run_async): there the prompt cannot arrive before
+# raw mode, and the single try above (and the pexpect pattern's Ctrl-D after later prompts)
+# holds it. Taking the console's raw mode away fails the dumb tries, and only those.
+@pytest.mark.slow  # 10 shells: the race a single try can miss
+def test_ctrl_d_at_the_first_prompt_leaves_at_once_every_time(home: Path) -> None:
+    ctrl_d_at_the_first_prompt(home, "dumb", attempts=10)
 
 
 def doc_example() -> str:
@@ -101,6 +107,9 @@ def test_the_documented_pexpect_example_passes(home: Path, tmp_path: Path) -> No
     (tmp_path / "conftest.py").write_text(conftest)
     (tmp_path / "test_example.py").write_text(code)
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
+    # the example needs pytest and pexpect only: the plugins installed for this suite
+    # (hypothesis, xdist, ...) are not loaded, which halves the inner pytest's start-up
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_example.py"],
         cwd=tmp_path,
