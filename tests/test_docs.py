@@ -2,7 +2,7 @@
 
 The README is a short front door (at most 200 lines) that opens with the two set-up
 commands; the manual is in docs/, one page per part. These tests keep that true: the
-README's second command is the one CI runs (`.ci/run`'s last command line), every relative link
+README's second command is the one CI runs (a command line of `.ci/run`, verbatim), every relative link
 of the README and of docs/*.md reaches a file (and a heading, when it names one), every
 repository path they name exists, and the README's code map has a line for every package of
 runtime/ (so a moved or added package shows up here, not in a newcomer's failed search).
@@ -65,15 +65,13 @@ def test_the_readme_is_a_front_door_of_at_most_200_lines():
 def test_the_readme_opens_with_the_two_commands_and_the_second_is_what_ci_runs():
     demo, tests = command_lines(opening_block())
     assert demo == DEMO_COMMAND
-    ci = command_lines((ROOT / ".ci" / "run").read_text())[-1]
-    assert (
-        tests
-        == ci
-        == (
-            "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' && "
-            ".venv/bin/python -m pytest -n auto --dist loadfile"
-        )
+    assert tests == (
+        "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' && "
+        ".venv/bin/python -m pytest -n auto --dist loadfile"
     )
+    # CI runs it as written, only noting its exit status (the static checks run beside it)
+    ci = command_lines((ROOT / ".ci" / "run").read_text())
+    assert [line for line in ci if line.startswith(tests)] == [f"{tests} || tests=$?"]
 
 
 def test_every_relative_link_reaches_a_file_and_heading():
