@@ -2,10 +2,11 @@
 
 The README is a short front door (at most 200 lines) that opens with the two set-up
 commands; the manual is in docs/, one page per part. These tests keep that true: the
-README's second command is the one CI runs (a command line of `.ci/run`, verbatim), every relative link
-of the README and of docs/*.md reaches a file (and a heading, when it names one), every
-repository path they name exists, and the README's code map has a line for every package of
-runtime/ (so a moved or added package shows up here, not in a newcomer's failed search).
+README's second command is the one CI runs (a command line of `.ci/run`, verbatim), every
+relative link of the README and of docs/*.md reaches a file (and a heading, when it names
+one), every repository path they name exists, and the README's code map has a line for every
+package of runtime/ (so a moved or added package shows up here, not in a newcomer's failed
+search).
 """
 
 from __future__ import annotations
