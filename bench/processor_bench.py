@@ -335,25 +335,29 @@ def _gzip_line(firsts: dict[str, list[float]], cpus: dict[str, list[float]], rou
     )
 
 
+def _gpt_params(proc: str, path: Path, model: dict[str, Any]) -> dict[str, Any]:
+    """A GPT data set's params as the bench reads it: shuffled batches of B rows of T tokens."""
+    return {
+        "train_input": {
+            "data_processor": proc,
+            "data_dir": str(path),
+            "batch_size": B,
+            "max_sequence_length": T,
+            "vocab_size": VOCAB,
+            "shuffle": True,
+        },
+        "model": model,
+        "_keys": ["input_ids"],
+    }
+
+
 def gzip_rounds(samples: int, rounds: int) -> str:
     """Only the gzip reader's interleaved epoch-0 rounds (`--only gzip`): their sentence."""
     os.environ.setdefault("CS2_HOME", tempfile.mkdtemp(prefix="cs2bench-"))
     with tempfile.TemporaryDirectory() as tmp:
         gpt_model, gpt = _gpt(Path(tmp), samples)
         proc, path = gpt["hdf5-gz"]
-        params = {
-            "train_input": {
-                "data_processor": proc,
-                "data_dir": str(path),
-                "batch_size": B,
-                "max_sequence_length": T,
-                "vocab_size": VOCAB,
-                "shuffle": True,
-            },
-            "model": gpt_model,
-            "_keys": ["input_ids"],
-        }
-        cases = {"hdf5-gz": (params, "gpt2")}
+        cases = {"hdf5-gz": (_gpt_params(proc, path, gpt_model), "gpt2")}
         firsts, cpus = _first_epochs(cases, path, rounds, GZIP_JOBS)
         return _gzip_line(firsts, cpus, rounds)
 
@@ -368,22 +372,7 @@ def run(samples: int, seconds: float, rounds: int = 5) -> list[str]:
         gpt_model, gpt = _gpt(d, args.samples)
         vocab, csv_dir, sst_dir = _bert(d, args.samples)
         cases = {
-            name: (
-                {
-                    "train_input": {
-                        "data_processor": proc,
-                        "data_dir": str(path),
-                        "batch_size": B,
-                        "max_sequence_length": T,
-                        "vocab_size": VOCAB,
-                        "shuffle": True,
-                    },
-                    "model": gpt_model,
-                    "_keys": ["input_ids"],
-                },
-                "gpt2",
-            )
-            for name, (proc, path) in gpt.items()
+            name: (_gpt_params(proc, path, gpt_model), "gpt2") for name, (proc, path) in gpt.items()
         }
         bert_model = {"vocab_size": 30005, "max_position_embeddings": BERT_T, "num_labels": 2}
         cases["bert-csv"] = (
