@@ -139,8 +139,12 @@ def channel(model: str, kind: str, n: int) -> tuple[float, float]:
 
 # -- 2. delivery ----------------------------------------------------------------------------------
 def params_of(model: str) -> dict:
+    """The model's config as run.py loads it, on stand-in data: the published GPT-2 config's
+    data_dir is a placeholder, which the runtime refuses unless stand-in data is asked for."""
     cfg = str(model_home(model) / "configs" / CONFIGS[model])
-    return _load(model, build_parser(model).parse_args(["-m", "train", "-p", cfg]))[0]
+    params = _load(model, build_parser(model).parse_args(["-m", "train", "-p", cfg]))[0]
+    params.setdefault("train_input", {})["stand_in_data"] = True
+    return params
 
 
 def delivery(
